@@ -1,0 +1,13 @@
+/**
+ * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
+ * singleflight, rolling window, backoff, hashing and the hash ring. Imports only `node:` built-ins.
+ */
+export { systemClock, ManualClock, type Clock } from './clock.js';
+export * from './errors.js';
+export { Emitter, type Disposer, type Listener } from './events.js';
+export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type FlightFn } from './singleflight.js';
+export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions } from './rolling-window.js';
+export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
+export { delay, throwIfAborted, linkSignal } from './abort.js';
+export { hash32, type HashFn } from './hash.js';
+export { HashRing, hashRingDefaults, type HashRingOptions } from './hash-ring.js';

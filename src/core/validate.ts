@@ -1,0 +1,70 @@
+/**
+ * Option validation shared by every constructor: bad options throw TypeError / RangeError naming the
+ * option and the value received (STYLE.md §9).
+ */
+
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || value === null || value === undefined) return String(value);
+  if (typeof value === 'function') return 'a function';
+  return Object.prototype.toString.call(value);
+}
+
+/** finite checks that `value` is a finite number in [min, max] and returns it. */
+export function finite(owner: string, name: string, value: unknown, min = -Infinity, max = Infinity): number {
+  if (typeof value !== 'number') throw new TypeError(`${owner}: ${name} must be a number, got ${show(value)}`);
+  if (!Number.isFinite(value) || value < min || value > max) {
+    const range = max === Infinity ? `≥ ${min}` : `in [${min}, ${max}]`;
+    throw new RangeError(`${owner}: ${name} must be a finite number ${range}, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** positive checks that `value` is a finite number > 0 and returns it. */
+export function positive(owner: string, name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(`${owner}: ${name} must be a number, got ${show(value)}`);
+  if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${owner}: ${name} must be a finite number > 0, got ${show(value)}`);
+  return value;
+}
+
+/** integer checks that `value` is an integer in [min, max] and returns it. */
+export function integer(owner: string, name: string, value: unknown, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number') throw new TypeError(`${owner}: ${name} must be a number, got ${show(value)}`);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `in [${min}, ${max}]`;
+    throw new RangeError(`${owner}: ${name} must be an integer ${range}, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** ratio checks that `value` is a number in (0, 1] and returns it. */
+export function ratio(owner: string, name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(`${owner}: ${name} must be a number, got ${show(value)}`);
+  if (!(value > 0 && value <= 1)) throw new RangeError(`${owner}: ${name} must be a number in (0, 1], got ${show(value)}`);
+  return value;
+}
+
+/** fn checks that `value` is a function and returns it. */
+export function fn<F extends (...args: never[]) => unknown>(owner: string, name: string, value: unknown): F {
+  if (typeof value !== 'function') throw new TypeError(`${owner}: ${name} must be a function, got ${show(value)}`);
+  return value as F;
+}
+
+/** object checks that `value` is a plain options object (or undefined, read as `{}`) and returns it. */
+export function options<T extends object>(owner: string, value: T | undefined): Partial<T> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object') throw new TypeError(`${owner}: options must be an object, got ${show(value)}`);
+  return value;
+}
+
+/** clockOption checks that `value` looks like a Clock. */
+export function clockOption<C extends { now(): number }>(owner: string, value: unknown, fallback: C): C {
+  if (value === undefined) return fallback;
+  if (value === null || typeof value !== 'object' || typeof (value as { now?: unknown }).now !== 'function') {
+    throw new TypeError(`${owner}: clock must have a now() method, got ${show(value)}`);
+  }
+  return value as C;
+}
+
+/** showValue renders a received value for an error message. */
+export const showValue = show;
