@@ -9,5 +9,6 @@ export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type Flig
 export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions } from './rolling-window.js';
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
 export { delay, throwIfAborted, linkSignal } from './abort.js';
+export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
 export { hash32, type HashFn } from './hash.js';
 export { HashRing, hashRingDefaults, type HashRingOptions } from './hash-ring.js';

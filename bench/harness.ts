@@ -1,0 +1,143 @@
+/**
+ * Benchmark harness. A bench file declares subjects; the parent process runs each subject in its own
+ * child process (JIT state from one subject must not slow another), `runs` times, interleaved so that
+ * machine noise spreads over all subjects, then prints the median of each and its ratio to the baseline.
+ *
+ *   // bench/example.bench.ts
+ *   import { bench } from './harness.js';
+ *   await bench('example', {
+ *     baseline: 'bare call',
+ *     subjects: {
+ *       'bare call': () => ({ op: () => f() }),
+ *       'ours': async () => { const x = await setup(); return { op: () => x.run(), async: true }; },
+ *     },
+ *   });
+ *
+ * Run one file: `node --import tsx bench/example.bench.ts`; all: `npm run bench`.
+ * Environment: BENCH_RUNS (default 5), BENCH_MS (measured time per child, default 1 000),
+ * BENCH_FILTER (substring of subject names).
+ */
+import { spawnSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+/** Subject is what one child measures: `op` called in a loop (awaited when `async`). */
+export interface Subject {
+  op: () => unknown;
+  /** op returns a promise to await. Defaults to false. */
+  async?: boolean;
+  /** Ops per timed batch (the clock is read once per batch). Defaults to 1 000 (sync) / 100 (async). */
+  batch?: number;
+  /** Runs after measuring (close servers, connections). */
+  teardown?: () => unknown;
+  /** Extra numbers to report (e.g. heap bytes, p99); the median of each is printed. */
+  extra?: () => Record<string, number> | Promise<Record<string, number>>;
+}
+
+/** BenchSpec names the subjects of one bench file and the baseline the ratios are taken against. */
+export interface BenchSpec {
+  baseline?: string;
+  subjects: Record<string, () => Subject | Promise<Subject>>;
+  /** Measured time per child in ms. Defaults to BENCH_MS or 1 000. */
+  durationMs?: number;
+}
+
+interface Result {
+  nsPerOp: number;
+  opsPerSec: number;
+  extra: Record<string, number>;
+}
+
+async function measure(subject: Subject, durationMs: number): Promise<Result> {
+  const { op } = subject;
+  const isAsync = subject.async === true;
+  const batch = subject.batch ?? (isAsync ? 100 : 1_000);
+  const runFor = async (ms: number) => {
+    let ops = 0;
+    const start = performance.now();
+    let now = start;
+    while (now - start < ms) {
+      if (isAsync) for (let i = 0; i < batch; i++) await op();
+      else for (let i = 0; i < batch; i++) op();
+      ops += batch;
+      now = performance.now();
+    }
+    return { ops, ms: now - start };
+  };
+  await runFor(Math.min(300, durationMs / 3)); // warm-up: let the JIT settle
+  const { ops, ms } = await runFor(durationMs);
+  const extra = (await subject.extra?.()) ?? {};
+  await subject.teardown?.();
+  return { nsPerOp: (ms * 1e6) / ops, opsPerSec: ops / (ms / 1000), extra };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function fmtRate(x: number): string {
+  if (x >= 1e6) return `${(x / 1e6).toFixed(2)} M/s`;
+  if (x >= 1e3) return `${(x / 1e3).toFixed(1)} k/s`;
+  return `${x.toFixed(1)} /s`;
+}
+
+function fmtNs(x: number): string {
+  return x >= 1e6 ? `${(x / 1e6).toFixed(2)} ms` : x >= 1e3 ? `${(x / 1e3).toFixed(2)} µs` : `${x.toFixed(1)} ns`;
+}
+
+/**
+ * bench runs the file's subjects. In a child (argv `--child <name>`) it measures that one subject and
+ * prints its result as JSON; in the parent it spawns the children and prints the table.
+ */
+export async function bench(title: string, spec: BenchSpec, file: string = process.argv[1]!): Promise<void> {
+  const durationMs = spec.durationMs ?? Number(process.env.BENCH_MS ?? 1_000);
+  const childAt = process.argv.indexOf('--child');
+  if (childAt >= 0) {
+    const name = process.argv[childAt + 1]!;
+    const make = spec.subjects[name];
+    if (make === undefined) throw new Error(`no subject ${name}`);
+    const result = await measure(await make(), durationMs);
+    process.stdout.write(`@@RESULT ${JSON.stringify(result)}\n`);
+    process.exit(0);
+  }
+  const runs = Number(process.env.BENCH_RUNS ?? 5);
+  const filter = process.env.BENCH_FILTER;
+  const names = Object.keys(spec.subjects).filter((n) => !filter || n.includes(filter) || n === spec.baseline);
+  const results = new Map<string, Result[]>(names.map((n) => [n, []]));
+  const path = file.startsWith('file:') ? fileURLToPath(file) : file;
+  process.stdout.write(`\n## ${title}  (${runs} runs × ${durationMs} ms per subject, each in its own process)\n`);
+  for (let r = 0; r < runs; r++) {
+    for (const name of names) {
+      const child = spawnSync(process.execPath, [...process.execArgv, path, '--child', name], {
+        encoding: 'utf8',
+        env: process.env,
+        timeout: durationMs * 10 + 60_000,
+        maxBuffer: 16 << 20,
+      });
+      const line = child.stdout.split('\n').find((l) => l.startsWith('@@RESULT '));
+      if (child.status !== 0 || line === undefined) {
+        process.stdout.write(`  ${name}: child failed (status ${child.status})\n${child.stderr.slice(-2000)}\n`);
+        continue;
+      }
+      results.get(name)!.push(JSON.parse(line.slice(9)) as Result);
+    }
+  }
+  const base = spec.baseline !== undefined ? results.get(spec.baseline) : undefined;
+  const baseNs = base && base.length ? median(base.map((x) => x.nsPerOp)) : undefined;
+  const rows: string[][] = [['subject', 'median ops/s', 'ns/op', baseNs ? `time vs ${spec.baseline}` : '', 'extra']];
+  for (const name of names) {
+    const rs = results.get(name)!;
+    if (rs.length === 0) {
+      rows.push([name, 'failed', '', '', '']);
+      continue;
+    }
+    const ns = median(rs.map((x) => x.nsPerOp));
+    const extraKeys = Object.keys(rs[0]!.extra);
+    const extra = extraKeys.map((k) => `${k}=${+median(rs.map((x) => x.extra[k] ?? NaN)).toPrecision(4)}`).join(' ');
+    rows.push([name, fmtRate(1e9 / ns), fmtNs(ns), baseNs ? `${(ns / baseNs).toFixed(2)}×` : '', extra]);
+  }
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  for (const r of rows) process.stdout.write(`  ${r.map((c, i) => c.padEnd(widths[i]!)).join('  ')}\n`);
+}

@@ -1,0 +1,54 @@
+/**
+ * The registry model: what an instance is, what a registry does, what a watch yields.
+ * MemoryRegistry, EtcdRegistry and RegistryCache all implement `Registry` and pass one contract test.
+ */
+
+/** ServiceInstance is one running copy of a service. */
+export interface ServiceInstance {
+  /** Unique within the service: 1–255 characters of [A-Za-z0-9._:-]. */
+  readonly id: string;
+  /** The service name: 1–255 characters of [A-Za-z0-9._:-]. */
+  readonly name: string;
+  /** Where to reach it, `host:port` (IPv6 hosts in brackets: `[::1]:8080`). */
+  readonly address: string;
+  /** The instance's version, free text. */
+  readonly version?: string;
+  /** String metadata (e.g. `weight`, `zone`), at most 64 KiB in all. */
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/** RegisterOptions configures one registration. */
+export interface RegisterOptions {
+  /** The instance expires unless registered again within this time. Defaults to the registry's own TTL (none for MemoryRegistry). */
+  ttlMs?: number;
+}
+
+/** RegistryEvent is one change to a service's instances. */
+export interface RegistryEvent {
+  readonly type: 'create' | 'update' | 'delete';
+  readonly instance: ServiceInstance;
+}
+
+/** WatchOptions selects what a watch yields. */
+export interface WatchOptions {
+  /** Only this service's events. Defaults to every service. */
+  service?: string;
+  /** Ends the watch: the iterator returns. */
+  signal?: AbortSignal;
+}
+
+/** Registry is where services announce their instances and clients find them. */
+export interface Registry {
+  /** register adds or updates an instance (and renews its TTL). */
+  register(instance: ServiceInstance, options?: RegisterOptions): Promise<void>;
+  /** deregister removes an instance. */
+  deregister(instance: ServiceInstance): Promise<void>;
+  /** getService answers the service's instances; rejects NotFoundError when it has none. */
+  getService(name: string): Promise<ServiceInstance[]>;
+  /** listServices answers the names of services with at least one instance. */
+  listServices(): Promise<string[]>;
+  /** watch yields changes until `signal` aborts or the registry closes. */
+  watch(options?: WatchOptions): AsyncIterable<RegistryEvent>;
+  /** close releases timers, leases, connections and watches. */
+  close(): Promise<void>;
+}
