@@ -35,6 +35,11 @@ export interface WatchOptions {
   service?: string;
   /** Ends the watch: the iterator returns. */
   signal?: AbortSignal;
+  /**
+   * Called once the watch is established: every change made after this call is delivered. (An etcd
+   * watch lists, then watches from the list's revision + 1; this says when that is done.) Defaults to none.
+   */
+  onReady?: () => void;
 }
 
 /** Registry is where services announce their instances and clients find them. */

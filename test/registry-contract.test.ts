@@ -1,0 +1,153 @@
+/**
+ * The Registry contract: one suite, run against MemoryRegistry and against EtcdRegistry on a real etcd.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { NotFoundError } from '../src/core/errors.js';
+import { MemoryRegistry } from '../src/registry/memory-registry.js';
+import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
+
+/** Subject builds a fresh registry for one test, under its own namespace. */
+export type Subject = () => Promise<Registry>;
+
+let seq = 0;
+const svc = () => `svc-${process.pid}-${++seq}`;
+const inst = (name: string, id: string, extra: Partial<ServiceInstance> = {}): ServiceInstance => ({
+  id,
+  name,
+  address: `127.0.0.1:${9000 + Number(id.replace(/\D/g, '') || 0)}`,
+  ...extra,
+});
+
+/** watchReady opens a watch and resolves once it is established. */
+async function watchReady(r: Registry, service?: string, signal?: AbortSignal) {
+  let ready!: () => void;
+  const p = new Promise<void>((res) => (ready = res));
+  const it = r.watch({ service, signal, onReady: ready })[Symbol.asyncIterator]();
+  const first = it.next(); // start the watch (lazy implementations start on first next())
+  await p;
+  let pending: Promise<IteratorResult<RegistryEvent>> | undefined = first;
+  return {
+    async next(timeoutMs = 10_000): Promise<RegistryEvent> {
+      const n = pending ?? it.next();
+      pending = undefined;
+      const t = new Promise<never>((_, rej) => setTimeout(() => rej(new Error('no event within timeout')), timeoutMs).unref());
+      const r = await Promise.race([n, t]);
+      if (r.done) throw new Error('watch ended');
+      return r.value;
+    },
+    async end(timeoutMs = 10_000): Promise<boolean> {
+      const n = pending ?? it.next();
+      pending = undefined;
+      const t = new Promise<never>((_, rej) => setTimeout(() => rej(new Error('watch did not end')), timeoutMs).unref());
+      return (await Promise.race([n, t])).done === true;
+    },
+    return: () => it.return?.(),
+  };
+}
+
+/** contract registers the shared suite for one implementation. */
+export function contract(label: string, make: Subject, options: { skip?: string | undefined } = {}): void {
+  describe(`Registry contract: ${label}`, { skip: options.skip }, () => {
+    const open: Registry[] = [];
+    const fresh = async () => {
+      const r = await make();
+      open.push(r);
+      return r;
+    };
+    after(async () => {
+      for (const r of open) await r.close();
+    });
+
+    it('answers what was registered, and lists the service', async () => {
+      const r = await fresh();
+      const name = svc();
+      await r.register(inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }));
+      await r.register(inst(name, 'a2'));
+      const got = (await r.getService(name)).sort((x, y) => x.id.localeCompare(y.id));
+      assert.deepEqual(got, [inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }), inst(name, 'a2')]);
+      assert.ok((await r.listServices()).includes(name));
+    });
+
+    it('rejects NotFoundError for a service with no instances', async () => {
+      const r = await fresh();
+      await assert.rejects(r.getService(svc()), NotFoundError);
+    });
+
+    it('updates an instance registered again with new data, and removes it on deregister', async () => {
+      const r = await fresh();
+      const name = svc();
+      await r.register(inst(name, 'a1'));
+      await r.register(inst(name, 'a1', { address: '127.0.0.1:7777' }));
+      assert.deepEqual((await r.getService(name)).map((i) => i.address), ['127.0.0.1:7777']);
+      await r.deregister(inst(name, 'a1'));
+      await assert.rejects(r.getService(name), NotFoundError);
+      assert.ok(!(await r.listServices()).includes(name));
+    });
+
+    it('rejects bad instances with a TypeError naming the field, before writing anything', async () => {
+      const r = await fresh();
+      const name = svc();
+      await assert.rejects(r.register({ id: 'a/1', name, address: '127.0.0.1:1' }), (e: unknown) => e instanceof TypeError && /instance\.id/.test(e.message));
+      await assert.rejects(r.register({ id: 'a1', name, address: 'nowhere' }), (e: unknown) => e instanceof TypeError && /instance\.address/.test(e.message));
+      await assert.rejects(r.getService('bad name'), TypeError);
+      await assert.rejects(r.getService(name), NotFoundError);
+    });
+
+    it('hands out results a caller cannot use to corrupt the registry', async () => {
+      const r = await fresh();
+      const name = svc();
+      await r.register(inst(name, 'a1', { metadata: { w: '1' } }));
+      const got = await r.getService(name);
+      got.length = 0;
+      assert.equal((await r.getService(name)).length, 1);
+      assert.equal((await r.getService(name))[0]!.metadata?.w, '1');
+    });
+
+    it('watches one service: create, update, delete in order, and nothing of other services', async () => {
+      const r = await fresh();
+      const name = svc();
+      const other = svc();
+      const w = await watchReady(r, name);
+      await r.register(inst(other, 'x1'));
+      await r.register(inst(name, 'a1'));
+      await r.register(inst(name, 'a1', { version: '2' }));
+      await r.deregister(inst(name, 'a1'));
+      const got = [await w.next(), await w.next(), await w.next()];
+      assert.deepEqual(got.map((e) => [e.type, e.instance.name, e.instance.id, e.instance.version]), [
+        ['create', name, 'a1', undefined],
+        ['update', name, 'a1', '2'],
+        ['delete', name, 'a1', '2'],
+      ]);
+      await w.return();
+    });
+
+    it('watches every service when none is given', async () => {
+      const r = await fresh();
+      const a = svc();
+      const b = svc();
+      const w = await watchReady(r);
+      await r.register(inst(a, 'a1'));
+      await r.register(inst(b, 'b1'));
+      const got = [await w.next(), await w.next()].filter((e) => e.instance.name === a || e.instance.name === b);
+      assert.deepEqual(got.map((e) => e.instance.name).sort(), [a, b].sort());
+      await w.return();
+    });
+
+    it('ends a watch when its signal aborts and when the registry closes', async () => {
+      const r = await fresh();
+      const ac = new AbortController();
+      const w1 = await watchReady(r, svc(), ac.signal);
+      const w2 = await watchReady(r, svc());
+      ac.abort();
+      assert.equal(await w1.end(), true);
+      await r.close();
+      assert.equal(await w2.end(), true);
+    });
+  });
+}
+
+contract('MemoryRegistry', async () => new MemoryRegistry({ sweepIntervalMs: 0 }));
+
+// EtcdRegistry runs the same suite against a real etcd (started once for this file).
+void before;
