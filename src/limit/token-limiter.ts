@@ -1,0 +1,143 @@
+/**
+ * TokenLimiter is an in-process token bucket: `rate` tokens per second up to `burst`, refilled
+ * continuously (fractions of a token count), starting full.
+ *
+ * The state is one number, the bucket's "theoretical arrival time" (GCRA, as in ATM networks and
+ * redis-cell): `tat` is the time at which the bucket would be full again. Taking n tokens moves it
+ * n × interval later; a call is allowed when that keeps it within burst × interval of now. This is
+ * exactly a token bucket, refill included, yet costs one clock read, a few arithmetic operations and
+ * no allocation — and a rejection costs the same as an admission. Because time is never multiplied
+ * by a rate, a whole-millisecond interval (rate 100/s → 10 ms) keeps the arithmetic exact.
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { AbortedError } from '../core/errors.js';
+import { clockOption, finite, options as optionsOf, positive } from '../core/validate.js';
+import type { LimitDecision, Limiter } from './index.js';
+
+/** TokenLimiterOptions configures a TokenLimiter. */
+export interface TokenLimiterOptions {
+  /** Tokens added per second, fractions allowed (0.5 = one every 2 s). Required. */
+  rate: number;
+  /** The bucket's size: the most tokens that can be taken at once, ≥ 1. Defaults to `rate` (at least 1). */
+  burst?: number;
+  /** The time source. Defaults to the monotonic system clock. */
+  clock?: Clock;
+}
+
+/** WaitOptions are the options of `TokenLimiter.wait`. */
+export interface WaitOptions {
+  /** Ends the wait with `AbortedError`; the tokens reserved for it are given back. */
+  signal?: AbortSignal | undefined;
+}
+
+/** Defaults for TokenLimiterOptions (burst defaults to the rate). */
+export const tokenLimiterDefaults = Object.freeze({});
+
+/**
+ * Rounding slack, in intervals: with an interval that is not a whole number of milliseconds
+ * (rate 3/s), sums of intervals carry rounding errors of ~1e-13; a call must not be refused for them.
+ */
+const SLACK = 1e-9;
+
+/** TokenLimiter is an in-process token bucket with exact continuous refill. */
+export class TokenLimiter implements Limiter {
+  /** rate is tokens per second. */
+  readonly rate: number;
+  /** burst is the bucket's size. */
+  readonly burst: number;
+  private readonly clock: Clock;
+  /** Milliseconds per token. */
+  private readonly interval: number;
+  /** burst × interval (plus rounding slack): how far ahead of now `tat` may run. */
+  private readonly span: number;
+  /** The time at which the bucket is full again; ≤ now means full. */
+  private tat: number;
+
+  constructor(options: TokenLimiterOptions) {
+    const o = optionsOf('TokenLimiter', options);
+    this.rate = positive('TokenLimiter', 'rate', o.rate);
+    this.burst = finite('TokenLimiter', 'burst', o.burst ?? Math.max(1, this.rate), 1);
+    this.clock = clockOption('TokenLimiter', o.clock, systemClock);
+    this.interval = 1000 / this.rate;
+    this.span = this.burst * this.interval + SLACK * this.interval;
+    this.tat = this.clock.now();
+  }
+
+  /**
+   * allow takes `n` tokens (default 1) when the bucket holds them and answers whether it did.
+   * n > burst can never be satisfied: it answers false, always. n must be ≥ 0 (RangeError).
+   */
+  allow(n = 1): boolean {
+    const now = this.clock.now();
+    const tat = this.tat > now ? this.tat : now;
+    const next = tat + n * this.interval;
+    if (next - now <= this.span && n >= 0) {
+      this.tat = next;
+      return true;
+    }
+    if (!(n >= 0)) throw badCount('allow', n);
+    return false;
+  }
+
+  /** decide is `allow` with the numbers behind the answer (see LimitDecision). */
+  decide(n = 1): LimitDecision {
+    if (!(n >= 0)) throw badCount('decide', n);
+    const now = this.clock.now();
+    const tat = this.tat > now ? this.tat : now;
+    const next = tat + n * this.interval;
+    const allowed = next - now <= this.span;
+    if (allowed) this.tat = next;
+    const ahead = (allowed ? next : tat) - now;
+    return {
+      allowed,
+      limit: this.burst,
+      remaining: Math.max(0, Math.floor(this.burst - ahead / this.interval + SLACK)),
+      retryAfterMs: allowed ? 0 : n > this.burst ? Infinity : Math.max(0, next - now - this.burst * this.interval),
+      resetMs: ahead,
+    };
+  }
+
+  /** tokens is how many tokens the bucket holds now (fractional). */
+  tokens(): number {
+    const ahead = this.tat - this.clock.now();
+    return ahead <= 0 ? this.burst : Math.max(0, this.burst - ahead / this.interval);
+  }
+
+  /**
+   * wait resolves once `n` tokens (default 1) were taken. The tokens are reserved at once, in call
+   * order, so that waiters are served first-come first-served and `allow()` callers cannot starve
+   * them; the wait is the time the bucket needs to refill them (a real timer, measured by the clock).
+   * Rejects with RangeError when n > burst (it could never be served), and with AbortedError when
+   * `signal` aborts (the reserved tokens are given back).
+   */
+  wait(n = 1, options?: WaitOptions): Promise<void> {
+    if (!(n >= 0) || n > this.burst) {
+      return Promise.reject(new RangeError(`TokenLimiter.wait: n must be a number in [0, burst = ${this.burst}], got ${String(n)}`));
+    }
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(new AbortedError('wait aborted', { cause: signal.reason }));
+    const now = this.clock.now();
+    const tat = this.tat > now ? this.tat : now;
+    const next = tat + n * this.interval;
+    this.tat = next;
+    const waitMs = next - now - this.burst * this.interval;
+    if (waitMs <= 0) return Promise.resolve();
+    const give = n * this.interval;
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        clearTimeout(timer);
+        this.tat -= give;
+        reject(new AbortedError('wait aborted', { cause: signal!.reason }));
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, Math.ceil(waitMs));
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+function badCount(method: string, n: unknown): RangeError {
+  return new RangeError(`TokenLimiter.${method}: n must be a number ≥ 0, got ${String(n)}`);
+}
