@@ -163,6 +163,14 @@ export class InvalidResponseError extends BulwarkError {
   }
 }
 
+/** LoadError: a cache group's getter failed (threw, synchronously or not, or returned a value of the wrong type); `cause` is its error. */
+export class LoadError extends BulwarkError {
+  static readonly code = 'ERR_LOAD_FAILED';
+  constructor(message = 'cache load failed', options?: BulwarkErrorOptions) {
+    super(LoadError.code, message, options);
+  }
+}
+
 /** errorClasses lists every coded error class, for docs and tests. */
 export const errorClasses = [
   BreakerOpenError,
@@ -179,6 +187,7 @@ export const errorClasses = [
   PeerError,
   ClosedError,
   InvalidResponseError,
+  LoadError,
 ] as const;
 
 /** isBulwarkError tells whether `err` is a BulwarkError, optionally with the given code. */
