@@ -1,0 +1,164 @@
+/**
+ * Bulkhead caps how many calls run at once (`maxConcurrent`) and how many may wait for a slot
+ * (`maxQueued`); when both are full it rejects at once with `BulkheadRejectedError`, so one slow
+ * dependency cannot take every socket, every pending promise and every byte of memory with it.
+ *
+ * Waiters are served first come, first served; a freed slot is handed straight to the next waiter, so a
+ * call arriving at that moment cannot jump the queue. A waiter whose signal aborts leaves the queue at
+ * once (O(1): the queue is a doubly linked list) and rejects with `AbortedError`.
+ */
+import { AbortedError, BulkheadRejectedError, withoutStack } from '../core/errors.js';
+import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
+import { integer, options as optionsObject } from '../core/validate.js';
+
+/** BulkheadOptions configures a Bulkhead. */
+export interface BulkheadOptions {
+  /** Calls that may run at once. Defaults to 10. */
+  maxConcurrent?: number;
+  /** Calls that may wait for a slot; 0 rejects as soon as every slot is taken. Defaults to 0. */
+  maxQueued?: number;
+}
+
+/** Defaults for BulkheadOptions. */
+export const bulkheadDefaults = Object.freeze({ maxConcurrent: 10, maxQueued: 0 });
+
+/** BulkheadStats is a snapshot of a bulkhead's counters. */
+export interface BulkheadStats {
+  /** Calls running now. */
+  active: number;
+  /** Calls waiting for a slot now. */
+  queued: number;
+  /** Calls rejected because every slot and queue place was taken, since the bulkhead was made. */
+  rejected: number;
+}
+
+interface Waiter {
+  fn: Task<unknown>;
+  signal: AbortSignal | undefined;
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+  onAbort: (() => void) | undefined;
+  prev: Waiter | undefined;
+  next: Waiter | undefined;
+}
+
+/** Bulkhead is a Guard that bounds concurrency and queueing. */
+export class Bulkhead implements Guard {
+  readonly maxConcurrent: number;
+  readonly maxQueued: number;
+  private activeCount = 0;
+  private queuedCount = 0;
+  private rejectedCount = 0;
+  private head: Waiter | undefined;
+  private tail: Waiter | undefined;
+
+  constructor(options?: BulkheadOptions) {
+    const o = optionsObject('Bulkhead', options);
+    this.maxConcurrent = integer('Bulkhead', 'maxConcurrent', o.maxConcurrent ?? bulkheadDefaults.maxConcurrent, 1, 1e9);
+    this.maxQueued = integer('Bulkhead', 'maxQueued', o.maxQueued ?? bulkheadDefaults.maxQueued, 0, 1e9);
+  }
+
+  /** active is the number of calls running now. */
+  get active(): number {
+    return this.activeCount;
+  }
+
+  /** queued is the number of calls waiting for a slot now. */
+  get queued(): number {
+    return this.queuedCount;
+  }
+
+  /** stats returns a snapshot of the counters. */
+  get stats(): BulkheadStats {
+    return { active: this.activeCount, queued: this.queuedCount, rejected: this.rejectedCount };
+  }
+
+  /**
+   * execute runs `fn` in a free slot, or waits for one in the queue, or rejects at once with
+   * `BulkheadRejectedError` when both are full. `signal` aborting while queued rejects with `AbortedError`.
+   */
+  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(new AbortedError('bulkhead: aborted before start', { cause: signal.reason }));
+    if (this.activeCount < this.maxConcurrent) {
+      this.activeCount++;
+      return this.run(fn, signal ?? neverAborted);
+    }
+    if (this.queuedCount < this.maxQueued) return this.enqueue(fn, signal);
+    this.rejectedCount++;
+    const { maxConcurrent, maxQueued } = this;
+    return Promise.reject(withoutStack(() => new BulkheadRejectedError(`bulkhead is full (${maxConcurrent} running, ${maxQueued} queued)`)));
+  }
+
+  /** run starts `fn` in a slot already counted in `activeCount`; the slot is released when it settles. */
+  private run<T>(fn: Task<T>, signal: AbortSignal): Promise<T> {
+    let result: T | PromiseLike<T>;
+    try {
+      result = fn(signal);
+    } catch (err) {
+      this.release();
+      return Promise.reject(err);
+    }
+    if (result !== null && typeof (result as PromiseLike<T>)?.then === 'function') {
+      return Promise.resolve(result).then(this.releaseValue, this.releaseError) as Promise<T>;
+    }
+    this.release();
+    return Promise.resolve(result as T);
+  }
+
+  private readonly releaseValue = <V>(value: V): V => {
+    this.release();
+    return value;
+  };
+
+  private readonly releaseError = (err: unknown): never => {
+    this.release();
+    throw err;
+  };
+
+  /** release frees a slot, or hands it straight to the first waiter. */
+  private release(): void {
+    const w = this.head;
+    if (w === undefined) {
+      this.activeCount--;
+      return;
+    }
+    this.unlink(w);
+    if (w.onAbort !== undefined) w.signal!.removeEventListener('abort', w.onAbort);
+    this.run(w.fn, w.signal ?? neverAborted).then(w.resolve, w.reject);
+  }
+
+  private enqueue<T>(fn: Task<T>, signal: AbortSignal | undefined): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const w: Waiter = {
+        fn: fn as Task<unknown>,
+        signal,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+        onAbort: undefined,
+        prev: this.tail,
+        next: undefined,
+      };
+      if (this.tail === undefined) this.head = w;
+      else this.tail.next = w;
+      this.tail = w;
+      this.queuedCount++;
+      if (signal !== undefined) {
+        w.onAbort = () => {
+          this.unlink(w);
+          reject(new AbortedError('bulkhead: aborted while queued', { cause: signal.reason }));
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+    });
+  }
+
+  private unlink(w: Waiter): void {
+    if (w.prev === undefined) this.head = w.next;
+    else w.prev.next = w.next;
+    if (w.next === undefined) this.tail = w.prev;
+    else w.next.prev = w.prev;
+    w.prev = w.next = undefined;
+    this.queuedCount--;
+  }
+}

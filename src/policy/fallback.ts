@@ -1,0 +1,173 @@
+/**
+ * Fallback answers in place of a failed call ("降级", reference 004 §3.4): a strategy that is worse than
+ * the real answer but better than an error. The strategies of the reference, in the order they are tried:
+ *
+ * 1. the last good value (the "cache" fallback), optionally only while younger than `maxAgeMs`;
+ * 2. each strategy of `chain` in turn (a degraded service, a cache lookup …); a strategy throws or
+ *    rejects to pass to the next one;
+ * 3. the default `value`.
+ *
+ * When nothing answers, the call's original error is rethrown (callers still branch on its code).
+ * Which errors fall back is decided by `shouldFallback`; by default every error does except the caller's
+ * own cancellation (`AbortedError`, or any error once the caller's signal is aborted): a caller who gave
+ * up wants no answer.
+ *
+ * A fallback's dependencies must not share the fate of the main path (reference 004, pitfall 4: the
+ * fallback cache lived on the machine that died with the service).
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { AbortedError } from '../core/errors.js';
+import { Emitter, type Disposer, type Listener } from '../core/events.js';
+import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
+import { clockOption, fn as fnOption, finite, options as optionsObject, showValue } from '../core/validate.js';
+
+/** FallbackStrategy answers in place of a failed call, or throws (rejects) to pass to the next one. */
+export type FallbackStrategy<R> = (err: unknown, signal: AbortSignal) => R | PromiseLike<R>;
+
+/** FallbackOptions configures a Fallback. */
+export interface FallbackOptions<R> {
+  /** The value answered when nothing before it did. Defaults to none (the original error is rethrown). */
+  value?: R;
+  /** Remember the last successful result and answer it; `{ maxAgeMs }` only while younger than that. Defaults to false. */
+  lastGood?: boolean | { maxAgeMs?: number };
+  /** Strategies tried in turn after the last good value and before `value`. Defaults to none. */
+  chain?: readonly FallbackStrategy<R>[];
+  /** Which errors fall back. Defaults to every error except `AbortedError`. */
+  shouldFallback?: (err: unknown) => boolean;
+  /** The time source for `lastGood.maxAgeMs`. Defaults to the monotonic system clock. */
+  clock?: Clock;
+}
+
+/** FallbackEvent describes a call that fell back. */
+export interface FallbackEvent {
+  /** The error the call failed with. */
+  error: unknown;
+  /** What answered: `'last-good'`, `'chain'` (with `index`), `'value'`, or `'none'` (the error was rethrown). */
+  source: 'last-good' | 'chain' | 'value' | 'none';
+  /** The chain strategy that answered, when `source` is `'chain'`. */
+  index?: number;
+}
+
+/** Defaults for FallbackOptions. */
+export const fallbackDefaults = Object.freeze({ lastGood: false, maxAgeMs: Infinity });
+
+/** defaultShouldFallback falls back on every error except the caller's cancellation (`AbortedError`). */
+export function defaultShouldFallback(err: unknown): boolean {
+  return !(err instanceof AbortedError);
+}
+
+/**
+ * Fallback answers a replacement value of type `R` when the call fails. It has the Guard shape, with its
+ * result widened to `T | R` (what the task answers, or the fallback's value); `wrap` carries that through.
+ */
+export class Fallback<R = unknown> {
+  private readonly hasValue: boolean;
+  private readonly value: R | undefined;
+  private readonly keepLastGood: boolean;
+  private readonly maxAgeMs: number;
+  private readonly chain: readonly FallbackStrategy<R>[];
+  private readonly shouldFallback: (err: unknown) => boolean;
+  private readonly clock: Clock;
+  private readonly events = new Emitter<FallbackEvent>();
+  private lastGood: { value: R; at: number } | undefined;
+
+  constructor(options?: FallbackOptions<R>) {
+    const o = optionsObject('Fallback', options);
+    this.hasValue = 'value' in o;
+    this.value = o.value;
+    const lg = o.lastGood ?? fallbackDefaults.lastGood;
+    if (typeof lg === 'boolean') {
+      this.keepLastGood = lg;
+      this.maxAgeMs = Infinity;
+    } else if (lg !== null && typeof lg === 'object') {
+      this.keepLastGood = true;
+      this.maxAgeMs = lg.maxAgeMs === undefined ? Infinity : maxAge(lg.maxAgeMs);
+    } else {
+      throw new TypeError(`Fallback: lastGood must be a boolean or { maxAgeMs }, got ${showValue(lg)}`);
+    }
+    const chain = o.chain ?? [];
+    if (!Array.isArray(chain)) throw new TypeError(`Fallback: chain must be an array of functions, got ${showValue(chain)}`);
+    chain.forEach((s, i) => fnOption('Fallback', `chain[${i}]`, s));
+    this.chain = [...chain];
+    this.shouldFallback = o.shouldFallback === undefined ? defaultShouldFallback : fnOption('Fallback', 'shouldFallback', o.shouldFallback);
+    this.clock = clockOption('Fallback', o.clock, systemClock);
+  }
+
+  /** onFallback subscribes to calls that fell back; returns the disposer. */
+  onFallback(listener: Listener<FallbackEvent>): Disposer {
+    return this.events.on(listener);
+  }
+
+  /** lastGoodValue is the remembered last good result (regardless of age), or undefined. */
+  get lastGoodValue(): R | undefined {
+    return this.lastGood?.value;
+  }
+
+  /**
+   * execute runs `fn`; when it fails with an error `shouldFallback` accepts, answers the last good
+   * value, the first chain strategy that answers, or the default value — else rethrows the error.
+   */
+  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
+    const signal = options?.signal;
+    let result: T | PromiseLike<T>;
+    try {
+      result = fn(signal ?? neverAborted);
+    } catch (err) {
+      return this.recover(err, signal);
+    }
+    if (result === null || typeof (result as PromiseLike<T>)?.then !== 'function') {
+      if (this.keepLastGood) this.remember(result as unknown as R);
+      return Promise.resolve(result as T);
+    }
+    const p = Promise.resolve(result) as Promise<T | R>;
+    const ok = this.keepLastGood ? (this.rememberValue as (v: T | R) => T | R) : undefined;
+    const onErr = signal === undefined ? this.recoverNoSignal : (err: unknown) => this.recover(err, signal);
+    return p.then(ok, onErr);
+  }
+
+  private readonly rememberValue = (value: R): R => {
+    this.remember(value);
+    return value;
+  };
+
+  private readonly recoverNoSignal = (err: unknown): Promise<R> => this.recover(err, undefined);
+
+  private remember(value: R): void {
+    this.lastGood = { value, at: this.maxAgeMs === Infinity ? 0 : this.clock.now() };
+  }
+
+  private async recover(err: unknown, signal: AbortSignal | undefined): Promise<R> {
+    if (signal?.aborted || !this.shouldFallback(err)) throw err;
+    const lg = this.lastGood;
+    if (lg !== undefined && (this.maxAgeMs === Infinity || this.clock.now() - lg.at <= this.maxAgeMs)) {
+      this.emit(err, 'last-good');
+      return lg.value;
+    }
+    for (let i = 0; i < this.chain.length; i++) {
+      if (signal?.aborted) break;
+      try {
+        const value = await this.chain[i]!(err, signal ?? neverAborted);
+        this.emit(err, 'chain', i);
+        return value;
+      } catch {
+        // this strategy could not answer: try the next one
+      }
+    }
+    if (this.hasValue && !signal?.aborted) {
+      this.emit(err, 'value');
+      return this.value as R;
+    }
+    this.emit(err, 'none');
+    throw err;
+  }
+
+  private emit(error: unknown, source: FallbackEvent['source'], index?: number): void {
+    if (!this.events.hasListeners) return;
+    this.events.emit(index === undefined ? { error, source } : { error, source, index });
+  }
+}
+
+function maxAge(value: unknown): number {
+  if (value === Infinity) return Infinity;
+  return finite('Fallback', 'lastGood.maxAgeMs', value, 0);
+}

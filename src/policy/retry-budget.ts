@@ -1,0 +1,145 @@
+/**
+ * RetryBudget caps the retries sent to one downstream at a share of the calls made to it, with a small
+ * floor so that a quiet service can still retry (Finagle `RetryBudget`, Envoy retry budgets).
+ *
+ * Finagle's semantics: every call deposits 1, every retry withdraws `1 / percentCanRetry`, deposits
+ * expire after `ttl`, and a reserve of `minRetriesPerSec × ttl seconds` retries is always there. So in
+ * any trailing window of `windowMs`:
+ *
+ *     retries ≤ percentCanRetry × calls + minRetriesPerSec × windowMs / 1000
+ *
+ * With the defaults (10 s, 20 %, 10/s) that is 20 % of calls on top of 100 retries per 10 s. A retry
+ * storm (reference 004's opening incident: every caller retrying 3 times against a failing downstream,
+ * quadrupling its load) cannot happen: once the budget is spent, retries fail fast with
+ * `RetryBudgetExhaustedError` and the downstream sees at most 1.2× its normal calls plus the floor.
+ *
+ * Share one budget per downstream (not per call site, not per instance): the point is to bound what all
+ * of a process's retries to that downstream add up to.
+ *
+ * Counting is done in a core `RollingWindow`. To hold for every trailing window (not just
+ * bucket-aligned ones) the check is conservative: retries are counted over `buckets + 1` buckets (which
+ * cover at least `windowMs`), calls over the newest `buckets` (which cover at most `windowMs`).
+ *
+ * `recordCall()` is on every call's path, so it does not read the clock each time: calls are counted
+ * in a plain integer and flushed into the window every 16 calls and on every `allowRetry()`. Flushed calls
+ * are dated at the previous flush, which is never later than when they happened, so they leave the
+ * window early rather than late: the budget can be a little smaller than exact, never larger.
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { RollingWindow } from '../core/rolling-window.js';
+import { clockOption, finite, integer, options as optionsObject } from '../core/validate.js';
+
+/** Calls counted between two clock reads in `recordCall` (one clock read costs about a bare call). */
+const FLUSH_EVERY = 16;
+const CALLS = 0;
+const RETRIES = 1;
+
+/** RetryBudgetOptions configures a RetryBudget. */
+export interface RetryBudgetOptions {
+  /** How long a call's deposit counts (Finagle `ttl`), in milliseconds. Defaults to 10 000. */
+  windowMs?: number;
+  /** Buckets the window is counted in; more is finer and costs a little more memory. Defaults to 10. */
+  buckets?: number;
+  /** Retries allowed per call, as a fraction (0.2 = 20 %; Finagle `percentCanRetry`, may exceed 1). Defaults to 0.2. */
+  percentCanRetry?: number;
+  /** Retries per second always allowed, whatever the call count (Finagle `minRetriesPerSec`). Defaults to 10. */
+  minRetriesPerSec?: number;
+  /** The time source. Defaults to the monotonic system clock. */
+  clock?: Clock;
+}
+
+/** Defaults for RetryBudgetOptions (Finagle's `RetryBudget()` defaults). */
+export const retryBudgetDefaults = Object.freeze({ windowMs: 10_000, buckets: 10, percentCanRetry: 0.2, minRetriesPerSec: 10 });
+
+/** RetryBudgetStats is a snapshot of a budget over its current window. */
+export interface RetryBudgetStats {
+  /** Calls counted in the window. */
+  calls: number;
+  /** Retries allowed in the window. */
+  retries: number;
+  /** Retries that would be allowed right now. */
+  balance: number;
+  /** Retries refused since the budget was made. */
+  refused: number;
+}
+
+/** RetryBudget decides whether one more retry to a downstream is allowed. */
+export class RetryBudget {
+  readonly windowMs: number;
+  readonly percentCanRetry: number;
+  readonly minRetriesPerSec: number;
+  /** The floor: retries always allowed per window. */
+  readonly reserve: number;
+  private readonly clock: Clock;
+  private readonly window: RollingWindow;
+  private pending = 0;
+  private lastFlush: number;
+  private refusedCount = 0;
+
+  constructor(options?: RetryBudgetOptions) {
+    const o = optionsObject('RetryBudget', options);
+    this.windowMs = finite('RetryBudget', 'windowMs', o.windowMs ?? retryBudgetDefaults.windowMs, 1, 3_600_000);
+    const buckets = integer('RetryBudget', 'buckets', o.buckets ?? retryBudgetDefaults.buckets, 1, 1_000);
+    this.percentCanRetry = finite('RetryBudget', 'percentCanRetry', o.percentCanRetry ?? retryBudgetDefaults.percentCanRetry, 0, 1_000);
+    this.minRetriesPerSec = finite('RetryBudget', 'minRetriesPerSec', o.minRetriesPerSec ?? retryBudgetDefaults.minRetriesPerSec, 0, 1e9);
+    this.clock = clockOption('RetryBudget', o.clock, systemClock);
+    this.reserve = (this.minRetriesPerSec * this.windowMs) / 1000;
+    this.window = new RollingWindow({ buckets: buckets + 1, bucketMs: this.windowMs / buckets, channels: 2, clock: this.clock });
+    this.lastFlush = this.clock.now();
+  }
+
+  /** recordCall counts one call (not a retry) to the downstream: Finagle's `deposit()`. Call it once per logical call. */
+  recordCall(): void {
+    if (++this.pending >= FLUSH_EVERY) this.flush(this.clock.now());
+  }
+
+  /**
+   * allowRetry answers whether one more retry is within the budget, and if so counts it: Finagle's
+   * `tryWithdraw()`. A `false` means: do not retry, fail with the error you have.
+   */
+  allowRetry(): boolean {
+    const now = this.clock.now();
+    this.flush(now);
+    if (this.available(now) >= 1) {
+      this.window.add(RETRIES, 1, now);
+      return true;
+    }
+    this.refusedCount++;
+    return false;
+  }
+
+  /** stats returns a snapshot of the current window. */
+  get stats(): RetryBudgetStats {
+    const now = this.clock.now();
+    this.flush(now);
+    return {
+      calls: this.countedCalls(now),
+      retries: this.window.sum(RETRIES, now),
+      balance: Math.max(0, Math.floor(this.available(now) + 1e-9)),
+      refused: this.refusedCount,
+    };
+  }
+
+  private available(now: number): number {
+    return this.percentCanRetry * this.countedCalls(now) + this.reserve - this.window.sum(RETRIES, now) + 1e-9;
+  }
+
+  /** Calls in the newest `buckets` buckets: the window holds one more (the oldest) for counting retries. */
+  private countedCalls(now: number): number {
+    return this.window.sum(CALLS, now) - this.window.reduce(CALLS, -1, oldest, now);
+  }
+
+  private flush(now: number): void {
+    if (this.pending > 0) {
+      // Date the calls at the previous flush: never later than they happened (see the file comment).
+      this.window.add(CALLS, this.pending, this.lastFlush);
+      this.pending = 0;
+    }
+    this.lastFlush = now;
+  }
+}
+
+/** The value of the oldest bucket (reduce visits oldest first). */
+function oldest(acc: number, value: number): number {
+  return acc < 0 ? value : acc;
+}

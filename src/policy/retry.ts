@@ -1,0 +1,127 @@
+/**
+ * Retry runs a task again when it fails with a retryable error: up to `maxAttempts` attempts, waiting a
+ * jittered exponential backoff between them, giving up at once when the caller's signal aborts, and
+ * asking a shared `RetryBudget` before every retry so that retries can never multiply a failing
+ * downstream's load (reference 004's retry storm).
+ *
+ * What is not retried by default (`defaultShouldRetry`): errors that mean "trying again now cannot help
+ * or will hurt" — the caller gave up (`AbortedError`, or any error once the caller's signal is aborted),
+ * a breaker refused (`BreakerOpenError`: it refused to protect the downstream; retrying the same breaker
+ * spins and spends budget), local overload (`BulkheadRejectedError`, `RateLimitedError`,
+ * `OverloadedError`: retrying adds the very load that was shed), an inner retry already gave up
+ * (`RetryBudgetExhaustedError`: nested retries multiply), and `ClosedError`. Everything else, including
+ * `TimeoutError` and plain errors, is retried.
+ */
+import { delay } from '../core/abort.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import {
+  AbortedError,
+  BreakerOpenError,
+  BulkheadRejectedError,
+  BulwarkError,
+  ClosedError,
+  OverloadedError,
+  RateLimitedError,
+  RetryBudgetExhaustedError,
+} from '../core/errors.js';
+import { Emitter, type Disposer, type Listener } from '../core/events.js';
+import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
+import { fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { RetryBudget } from './retry-budget.js';
+
+/** Codes of the errors `defaultShouldRetry` never retries. */
+export const noRetryCodes: ReadonlySet<string> = new Set([
+  AbortedError.code,
+  BreakerOpenError.code,
+  BulkheadRejectedError.code,
+  RateLimitedError.code,
+  OverloadedError.code,
+  RetryBudgetExhaustedError.code,
+  ClosedError.code,
+]);
+
+/** defaultShouldRetry retries every error except the coded ones in `noRetryCodes`. */
+export function defaultShouldRetry(err: unknown): boolean {
+  return !(err instanceof BulwarkError && noRetryCodes.has(err.code));
+}
+
+/** RetryEvent describes one retry about to happen. */
+export interface RetryEvent {
+  /** The attempt that failed (1 = the first call). */
+  attempt: number;
+  /** Why it failed. */
+  error: unknown;
+  /** How long Retry waits before the next attempt, in milliseconds. */
+  delayMs: number;
+}
+
+/** RetryOptions configures a Retry. */
+export interface RetryOptions {
+  /** Attempts in all, the first call included (1 = never retry). Defaults to 3. */
+  maxAttempts?: number;
+  /** Waits between attempts (core Backoff: exponential, capped, jittered). Defaults to 100 ms doubling up to 10 000 ms with full jitter. */
+  backoff?: BackoffOptions;
+  /** Whether the failure of attempt `attempt` (1-based) is worth another attempt. Defaults to `defaultShouldRetry`. */
+  shouldRetry?: (err: unknown, attempt: number) => boolean;
+  /** The budget every retry must be allowed by; share one per downstream. Defaults to none (attempts are the only cap). */
+  budget?: RetryBudget;
+}
+
+/** Defaults for RetryOptions. */
+export const retryDefaults = Object.freeze({ maxAttempts: 3 });
+
+/** Retry is a Guard that runs a task again on retryable failures. */
+export class Retry implements Guard {
+  readonly maxAttempts: number;
+  readonly budget: RetryBudget | undefined;
+  private readonly backoffOptions: BackoffOptions;
+  private readonly shouldRetry: (err: unknown, attempt: number) => boolean;
+  private readonly retryEvents = new Emitter<RetryEvent>();
+
+  constructor(options?: RetryOptions) {
+    const o = optionsObject('Retry', options);
+    this.maxAttempts = integer('Retry', 'maxAttempts', o.maxAttempts ?? retryDefaults.maxAttempts, 1, 1_000);
+    if (o.backoff !== undefined && (o.backoff === null || typeof o.backoff !== 'object')) {
+      throw new TypeError(`Retry: backoff must be a BackoffOptions object, got ${showValue(o.backoff)}`);
+    }
+    this.backoffOptions = { ...o.backoff };
+    new Backoff(this.backoffOptions); // validates now, not at the first failure
+    this.shouldRetry = o.shouldRetry === undefined ? defaultShouldRetry : fnOption('Retry', 'shouldRetry', o.shouldRetry);
+    if (o.budget !== undefined && !(o.budget instanceof RetryBudget)) {
+      throw new TypeError(`Retry: budget must be a RetryBudget, got ${showValue(o.budget)}`);
+    }
+    this.budget = o.budget;
+  }
+
+  /** onRetry subscribes to retries (one event before each wait); returns the disposer. */
+  onRetry(listener: Listener<RetryEvent>): Disposer {
+    return this.retryEvents.on(listener);
+  }
+
+  /**
+   * execute runs `fn`, and again after a backoff while it fails with a retryable error, attempts are left
+   * and the budget allows. It rejects with the last failure; with `RetryBudgetExhaustedError` (cause:
+   * the last failure) when the budget refused; with `AbortedError` when `signal` aborts during a wait.
+   */
+  async execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const signal = options?.signal;
+    const taskSignal = signal ?? neverAborted;
+    this.budget?.recordCall();
+    let backoff: Backoff | undefined;
+    for (let attempt = 1; ; attempt++) {
+      if (signal?.aborted) throw new AbortedError('retry aborted', { cause: signal.reason });
+      try {
+        return await fn(taskSignal);
+      } catch (err) {
+        if (attempt >= this.maxAttempts || signal?.aborted || !this.shouldRetry(err, attempt)) throw err;
+        if (this.budget !== undefined && !this.budget.allowRetry()) {
+          throw new RetryBudgetExhaustedError(`retry budget exhausted after attempt ${attempt}`, { cause: err });
+        }
+        backoff ??= new Backoff(this.backoffOptions);
+        const delayMs = backoff.next();
+        if (this.retryEvents.hasListeners) this.retryEvents.emit({ attempt, error: err, delayMs });
+        if (delayMs > 0) await delay(delayMs, signal);
+      }
+    }
+  }
+}
