@@ -5,6 +5,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { NotFoundError } from '../src/core/errors.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
+import { EtcdRegistry } from '../src/registry/etcd-registry.js';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { skipReason } from './support/servers.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
 
 /** Subject builds a fresh registry for one test, under its own namespace. */
@@ -150,4 +153,16 @@ export function contract(label: string, make: Subject, options: { skip?: string 
 contract('MemoryRegistry', async () => new MemoryRegistry({ sweepIntervalMs: 0 }));
 
 // EtcdRegistry runs the same suite against a real etcd (started once for this file).
-void before;
+let etcd: EtcdServer | undefined;
+before(async () => {
+  if (etcdBinary !== undefined) etcd = await startEtcd();
+});
+after(async () => {
+  await etcd?.stop();
+});
+let prefixes = 0;
+contract(
+  'EtcdRegistry',
+  async () => new EtcdRegistry({ hosts: etcd!.endpoint, prefix: `/bulwark-contract/${process.pid}-${++prefixes}`, ttlMs: 5000 }),
+  { skip: skipReason(etcdBinary, 'etcd') },
+);

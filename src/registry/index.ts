@@ -11,3 +11,4 @@ export type { ServiceInstance, RegisterOptions, RegistryEvent, WatchOptions, Reg
 export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTES } from './validate.js';
 export { EventQueue } from './event-queue.js';
 export { MemoryRegistry, memoryRegistryDefaults, type MemoryRegistryOptions } from './memory-registry.js';
+export { EtcdRegistry, etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry.js';

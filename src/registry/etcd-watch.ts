@@ -1,0 +1,185 @@
+/**
+ * EtcdWatch is one watch of EtcdRegistry: list, then watch from the list's revision + 1 (reference 004 §一:
+ * full pull first, then increments). It keeps the view it has reported, so that
+ * - an event already applied (mod revision ≤ the last one applied) is never repeated after a reconnect;
+ * - a reconnect resumes from the last revision seen (not from the revision etcd3 noted at reconnect
+ *   time, which would skip events replayed after it);
+ * - when etcd has compacted the revision to resume from, it lists again and emits the difference
+ *   between the view and the new list as events, then watches on from the new list's revision + 1.
+ */
+import type { Etcd3, IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
+import { Backoff } from '../core/backoff.js';
+import { EventQueue } from './event-queue.js';
+import { rangeEnd, decode, type Caller, type Warner } from './etcd-support.js';
+import type { RegistryEvent, ServiceInstance } from './types.js';
+import { sameInstance } from './validate.js';
+
+interface Seen {
+  instance: ServiceInstance;
+}
+
+/** EtcdWatchDeps is what a watch needs from its registry. */
+export interface EtcdWatchDeps {
+  client: Etcd3;
+  caller: Caller;
+  warner: Warner;
+  /** `<prefix>/` of the registry. */
+  root: string;
+}
+
+/** EtcdWatch feeds one EventQueue from etcd; see the module comment. */
+export class EtcdWatch {
+  private readonly view = new Map<string, Seen>();
+  private readonly keyPrefix: string;
+  private watcher: Watcher | undefined;
+  /** The highest revision whose changes are reflected in `view`. */
+  private revision = 0;
+  private stopped = false;
+  private readonly retry = new Backoff({ initialMs: 50, maxMs: 1000, jitter: 'decorrelated' });
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  /** resyncs counts lists done because the resume revision was compacted. */
+  resyncs = 0;
+
+  constructor(
+    private readonly deps: EtcdWatchDeps,
+    service: string | undefined,
+    readonly queue: EventQueue,
+    private readonly onReady: (() => void) | undefined,
+  ) {
+    this.keyPrefix = service === undefined ? deps.root : `${deps.root}${service}/`;
+  }
+
+  /** start lists and starts watching; a failed first list fails the queue (RegistryUnavailableError). */
+  async start(): Promise<void> {
+    let res: IRangeResponse;
+    try {
+      res = await this.list();
+    } catch (err) {
+      this.queue.fail(err);
+      return;
+    }
+    if (this.stopped) return;
+    for (const kv of res.kvs) {
+      const d = decode(this.deps.root, kv);
+      if (d.instance !== undefined) this.view.set(kv.key.toString(), { instance: d.instance });
+      else this.deps.warner.warn(kv, d.error);
+    }
+    this.revision = Number(res.header.revision);
+    try {
+      this.onReady?.();
+    } catch {
+      // the caller's hook must not break the watch
+    }
+    this.attach();
+  }
+
+  /** stop cancels the etcd watcher. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.queue.end();
+    const w = this.watcher;
+    this.watcher = undefined;
+    if (w !== undefined) {
+      w.removeAllListeners();
+      w.on('error', noop);
+      await Promise.race([w.cancel().catch(noop), new Promise((r) => setTimeout(r, 1000).unref())]);
+    }
+  }
+
+  private list(): Promise<IRangeResponse> {
+    const key = Buffer.from(this.keyPrefix);
+    return this.deps.caller.call('range', (o) => this.deps.client.kv.range({ key, range_end: rangeEnd(this.keyPrefix) }, o));
+  }
+
+  private attach(): void {
+    if (this.stopped) return;
+    const w = this.deps.client.watch().prefix(this.keyPrefix).startRevision(String(this.revision + 1)).watcher();
+    this.watcher = w;
+    w.on('data', (res: IWatchResponse) => {
+      if (this.watcher !== w) return;
+      for (const ev of res.events) this.apply(ev.type === 'Delete' ? 'delete' : 'put', ev.kv);
+      const rev = Number(res.header.revision);
+      if (rev > this.revision) this.revision = rev;
+    });
+    // etcd3 moves its resume revision to the server's current revision when a watch (re)connects, before
+    // the replayed events arrive; resume from what we have really seen instead.
+    w.on('connected', () => {
+      if (this.watcher === w) (w.request as { start_revision?: string }).start_revision = String(this.revision + 1);
+    });
+    w.on('error', (err: Error) => {
+      if (this.watcher !== w) return;
+      this.watcher = undefined;
+      w.removeAllListeners();
+      w.on('error', noop);
+      void w.cancel().catch(noop);
+      if (/compacted/i.test(err.message)) void this.resync();
+      else this.queue.fail(this.deps.caller.unavailable('watch', err));
+    });
+  }
+
+  private apply(type: 'put' | 'delete', kv: IKeyValue): void {
+    if (Number(kv.mod_revision) <= this.revision) return; // already reflected: never repeat
+    const key = kv.key.toString();
+    const old = this.view.get(key);
+    if (type === 'delete') {
+      if (old === undefined) return;
+      this.view.delete(key);
+      this.queue.push(Object.freeze({ type: 'delete', instance: old.instance }));
+      return;
+    }
+    const d = decode(this.deps.root, kv);
+    if (d.instance === undefined) {
+      this.deps.warner.warn(kv, d.error);
+      if (old !== undefined) {
+        // the instance this key held is gone; what replaced it is unreadable
+        this.view.delete(key);
+        this.queue.push(Object.freeze({ type: 'delete', instance: old.instance }));
+      }
+      return;
+    }
+    this.view.set(key, { instance: d.instance });
+    if (old === undefined) this.queue.push(Object.freeze({ type: 'create', instance: d.instance }));
+    else if (!sameInstance(old.instance, d.instance)) this.queue.push(Object.freeze({ type: 'update', instance: d.instance }));
+  }
+
+  /** resync lists again and emits the difference with the view (the resume revision was compacted). */
+  private async resync(): Promise<void> {
+    if (this.stopped) return;
+    this.resyncs++;
+    let res: IRangeResponse;
+    try {
+      res = await this.list();
+    } catch {
+      this.retryTimer = setTimeout(() => void this.resync(), this.retry.next());
+      this.retryTimer.unref();
+      return;
+    }
+    if (this.stopped) return;
+    this.retry.reset();
+    const listed = new Map<string, ServiceInstance>();
+    for (const kv of res.kvs) {
+      const d = decode(this.deps.root, kv);
+      if (d.instance !== undefined) listed.set(kv.key.toString(), d.instance);
+      else this.deps.warner.warn(kv, d.error);
+    }
+    const events: RegistryEvent[] = [];
+    for (const [key, seen] of this.view) {
+      if (!listed.has(key)) {
+        this.view.delete(key);
+        events.push(Object.freeze({ type: 'delete', instance: seen.instance }));
+      }
+    }
+    for (const [key, instance] of listed) {
+      const old = this.view.get(key);
+      this.view.set(key, { instance });
+      if (old === undefined) events.push(Object.freeze({ type: 'create', instance }));
+      else if (!sameInstance(old.instance, instance)) events.push(Object.freeze({ type: 'update', instance }));
+    }
+    for (const e of events) this.queue.push(e);
+    this.revision = Number(res.header.revision);
+    this.attach();
+  }
+}
+
+function noop(): void {}
