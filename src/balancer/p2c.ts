@@ -1,0 +1,209 @@
+/**
+ * P2C is the power of two choices on peak-free EWMA latency × (in-flight + 1), the load balancer of
+ * Finagle ("P2C + EWMA"), go-zero (`p2c`) and Kratos: pick two distinct instances at random, send the
+ * call to the cheaper. Latency is a time-based EWMA that forgets with a 10 s decay (β = e^(−Δt/τ)).
+ *
+ * - A failed call counts as at least `failurePenalty` × the instance's current EWMA, so an instance that
+ *   fails fast does not look fast.
+ * - An instance the other choice beat for longer than `forcePickMs` is picked anyway (go-zero), so a
+ *   once-slow instance is measured again instead of being starved forever.
+ * - Slow start (Envoy): an instance that joins after the first list starts from the mean EWMA of the
+ *   others (not 0, which would flood it) and its cost is divided by a weight that grows linearly from
+ *   `slowStartMinWeight` to 1 over `slowStartMs`.
+ *
+ * `pick` reads the clock at most once every 16 picks (and on every `report`), so a 10-instance pick
+ * costs two random numbers and two comparisons.
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
+import type { ServiceInstance } from '../registry/types.js';
+import type { CallOutcome, Picker } from './index.js';
+import { InstanceTable, noInstance } from './instance-table.js';
+
+/** P2COptions configures a P2C picker. */
+export interface P2COptions {
+  /** Time constant of the latency EWMA, in ms (Finagle, go-zero: 10 s). Defaults to 10 000. */
+  decayMs?: number;
+  /** Latency assumed for instances before any report, in ms. Defaults to 10. */
+  initialLatencyMs?: number;
+  /** A failed call counts as at least this multiple of the instance's EWMA. Defaults to 4. */
+  failurePenalty?: number;
+  /** Pick an instance anyway when it has not been picked for this long, in ms (go-zero). Defaults to 1 000. */
+  forcePickMs?: number;
+  /** Warm-up window for instances that join later, in ms; 0 turns slow start off. Defaults to 10 000. */
+  slowStartMs?: number;
+  /** The weight a joining instance starts from, in (0, 1]. Defaults to 0.1. */
+  slowStartMinWeight?: number;
+  /** Time source. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Uniform random numbers in [0, 1). Defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** Defaults for P2COptions. */
+export const p2cDefaults = Object.freeze({
+  decayMs: 10_000,
+  initialLatencyMs: 10,
+  failurePenalty: 4,
+  forcePickMs: 1_000,
+  slowStartMs: 10_000,
+  slowStartMinWeight: 0.1,
+});
+
+/** The smallest EWMA used in a cost, so in-flight counts still separate instances that report 0 ms. */
+const MIN_LATENCY_MS = 0.001;
+/** The clock is read once per this many picks. */
+const CLOCK_EVERY = 16;
+
+interface P2CEntry {
+  instance: ServiceInstance;
+  ewma: number;
+  lastReport: number;
+  inFlight: number;
+  lastPicked: number;
+  /** When the instance joined (−∞ for instances of the first list). */
+  joined: number;
+}
+
+/** P2C is a Picker choosing the cheaper of two random instances by EWMA latency × (in-flight + 1). */
+export class P2C implements Picker {
+  readonly decayMs: number;
+  readonly forcePickMs: number;
+  readonly slowStartMs: number;
+  private readonly initialLatencyMs: number;
+  private readonly failurePenalty: number;
+  private readonly minWeight: number;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly table: InstanceTable<P2CEntry>;
+  private seeded = false;
+  /** Until when some instance is still warming up; after it, slow start costs nothing. */
+  private warmUntil = -Infinity;
+  /** The EWMA a joining instance starts from: the mean of the instances already known. */
+  private prior = 0;
+  private now: number;
+  private tick = 0;
+  private last: P2CEntry | undefined;
+
+  constructor(options?: P2COptions) {
+    const o = checkOptions('P2C', options);
+    this.decayMs = finite('P2C', 'decayMs', o.decayMs ?? p2cDefaults.decayMs, 1);
+    this.initialLatencyMs = finite('P2C', 'initialLatencyMs', o.initialLatencyMs ?? p2cDefaults.initialLatencyMs, 0);
+    this.failurePenalty = finite('P2C', 'failurePenalty', o.failurePenalty ?? p2cDefaults.failurePenalty, 1, 1000);
+    this.forcePickMs = finite('P2C', 'forcePickMs', o.forcePickMs ?? p2cDefaults.forcePickMs, 0);
+    this.slowStartMs = finite('P2C', 'slowStartMs', o.slowStartMs ?? p2cDefaults.slowStartMs, 0);
+    this.minWeight = finite('P2C', 'slowStartMinWeight', o.slowStartMinWeight ?? p2cDefaults.slowStartMinWeight, 0.001, 1);
+    this.clock = clockOption('P2C', o.clock, systemClock);
+    this.random = o.random === undefined ? Math.random : fn('P2C', 'random', o.random);
+    this.now = this.clock.now();
+    this.table = new InstanceTable<P2CEntry>((instance, prev) => {
+      if (prev !== undefined) {
+        prev.instance = instance;
+        return prev;
+      }
+      return this.create(instance);
+    });
+  }
+
+  /** pick returns the cheaper of two distinct random instances; throws NoInstanceError when empty. */
+  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+    const t = this.table;
+    const entries = instances === t.source ? t.entries : this.sync(instances);
+    const n = entries.length;
+    if (n <= 1) {
+      if (n === 0) throw noInstance();
+      return (this.last = entries[0]!).instance;
+    }
+    if (++this.tick >= CLOCK_EVERY) {
+      this.tick = 0;
+      this.now = this.clock.now();
+    }
+    const now = this.now;
+    let a = Math.floor(this.random() * n);
+    let b = Math.floor(this.random() * (n - 1));
+    if (!(a >= 0 && a < n)) a = 0;
+    if (!(b >= 0 && b < n - 1)) b = 0;
+    if (b >= a) b++;
+    let win = entries[a]!;
+    let lose = entries[b]!;
+    if (this.cost(lose, now) < this.cost(win, now)) {
+      const x = win;
+      win = lose;
+      lose = x;
+    }
+    if (now - lose.lastPicked > this.forcePickMs) win = lose;
+    win.lastPicked = now;
+    this.last = win;
+    return win.instance;
+  }
+
+  /** start counts a call in flight to `instance`. */
+  start(instance: ServiceInstance): void {
+    const last = this.last;
+    const e = last !== undefined && last.instance === instance ? last : this.table.get(instance.id);
+    if (e !== undefined) e.inFlight++;
+  }
+
+  /** report ends a call started with `start` and feeds its latency into the EWMA. */
+  report(instance: ServiceInstance, outcome: CallOutcome): void {
+    const e = this.table.get(instance.id);
+    if (e === undefined) return;
+    if (e.inFlight > 0) e.inFlight--;
+    const now = (this.now = this.clock.now());
+    let sample = outcome.latencyMs;
+    if (!(sample >= 0)) sample = 0; // NaN or negative: treat as instant rather than poison the average
+    if (!outcome.ok) sample = Math.max(sample, this.failurePenalty * Math.max(e.ewma, MIN_LATENCY_MS));
+    const dt = now - e.lastReport;
+    const w = dt > 0 ? Math.exp(-dt / this.decayMs) : 1 - 1 / 16; // same-instant reports still move the average
+    e.ewma = e.ewma * w + sample * (1 - w);
+    if (!Number.isFinite(e.ewma)) e.ewma = this.initialLatencyMs;
+    e.lastReport = now;
+  }
+
+  /** ewmaOf returns the current latency EWMA of `id` (for tests and status pages), or undefined. */
+  ewmaOf(id: string): number | undefined {
+    return this.table.get(id)?.ewma;
+  }
+
+  /** inFlightOf returns the calls in flight to `id`, or undefined. */
+  inFlightOf(id: string): number | undefined {
+    return this.table.get(id)?.inFlight;
+  }
+
+  private cost(e: P2CEntry, now: number): number {
+    const c = (e.ewma > MIN_LATENCY_MS ? e.ewma : MIN_LATENCY_MS) * (e.inFlight + 1);
+    if (now >= this.warmUntil || now - e.joined >= this.slowStartMs) return c;
+    return c / Math.max(this.minWeight, (now - e.joined) / this.slowStartMs);
+  }
+
+  private sync(instances: readonly ServiceInstance[]): P2CEntry[] {
+    this.now = this.clock.now();
+    this.tick = 0;
+    const old = this.table.entries;
+    let sum = 0;
+    let known = 0;
+    for (const e of old) {
+      sum += e.ewma;
+      known++;
+    }
+    this.prior = known > 0 ? sum / known : this.initialLatencyMs;
+    const entries = this.table.sync(instances);
+    if (entries.length > 0) this.seeded = true;
+    let warmUntil = -Infinity;
+    for (const e of entries) if (e.joined + this.slowStartMs > warmUntil) warmUntil = e.joined + this.slowStartMs;
+    this.warmUntil = warmUntil;
+    return entries;
+  }
+
+  private create(instance: ServiceInstance): P2CEntry {
+    const now = this.now;
+    return {
+      instance,
+      ewma: this.seeded ? this.prior : this.initialLatencyMs,
+      lastReport: now,
+      inFlight: 0,
+      lastPicked: now,
+      joined: this.seeded && this.slowStartMs > 0 ? now : -Infinity,
+    };
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * Random picks an instance uniformly at random (reference 004 §2.2: with many instances it spreads
+ * about as well as round robin, and needs no shared turn).
+ */
+import { fn, options as checkOptions } from '../core/validate.js';
+import type { ServiceInstance } from '../registry/types.js';
+import type { Picker } from './index.js';
+import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+
+/** RandomOptions configures a Random. */
+export interface RandomOptions {
+  /** Uniform random numbers in [0, 1). Defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** Random is a Picker that chooses uniformly at random. */
+export class Random implements Picker {
+  private readonly table = new InstanceTable<Entry>((instance) => ({ instance }));
+  private readonly random: () => number;
+
+  constructor(options?: RandomOptions) {
+    const o = checkOptions('Random', options);
+    this.random = o.random === undefined ? Math.random : fn('Random', 'random', o.random);
+  }
+
+  /** pick returns a uniformly random instance; throws NoInstanceError when `instances` is empty. */
+  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+    const t = this.table;
+    const entries = instances === t.source ? t.entries : t.sync(instances);
+    const n = entries.length;
+    if (n === 0) throw noInstance();
+    let i = Math.floor(this.random() * n);
+    if (!(i >= 0 && i < n)) i = i >= n ? n - 1 : 0; // a random() outside [0, 1) still picks a real instance
+    return entries[i]!.instance;
+  }
+}

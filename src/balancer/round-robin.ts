@@ -1,0 +1,39 @@
+/**
+ * RoundRobin hands out instances in turn (reference 004 §2.2). The first turn starts at a random
+ * offset, so that many clients started together do not all begin with the same instance (gRPC's
+ * round_robin does the same).
+ */
+import { fn, options as checkOptions } from '../core/validate.js';
+import type { ServiceInstance } from '../registry/types.js';
+import type { Picker } from './index.js';
+import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+
+/** RoundRobinOptions configures a RoundRobin. */
+export interface RoundRobinOptions {
+  /** Uniform random numbers in [0, 1), for the starting offset. Defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** RoundRobin is a Picker that takes instances in turn. */
+export class RoundRobin implements Picker {
+  private readonly table = new InstanceTable<Entry>((instance) => ({ instance }));
+  private next: number;
+
+  constructor(options?: RoundRobinOptions) {
+    const o = checkOptions('RoundRobin', options);
+    const random = o.random === undefined ? Math.random : fn<() => number>('RoundRobin', 'random', o.random);
+    this.next = Math.floor(random() * 1024) >>> 0;
+  }
+
+  /** pick returns the next instance in turn; throws NoInstanceError when `instances` is empty. */
+  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+    const t = this.table;
+    const entries = instances === t.source ? t.entries : t.sync(instances);
+    const n = entries.length;
+    if (n === 0) throw noInstance();
+    let i = this.next;
+    if (i >= n) i %= n;
+    this.next = i + 1;
+    return entries[i]!.instance;
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * createPicker turns a strategy option (a name, a Picker, or a factory) into a Picker for one service.
+ */
+import type { Clock } from '../core/clock.js';
+import type { Picker, StrategyName } from './index.js';
+import { LeastRequest } from './least-request.js';
+import { P2C } from './p2c.js';
+import { Random } from './random.js';
+import { RingHash } from './ring-hash.js';
+import { RoundRobin } from './round-robin.js';
+import { SmoothWeightedRoundRobin } from './smooth-weighted.js';
+
+/** StrategyOption is a built-in strategy's name, a Picker, or a function making one. */
+export type StrategyOption = StrategyName | Picker | (() => Picker);
+
+const names: readonly StrategyName[] = ['round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request'];
+
+/** createPicker builds the Picker `strategy` names, passing `clock` and `random` to the ones that use them. */
+export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; random?: () => number } = {}): Picker {
+  if (typeof strategy === 'function') {
+    const p = strategy();
+    if (p === null || typeof p !== 'object' || typeof p.pick !== 'function') throw new TypeError('strategy: the factory must return a Picker (an object with pick())');
+    return p;
+  }
+  if (strategy !== null && typeof strategy === 'object') {
+    if (typeof strategy.pick !== 'function') throw new TypeError('strategy: a Picker must have a pick() method');
+    return strategy;
+  }
+  const random = deps.random;
+  switch (strategy) {
+    case 'round-robin':
+      return new RoundRobin({ random });
+    case 'random':
+      return new Random({ random });
+    case 'weighted-round-robin':
+      return new SmoothWeightedRoundRobin();
+    case 'ring-hash':
+      return new RingHash({ random });
+    case 'p2c':
+      return new P2C({ clock: deps.clock, random });
+    case 'least-request':
+      return new LeastRequest();
+    default:
+      throw new RangeError(`strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
+  }
+}
