@@ -1,0 +1,132 @@
+import { afterEach, beforeEach, describe, it, mock } from 'node:test';
+import assert from 'node:assert/strict';
+import { inspect } from 'node:util';
+import { getEventListeners } from 'node:events';
+import { AbortedError, TimeoutError } from '../core/errors.js';
+import { Timeout, type TimeoutOptions } from './timeout.js';
+
+function activeTimers(): number {
+  return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+}
+
+describe('Timeout', () => {
+  describe('with fake timers', () => {
+    beforeEach(() => mock.timers.enable({ apis: ['setTimeout'] }));
+    afterEach(() => mock.timers.reset());
+
+    it('rejects with TimeoutError at the deadline even when the task ignores its signal', async () => {
+      const timeout = new Timeout({ timeoutMs: 200 });
+      let taskSignal!: AbortSignal;
+      let settled = false;
+      const p = timeout.execute((signal) => {
+        taskSignal = signal;
+        return new Promise<never>(() => {});
+      });
+      p.catch(() => {}).finally(() => (settled = true));
+      mock.timers.tick(199);
+      await Promise.resolve();
+      assert.equal(settled, false);
+      assert.equal(taskSignal.aborted, false);
+      mock.timers.tick(1);
+      const err = await p.catch((e: unknown) => e);
+      assert.ok(err instanceof TimeoutError);
+      assert.match(err.message, /200 ms/);
+      assert.equal(taskSignal.aborted, true);
+      assert.equal(taskSignal.reason, err, "the task's signal carries the TimeoutError as its reason");
+    });
+
+    it('answers the value when the task settles before the deadline, and the deadline no longer fires', async () => {
+      const timeout = new Timeout({ timeoutMs: 100 });
+      let taskSignal!: AbortSignal;
+      let release!: (v: string) => void;
+      const p = timeout.execute((signal) => ((taskSignal = signal), new Promise<string>((r) => (release = r))));
+      mock.timers.tick(50);
+      release('fast');
+      assert.equal(await p, 'fast');
+      mock.timers.tick(1_000);
+      assert.equal(taskSignal.aborted, false);
+    });
+
+    it('answers a failure that happens before the deadline as it is', async () => {
+      const timeout = new Timeout({ timeoutMs: 100 });
+      const boom = new Error('boom');
+      const p = timeout.execute(() => new Promise((_, reject) => setTimeout(() => reject(boom), 30)));
+      mock.timers.tick(30);
+      await assert.rejects(p, boom);
+    });
+  });
+
+  it('runs a task that returns a plain value or throws synchronously', async () => {
+    const timeout = new Timeout({ timeoutMs: 1_000 });
+    assert.equal(await timeout.execute(() => 42), 42);
+    await assert.rejects(
+      timeout.execute(() => {
+        throw new TypeError('sync');
+      }),
+      TypeError,
+    );
+  });
+
+  it('leaves no timer behind after the task settles, whichever way', async () => {
+    const timeout = new Timeout({ timeoutMs: 60_000 });
+    const before = activeTimers();
+    await timeout.execute(() => 1);
+    await timeout.execute(async () => 2);
+    await timeout.execute(() => Promise.reject(new Error('x'))).catch(() => {});
+    await timeout
+      .execute(() => {
+        throw new Error('y');
+      })
+      .catch(() => {});
+    assert.equal(activeTimers(), before);
+  });
+
+  it('rejects with AbortedError and aborts the task signal when the caller aborts first', async () => {
+    const timeout = new Timeout({ timeoutMs: 60_000 });
+    const ac = new AbortController();
+    let taskSignal!: AbortSignal;
+    const before = activeTimers();
+    const p = timeout.execute((signal) => ((taskSignal = signal), new Promise<never>(() => {})), { signal: ac.signal });
+    const reason = new Error('user left');
+    ac.abort(reason);
+    const err = await p.catch((e: unknown) => e);
+    assert.ok(err instanceof AbortedError);
+    assert.equal(err.cause, reason);
+    assert.equal(taskSignal.reason, reason);
+    assert.equal(activeTimers(), before);
+  });
+
+  it('does not start the task when the caller signal is already aborted', async () => {
+    let calls = 0;
+    await assert.rejects(new Timeout().execute(() => calls++, { signal: AbortSignal.abort() }), AbortedError);
+    assert.equal(calls, 0);
+  });
+
+  it('removes its listener from the caller signal after settling', async () => {
+    const ac = new AbortController();
+    const timeout = new Timeout({ timeoutMs: 60_000 });
+    for (let i = 0; i < 20; i++) await timeout.execute(() => i, { signal: ac.signal });
+    await timeout.execute(() => Promise.reject(new Error('x')), { signal: ac.signal }).catch(() => {});
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0);
+  });
+
+  it('really times out on the real clock (20 ms)', async () => {
+    const started = performance.now();
+    await assert.rejects(new Timeout({ timeoutMs: 20 }).execute(() => new Promise(() => {})), TimeoutError);
+    assert.ok(performance.now() - started >= 15);
+  });
+
+  const bad: [TimeoutOptions, RegExp, ErrorConstructor][] = [
+    [{ timeoutMs: 0 }, /timeoutMs.*got 0/, RangeError],
+    [{ timeoutMs: -5 }, /timeoutMs.*got -5/, RangeError],
+    [{ timeoutMs: Number.NaN }, /timeoutMs.*got NaN/, RangeError],
+    [{ timeoutMs: Infinity }, /timeoutMs.*got Infinity/, RangeError],
+    [{ timeoutMs: 2 ** 31 }, /timeoutMs.*got 2147483648/, RangeError],
+    [{ timeoutMs: '1s' as never }, /timeoutMs must be a number, got "1s"/, TypeError],
+  ];
+  for (const [options, message, type] of bad) {
+    it(`rejects ${inspect(options)} with ${type.name}`, () => {
+      assert.throws(() => new Timeout(options), (err: Error) => err instanceof type && message.test(err.message));
+    });
+  }
+});
