@@ -1,0 +1,240 @@
+/**
+ * RedisRescue runs a Redis limiter's decisions and switches them to an in-process limiter while Redis
+ * is down or slow (go-zero `tokenlimit`'s rescue, made strict):
+ *
+ * - a decision that errors, answers an unexpected shape, or gets no answer within `timeoutMs`
+ *   switches to rescue; that call and every call still waiting on Redis are answered from the
+ *   in-process limiter at once;
+ * - in rescue, no call touches Redis: decisions are synchronous local answers;
+ * - a probe PINGs Redis every `probeIntervalMs` (one PING in flight at most, timer unref'd) and the
+ *   first PONG switches back to Redis;
+ * - one process warning per outage, a `modeChange` event per switch, counters in `stats()`.
+ *
+ * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO and a single
+ * timer is armed for the oldest one's deadline (Redis answers a connection's calls in order).
+ */
+import type { Redis, Cluster } from 'ioredis';
+import type { Clock } from '../core/clock.js';
+import { Emitter, type Disposer } from '../core/events.js';
+import { InvalidResponseError, TimeoutError } from '../core/errors.js';
+import type { LimiterMode } from './index.js';
+
+/** RedisLimiterStats is a snapshot of a Redis limiter's counters. */
+export interface RedisLimiterStats {
+  /** Where decisions are made now. */
+  readonly mode: LimiterMode;
+  /** Decisions Redis answered. */
+  readonly redisDecisions: number;
+  /** Decisions the in-process rescue limiter answered. */
+  readonly rescueDecisions: number;
+  /** Redis calls that failed (errors, timeouts, bad replies), the one that started an outage included. */
+  readonly failures: number;
+  /** How many times decisions switched to rescue. */
+  readonly outages: number;
+  /** The failure that started the current (or last) outage: an ioredis error, TimeoutError or InvalidResponseError. */
+  readonly cause: unknown;
+  /** The clock's time at which the current outage started, or undefined while on Redis. */
+  readonly rescueSince: number | undefined;
+  /** The rate or quota divisor the rescue limiter uses now. */
+  readonly instances: number;
+}
+
+/** ModeChange is the event a Redis limiter emits when decisions switch between Redis and rescue. */
+export interface ModeChange {
+  readonly mode: LimiterMode;
+  /** What sent decisions to rescue (undefined when back on Redis). */
+  readonly cause: unknown;
+}
+
+/** RedisClient is what the Redis limiters take: an ioredis client or cluster. */
+export type RedisClient = Redis | Cluster;
+
+interface Pending {
+  deadline: number;
+  epoch: number;
+  done: boolean;
+  rescue: () => void;
+}
+
+/** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
+export class RedisRescue {
+  mode: LimiterMode = 'redis';
+  redisDecisions = 0;
+  rescueDecisions = 0;
+  failures = 0;
+  outages = 0;
+  cause: unknown = undefined;
+  rescueSince: number | undefined = undefined;
+  readonly changes = new Emitter<ModeChange>();
+  /** Bumped at every switch: a late failure of a call sent before the switch does not count again. */
+  private epoch = 0;
+  private readonly queue: Pending[] = [];
+  private head = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private probe: NodeJS.Timeout | undefined;
+  private probing = false;
+  private closed = false;
+
+  constructor(
+    private readonly owner: string,
+    private readonly redis: RedisClient,
+    private readonly timeoutMs: number,
+    private readonly probeIntervalMs: number,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * run asks Redis (`send`), turns the reply into an answer (`parse`: undefined for a bad shape), and
+   * answers from the rescue limiter (`local`) in rescue mode or when Redis fails.
+   */
+  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R): Promise<R> {
+    if (this.mode === 'rescue') {
+      this.rescueDecisions++;
+      return Promise.resolve(local());
+    }
+    return new Promise<R>((resolve) => {
+      const entry: Pending = {
+        deadline: this.clock.now() + this.timeoutMs,
+        epoch: this.epoch,
+        done: false,
+        rescue: () => {
+          entry.done = true;
+          this.rescueDecisions++;
+          resolve(local());
+        },
+      };
+      this.queue.push(entry);
+      if (this.timer === undefined) this.arm(entry.deadline);
+      let sent: Promise<unknown>;
+      try {
+        sent = send();
+      } catch (err) {
+        this.fail(err, entry.epoch);
+        return;
+      }
+      sent.then(
+        (reply) => {
+          if (entry.done) return; // answered from rescue already
+          const answer = parse(reply);
+          if (answer === undefined) {
+            this.fail(new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`), entry.epoch);
+            return;
+          }
+          entry.done = true;
+          this.redisDecisions++;
+          this.compact();
+          resolve(answer);
+        },
+        (err: unknown) => this.fail(err, entry.epoch),
+      );
+    });
+  }
+
+  /** onModeChange subscribes to switches between Redis and rescue. */
+  onModeChange(listener: (event: ModeChange) => void): Disposer {
+    return this.changes.on(listener);
+  }
+
+  /** close stops the probe and the deadline timer; pending calls are answered from rescue. */
+  close(): void {
+    this.closed = true;
+    if (this.probe !== undefined) clearInterval(this.probe);
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.probe = this.timer = undefined;
+    this.rescueAll();
+  }
+
+  private fail(err: unknown, epoch: number): void {
+    this.failures++;
+    if (epoch !== this.epoch || this.mode === 'rescue') return;
+    this.mode = 'rescue';
+    this.epoch++;
+    this.outages++;
+    this.cause = err;
+    this.rescueSince = this.clock.now();
+    process.emitWarning(
+      `bulwark: ${this.owner}: Redis failed (${describe(err)}); deciding in process until it answers again`,
+      { code: 'BULWARK_LIMIT_RESCUE' },
+    );
+    this.rescueAll();
+    this.changes.emit({ mode: 'rescue', cause: err });
+    if (!this.closed && this.probe === undefined) {
+      this.probe = setInterval(() => this.ping(), this.probeIntervalMs);
+      this.probe.unref();
+    }
+  }
+
+  private ping(): void {
+    if (this.probing || this.mode !== 'rescue') return;
+    this.probing = true;
+    this.redis.ping().then(
+      (reply) => {
+        this.probing = false;
+        if (reply === 'PONG') this.recover();
+      },
+      () => {
+        this.probing = false;
+      },
+    );
+  }
+
+  private recover(): void {
+    if (this.mode !== 'rescue' || this.closed) return;
+    this.mode = 'redis';
+    this.epoch++;
+    this.rescueSince = undefined;
+    if (this.probe !== undefined) clearInterval(this.probe);
+    this.probe = undefined;
+    this.changes.emit({ mode: 'redis', cause: undefined });
+  }
+
+  private rescueAll(): void {
+    const q = this.queue;
+    for (let i = this.head; i < q.length; i++) if (!q[i]!.done) q[i]!.rescue();
+    q.length = 0;
+    this.head = 0;
+  }
+
+  private compact(): void {
+    const q = this.queue;
+    while (this.head < q.length && q[this.head]!.done) this.head++;
+    if (this.head === q.length) {
+      q.length = 0;
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > q.length) {
+      q.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  private arm(deadline: number): void {
+    this.timer = setTimeout(() => this.expire(), Math.max(1, Math.ceil(deadline - this.clock.now())));
+    this.timer.unref();
+  }
+
+  /** The timer fired: fail over if the oldest pending call is past its deadline, else wait for it. */
+  private expire(): void {
+    this.timer = undefined;
+    this.compact();
+    const oldest = this.queue[this.head];
+    if (oldest === undefined) return;
+    if (this.clock.now() >= oldest.deadline) {
+      this.fail(new TimeoutError(`${this.owner}: Redis did not answer within ${this.timeoutMs} ms`), oldest.epoch);
+      return;
+    }
+    this.arm(oldest.deadline);
+  }
+}
+
+
+function preview(reply: unknown): string {
+  try {
+    return (JSON.stringify(reply) ?? String(reply)).slice(0, 120);
+  } catch {
+    return Object.prototype.toString.call(reply);
+  }
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
