@@ -1,0 +1,78 @@
+/**
+ * The peer protocol's protobuf messages (proto/cache.proto), encoded and decoded by hand with
+ * `@bufbuild/protobuf`'s wire API. The generator (protoc-gen-es) needs Node 22; three small messages
+ * do not need it. Decoding is strict about types and bounded in size: anything else is
+ * `InvalidResponseError`. Unknown fields are skipped, as protobuf requires.
+ */
+import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
+import { InvalidResponseError } from '../core/errors.js';
+
+/** GetResponse mirrors proto `bulwark.cache.v1.GetResponse`; `value` is a binary (latin1) string. */
+export interface GetResponse {
+  value: string;
+  ttlMs: number;
+  notFound: boolean;
+}
+
+/** encodeGetResponse writes a GetResponse. */
+export function encodeGetResponse(msg: GetResponse): Uint8Array {
+  const w = new BinaryWriter();
+  if (msg.value.length > 0) w.tag(1, WireType.LengthDelimited).bytes(Buffer.from(msg.value, 'latin1'));
+  if (msg.ttlMs > 0) w.tag(3, WireType.Varint).int64(Math.ceil(msg.ttlMs));
+  if (msg.notFound) w.tag(4, WireType.Varint).bool(true);
+  return w.finish();
+}
+
+/** decodeGetResponse reads a GetResponse; `maxValueBytes` bounds the value. */
+export function decodeGetResponse(bytes: Uint8Array, maxValueBytes: number): GetResponse {
+  const msg: GetResponse = { value: '', ttlMs: 0, notFound: false };
+  read(bytes, (r, field, type) => {
+    if (field === 1 && type === WireType.LengthDelimited) {
+      const v = r.bytes();
+      if (v.length > maxValueBytes) throw new InvalidResponseError(`peer value of ${v.length} bytes exceeds ${maxValueBytes}`);
+      msg.value = Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('latin1');
+    } else if (field === 2 && type === WireType.Bit64) r.double();
+    else if (field === 3 && type === WireType.Varint) {
+      const t = Number(r.int64());
+      if (!Number.isSafeInteger(t) || t < 0) throw new InvalidResponseError(`peer ttl_ms ${t} is out of range`);
+      msg.ttlMs = t;
+    } else if (field === 4 && type === WireType.Varint) msg.notFound = r.bool();
+    else return false;
+    return true;
+  });
+  return msg;
+}
+
+/** encodeRemoveResponse writes a RemoveResponse. */
+export function encodeRemoveResponse(removed: boolean): Uint8Array {
+  const w = new BinaryWriter();
+  if (removed) w.tag(1, WireType.Varint).bool(true);
+  return w.finish();
+}
+
+/** decodeRemoveResponse reads a RemoveResponse and answers its `removed`. */
+export function decodeRemoveResponse(bytes: Uint8Array): boolean {
+  let removed = false;
+  read(bytes, (r, field, type) => {
+    if (field === 1 && type === WireType.Varint) removed = r.bool();
+    else return false;
+    return true;
+  });
+  return removed;
+}
+
+/** read walks the fields of one message; `field` answers false for fields it does not know (skipped). */
+function read(bytes: Uint8Array, field: (r: BinaryReader, no: number, type: WireType) => boolean): void {
+  try {
+    const r = new BinaryReader(bytes);
+    while (r.pos < r.len) {
+      const [no, type] = r.tag();
+      if (no <= 0) throw new InvalidResponseError(`bad protobuf field number ${no}`);
+      if (!field(r, no, type)) r.skip(type, no);
+    }
+    if (r.pos !== r.len) throw new InvalidResponseError('protobuf message overruns its buffer');
+  } catch (err) {
+    if (err instanceof InvalidResponseError) throw err;
+    throw new InvalidResponseError('malformed protobuf message', { cause: err });
+  }
+}

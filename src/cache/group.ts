@@ -1,0 +1,340 @@
+/**
+ * Group is a groupcache group: a named cache with a getter that loads a key from its origin, spread
+ * over peers so that each key has one owner (reference 003; ARCHITECTURE.md "A cache read").
+ *
+ * get(key): main cache, then hot cache; else one load per key per node (singleflight): the ring's owner
+ * is asked over the pool, or, when this node owns the key or the owner fails to answer, the getter runs
+ * here and the value goes into the main cache. A sample of peer answers goes into the hot cache.
+ *
+ * Beyond groupcache: TTLs (per group or per entry, jittered ±10 % against avalanches), cached misses
+ * (`negativeTtlMs`, against penetration), `remove(key)` everywhere (a load in flight cannot put a
+ * removed value back), and a remote "not found" is an answer rather than a reason to load locally.
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { NotFoundError, PeerError, withoutStack } from '../core/errors.js';
+import { SingleFlight } from '../core/singleflight.js';
+import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
+import { ByteView, toBinary } from './byte-view.js';
+import { keyProblem } from './key.js';
+import { LruCache } from './lru-cache.js';
+import { noPeers, type GetResponse, type GroupServer, type PeerPicker } from './peers.js';
+import { callGetter, type Getter } from './getter.js';
+
+export type { Getter, GetterResult } from './getter.js';
+
+/** GroupOptions configures a Group. */
+export interface GroupOptions {
+  /** The group's name, the same on every node: 1–255 characters. Required. */
+  name: string;
+  /** Bytes for cached entries (keys + values), main and hot cache together. Required. */
+  cacheBytes: number;
+  /** Loads a key from the origin; throws `NotFoundError` when there is no such key. Required. */
+  getter: Getter;
+  /** Who owns which key, and how to reach them (an `HttpPool`). Defaults to `noPeers` (one node). */
+  peers?: PeerPicker;
+  /** How long a loaded entry lives, jittered ±10 %; 0 keeps it until evicted. Defaults to 0. */
+  ttlMs?: number;
+  /** How long a "not found" is remembered, jittered ±10 %; 0 never caches misses. Defaults to 0. */
+  negativeTtlMs?: number;
+  /** The share of `cacheBytes` for the hot cache (popular keys owned elsewhere). Defaults to 0.125 (groupcache). */
+  hotCacheRatio?: number;
+  /** The share of peer answers copied into the hot cache. Defaults to 0.1 (groupcache: 1 in 10). */
+  hotCacheSample?: number;
+  /** Values larger than this are returned but not cached. Defaults to 1 048 576 (1 MiB). */
+  maxValueBytes?: number;
+  /** How long one getter call may run before its callers get `TimeoutError`. Defaults to 10 000. */
+  timeoutMs?: number;
+  /** The clock for TTLs. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Random numbers in [0, 1) for TTL jitter and hot-cache sampling. Defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** Defaults for GroupOptions. */
+export const groupDefaults = Object.freeze({
+  ttlMs: 0,
+  negativeTtlMs: 0,
+  hotCacheRatio: 1 / 8, // groupcache: the hot cache may grow to 1/8 of the main cache
+  hotCacheSample: 0.1, // groupcache: populate the hot cache for 1 in 10 peer loads
+  maxValueBytes: 1 << 20,
+  timeoutMs: 10_000,
+});
+
+/** TTL_JITTER spreads expiry over ±10 % so entries loaded together do not expire together (cache avalanche). */
+const TTL_JITTER = 0.1;
+
+/** GroupStats are the group's counters since it was made (groupcache `Stats`). */
+export interface GroupStats {
+  /** Calls to `get`. */
+  gets: number;
+  /** `get`s answered from the main or hot cache. */
+  cacheHits: number;
+  /** Values (or not-founds) that a peer answered. */
+  peerLoads: number;
+  /** Peer requests that failed (then loaded locally, unless the owner's getter failed). */
+  peerErrors: number;
+  /** `get`s that missed the caches (before deduplication). */
+  loads: number;
+  /** Loads after singleflight: at most one per key in flight. */
+  loadsDeduped: number;
+  /** Getter calls on this node. */
+  localLoads: number;
+  /** Getter calls that failed (not counting "not found"). */
+  localLoadErrs: number;
+  /** Requests from peers this node served. */
+  serverRequests: number;
+  /** Entries evicted from the main and hot caches to make room (or expired). */
+  evictions: number;
+}
+
+/** GetOptions are per-call options of `get` and `remove`. */
+export interface GetOptions {
+  /** Ends this caller's wait (a shared load goes on while others wait for it). */
+  signal?: AbortSignal;
+}
+
+/** Loaded is a load's outcome: the value (null for "not found") and its expiry on the group's clock. */
+interface Loaded {
+  value: string | null;
+  expiresAt: number;
+}
+
+/** LoadToken marks the loads of one key in flight; `remove` sets `removed` so that they store nothing. */
+interface LoadToken {
+  removed: boolean;
+  refs: number;
+}
+
+const NAME = /^[A-Za-z0-9._:-]{1,255}$/;
+
+/** Group is a distributed, read-through cache of immutable values. */
+export class Group implements GroupServer {
+  /** The group's name. */
+  readonly name: string;
+  private readonly getter: Getter;
+  private readonly peers: PeerPicker;
+  private readonly ttlMs: number;
+  private readonly negativeTtlMs: number;
+  private readonly hotCacheSample: number;
+  private readonly maxValueBytes: number;
+  private readonly timeoutMs: number;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly main: LruCache<string | null>;
+  private readonly hot: LruCache<string | null>;
+  /** Loads of this node on behalf of its callers (may go to a peer). */
+  private readonly flight = new SingleFlight<string, string>({ timeoutMs: 0 });
+  /** Getter calls; shared by this node's callers and peers' requests, so one per key per node. */
+  private readonly localFlight = new SingleFlight<string, Loaded>({ timeoutMs: 0 });
+  private readonly loading = new Map<string, LoadToken>();
+  private readonly unregister: (() => void) | undefined;
+  private readonly counters: GroupStats = {
+    gets: 0, cacheHits: 0, peerLoads: 0, peerErrors: 0, loads: 0,
+    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0,
+  };
+
+  constructor(options: GroupOptions) {
+    const o = checkOptions('Group', options);
+    if (typeof o.name !== 'string' || !NAME.test(o.name)) {
+      throw new TypeError(`Group: name must be 1–255 characters of [A-Za-z0-9._:-], got ${JSON.stringify(o.name)}`);
+    }
+    this.name = o.name;
+    const cacheBytes = integer('Group', 'cacheBytes', o.cacheBytes, 0);
+    this.getter = fn('Group', 'getter', o.getter);
+    this.peers = o.peers ?? noPeers;
+    if (this.peers === null || typeof this.peers !== 'object' || typeof this.peers.pickPeer !== 'function' || typeof this.peers.peers !== 'function') {
+      throw new TypeError('Group: peers must be a PeerPicker (pickPeer, peers), e.g. an HttpPool');
+    }
+    this.ttlMs = finite('Group', 'ttlMs', o.ttlMs ?? groupDefaults.ttlMs, 0);
+    this.negativeTtlMs = finite('Group', 'negativeTtlMs', o.negativeTtlMs ?? groupDefaults.negativeTtlMs, 0);
+    const hotRatio = finite('Group', 'hotCacheRatio', o.hotCacheRatio ?? groupDefaults.hotCacheRatio, 0, 0.9);
+    this.hotCacheSample = finite('Group', 'hotCacheSample', o.hotCacheSample ?? groupDefaults.hotCacheSample, 0, 1);
+    this.maxValueBytes = integer('Group', 'maxValueBytes', o.maxValueBytes ?? groupDefaults.maxValueBytes, 0);
+    this.timeoutMs = integer('Group', 'timeoutMs', o.timeoutMs ?? groupDefaults.timeoutMs, 1);
+    this.clock = clockOption('Group', o.clock, systemClock);
+    this.random = o.random === undefined ? Math.random : fn('Group', 'random', o.random);
+    const hotBytes = Math.floor(cacheBytes * hotRatio);
+    const onEvict = () => void this.counters.evictions++;
+    this.main = new LruCache({ maxBytes: cacheBytes - hotBytes, onEvict, clock: this.clock });
+    this.hot = new LruCache({ maxBytes: hotBytes, onEvict, clock: this.clock });
+    this.unregister = this.peers.register?.(this);
+  }
+
+  /**
+   * get answers the value of `key`: from cache, from the owning peer, or from the getter. Rejects
+   * `TypeError` for a bad key, `NotFoundError` when the key does not exist, `LoadError` / `TimeoutError`
+   * when the getter failed, `AbortedError` when `signal` aborted this caller's wait.
+   */
+  get(key: string, options?: GetOptions): Promise<ByteView> {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 1024) return Promise.reject(new TypeError(`Group ${this.name}: ${keyProblem(key)}`));
+    this.counters.gets++;
+    let v = this.main.get(key);
+    if (v === undefined) v = this.hot.get(key);
+    if (v !== undefined) {
+      this.counters.cacheHits++;
+      return v === null ? Promise.reject(this.notFound(key)) : Promise.resolve(new ByteView(v));
+    }
+    const problem = keyProblem(key);
+    if (problem !== undefined) return Promise.reject(new TypeError(`Group ${this.name}: ${problem}`));
+    this.counters.loads++;
+    return this.flight.do(key, (signal) => this.load(key, signal), { signal: options?.signal }).then(toView);
+  }
+
+  /**
+   * remove deletes `key` on this node and asks every peer to delete it (the owner's main cache, the
+   * others' hot caches). Loads of `key` already in flight store nothing. Rejects `PeerError` when some
+   * peer could not be reached (the key is gone from every node that answered).
+   */
+  async remove(key: string, options?: GetOptions): Promise<void> {
+    const problem = keyProblem(key);
+    if (problem !== undefined) throw new TypeError(`Group ${this.name}: ${problem}`);
+    this.serveRemove(key);
+    const peers = this.peers.peers();
+    if (peers.length === 0) return;
+    const results = await Promise.allSettled(peers.map((p) => p.remove(this.name, key, options?.signal)));
+    const failed = results.flatMap((r, i) => (r.status === 'rejected' ? [`${peers[i]!.url}: ${String((r.reason as Error)?.message ?? r.reason)}`] : []));
+    if (failed.length > 0) {
+      throw new PeerError(`remove(${JSON.stringify(key)}) did not reach ${failed.length} of ${peers.length} peers: ${failed.join('; ')}`, {
+        cause: new AggregateError(results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []))),
+      });
+    }
+  }
+
+  /** stats returns a snapshot of the counters. */
+  stats(): GroupStats {
+    return { ...this.counters };
+  }
+
+  /** cacheStats reports the main and hot caches' entries and bytes. */
+  cacheStats(): { main: { length: number; bytes: number }; hot: { length: number; bytes: number } } {
+    return {
+      main: { length: this.main.length, bytes: this.main.bytes },
+      hot: { length: this.hot.length, bytes: this.hot.bytes },
+    };
+  }
+
+  /** close unregisters the group from its pool's handler; its caches stay readable. */
+  close(): void {
+    this.unregister?.();
+  }
+
+  /** serveGet answers a peer's request from this node alone: never forwarded, so peers that disagree about membership cannot deadlock. */
+  async serveGet(key: string, signal?: AbortSignal): Promise<GetResponse> {
+    this.counters.serverRequests++;
+    const problem = keyProblem(key);
+    if (problem !== undefined) throw new TypeError(`Group ${this.name}: ${problem}`);
+    for (const cache of [this.main, this.hot]) {
+      const v = cache.get(key);
+      if (v !== undefined) return this.response(v, cache.expiresAt(key) ?? 0);
+    }
+    const loaded = await this.loadLocally(key, signal);
+    return this.response(loaded.value, loaded.expiresAt);
+  }
+
+  /** serveRemove deletes `key` from this node's caches; loads of it in flight will store nothing. */
+  serveRemove(key: string): boolean {
+    const removed = this.main.remove(key) || this.hot.remove(key);
+    this.hot.remove(key);
+    const token = this.loading.get(key);
+    if (token !== undefined) {
+      token.removed = true;
+      this.loading.delete(key);
+    }
+    this.flight.forget(key);
+    this.localFlight.forget(key);
+    return removed;
+  }
+
+  private response(value: string | null, expiresAt: number): GetResponse {
+    const ttlMs = expiresAt === 0 ? 0 : Math.max(1, expiresAt - this.clock.now());
+    return { value: value ?? '', ttlMs, notFound: value === null };
+  }
+
+  /** load runs once per key in flight on this node: ask the owner, or load here. */
+  private async load(key: string, signal: AbortSignal): Promise<string> {
+    // A flight that just finished may have filled the cache (groupcache checks again here too).
+    const cached = this.main.get(key) ?? this.hot.get(key);
+    if (cached !== undefined) return this.valueOf(key, cached);
+    this.counters.loadsDeduped++;
+    const peer = this.peers.pickPeer(key);
+    if (peer !== undefined) {
+      const token = this.begin(key);
+      try {
+        const r = await peer.get(this.name, key, signal);
+        this.counters.peerLoads++;
+        if (r.notFound) throw this.notFound(key);
+        if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
+          this.hot.add(key, r.value, r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0);
+        }
+        return r.value;
+      } catch (err) {
+        if (err instanceof NotFoundError) throw err;
+        this.counters.peerErrors++;
+        // The owner answered that its getter failed: loading here would only hit the origin twice.
+        if (err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
+        if (signal.aborted) throw err;
+      } finally {
+        this.end(key, token);
+      }
+    }
+    const loaded = await this.loadLocally(key, signal);
+    return this.valueOf(key, loaded.value);
+  }
+
+  /** loadLocally calls the getter, once per key in flight on this node, and caches what it answers. */
+  private loadLocally(key: string, signal: AbortSignal | undefined): Promise<Loaded> {
+    return this.localFlight.do(key, async (flightSignal) => {
+      const token = this.begin(key);
+      try {
+        this.counters.localLoads++;
+        let result;
+        try {
+          result = await callGetter(this.getter, key, flightSignal, this.timeoutMs, this.name);
+        } catch (err) {
+          if (!(err instanceof NotFoundError)) {
+            this.counters.localLoadErrs++;
+            throw err;
+          }
+          const expiresAt = this.negativeTtlMs > 0 ? this.expiry(this.negativeTtlMs) : 0;
+          if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
+          return { value: null, expiresAt };
+        }
+        const ttlMs = result.ttlMs ?? this.ttlMs;
+        const value = toBinary(result.value);
+        const expiresAt = ttlMs > 0 ? this.expiry(ttlMs) : 0;
+        if (!token.removed && value.length <= this.maxValueBytes) this.main.add(key, value, expiresAt);
+        return { value, expiresAt };
+      } finally {
+        this.end(key, token);
+      }
+    }, { signal });
+  }
+
+  private expiry(ttlMs: number): number {
+    return this.clock.now() + ttlMs * (1 + TTL_JITTER * (2 * this.random() - 1));
+  }
+
+  private valueOf(key: string, v: string | null): string {
+    if (v === null) throw this.notFound(key);
+    return v;
+  }
+
+  private notFound(key: string): NotFoundError {
+    return withoutStack(() => new NotFoundError(`Group ${this.name}: key ${JSON.stringify(key.slice(0, 64))} not found`));
+  }
+
+  private begin(key: string): LoadToken {
+    let token = this.loading.get(key);
+    if (token === undefined) this.loading.set(key, (token = { removed: false, refs: 0 }));
+    token.refs++;
+    return token;
+  }
+
+  private end(key: string, token: LoadToken): void {
+    if (--token.refs === 0 && this.loading.get(key) === token) this.loading.delete(key);
+  }
+}
+
+function toView(v: string): ByteView {
+  return new ByteView(v);
+}

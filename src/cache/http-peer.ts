@@ -1,0 +1,116 @@
+/**
+ * HttpPeer is the client side of the peer protocol: one undici `Pool` of keep-alive connections to one
+ * peer, a deadline per request, signed requests when a secret is set, and bounded, checked answers.
+ */
+import { Pool } from 'undici';
+import { AbortedError, PeerError } from '../core/errors.js';
+import { decodeGetResponse, decodeRemoveResponse, type GetResponse } from './codec.js';
+import type { PeerGetter } from './peers.js';
+import { SIGNATURE_HEADER, TIMESTAMP_HEADER, sign } from './signing.js';
+
+/** HttpPeerConfig is what an HttpPeer shares with its pool. */
+export interface HttpPeerConfig {
+  readonly basePath: string;
+  readonly secret: string | Uint8Array | undefined;
+  readonly timeoutMs: number;
+  readonly connections: number;
+  readonly maxValueBytes: number;
+  readonly wallClock: () => number;
+}
+
+/** Room for the protobuf framing around a value. */
+const FRAMING_BYTES = 64;
+/** The most of an error body we read (it is a short text reason). */
+const MAX_ERROR_BODY = 4_096;
+
+type Body = AsyncIterable<Buffer | Uint8Array> & { destroy?: (err?: Error) => void; dump?: () => Promise<void> };
+
+/** HttpPeer fetches from one peer over HTTP. */
+export class HttpPeer implements PeerGetter {
+  readonly url: string;
+  private readonly pool: Pool;
+
+  constructor(url: string, private readonly config: HttpPeerConfig) {
+    this.url = url;
+    this.pool = new Pool(url, {
+      connections: config.connections,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      headersTimeout: config.timeoutMs,
+      bodyTimeout: config.timeoutMs,
+      connectTimeout: config.timeoutMs,
+    });
+  }
+
+  async get(group: string, key: string, signal?: AbortSignal): Promise<GetResponse> {
+    const body = await this.request('GET', group, key, signal, this.config.maxValueBytes + FRAMING_BYTES);
+    try {
+      return decodeGetResponse(body, this.config.maxValueBytes);
+    } catch (err) {
+      throw new PeerError(`peer ${this.url} sent a malformed answer`, { cause: err });
+    }
+  }
+
+  async remove(group: string, key: string, signal?: AbortSignal): Promise<boolean> {
+    const body = await this.request('DELETE', group, key, signal, FRAMING_BYTES);
+    try {
+      return decodeRemoveResponse(body);
+    } catch (err) {
+      throw new PeerError(`peer ${this.url} sent a malformed answer`, { cause: err });
+    }
+  }
+
+  /** close ends the keep-alive connections. */
+  close(): Promise<void> {
+    return this.pool.close().catch(() => undefined);
+  }
+
+  private async request(method: 'GET' | 'DELETE', group: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
+    const path = `${this.config.basePath}${encodeURIComponent(group)}/${encodeURIComponent(key)}`;
+    let headers: Record<string, string> | undefined;
+    if (this.config.secret !== undefined) {
+      const ts = String(Math.floor(this.config.wallClock()));
+      headers = { [TIMESTAMP_HEADER]: ts, [SIGNATURE_HEADER]: sign(this.config.secret, method, path, ts) };
+    }
+    let res;
+    try {
+      res = await this.pool.request({ path, method, headers, signal });
+    } catch (err) {
+      if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
+      throw new PeerError(`peer ${this.url} unreachable: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    }
+    const status = res.statusCode;
+    const limit = status === 200 ? maxBytes : MAX_ERROR_BODY;
+    let bytes: Uint8Array;
+    try {
+      bytes = await readBounded(res.body as Body, limit, res.headers['content-length']);
+    } catch (err) {
+      if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
+      throw new PeerError(`peer ${this.url}: ${(err as Error)?.message ?? String(err)}`, { cause: err, status });
+    }
+    if (status !== 200) {
+      const text = Buffer.from(bytes).toString('utf8').slice(0, 512);
+      throw new PeerError(`peer ${this.url} answered ${status}: ${text}`, { status });
+    }
+    return bytes;
+  }
+}
+
+/** readBounded reads a body of at most `limit` bytes; a longer one is cut off with an error. */
+async function readBounded(body: Body, limit: number, contentLength: string | string[] | undefined): Promise<Uint8Array> {
+  if (typeof contentLength === 'string' && Number(contentLength) > limit) {
+    body.destroy?.();
+    throw new Error(`answer of ${contentLength} bytes exceeds ${limit}`);
+  }
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.byteLength;
+    if (total > limit) {
+      body.destroy?.();
+      throw new Error(`answer exceeds ${limit} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+}

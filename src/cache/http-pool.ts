@@ -1,0 +1,175 @@
+/**
+ * HttpPool is the PeerPicker over HTTP (groupcache `HTTPPool`): a hash ring of peer URLs names each
+ * key's owner; `HttpPeer`s (undici keep-alive pools) fetch from the others; `handler` serves their
+ * requests for the groups registered with this pool. A request from a peer is always served locally and
+ * never forwarded again, so peers that disagree about membership during a rolling deploy cannot wait on
+ * each other forever (mailgun/groupcache issue 72).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HashRing } from '../core/hash-ring.js';
+import { fn, integer, options as checkOptions } from '../core/validate.js';
+import type { Registry } from '../registry/types.js';
+import { HttpPeer, type HttpPeerConfig } from './http-peer.js';
+import { bindRegistry, type Membership, type MembershipOptions } from './membership.js';
+import { servePeer, type HandlerConfig } from './peer-handler.js';
+import type { GroupServer, PeerGetter, PeerPicker } from './peers.js';
+
+/** HttpPoolOptions configures an HttpPool. */
+export interface HttpPoolOptions {
+  /** This node's base URL as its peers reach it, e.g. `http://10.0.0.1:8080`. Required. */
+  self: string;
+  /** The path prefix of peer requests; starts and ends with `/`. Defaults to `/_bulwark/`. */
+  basePath?: string;
+  /** Virtual nodes per peer on the ring. Defaults to 50 (groupcache). */
+  replicas?: number;
+  /** When set, requests are signed (HMAC-SHA256) and unsigned or badly signed ones get 401. Defaults to none. */
+  secret?: string | Uint8Array;
+  /** The deadline of one peer request (connect, headers, body). Defaults to 2 000. */
+  timeoutMs?: number;
+  /** Keep-alive connections per peer. Defaults to 16. */
+  connections?: number;
+  /** The largest value a peer may send. Defaults to 1 048 576 (1 MiB). */
+  maxValueBytes?: number;
+  /** Wall-clock milliseconds since the epoch, for request signatures. Defaults to `Date.now`. */
+  wallClock?: () => number;
+}
+
+/** Defaults for HttpPoolOptions. */
+export const httpPoolDefaults = Object.freeze({
+  basePath: '/_bulwark/',
+  replicas: 50,
+  timeoutMs: 2_000,
+  connections: 16,
+  maxValueBytes: 1 << 20,
+});
+
+/** normalizePeerUrl checks that `url` is an http(s) origin and answers it without a trailing slash. */
+export function normalizePeerUrl(owner: string, name: string, url: unknown): string {
+  let u: URL;
+  try {
+    u = new URL(String(url));
+  } catch {
+    throw new TypeError(`${owner}: ${name} must be an http(s) URL, got ${JSON.stringify(url)}`);
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || typeof url !== 'string' || u.username || u.password || u.search || u.hash || (u.pathname !== '/' && u.pathname !== '')) {
+    throw new TypeError(`${owner}: ${name} must be an http(s) origin like http://10.0.0.1:8080, got ${JSON.stringify(url)}`);
+  }
+  return u.origin;
+}
+
+/** HttpPool picks peers by consistent hashing and talks to them over HTTP. */
+export class HttpPool implements PeerPicker {
+  /** This node's URL. */
+  readonly self: string;
+  /** The path prefix of peer requests. */
+  readonly basePath: string;
+  private readonly ring: HashRing;
+  private readonly peerConfig: HttpPeerConfig;
+  private readonly handlerConfig: HandlerConfig;
+  private readonly groups = new Map<string, GroupServer>();
+  private getters = new Map<string, HttpPeer>();
+  private others: HttpPeer[] = [];
+  private readonly memberships = new Set<Membership>();
+  private isClosed = false;
+
+  constructor(options: HttpPoolOptions) {
+    const o = checkOptions('HttpPool', options);
+    this.self = normalizePeerUrl('HttpPool', 'self', o.self);
+    const basePath = o.basePath ?? httpPoolDefaults.basePath;
+    if (typeof basePath !== 'string' || !/^\/([A-Za-z0-9._~-]+\/)*$/.test(basePath)) {
+      throw new TypeError(`HttpPool: basePath must start and end with "/" (e.g. "/_bulwark/"), got ${JSON.stringify(basePath)}`);
+    }
+    this.basePath = basePath;
+    this.ring = new HashRing({ replicas: integer('HttpPool', 'replicas', o.replicas ?? httpPoolDefaults.replicas, 1, 1 << 12) });
+    const secret = o.secret;
+    if (secret !== undefined && !((typeof secret === 'string' || secret instanceof Uint8Array) && secret.length > 0)) {
+      throw new TypeError('HttpPool: secret must be a non-empty string or Uint8Array');
+    }
+    const wallClock = o.wallClock === undefined ? Date.now : fn<() => number>('HttpPool', 'wallClock', o.wallClock);
+    this.peerConfig = {
+      basePath,
+      secret,
+      wallClock,
+      timeoutMs: integer('HttpPool', 'timeoutMs', o.timeoutMs ?? httpPoolDefaults.timeoutMs, 1),
+      connections: integer('HttpPool', 'connections', o.connections ?? httpPoolDefaults.connections, 1, 1024),
+      maxValueBytes: integer('HttpPool', 'maxValueBytes', o.maxValueBytes ?? httpPoolDefaults.maxValueBytes, 0, 1 << 30),
+    };
+    this.handlerConfig = { basePath, secret, groups: this.groups, wallClock, closed: () => this.isClosed };
+    this.ring.add(this.self);
+    this.handler = this.handler.bind(this);
+  }
+
+  /** setPeers replaces the peer set with `urls` (this node is always a member); the ring is rebuilt. */
+  setPeers(...urls: string[]): void {
+    const members = new Set(urls.map((u, i) => normalizePeerUrl('HttpPool.setPeers', `peer ${i}`, u)));
+    members.add(this.self);
+    this.ring.set(members);
+    const next = new Map<string, HttpPeer>();
+    for (const url of members) {
+      if (url === this.self) continue;
+      next.set(url, this.getters.get(url) ?? new HttpPeer(url, this.peerConfig));
+    }
+    for (const [url, peer] of this.getters) if (!next.has(url)) void peer.close();
+    this.getters = next;
+    this.others = [...next.values()];
+  }
+
+  /** members lists every node on the ring, this one included, sorted. */
+  members(): readonly string[] {
+    return this.ring.members();
+  }
+
+  /** owner names the node that owns `key` (its URL). */
+  owner(key: string): string {
+    return this.ring.get(key)!;
+  }
+
+  pickPeer(key: string): PeerGetter | undefined {
+    if (this.others.length === 0) return undefined;
+    const owner = this.ring.get(key);
+    return owner === undefined || owner === this.self ? undefined : this.getters.get(owner);
+  }
+
+  peers(): readonly PeerGetter[] {
+    return this.others;
+  }
+
+  register(group: GroupServer): () => void {
+    if (this.groups.has(group.name)) throw new TypeError(`HttpPool: a group named ${JSON.stringify(group.name)} is already registered`);
+    this.groups.set(group.name, group);
+    return () => {
+      if (this.groups.get(group.name) === group) this.groups.delete(group.name);
+    };
+  }
+
+  /**
+   * handler serves peer requests for node:http (`http.createServer(pool.handler)`, or call it from your
+   * own server for paths under `basePath`). Paths outside `basePath` get 404. The promise settles when
+   * the answer is written; it never rejects.
+   */
+  handler(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return servePeer(this.handlerConfig, req, res);
+  }
+
+  /**
+   * bindRegistry registers this node as an instance of `service` and follows that service's watch: each
+   * change sets the peers (so about 1/n of keys move when one of n nodes joins or leaves). `close()` on
+   * the answer (or on the pool) stops watching and deregisters.
+   */
+  async bindRegistry(registry: Registry, options?: MembershipOptions): Promise<Membership> {
+    const m = await bindRegistry(this, registry, options);
+    this.memberships.add(m);
+    m.closed.then(() => this.memberships.delete(m), () => this.memberships.delete(m));
+    return m;
+  }
+
+  /** close stops memberships, refuses further peer requests (503) and closes connections to peers. */
+  async close(): Promise<void> {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    await Promise.all([...this.memberships].map((m) => m.close()));
+    await Promise.all([...this.getters.values()].map((p) => p.close()));
+    this.getters = new Map();
+    this.others = [];
+  }
+}

@@ -1,0 +1,19 @@
+/**
+ * bulwark/cache: a groupcache-style distributed cache (reference 003; ARCHITECTURE.md "A cache read").
+ *
+ * - `LruCache`: least-recently-used by bytes, typed-array slots, optional expiry per entry.
+ * - `Group`: a named read-through cache: main cache, hot cache, one load per key per node, the owner by
+ *   the hash ring, TTLs with jitter, cached misses, `remove` everywhere.
+ * - `HttpPool`: the `PeerPicker` over HTTP: undici keep-alive pools, protobuf answers (proto/cache.proto),
+ *   optional HMAC signing, and membership from a `Registry` (`bindRegistry`).
+ * - `ByteView`: the immutable value `Group.get` answers.
+ */
+export { LruCache, lruCacheDefaults, type LruCacheOptions } from './lru-cache.js';
+export { ByteView } from './byte-view.js';
+export { Group, groupDefaults, type GroupOptions, type GroupStats, type GetOptions, type Getter, type GetterResult } from './group.js';
+export { HttpPool, httpPoolDefaults, normalizePeerUrl, type HttpPoolOptions } from './http-pool.js';
+export { membershipDefaults, urlOf, type Membership, type MembershipOptions } from './membership.js';
+export { noPeers, type PeerGetter, type PeerPicker, type GroupServer, type GetResponse } from './peers.js';
+export { PEER_STATUSES } from './peer-handler.js';
+export { MAX_KEY_BYTES, keyProblem } from './key.js';
+export { TIMESTAMP_HEADER, SIGNATURE_HEADER, MAX_SKEW_MS } from './signing.js';

@@ -1,0 +1,236 @@
+/**
+ * LruCache is a least-recently-used cache bounded by bytes (groupcache `lru`, GeeCache day 1), with an
+ * optional expiry time per entry.
+ *
+ * It is built the way isaacs/node-lru-cache is built, because bench/cache.bench.ts showed that a
+ * `Map`-order LRU (delete + set on every hit) is slower than lru-cache in `maxSize` mode: entries live
+ * in integer slots; the recency list is two `Int32Array`s of links; freed slots go on a free list; a
+ * `get` allocates nothing. The arrays grow by doubling, since a byte bound says nothing about how many
+ * entries fit.
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
+
+/** LruCacheOptions configures an LruCache. */
+export interface LruCacheOptions<V> {
+  /** The most bytes the entries may take, as measured by `sizeOf`. Required. */
+  maxBytes: number;
+  /** Measures an entry in bytes. Defaults to the key's length plus the value's `length` (0 for values without one). */
+  sizeOf?: (key: string, value: V) => number;
+  /** Called with each entry removed to make room, by `removeOldest`, or because it expired; not on `remove` or replacement. Defaults to none. */
+  onEvict?: (key: string, value: V) => void;
+  /** The clock expiry times are read against. Defaults to `systemClock`. */
+  clock?: Clock;
+}
+
+/** Defaults for LruCacheOptions. */
+export const lruCacheDefaults = Object.freeze({ initialSlots: 16 });
+
+const NONE = -1;
+
+function defaultSizeOf(key: string, value: unknown): number {
+  const len = (value as { length?: unknown } | null | undefined)?.length;
+  return key.length + (typeof len === 'number' ? len : 0);
+}
+
+/** LruCache maps string keys to values, evicting the least recently used when over its byte budget. */
+export class LruCache<V> {
+  /** The byte budget. */
+  readonly maxBytes: number;
+  private readonly sizeOf: (key: string, value: V) => number;
+  private readonly onEvict: ((key: string, value: V) => void) | undefined;
+  private readonly clock: Clock;
+  private readonly index = new Map<string, number>();
+  private keys: (string | undefined)[] = [];
+  private vals: (V | undefined)[] = [];
+  private next: Int32Array;
+  private prev: Int32Array;
+  private sizes: Float64Array;
+  /** expiresAt per slot (0 = never); allocated on the first entry that expires. */
+  private expires: Float64Array | undefined;
+  private free: number[] = [];
+  private used = 0;
+  private head = NONE; // most recent
+  private tail = NONE; // least recent
+  private total = 0;
+
+  constructor(options: LruCacheOptions<V>) {
+    const o = checkOptions('LruCache', options);
+    this.maxBytes = integer('LruCache', 'maxBytes', o.maxBytes, 0);
+    this.sizeOf = o.sizeOf === undefined ? defaultSizeOf : fn<(key: string, value: V) => number>('LruCache', 'sizeOf', o.sizeOf);
+    this.onEvict = o.onEvict === undefined ? undefined : fn<(key: string, value: V) => void>('LruCache', 'onEvict', o.onEvict);
+    this.clock = clockOption('LruCache', o.clock, systemClock);
+    const n = lruCacheDefaults.initialSlots;
+    this.next = new Int32Array(n);
+    this.prev = new Int32Array(n);
+    this.sizes = new Float64Array(n);
+  }
+
+  /** length is the number of entries (expired ones included until they are touched or evicted). */
+  get length(): number {
+    return this.index.size;
+  }
+
+  /** bytes is the sum of the entries' sizes; never more than `maxBytes`. */
+  get bytes(): number {
+    return this.total;
+  }
+
+  /** has tells whether `key` has an unexpired entry, without touching its recency. */
+  has(key: string): boolean {
+    const i = this.index.get(key);
+    return i !== undefined && !this.expired(i);
+  }
+
+  /** get returns the value for `key` and marks it most recently used; undefined when absent or expired. */
+  get(key: string): V | undefined {
+    const i = this.index.get(key);
+    if (i === undefined) return undefined;
+    if (this.expires !== undefined && this.expired(i)) {
+      this.evict(i);
+      return undefined;
+    }
+    if (i !== this.head) this.moveToHead(i);
+    return this.vals[i];
+  }
+
+  /** expiresAt returns when `key`'s entry expires on the cache's clock: 0 for never, undefined when absent. */
+  expiresAt(key: string): number | undefined {
+    const i = this.index.get(key);
+    if (i === undefined) return undefined;
+    return this.expires === undefined ? 0 : this.expires[i]!;
+  }
+
+  /**
+   * add puts `value` under `key` as the most recently used entry, replacing any entry there, then evicts
+   * the least recently used entries until the cache fits its budget. `expiresAt` (clock time, 0 = never)
+   * makes the entry vanish at that time. An entry larger than `maxBytes` is not stored: add answers false.
+   */
+  add(key: string, value: V, expiresAt = 0): boolean {
+    const size = this.sizeOf(key, value);
+    if (!(size >= 0) || size > this.maxBytes) {
+      this.remove(key);
+      return false;
+    }
+    let i = this.index.get(key);
+    if (i !== undefined) {
+      this.total += size - this.sizes[i]!;
+      this.vals[i] = value;
+      this.sizes[i] = size;
+      if (i !== this.head) this.moveToHead(i);
+    } else {
+      i = this.allocate();
+      this.keys[i] = key;
+      this.vals[i] = value;
+      this.sizes[i] = size;
+      this.index.set(key, i);
+      this.total += size;
+      this.linkHead(i);
+    }
+    if (expiresAt !== 0 || this.expires !== undefined) {
+      if (this.expires === undefined) this.expires = new Float64Array(this.next.length);
+      this.expires[i] = expiresAt;
+    }
+    while (this.total > this.maxBytes && this.tail !== i) this.evict(this.tail);
+    return true;
+  }
+
+  /** remove deletes `key`'s entry, if any, without calling `onEvict`; answers whether there was one. */
+  remove(key: string): boolean {
+    const i = this.index.get(key);
+    if (i === undefined) return false;
+    this.drop(i);
+    return true;
+  }
+
+  /** removeOldest evicts the least recently used entry (calling `onEvict`) and answers its key. */
+  removeOldest(): string | undefined {
+    if (this.tail === NONE) return undefined;
+    const key = this.keys[this.tail];
+    this.evict(this.tail);
+    return key;
+  }
+
+  /** clear deletes every entry without calling `onEvict`. */
+  clear(): void {
+    this.index.clear();
+    this.keys = [];
+    this.vals = [];
+    this.free = [];
+    this.used = 0;
+    this.head = this.tail = NONE;
+    this.total = 0;
+    this.expires = undefined;
+  }
+
+  /** keysByRecency lists the keys from most to least recently used (for tests and debugging). */
+  keysByRecency(): string[] {
+    const out: string[] = [];
+    for (let i = this.head; i !== NONE; i = this.next[i]!) out.push(this.keys[i]!);
+    return out;
+  }
+
+  private expired(i: number): boolean {
+    if (this.expires === undefined) return false;
+    const at = this.expires[i]!;
+    return at !== 0 && this.clock.now() >= at;
+  }
+
+  private evict(i: number): void {
+    const key = this.keys[i]!;
+    const value = this.vals[i] as V;
+    this.drop(i);
+    this.onEvict?.(key, value);
+  }
+
+  private drop(i: number): void {
+    this.index.delete(this.keys[i]!);
+    this.total -= this.sizes[i]!;
+    this.unlink(i);
+    this.keys[i] = undefined;
+    this.vals[i] = undefined;
+    if (this.expires !== undefined) this.expires[i] = 0;
+    this.free.push(i);
+  }
+
+  private allocate(): number {
+    if (this.free.length > 0) return this.free.pop()!;
+    if (this.used === this.next.length) this.grow();
+    return this.used++;
+  }
+
+  private grow(): void {
+    const n = this.next.length * 2;
+    const grow = <T extends Int32Array | Float64Array>(a: T, make: (n: number) => T): T => {
+      const b = make(n);
+      b.set(a);
+      return b;
+    };
+    this.next = grow(this.next, (k) => new Int32Array(k));
+    this.prev = grow(this.prev, (k) => new Int32Array(k));
+    this.sizes = grow(this.sizes, (k) => new Float64Array(k));
+    if (this.expires !== undefined) this.expires = grow(this.expires, (k) => new Float64Array(k));
+  }
+
+  private linkHead(i: number): void {
+    this.prev[i] = NONE;
+    this.next[i] = this.head;
+    if (this.head !== NONE) this.prev[this.head] = i;
+    this.head = i;
+    if (this.tail === NONE) this.tail = i;
+  }
+
+  private unlink(i: number): void {
+    const p = this.prev[i]!;
+    const n = this.next[i]!;
+    if (p !== NONE) this.next[p] = n;
+    else this.head = n;
+    if (n !== NONE) this.prev[n] = p;
+    else this.tail = p;
+  }
+
+  private moveToHead(i: number): void {
+    this.unlink(i);
+    this.linkHead(i);
+  }
+}
