@@ -129,7 +129,7 @@ describe('Bulkhead', () => {
       fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 4 }), fc.array(op, { maxLength: 60 }), async (maxConcurrent, maxQueued, ops) => {
         const bulkhead = new Bulkhead({ maxConcurrent, maxQueued });
         let running = 0;
-        const gates: ReturnType<typeof gate>[] = [];
+        const gates: ReturnType<typeof gate<string>>[] = [];
         const controllers: AbortController[] = [];
         const outcomes: Promise<unknown>[] = [];
         const check = () => {
