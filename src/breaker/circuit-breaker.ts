@@ -1,0 +1,398 @@
+/**
+ * CircuitBreaker: the three-state breaker of reference 004 (§三), done right.
+ *
+ * closed → open when, over the window, at least `minimumCalls` calls were seen and the failure rate
+ * reached `failureRate` or the slow-call rate (calls slower than `slowCallMs`) reached `slowCallRate`.
+ * open → half-open once `openMs` has passed (growing with consecutive trips when `openBackoff` is set).
+ * half-open admits exactly `halfOpenCalls` probes and rejects the rest at once; it closes (with a fresh
+ * window) when they all succeed, and reopens on the first failed or slow probe. A probe whose caller
+ * never reports back frees its permit after `probeTimeoutMs`, so half-open cannot get stuck.
+ *
+ * No timers: every transition is decided lazily, on the call (or `state` read) that notices it.
+ * The success path in the closed state reads no clock with a count window and a coarse one otherwise
+ * (see coarse-clock.ts).
+ */
+import { BreakerOpenError } from '../core/errors.js';
+import { Emitter, type Disposer } from '../core/events.js';
+import { neverAborted, type Task } from '../core/guard.js';
+import type { Clock } from '../core/clock.js';
+import { clockOption, options as optionsObject } from '../core/validate.js';
+import { coarseClock } from './coarse-clock.js';
+import type { Breaker, BreakerExecuteOptions, BreakerState } from './index.js';
+import { CountWindow, TimeWindow, type OutcomeWindow } from './outcome-window.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, openError, runWithToken, type InternalToken } from './shared.js';
+import { validateCircuitOptions } from './circuit-options.js';
+export { circuitBreakerDefaults, type CircuitBreakerOptions, type CircuitWindow, type OpenBackoff } from './circuit-options.js';
+import type { CircuitBreakerOptions } from './circuit-options.js';
+
+const CLOSED = 0;
+const OPEN = 1;
+const HALF_OPEN = 2;
+type StateCode = typeof CLOSED | typeof OPEN | typeof HALF_OPEN;
+const STATE_NAMES: readonly BreakerState[] = ['closed', 'open', 'half-open'];
+
+/** StateChange is the event a CircuitBreaker emits on every transition. */
+export interface StateChange {
+  /** The breaker's name. */
+  name: string;
+  from: BreakerState;
+  to: BreakerState;
+  /** Clock time of the transition, in milliseconds. */
+  at: number;
+  /** Why: e.g. 'failure rate 60% ≥ 50% over 10 calls', 'probe failed', 'isolated', 'reset'. */
+  reason: string;
+}
+
+/** CircuitBreakerStats is a snapshot of a CircuitBreaker. */
+export interface CircuitBreakerStats {
+  state: BreakerState;
+  /** Calls, failures and slow calls in the current window (closed state). */
+  calls: number;
+  failures: number;
+  slowCalls: number;
+  /** Consecutive trips without closing in between. */
+  trips: number;
+  /** Whether an operator isolated the breaker (forced open until `reset()`). */
+  isolated: boolean;
+  /** Probes in flight and probes succeeded (half-open state). */
+  probesInFlight: number;
+  probeSuccesses: number;
+}
+
+/** CircuitBreaker is the closed / open / half-open breaker; see the module comment. */
+export class CircuitBreaker implements Breaker {
+  readonly name: string;
+  readonly failureRate: number;
+  readonly slowCallRate: number;
+  readonly slowCallMs: number;
+  readonly minimumCalls: number;
+  readonly openMs: number;
+  readonly halfOpenCalls: number;
+  readonly probeTimeoutMs: number;
+  private readonly maxOpenMs: number;
+  private readonly openFactor: number;
+  private readonly clock: Clock;
+  /** Whether calls are timed (slow-call detection is on). */
+  private readonly timed: boolean;
+  private readonly window: OutcomeWindow;
+  private readonly reasons = new FailureReasons();
+  private readonly changes = new Emitter<StateChange>();
+  private code: StateCode = CLOSED;
+  /** Bumped on every transition, so a token from an earlier state cannot report into a later one. */
+  private epoch = 0;
+  private openUntil = 0;
+  private openFor = 0;
+  private trips = 0;
+  private isolatedFlag = false;
+  private tripReason = '';
+  /** Probe permits: start time (NaN when free) and generation (bumped when freed). */
+  private readonly probeStart: Float64Array;
+  private readonly probeGen: Uint32Array;
+  private probesInFlight = 0;
+  private probeSuccesses = 0;
+  private rejection: BreakerOpenError | undefined;
+
+  constructor(options?: CircuitBreakerOptions) {
+    const o = validateCircuitOptions(optionsObject('CircuitBreaker', options));
+    this.name = o.name;
+    this.failureRate = o.failureRate;
+    this.slowCallRate = o.slowCallRate;
+    this.slowCallMs = o.slowCallMs;
+    this.minimumCalls = o.minimumCalls;
+    this.openMs = o.openMs;
+    this.halfOpenCalls = o.halfOpenCalls;
+    this.probeTimeoutMs = o.probeTimeoutMs;
+    this.maxOpenMs = o.openBackoff?.maxMs ?? o.openMs;
+    this.openFactor = o.openBackoff?.factor ?? 1;
+    this.clock = clockOption('CircuitBreaker', o.clock, coarseClock);
+    this.timed = this.slowCallMs !== Infinity;
+    const now = this.clock.now();
+    this.window = o.window.kind === 'count' ? new CountWindow(o.window.size) : new TimeWindow(o.window.buckets, o.window.ms / o.window.buckets, now);
+    this.probeStart = new Float64Array(this.halfOpenCalls).fill(NaN);
+    this.probeGen = new Uint32Array(this.halfOpenCalls);
+  }
+
+  /** state is 'closed', 'open' or 'half-open' now (an open period that has passed reads as half-open). */
+  get state(): BreakerState {
+    if (this.code === OPEN && !this.isolatedFlag) {
+      const now = this.clock.now();
+      if (now >= this.openUntil) this.toHalfOpen(now);
+    }
+    return STATE_NAMES[this.code]!;
+  }
+
+  /** isolated is true while an operator holds the breaker open with `isolate()`. */
+  get isolated(): boolean {
+    return this.isolatedFlag;
+  }
+
+  /** onStateChange subscribes to transitions; returns the disposer. */
+  onStateChange(listener: (change: StateChange) => void): Disposer {
+    return this.changes.on(listener);
+  }
+
+  /** allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`. */
+  allow(): InternalToken {
+    const t = this.admit();
+    if (t instanceof BreakerOpenError) throw t;
+    return t;
+  }
+
+  /** admit is allow() that answers the rejection instead of throwing it. @internal */
+  admit(): InternalToken | BreakerOpenError {
+    if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
+    const now = this.clock.now();
+    if (this.code === OPEN) {
+      if (this.isolatedFlag || now < this.openUntil) return this.openError();
+      this.toHalfOpen(now);
+    }
+    return this.admitProbe(now);
+  }
+
+  /**
+   * execute runs `fn` unless the breaker rejects the call, and counts its outcome. `fn` receives the
+   * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw.
+   */
+  execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
+    if (options !== undefined) return executeWithOptions(this, fn, options);
+    if (this.code !== CLOSED || this.timed) {
+      const t = this.admit();
+      return t instanceof BreakerOpenError ? Promise.reject(t) : runWithToken(t, fn, undefined, undefined);
+    }
+    // Closed and untimed: no token. A call that settles after the breaker left the closed state is
+    // not counted (the `code` check in the handlers).
+    let r: T | PromiseLike<T>;
+    try {
+      r = fn(neverAborted);
+    } catch (err) {
+      if (this.code === CLOSED) this.recordClosed(true, false, err, this.clock.now());
+      return Promise.reject(err);
+    }
+    if (r instanceof Promise) return r.then(this.onValue, this.onError) as Promise<T>;
+    if (isPromiseLike<T>(r)) return Promise.resolve(r).then(this.onValue, this.onError) as Promise<T>;
+    this.window.record(false, false, this.clock.now());
+    return Promise.resolve(r);
+  }
+
+  /** isolate forces the breaker open until `reset()` (an operator's switch). */
+  isolate(): void {
+    const now = this.clock.now();
+    const from = this.code;
+    this.isolatedFlag = true;
+    this.code = OPEN;
+    this.epoch++;
+    this.openUntil = Infinity;
+    this.rejection = undefined;
+    this.emit(from, 'isolated by an operator', now);
+  }
+
+  /** reset closes the breaker with a fresh window, ends an isolation and forgets consecutive trips. */
+  reset(): void {
+    this.isolatedFlag = false;
+    this.close(this.clock.now(), 'reset');
+  }
+
+  /** stats answers a snapshot. */
+  stats(): CircuitBreakerStats {
+    const state = this.state;
+    this.window.advance(this.clock.now());
+    return {
+      state,
+      calls: this.window.calls,
+      failures: this.window.failures,
+      slowCalls: this.window.slow,
+      trips: this.trips,
+      isolated: this.isolatedFlag,
+      probesInFlight: this.probesInFlight,
+      probeSuccesses: this.probeSuccesses,
+    };
+  }
+
+  /** lastFailures answers the last failure reasons, oldest first. */
+  lastFailures(): string[] {
+    return this.reasons.list();
+  }
+
+  private readonly onValue = <T>(value: T): T => {
+    if (this.code === CLOSED) this.window.record(false, false, this.clock.now());
+    return value;
+  };
+
+  private readonly onError = (err: unknown): never => {
+    if (this.code === CLOSED) this.recordClosed(true, false, err, this.clock.now());
+    throw err;
+  };
+
+  /** reportClosed counts the outcome of a call admitted in the closed state. @internal */
+  reportClosed(epoch: number, failed: boolean, start: number, err: unknown): void {
+    if (epoch !== this.epoch) return;
+    const now = this.clock.now();
+    this.recordClosed(failed, this.timed && now - start >= this.slowCallMs, err, now);
+  }
+
+  /** reportProbe counts the outcome of a probe; `failed` undefined releases it without counting. @internal */
+  reportProbe(slot: number, gen: number, failed: boolean | undefined, err: unknown): void {
+    if (this.probeGen[slot] !== gen || this.code !== HALF_OPEN) return;
+    const now = this.clock.now();
+    const start = this.probeStart[slot]!;
+    this.freeProbe(slot);
+    if (failed === undefined) return;
+    if (failed) {
+      this.reasons.add(err);
+      this.trip(now, 'a probe failed');
+    } else if (this.timed && now - start >= this.slowCallMs) {
+      this.trip(now, `a probe took ${Math.round(now - start)} ms (slow: ≥ ${this.slowCallMs} ms)`);
+    } else if (++this.probeSuccesses >= this.halfOpenCalls) {
+      this.close(now, `all ${this.halfOpenCalls} probes succeeded`);
+    }
+  }
+
+  private recordClosed(failed: boolean, slow: boolean, err: unknown, now: number): void {
+    const w = this.window;
+    w.record(failed, slow, now);
+    if (failed) {
+      this.reasons.add(err);
+      this.rejection = undefined;
+    }
+    if ((failed || slow) && w.calls >= this.minimumCalls) {
+      const fr = w.failures / w.calls;
+      const sr = w.slow / w.calls;
+      if (fr >= this.failureRate) this.trip(now, `failure rate ${pct(fr)} ≥ ${pct(this.failureRate)} over ${w.calls} calls`);
+      else if (sr >= this.slowCallRate) this.trip(now, `slow-call rate ${pct(sr)} ≥ ${pct(this.slowCallRate)} over ${w.calls} calls`);
+    }
+  }
+
+  private admitProbe(now: number): InternalToken | BreakerOpenError {
+    const n = this.halfOpenCalls;
+    if (this.probesInFlight > 0 && this.probeTimeoutMs !== Infinity) {
+      for (let i = 0; i < n; i++) {
+        if (now - this.probeStart[i]! >= this.probeTimeoutMs) this.freeProbe(i); // NaN (free) compares false
+      }
+    }
+    if (this.probesInFlight + this.probeSuccesses >= n) return this.openError();
+    for (let i = 0; i < n; i++) {
+      if (Number.isNaN(this.probeStart[i]!)) {
+        this.probeStart[i] = now;
+        this.probesInFlight++;
+        return new ProbeToken(this, i, this.probeGen[i]!);
+      }
+    }
+    return this.openError(); // unreachable: fewer than n in flight means a free slot
+  }
+
+  private freeProbe(slot: number): void {
+    this.probeStart[slot] = NaN;
+    this.probeGen[slot] = (this.probeGen[slot]! + 1) >>> 0;
+    this.probesInFlight--;
+  }
+
+  private trip(now: number, reason: string): void {
+    const from = this.code;
+    this.trips++;
+    this.openFor = this.trips === 1 ? this.openMs : Math.min(this.maxOpenMs, this.openFor * this.openFactor);
+    this.code = OPEN;
+    this.epoch++;
+    this.openUntil = now + this.openFor;
+    this.tripReason = reason;
+    this.rejection = undefined;
+    this.emit(from, reason, now);
+  }
+
+  private toHalfOpen(now: number): void {
+    this.code = HALF_OPEN;
+    this.epoch++;
+    this.probeStart.fill(NaN);
+    this.probesInFlight = 0;
+    this.probeSuccesses = 0;
+    this.rejection = undefined;
+    this.emit(OPEN, `open for ${this.openFor} ms`, now);
+  }
+
+  private close(now: number, reason: string): void {
+    const from = this.code;
+    this.code = CLOSED;
+    this.epoch++;
+    this.trips = 0;
+    this.openFor = 0;
+    this.probeStart.fill(NaN);
+    this.probesInFlight = 0;
+    this.probeSuccesses = 0;
+    this.window.reset(now);
+    this.rejection = undefined;
+    if (from !== CLOSED) this.emit(from, reason, now);
+  }
+
+  private emit(from: StateCode, reason: string, at: number): void {
+    if (!this.changes.hasListeners) return;
+    this.changes.emit({ name: this.name, from: STATE_NAMES[from]!, to: STATE_NAMES[this.code]!, at, reason });
+  }
+
+  private openError(): BreakerOpenError {
+    if (this.rejection !== undefined) return this.rejection;
+    const who = `breaker "${this.name}"`;
+    const what = this.isolatedFlag
+      ? `${who} is isolated (forced open until reset)`
+      : this.code === HALF_OPEN
+        ? `${who} is half-open and all ${this.halfOpenCalls} probes are taken`
+        : `${who} is open for ${this.openFor} ms: ${this.tripReason}`;
+    return (this.rejection = openError(what + this.reasons.suffix(), this.name));
+  }
+}
+
+function pct(x: number): string {
+  return `${Math.round(x * 1000) / 10}%`;
+}
+
+/** ClosedToken reports a call admitted in the closed state; only its first report counts. */
+class ClosedToken implements InternalToken {
+  private b: CircuitBreaker | undefined;
+  constructor(
+    b: CircuitBreaker,
+    private readonly epoch: number,
+    private readonly start: number,
+  ) {
+    this.b = b;
+  }
+  success(): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportClosed(this.epoch, false, this.start, undefined);
+  }
+  failure(err?: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportClosed(this.epoch, true, this.start, err);
+  }
+  release(): void {
+    this.b = undefined;
+  }
+}
+
+/** ProbeToken reports a half-open probe; only its first report counts, and none after its permit expired. */
+class ProbeToken implements InternalToken {
+  private b: CircuitBreaker | undefined;
+  constructor(
+    b: CircuitBreaker,
+    private readonly slot: number,
+    private readonly gen: number,
+  ) {
+    this.b = b;
+  }
+  success(): void {
+    this.report(false, undefined);
+  }
+  failure(err?: unknown): void {
+    this.report(true, err);
+  }
+  release(): void {
+    this.report(undefined, undefined);
+  }
+  private report(failed: boolean | undefined, err: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportProbe(this.slot, this.gen, failed, err);
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Mechanics both breakers share: the last failure reasons, the cheap rejection error, and the general
+ * (`options`-carrying) path of `execute` built on tokens.
+ */
+import { AbortedError, BreakerOpenError, withoutStack } from '../core/errors.js';
+import { neverAborted, type Task } from '../core/guard.js';
+import type { BreakerExecuteOptions, BreakerToken } from './index.js';
+
+/** How many failure reasons a breaker keeps for its rejection message (go-zero keeps 5). */
+export const REASONS_KEPT = 5;
+/** A reason longer than this is cut: a huge error message must not make every rejection huge. */
+const REASON_MAX_CHARS = 200;
+
+/** FailureReasons keeps the last `REASONS_KEPT` failure descriptions, oldest first. */
+export class FailureReasons {
+  private readonly ring: string[] = [];
+  private at = 0;
+
+  /** add records `err` as the newest reason. */
+  add(err: unknown): void {
+    const text = describe(err);
+    if (this.ring.length < REASONS_KEPT) this.ring.push(text);
+    else {
+      this.ring[this.at] = text;
+      this.at = (this.at + 1) % REASONS_KEPT;
+    }
+  }
+
+  /** list answers the kept reasons, oldest first. */
+  list(): string[] {
+    return [...this.ring.slice(this.at), ...this.ring.slice(0, this.at)];
+  }
+
+  /** clear forgets every reason. */
+  clear(): void {
+    this.ring.length = 0;
+    this.at = 0;
+  }
+
+  /** suffix renders the reasons for an error message ('' when there are none). */
+  suffix(): string {
+    const l = this.list();
+    return l.length === 0 ? '' : `; last failures (oldest first): ${l.join(' | ')}`;
+  }
+}
+
+function describe(err: unknown): string {
+  let text: string;
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    text = `${err.name}${typeof code === 'string' || typeof code === 'number' ? ` [${code}]` : ''}: ${err.message}`;
+  } else if (err === undefined) text = 'failure (no error given)';
+  else {
+    try {
+      text = typeof err === 'string' ? err : String(err);
+    } catch {
+      text = Object.prototype.toString.call(err);
+    }
+  }
+  text = text.replace(/\s+/g, ' ');
+  return text.length > REASON_MAX_CHARS ? `${text.slice(0, REASON_MAX_CHARS - 1)}…` : text;
+}
+
+/**
+ * openError builds the error a breaker rejects with: no stack trace (capturing one is most of the
+ * cost of a rejection, and the rejecting frame says nothing), and `code`, `breaker` and `message`
+ * read-only, because breakers hand the same instance to every call they reject until its content
+ * changes (a new state, a new failure reason).
+ */
+export function openError(message: string, breaker: string): BreakerOpenError {
+  const err = withoutStack(() => new BreakerOpenError(message, { breaker }));
+  for (const key of ['message', 'code', 'breaker'] as const) {
+    Object.defineProperty(err, key, { value: err[key], writable: false, configurable: false, enumerable: key !== 'message' });
+  }
+  return err;
+}
+
+/** InternalToken is a token that can also be dropped without counting (a caller-aborted call). */
+export interface InternalToken extends BreakerToken {
+  release(): void;
+}
+
+/** Admitter is what the shared execute path needs from a breaker. */
+export interface Admitter {
+  /** admit answers a token, or the error to reject with (never throws). */
+  admit(): InternalToken | BreakerOpenError;
+}
+
+/** isTimeout tells whether an abort reason is a deadline (that counts) rather than a caller giving up. */
+function isTimeout(reason: unknown): boolean {
+  if (reason === null || typeof reason !== 'object') return false;
+  const r = reason as { name?: unknown; code?: unknown };
+  return r.name === 'TimeoutError' || r.code === 'ERR_TIMEOUT';
+}
+
+/**
+ * settleFailure reports a failed call: not at all when the caller's own signal aborted it (the
+ * dependency is not at fault; a deadline still counts), as a success when `isFailure` says the error
+ * is acceptable, else as a failure.
+ */
+export function settleFailure(token: InternalToken, err: unknown, signal: AbortSignal | undefined, isFailure: ((err: unknown) => boolean) | undefined): void {
+  if (signal !== undefined && signal.aborted && !isTimeout(signal.reason)) {
+    token.release();
+    return;
+  }
+  let counts = true;
+  if (isFailure !== undefined) {
+    try {
+      counts = isFailure(err) !== false;
+    } catch {
+      counts = true; // a broken predicate must not hide failures
+    }
+  }
+  if (counts) token.failure(err);
+  else token.success();
+}
+
+/** executeWithOptions is the general path of `execute`, used when the call carries options. */
+export async function executeWithOptions<T>(b: Admitter, fn: Task<T>, options: BreakerExecuteOptions<T>): Promise<T> {
+  const signal = options.signal;
+  if (signal !== undefined && signal.aborted) {
+    throw new AbortedError('operation aborted before the breaker admitted it', { cause: signal.reason });
+  }
+  const token = b.admit();
+  if (token instanceof BreakerOpenError) {
+    if (options.fallback !== undefined) return options.fallback(token);
+    throw token;
+  }
+  return runWithToken(token, fn, signal, options.isFailure);
+}
+
+/** runWithToken runs `fn` for a call already admitted with `token`, and reports its outcome. */
+export async function runWithToken<T>(
+  token: InternalToken,
+  fn: Task<T>,
+  signal: AbortSignal | undefined,
+  isFailure: ((err: unknown) => boolean) | undefined,
+): Promise<T> {
+  let value: T;
+  try {
+    value = await fn(signal ?? neverAborted);
+  } catch (err) {
+    settleFailure(token, err, signal, isFailure);
+    throw err;
+  }
+  token.success();
+  return value;
+}
+
+/** isPromiseLike tells whether `x` has a callable `then`. */
+export function isPromiseLike<T>(x: unknown): x is PromiseLike<T> {
+  return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof (x as { then?: unknown }).then === 'function';
+}

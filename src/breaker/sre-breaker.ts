@@ -1,0 +1,246 @@
+/**
+ * SreBreaker: Google SRE adaptive throttling ("Handling Overload", client-side throttling) as go-zero's
+ * `googlebreaker` builds it (reference 002). No states: each call is dropped with probability
+ *
+ *   max(0, (total − protection − w·accepts) / (total + 1))
+ *
+ * over a 10 s window in 40 buckets, where w starts at k = 1.5 and falls towards 1.1 as consecutive
+ * buckets fail, so a dependency that keeps failing is shielded harder. While dropping, one call still
+ * passes every `forcePassMs`, so the breaker always learns when the dependency is back.
+ *
+ * `countRejections` (default false) decides whether calls this breaker dropped count in `total`.
+ * go-zero counts them, and users report breakers that stay open for minutes after the dependency
+ * recovered: with drops in `total`, the few calls let through must outnumber everything dropped, and
+ * their share only grows by a factor k per window. Left out, `total` is what the dependency actually
+ * saw, so once the failures age out of the window (one window after recovery at most) nothing is
+ * dropped; `sre-breaker.test.ts` proves it with a ManualClock. The price: while the dependency is
+ * down, about √(6·rate·window) calls per window still reach it instead of a handful.
+ */
+import type { BreakerOpenError } from '../core/errors.js';
+import { neverAborted, type Task } from '../core/guard.js';
+import type { Clock } from '../core/clock.js';
+import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
+import { coarseClock } from './coarse-clock.js';
+import type { Breaker, BreakerExecuteOptions } from './index.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, openError, type InternalToken } from './shared.js';
+import { SreWindow } from './sre-window.js';
+
+/** The floor w falls to as buckets keep failing (go-zero `minK`). */
+const MIN_K = 1.1;
+
+/** SreBreakerOptions configures an SreBreaker. */
+export interface SreBreakerOptions {
+  /** Name used in errors. Defaults to 'sre'. */
+  name?: string;
+  /** Length of the window in milliseconds. Defaults to 10 000 (go-zero). */
+  windowMs?: number;
+  /** Number of buckets the window is made of. Defaults to 40 (go-zero: 250 ms each). */
+  buckets?: number;
+  /** Multiplier k on accepts (≥ 1; the SRE book suggests 2, go-zero 1.5): higher tolerates more failures. Defaults to 1.5. */
+  k?: number;
+  /** Calls a window may fail before anything is dropped (protects a quiet window). Defaults to 5. */
+  protection?: number;
+  /** While dropping, one call passes if none has for this many milliseconds. Defaults to 1 000 (go-zero). */
+  forcePassMs?: number;
+  /** Whether calls this breaker dropped count as requests; see the module comment. Defaults to false. */
+  countRejections?: boolean;
+  /** The time source. Defaults to the shared `coarseClock`. */
+  clock?: Clock;
+  /** Random numbers in [0, 1) for the drop decision. Defaults to Math.random. */
+  random?: () => number;
+}
+
+/** Defaults for SreBreakerOptions. */
+export const sreBreakerDefaults = Object.freeze({
+  name: 'sre',
+  windowMs: 10_000,
+  buckets: 40,
+  k: 1.5,
+  protection: 5,
+  forcePassMs: 1_000,
+  countRejections: false,
+});
+
+/** SreBreakerStats is a snapshot of an SreBreaker's window. */
+export interface SreBreakerStats {
+  /** Successful calls in the window. */
+  successes: number;
+  /** Failed calls in the window. */
+  failures: number;
+  /** Calls dropped by the breaker in the window. */
+  drops: number;
+  /** The probability the next call is dropped (0 when nothing would be). */
+  dropRatio: number;
+  /** Consecutive failing buckets up to now. */
+  failingBuckets: number;
+}
+
+/** SreBreaker drops calls with a probability that follows the dependency's recent failure share. */
+export class SreBreaker implements Breaker {
+  readonly name: string;
+  readonly windowMs: number;
+  readonly k: number;
+  readonly protection: number;
+  readonly forcePassMs: number;
+  readonly countRejections: boolean;
+  private readonly minK: number;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly window: SreWindow;
+  private readonly reasons = new FailureReasons();
+  private lastPass = -Infinity;
+  private rejection: BreakerOpenError | undefined;
+
+  constructor(options?: SreBreakerOptions) {
+    const o = optionsObject('SreBreaker', options);
+    const d = sreBreakerDefaults;
+    const name = o.name ?? d.name;
+    if (typeof name !== 'string') throw new TypeError(`SreBreaker: name must be a string, got ${showValue(name)}`);
+    this.name = name;
+    this.windowMs = positive('SreBreaker', 'windowMs', o.windowMs ?? d.windowMs);
+    const buckets = integer('SreBreaker', 'buckets', o.buckets ?? d.buckets, 1, 10_000);
+    this.k = finite('SreBreaker', 'k', o.k ?? d.k, 1, 1e6);
+    this.protection = finite('SreBreaker', 'protection', o.protection ?? d.protection, 0, 1e9);
+    this.forcePassMs = positive('SreBreaker', 'forcePassMs', o.forcePassMs ?? d.forcePassMs);
+    const countRejections = o.countRejections ?? d.countRejections;
+    if (typeof countRejections !== 'boolean') throw new TypeError(`SreBreaker: countRejections must be a boolean, got ${showValue(countRejections)}`);
+    this.countRejections = countRejections;
+    this.clock = clockOption('SreBreaker', o.clock, coarseClock);
+    this.random = o.random === undefined ? Math.random : fnOption('SreBreaker', 'random', o.random);
+    this.minK = Math.min(MIN_K, this.k);
+    this.window = new SreWindow(buckets, this.windowMs / buckets, this.clock.now());
+  }
+
+  /** allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`. */
+  allow(): SreToken {
+    if (!this.accept(this.clock.now())) throw this.openError();
+    return new SreToken(this);
+  }
+
+  /** admit is allow() that answers the rejection instead of throwing it. @internal */
+  admit(): SreToken | BreakerOpenError {
+    return this.accept(this.clock.now()) ? new SreToken(this) : this.openError();
+  }
+
+  /**
+   * execute runs `fn` unless the breaker drops the call, and counts its outcome. `fn` receives the
+   * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw.
+   */
+  execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
+    if (options !== undefined) return executeWithOptions(this, fn, options);
+    if (!this.accept(this.clock.now())) return Promise.reject(this.openError());
+    let r: T | PromiseLike<T>;
+    try {
+      r = fn(neverAborted);
+    } catch (err) {
+      this.markFailure(err);
+      return Promise.reject(err);
+    }
+    if (r instanceof Promise) return r.then(this.onValue, this.onError) as Promise<T>;
+    if (isPromiseLike<T>(r)) return Promise.resolve(r).then(this.onValue, this.onError) as Promise<T>;
+    this.markSuccess();
+    return Promise.resolve(r);
+  }
+
+  /** stats answers a snapshot of the window. */
+  stats(): SreBreakerStats {
+    const w = this.window;
+    w.advance(this.clock.now());
+    return {
+      successes: w.successes,
+      failures: w.failures,
+      drops: w.drops,
+      dropRatio: Math.max(0, this.dropRatio()),
+      failingBuckets: w.failingBuckets(),
+    };
+  }
+
+  /** reasons answers the last failure reasons, oldest first. */
+  lastFailures(): string[] {
+    return this.reasons.list();
+  }
+
+  /** markSuccess counts one successful call. @internal */
+  markSuccess(): void {
+    this.window.addSuccess(this.clock.now());
+  }
+
+  /** markFailure counts one failed call and keeps its reason. @internal */
+  markFailure(err: unknown): void {
+    this.window.addFailure(this.clock.now());
+    this.reasons.add(err);
+    this.rejection = undefined;
+  }
+
+  private readonly onValue = <T>(value: T): T => {
+    this.window.addSuccess(this.clock.now());
+    return value;
+  };
+
+  private readonly onError = (err: unknown): never => {
+    this.markFailure(err);
+    throw err;
+  };
+
+  /** dropRatio is the drop probability before the force-pass rule (call after advancing the window). */
+  private dropRatio(): number {
+    const w = this.window;
+    const accepts = w.successes;
+    const total = accepts + w.failures + (this.countRejections ? w.drops : 0);
+    const k = this.k;
+    const weight = Math.max(this.minK, k - ((k - this.minK) * w.failingBuckets()) / w.buckets);
+    return (total - this.protection - weight * accepts) / (total + 1);
+  }
+
+  /** accept decides one call at `now`; a dropped call is counted as a drop. */
+  private accept(now: number): boolean {
+    const w = this.window;
+    w.advance(now);
+    const accepts = w.successes;
+    const total = accepts + w.failures + (this.countRejections ? w.drops : 0);
+    // Fast exit: even the smallest weight drops nothing (always the case without failures).
+    if (total - this.protection - this.minK * accepts <= 0) return true;
+    const ratio = this.dropRatio();
+    if (ratio <= 0) return true;
+    if (now - this.lastPass >= this.forcePassMs || this.random() >= ratio) {
+      this.lastPass = now;
+      return true;
+    }
+    w.addDrop(now);
+    return false;
+  }
+
+  private openError(): BreakerOpenError {
+    return (this.rejection ??= openError(`breaker "${this.name}" is dropping calls to a failing dependency${this.reasons.suffix()}`, this.name));
+  }
+}
+
+/** SreToken reports the outcome of one call an SreBreaker admitted; only its first report counts. */
+export class SreToken implements InternalToken {
+  private b: SreBreaker | undefined;
+
+  constructor(b: SreBreaker) {
+    this.b = b;
+  }
+
+  /** success counts the call as a success. */
+  success(): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.markSuccess();
+  }
+
+  /** failure counts the call as a failure; `err` becomes one of the reasons in later rejections. */
+  failure(err?: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.markFailure(err);
+  }
+
+  /** release drops the call without counting it. */
+  release(): void {
+    this.b = undefined;
+  }
+}
