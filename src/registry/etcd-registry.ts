@@ -54,6 +54,8 @@ export interface EtcdRegistryStats {
   keepAlives: number;
   /** Times every owned instance was written again (after a lease loss or failed write). */
   rewrites: number;
+  /** Watches that listed again and emitted the difference (etcd cancelled them: a compacted revision). */
+  watchResyncs: number;
 }
 
 /** EtcdRegistry is a Registry on etcd; see the module comment. */
@@ -77,7 +79,7 @@ export class EtcdRegistry implements Registry {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
-  private readonly counters: EtcdRegistryStats = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, rewrites: 0 };
+  private readonly counters: EtcdRegistryStats = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, rewrites: 0, watchResyncs: 0 };
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options);
@@ -184,7 +186,13 @@ export class EtcdRegistry implements Registry {
       this.watches.delete(w);
       void w.stop();
     });
-    w = new EtcdWatch({ client: this.client, caller: this.caller, warner: this.warner, root: this.root }, service, queue, o.onReady);
+    w = new EtcdWatch({
+      client: this.client,
+      caller: this.caller,
+      warner: this.warner,
+      root: this.root,
+      onResync: () => void this.counters.watchResyncs++,
+    }, service, queue, o.onReady);
     if (this.closed) queue.end();
     if (queue.closed) return queue;
     this.watches.add(w);

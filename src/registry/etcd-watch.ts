@@ -4,8 +4,9 @@
  * - an event already applied (mod revision ≤ the last one applied) is never repeated after a reconnect;
  * - a reconnect resumes from the last revision seen (not from the revision etcd3 noted at reconnect
  *   time, which would skip events replayed after it);
- * - when etcd has compacted the revision to resume from, it lists again and emits the difference
- *   between the view and the new list as events, then watches on from the new list's revision + 1.
+ * - when etcd has compacted the revision to resume from (or cancels the watch for any other reason), it
+ *   lists again and emits the difference between the view and the new list as events, then watches on
+ *   from the new list's revision + 1.
  */
 import type { Etcd3, IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
 import { Backoff } from '../core/backoff.js';
@@ -25,6 +26,8 @@ export interface EtcdWatchDeps {
   warner: Warner;
   /** `<prefix>/` of the registry. */
   root: string;
+  /** Called on every resync (a cancelled watch listed again). */
+  onResync: () => void;
 }
 
 /** EtcdWatch feeds one EventQueue from etcd; see the module comment. */
@@ -37,8 +40,6 @@ export class EtcdWatch {
   private stopped = false;
   private readonly retry = new Backoff({ initialMs: 50, maxMs: 1000, jitter: 'decorrelated' });
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
-  /** resyncs counts lists done because the resume revision was compacted. */
-  resyncs = 0;
 
   constructor(
     private readonly deps: EtcdWatchDeps,
@@ -107,14 +108,16 @@ export class EtcdWatch {
     w.on('connected', () => {
       if (this.watcher === w) (w.request as { start_revision?: string }).start_revision = String(this.revision + 1);
     });
-    w.on('error', (err: Error) => {
+    // etcd cancels a watch whose start revision was compacted; etcd3 reports it as an 'error' without the
+    // compact revision (the cancel reason is empty). Whatever the cause, listing again and emitting the
+    // difference is correct, so every cancellation leads to a resync (retried with backoff).
+    w.on('error', () => {
       if (this.watcher !== w) return;
       this.watcher = undefined;
       w.removeAllListeners();
       w.on('error', noop);
       void w.cancel().catch(noop);
-      if (/compacted/i.test(err.message)) void this.resync();
-      else this.queue.fail(this.deps.caller.unavailable('watch', err));
+      void this.resync();
     });
   }
 
@@ -146,7 +149,7 @@ export class EtcdWatch {
   /** resync lists again and emits the difference with the view (the resume revision was compacted). */
   private async resync(): Promise<void> {
     if (this.stopped) return;
-    this.resyncs++;
+    this.deps.onResync();
     let res: IRangeResponse;
     try {
       res = await this.list();

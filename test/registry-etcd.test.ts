@@ -1,0 +1,258 @@
+/**
+ * EtcdRegistry against a real etcd: a dead process's instance expires with its lease, a lost lease is
+ * replaced and everything re-registered, registrations come back after etcd is killed and restarted with
+ * the same data dir, a watch across that restart loses and repeats nothing, a compacted resume revision
+ * leads to a resync with exactly the right events, bad values are skipped with one warning, and an
+ * unreachable (or stopped) etcd rejects RegistryUnavailableError naming the endpoint within the dial timeout.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { Etcd3 } from 'etcd3';
+import { NotFoundError, RegistryUnavailableError } from '../src/core/errors.js';
+import { EtcdRegistry } from '../src/registry/etcd-registry.js';
+import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { freePort, skipReason, waitFor } from './support/servers.js';
+
+const skip = skipReason(etcdBinary, 'etcd');
+let etcd: EtcdServer;
+let raw: Etcd3;
+let n = 0;
+const prefix = () => `/bulwark-etcd-test/${process.pid}-${++n}`;
+const inst = (name: string, id: string, extra: Partial<ServiceInstance> = {}): ServiceInstance => ({ id, name, address: '127.0.0.1:9000', ...extra });
+const open: Registry[] = [];
+const make = (o: Partial<ConstructorParameters<typeof EtcdRegistry>[0]> = {}) => {
+  const r = new EtcdRegistry({ hosts: etcd.endpoint, ttlMs: 2000, dialTimeoutMs: 1500, ...o });
+  open.push(r);
+  return r;
+};
+
+/** Collector drains a watch into an array in the background. */
+async function collect(r: Registry, service?: string) {
+  const events: RegistryEvent[] = [];
+  let ready!: () => void;
+  const isReady = new Promise<void>((res) => (ready = res));
+  const ac = new AbortController();
+  let failure: unknown;
+  const done = (async () => {
+    try {
+      for await (const e of r.watch({ service, signal: ac.signal, onReady: ready })) events.push(e);
+    } catch (err) {
+      failure = err;
+    }
+  })();
+  await isReady;
+  return {
+    events,
+    get failure() {
+      return failure;
+    },
+    stop: async () => {
+      ac.abort();
+      await done;
+    },
+  };
+}
+
+const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''}`);
+
+/** A TCP proxy in front of etcd that a test can cut and restore, to cut one client off. */
+async function proxy(target: number): Promise<{ endpoint: string; cut(): void; restore(): void; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let refusing = false;
+  const server: Server = createServer((down) => {
+    if (refusing) return void down.destroy();
+    const up = connect({ host: '127.0.0.1', port: target });
+    sockets.add(down).add(up);
+    const drop = () => {
+      down.destroy();
+      up.destroy();
+      sockets.delete(down);
+      sockets.delete(up);
+    };
+    down.on('error', drop).on('close', drop);
+    up.on('error', drop).on('close', drop);
+    down.pipe(up).pipe(down);
+  });
+  const port = await freePort();
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    cut() {
+      refusing = true;
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+    },
+    restore() {
+      refusing = false;
+    },
+    close: () => {
+      this_cut();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+  function this_cut() {
+    refusing = true;
+    for (const s of sockets) s.destroy();
+  }
+}
+
+describe('EtcdRegistry on a real etcd', { skip }, () => {
+  before(async () => {
+    etcd = await startEtcd();
+    raw = new Etcd3({ hosts: etcd.endpoint });
+  });
+  after(async () => {
+    for (const r of open) await r.close().catch(() => {});
+    raw?.close();
+    await etcd?.stop();
+  });
+
+  it('removes the instance of a process that dies without deregistering once its lease TTL passes', async () => {
+    const p = prefix();
+    const watcher = make({ prefix: p });
+    const w = await collect(watcher, 'doomed');
+    const code = `
+      const { EtcdRegistry } = await import(${JSON.stringify(new URL('../src/registry/etcd-registry.ts', import.meta.url).pathname)});
+      const r = new EtcdRegistry({ hosts: ${JSON.stringify(etcd.endpoint)}, prefix: ${JSON.stringify(p)}, ttlMs: 2000 });
+      await r.register({ id: 'd1', name: 'doomed', address: '127.0.0.1:1' });
+      console.log('registered');
+      setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((res, rej) => {
+      child.stdout!.on('data', (b: Buffer) => b.toString().includes('registered') && res());
+      child.once('exit', () => rej(new Error('child exited before registering')));
+    });
+    assert.deepEqual((await watcher.getService('doomed')).map((i) => i.id), ['d1']);
+    child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await waitFor('the dead instance to expire', async () => watcher.getService('doomed').then(() => false, (e) => e instanceof NotFoundError), 20_000);
+    // etcd may raise a short TTL to its minimum and expires leases on its own schedule: only a loose lower bound
+    assert.ok(Date.now() - killedAt >= 1000, 'expired no earlier than about its TTL');
+    await waitFor('the delete event', () => w.events.some((e) => e.type === 'delete'), 5000);
+    assert.deepEqual(summary(w.events), ['create d1', 'delete d1']);
+    await w.stop();
+  });
+
+  it('notices a lost lease at the next keep-alive, takes a new one and writes every instance again', async () => {
+    const p = prefix();
+    const r = make({ prefix: p, ttlMs: 3000 });
+    await r.register(inst('api', 'a1'));
+    await r.register(inst('api', 'a2'));
+    const { leases } = await raw.leaseClient.leaseLeases({});
+    const res = await raw.get(`${p}/api/a1`).exec();
+    const lease = res.kvs[0]!.lease;
+    assert.ok(leases.some((l) => l.ID === lease));
+    await raw.leaseClient.leaseRevoke({ ID: lease });
+    await assert.rejects(r.getService('api'), NotFoundError);
+    // keep-alive runs every TTL/3 = 1 s; give a loaded machine plenty
+    await waitFor('both instances back', async () => (await r.getService('api').catch(() => [])).length === 2, 10_000);
+    const s = r.stats();
+    assert.ok(s.leasesLost >= 1 && s.leasesGranted >= 2 && s.rewrites >= 1, JSON.stringify(s));
+  });
+
+  it('skips values that are not instances with one warning each, in lookups and watches', async () => {
+    const p = prefix();
+    const warnings: string[] = [];
+    const r = make({ prefix: p, onWarning: (m) => warnings.push(m) });
+    await r.register(inst('api', 'good'));
+    await raw.put(`${p}/api/bad`).value('{not json');
+    await raw.put(`${p}/api/other`).value(JSON.stringify(inst('api', 'someone-else')));
+    await raw.put(`${p}/api/shape`).value(JSON.stringify({ id: 'shape', name: 'api', address: 42 }));
+    assert.deepEqual((await r.getService('api')).map((i) => i.id), ['good']);
+    assert.deepEqual((await r.getService('api')).map((i) => i.id), ['good']);
+    assert.equal(warnings.length, 3, warnings.join('\n'));
+    assert.ok(warnings.some((w) => w.includes('not JSON')));
+    const w = await collect(r, 'api');
+    await raw.put(`${p}/api/bad2`).value('[]');
+    await r.register(inst('api', 'good2'));
+    await waitFor('the good event', () => w.events.length > 0, 5000);
+    assert.deepEqual(summary(w.events), ['create good2']);
+    assert.equal(warnings.length, 4);
+    await w.stop();
+  });
+
+  it('rejects RegistryUnavailableError naming the endpoint within the dial timeout when nothing listens', async () => {
+    const port = await freePort();
+    const r = new EtcdRegistry({ hosts: `http://127.0.0.1:${port}`, dialTimeoutMs: 1000 });
+    open.push(r);
+    for (const call of [() => r.getService('api'), () => r.listServices(), () => r.register(inst('api', 'a1'))]) {
+      const t0 = Date.now();
+      await assert.rejects(call(), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(`127.0.0.1:${port}`));
+      assert.ok(Date.now() - t0 < 5000, 'bounded by the dial timeout (with slack for a loaded machine)');
+    }
+    const it = r.watch({ service: 'api' })[Symbol.asyncIterator]();
+    await assert.rejects(it.next(), RegistryUnavailableError);
+  });
+
+  it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', async () => {
+    const r = make({ dialTimeoutMs: 800, prefix: prefix() });
+    await r.register(inst('api', 'a1'));
+    etcd.process.signal('SIGSTOP');
+    try {
+      const t0 = Date.now();
+      await assert.rejects(r.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(etcd.endpoint));
+      assert.ok(Date.now() - t0 < 5000);
+    } finally {
+      etcd.process.signal('SIGCONT');
+    }
+    assert.equal((await r.getService('api')).length, 1);
+  });
+
+  it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', async () => {
+    const p = prefix();
+    const writer = make({ prefix: p, ttlMs: 3000 });
+    const reader = make({ prefix: p });
+    const w = await collect(reader, 'api');
+    await writer.register(inst('api', 'a1'));
+    await writer.register(inst('api', 'a2'));
+    await waitFor('two creates', () => w.events.length === 2, 5000);
+    await etcd.kill();
+    await assert.rejects(writer.register(inst('api', 'a3')), RegistryUnavailableError); // remembered, written on return
+    await new Promise((r) => setTimeout(r, 1500));
+    await etcd.restart();
+    await waitFor('all three instances', async () => (await writer.getService('api').catch(() => [])).length === 3, 15_000);
+    await writer.deregister(inst('api', 'a1'));
+    await writer.register(inst('api', 'a2', { version: '2' }));
+    await waitFor('the watch to catch up', () => w.events.length >= 5, 10_000);
+    await new Promise((r) => setTimeout(r, 1500)); // anything repeated would arrive now
+    assert.deepEqual(summary(w.events), ['create a1', 'create a2', 'create a3', 'delete a1', 'update a2@2']);
+    assert.equal(w.failure, undefined);
+    await w.stop();
+  });
+
+  it('resyncs with exactly the right events when the revision to resume from was compacted', async () => {
+    const p = prefix();
+    const px = await proxy(Number(new URL(etcd.endpoint).port));
+    try {
+      const writer = make({ prefix: p, ttlMs: 5000 });
+      const reader = make({ prefix: p, hosts: px.endpoint, dialTimeoutMs: 1000 });
+      await writer.register(inst('api', 'a1'));
+      await writer.register(inst('api', 'a2'));
+      await writer.register(inst('api', 'a3'));
+      const w = await collect(reader, 'api');
+      px.cut();
+      await writer.deregister(inst('api', 'a2'));
+      await writer.register(inst('api', 'a3', { version: '2' }));
+      await writer.register(inst('api', 'b1'));
+      await writer.register(inst('api', 'b2'));
+      await writer.deregister(inst('api', 'b2'));
+      const head = await raw.get(`${p}/api/b1`).exec();
+      await raw.kv.compact({ revision: head.header.revision, physical: true });
+      px.restore();
+      await waitFor('the resync events', () => w.events.length >= 3, 15_000);
+      await writer.register(inst('api', 'c1'));
+      await waitFor('the event after the resync', () => w.events.length >= 4, 10_000);
+      const resync = summary(w.events.slice(0, 3)).sort();
+      assert.deepEqual(resync, ['create b1', 'delete a2', 'update a3@2']);
+      assert.deepEqual(summary(w.events.slice(3)), ['create c1']);
+      assert.equal(w.failure, undefined);
+      assert.ok(reader.stats().watchResyncs >= 1);
+      await w.stop();
+    } finally {
+      await px.close();
+    }
+  });
+});
