@@ -1,0 +1,354 @@
+/**
+ * HttpGuard is the one core every adapter (node:http, Express, Fastify) shares: it decides whether a
+ * request goes on, answers the refusal when it does not, and completes the shedder's and breaker's
+ * tokens when the response is over.
+ *
+ * Order of the checks, and why:
+ * 1. **Shedder.** Overload threatens every request in the process, and its check is the cheapest
+ *    (no key, no lookup, no network): when the process is drowning, a refusal must cost the least
+ *    work possible. It also keeps an overloaded process from paying a Redis round trip per request.
+ * 2. **Limiter.** A per-client quota. It runs before the breaker so that the breaker's token is taken
+ *    only for requests that will reach the handler: the breaker's statistics then describe the
+ *    handler alone, and a half-open breaker never spends a probe on a request the limiter refuses.
+ *    The price: a request the breaker then refuses has used one unit of its client's quota.
+ * 3. **Breaker.** Taken last, completed by the handler's outcome (status ≥ 500, a thrown error or a
+ *    connection closed before the response finished count as failures).
+ *
+ * A shedder token is completed with `success()` when the response finished with any status but 503,
+ * and `failure()` otherwise (refused by a later check, 503, or the client went away): as go-zero's
+ * shedding handler, only work actually done feeds the shedder's latency and throughput figures.
+ *
+ * Fail open: a key function, limiter, shedder or breaker that throws something other than a
+ * BulwarkError (or a limiter whose promise rejects) lets the request through and is reported on
+ * `onError` — a broken protection must not take the service down with it.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AbortedError, BulwarkError, InvalidResponseError, withoutStack } from '../core/errors.js';
+import { Emitter, type Disposer, type Listener } from '../core/events.js';
+import { finite, integer, options as optionsOf, showValue } from '../core/validate.js';
+import { boundKey, clientAddress } from './client-key.js';
+import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter, type Refusal } from './refusal.js';
+import type {
+  Completion, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpBreaker, HttpGuardStats, HttpLimiter,
+  HttpShedder, KeyFn, KeyOption, RateDecision,
+} from './types.js';
+
+/** HttpGuardOptions configures an HttpGuard; give at least one of limiter, shedder, breaker. */
+export interface HttpGuardOptions {
+  /** A limit per key (`decide(key)`, sync or async); refusals answer 429. Defaults to none. */
+  limiter?: HttpLimiter | undefined;
+  /** What the limiter is keyed by: `'ip'`, `{ header }` or a function. Defaults to `'ip'`. */
+  key?: KeyOption | undefined;
+  /**
+   * How many proxies in front of the server append to `X-Forwarded-For`: the client address is the
+   * entry that many places from the right. `true` means 1. Set it only when clients cannot reach the
+   * server except through those proxies. Defaults to false (the socket's peer address).
+   */
+  trustProxy?: boolean | number | undefined;
+  /** Protects the process (`allow()` → token, or throws OverloadedError); refusals answer 503. Defaults to none. */
+  shedder?: HttpShedder | undefined;
+  /** A server-side breaker (`allow()` → token, or throws BreakerOpenError); refusals answer 503. Defaults to none. */
+  breaker?: HttpBreaker | undefined;
+  /** `Retry-After` of a shed request, unless the error carries `retryAfterMs`. Defaults to 1000 (go-zero's cool-off). */
+  shedRetryAfterMs?: number | undefined;
+  /** `Retry-After` of a request the breaker refused, unless the error carries `retryAfterMs`. Defaults to 1000. */
+  breakerRetryAfterMs?: number | undefined;
+  /** Whether allowed and limited responses carry the `RateLimit-*` headers. Defaults to true. */
+  rateLimitHeaders?: boolean | undefined;
+}
+
+/** httpGuardDefaults are the defaults of HttpGuardOptions. */
+export const httpGuardDefaults = Object.freeze({
+  key: 'ip' as KeyOption,
+  trustProxy: false as boolean | number,
+  shedRetryAfterMs: 1000,
+  breakerRetryAfterMs: 1000,
+  rateLimitHeaders: true,
+});
+
+/**
+ * Verdict is what `check` answers: `undefined` — go on to the handler; a Refusal — answer it (its
+ * headers are already set on the response); `null` — the client went away while an async limiter was
+ * deciding: do nothing more.
+ */
+export type Verdict = Refusal | null | undefined;
+
+const OWNER = 'HttpGuard';
+const MAX_PROXY_HOPS = 32;
+const kPass = Symbol('bulwark.http.pass');
+const CLIENT_GONE = withoutStack(() => new AbortedError('client closed the connection before the response finished'));
+
+type Counters = { -readonly [K in keyof HttpGuardStats]: HttpGuardStats[K] };
+
+/** The tokens of one admitted request, completed exactly once when its response closes. */
+class Pass {
+  shed: Completion | undefined;
+  breaker: Completion | undefined;
+  error: unknown = undefined;
+  done = false;
+  constructor(readonly guard: HttpGuard) {}
+
+  /** release completes the tokens of a request that will not be handled (refused later, or gone). */
+  release(): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.shed !== undefined) this.guard.complete('shedder', this.shed, false, undefined);
+  }
+
+  finish(finished: boolean, status: number): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.breaker !== undefined) {
+      const ok = finished && status < 500 && this.error === undefined;
+      const why = ok ? undefined : this.error ?? (finished ? statusError(status) : CLIENT_GONE);
+      this.guard.complete('breaker', this.breaker, ok, why);
+    }
+    if (this.shed !== undefined) this.guard.complete('shedder', this.shed, finished && status !== 503, undefined);
+  }
+}
+
+function statusError(status: number): Error {
+  return withoutStack(() => new Error(`response status ${status}`));
+}
+
+type WithPass = ServerResponse & { [kPass]?: Pass };
+
+function onClose(this: WithPass): void {
+  this[kPass]?.finish(this.writableFinished, this.statusCode);
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return v !== null && typeof v === 'object' && typeof (v as { then?: unknown }).then === 'function';
+}
+
+function carriedRetryAfter(err: unknown, fallback: number): number {
+  const ms = (err as { retryAfterMs?: unknown }).retryAfterMs;
+  return typeof ms === 'number' && ms >= 0 && ms !== Infinity ? ms : fallback;
+}
+
+/** HttpGuard decides, per request, between the handler, a 429 and a 503. */
+export class HttpGuard {
+  private readonly limiter: HttpLimiter | undefined;
+  private readonly shedder: HttpShedder | undefined;
+  private readonly breaker: HttpBreaker | undefined;
+  private readonly keyFn: KeyFn | undefined;
+  private readonly keyHeader: string | undefined;
+  private readonly hops: number;
+  private readonly shedRetryAfterMs: number;
+  private readonly breakerRetryAfterMs: number;
+  private readonly headers: boolean;
+  private readonly errors = new Emitter<GuardErrorEvent>();
+  private readonly rejects = new Emitter<GuardRejectEvent>();
+  private readonly warned = new Set<GuardErrorSource>();
+  private readonly counts: Counters = { passed: 0, limited: 0, shed: 0, broken: 0, failedOpen: 0, aborted: 0 };
+
+  constructor(options: HttpGuardOptions) {
+    const o = optionsOf(OWNER, options);
+    this.limiter = seam(o.limiter, 'limiter', 'decide');
+    this.shedder = seam(o.shedder, 'shedder', 'allow');
+    this.breaker = seam(o.breaker, 'breaker', 'allow');
+    if (!this.limiter && !this.shedder && !this.breaker) {
+      throw new TypeError(`${OWNER}: give at least one of limiter, shedder, breaker, got none`);
+    }
+    const key = o.key ?? httpGuardDefaults.key;
+    if (typeof key === 'function') this.keyFn = key;
+    else if (key !== 'ip') {
+      const h = typeof key === 'object' && key !== null ? (key as { header?: unknown }).header : undefined;
+      if (typeof h !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(h)) {
+        throw new TypeError(`${OWNER}: key must be 'ip', { header: <header name> } or a function, got ${showValue(key)}`);
+      }
+      this.keyHeader = h.toLowerCase();
+    }
+    const tp = o.trustProxy ?? httpGuardDefaults.trustProxy;
+    this.hops = typeof tp === 'boolean' ? (tp ? 1 : 0) : integer(OWNER, 'trustProxy', tp, 0, MAX_PROXY_HOPS);
+    this.shedRetryAfterMs = finite(OWNER, 'shedRetryAfterMs', o.shedRetryAfterMs ?? httpGuardDefaults.shedRetryAfterMs, 0);
+    this.breakerRetryAfterMs = finite(OWNER, 'breakerRetryAfterMs', o.breakerRetryAfterMs ?? httpGuardDefaults.breakerRetryAfterMs, 0);
+    const rh = o.rateLimitHeaders ?? httpGuardDefaults.rateLimitHeaders;
+    if (typeof rh !== 'boolean') throw new TypeError(`${OWNER}: rateLimitHeaders must be a boolean, got ${showValue(rh)}`);
+    this.headers = rh;
+  }
+
+  /** onError subscribes to failures inside the guard (it failed open) or of a wrapped handler. */
+  onError(listener: Listener<GuardErrorEvent>): Disposer {
+    return this.errors.on(listener);
+  }
+
+  /** onReject subscribes to refused requests (429 and 503). */
+  onReject(listener: Listener<GuardRejectEvent>): Disposer {
+    return this.rejects.on(listener);
+  }
+
+  /** stats answers a snapshot of the counters. */
+  stats(): HttpGuardStats {
+    return { ...this.counts };
+  }
+
+  /** keyOf answers the limiter key of `req` (bounded to 256 characters; longer ones are hashed). */
+  keyOf(req: IncomingMessage): string {
+    if (this.keyFn !== undefined) {
+      const k = this.keyFn(req);
+      if (typeof k === 'string' && k !== '') return boundKey(k);
+    } else if (this.keyHeader !== undefined) {
+      const v = req.headers[this.keyHeader];
+      const k = typeof v === 'string' ? v : Array.isArray(v) ? v.join(', ') : '';
+      if (k !== '') return boundKey(k);
+    }
+    return clientAddress(req, this.hops);
+  }
+
+  /**
+   * check runs the shedder, the limiter and the breaker (in that order) for `req`, sets the
+   * `RateLimit-*` / `Retry-After` headers on `res`, and arranges for the tokens to be completed when
+   * `res` closes. See Verdict for what to do with the answer; it is a promise only with an async limiter.
+   */
+  check(req: IncomingMessage, res: ServerResponse): Verdict | Promise<Verdict> {
+    let pass: Pass | undefined;
+    if (this.shedder !== undefined) {
+      let token: Completion | undefined;
+      try {
+        token = this.shedder.allow();
+      } catch (err) {
+        if (err instanceof BulwarkError) return this.refuse(res, OVERLOADED, carriedRetryAfter(err, this.shedRetryAfterMs), undefined);
+        this.failOpen('shedder', err);
+      }
+      if (token !== undefined) {
+        pass = new Pass(this);
+        pass.shed = token;
+        (res as WithPass)[kPass] = pass;
+        res.on('close', onClose);
+      }
+    }
+    if (this.limiter !== undefined) {
+      let key: string | undefined;
+      try {
+        key = this.keyOf(req);
+      } catch (err) {
+        this.failOpen('key', err);
+      }
+      if (key !== undefined) {
+        let d: RateDecision | PromiseLike<RateDecision> | undefined;
+        try {
+          d = this.limiter.decide(key);
+        } catch (err) {
+          this.failOpen('limiter', err);
+        }
+        if (isThenable(d)) return this.settle(d, res, pass, key);
+        if (d !== undefined && this.decided(d, res, pass, key)) return LIMITED;
+      }
+    }
+    return this.admit(res, pass);
+  }
+
+  private async settle(p: PromiseLike<RateDecision>, res: ServerResponse, pass: Pass | undefined, key: string): Promise<Verdict> {
+    let d: RateDecision | undefined;
+    try {
+      d = await p;
+    } catch (err) {
+      this.failOpen('limiter', err);
+    }
+    if (res.destroyed || pass?.done === true) {
+      pass?.release();
+      this.counts.aborted++;
+      return null;
+    }
+    if (d !== undefined && this.decided(d, res, pass, key)) return LIMITED;
+    return this.admit(res, pass);
+  }
+
+  /** decided applies a limiter decision; true when the request is refused (429). */
+  private decided(d: RateDecision, res: ServerResponse, pass: Pass | undefined, key: string): boolean {
+    if (d === null || typeof d !== 'object' || typeof d.allowed !== 'boolean') {
+      this.failOpen('limiter', new InvalidResponseError(`limiter answered ${showValue(d)}, not a decision`));
+      return false;
+    }
+    if (this.headers) setRateLimitHeaders(res, d);
+    if (d.allowed) return false;
+    pass?.release();
+    this.refuse(res, LIMITED, d.retryAfterMs, key);
+    return true;
+  }
+
+  private admit(res: ServerResponse, pass: Pass | undefined): Verdict {
+    if (this.breaker !== undefined) {
+      let token: Completion | undefined;
+      try {
+        token = this.breaker.allow();
+      } catch (err) {
+        if (err instanceof BulwarkError) {
+          pass?.release();
+          return this.refuse(res, BREAKER_OPEN, carriedRetryAfter(err, this.breakerRetryAfterMs), undefined);
+        }
+        this.failOpen('breaker', err);
+      }
+      if (token !== undefined) {
+        if (pass === undefined) {
+          pass = new Pass(this);
+          (res as WithPass)[kPass] = pass;
+          res.on('close', onClose);
+        }
+        pass.breaker = token;
+      }
+    }
+    this.counts.passed++;
+    return undefined;
+  }
+
+  private refuse(res: ServerResponse, r: Refusal, retryAfterMs: number, key: string | undefined): Refusal {
+    const sent = setRetryAfter(res, retryAfterMs);
+    if (r === LIMITED) this.counts.limited++;
+    else if (r === OVERLOADED) this.counts.shed++;
+    else this.counts.broken++;
+    if (this.rejects.hasListeners) {
+      this.rejects.emit({ status: r.status, code: r.code, retryAfterMs: sent ? retryAfterMs : undefined, key });
+    }
+    return r;
+  }
+
+  /** complete ends one token; a token that throws is reported, never thrown into a 'close' listener. */
+  complete(source: 'shedder' | 'breaker', token: Completion, ok: boolean, why: unknown): void {
+    try {
+      if (ok) token.success();
+      else token.failure(why);
+    } catch (err) {
+      this.report(source, err);
+    }
+  }
+
+  private failOpen(source: GuardErrorSource, err: unknown): void {
+    this.counts.failedOpen++;
+    this.report(source, err);
+  }
+
+  /** report emits an error event; with nobody listening, the first of each source becomes a process warning. */
+  report(source: GuardErrorSource, error: unknown): void {
+    if (this.errors.hasListeners) {
+      this.errors.emit({ source, error });
+      return;
+    }
+    if (this.warned.has(source)) return;
+    this.warned.add(source);
+    const what = error instanceof Error ? error.message : String(error);
+    process.emitWarning(`bulwark/http: ${source} failed (${what}); subscribe with guard.onError() to see every failure`, {
+      code: 'BULWARK_HTTP_GUARD',
+    });
+  }
+}
+
+function seam<T>(value: T | undefined, name: string, method: string): T | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof (value as Record<string, unknown>)[method] !== 'function') {
+    throw new TypeError(`${OWNER}: ${name} must have a ${method}() method, got ${showValue(value)}`);
+  }
+  return value;
+}
+
+/** noteError records `err` as the handler's failure of the request answered on `res` (for the breaker). */
+export function noteError(res: ServerResponse, err: unknown): void {
+  const p = (res as WithPass)[kPass];
+  if (p !== undefined && p.error === undefined) p.error = err ?? new Error('handler failed');
+}
+
+/** toGuard answers `g` when it is an HttpGuard, else a new HttpGuard of those options. */
+export function toGuard(g: HttpGuard | HttpGuardOptions): HttpGuard {
+  return g instanceof HttpGuard ? g : new HttpGuard(g);
+}

@@ -1,0 +1,76 @@
+/**
+ * What a refused request is answered with, and the header arithmetic. The bodies are built once: a
+ * refusal under overload must not cost a JSON.stringify per request.
+ */
+import type { ServerResponse } from 'node:http';
+import { BreakerOpenError, OverloadedError, RateLimitedError } from '../core/errors.js';
+import type { RateDecision, RejectCode } from './types.js';
+
+/** Refusal is a ready-made answer: status and `{ error: { code, message } }` JSON body. */
+export interface Refusal {
+  readonly status: number;
+  readonly code: RejectCode;
+  /** message is the body's message (the coded error's default message). */
+  readonly message: string;
+  /** body is the JSON body, encoded once. */
+  readonly body: Buffer;
+}
+
+/** JSON_TYPE is the content type of every refusal body. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
+function refusal(status: number, code: RejectCode, message: string): Refusal {
+  return Object.freeze({ status, code, message, body: Buffer.from(JSON.stringify({ error: { code, message } })) });
+}
+
+/** The three refusals, one per coded error. */
+export const LIMITED = refusal(429, RateLimitedError.code, new RateLimitedError().message);
+export const OVERLOADED = refusal(503, OverloadedError.code, new OverloadedError().message);
+export const BREAKER_OPEN = refusal(503, BreakerOpenError.code, new BreakerOpenError().message);
+
+/** seconds rounds milliseconds up to whole seconds (HTTP's delta-seconds), or -1 when not finite. */
+export function seconds(ms: number): number {
+  if (!(ms >= 0) || ms === Infinity) return -1;
+  return Math.ceil(ms / 1000);
+}
+
+/** wholeCount floors a count to a non-negative integer, or -1 when not finite. */
+function wholeCount(n: number): number {
+  if (!(n >= 0) || n === Infinity) return -1;
+  return Math.floor(n);
+}
+
+/**
+ * setRateLimitHeaders writes `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` (seconds
+ * until the budget is whole) as in draft-ietf-httpapi-ratelimit-headers (up to -06, which defines these
+ * three fields). A number that is not finite is left out rather than written as garbage.
+ */
+export function setRateLimitHeaders(res: ServerResponse, d: RateDecision): void {
+  const limit = wholeCount(d.limit);
+  if (limit >= 0) res.setHeader('RateLimit-Limit', limit);
+  const remaining = wholeCount(d.remaining);
+  if (remaining >= 0) res.setHeader('RateLimit-Remaining', limit >= 0 ? Math.min(remaining, limit) : remaining);
+  const reset = seconds(d.resetMs);
+  if (reset >= 0) res.setHeader('RateLimit-Reset', reset);
+}
+
+/**
+ * setRetryAfter writes `Retry-After` in whole seconds, rounded up and at least 1 (a refused client told
+ * "0" would come straight back). Nothing is written for a wait that is not finite (`Infinity`: the
+ * request can never pass, retrying will not help) and the function answers false.
+ */
+export function setRetryAfter(res: ServerResponse, ms: number): boolean {
+  const s = seconds(ms);
+  if (s < 0) return false;
+  res.setHeader('Retry-After', s < 1 ? 1 : s);
+  return true;
+}
+
+/** sendRefusal answers `r` on a plain node:http response (node:http and Express). */
+export function sendRefusal(res: ServerResponse, r: Refusal): void {
+  if (res.headersSent || res.destroyed) return;
+  res.statusCode = r.status;
+  res.setHeader('Content-Type', JSON_TYPE);
+  res.setHeader('Content-Length', r.body.length);
+  res.end(r.body);
+}
