@@ -253,7 +253,8 @@ export class Group implements GroupServer {
   /** load runs once per key in flight on this node: ask the owner, or load here. */
   private async load(key: string, signal: AbortSignal): Promise<string> {
     // A flight that just finished may have filled the cache (groupcache checks again here too).
-    const cached = this.main.get(key) ?? this.hot.get(key);
+    let cached = this.main.get(key);
+    if (cached === undefined) cached = this.hot.get(key);
     if (cached !== undefined) return this.valueOf(key, cached);
     this.counters.loadsDeduped++;
     const peer = this.peers.pickPeer(key);

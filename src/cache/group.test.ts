@@ -1,0 +1,273 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../core/clock.js';
+import { AbortedError, LoadError, NotFoundError, PeerError, TimeoutError } from '../core/errors.js';
+import { Group } from './group.js';
+import type { GetResponse, GroupServer, PeerGetter, PeerPicker } from './peers.js';
+
+/** FakePeer answers from another Group in the same process (or fails), as an HttpPeer would. */
+class FakePeer implements PeerGetter {
+  calls = 0;
+  removes: string[] = [];
+  fail: Error | undefined;
+  constructor(readonly url: string, public target?: GroupServer) {}
+  async get(_group: string, key: string, signal?: AbortSignal): Promise<GetResponse> {
+    this.calls++;
+    await Promise.resolve();
+    if (this.fail) throw this.fail;
+    return this.target!.serveGet(key, signal);
+  }
+  async remove(_group: string, key: string): Promise<boolean> {
+    this.removes.push(key);
+    if (this.fail) throw this.fail;
+    return this.target?.serveRemove(key) ?? false;
+  }
+}
+
+/** picker routes every key to `peer` (or keeps keys matching `mine`). */
+function picker(peer: FakePeer, mine: (key: string) => boolean = () => false): PeerPicker {
+  return { pickPeer: (k) => (mine(k) ? undefined : peer), peers: () => [peer] };
+}
+
+function tick(n = 5): Promise<void> {
+  let p = Promise.resolve();
+  for (let i = 0; i < n; i++) p = p.then(() => new Promise((r) => setImmediate(r)));
+  return p;
+}
+
+describe('Group', () => {
+  it('loads once, then answers from the cache (GeeCache: Tom 630)', async () => {
+    let loads = 0;
+    const g = new Group({ name: 'scores', cacheBytes: 1 << 20, getter: (key) => { loads++; if (key !== 'Tom') throw new NotFoundError(); return '630'; } });
+    assert.equal((await g.get('Tom')).toString(), '630');
+    assert.equal((await g.get('Tom')).toString(), '630');
+    assert.equal(loads, 1);
+    const s = g.stats();
+    assert.equal(s.gets, 2);
+    assert.equal(s.cacheHits, 1);
+    assert.equal(s.localLoads, 1);
+    await assert.rejects(g.get('kkk'), NotFoundError);
+  });
+
+  it('runs the getter once for 100 concurrent gets of one key', async () => {
+    let loads = 0;
+    let release!: (v: string) => void;
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => { loads++; return new Promise<string>((r) => (release = r)); } });
+    const all = Array.from({ length: 100 }, () => g.get('k'));
+    await tick();
+    release('v');
+    const views = await Promise.all(all);
+    assert.equal(loads, 1);
+    assert.ok(views.every((v) => v.toString() === 'v'));
+    assert.equal(g.stats().loadsDeduped, 1);
+    assert.equal(g.stats().loads, 100);
+  });
+
+  it('hands out values a caller cannot change inside the cache', async () => {
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => new Uint8Array([1, 2, 3]) });
+    const b = (await g.get('k')).bytes();
+    b[0] = 99;
+    assert.deepEqual([...(await g.get('k')).bytes()], [1, 2, 3]);
+  });
+
+  it('copies the getter\'s bytes, so changing them later does not change the cache', async () => {
+    const src = new Uint8Array([7, 7]);
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => src });
+    await g.get('k');
+    src[0] = 0;
+    assert.equal((await g.get('k')).at(0), 7);
+  });
+
+  it('expires entries after their TTL, jittered within ±10 %', async () => {
+    const clock = new ManualClock();
+    let loads = 0;
+    const g = new Group({ name: 'g', cacheBytes: 1000, ttlMs: 1000, clock, random: () => 0, getter: () => String(++loads) });
+    assert.equal((await g.get('k')).toString(), '1');
+    clock.advance(899); // random 0 → jitter −10 %: expires at 900
+    assert.equal((await g.get('k')).toString(), '1');
+    clock.advance(1);
+    assert.equal((await g.get('k')).toString(), '2');
+  });
+
+  it('spreads the expiry of entries loaded together over ±10 % of the TTL', async () => {
+    const clock = new ManualClock();
+    let r = 0;
+    const g = new Group({ name: 'g', cacheBytes: 100_000, ttlMs: 1000, clock, random: () => (r = (r + 0.37) % 1), getter: (k) => k });
+    for (let i = 0; i < 50; i++) await g.get(`k${i}`);
+    const expiries = [];
+    for (let i = 0; i < 50; i++) expiries.push((await g.serveGet(`k${i}`)).ttlMs);
+    assert.ok(Math.min(...expiries) >= 900 && Math.max(...expiries) <= 1100, `${expiries}`);
+    assert.ok(new Set(expiries).size > 10, 'expiries should differ');
+  });
+
+  it('lets the getter choose a TTL per entry', async () => {
+    const clock = new ManualClock();
+    let loads = 0;
+    const g = new Group({ name: 'g', cacheBytes: 1000, ttlMs: 60_000, clock, random: () => 0.5, getter: () => ({ value: String(++loads), ttlMs: 10 }) });
+    await g.get('k');
+    clock.advance(10);
+    assert.equal((await g.get('k')).toString(), '2');
+  });
+
+  it('caches "not found" for negativeTtlMs, then asks the origin again', async () => {
+    const clock = new ManualClock();
+    let loads = 0;
+    const g = new Group({ name: 'g', cacheBytes: 1000, negativeTtlMs: 100, clock, random: () => 0.5, getter: () => { loads++; throw new NotFoundError('nope'); } });
+    await assert.rejects(g.get('missing'), NotFoundError);
+    await assert.rejects(g.get('missing'), NotFoundError);
+    assert.equal(loads, 1);
+    clock.advance(100);
+    await assert.rejects(g.get('missing'), NotFoundError);
+    assert.equal(loads, 2);
+  });
+
+  it('never caches "not found" when negativeTtlMs is 0, nor any error', async () => {
+    let loads = 0;
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => { loads++; if (k === 'nf') throw new NotFoundError(); throw new Error('db down'); } });
+    await assert.rejects(g.get('nf'), NotFoundError);
+    await assert.rejects(g.get('nf'), NotFoundError);
+    await assert.rejects(g.get('err'), LoadError);
+    await assert.rejects(g.get('err'), LoadError);
+    assert.equal(loads, 4);
+    assert.equal(g.stats().localLoadErrs, 2);
+  });
+
+  it('turns a synchronous throw or a wrong result type into LoadError, and caches nothing', async () => {
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => { if (k === 'sync') throw new Error('boom'); return 42 as never; } });
+    await assert.rejects(g.get('sync'), (e: unknown) => e instanceof LoadError && (e.cause as Error).message === 'boom');
+    await assert.rejects(g.get('num'), LoadError);
+    assert.equal(g.cacheStats().main.length, 0);
+  });
+
+  it('cuts off a getter that never settles after timeoutMs with TimeoutError and aborts its signal', async () => {
+    let aborted = false;
+    const g = new Group({
+      name: 'g', cacheBytes: 1000, timeoutMs: 20,
+      getter: (_k, { signal }) => new Promise(() => signal.addEventListener('abort', () => (aborted = true))),
+    });
+    await assert.rejects(g.get('k'), TimeoutError);
+    assert.equal(aborted, true);
+    assert.equal(g.cacheStats().main.length, 0);
+  });
+
+  it('returns but does not cache a value larger than maxValueBytes', async () => {
+    let loads = 0;
+    const g = new Group({ name: 'g', cacheBytes: 10_000, maxValueBytes: 10, getter: () => { loads++; return 'x'.repeat(11); } });
+    assert.equal((await g.get('k')).length, 11);
+    assert.equal((await g.get('k')).length, 11);
+    assert.equal(loads, 2);
+  });
+
+  it('rejects an empty, too long or ill-formed key with TypeError', async () => {
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => k });
+    await assert.rejects(g.get(''), TypeError);
+    await assert.rejects(g.get('x'.repeat(1025)), TypeError);
+    await assert.rejects(g.get('é'.repeat(600)), TypeError); // 1 200 bytes of UTF-8
+    await assert.rejects(g.get('a\uD800b'), TypeError);
+    await assert.rejects(g.remove(''), TypeError);
+    assert.equal((await g.get('x'.repeat(1024))).length, 1024);
+  });
+
+  it('ends only the aborting caller\'s wait', async () => {
+    let release!: (v: string) => void;
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => new Promise<string>((r) => (release = r)) });
+    const ac = new AbortController();
+    const a = g.get('k', { signal: ac.signal });
+    const b = g.get('k');
+    ac.abort();
+    await assert.rejects(a, AbortedError);
+    release('v');
+    assert.equal((await b).toString(), 'v');
+  });
+
+  it('asks the owning peer, and keeps a sample of peer answers in the hot cache', async () => {
+    const owner = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => `v-${k}` });
+    const peer = new FakePeer('http://owner', owner);
+    let sample = 0.5;
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(peer), random: () => sample, getter: () => assert.fail('must not load locally') });
+    assert.equal((await g.get('a')).toString(), 'v-a');
+    assert.equal((await g.get('a')).toString(), 'v-a');
+    assert.equal(peer.calls, 2); // 0.5 ≥ 0.1: not sampled
+    sample = 0.05;
+    await g.get('b');
+    await g.get('b');
+    assert.equal(peer.calls, 3); // sampled into the hot cache
+    assert.equal(g.cacheStats().hot.length, 1);
+    assert.equal(g.stats().peerLoads, 3);
+    assert.equal(owner.stats().serverRequests, 3);
+  });
+
+  it('treats a remote "not found" as the answer and does not load locally', async () => {
+    const owner = new Group({ name: 'g', cacheBytes: 1000, getter: () => { throw new NotFoundError(); } });
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(new FakePeer('http://o', owner)), getter: () => assert.fail('no local load') });
+    await assert.rejects(g.get('k'), NotFoundError);
+    assert.equal(g.stats().localLoads, 0);
+  });
+
+  it('loads locally when the owner cannot be reached', async () => {
+    const peer = new FakePeer('http://down');
+    peer.fail = new PeerError('connection refused');
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(peer), getter: (k) => `local-${k}` });
+    assert.equal((await g.get('k')).toString(), 'local-k');
+    assert.equal(g.stats().peerErrors, 1);
+    assert.equal(g.stats().localLoads, 1);
+  });
+
+  it('does not load again when the owner answered that its getter failed', async () => {
+    const peer = new FakePeer('http://o');
+    peer.fail = new PeerError('peer answered 502', { status: 502 });
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(peer), getter: () => assert.fail('no local load') });
+    await assert.rejects(g.get('k'), PeerError);
+  });
+
+  it('serves peers from this node only, even for keys it thinks another node owns', async () => {
+    const elsewhere = new FakePeer('http://other');
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(elsewhere), getter: (k) => `here-${k}` });
+    const r = await g.serveGet('k');
+    assert.equal(r.value, 'here-k');
+    assert.equal(elsewhere.calls, 0);
+  });
+
+  it('remove deletes the entry here and at every peer', async () => {
+    const peer = new FakePeer('http://p');
+    let n = 0;
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(peer, () => true), getter: () => String(++n) });
+    assert.equal((await g.get('k')).toString(), '1');
+    await g.remove('k');
+    assert.deepEqual(peer.removes, ['k']);
+    assert.equal((await g.get('k')).toString(), '2');
+  });
+
+  it('remove rejects PeerError naming the peers it did not reach, after removing locally', async () => {
+    const peer = new FakePeer('http://p');
+    peer.fail = new Error('down');
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(peer, () => true), getter: () => 'v' });
+    await g.get('k');
+    await assert.rejects(g.remove('k'), (e: unknown) => e instanceof PeerError && /http:\/\/p/.test(e.message));
+    assert.equal(g.cacheStats().main.length, 0);
+  });
+
+  it('a load in flight when remove runs does not put the removed value back', async () => {
+    let release!: (v: string) => void;
+    let n = 0;
+    const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => (++n === 1 ? new Promise<string>((r) => (release = r)) : 'new') });
+    const first = g.get('k');
+    await tick();
+    await g.remove('k');
+    release('old');
+    assert.equal((await first).toString(), 'old'); // the caller that asked before remove gets its answer
+    assert.equal((await g.get('k')).toString(), 'new');
+  });
+
+  it('rejects bad options with errors naming the option', () => {
+    const getter = () => 'v';
+    assert.throws(() => new Group({ name: '', cacheBytes: 1, getter }), /name/);
+    assert.throws(() => new Group({ name: 'a/b', cacheBytes: 1, getter }), /name/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: -1, getter }), /cacheBytes/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter: 'x' as never }), /getter/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, ttlMs: -1 }), /ttlMs/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, hotCacheRatio: 2 }), /hotCacheRatio/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, timeoutMs: 0 }), /timeoutMs/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, peers: {} as never }), /peers/);
+  });
+});
