@@ -62,3 +62,11 @@ export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiter
 export { redisCommonDefaults, type RedisCommonOptions } from './redis-common.js';
 export { TOKEN_SCRIPT, PERIOD_SCRIPT } from './redis-scripts.js';
 export type { RedisLimiterStats, ModeChange, RedisClient } from './rescue.js';
+export {
+  AdaptiveShedder,
+  adaptiveShedderDefaults,
+  type AdaptiveShedderOptions,
+  type AdaptiveShedderStats,
+  type ShedderToken,
+} from './adaptive-shedder.js';
+export { EventLoopLoad, eventLoopLoadDefaults, type EventLoopLoadOptions, type LoadSample } from './event-loop-load.js';

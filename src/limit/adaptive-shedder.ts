@@ -1,0 +1,239 @@
+/**
+ * AdaptiveShedder drops work while the process is overloaded: go-zero's `core/load` shedder, with
+ * the event loop's load instead of CPU% (one JS thread can be saturated at 50 % of a 2-core box).
+ *
+ * A call is dropped only when both hold (go-zero's rule):
+ * 1. the process is overloaded — event-loop utilisation above `utilizationThreshold` or event-loop
+ *    delay p99 above `delayP99Ms` — or it dropped a call less than `coolOffMs` ago (it is "still hot");
+ * 2. more calls are in flight than the process has shown it can finish: in-flight (now, and its
+ *    moving average) above maxPass × minRt, where maxPass is the most calls that passed in one bucket
+ *    and minRt the lowest bucket average response time, over the rolling window (current bucket left out).
+ * So a busy loop with few calls in flight does not drop, and a burst of calls on an idle loop does not.
+ *
+ * `allow()` answers a token whose `success()` / `failure()` ends the call, or throws OverloadedError.
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { OverloadedError, withoutStack } from '../core/errors.js';
+import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
+import { throwIfAborted } from '../core/abort.js';
+import { RollingWindow } from '../core/rolling-window.js';
+import { clockOption, finite, fn, integer, options as optionsOf, positive, ratio } from '../core/validate.js';
+import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
+
+/** ShedderToken ends one admitted call: `success()` feeds the response time in, `failure()` only frees the slot. */
+export interface ShedderToken {
+  success(): void;
+  failure(): void;
+}
+
+/** AdaptiveShedderOptions configures an AdaptiveShedder. */
+export interface AdaptiveShedderOptions {
+  /** Event-loop utilisation (0–1] above which the process counts as overloaded (go-zero: CPU 90 %). Defaults to 0.9. */
+  utilizationThreshold?: number;
+  /** Event-loop delay p99 in ms above which the process counts as overloaded; Infinity turns it off. Defaults to 100. */
+  delayP99Ms?: number;
+  /** Milliseconds after a drop during which calls are still checked against in-flight (go-zero: 1 s). Defaults to 1 000. */
+  coolOffMs?: number;
+  /** The rolling window's length in ms (go-zero: 5 s). Defaults to 5 000. */
+  windowMs?: number;
+  /** Buckets in the window (go-zero: 50). Defaults to 50. */
+  buckets?: number;
+  /** The load signal: a function answering the latest LoadSample. Defaults to sampling this event loop every 250 ms. */
+  load?: () => LoadSample;
+  /** The time source. Defaults to the monotonic system clock. */
+  clock?: Clock;
+}
+
+/** Defaults for AdaptiveShedderOptions. */
+export const adaptiveShedderDefaults = Object.freeze({
+  utilizationThreshold: 0.9,
+  delayP99Ms: 100,
+  coolOffMs: 1_000,
+  windowMs: 5_000,
+  buckets: 50,
+});
+
+/** AdaptiveShedderStats is a snapshot of the shedder's state. */
+export interface AdaptiveShedderStats {
+  readonly inFlight: number;
+  readonly avgInFlight: number;
+  /** maxPass × minRt: the in-flight count above which an overloaded process drops. */
+  readonly maxInFlight: number;
+  readonly minRtMs: number;
+  readonly maxPassPerBucket: number;
+  readonly overloaded: boolean;
+  readonly passed: number;
+  readonly dropped: number;
+  readonly load: LoadSample;
+}
+
+/** go-zero: an in-flight moving average that mostly keeps its past (beta 0.9). */
+const FLYING_BETA = 0.9;
+/** go-zero: the min response time assumed before any call finished. */
+const DEFAULT_MIN_RT_MS = 1_000;
+
+const PASS = 0;
+const RT = 1;
+
+/** AdaptiveShedder drops calls while the event loop is overloaded and more calls are in flight than it can take. */
+export class AdaptiveShedder implements Guard {
+  readonly utilizationThreshold: number;
+  readonly delayP99Ms: number;
+  readonly coolOffMs: number;
+  private readonly clock: Clock;
+  private readonly window: RollingWindow;
+  private readonly load: () => LoadSample;
+  private readonly ownLoad: EventLoopLoad | undefined;
+  private readonly scratch: Float64Array;
+  private flying = 0;
+  private avgFlying = 0;
+  private dropTime = -Infinity;
+  private passed = 0;
+  private dropped = 0;
+
+  constructor(options?: AdaptiveShedderOptions) {
+    const o = optionsOf('AdaptiveShedder', options);
+    this.utilizationThreshold = ratio('AdaptiveShedder', 'utilizationThreshold', o.utilizationThreshold ?? adaptiveShedderDefaults.utilizationThreshold);
+    const d = o.delayP99Ms ?? adaptiveShedderDefaults.delayP99Ms;
+    this.delayP99Ms = d === Infinity ? Infinity : positive('AdaptiveShedder', 'delayP99Ms', d);
+    this.coolOffMs = finite('AdaptiveShedder', 'coolOffMs', o.coolOffMs ?? adaptiveShedderDefaults.coolOffMs, 0);
+    const windowMs = positive('AdaptiveShedder', 'windowMs', o.windowMs ?? adaptiveShedderDefaults.windowMs);
+    const buckets = integer('AdaptiveShedder', 'buckets', o.buckets ?? adaptiveShedderDefaults.buckets, 2, 10_000);
+    this.clock = clockOption('AdaptiveShedder', o.clock, systemClock);
+    this.window = new RollingWindow({ buckets, bucketMs: windowMs / buckets, channels: 2, clock: this.clock });
+    this.scratch = new Float64Array(buckets);
+    if (o.load !== undefined) {
+      this.load = fn<() => LoadSample>('AdaptiveShedder', 'load', o.load);
+      this.ownLoad = undefined;
+    } else {
+      const own = new EventLoopLoad();
+      this.ownLoad = own;
+      this.load = () => own.read();
+    }
+  }
+
+  /** allow admits a call and answers its token, or throws OverloadedError (code ERR_OVERLOADED). */
+  allow(): ShedderToken {
+    const now = this.clock.now();
+    if (this.shouldDrop(now)) {
+      this.dropTime = now;
+      this.dropped++;
+      throw withoutStack(() => new OverloadedError('service overloaded: call shed'));
+    }
+    this.addFlying(1);
+    return new Token(this, now);
+  }
+
+  /** execute runs `fn` when allowed: a resolved call is a success, a thrown or rejected one a failure. */
+  async execute<T>(task: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const signal = options?.signal;
+    throwIfAborted(signal);
+    const token = this.allow();
+    try {
+      const value = await task(signal ?? neverAborted);
+      token.success();
+      return value;
+    } catch (err) {
+      token.failure();
+      throw err;
+    }
+  }
+
+  /** stats is a snapshot of in-flight, thresholds and counters. */
+  stats(): AdaptiveShedderStats {
+    const now = this.clock.now();
+    const { minRt, maxPass } = this.history(now);
+    return {
+      inFlight: this.flying,
+      avgInFlight: this.avgFlying,
+      maxInFlight: this.maxFlight(minRt, maxPass),
+      minRtMs: minRt,
+      maxPassPerBucket: maxPass,
+      overloaded: this.overloaded(),
+      passed: this.passed,
+      dropped: this.dropped,
+      load: this.load(),
+    };
+  }
+
+  /** close stops sampling the event loop (when the shedder samples it itself). */
+  async close(): Promise<void> {
+    this.ownLoad?.close();
+  }
+
+  /** @internal a token ended. */
+  finish(start: number, ok: boolean): void {
+    this.addFlying(-1);
+    if (!ok) return;
+    const now = this.clock.now();
+    this.passed++;
+    this.window.add(PASS, 1, now);
+    this.window.add(RT, Math.max(0, now - start), now);
+  }
+
+  private shouldDrop(now: number): boolean {
+    if (!this.overloaded() && !this.stillHot(now)) return false;
+    const { minRt, maxPass } = this.history(now);
+    const max = this.maxFlight(minRt, maxPass);
+    return this.flying > max && this.avgFlying > max;
+  }
+
+  private overloaded(): boolean {
+    const s = this.load();
+    return s.utilization > this.utilizationThreshold || s.delayP99Ms > this.delayP99Ms;
+  }
+
+  private stillHot(now: number): boolean {
+    return now - this.dropTime < this.coolOffMs;
+  }
+
+  private maxFlight(minRt: number, maxPass: number): number {
+    // maxPass per bucket × minRt / bucketMs = the most calls per second × the fastest call, in calls.
+    return Math.max(1, (maxPass * minRt) / this.window.bucketMs);
+  }
+
+  /** minRt (lowest bucket average) and maxPass (most passes in a bucket), the current bucket left out. */
+  private history(now: number): { minRt: number; maxPass: number } {
+    const passes = this.scratch;
+    this.window.reduce(PASS, 0, (_, v, age) => ((passes[age] = v), 0), now);
+    let maxPass = 1;
+    const minRt = this.window.reduce(
+      RT,
+      DEFAULT_MIN_RT_MS,
+      (min, sum, age) => {
+        const n = passes[age]!;
+        if (age === 0 || n <= 0) return min;
+        if (n > maxPass) maxPass = n;
+        const avg = sum / n;
+        return avg < min ? avg : min;
+      },
+      now,
+    );
+    return { minRt, maxPass };
+  }
+
+  private addFlying(delta: number): void {
+    this.flying += delta;
+    if (delta < 0) this.avgFlying = this.avgFlying * FLYING_BETA + this.flying * (1 - FLYING_BETA);
+  }
+}
+
+class Token implements ShedderToken {
+  private done = false;
+  constructor(
+    private readonly shedder: AdaptiveShedder,
+    private readonly start: number,
+  ) {}
+
+  success(): void {
+    if (this.done) return;
+    this.done = true;
+    this.shedder.finish(this.start, true);
+  }
+
+  failure(): void {
+    if (this.done) return;
+    this.done = true;
+    this.shedder.finish(this.start, false);
+  }
+}

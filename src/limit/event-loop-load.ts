@@ -1,0 +1,63 @@
+/**
+ * EventLoopLoad samples how busy this process's event loop is: the share of time it was busy
+ * (`performance.eventLoopUtilization`, the right signal for one JS thread, where process CPU% is not)
+ * and the p99 of event-loop delay (`monitorEventLoopDelay`), over the last `sampleMs`.
+ * Sampling runs on one unref'd timer, so readers pay nothing per call.
+ */
+import { monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
+import { finite, options as optionsOf } from '../core/validate.js';
+
+/** LoadSample is one reading of the event loop's load. */
+export interface LoadSample {
+  /** Share of the last interval the event loop was busy, in [0, 1]. */
+  readonly utilization: number;
+  /** p99 of event-loop delay over the last interval, in milliseconds. */
+  readonly delayP99Ms: number;
+}
+
+/** EventLoopLoadOptions configures an EventLoopLoad. */
+export interface EventLoopLoadOptions {
+  /** Milliseconds per sample. Defaults to 250. */
+  sampleMs?: number;
+}
+
+/** Defaults for EventLoopLoadOptions. */
+export const eventLoopLoadDefaults = Object.freeze({ sampleMs: 250 });
+
+/** EventLoopLoad keeps the latest LoadSample of this process's event loop. */
+export class EventLoopLoad {
+  private last: EventLoopUtilization;
+  private readonly histogram: IntervalHistogram;
+  private readonly timer: NodeJS.Timeout;
+  private sample: LoadSample = { utilization: 0, delayP99Ms: 0 };
+
+  constructor(options?: EventLoopLoadOptions) {
+    const o = optionsOf('EventLoopLoad', options);
+    const sampleMs = finite('EventLoopLoad', 'sampleMs', o.sampleMs ?? eventLoopLoadDefaults.sampleMs, 10, 60_000);
+    this.last = performance.eventLoopUtilization();
+    this.histogram = monitorEventLoopDelay({ resolution: 10 });
+    this.histogram.enable();
+    this.timer = setInterval(() => this.tick(), sampleMs);
+    this.timer.unref();
+  }
+
+  /** read answers the latest sample (zeros until the first interval has passed). */
+  read(): LoadSample {
+    return this.sample;
+  }
+
+  /** close stops sampling. */
+  close(): void {
+    clearInterval(this.timer);
+    this.histogram.disable();
+  }
+
+  private tick(): void {
+    const now = performance.eventLoopUtilization();
+    const delta = performance.eventLoopUtilization(now, this.last);
+    this.last = now;
+    const p99 = this.histogram.count > 0 ? this.histogram.percentile(99) / 1e6 : 0;
+    this.histogram.reset();
+    this.sample = { utilization: delta.utilization, delayP99Ms: p99 };
+  }
+}
