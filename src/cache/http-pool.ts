@@ -12,6 +12,9 @@ import type { Registry } from '../registry/types.js';
 import { HttpPeer, type HttpPeerConfig } from './http-peer.js';
 import { bindRegistry, type Membership, type MembershipOptions } from './membership.js';
 import { servePeer, type HandlerConfig } from './peer-handler.js';
+import { normalizePeerUrl } from './peer-url.js';
+
+export { normalizePeerUrl } from './peer-url.js';
 import type { GroupServer, PeerGetter, PeerPicker } from './peers.js';
 
 /** HttpPoolOptions configures an HttpPool. */
@@ -42,20 +45,6 @@ export const httpPoolDefaults = Object.freeze({
   connections: 16,
   maxValueBytes: 1 << 20,
 });
-
-/** normalizePeerUrl checks that `url` is an http(s) origin and answers it without a trailing slash. */
-export function normalizePeerUrl(owner: string, name: string, url: unknown): string {
-  let u: URL;
-  try {
-    u = new URL(String(url));
-  } catch {
-    throw new TypeError(`${owner}: ${name} must be an http(s) URL, got ${JSON.stringify(url)}`);
-  }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || typeof url !== 'string' || u.username || u.password || u.search || u.hash || (u.pathname !== '/' && u.pathname !== '')) {
-    throw new TypeError(`${owner}: ${name} must be an http(s) origin like http://10.0.0.1:8080, got ${JSON.stringify(url)}`);
-  }
-  return u.origin;
-}
 
 /** HttpPool picks peers by consistent hashing and talks to them over HTTP. */
 export class HttpPool implements PeerPicker {

@@ -8,6 +8,7 @@ import { delay } from '../core/abort.js';
 import { NotFoundError } from '../core/errors.js';
 import { integer, options as checkOptions } from '../core/validate.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
+import { normalizePeerUrl } from './peer-url.js';
 
 /** MembershipOptions configures `HttpPool.bindRegistry`. */
 export interface MembershipOptions {
@@ -23,6 +24,9 @@ export interface MembershipOptions {
 
 /** Defaults for MembershipOptions. */
 export const membershipDefaults = Object.freeze({ service: 'bulwark-cache', maxBackoffMs: 5_000 });
+
+/** How long to wait for a watch to say it is established before listing anyway. */
+const WATCH_READY_MS = 5_000;
 
 /** First wait before watching again after a failure; doubles up to `maxBackoffMs`. */
 const FIRST_BACKOFF_MS = 50;
@@ -68,26 +72,29 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
   const controller = new AbortController();
   const { signal } = controller;
   const members = new Map<string, string>();
-  const apply = () => {
-    try {
-      pool.setPeers(...new Set(members.values()));
-    } catch {
-      // An instance with a URL we cannot use is left out by setPeers' caller below; never stop watching.
-    }
-  };
+  const apply = () => pool.setPeers(...new Set(members.values()));
   const put = (inst: ServiceInstance) => {
+    // An instance whose URL we cannot use is left out (and a bad update drops its old URL).
     try {
-      new URL(urlOf(inst));
-      members.set(inst.id, new URL(urlOf(inst)).origin);
+      members.set(inst.id, normalizePeerUrl('membership', 'instance url', urlOf(inst)));
     } catch {
       members.delete(inst.id);
     }
   };
   const register = () => registry.register(instance, ttlMs === undefined ? undefined : { ttlMs });
 
-  // Watch first, then list: an instance that appears in between is in one or the other.
-  let events = registry.watch({ service, signal })[Symbol.asyncIterator]();
-  await register();
+  // Watch first (and wait until it is established), then list: an instance that appears in between
+  // is in one or the other, and applying both is idempotent.
+  const openWatch = async () => {
+    let ready!: () => void;
+    const established = new Promise<void>((r) => (ready = r));
+    const it = registry.watch({ service, signal, onReady: () => ready() })[Symbol.asyncIterator]();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([established, new Promise<void>((r) => (timer = setTimeout(r, WATCH_READY_MS)))]);
+    clearTimeout(timer);
+    return it;
+  };
+  let events = await openWatch();
   const relist = async () => {
     let list: ServiceInstance[] = [];
     try {
@@ -99,7 +106,14 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
     for (const inst of list) put(inst);
     apply();
   };
-  await relist();
+  try {
+    await register();
+    await relist();
+  } catch (err) {
+    controller.abort();
+    await events.return?.().catch(() => undefined);
+    throw err;
+  }
 
   let renew: ReturnType<typeof setInterval> | undefined;
   if (ttlMs !== undefined) {
@@ -126,7 +140,7 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
       try {
         await delay(backoff, signal, { unref: true });
         backoff = Math.min(maxBackoffMs, backoff * 2);
-        events = registry.watch({ service, signal })[Symbol.asyncIterator]();
+        events = await openWatch();
         await register();
         await relist();
       } catch {
