@@ -8,8 +8,9 @@
  * - An instance the other choice beat for longer than `forcePickMs` is picked anyway (go-zero), so a
  *   once-slow instance is measured again instead of being starved forever.
  * - Slow start (Envoy): an instance that joins after the first list starts from the mean EWMA of the
- *   others (not 0, which would flood it) and its cost is divided by a weight that grows linearly from
- *   `slowStartMinWeight` to 1 over `slowStartMs`.
+ *   others (not 0, which would flood it), and while it warms up it keeps a pick it won only with a
+ *   probability (its weight) that grows linearly from `slowStartMinWeight` to 1 over `slowStartMs`,
+ *   so its traffic ramps up from a tenth of its share instead of jumping (or starving).
  *
  * `pick` reads the clock at most once every 16 picks (and on every `report`), so a 10-instance pick
  * costs two random numbers and two comparisons.
@@ -126,12 +127,16 @@ export class P2C implements Picker {
     if (b >= a) b++;
     let win = entries[a]!;
     let lose = entries[b]!;
-    if (this.cost(lose, now) < this.cost(win, now)) {
+    if (this.cost(lose) < this.cost(win)) {
       const x = win;
       win = lose;
       lose = x;
     }
     if (now - lose.lastPicked > this.forcePickMs) win = lose;
+    else if (now < this.warmUntil && now - win.joined < this.slowStartMs) {
+      const weight = Math.max(this.minWeight, (now - win.joined) / this.slowStartMs);
+      if (this.random() >= weight) win = lose;
+    }
     win.lastPicked = now;
     this.last = win;
     return win.instance;
@@ -170,10 +175,8 @@ export class P2C implements Picker {
     return this.table.get(id)?.inFlight;
   }
 
-  private cost(e: P2CEntry, now: number): number {
-    const c = (e.ewma > MIN_LATENCY_MS ? e.ewma : MIN_LATENCY_MS) * (e.inFlight + 1);
-    if (now >= this.warmUntil || now - e.joined >= this.slowStartMs) return c;
-    return c / Math.max(this.minWeight, (now - e.joined) / this.slowStartMs);
+  private cost(e: P2CEntry): number {
+    return (e.ewma > MIN_LATENCY_MS ? e.ewma : MIN_LATENCY_MS) * (e.inFlight + 1);
   }
 
   private sync(instances: readonly ServiceInstance[]): P2CEntry[] {

@@ -17,6 +17,10 @@ export interface HashRingOptions {
   hash?: HashFn;
 }
 
+/** Member indexes are packed below hashes in one double: 2^20 members at most. */
+const MEMBER_SPACE = 2 ** 20;
+const MAX_MEMBERS = MEMBER_SPACE;
+
 /** Defaults for HashRingOptions. */
 export const hashRingDefaults = Object.freeze({ replicas: 50 });
 
@@ -84,7 +88,7 @@ export class HashRing {
   /** get returns the member that owns `key`, or undefined when the ring is empty. */
   get(key: string): string | undefined {
     if (this.points.length === 0) return undefined;
-    return this.memberList[this.owners[this.search(this.hash(key))]!];
+    return this.memberList[this.owners[this.search(this.hash(key) >>> 0)]!];
   }
 
   /**
@@ -93,7 +97,7 @@ export class HashRing {
    */
   position(key: string): number {
     if (this.points.length === 0) return -1;
-    return this.search(this.hash(key));
+    return this.search(this.hash(key) >>> 0);
   }
 
   /** points is the number of virtual nodes on the ring. */
@@ -127,21 +131,28 @@ export class HashRing {
   }
 
   private rebuild(): void {
-    this.memberList = [...this.memberSet].sort();
+    const members = [...this.memberSet].sort();
     const r = this.replicas;
-    const n = this.memberList.length * r;
-    const pairs = new Array<[number, number]>(n);
-    for (let m = 0; m < this.memberList.length; m++) {
-      const member = this.memberList[m]!;
-      for (let i = 0; i < r; i++) pairs[m * r + i] = [this.hash(`${i}-${member}`), m];
+    const n = members.length * r;
+    if (members.length > MAX_MEMBERS) throw new RangeError(`HashRing: at most ${MAX_MEMBERS} members, got ${members.length}`);
+    // Each virtual node packed as hash × 2^20 + member index (exact in a double below 2^53), so one
+    // native typed-array sort orders by hash and breaks ties by member name order: every node agrees.
+    const packed = new Float64Array(n);
+    for (let m = 0; m < members.length; m++) {
+      const member = members[m]!;
+      for (let i = 0; i < r; i++) packed[m * r + i] = (this.hash(`${i}-${member}`) >>> 0) * MEMBER_SPACE + m;
     }
-    // Ties (two virtual nodes with one hash) are broken by member name order, so every node agrees.
-    pairs.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-    this.points = new Uint32Array(n);
-    this.owners = new Uint32Array(n);
+    packed.sort();
+    const points = new Uint32Array(n);
+    const owners = new Uint32Array(n);
     for (let i = 0; i < n; i++) {
-      this.points[i] = pairs[i]![0];
-      this.owners[i] = pairs[i]![1];
+      const v = packed[i]!;
+      const m = v % MEMBER_SPACE;
+      points[i] = (v - m) / MEMBER_SPACE;
+      owners[i] = m;
     }
+    this.memberList = members;
+    this.points = points;
+    this.owners = owners;
   }
 }

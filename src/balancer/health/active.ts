@@ -193,8 +193,8 @@ export class ActiveHealthChecker {
     if (s.removed || s.inFlight !== undefined) return;
     const controller = new AbortController();
     s.inFlight = controller;
+    // Not unref'd: it lives only as long as the probe (whose socket holds the loop open anyway).
     const timer = setTimeout(() => controller.abort(new Error('health probe timed out')), this.timeoutMs);
-    timer.unref();
     let ok: boolean;
     try {
       ok = (await this.probe(s.instance, controller.signal)) === true && !controller.signal.aborted;

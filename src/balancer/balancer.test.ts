@@ -1,0 +1,254 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setImmediate as tick } from 'node:timers/promises';
+import { ManualClock } from '../core/clock.js';
+import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
+import { Balancer, type BalancerEvent } from './balancer.js';
+import type { Picker } from './index.js';
+import { inst, instances, seeded } from './test-support.js';
+
+/** FakeRegistry is a Registry of our own for unit tests: a map, scripted failures, pushable watches. */
+class FakeRegistry implements Registry {
+  readonly byId = new Map<string, ServiceInstance>();
+  listFailures: Error[] = [];
+  lists = 0;
+  readonly watches = new Set<{ push: (e: RegistryEvent | Error) => void; signal: AbortSignal | undefined }>();
+
+  async register(i: ServiceInstance): Promise<void> {
+    const type = this.byId.has(i.id) ? 'update' : 'create';
+    this.byId.set(i.id, i);
+    this.emit({ type, instance: i });
+  }
+  async deregister(i: ServiceInstance): Promise<void> {
+    if (this.byId.delete(i.id)) this.emit({ type: 'delete', instance: i });
+  }
+  async getService(name: string): Promise<ServiceInstance[]> {
+    this.lists++;
+    const err = this.listFailures.shift();
+    if (err) throw err;
+    const out = [...this.byId.values()].filter((i) => i.name === name);
+    if (out.length === 0) throw new NotFoundError(`no ${name}`);
+    return out;
+  }
+  async listServices(): Promise<string[]> {
+    return [...new Set([...this.byId.values()].map((i) => i.name))];
+  }
+  watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
+    const queue: (RegistryEvent | Error)[] = [];
+    let wake: (() => void) | undefined;
+    const w = { push: (e: RegistryEvent | Error) => (queue.push(e), wake?.()), signal: options?.signal };
+    const watches = this.watches;
+    return {
+      async *[Symbol.asyncIterator]() {
+        watches.add(w);
+        try {
+          while (!options?.signal?.aborted) {
+            const e = queue.shift();
+            if (e instanceof Error) throw e;
+            if (e !== undefined) yield e;
+            else {
+              await new Promise<void>((resolve) => {
+                wake = resolve;
+                options?.signal?.addEventListener('abort', () => resolve(), { once: true });
+              });
+              wake = undefined;
+            }
+          }
+        } finally {
+          watches.delete(w);
+        }
+      },
+    };
+  }
+  async close(): Promise<void> {}
+  emit(e: RegistryEvent | Error): void {
+    for (const w of this.watches) w.push(e);
+  }
+}
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 10; i++) await tick();
+}
+
+const ids = (list: readonly ServiceInstance[]) => list.map((i) => i.id).sort();
+
+describe('Balancer', () => {
+  it('follows the registry: the first listing, then create, update and delete events', async () => {
+    const reg = new FakeRegistry();
+    await reg.register(inst('a'));
+    await reg.register(inst('b'));
+    const b = new Balancer({ registry: reg, service: 'svc', strategy: 'round-robin', random: seeded(1) });
+    await b.ready();
+    assert.deepEqual(ids(b.instances()), ['a', 'b']);
+    await settle();
+    await reg.register(inst('c'));
+    await reg.register(inst('x', undefined, { name: 'other' })); // another service: ignored
+    await settle();
+    assert.deepEqual(ids(b.instances()), ['a', 'b', 'c']);
+    const moved = inst('a', undefined, { address: '127.0.0.1:9' });
+    await reg.register(moved);
+    await reg.deregister(inst('b'));
+    await settle();
+    assert.deepEqual(ids(b.instances()), ['a', 'c']);
+    assert.ok(b.instances().includes(moved));
+    const seen = new Set(Array.from({ length: 4 }, () => b.pick().id));
+    assert.deepEqual([...seen].sort(), ['a', 'c']);
+    await b.close();
+    assert.equal(reg.watches.size, 0, 'the watch ended');
+  });
+
+  it('answers NoInstanceError for a service without instances, and picks once one registers', async () => {
+    const reg = new FakeRegistry();
+    const b = new Balancer({ registry: reg, service: 'svc' });
+    await b.ready();
+    assert.throws(() => b.pick(), NoInstanceError);
+    await settle();
+    await reg.register(inst('a'));
+    await settle();
+    assert.equal(b.pick().id, 'a');
+    await b.close();
+  });
+
+  it('rejects ready() when the first listing fails, and recovers in the background', async () => {
+    const reg = new FakeRegistry();
+    await reg.register(inst('a'));
+    reg.listFailures.push(new RegistryUnavailableError('down'));
+    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0 }); // backoff waits 0 ms
+    await assert.rejects(b.ready(), RegistryUnavailableError);
+    for (let i = 0; i < 50 && b.instances().length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(ids(b.instances()), ['a']);
+    await b.ready();
+    await b.close();
+  });
+
+  it('lists again and watches again after the watch breaks, catching up on missed changes', async () => {
+    const reg = new FakeRegistry();
+    await reg.register(inst('a'));
+    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0 });
+    await b.ready();
+    await settle();
+    reg.byId.set('b', inst('b')); // a change the watch never reports…
+    reg.emit(new Error('stream reset')); // …because it breaks
+    for (let i = 0; i < 50 && b.instances().length < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(ids(b.instances()), ['a', 'b']);
+    assert.equal(reg.lists, 2);
+    await b.close();
+  });
+
+  it('ejects an instance after 5 failed calls and brings it back after 30 s', async () => {
+    const clock = new ManualClock();
+    const b = new Balancer({ instances: instances(3), strategy: 'round-robin', clock, random: seeded(2) });
+    const events: BalancerEvent[] = [];
+    b.onChange((e) => events.push(e));
+    const bad = b.instances()[1]!;
+    for (let i = 0; i < 5; i++) b.report(bad, { ok: false, latencyMs: 1 });
+    assert.deepEqual(ids(b.healthy()), ['i0', 'i2']);
+    for (let i = 0; i < 20; i++) assert.notEqual(b.pick().id, 'i1');
+    assert.deepEqual(b.health().map((h) => h.ejected), [false, true, false]);
+    clock.advance(30_000);
+    const seen = new Set(Array.from({ length: 6 }, () => b.pick().id));
+    assert.ok(seen.has('i1'));
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['ejected', 'returned'],
+    );
+    await b.close();
+  });
+
+  it('goes into panic mode below 50 % healthy and picks among all instances', async () => {
+    const down = new Set<string>();
+    const b = new Balancer({
+      instances: instances(4),
+      strategy: 'round-robin',
+      activeHealth: { intervalMs: 3_600_000, unhealthyThreshold: 1, probe: async (i) => !down.has(i.id) },
+    });
+    down.add('i0');
+    down.add('i1');
+    await b.checkNow();
+    assert.equal(b.panic, false); // 2 of 4 healthy is not fewer than 50 %
+    assert.deepEqual(ids(b.healthy()), ['i2', 'i3']);
+    down.add('i2');
+    await b.checkNow();
+    assert.equal(b.panic, true);
+    assert.deepEqual(ids(b.healthy()), ['i0', 'i1', 'i2', 'i3']);
+    const seen = new Set(Array.from({ length: 8 }, () => b.pick().id));
+    assert.equal(seen.size, 4);
+    down.clear();
+    await b.checkNow();
+    await b.checkNow(); // 2 successes to come back up
+    assert.equal(b.panic, false);
+    await b.close();
+  });
+
+  it('panicThreshold 0 never panics: with every instance down there is nothing to pick', async () => {
+    const b = new Balancer({ instances: instances(2), panicThreshold: 0, activeHealth: { intervalMs: 3_600_000, unhealthyThreshold: 1, probe: async () => false } });
+    await b.checkNow();
+    assert.throws(() => b.pick(), NoInstanceError);
+    await b.close();
+  });
+
+  it('hands the strategy the same array until something changes, and drops state of removed instances', async () => {
+    const lists: (readonly ServiceInstance[])[] = [];
+    const spy: Picker = { pick: (list) => (lists.push(list), list[0]!) };
+    const clock = new ManualClock();
+    const b = new Balancer({ instances: instances(4), strategy: spy, clock });
+    b.pick();
+    b.pick();
+    assert.equal(lists[0], lists[1]);
+    const i1 = b.instances()[1]!;
+    for (let i = 0; i < 5; i++) b.report(i1, { ok: false, latencyMs: 1 });
+    b.pick();
+    assert.notEqual(lists[2], lists[1]);
+    assert.equal(b.health()[1]!.timesEjected, 1);
+    b.update(instances(4).filter((i) => i.id !== 'i1'));
+    b.update(instances(4));
+    assert.equal(b.health()[1]!.timesEjected, 0, 'i1 came back as new');
+    assert.equal(b.health()[1]!.ejected, false);
+    await b.close();
+  });
+
+  it('avoids excluded instances while others are available', async () => {
+    const b = new Balancer({ instances: instances(3), strategy: 'ring-hash' });
+    const first = b.pick('user:1');
+    const second = b.pick('user:1', new Set([first.id]));
+    assert.notEqual(second.id, first.id);
+    const third = b.pick('user:1', new Set([first.id, second.id]));
+    assert.equal(new Set([first.id, second.id, third.id]).size, 3);
+    const all = new Set(b.instances().map((i) => i.id));
+    assert.ok(all.has(b.pick('user:1', all).id), 'everything excluded: still an answer');
+    await b.close();
+  });
+
+  it('counts in-flight calls through pick and report (P2C)', async () => {
+    const b = new Balancer({ instances: instances(2), strategy: 'p2c', random: seeded(3) });
+    const a = b.pick();
+    const picker = b.picker as import('./p2c.js').P2C;
+    assert.equal(picker.inFlightOf(a.id), 1);
+    b.report(a, { ok: true, latencyMs: 3 });
+    assert.equal(picker.inFlightOf(a.id), 0);
+    await b.close();
+  });
+
+  it('lets the last of duplicate ids win', async () => {
+    const later = inst('a', undefined, { address: '127.0.0.1:2' });
+    const b = new Balancer({ instances: [inst('a'), inst('b'), later] });
+    assert.equal(b.instances().length, 2);
+    assert.ok(b.instances().includes(later));
+    await b.close();
+  });
+
+  it('throws ClosedError after close and rejects bad options and reports', async () => {
+    const b = new Balancer({ instances: instances(1) });
+    assert.throws(() => b.report(null as never, { ok: true, latencyMs: 1 }), TypeError);
+    assert.throws(() => b.report(b.instances()[0]!, {} as never), TypeError);
+    await b.close();
+    assert.throws(() => b.pick(), ClosedError);
+    assert.throws(() => new Balancer({ registry: {} as never, service: 'svc' }), TypeError);
+    assert.throws(() => new Balancer({ registry: new FakeRegistry() }), TypeError);
+    assert.throws(() => new Balancer({ instances: [], strategy: 'fastest' as never }), RangeError);
+    assert.throws(() => new Balancer({ instances: [], panicThreshold: 2 }), RangeError);
+    assert.throws(() => new Balancer({ instances: [], activeHealth: { path: 'health' } }), TypeError);
+    assert.throws(() => new Balancer({ instances: 'a' as never }), TypeError);
+  });
+});

@@ -1,0 +1,130 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../core/clock.js';
+import { NoInstanceError } from '../core/errors.js';
+import type { ServiceInstance } from '../registry/types.js';
+import { P2C } from './p2c.js';
+import { inst, instances, seeded } from './test-support.js';
+
+/** drive makes `calls` calls, one per `stepMs`, each finishing at once with the instance's latency. */
+function drive(p: P2C, clock: ManualClock, list: readonly ServiceInstance[], latency: (id: string) => number, calls: number, stepMs = 1, ok: (id: string) => boolean = () => true) {
+  const counts = new Map<string, number>();
+  for (let i = 0; i < calls; i++) {
+    clock.advance(stepMs);
+    const x = p.pick(list);
+    p.start(x);
+    counts.set(x.id, (counts.get(x.id) ?? 0) + 1);
+    p.report(x, { ok: ok(x.id), latencyMs: latency(x.id) });
+  }
+  return counts;
+}
+
+describe('P2C', () => {
+  it('sends most traffic to the fast instance and little to the slow one', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(1) });
+    const list = [inst('fast'), inst('medium'), inst('slow')];
+    const lat: Record<string, number> = { fast: 5, medium: 50, slow: 200 };
+    const counts = drive(p, clock, list, (id) => lat[id]!, 20_000, 2);
+    const share = (id: string) => (counts.get(id) ?? 0) / 20_000;
+    assert.ok(share('fast') > 0.6, `fast ${share('fast')}`);
+    assert.ok(share('slow') < 0.05, `slow ${share('slow')}`);
+    assert.ok(share('slow') > 0, 'the slow instance is still measured (forced picks)');
+  });
+
+  it('avoids an instance with many calls in flight when latencies are equal', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(2) });
+    const list = instances(2);
+    p.pick(list);
+    for (let i = 0; i < 10; i++) p.report(list[i % 2]!, { ok: true, latencyMs: 10 });
+    for (let i = 0; i < 5; i++) p.start(list[0]!);
+    for (let i = 0; i < 100; i++) assert.equal(p.pick(list).id, 'i1');
+    assert.equal(p.inFlightOf('i0'), 5);
+  });
+
+  it('decays latency with time: 10 s later an old sample weighs e^-1', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, initialLatencyMs: 0 });
+    const list = instances(1);
+    p.pick(list);
+    p.report(list[0]!, { ok: true, latencyMs: 100 });
+    const after = p.ewmaOf('i0')!; // a same-instant sample moves the average by 1/16
+    clock.advance(10_000);
+    p.report(list[0]!, { ok: true, latencyMs: 0 });
+    assert.ok(Math.abs(p.ewmaOf('i0')! - after * Math.exp(-1)) < 1e-9);
+  });
+
+  it('counts a failure as at least failurePenalty × its EWMA, so failing fast does not look fast', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(4) });
+    const list = [inst('good'), inst('broken')];
+    const counts = drive(p, clock, list, (id) => (id === 'good' ? 20 : 1), 5_000, 5, (id) => id === 'good');
+    assert.ok((counts.get('good') ?? 0) > 4_000, `good ${counts.get('good')}`);
+  });
+
+  it('picks an instance that lost for longer than forcePickMs anyway', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(5), forcePickMs: 1_000 });
+    const list = [inst('fast'), inst('slow')];
+    // 10 s of calls, one per ms: the slow one is only picked when forced, about once a second.
+    const counts = drive(p, clock, list, (id) => (id === 'fast' ? 1 : 500), 10_000, 1);
+    const slow = counts.get('slow') ?? 0;
+    assert.ok(slow >= 5 && slow <= 40, `slow picked ${slow} times`);
+  });
+
+  it('warms a late joiner up: less than its share at first, about its share after slowStartMs', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(6), slowStartMs: 10_000 });
+    const old = instances(4);
+    drive(p, clock, old, () => 10, 4_000, 5); // 20 s of history
+    const grown = [...old, inst('new')];
+    const early = drive(p, clock, grown, () => 10, 1_000, 1); // the first second of its window
+    const earlyShare = (early.get('new') ?? 0) / 1_000;
+    assert.ok(earlyShare > 0, 'not starved');
+    assert.ok(earlyShare < 0.12, `early share ${earlyShare}`);
+    clock.advance(10_000);
+    const late = drive(p, clock, grown, () => 10, 5_000, 2);
+    const lateShare = (late.get('new') ?? 0) / 5_000;
+    assert.ok(lateShare > 0.14 && lateShare < 0.26, `late share ${lateShare}`);
+  });
+
+  it('starts a late joiner from the mean latency of the others, not from zero', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(8) });
+    const old = instances(2);
+    drive(p, clock, old, (id) => (id === 'i0' ? 10 : 30), 2_000, 5);
+    const e0 = p.ewmaOf('i0')!;
+    const e1 = p.ewmaOf('i1')!;
+    p.pick([...old, inst('new')]);
+    assert.ok(Math.abs(p.ewmaOf('new')! - (e0 + e1) / 2) < 1e-9);
+  });
+
+  it('keeps state for instances that stay and drops it for those that leave', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock });
+    const list = instances(3);
+    p.pick(list);
+    p.start(list[0]!);
+    p.pick(list.slice(0, 2));
+    assert.equal(p.inFlightOf('i0'), 1);
+    assert.equal(p.inFlightOf('i2'), undefined);
+    p.report(list[2]!, { ok: true, latencyMs: 1 }); // a report for a departed instance is ignored
+  });
+
+  it('rejects bad options and an empty list', () => {
+    assert.throws(() => new P2C({ decayMs: 0 }), RangeError);
+    assert.throws(() => new P2C({ slowStartMinWeight: 0 }), RangeError);
+    assert.throws(() => new P2C({ clock: {} as never }), TypeError);
+    assert.throws(() => new P2C({ random: 3 as never }), TypeError);
+    assert.throws(() => new P2C().pick([]), NoInstanceError);
+  });
+
+  it('still picks a real instance when random() misbehaves', () => {
+    const list = instances(3);
+    for (const r of [1, -0.5, NaN, 7]) {
+      const p = new P2C({ random: () => r });
+      assert.ok(list.includes(p.pick(list)));
+    }
+  });
+});

@@ -1,0 +1,80 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { NoInstanceError } from '../core/errors.js';
+import { SmoothWeightedRoundRobin } from './smooth-weighted.js';
+import { inst } from './test-support.js';
+
+const seq = (p: SmoothWeightedRoundRobin, list: readonly ReturnType<typeof inst>[], n: number) =>
+  Array.from({ length: n }, () => p.pick(list).id).join(' ');
+
+describe('SmoothWeightedRoundRobin', () => {
+  it('gives exactly A A B A C A A for weights 5, 1, 1 (nginx), and repeats it', () => {
+    const p = new SmoothWeightedRoundRobin();
+    const list = [inst('A', '5'), inst('B', '1'), inst('C', '1')];
+    assert.equal(seq(p, list, 7), 'A A B A C A A');
+    assert.equal(seq(p, list, 7), 'A A B A C A A');
+  });
+
+  it('gives every instance exactly its weight in each cycle of the total weight', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: 20 }), { minLength: 1, maxLength: 8 }), (weights) => {
+        const p = new SmoothWeightedRoundRobin({ warn: () => {} });
+        const list = weights.map((w, i) => inst(`n${i}`, String(w)));
+        const total = weights.reduce((a, b) => a + b, 0);
+        for (let cycle = 0; cycle < 3; cycle++) {
+          const counts = new Map<string, number>();
+          for (let i = 0; i < total; i++) {
+            const id = p.pick(list).id;
+            counts.set(id, (counts.get(id) ?? 0) + 1);
+          }
+          weights.forEach((w, i) => assert.equal(counts.get(`n${i}`) ?? 0, w));
+        }
+      }),
+    );
+  });
+
+  it('keeps the current weights of instances that stay when the list changes', () => {
+    const a = inst('A', '5');
+    const b = inst('B', '1');
+    const c = inst('C', '1');
+    const p = new SmoothWeightedRoundRobin();
+    assert.equal(seq(p, [a, b, c], 3), 'A A B');
+    // A new array with the same instances (and a fresh copy of A) continues the sequence.
+    assert.equal(seq(p, [{ ...a }, b, c], 4), 'A C A A');
+    // D joins: A, B, C keep their state (all 0 after a full cycle), D starts at 0.
+    const next = [a, b, c, inst('D', '1')];
+    assert.equal(seq(p, next, 8), 'A A B A C A D A');
+  });
+
+  it('reads a weight that is not a positive finite number as 1, warning once per instance', () => {
+    const warnings: string[] = [];
+    const p = new SmoothWeightedRoundRobin({ warn: (m) => warnings.push(m) });
+    const list = [inst('A', '3'), inst('B', 'abc'), inst('C', '-1'), inst('D', '0'), inst('E', 'Infinity'), inst('F', '')];
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 8 * 10; i++) {
+      const id = p.pick(list).id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    assert.deepEqual(Object.fromEntries(counts), { A: 30, B: 10, C: 10, D: 10, E: 10, F: 10 });
+    p.pick([...list]); // a new list with the same instances: no new warnings
+    assert.equal(warnings.length, 5);
+    assert.match(warnings[0]!, /B.*"abc"/);
+  });
+
+  it('lets the last of duplicate ids win', () => {
+    const p = new SmoothWeightedRoundRobin();
+    const list = [inst('A', '1'), inst('B', '1'), inst('A', '3')];
+    const picks = seq(p, list, 4).split(' ');
+    assert.equal(picks.filter((x) => x === 'A').length, 3);
+    assert.equal(picks.filter((x) => x === 'B').length, 1);
+    assert.equal(p.pick(list), list[2]); // the object of the last occurrence
+  });
+
+  it('throws NoInstanceError on an empty list and TypeError on a non-list', () => {
+    const p = new SmoothWeightedRoundRobin();
+    assert.throws(() => p.pick([]), NoInstanceError);
+    assert.throws(() => p.pick(undefined as never), TypeError);
+    assert.throws(() => p.pick([null] as never), TypeError);
+  });
+});

@@ -1,0 +1,33 @@
+/**
+ * Test helpers for the balancer's unit tests (not exported from the module): instances and a seeded
+ * random source.
+ */
+import type { ServiceInstance } from '../registry/types.js';
+
+/** inst builds a ServiceInstance of service `svc` with an optional weight. */
+export function inst(id: string, weight?: string, extra: Partial<ServiceInstance> = {}): ServiceInstance {
+  return Object.freeze({ id, name: 'svc', address: `127.0.0.1:${1000 + (hashId(id) % 50000)}`, ...(weight === undefined ? {} : { metadata: { weight } }), ...extra });
+}
+
+/** instances builds `n` instances `i0` … `i(n-1)`. */
+export function instances(n: number, prefix = 'i'): ServiceInstance[] {
+  return Array.from({ length: n }, (_, i) => inst(`${prefix}${i}`));
+}
+
+/** seeded returns a deterministic uniform random source in [0, 1) (mulberry32). */
+export function seeded(seed = 1): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function hashId(id: string): number {
+  let h = 0;
+  for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) >>> 0;
+  return h;
+}
