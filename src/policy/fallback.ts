@@ -69,7 +69,9 @@ export class Fallback<R = unknown> {
   private readonly shouldFallback: (err: unknown) => boolean;
   private readonly clock: Clock;
   private readonly events = new Emitter<FallbackEvent>();
-  private lastGood: { value: R; at: number } | undefined;
+  private hasLastGood = false;
+  private lastGood: R | undefined;
+  private lastGoodAt = 0;
 
   constructor(options?: FallbackOptions<R>) {
     const o = optionsObject('Fallback', options);
@@ -100,7 +102,7 @@ export class Fallback<R = unknown> {
 
   /** lastGoodValue is the remembered last good result (regardless of age), or undefined. */
   get lastGoodValue(): R | undefined {
-    return this.lastGood?.value;
+    return this.lastGood;
   }
 
   /**
@@ -133,15 +135,16 @@ export class Fallback<R = unknown> {
   private readonly recoverNoSignal = (err: unknown): Promise<R> => this.recover(err, undefined);
 
   private remember(value: R): void {
-    this.lastGood = { value, at: this.maxAgeMs === Infinity ? 0 : this.clock.now() };
+    this.hasLastGood = true;
+    this.lastGood = value;
+    if (this.maxAgeMs !== Infinity) this.lastGoodAt = this.clock.now();
   }
 
   private async recover(err: unknown, signal: AbortSignal | undefined): Promise<R> {
     if (signal?.aborted || !this.shouldFallback(err)) throw err;
-    const lg = this.lastGood;
-    if (lg !== undefined && (this.maxAgeMs === Infinity || this.clock.now() - lg.at <= this.maxAgeMs)) {
+    if (this.hasLastGood && (this.maxAgeMs === Infinity || this.clock.now() - this.lastGoodAt <= this.maxAgeMs)) {
       this.emit(err, 'last-good');
-      return lg.value;
+      return this.lastGood as R;
     }
     for (let i = 0; i < this.chain.length; i++) {
       if (signal?.aborted) break;

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { getEventListeners } from 'node:events';
 import { AbortedError, TimeoutError } from '../core/errors.js';
+import { neverAborted } from '../core/guard.js';
 import { Timeout, type TimeoutOptions } from './timeout.js';
 
 function activeTimers(): number {
@@ -54,6 +55,24 @@ describe('Timeout', () => {
       mock.timers.tick(30);
       await assert.rejects(p, boom);
     });
+  });
+
+  it('gives a task declared without parameters no signal of its own, and still rejects at its deadline', async () => {
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const timeout = new Timeout({ timeoutMs: 50 });
+      let seen: AbortSignal | undefined;
+      const p = timeout.execute(function (this: unknown) {
+        // eslint-disable-next-line prefer-rest-params
+        seen = arguments[0] as AbortSignal;
+        return new Promise<never>(() => {});
+      });
+      mock.timers.tick(50);
+      await assert.rejects(p, TimeoutError);
+      assert.equal(seen, neverAborted, 'no controller was made for it');
+    } finally {
+      mock.timers.reset();
+    }
   });
 
   it('runs a task that returns a plain value or throws synchronously', async () => {

@@ -1,0 +1,87 @@
+/**
+ * policy: the success path of each policy's execute, and of a wrap of several, against a bare
+ * `await fn()` and cockatiel 3's equivalents. Every subject runs in its own process (see harness.ts).
+ *
+ *   BENCH_RUNS=5 node --import tsx bench/policy.bench.ts
+ */
+import * as cockatiel from 'cockatiel';
+import { bench } from './harness.js';
+import { Bulkhead, Fallback, Retry, RetryBudget, Timeout, wrap } from '../src/policy/index.js';
+
+/** The guarded work: an async function that answers at once. */
+async function task(): Promise<number> {
+  return 1;
+}
+
+const subjects: Record<string, () => { op: () => unknown; async: true }> = {
+  'bare await fn()': () => ({ op: () => task(), async: true }),
+
+  'Retry.execute': () => {
+    const p = new Retry({ maxAttempts: 3 });
+    return { op: () => p.execute(task), async: true };
+  },
+  'Retry.execute + RetryBudget': () => {
+    const p = new Retry({ maxAttempts: 3, budget: new RetryBudget() });
+    return { op: () => p.execute(task), async: true };
+  },
+  'cockatiel retry': () => {
+    const p = cockatiel.retry(cockatiel.handleAll, { maxAttempts: 2, backoff: new cockatiel.ExponentialBackoff() });
+    return { op: () => p.execute(task), async: true };
+  },
+
+  'Timeout.execute': () => {
+    const p = new Timeout({ timeoutMs: 1_000 });
+    return { op: () => p.execute(task), async: true };
+  },
+  'cockatiel timeout (cooperative)': () => {
+    const p = cockatiel.timeout(1_000, cockatiel.TimeoutStrategy.Cooperative);
+    return { op: () => p.execute(task), async: true };
+  },
+  'cockatiel timeout (aggressive)': () => {
+    const p = cockatiel.timeout(1_000, cockatiel.TimeoutStrategy.Aggressive);
+    return { op: () => p.execute(task), async: true };
+  },
+
+  'Bulkhead.execute': () => {
+    const p = new Bulkhead({ maxConcurrent: 10, maxQueued: 10 });
+    return { op: () => p.execute(task), async: true };
+  },
+  'cockatiel bulkhead': () => {
+    const p = cockatiel.bulkhead(10, 10);
+    return { op: () => p.execute(task), async: true };
+  },
+
+  'Fallback.execute': () => {
+    const p = new Fallback({ value: 0 });
+    return { op: () => p.execute(task), async: true };
+  },
+  'Fallback.execute (lastGood, maxAgeMs)': () => {
+    const p = new Fallback({ value: 0, lastGood: { maxAgeMs: 60_000 } });
+    return { op: () => p.execute(task), async: true };
+  },
+  'cockatiel fallback': () => {
+    const p = cockatiel.fallback(cockatiel.handleAll, 0);
+    return { op: () => p.execute(task), async: true };
+  },
+
+  'wrap(fallback, retry, bulkhead, timeout)': () => {
+    const p = wrap(
+      new Fallback({ value: 0 }),
+      new Retry({ maxAttempts: 3, budget: new RetryBudget() }),
+      new Bulkhead({ maxConcurrent: 10, maxQueued: 10 }),
+      new Timeout({ timeoutMs: 1_000 }),
+    );
+    return { op: () => p.execute(task), async: true };
+  },
+  'cockatiel wrap(fallback, retry, bulkhead, timeout)': () => {
+    const p = cockatiel.wrap(
+      cockatiel.fallback(cockatiel.handleAll, 0),
+      cockatiel.retry(cockatiel.handleAll, { maxAttempts: 2, backoff: new cockatiel.ExponentialBackoff() }),
+      cockatiel.bulkhead(10, 10),
+      cockatiel.timeout(1_000, cockatiel.TimeoutStrategy.Aggressive),
+    );
+    return { op: () => p.execute(task), async: true };
+  },
+};
+
+await bench('policy: success path of execute (async task answering at once)', { baseline: 'bare await fn()', subjects });
