@@ -1,0 +1,385 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ManualClock } from '../core/clock.js';
+import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import { EventQueue } from './event-queue.js';
+import { RegistryCache, type RegistryCacheOptions } from './registry-cache.js';
+import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+
+const inst = (id: string, name = 'api'): ServiceInstance => Object.freeze({ id, name, address: `127.0.0.1:${8000 + id.length}` });
+const flush = async (n = 5) => {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+};
+
+/** FakeRegistry injects faults: failures, empty answers, held calls; its watches are driven by the test. */
+class FakeRegistry implements Registry {
+  services = new Map<string, ServiceInstance[]>();
+  calls = 0;
+  fail: Error | undefined;
+  /** When set, getService waits for `release()`. */
+  hold = false;
+  private held: Array<() => void> = [];
+  watches = new Set<{ service: string | undefined; queue: EventQueue }>();
+  watchCalls = 0;
+
+  async getService(name: string): Promise<ServiceInstance[]> {
+    this.calls++;
+    if (this.hold) await new Promise<void>((r) => this.held.push(r));
+    if (this.fail) throw this.fail;
+    const list = this.services.get(name);
+    if (list === undefined || list.length === 0) throw new NotFoundError(`no ${name}`);
+    return [...list];
+  }
+  release(): void {
+    this.hold = false;
+    for (const r of this.held.splice(0)) r();
+  }
+  async register(i: ServiceInstance): Promise<void> {
+    this.services.set(i.name, [...(this.services.get(i.name) ?? []).filter((x) => x.id !== i.id), i]);
+  }
+  async deregister(i: ServiceInstance): Promise<void> {
+    this.services.set(i.name, (this.services.get(i.name) ?? []).filter((x) => x.id !== i.id));
+  }
+  async listServices(): Promise<string[]> {
+    return [...this.services.keys()];
+  }
+  watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
+    this.watchCalls++;
+    const w = { service: options?.service, queue: undefined as unknown as EventQueue };
+    w.queue = new EventQueue(100, options?.signal, () => this.watches.delete(w));
+    this.watches.add(w);
+    queueMicrotask(() => options?.onReady?.());
+    return w.queue;
+  }
+  emit(e: RegistryEvent): void {
+    for (const w of this.watches) if (w.service === undefined || w.service === e.instance.name) w.queue.push(e);
+  }
+  failWatches(err: Error): void {
+    for (const w of [...this.watches]) w.queue.fail(err);
+  }
+  async close(): Promise<void> {}
+}
+
+function setup(options: RegistryCacheOptions = {}) {
+  const clock = new ManualClock(1_000_000);
+  const fake = new FakeRegistry();
+  fake.services.set('api', [inst('a1'), inst('a2')]);
+  const cache = new RegistryCache(fake, { clock, ttlMs: 60_000, minRetryIntervalMs: 5_000, watchRetryInitialMs: 1, watchRetryMaxMs: 2, random: () => 0, ...options });
+  return { clock, fake, cache };
+}
+const ids = (l: readonly ServiceInstance[]) => l.map((i) => i.id).sort();
+
+describe('RegistryCache: the seven behaviours of go-micro registry/cache', () => {
+  it('stampede: 10 concurrent lookups make 1 registry call', async () => {
+    const { fake, cache } = setup();
+    fake.hold = true;
+    const ps = Array.from({ length: 10 }, () => cache.getService('api'));
+    await flush();
+    fake.release();
+    for (const l of await Promise.all(ps)) assert.deepEqual(ids(l), ['a1', 'a2']);
+    assert.equal(fake.calls, 1);
+    await cache.close();
+  });
+
+  it('singleflight with error: 10 concurrent lookups against a failing registry make 1 call and share the error', async () => {
+    const { fake, cache } = setup();
+    fake.fail = new Error('etcd down');
+    fake.hold = true;
+    const ps = Array.from({ length: 10 }, () => cache.getService('api'));
+    await flush();
+    fake.release();
+    for (const p of ps) await assert.rejects(p, RegistryUnavailableError);
+    assert.equal(fake.calls, 1);
+    await cache.close();
+  });
+
+  it('stale on error: an expired entry is answered when the registry fails', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    clock.advance(60_001);
+    fake.fail = new Error('etcd down');
+    assert.deepEqual(ids(await cache.getService('api')), ['a1', 'a2']);
+    assert.equal(fake.calls, 2);
+    assert.equal(cache.stats().stale, 1);
+    await cache.close();
+  });
+
+  it('penetration: 50 concurrent lookups inside the throttle window make 0 extra calls and get the stale entry', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    clock.advance(60_001);
+    fake.fail = new Error('etcd down');
+    await cache.getService('api'); // the attempt that opens the window
+    const before = fake.calls;
+    const got = await Promise.all(Array.from({ length: 50 }, () => cache.getService('api')));
+    assert.ok(got.every((l) => l.length === 2));
+    assert.equal(fake.calls, before);
+    assert.equal(cache.stats().throttled, 50);
+    await cache.close();
+  });
+
+  it('throttling without stale: fails fast inside the window, asks again after it', async () => {
+    const { clock, fake, cache } = setup();
+    fake.fail = new Error('etcd down');
+    await assert.rejects(cache.getService('api'), RegistryUnavailableError);
+    await assert.rejects(cache.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && /throttled/.test(e.message));
+    assert.equal(fake.calls, 1);
+    clock.advance(5_000);
+    await assert.rejects(cache.getService('api'), RegistryUnavailableError);
+    assert.equal(fake.calls, 2);
+    await cache.close();
+  });
+
+  it('several concurrent lookups while throttled without stale all fail fast with no call', async () => {
+    const { fake, cache } = setup();
+    fake.fail = new Error('etcd down');
+    await assert.rejects(cache.getService('api'));
+    const rs = await Promise.allSettled(Array.from({ length: 20 }, () => cache.getService('api')));
+    assert.ok(rs.every((r) => r.status === 'rejected' && r.reason instanceof RegistryUnavailableError));
+    assert.equal(fake.calls, 1);
+    await cache.close();
+  });
+
+  it('success clears the throttle: after a successful lookup the next miss asks the registry at once', async () => {
+    const { clock, fake, cache } = setup({ ttlMs: 1_000 });
+    fake.fail = new Error('etcd down');
+    await assert.rejects(cache.getService('api'));
+    clock.advance(5_000);
+    fake.fail = undefined;
+    assert.equal((await cache.getService('api')).length, 2);
+    clock.advance(1_001); // expired, well inside 5 s of the last attempt
+    fake.services.set('api', [inst('a3')]);
+    assert.deepEqual(ids(await cache.getService('api')), ['a3']);
+    assert.equal(fake.calls, 3);
+    await cache.close();
+  });
+});
+
+describe('RegistryCache: the three scenarios of reference 000', () => {
+  it('registry down with a stale entry: callers get the stale list, and the registry is not asked again inside the window', async () => {
+    const { clock, fake, cache } = setup({ minRetryIntervalMs: 10_000 });
+    await cache.getService('api');
+    clock.advance(120_000);
+    fake.fail = new Error('etcd down');
+    assert.equal((await cache.getService('api')).length, 2);
+    assert.equal((await cache.getService('api')).length, 2);
+    assert.equal(fake.calls, 2);
+    await cache.close();
+  });
+
+  it('rolling release: 1 000 callers at expiry make one registry call', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    clock.advance(60_001);
+    fake.hold = true;
+    fake.services.set('api', [inst('b1'), inst('b2')]);
+    const ps = Array.from({ length: 1000 }, () => cache.getService('api'));
+    await flush();
+    fake.release();
+    const got = await Promise.all(ps);
+    assert.ok(got.every((l) => ids(l).join() === 'b1,b2'));
+    assert.equal(fake.calls, 2);
+    await cache.close();
+  });
+
+  it('no cache and registry down: one call, then fast failures until the window passes, then one call again', async () => {
+    const { clock, fake, cache } = setup({ minRetryIntervalMs: 10_000 });
+    fake.fail = new Error('etcd down');
+    await assert.rejects(cache.getService('new-service'), RegistryUnavailableError);
+    await assert.rejects(cache.getService('new-service'), RegistryUnavailableError);
+    assert.equal(fake.calls, 1);
+    clock.advance(10_000);
+    await assert.rejects(cache.getService('new-service'), RegistryUnavailableError);
+    assert.equal(fake.calls, 2);
+    await cache.close();
+  });
+});
+
+describe('RegistryCache: what go-micro users ran into', () => {
+  it('tells "no instances" (NotFoundError) from "could not ask" (RegistryUnavailableError), also while throttled', async () => {
+    const { fake, cache } = setup();
+    await assert.rejects(cache.getService('ghost'), NotFoundError);
+    await assert.rejects(cache.getService('ghost'), NotFoundError);
+    assert.equal(fake.calls, 1);
+    fake.fail = new Error('down');
+    await assert.rejects(cache.getService('other'), RegistryUnavailableError);
+    await assert.rejects(cache.getService('other'), RegistryUnavailableError);
+    await cache.close();
+  });
+
+  it('callers arriving while the first lookup is in flight join it, even once it has started the window (go-micro #2821)', async () => {
+    const { fake, cache } = setup();
+    fake.hold = true;
+    const first = cache.getService('api');
+    await flush();
+    const late = Array.from({ length: 5 }, () => cache.getService('api'));
+    fake.release();
+    assert.equal((await first).length, 2);
+    for (const l of await Promise.all(late)) assert.equal(l.length, 2);
+    assert.equal(fake.calls, 1);
+    await cache.close();
+  });
+
+  it('never replaces a non-empty list with an empty answer or an error; a confirmed delete event does', async () => {
+    const { clock, fake, cache } = setup({ minRetryIntervalMs: 0 });
+    await cache.getService('api');
+    clock.advance(60_001);
+    fake.services.set('api', []);
+    assert.equal((await cache.getService('api')).length, 2);
+    fake.fail = new Error('down');
+    assert.equal((await cache.getService('api')).length, 2);
+    fake.emit({ type: 'delete', instance: inst('a1') });
+    fake.emit({ type: 'delete', instance: inst('a2') });
+    await flush();
+    fake.fail = undefined;
+    await assert.rejects(cache.getService('api'), NotFoundError);
+    await cache.close();
+  });
+
+  it('hands out frozen results: a caller that mutates them cannot corrupt the cache', async () => {
+    const { cache } = setup();
+    const got = await cache.getService('api');
+    assert.throws(() => got.push(inst('evil')), TypeError);
+    assert.throws(() => ((got[0] as { address: string }).address = 'evil:1'), TypeError);
+    assert.equal((await cache.getService('api')).length, 2);
+    await cache.close();
+  });
+
+  it('applies create, update and delete events and keeps the entry fresh', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    fake.emit({ type: 'create', instance: inst('a3') });
+    fake.emit({ type: 'update', instance: { ...inst('a1'), address: '127.0.0.1:1' } });
+    fake.emit({ type: 'delete', instance: inst('a2') });
+    await flush();
+    clock.advance(59_000);
+    const got = await cache.getService('api');
+    assert.deepEqual(ids(got), ['a1', 'a3']);
+    assert.equal(got.find((i) => i.id === 'a1')!.address, '127.0.0.1:1');
+    assert.equal(fake.calls, 1);
+    assert.equal(cache.stats().watchEvents, 3);
+    await cache.close();
+  });
+
+  it('starts a failed watch again with backoff, and looks the service up once it is back', async () => {
+    const { fake, cache } = setup();
+    await cache.getService('api');
+    assert.equal(fake.watchCalls, 1);
+    fake.services.set('api', [inst('z9')]);
+    fake.failWatches(new Error('stream broke'));
+    await new Promise((r) => setTimeout(r, 30));
+    await flush();
+    assert.equal(fake.watchCalls, 2);
+    assert.equal(cache.stats().watchReconnects, 1);
+    assert.equal(fake.calls, 2);
+    assert.deepEqual(ids(await cache.getService('api')), ['z9']);
+    await cache.close();
+  });
+
+  it('drops the entry and the watch of a service nobody asked for within idleMs', async () => {
+    const { clock, fake, cache } = setup({ idleMs: 30_000 });
+    await cache.getService('api');
+    assert.equal(fake.watches.size, 1);
+    clock.advance(20_000);
+    await cache.getService('api');
+    clock.advance(20_000);
+    cache.sweep();
+    assert.equal(cache.stats().services, 1);
+    clock.advance(10_000);
+    cache.sweep();
+    assert.equal(cache.stats().services, 0);
+    await flush();
+    assert.equal(fake.watches.size, 0);
+    await cache.close();
+  });
+
+  it('keeps at most maxServices entries, dropping the least recently used', async () => {
+    const { clock, fake, cache } = setup({ maxServices: 2 });
+    for (const n of ['s1', 's2', 's3']) {
+      fake.services.set(n, [inst('x', n)]);
+      await cache.getService(n);
+      clock.advance(1);
+    }
+    assert.equal(cache.stats().services, 2);
+    assert.equal(cache.peek('s1'), undefined);
+    assert.ok(cache.peek('s3'));
+    await cache.close();
+  });
+
+  it('counts hits, misses, stale answers, registry calls and throttled answers', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    await cache.getService('api');
+    clock.advance(60_001);
+    fake.fail = new Error('down');
+    await cache.getService('api');
+    await cache.getService('api');
+    const s = cache.stats();
+    assert.deepEqual(
+      { hits: s.hits, misses: s.misses, stale: s.stale, registryCalls: s.registryCalls, throttled: s.throttled, services: s.services },
+      { hits: 1, misses: 3, stale: 2, registryCalls: 2, throttled: 1, services: 1 },
+    );
+    await cache.close();
+  });
+
+  it('rejects bad names with a TypeError, and lookups after close with ClosedError', async () => {
+    const { cache } = setup();
+    await assert.rejects(cache.getService('a b'), TypeError);
+    await cache.close();
+    await assert.rejects(cache.getService('api'), ClosedError);
+  });
+
+  it('validates its options', () => {
+    const fake = new FakeRegistry();
+    assert.throws(() => new RegistryCache(fake, { ttlMs: 0 }), /ttlMs/);
+    assert.throws(() => new RegistryCache(fake, { minRetryIntervalMs: -1 }), /minRetryIntervalMs/);
+    assert.throws(() => new RegistryCache(fake, { snapshotPath: '' }), /snapshotPath/);
+    assert.throws(() => new RegistryCache({} as Registry), /registry/);
+  });
+});
+
+describe('RegistryCache snapshot', () => {
+  it('writes the last-known-good view atomically and serves it as stale at the next start while the registry is down', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bulwark-snap-'));
+    try {
+      const snapshotPath = join(dir, 'registry.json');
+      const { cache } = setup({ snapshotPath, snapshotDebounceMs: 0 });
+      await cache.getService('api');
+      await cache.close();
+      assert.match(readFileSync(snapshotPath, 'utf8'), /bulwark-registry-snapshot/);
+      const { fake, cache: next } = setup({ snapshotPath });
+      fake.fail = new Error('down at start');
+      assert.deepEqual(ids(await next.getService('api')), ['a1', 'a2']);
+      assert.equal(next.stats().stale, 1);
+      assert.equal(fake.calls, 1);
+      await next.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  for (const [what, content] of [
+    ['corrupt', '{"format": "bulwark-registry-snap'],
+    ['foreign', JSON.stringify({ hello: 'world' })],
+    ['ill-shaped', JSON.stringify({ format: 'bulwark-registry-snapshot', version: 1, services: { api: [{ id: 'x', name: 'api', address: 'no port' }] } })],
+  ]) {
+    it(`ignores a ${what} snapshot with a warning`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'bulwark-snap-'));
+      try {
+        const snapshotPath = join(dir, 'registry.json');
+        writeFileSync(snapshotPath, content!);
+        const warnings: string[] = [];
+        const { fake, cache } = setup({ snapshotPath, onWarning: (m) => warnings.push(m) });
+        assert.equal(warnings.length, 1);
+        fake.fail = new Error('down');
+        await assert.rejects(cache.getService('api'), RegistryUnavailableError);
+        await cache.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  }
+});

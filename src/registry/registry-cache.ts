@@ -1,0 +1,445 @@
+/**
+ * RegistryCache wraps a Registry with go-micro's registry cache semantics (references 000/001):
+ *
+ * 1. Fresh entry (service TTL and every node TTL valid): answered from memory — a frozen array of frozen
+ *    instances, shared by every caller (a caller cannot corrupt it; copy it before sorting).
+ * 2. A lookup for this service already in flight: join it (go-micro issue 2821: callers arriving during
+ *    the first lookup were throttled and told "not found" for a service that exists).
+ * 3. Expired, and the last failed (or empty) attempt was less than `minRetryIntervalMs` ago: the stale
+ *    entry if there is one, else fail fast without touching the registry — `RegistryUnavailableError` when
+ *    the last attempt failed, `NotFoundError` when the registry said the service has no instances.
+ * 4. Otherwise one singleflight call per service. Success refreshes the entry and clears the throttle
+ *    (go-micro's README promises it; its code keeps the window). Failure answers the stale entry if there
+ *    is one, else `RegistryUnavailableError`. An empty answer never replaces a non-empty list; only a
+ *    confirmed delete event empties it.
+ *
+ * A watch per looked-up service (started before its first lookup, so no change falls between the two)
+ * applies create / update / delete as they come, and reconnects with exponential backoff plus 0–100 ms
+ * jitter (go-micro), looking the service up again once reconnected. Services nobody asked for within
+ * `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good view is written
+ * (debounced, atomically) and read at start, served as stale until the registry answers.
+ */
+import { Backoff } from '../core/backoff.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import { SingleFlight } from '../core/singleflight.js';
+import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
+import { CacheWatch, type WatchHost } from './cache-watch.js';
+import { readSnapshot, writeSnapshot } from './snapshot.js';
+import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import { checkName } from './validate.js';
+
+/** RegistryCacheOptions configures a RegistryCache. */
+export interface RegistryCacheOptions {
+  /** How long an answer (and each node in it) stays fresh. Defaults to 60 000 (go-micro). */
+  ttlMs?: number;
+  /** The least time between refresh attempts of one service after a failed or empty one. Defaults to 5 000 (go-micro). */
+  minRetryIntervalMs?: number;
+  /** A service not looked up for this long loses its entry and its watch. Defaults to 600 000. */
+  idleMs?: number;
+  /** The most services cached; past it the least recently used is dropped. Defaults to 10 000. */
+  maxServices?: number;
+  /** Watch each looked-up service for changes. Defaults to true. */
+  watch?: boolean;
+  /** The first wait before a failed watch reconnects (then doubling, plus 0–100 ms jitter). Defaults to 100. */
+  watchRetryInitialMs?: number;
+  /** The longest wait before a failed watch reconnects. Defaults to 10 000. */
+  watchRetryMaxMs?: number;
+  /** Where to keep the last-known-good view across restarts. Defaults to none. */
+  snapshotPath?: string;
+  /** How long after a change the snapshot is written (changes in between are written together). Defaults to 1 000. */
+  snapshotDebounceMs?: number;
+  /** The clock for TTLs and throttling. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Uniform random numbers in [0, 1), for reconnect jitter. Defaults to `Math.random`. */
+  random?: () => number;
+  /** Receives warnings (a bad snapshot, a failed snapshot write). Defaults to `process.emitWarning`. */
+  onWarning?: (message: string) => void;
+}
+
+/** Defaults for RegistryCacheOptions. */
+export const registryCacheDefaults = Object.freeze({
+  ttlMs: 60_000,
+  minRetryIntervalMs: 5_000,
+  idleMs: 600_000,
+  maxServices: 10_000,
+  watch: true,
+  watchRetryInitialMs: 100,
+  watchRetryMaxMs: 10_000,
+  snapshotDebounceMs: 1_000,
+});
+
+/** RegistryCacheStats are plain counters, read as a snapshot. */
+export interface RegistryCacheStats {
+  /** Lookups answered from a fresh entry. */
+  hits: number;
+  /** Lookups that found no fresh entry. */
+  misses: number;
+  /** Lookups answered with a stale entry (throttled, or the registry failed or answered empty). */
+  stale: number;
+  /** Calls made to the registry's getService. */
+  registryCalls: number;
+  /** Lookups answered without asking the registry because the service was throttled. */
+  throttled: number;
+  /** Watches started again after they failed or ended. */
+  watchReconnects: number;
+  /** Watch events applied. */
+  watchEvents: number;
+  /** Services currently cached. */
+  services: number;
+}
+
+/** Entry is one cached service. */
+interface Entry {
+  /** What lookups answer: frozen, replaced (never mutated) on change. */
+  instances: readonly ServiceInstance[];
+  /** Fresh until this time: the earliest of the service TTL and every node TTL. */
+  validUntil: number;
+  /** Per-instance expiry (go-micro's node TTLs), by id. */
+  nodeExpiry: Map<string, number>;
+  serviceExpiry: number;
+  lastUsed: number;
+}
+
+/** Throttle is the memory of the last failed or empty attempt of one service. */
+interface Throttle {
+  at: number;
+  /** undefined: the registry said the service has no instances. */
+  error: unknown;
+}
+
+const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
+
+/** RegistryCache is a caching Registry; see the module comment. */
+export class RegistryCache implements Registry {
+  private readonly entries = new Map<string, Entry>();
+  private readonly throttles = new Map<string, Throttle>();
+  private readonly watches = new Map<string, CacheWatch>();
+  private readonly flights = new SingleFlight<string, readonly ServiceInstance[]>();
+  private readonly clock: Clock;
+  private readonly ttlMs: number;
+  private readonly minRetryMs: number;
+  private readonly idleMs: number;
+  private readonly maxServices: number;
+  private readonly watchEnabled: boolean;
+  private readonly warn: (message: string) => void;
+  private readonly snapshotPath: string | undefined;
+  private readonly snapshotDebounceMs: number;
+  private readonly newBackoff: () => Backoff;
+  private readonly random: () => number;
+  private readonly sweepTimer: ReturnType<typeof setInterval>;
+  private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
+  private snapshotWrite: Promise<void> = Promise.resolve();
+  private closed = false;
+  private readonly counters = { hits: 0, misses: 0, stale: 0, registryCalls: 0, throttled: 0, watchReconnects: 0, watchEvents: 0 };
+
+  constructor(
+    private readonly registry: Registry,
+    options?: RegistryCacheOptions,
+  ) {
+    if (registry === null || typeof registry !== 'object' || typeof registry.getService !== 'function') {
+      throw new TypeError(`RegistryCache: registry must implement Registry, got ${registry === null ? 'null' : typeof registry}`);
+    }
+    const o = checkOptions('RegistryCache', options);
+    const d = registryCacheDefaults;
+    this.clock = clockOption('RegistryCache', o.clock, systemClock);
+    this.ttlMs = integer('RegistryCache', 'ttlMs', o.ttlMs ?? d.ttlMs, 1);
+    this.minRetryMs = integer('RegistryCache', 'minRetryIntervalMs', o.minRetryIntervalMs ?? d.minRetryIntervalMs, 0);
+    this.idleMs = integer('RegistryCache', 'idleMs', o.idleMs ?? d.idleMs, 1);
+    this.maxServices = integer('RegistryCache', 'maxServices', o.maxServices ?? d.maxServices, 1);
+    if (o.watch !== undefined && typeof o.watch !== 'boolean') throw new TypeError(`RegistryCache: watch must be a boolean, got ${String(o.watch)}`);
+    this.watchEnabled = o.watch ?? d.watch;
+    const initialMs = integer('RegistryCache', 'watchRetryInitialMs', o.watchRetryInitialMs ?? d.watchRetryInitialMs, 1);
+    const maxMs = integer('RegistryCache', 'watchRetryMaxMs', o.watchRetryMaxMs ?? d.watchRetryMaxMs, initialMs);
+    this.random = o.random === undefined ? Math.random : fn('RegistryCache', 'random', o.random);
+    this.newBackoff = () => new Backoff({ initialMs, maxMs, jitter: 'none' });
+    this.warn = o.onWarning === undefined ? defaultWarn : fn('RegistryCache', 'onWarning', o.onWarning);
+    if (o.snapshotPath !== undefined && (typeof o.snapshotPath !== 'string' || o.snapshotPath.length === 0)) {
+      throw new TypeError(`RegistryCache: snapshotPath must be a non-empty string, got ${JSON.stringify(o.snapshotPath)}`);
+    }
+    this.snapshotPath = o.snapshotPath;
+    this.snapshotDebounceMs = integer('RegistryCache', 'snapshotDebounceMs', o.snapshotDebounceMs ?? d.snapshotDebounceMs, 0);
+    if (this.snapshotPath !== undefined) this.loadSnapshot(this.snapshotPath);
+    this.sweepTimer = setInterval(() => this.sweep(), Math.max(1000, Math.min(60_000, this.idleMs / 2)));
+    this.sweepTimer.unref();
+  }
+
+  /** stats answers a snapshot of the counters. */
+  stats(): RegistryCacheStats {
+    return { ...this.counters, services: this.entries.size };
+  }
+
+  /**
+   * peek answers the cached instances of `name` when they are fresh, else undefined; it never calls the
+   * registry. The array is frozen and shared.
+   */
+  peek(name: string): readonly ServiceInstance[] | undefined {
+    const e = this.entries.get(name);
+    if (e === undefined || e.instances.length === 0) return undefined;
+    const now = this.clock.now();
+    if (now >= e.validUntil) return undefined;
+    e.lastUsed = now;
+    return e.instances;
+  }
+
+  /**
+   * getService answers the instances of `name` (see the module comment for when it asks the registry).
+   * The array is frozen and shared: copy it before changing it.
+   */
+  getService(name: string): Promise<ServiceInstance[]> {
+    const e = this.entries.get(name);
+    if (e !== undefined && e.instances.length > 0) {
+      const now = this.clock.now();
+      if (now < e.validUntil) {
+        this.counters.hits++;
+        e.lastUsed = now;
+        return Promise.resolve(e.instances as ServiceInstance[]);
+      }
+    }
+    return this.lookup(name) as Promise<ServiceInstance[]>;
+  }
+
+  private async lookup(name: string): Promise<readonly ServiceInstance[]> {
+    checkName('RegistryCache.getService', 'name', name);
+    if (this.closed) throw new ClosedError('RegistryCache is closed');
+    const now = this.clock.now();
+    const e = this.entries.get(name);
+    if (e !== undefined) {
+      e.lastUsed = now;
+      if (e.instances.length === 0 && now < e.validUntil) {
+        // a confirmed delete emptied it: the registry's answer, still fresh
+        this.counters.hits++;
+        throw new NotFoundError(`service ${name} has no instances`);
+      }
+    }
+    this.counters.misses++;
+    if (this.flights.has(name)) return this.flights.do(name, () => this.refresh(name));
+    const t = this.throttles.get(name);
+    if (t !== undefined && now - t.at < this.minRetryMs) {
+      this.counters.throttled++;
+      if (e !== undefined && e.instances.length > 0) {
+        this.counters.stale++;
+        return e.instances;
+      }
+      throw throttledError(name, t, this.minRetryMs);
+    }
+    return this.flights.do(name, () => this.refresh(name));
+  }
+
+  /** refresh is the one registry call of a flight: it decides what every caller of the flight gets. */
+  private async refresh(name: string): Promise<readonly ServiceInstance[]> {
+    if (this.watchEnabled) await this.ensureWatch(name).ready;
+    this.counters.registryCalls++;
+    let list: ServiceInstance[] | undefined;
+    let failure: unknown;
+    try {
+      list = await this.registry.getService(name);
+      if (!Array.isArray(list)) throw new TypeError(`registry answered ${typeof list} instead of an array`);
+    } catch (err) {
+      failure = err;
+    }
+    const now = this.clock.now();
+    const e = this.entries.get(name);
+    if (list !== undefined && list.length > 0) {
+      this.throttles.delete(name); // success clears the throttle
+      return this.store(name, list, now).instances;
+    }
+    const notFound = failure === undefined || failure instanceof NotFoundError;
+    this.throttles.set(name, { at: now, error: notFound ? undefined : failure });
+    if (e !== undefined && e.instances.length > 0) {
+      // neither an error nor an empty answer replaces a non-empty list: only a delete event does
+      this.counters.stale++;
+      return e.instances;
+    }
+    if (notFound) throw new NotFoundError(`service ${name} has no instances`);
+    throw failure instanceof RegistryUnavailableError
+      ? failure
+      : new RegistryUnavailableError(`registry lookup of ${name} failed: ${failure instanceof Error ? failure.message : String(failure)}`, { cause: failure });
+  }
+
+  /** store replaces the entry of `name` with `list` (a full, fresh answer). */
+  private store(name: string, list: readonly ServiceInstance[], now: number): Entry {
+    const instances = freezeList(list);
+    const nodeExpiry = new Map<string, number>();
+    const expiry = now + this.ttlMs;
+    for (const i of instances) nodeExpiry.set(i.id, expiry);
+    let e = this.entries.get(name);
+    if (e === undefined) {
+      this.makeRoom();
+      e = { instances, validUntil: expiry, nodeExpiry, serviceExpiry: expiry, lastUsed: now };
+      this.entries.set(name, e);
+    } else {
+      e.instances = instances;
+      e.nodeExpiry = nodeExpiry;
+      e.serviceExpiry = expiry;
+      e.validUntil = expiry;
+    }
+    this.changed();
+    return e;
+  }
+
+  /** apply folds one watch event into the entry (go-micro `update`). */
+  private apply(name: string, event: RegistryEvent, complete: boolean): void {
+    this.counters.watchEvents++;
+    const now = this.clock.now();
+    const inst = event.instance;
+    if (inst === null || typeof inst !== 'object' || inst.name !== name) return;
+    let e = this.entries.get(name);
+    if (e === undefined) {
+      if (event.type === 'delete') return;
+      this.makeRoom();
+      // a create on a service we know to be empty is the whole truth; otherwise a partial view, kept stale
+      e = { instances: EMPTY, validUntil: 0, nodeExpiry: new Map(), serviceExpiry: complete ? now + this.ttlMs : 0, lastUsed: now };
+      this.entries.set(name, e);
+    }
+    const others = e.instances.filter((i) => i.id !== inst.id);
+    if (event.type === 'delete') {
+      if (others.length === e.instances.length) return;
+      e.instances = others.length === 0 ? EMPTY : Object.freeze(others);
+      e.nodeExpiry.delete(inst.id);
+    } else {
+      others.push(Object.isFrozen(inst) ? inst : Object.freeze({ ...inst }));
+      e.instances = Object.freeze(others);
+      e.nodeExpiry.set(inst.id, now + this.ttlMs);
+    }
+    if (e.serviceExpiry > 0) e.serviceExpiry = now + this.ttlMs;
+    let v = e.serviceExpiry;
+    for (const x of e.nodeExpiry.values()) if (x < v) v = x;
+    e.validUntil = v;
+    this.changed();
+  }
+
+  private ensureWatch(name: string): CacheWatch {
+    let w = this.watches.get(name);
+    if (w === undefined) {
+      const host: WatchHost = {
+        registry: this.registry,
+        backoff: this.newBackoff(),
+        random: this.random,
+        apply: (event) => {
+          const t = this.throttles.get(name);
+          this.apply(name, event, t !== undefined && t.error === undefined);
+        },
+        restarted: () => void this.counters.watchReconnects++,
+        reconnected: () => {
+          // changes made while the watch was down (or past a resync): look the service up again, through the flight
+          if (!this.closed) this.flights.do(name, () => this.refresh(name)).catch(noop);
+        },
+      };
+      w = new CacheWatch(name, host);
+      this.watches.set(name, w);
+    }
+    return w;
+  }
+
+  /** sweep drops services nobody looked up within `idleMs` (entry and watch), and old throttles. The timer calls it. */
+  sweep(): void {
+    const now = this.clock.now();
+    for (const [name, e] of this.entries) if (now - e.lastUsed >= this.idleMs) this.forget(name);
+    for (const [name, t] of this.throttles) if (now - t.at >= this.minRetryMs && !this.entries.has(name)) this.throttles.delete(name);
+    for (const name of this.watches.keys()) if (!this.entries.has(name) && !this.throttles.has(name) && !this.flights.has(name)) this.forget(name);
+  }
+
+  private forget(name: string): void {
+    if (this.entries.delete(name)) this.changed();
+    this.throttles.delete(name);
+    const w = this.watches.get(name);
+    if (w !== undefined) {
+      this.watches.delete(name);
+      w.stop();
+    }
+  }
+
+  private makeRoom(): void {
+    if (this.entries.size < this.maxServices) return;
+    let oldest: string | undefined;
+    let at = Infinity;
+    for (const [name, e] of this.entries) if (e.lastUsed < at) (at = e.lastUsed), (oldest = name);
+    if (oldest !== undefined) this.forget(oldest);
+  }
+
+  register(instance: ServiceInstance, options?: RegisterOptions): Promise<void> {
+    return this.registry.register(instance, options);
+  }
+
+  deregister(instance: ServiceInstance): Promise<void> {
+    return this.registry.deregister(instance);
+  }
+
+  /** listServices asks the registry (service names are not cached). */
+  listServices(): Promise<string[]> {
+    return this.registry.listServices();
+  }
+
+  /** watch is the registry's own watch. */
+  watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
+    return this.registry.watch(options);
+  }
+
+  /** close stops every watch and timer and writes a pending snapshot. The wrapped registry stays open: close it yourself. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.sweepTimer);
+    for (const w of this.watches.values()) w.stop();
+    this.watches.clear();
+    if (this.snapshotTimer !== undefined) {
+      clearTimeout(this.snapshotTimer);
+      this.snapshotTimer = undefined;
+      this.saveSnapshot();
+    }
+    await this.snapshotWrite;
+  }
+
+  private changed(): void {
+    if (this.snapshotPath === undefined || this.snapshotTimer !== undefined || this.closed) return;
+    this.snapshotTimer = setTimeout(() => {
+      this.snapshotTimer = undefined;
+      this.saveSnapshot();
+    }, this.snapshotDebounceMs);
+    this.snapshotTimer.unref();
+  }
+
+  private saveSnapshot(): void {
+    const path = this.snapshotPath!;
+    const services: Array<[string, readonly ServiceInstance[]]> = [];
+    for (const [name, e] of this.entries) if (e.instances.length > 0) services.push([name, e.instances]);
+    this.snapshotWrite = this.snapshotWrite
+      .then(() => writeSnapshot(path, services))
+      .catch((err: unknown) => this.warn(`RegistryCache: cannot write snapshot ${path}: ${(err as Error).message}`));
+  }
+
+  private loadSnapshot(path: string): void {
+    const now = this.clock.now();
+    for (const [name, list] of readSnapshot(path, this.warn)) {
+      if (this.entries.size >= this.maxServices) break;
+      // known, but never fresh: served as stale until the registry answers
+      this.entries.set(name, { instances: freezeList(list), validUntil: 0, nodeExpiry: new Map(), serviceExpiry: 0, lastUsed: now });
+    }
+  }
+}
+
+function freezeList(list: readonly ServiceInstance[]): readonly ServiceInstance[] {
+  const out: ServiceInstance[] = [];
+  for (const i of list) out.push(Object.isFrozen(i) && (i.metadata === undefined || Object.isFrozen(i.metadata)) ? i : freezeInstance(i));
+  return Object.freeze(out);
+}
+
+function freezeInstance(i: ServiceInstance): ServiceInstance {
+  const copy: { -readonly [K in keyof ServiceInstance]: ServiceInstance[K] } = { id: i.id, name: i.name, address: i.address };
+  if (i.version !== undefined) copy.version = i.version;
+  if (i.metadata !== undefined) copy.metadata = Object.freeze({ ...i.metadata });
+  return Object.freeze(copy);
+}
+
+function throttledError(name: string, t: Throttle, minRetryMs: number): Error {
+  if (t.error === undefined) return new NotFoundError(`service ${name} has no instances (asked less than ${minRetryMs} ms ago)`);
+  const why = t.error instanceof Error ? t.error.message : String(t.error);
+  return new RegistryUnavailableError(`registry lookups of ${name} are throttled for ${minRetryMs} ms after a failure: ${why}`, { cause: t.error });
+}
+
+function defaultWarn(message: string): void {
+  process.emitWarning(message, { code: 'BULWARK_REGISTRY_CACHE' });
+}
+
+function noop(): void {}
