@@ -51,5 +51,5 @@ export { LeastRequest, type LeastRequestOptions } from './least-request.js';
 export { createPicker, type StrategyOption } from './strategies.js';
 export { weightOf, instanceWeight } from './instance-table.js';
 export { OutlierDetector, outlierDefaults, type OutlierOptions, type OutlierEvent } from './health/outlier.js';
-export { ActiveHealthChecker, activeHealthDefaults, httpProbe, type ActiveHealthOptions, type HealthEvent, type Probe } from './health/active.js';
-export { Balancer, balancerDefaults, type BalancerOptions, type InstanceHealth } from './balancer.js';
+export { ActiveHealthChecker, activeHealthDefaults, httpProbe, checkHealthPath, type ActiveHealthOptions, type HealthEvent, type Probe } from './health/active.js';
+export { Balancer, balancerDefaults, type BalancerOptions, type BalancerEvent, type InstanceHealth } from './balancer.js';
