@@ -1,0 +1,182 @@
+/**
+ * CallRun is one guarded call's state: what to run, which instances it tried, and the attempt in
+ * flight. Each attempt asks the service breaker, picks an instance (another one than the call tried
+ * before, and not one whose breaker is open, while any other is available) whose breaker admits it,
+ * runs the task under the per-attempt timeout, and reports the outcome to both breakers and the
+ * balancer. Retry and the bulkhead wrap `attempt`; ResilientClient wires them.
+ */
+import { AbortedError, BreakerOpenError, BulwarkError, PeerError } from '../core/errors.js';
+import type { Clock } from '../core/clock.js';
+import type { Emitter } from '../core/events.js';
+import type { ServiceInstance } from '../registry/types.js';
+import type { AttemptTimeout } from './deadlines.js';
+import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
+import type { ClientCounters } from './stats.js';
+
+/** InstanceTask is the work of one attempt: call `instance`, honouring `signal`. */
+export type InstanceTask<T> = (instance: ServiceInstance, signal: AbortSignal) => T | PromiseLike<T>;
+
+/** AttemptEvent describes one finished (or refused) attempt, for live views and metrics. */
+export interface AttemptEvent {
+  readonly service: string;
+  /** The instance tried. */
+  readonly instance: ServiceInstance;
+  /** `ok`, `error` (the call failed), or `rejected` (its breaker refused it: the instance was not called). */
+  readonly outcome: 'ok' | 'error' | 'rejected';
+  /** How long the attempt took in ms (0 when rejected). */
+  readonly latencyMs: number;
+  /** The failure, when `outcome` is not `ok`. */
+  readonly error?: unknown;
+}
+
+/** ServiceParts is what CallRun needs of the service it calls. */
+export interface ServiceParts {
+  readonly name: string;
+  readonly balancer: ServiceBalancer;
+  readonly breaker: CallBreaker;
+  /** instanceBreaker returns the breaker of `instance` (one per service and instance id). */
+  instanceBreaker(instance: ServiceInstance): CallBreaker;
+  /** isOpen tells whether the breaker of instance `id` is open now (without asking it to admit a call). */
+  isOpen(id: string): boolean;
+}
+
+/** Shared, per-client things a run reports to. */
+export interface RunContext {
+  readonly clock: Clock;
+  readonly counters: ClientCounters;
+  readonly attempts: Emitter<AttemptEvent>;
+}
+
+/**
+ * ResultFailure is thrown by an attempt whose task answered a value that counts as a failure (an HTTP
+ * 5xx): it fails the attempt for breakers, balancer and retry, and carries the value so that the last
+ * one can still be answered when no retry or fallback takes over.
+ */
+export class ResultFailure<T> extends PeerError {
+  constructor(
+    message: string,
+    readonly value: T,
+    status: number,
+  ) {
+    super(message, { status });
+  }
+}
+
+/** ResultJudge says whether a value the task answered is a failure: false if not, else a status for the message. */
+export type ResultJudge<T> = (value: T) => number | false;
+
+/** The outcome reported to the balancer for a pick that was not run (its breaker refused it). */
+const NOT_RUN = Object.freeze({ ok: true, latencyMs: 0 });
+
+/** CallRun carries one call through its attempts. */
+export class CallRun<T> {
+  /** Ids of the instances earlier attempts failed on (allocated at the first failure). */
+  private tried: string[] | undefined;
+  private instance: ServiceInstance | undefined;
+  private attemptsMade = 0;
+
+  constructor(
+    private readonly ctx: RunContext,
+    private readonly service: ServiceParts,
+    private readonly fn: InstanceTask<T>,
+    private readonly key: string | undefined,
+    private readonly timeout: AttemptTimeout | undefined,
+    private readonly callerSignal: AbortSignal | undefined,
+    private readonly isFailure: ((err: unknown) => boolean) | undefined,
+    private readonly judge: ResultJudge<T> | undefined,
+  ) {}
+
+  /** has is the `exclude` set handed to the balancer: instances already tried, or whose breaker is open. */
+  has(id: string): boolean {
+    return (this.tried !== undefined && this.tried.includes(id)) || this.service.isOpen(id);
+  }
+
+  /** attempt runs one attempt; Retry calls it again on a retryable failure. */
+  readonly attempt = (signal: AbortSignal): Promise<T> => {
+    const { service, ctx } = this;
+    if (this.attemptsMade++ > 0) ctx.counters.retries++;
+    let serviceToken: AdmissionToken;
+    try {
+      serviceToken = service.breaker.allow();
+    } catch (err) {
+      if (err instanceof BreakerOpenError) ctx.counters.breakerRejections++;
+      return Promise.reject(err);
+    }
+    let instance: ServiceInstance;
+    let token: AdmissionToken;
+    try {
+      instance = service.balancer.pick(this.key, this);
+    } catch (err) {
+      serviceToken.success(); // nothing ran: the service breaker learns nothing from this attempt
+      return Promise.reject(err);
+    }
+    try {
+      token = service.instanceBreaker(instance).allow();
+    } catch (err) {
+      service.balancer.report(instance, NOT_RUN);
+      serviceToken.success();
+      if (err instanceof BreakerOpenError) {
+        ctx.counters.breakerRejections++;
+        if (ctx.attempts.hasListeners) ctx.attempts.emit({ service: service.name, instance, outcome: 'rejected', latencyMs: 0, error: err });
+      }
+      return Promise.reject(err);
+    }
+    this.instance = instance;
+    ctx.counters.attempts++;
+    const start = ctx.clock.now();
+    let result: PromiseLike<T>;
+    try {
+      result = this.timeout === undefined ? Promise.resolve(this.fn(instance, signal)) : this.timeout.run(this.task, signal);
+    } catch (err) {
+      result = Promise.reject(err);
+    }
+    return Promise.resolve(result).then(
+      (value) => {
+        const status = this.judge === undefined ? false : this.judge(value);
+        if (status === false) {
+          this.finish(instance, token, serviceToken, start, undefined);
+          return value;
+        }
+        const failure = new ResultFailure(`${service.name}/${instance.id} answered ${status}`, value, status);
+        this.finish(instance, token, serviceToken, start, failure);
+        throw failure;
+      },
+      (err: unknown) => {
+        this.finish(instance, token, serviceToken, start, err ?? new Error('task rejected without a reason'));
+        throw err;
+      },
+    );
+  };
+
+  /** task is what the timeout runs: the caller's function on the instance this attempt picked. */
+  private readonly task = (signal: AbortSignal): T | PromiseLike<T> => this.fn(this.instance!, signal);
+
+  /** finish reports one attempt's outcome to the breakers, the balancer, the counters and listeners. */
+  private finish(instance: ServiceInstance, token: AdmissionToken, serviceToken: AdmissionToken, start: number, err: unknown): void {
+    const { ctx } = this;
+    const latencyMs = ctx.clock.now() - start;
+    const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || this.isFailure(err));
+    if (failed) {
+      ctx.counters.failedAttempts++;
+      token.failure(err);
+      serviceToken.failure(err);
+      (this.tried ??= []).push(instance.id); // a retry must go elsewhere
+    } else {
+      token.success();
+      serviceToken.success();
+    }
+    this.service.balancer.report(instance, failed ? { ok: false, latencyMs } : { ok: true, latencyMs });
+    if (ctx.attempts.hasListeners) {
+      ctx.attempts.emit(
+        failed
+          ? { service: this.service.name, instance, outcome: 'error', latencyMs, error: err }
+          : { service: this.service.name, instance, outcome: 'ok', latencyMs },
+      );
+    }
+  }
+
+  /** byCaller tells whether `err` is the caller's own cancellation rather than the instance's failure. */
+  private byCaller(err: unknown): boolean {
+    return this.callerSignal?.aborted === true || (err instanceof BulwarkError && err.code === AbortedError.code);
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * Deadlines gives attempts a timeout without an AbortController per attempt.
+ *
+ * Why: on Node 20, making an AbortSignal costs about 6 µs (measured: `new AbortController()` is cheap,
+ * reading its `signal` is not), three times the whole budget of a guarded call. So attempts that start
+ * within the same granule (1 % of the timeout, at least 1 ms) share one controller and one timer, set
+ * to fire one timeout after the granule ends: an attempt's deadline falls between `timeoutMs` and
+ * `timeoutMs` + 1 % after it started. A thousand calls a second with a 10 s timeout make 100
+ * controllers a second instead of a thousand.
+ *
+ * The price, documented for callers: the signal an attempt gets is a deadline signal, like
+ * `AbortSignal.timeout()` — it may abort at the deadline after the attempt has finished, so do not keep
+ * using it (to stream a body, say) past the attempt. Calls with their own `signal` get a dedicated
+ * controller linked to it (the policy `Timeout`), so nothing is shared with them.
+ *
+ * Each granule keeps its attempts in flight in an intrusive doubly linked list (O(1) insert and remove,
+ * nothing kept once an attempt settles), and its timer holds the event loop open only while an attempt
+ * is in flight. At the deadline every attempt still in the list rejects with TimeoutError and the shared
+ * signal aborts.
+ */
+import { setMaxListeners } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import { TimeoutError, withoutStack } from '../core/errors.js';
+import { neverAborted, type Task } from '../core/guard.js';
+import { Timeout } from '../policy/timeout.js';
+
+/** Granules per timeout: the most an attempt's deadline is late, as a fraction of the timeout. */
+const GRANULES_PER_TIMEOUT = 100;
+
+/** Pending is one attempt in flight under a granule's deadline. */
+class Pending<T> {
+  prev: Pending<unknown> | undefined = undefined;
+  next: Pending<unknown> | undefined = undefined;
+  done = false;
+
+  constructor(
+    private readonly granule: Granule,
+    private readonly resolveFn: (value: T) => void,
+    readonly rejectFn: (err: unknown) => void,
+  ) {}
+
+  readonly resolve = (value: T): void => {
+    if (this.done) return;
+    this.done = true;
+    this.granule.remove(this as Pending<unknown>);
+    this.resolveFn(value);
+  };
+
+  readonly reject = (err: unknown): void => {
+    if (this.done) return;
+    this.done = true;
+    this.granule.remove(this as Pending<unknown>);
+    this.rejectFn(err);
+  };
+}
+
+/** Granule is the shared controller and timer of the attempts that started in one time slot. */
+class Granule {
+  readonly controller = new AbortController();
+  readonly signal: AbortSignal;
+  private readonly timer: NodeJS.Timeout;
+  private head: Pending<unknown> | undefined;
+  private count = 0;
+  fired = false;
+
+  constructor(
+    readonly key: number,
+    waitMs: number,
+    private readonly timeoutMs: number,
+  ) {
+    this.signal = this.controller.signal;
+    setMaxListeners(0, this.signal); // many attempts (and undici requests) listen to one signal
+    this.timer = setTimeout(this.fire, waitMs);
+    this.timer.unref(); // held open only while an attempt is in flight (see add/remove)
+  }
+
+  add(p: Pending<unknown>): void {
+    p.next = this.head;
+    if (this.head !== undefined) this.head.prev = p;
+    this.head = p;
+    if (this.count++ === 0) this.timer.ref();
+  }
+
+  remove(p: Pending<unknown>): void {
+    if (p.prev !== undefined) p.prev.next = p.next;
+    else if (this.head === p) this.head = p.next;
+    if (p.next !== undefined) p.next.prev = p.prev;
+    p.prev = p.next = undefined;
+    if (--this.count === 0) this.timer.unref();
+  }
+
+  private readonly fire = (): void => {
+    this.fired = true;
+    if (this.count === 0) return; // nobody in flight: nothing to abort
+    const err = withoutStack(() => new TimeoutError(`attempt timed out after ${this.timeoutMs} ms`));
+    this.controller.abort(err);
+    for (let p = this.head; p !== undefined; p = this.head) {
+      p.done = true;
+      this.remove(p);
+      p.rejectFn(err);
+    }
+  };
+}
+
+/** Deadlines runs tasks under one timeout, sharing a signal and a timer per granule. */
+export class Deadlines {
+  readonly granuleMs: number;
+  private current: Granule | undefined;
+
+  constructor(readonly timeoutMs: number) {
+    this.granuleMs = Math.max(1, timeoutMs / GRANULES_PER_TIMEOUT);
+  }
+
+  /**
+   * run calls `task` with the signal of the current granule and answers its result, or rejects with
+   * TimeoutError at the deadline if the task has not settled by then.
+   */
+  run<T>(task: Task<T>): Promise<T> {
+    const g = this.granule();
+    return new Promise<T>((resolve, reject) => {
+      const p = new Pending<T>(g, resolve, reject);
+      g.add(p as Pending<unknown>);
+      let result: T | PromiseLike<T>;
+      try {
+        result = task(g.signal);
+      } catch (err) {
+        p.reject(err);
+        return;
+      }
+      if (result !== null && typeof (result as PromiseLike<T>)?.then === 'function') (result as PromiseLike<T>).then(p.resolve, p.reject);
+      else p.resolve(result as T);
+    });
+  }
+
+  private granule(): Granule {
+    const now = performance.now();
+    const key = Math.floor(now / this.granuleMs);
+    const g = this.current;
+    if (g !== undefined && g.key === key && !g.fired) return g;
+    const next = new Granule(key, (key + 1) * this.granuleMs + this.timeoutMs - now, this.timeoutMs);
+    this.current = next;
+    return next;
+  }
+}
+
+/**
+ * AttemptTimeout is the timeout of an attempt: shared deadlines when nobody else can abort the
+ * attempt, and the policy Timeout (a controller of its own, linked to the caller's signal) otherwise.
+ */
+export class AttemptTimeout {
+  private readonly deadlines: Deadlines;
+  private readonly timeout: Timeout;
+
+  constructor(readonly timeoutMs: number) {
+    this.deadlines = new Deadlines(timeoutMs);
+    this.timeout = new Timeout({ timeoutMs });
+  }
+
+  /** run runs `task` under the deadline; `signal` is the caller's (or `neverAborted`). */
+  run<T>(task: Task<T>, signal: AbortSignal): Promise<T> {
+    return signal === neverAborted ? this.deadlines.run(task) : this.timeout.execute(task, { signal });
+  }
+}

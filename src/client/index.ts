@@ -1,0 +1,14 @@
+/**
+ * bulwark/client: `ResilientClient`, which calls a service through the whole guarded-call flow of
+ * ARCHITECTURE.md — discovery (RegistryCache) → balancer pick (P2C by default, ejected instances left
+ * out) → bulkhead → breaker per service and per instance → timeout → outcome fed back to the balancer
+ * and breakers → retry on another instance within a retry budget → fallback — with `call(service, fn)`
+ * for any transport and `fetch('http://payments/api/x')` for HTTP over per-instance undici keep-alive pools.
+ */
+export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions } from './resilient-client.js';
+export { ServiceState, serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions } from './service-state.js';
+export type { AttemptEvent, InstanceTask } from './call-run.js';
+export type { FetchInit } from './fetch.js';
+export { HttpPools, httpPoolsDefaults, type HttpPoolsOptions } from './http-pools.js';
+export type { ClientStats } from './stats.js';
+export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome } from './seams.js';

@@ -1,0 +1,355 @@
+/**
+ * ResilientClient runs calls to a service through ARCHITECTURE.md's guarded-call flow:
+ *
+ * 1. discovery: the service's instances come from the registry (answered from memory by a
+ *    RegistryCache, which serves stale entries while the registry is down);
+ * 2. the balancer (P2C by default) leaves ejected instances out and picks one;
+ * 3. the bulkhead admits the attempt or rejects it at once;
+ * 4. the service's breaker, then the picked instance's breaker, admit it or reject it at once;
+ * 5. the timeout aborts the attempt's signal at its deadline;
+ * 6. the outcome feeds both breakers and the balancer (latency EWMA, in-flight, passive health);
+ * 7. a retryable failure is retried on ANOTHER instance, if the service's retry budget allows;
+ * 8. if all of that fails, the fallback answers.
+ *
+ * One ServiceState per service holds its balancer, breakers, bulkhead and retry budget; the first call
+ * to a service creates it (a service the registry does not know rejects with NotFoundError).
+ */
+import { systemClock, type Clock } from '../core/clock.js';
+import { ClosedError, NotFoundError, RetryBudgetExhaustedError, isBulwarkError } from '../core/errors.js';
+import { Emitter, type Disposer, type Listener } from '../core/events.js';
+import { neverAborted } from '../core/guard.js';
+import { SingleFlight } from '../core/singleflight.js';
+import { clockOption, finite, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
+import { RegistryCache, type RegistryCacheOptions } from '../registry/registry-cache.js';
+import type { Registry } from '../registry/types.js';
+import { CallRun, ResultFailure, type AttemptEvent, type InstanceTask, type ResultJudge, type RunContext } from './call-run.js';
+import { AttemptTimeout } from './deadlines.js';
+import { failedStatus, fetchAttempt, originOf, planFetch, type FetchInit } from './fetch.js';
+import { HttpPools, type HttpPoolsOptions } from './http-pools.js';
+import { ServiceState, type ServiceStateOptions } from './service-state.js';
+import { ClientCounters, type ClientStats } from './stats.js';
+
+/** CallOptions are the per-call options of `ResilientClient.call`. */
+export interface CallOptions<T> {
+  /** Routing key for affinity strategies (ring hash). Defaults to none. */
+  key?: string;
+  /** Deadline of each attempt in milliseconds; 0 for none. Defaults to the client's `timeoutMs`. */
+  timeoutMs?: number;
+  /**
+   * Whether to retry a failed attempt on another instance: false, true (the client's `maxAttempts`),
+   * or `{ maxAttempts }` (attempts in all, the first included). Retries always need the service's
+   * retry budget. Defaults to true: pass false for work that must not run twice.
+   */
+  retry?: boolean | { maxAttempts?: number };
+  /**
+   * Answers when the call fails in the end: a function `(error, signal) => value`, or a policy
+   * `Fallback` (last good value, chain, default value). Not used when the caller's signal aborted.
+   * Defaults to none: the call rejects with its last error.
+   */
+  fallback?: FallbackStrategy<T> | Fallback<T>;
+  /** Aborts the call: attempts in flight, waits between retries. Defaults to none. */
+  signal?: AbortSignal;
+  /**
+   * Whether an error the task threw counts against the instance (breakers, passive health); return
+   * false for the caller's own mistakes (a 404, a validation error). The error still reaches the caller.
+   * Defaults to every error counting.
+   */
+  isFailure?: (err: unknown) => boolean;
+}
+
+/** ResilientClientOptions configures a ResilientClient. */
+export interface ResilientClientOptions extends ServiceStateOptions {
+  /**
+   * Where instances are found. A RegistryCache is used as it is; any other Registry is wrapped in a
+   * RegistryCache (with `registryCache` options) that the client owns and closes. Required.
+   */
+  registry: Registry;
+  /** Options of the RegistryCache the client wraps a plain Registry in. Defaults to the RegistryCache defaults. */
+  registryCache?: RegistryCacheOptions;
+  /** The per-instance keep-alive pools of `fetch`. Defaults to the HttpPools defaults (64 connections per instance). */
+  http?: HttpPoolsOptions;
+  /** The largest response body `fetch` reads, in bytes; a larger one fails the attempt. Defaults to 16 MiB. */
+  maxResponseBytes?: number;
+  /** Deadline of each attempt in milliseconds; 0 for none. Defaults to 10 000. */
+  timeoutMs?: number;
+  /** Attempts per call, the first included, when retry is on. Defaults to 3. */
+  maxAttempts?: number;
+  /** Most services the client keeps state for; past it the least recently opened is dropped. Defaults to 1 000. */
+  maxServices?: number;
+  /** The time source. Defaults to the monotonic system clock. */
+  clock?: Clock;
+}
+
+/** Defaults for ResilientClientOptions. */
+export const resilientClientDefaults = Object.freeze({ timeoutMs: 10_000, maxAttempts: 3, maxServices: 1_000, maxResponseBytes: 16 << 20 });
+
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** ResilientClient calls services through discovery, balancing, bulkhead, breakers, timeout, retry and fallback. */
+export class ResilientClient {
+  /** The registry cache instances come from (the one given, or the client's own over the given registry). */
+  readonly registry: Registry;
+  readonly maxResponseBytes: number;
+  private readonly ownsRegistry: boolean;
+  private readonly httpOptions: HttpPoolsOptions | undefined;
+  private pools: HttpPools | undefined;
+  readonly timeoutMs: number;
+  readonly maxAttempts: number;
+  readonly maxServices: number;
+  private readonly stateOptions: ServiceStateOptions;
+  private readonly ctx: RunContext;
+  private readonly counters = new ClientCounters();
+  private readonly attemptEvents = new Emitter<AttemptEvent>();
+  private readonly services = new Map<string, ServiceState>();
+  private readonly opening = new SingleFlight<string, ServiceState>();
+  private readonly defaultTimeout: AttemptTimeout | undefined;
+  private readonly timeouts = new Map<number, AttemptTimeout>();
+  private closing: Promise<void> | undefined;
+
+  constructor(options: ResilientClientOptions) {
+    const o = optionsObject('ResilientClient', options);
+    const r = o.registry as Partial<Registry> | undefined;
+    if (r === undefined || r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
+      throw new TypeError(`ResilientClient: registry must be a Registry (getService and watch), got ${showValue(r)}`);
+    }
+    this.ownsRegistry = !(o.registry instanceof RegistryCache);
+    this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
+    this.maxResponseBytes = integer('ResilientClient', 'maxResponseBytes', o.maxResponseBytes ?? resilientClientDefaults.maxResponseBytes, 0, 2 ** 31 - 1);
+    this.httpOptions = o.http;
+    if (o.http !== undefined) new HttpPools(o.http); // validate now, not at the first fetch
+    this.timeoutMs = finite('ResilientClient', 'timeoutMs', o.timeoutMs ?? resilientClientDefaults.timeoutMs, 0, MAX_TIMER_MS);
+    this.maxAttempts = integer('ResilientClient', 'maxAttempts', o.maxAttempts ?? resilientClientDefaults.maxAttempts, 1, 100);
+    this.maxServices = integer('ResilientClient', 'maxServices', o.maxServices ?? resilientClientDefaults.maxServices, 1, 1_000_000);
+    const clock = clockOption('ResilientClient', o.clock, systemClock);
+    this.stateOptions = ServiceState.validate({ ...o, clock });
+    this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents };
+    this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs);
+  }
+
+  /** stats returns a snapshot of the client's counters. */
+  get stats(): ClientStats {
+    return this.counters.snapshot();
+  }
+
+  /** onAttempt subscribes to every attempt's outcome (ok, error, rejected by a breaker); returns the disposer. */
+  onAttempt(listener: Listener<AttemptEvent>): Disposer {
+    return this.attemptEvents.on(listener);
+  }
+
+  /**
+   * call runs `fn` on an instance of `service` through the guarded-call flow (see the module comment)
+   * and answers its value, the fallback's, or the last error: NotFoundError for a service the registry
+   * does not know, NoInstanceError when it has no instance, BreakerOpenError, BulkheadRejectedError,
+   * TimeoutError, RetryBudgetExhaustedError (cause: the last failure), or the task's own error.
+   */
+  call<T>(service: string, fn: InstanceTask<T>, options?: CallOptions<T>): Promise<T> {
+    if (typeof fn !== 'function') return Promise.reject(new TypeError(`ResilientClient.call: fn must be a function, got ${showValue(fn)}`));
+    return this.run(service, fn, options, undefined);
+  }
+
+  /**
+   * fetch sends an HTTP request to an instance of the service named by the URL's host
+   * (`http://payments/api/x`), through the guarded-call flow, and answers a WHATWG Response (body read).
+   * A 5xx or a network error fails the attempt; idempotent methods are retried on another instance,
+   * others only when `init.retry` says so. Rejects with NotFoundError for a service the registry does not
+   * know, TypeError for a bad URL or init; see `call` for the rest.
+   */
+  fetch(url: string | URL, init?: FetchInit): Promise<Response> {
+    let plan;
+    try {
+      plan = planFetch(url, init);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
+    const pools = (this.pools ??= new HttpPools(this.httpOptions));
+    const maxBytes = this.maxResponseBytes;
+    const options: CallOptions<Response> = {
+      retry: init?.retry ?? plan.retryByDefault,
+      ...(init?.key === undefined ? {} : { key: init.key }),
+      ...(init?.timeoutMs === undefined ? {} : { timeoutMs: init.timeoutMs }),
+      ...(init?.fallback === undefined ? {} : { fallback: init.fallback }),
+      ...(init?.signal === undefined ? {} : { signal: init.signal }),
+    };
+    return this.run(plan.service, (instance, signal) => fetchAttempt(pools, plan, instance, signal, maxBytes), options, failedStatus);
+  }
+
+  /**
+   * state returns the per-service parts (balancer, breakers, bulkhead, budget) of `service`, opening
+   * them on first use. For views and tests; calls do not need it.
+   */
+  service(service: string): Promise<ServiceState> {
+    return this.stateOf(service);
+  }
+
+  /** openServices returns the states of the services called so far. */
+  openServices(): ServiceState[] {
+    return [...this.services.values()];
+  }
+
+  /**
+   * close stops every service's balancer (watches, probes), closes the HTTP pools (letting requests in
+   * flight finish) and the registry cache the client made; later calls reject with ClosedError. A
+   * registry (or RegistryCache) you passed in stays open: close it yourself.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const states = [...this.services.values()];
+      this.services.clear();
+      await Promise.all(states.map((s) => s.close()));
+      await this.pools?.close();
+      if (this.ownsRegistry) await this.registry.close();
+    })();
+    return this.closing;
+  }
+
+  /** retainPools closes the pools of instances no service lists any more. */
+  private retainPools(): void {
+    const pools = this.pools;
+    if (pools === undefined || pools.size === 0) return;
+    const live = new Set<string>();
+    for (const s of this.services.values()) {
+      for (const inst of s.instances()) {
+        live.add(originOf('http:', inst));
+        live.add(originOf('https:', inst));
+      }
+    }
+    pools.retain(live);
+  }
+
+  /** run is `call` with an optional result judge (fetch: an HTTP 5xx is a failed attempt). */
+  run<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
+    if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
+    const state = this.services.get(service);
+    if (state === undefined) return this.stateOf(service).then((s) => this.runOn(s, fn, options, judge));
+    return this.runOn(state, fn, options, judge);
+  }
+
+  private runOn<T>(s: ServiceState, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
+    const counters = this.counters;
+    counters.calls++;
+    let timeout = this.defaultTimeout;
+    let retry = s.retry;
+    let signal: AbortSignal | undefined;
+    let key: string | undefined;
+    let isFailure: ((err: unknown) => boolean) | undefined;
+    let fallback: FallbackStrategy<T> | Fallback<T> | undefined;
+    if (options !== undefined) {
+      try {
+        if (options.timeoutMs !== undefined) timeout = this.timeoutFor(options.timeoutMs);
+        if (options.retry !== undefined) retry = s.retryFor(options.retry, this.maxAttempts);
+        if (options.key !== undefined && typeof options.key !== 'string') throw new TypeError(`ResilientClient.call: key must be a string, got ${showValue(options.key)}`);
+        if (options.isFailure !== undefined && typeof options.isFailure !== 'function') throw new TypeError(`ResilientClient.call: isFailure must be a function, got ${showValue(options.isFailure)}`);
+        fallback = options.fallback;
+        if (fallback !== undefined && typeof fallback !== 'function' && !(fallback instanceof Fallback)) {
+          throw new TypeError(`ResilientClient.call: fallback must be a function or a Fallback, got ${showValue(fallback)}`);
+        }
+      } catch (err) {
+        counters.calls--;
+        return Promise.reject(err);
+      }
+      signal = options.signal;
+      key = options.key;
+      isFailure = options.isFailure;
+    }
+    const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge);
+    const bulkheaded = s.bulkheaded(run.attempt);
+    let p: Promise<T>;
+    if (retry === undefined) {
+      s.budget.recordCall();
+      p = bulkheaded(signal ?? neverAborted);
+    } else {
+      p = retry.execute(bulkheaded, signal === undefined ? undefined : { signal });
+    }
+    if (fallback instanceof Fallback) {
+      let failed = false;
+      const inner = p;
+      p = fallback.execute(() =>
+        inner.catch((err: unknown): never => {
+          failed = true;
+          throw err;
+        }),
+      );
+      return p.then(
+        (value) => {
+          if (failed) counters.fallbacks++;
+          else counters.succeeded++;
+          return value;
+        },
+        (err: unknown) => this.failed<T>(err, undefined, signal),
+      );
+    }
+    return p.then(
+      (value) => {
+        counters.succeeded++;
+        return value;
+      },
+      (err: unknown) => this.failed(err, fallback, signal),
+    );
+  }
+
+  /** failed ends a call that failed: the fallback answers, or the last HTTP answer, or the error. */
+  private failed<T>(err: unknown, fallback: FallbackStrategy<T> | undefined, signal: AbortSignal | undefined): T | PromiseLike<T> {
+    const counters = this.counters;
+    if (isBulwarkError(err, RetryBudgetExhaustedError.code)) counters.retriesRefused++;
+    if (fallback !== undefined && !signal?.aborted) {
+      counters.fallbacks++;
+      return fallback(err, signal ?? neverAborted);
+    }
+    const last = err instanceof ResultFailure ? err : (err as { cause?: unknown })?.cause;
+    if (last instanceof ResultFailure) {
+      // The last attempt answered, with a failure (an HTTP 5xx): that answer is the call's answer.
+      counters.failed++;
+      return last.value as T;
+    }
+    counters.failed++;
+    throw err;
+  }
+
+  private timeoutFor(ms: number): AttemptTimeout | undefined {
+    if (ms === this.timeoutMs) return this.defaultTimeout;
+    finite('ResilientClient.call', 'timeoutMs', ms, 0, MAX_TIMER_MS);
+    if (ms === 0) return undefined;
+    let t = this.timeouts.get(ms);
+    if (t === undefined) {
+      if (this.timeouts.size >= 64) this.timeouts.clear(); // bound the cache of per-value timeouts
+      t = new AttemptTimeout(ms);
+      this.timeouts.set(ms, t);
+    }
+    return t;
+  }
+
+  private stateOf(service: string): Promise<ServiceState> {
+    const s = this.services.get(service);
+    if (s !== undefined) return Promise.resolve(s);
+    if (typeof service !== 'string' || service.length === 0) {
+      return Promise.reject(new TypeError(`ResilientClient: service must be a non-empty string, got ${showValue(service)}`));
+    }
+    return this.opening.do(service, async () => {
+      // Ask the registry first: a service it does not know is NotFoundError, not an empty balancer.
+      const instances = await this.registry.getService(service);
+      if (instances.length === 0) throw new NotFoundError(`service ${service} has no instances`);
+      if (this.closing !== undefined) throw new ClosedError('ResilientClient is closed');
+      const state = new ServiceState(service, this.registry, this.stateOptions, this.maxAttempts, () => this.retainPools());
+      try {
+        await state.ready();
+      } catch (err) {
+        await state.close();
+        throw err;
+      }
+      if (this.closing !== undefined) {
+        await state.close();
+        throw new ClosedError('ResilientClient is closed');
+      }
+      this.services.set(service, state);
+      if (this.services.size > this.maxServices) {
+        const [oldest, evicted] = this.services.entries().next().value as [string, ServiceState];
+        this.services.delete(oldest);
+        void evicted.close();
+      }
+      return state;
+    });
+  }
+}
+

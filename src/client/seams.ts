@@ -1,0 +1,39 @@
+/**
+ * The narrow seams ResilientClient drives, so that it can be tested with small fakes and so that a
+ * team can bring its own strategy or breaker: a per-service balancer (pick / report / close) and a
+ * breaker factory (allow → token).
+ */
+import type { ServiceInstance } from '../registry/types.js';
+
+/** AttemptOutcome is what one finished attempt tells the balancer. */
+export interface AttemptOutcome {
+  /** The attempt succeeded (for HTTP: anything but a 5xx or a network error). */
+  readonly ok: boolean;
+  /** How long it took, in milliseconds. */
+  readonly latencyMs: number;
+}
+
+/**
+ * ServiceBalancer chooses instances of one service. `pick` answers from memory (throwing
+ * `NoInstanceError` when there is nothing to pick); every pick is followed by exactly one `report`,
+ * which feeds latency, in-flight counts and passive health.
+ */
+export interface ServiceBalancer {
+  /** pick chooses an instance, avoiding those `exclude` has while any other is available. */
+  pick(key?: string, exclude?: { has(id: string): boolean }): ServiceInstance;
+  report(instance: ServiceInstance, outcome: AttemptOutcome): void;
+  /** ejected tells whether health checks have taken `instance` out of rotation. Optional. */
+  isEjected?(instance: ServiceInstance): boolean;
+  close(): Promise<void>;
+}
+
+/** AdmissionToken marks the outcome of one admitted call. */
+export interface AdmissionToken {
+  success(): void;
+  failure(err?: unknown): void;
+}
+
+/** CallBreaker admits a call (returning its token) or throws `BreakerOpenError`. */
+export interface CallBreaker {
+  allow(): AdmissionToken;
+}

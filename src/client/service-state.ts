@@ -1,0 +1,198 @@
+/**
+ * ServiceState holds what ResilientClient keeps per service: its balancer (following the registry),
+ * its breaker and one breaker per instance (from a BreakerGroup, named `<service>` and
+ * `<service>/<instance id>`), its bulkhead, its retry budget and the Retry that spends it.
+ */
+import type { BackoffOptions } from '../core/backoff.js';
+import type { Clock } from '../core/clock.js';
+import { NoInstanceError, isBulwarkError } from '../core/errors.js';
+import type { Task } from '../core/guard.js';
+import { fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { Balancer, type BalancerOptions } from '../balancer/balancer.js';
+import { BreakerGroup } from '../breaker/breaker-group.js';
+import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import type { Breaker } from '../breaker/index.js';
+import { SreBreaker } from '../breaker/sre-breaker.js';
+import { Bulkhead, type BulkheadOptions } from '../policy/bulkhead.js';
+import { Retry, defaultShouldRetry } from '../policy/retry.js';
+import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
+import type { Registry, ServiceInstance } from '../registry/types.js';
+import type { ServiceParts } from './call-run.js';
+import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
+
+/** ServiceStateOptions are the client options that shape each service's parts. */
+export interface ServiceStateOptions {
+  /**
+   * Options of each service's Balancer (strategy, outlier detection, active health, panic threshold).
+   * Defaults to `{ strategy: 'p2c' }` with the balancer's own defaults.
+   */
+  balancer?: Omit<BalancerOptions, 'registry' | 'service' | 'instances'>;
+  /** Makes the balancer of a service instead, e.g. a fake in tests. Defaults to a Balancer over the registry. */
+  balancerFactory?: (service: string, registry: Registry) => ServiceBalancer & { ready?(): Promise<void> };
+  /**
+   * The breakers: `<service>` guards the whole service, `<service>/<instance id>` each instance.
+   * Defaults to a group making an SreBreaker per service and a CircuitBreaker per instance.
+   */
+  breakers?: BreakerGroup;
+  /** Each service's retry budget. Defaults to the RetryBudget defaults (20 % of calls + 10/s over 10 s). */
+  retryBudget?: RetryBudgetOptions;
+  /** Waits between attempts. A retry goes to another instance, so the first wait is short. Defaults to 5 ms doubling up to 1 000 ms, full jitter. */
+  retryBackoff?: BackoffOptions;
+  /** Each service's bulkhead (attempts in flight at once). Defaults to `{ maxConcurrent: 1 000, maxQueued: 0 }`. */
+  bulkhead?: BulkheadOptions;
+  /** The time source. Defaults to the monotonic system clock. */
+  clock?: Clock;
+}
+
+/** Defaults for the per-service parts. */
+export const serviceStateDefaults = Object.freeze({
+  retryBackoff: Object.freeze({ initialMs: 5, maxMs: 1_000 }) as BackoffOptions,
+  bulkhead: Object.freeze({ maxConcurrent: 1_000, maxQueued: 0 }) as BulkheadOptions,
+});
+
+/** defaultBreakerGroup makes an SreBreaker for a service name and a CircuitBreaker for `<service>/<id>`. */
+export function defaultBreakerGroup(): BreakerGroup {
+  return new BreakerGroup({ factory: (name) => (name.includes('/') ? new CircuitBreaker({ name }) : new SreBreaker({ name })) });
+}
+
+/** A breaker that admits everything: for names the group excludes. */
+const OPEN_DOOR: CallBreaker = Object.freeze({
+  allow: (): AdmissionToken => NOOP_TOKEN,
+});
+const NOOP_TOKEN: AdmissionToken = Object.freeze({ success() {}, failure() {} });
+
+/** shouldRetry: the policy default, and not when there is no instance at all (another try finds none either). */
+function shouldRetry(err: unknown): boolean {
+  return defaultShouldRetry(err) && !isBulwarkError(err, NoInstanceError.code);
+}
+
+/** ServiceState is one service's balancer, breakers, bulkhead and retry budget. */
+export class ServiceState implements ServiceParts {
+  readonly balancer: ServiceBalancer & { ready?(): Promise<void> };
+  readonly breakers: BreakerGroup;
+  readonly breaker: CallBreaker;
+  readonly bulkhead: Bulkhead;
+  readonly budget: RetryBudget;
+  /** The Retry of calls that use the client's maxAttempts. */
+  readonly retry: Retry | undefined;
+  private readonly backoff: BackoffOptions;
+  private readonly instanceBreakers = new Map<string, Breaker | undefined>();
+  private readonly retries = new Map<number, Retry>();
+  private readonly unsubscribe: (() => void) | undefined;
+
+  /** validate checks the options once, at the client's construction. */
+  static validate(options: ServiceStateOptions): ServiceStateOptions {
+    const o = optionsObject('ResilientClient', options);
+    if (o.balancerFactory !== undefined) fnOption('ResilientClient', 'balancerFactory', o.balancerFactory);
+    if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup)) throw new TypeError(`ResilientClient: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
+    new RetryBudget(o.retryBudget); // throws on bad options
+    new Bulkhead({ ...serviceStateDefaults.bulkhead, ...o.bulkhead });
+    new Retry({ backoff: { ...serviceStateDefaults.retryBackoff, ...o.retryBackoff } });
+    return { ...o, breakers: o.breakers ?? defaultBreakerGroup() };
+  }
+
+  constructor(
+    readonly name: string,
+    registry: Registry,
+    options: ServiceStateOptions,
+    maxAttempts: number,
+    onInstances?: () => void,
+  ) {
+    this.balancer = options.balancerFactory?.(name, registry) ?? new Balancer({ strategy: 'p2c', ...options.balancer, clock: options.balancer?.clock ?? options.clock, registry, service: name });
+    this.breakers = options.breakers!;
+    this.breaker = this.breakers.get(name) ?? OPEN_DOOR;
+    this.bulkhead = new Bulkhead({ ...serviceStateDefaults.bulkhead, ...options.bulkhead });
+    this.budget = new RetryBudget({ ...options.retryBudget, clock: options.retryBudget?.clock ?? options.clock });
+    this.backoff = { ...serviceStateDefaults.retryBackoff, ...options.retryBackoff };
+    this.retry = maxAttempts > 1 ? this.makeRetry(maxAttempts) : undefined;
+    if (this.balancer instanceof Balancer) {
+      const b = this.balancer;
+      this.unsubscribe = b.onChange((e) => {
+        if (e.type !== 'instances') return;
+        this.prune(b.instances());
+        onInstances?.();
+      });
+    }
+  }
+
+  /** instances answers every instance the balancer knows (healthy or not). */
+  instances(): readonly ServiceInstance[] {
+    return this.balancer instanceof Balancer ? this.balancer.instances() : [];
+  }
+
+  /** ready resolves once the balancer has its first instance list. */
+  ready(): Promise<void> {
+    return this.balancer.ready?.() ?? Promise.resolve();
+  }
+
+  /** instanceBreaker answers the breaker of `instance` (`<service>/<id>` in the group). */
+  instanceBreaker(instance: ServiceInstance): CallBreaker {
+    let b = this.instanceBreakers.get(instance.id);
+    if (b === undefined && !this.instanceBreakers.has(instance.id)) {
+      b = this.breakers.get(`${this.name}/${instance.id}`);
+      this.instanceBreakers.set(instance.id, b);
+    }
+    return b ?? OPEN_DOOR;
+  }
+
+  /** breakerOf answers the breaker of instance `id` if one was made, for views. */
+  breakerOf(id: string): Breaker | undefined {
+    return this.instanceBreakers.get(id);
+  }
+
+  /** isOpen tells whether instance `id`'s breaker is open now. */
+  isOpen(id: string): boolean {
+    const b = this.instanceBreakers.get(id) as { readonly state?: string } | undefined;
+    return b !== undefined && b.state === 'open';
+  }
+
+  /** isEjected tells whether the balancer's health checks hold `instance` out of rotation. */
+  isEjected(instance: ServiceInstance): boolean {
+    if (this.balancer.isEjected !== undefined) return this.balancer.isEjected(instance);
+    if (this.balancer instanceof Balancer) return !this.balancer.healthy().includes(instance) && !this.balancer.panic;
+    return false;
+  }
+
+  /** bulkheaded wraps an attempt in the service's bulkhead. */
+  bulkheaded<T>(attempt: Task<T>): (signal: AbortSignal) => Promise<T> {
+    const bulkhead = this.bulkhead;
+    return (signal) => bulkhead.execute(attempt, { signal });
+  }
+
+  /** retryFor answers the Retry for a call's `retry` option (undefined: no retry). */
+  retryFor(option: boolean | { maxAttempts?: number }, maxAttempts: number): Retry | undefined {
+    if (option === true) return this.retry;
+    if (option === false) return undefined;
+    if (option === null || typeof option !== 'object') throw new TypeError(`ResilientClient.call: retry must be a boolean or { maxAttempts }, got ${showValue(option)}`);
+    const n = integer('ResilientClient.call', 'retry.maxAttempts', option.maxAttempts ?? maxAttempts, 1, 100);
+    if (n === 1) return undefined;
+    let r = this.retries.get(n);
+    if (r === undefined) {
+      r = this.makeRetry(n);
+      this.retries.set(n, r);
+    }
+    return r;
+  }
+
+  /** close stops the balancer (watch, probes). */
+  async close(): Promise<void> {
+    this.unsubscribe?.();
+    await this.balancer.close();
+  }
+
+  private makeRetry(maxAttempts: number): Retry {
+    return new Retry({ maxAttempts, budget: this.budget, backoff: this.backoff, shouldRetry });
+  }
+
+  /** prune forgets the breakers of instances that left, here and in the group. */
+  private prune(live: readonly ServiceInstance[]): void {
+    if (this.instanceBreakers.size === 0) return;
+    const ids = new Set(live.map((i) => i.id));
+    for (const id of this.instanceBreakers.keys()) {
+      if (!ids.has(id)) {
+        this.instanceBreakers.delete(id);
+        this.breakers.delete(`${this.name}/${id}`);
+      }
+    }
+  }
+}
