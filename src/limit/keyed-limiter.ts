@@ -70,7 +70,8 @@ export class KeyedLimiter<L extends Limiter = Limiter> implements KeyedRateLimit
     this.cache = new LRUCache<string, L>({
       max: this.maxKeys,
       ...(this.idleMs > 0 ? { ttl: this.idleMs, updateAgeOnGet: true, ttlResolution: clock === systemClock ? 1 : 0 } : {}),
-      perf: clock,
+      // lru-cache reads a start time of 0 as "no TTL": shift the clock so that it never reads 0.
+      perf: clock === systemClock ? clock : { now: () => clock.now() + 1 },
     });
   }
 

@@ -80,7 +80,7 @@ export class RedisPeriodLimiter implements KeyedRateLimiter {
     this.alignArgs = [this.align ? '1' : '0', String(this.offset)];
     this.rescueFor = this.instances.get();
     this.rescueLimiter = this.makeRescue(this.rescueFor);
-    this.switch = new RedisRescue(`RedisPeriodLimiter(${this.key})`, client, timeoutMs, probeIntervalMs, this.clock);
+    this.switch = new RedisRescue(`RedisPeriodLimiter(${this.key})`, client, timeoutMs, probeIntervalMs, this.clock, script.lua);
     this.switch.onModeChange((e) => {
       if (e.mode === 'rescue') this.instances.refresh();
     });

@@ -67,7 +67,7 @@ export class RedisTokenLimiter {
     this.burstArg = String(this.burst);
     this.rescueFor = this.instances.get();
     this.rescueLimiter = this.makeRescue(this.rescueFor);
-    this.switch = new RedisRescue(`RedisTokenLimiter(${this.key})`, client, timeoutMs, probeIntervalMs, this.clock);
+    this.switch = new RedisRescue(`RedisTokenLimiter(${this.key})`, client, timeoutMs, probeIntervalMs, this.clock, script.lua);
     this.switch.onModeChange((e) => {
       if (e.mode === 'rescue') this.instances.refresh();
     });

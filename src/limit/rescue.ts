@@ -73,6 +73,8 @@ export class RedisRescue {
   private timer: NodeJS.Timeout | undefined;
   private probe: NodeJS.Timeout | undefined;
   private probing = false;
+  /** A warning was emitted for the current outage (or Redis was reached since the start). */
+  private warned = false;
   private closed = false;
 
   constructor(
@@ -81,12 +83,25 @@ export class RedisRescue {
     private readonly timeoutMs: number,
     private readonly probeIntervalMs: number,
     private readonly clock: Clock,
+    private readonly lua: string,
   ) {
-    // A reconnect is the earliest sign Redis is back: probe at once rather than at the next tick.
+    // A (re)connect is the earliest sign Redis is back: load the script, so that the next decision
+    // does not pay a NOSCRIPT round trip, and probe at once rather than at the next tick.
     redis.on('ready', this.onReady);
+    if (redis.status === 'ready') {
+      this.onReady();
+    } else {
+      // Not connected yet: decide in process until Redis answers, rather than make the first callers
+      // wait for a connection. This is a start, not an outage: no warning unless the probe fails.
+      this.mode = 'rescue';
+      this.cause = new Error('not connected to Redis yet');
+      this.rescueSince = clock.now();
+      this.startProbe();
+    }
   }
 
   private readonly onReady = (): void => {
+    this.redis.script('LOAD', this.lua).catch(() => {});
     if (this.mode === 'rescue') this.ping();
   };
 
@@ -165,11 +180,15 @@ export class RedisRescue {
       { code: 'BULWARK_LIMIT_RESCUE' },
     );
     this.rescueAll();
+    this.warned = true;
     this.changes.emit({ mode: 'rescue', cause: err });
-    if (!this.closed && this.probe === undefined) {
-      this.probe = setInterval(() => this.ping(), this.probeIntervalMs);
-      this.probe.unref();
-    }
+    this.startProbe();
+  }
+
+  private startProbe(): void {
+    if (this.closed || this.probe !== undefined) return;
+    this.probe = setInterval(() => this.ping(), this.probeIntervalMs);
+    this.probe.unref();
   }
 
   private ping(): void {
@@ -180,8 +199,16 @@ export class RedisRescue {
         this.probing = false;
         if (reply === 'PONG') this.recover();
       },
-      () => {
+      (err: unknown) => {
         this.probing = false;
+        if (!this.warned) {
+          // Redis was never reached since the start: say so once.
+          this.warned = true;
+          this.cause = err;
+          process.emitWarning(`bulwark: ${this.owner}: cannot reach Redis (${describe(err)}); deciding in process until it answers`, {
+            code: 'BULWARK_LIMIT_RESCUE',
+          });
+        }
       },
     );
   }
@@ -189,6 +216,7 @@ export class RedisRescue {
   private recover(): void {
     if (this.mode !== 'rescue' || this.closed) return;
     this.mode = 'redis';
+    this.warned = true;
     this.epoch++;
     this.rescueSince = undefined;
     if (this.probe !== undefined) clearInterval(this.probe);

@@ -1,0 +1,287 @@
+/**
+ * The Redis limiters against a real redis-server: the scripts' semantics, NOSCRIPT, expiry, bad
+ * replies and refused scripts, and the rescue through SIGSTOP, SIGKILL and restart.
+ * Margins are wide on purpose: the machine running this may be small and busy.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setImmediate as tick } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { InvalidResponseError, TimeoutError } from '../src/core/errors.js';
+import { RedisPeriodLimiter, RedisTokenLimiter, type RedisClient } from '../src/limit/index.js';
+import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
+import { skipReason, waitFor } from './support/servers.js';
+
+const skip = skipReason(redisBinary, 'redis-server');
+process.on('warning', () => {}); // the rescue's warnings are expected here
+
+/** ready waits until a limiter decides on Redis (a new client connects first). */
+async function ready(lim: { mode: string }): Promise<void> {
+  await waitFor('the limiter to reach Redis', () => lim.mode === 'redis', 10_000);
+}
+
+describe('Redis limiters on a real Redis', { skip }, () => {
+  let srv: RedisServer;
+  let admin: Redis;
+  before(async () => {
+    srv = await startRedis();
+    admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+  });
+  after(async () => {
+    admin.disconnect();
+    await srv.stop();
+  });
+
+  it('shares one bucket: burst at once, then the rate, time taken from Redis', async () => {
+    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:basic', rate: 10, burst: 5, timeoutMs: 2_000 });
+    try {
+      await ready(lim);
+      const answers = [];
+      for (let i = 0; i < 7; i++) answers.push(await lim.allow());
+      assert.deepEqual(answers, [true, true, true, true, true, false, false]);
+      const d = await lim.decide();
+      assert.equal(d.allowed, false);
+      assert.equal(d.limit, 5);
+      assert.equal(d.remaining, 0);
+      assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= 100, `retryAfterMs ${d.retryAfterMs}`);
+      assert.ok(d.resetMs > 0 && d.resetMs <= 500);
+      assert.equal(await lim.allow(6), false, 'n > burst is false without asking');
+      await assert.rejects(lim.allow(-1), RangeError);
+      assert.equal(lim.mode, 'redis');
+      assert.equal(lim.stats().rescueDecisions, 0);
+    } finally {
+      await lim.close();
+    }
+  });
+
+  it('loads the script again after SCRIPT FLUSH (NOSCRIPT)', async () => {
+    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:noscript', rate: 100, burst: 100, timeoutMs: 2_000 });
+    try {
+      await ready(lim);
+      assert.equal(await lim.allow(), true);
+      await admin.script('FLUSH');
+      assert.equal(await lim.allow(), true);
+      assert.equal(lim.stats().failures, 0);
+    } finally {
+      await lim.close();
+    }
+  });
+
+  it('never sets an expiry of 0, even when burst < rate / 2', async () => {
+    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:ttl', rate: 1_000, burst: 1, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: srv.url, key: 'p:ttl', periodMs: 1, quota: 5, timeoutMs: 2_000 });
+    try {
+      await ready(lim);
+      await ready(per);
+      assert.equal(await lim.allow(), true);
+      const ttl = await admin.pttl('t:ttl');
+      assert.ok(ttl > 0, `PTTL ${ttl}`);
+      await per.allow('k');
+      const pttl = await admin.pttl('p:ttl:k');
+      assert.notEqual(pttl, -1, 'a 1 ms window key has an expiry (or has expired already)');
+      // A count left without expiry (by hand, by an old version) gets one instead of living forever.
+      const slow = new RedisPeriodLimiter({ redis: srv.url, key: 'p:ttl', periodMs: 60_000, quota: 5, timeoutMs: 2_000 });
+      await ready(slow);
+      await admin.set('p:ttl:stuck', '1');
+      assert.equal(await admin.pttl('p:ttl:stuck'), -1);
+      assert.equal(await slow.allow('stuck'), true);
+      const stuck = await admin.pttl('p:ttl:stuck');
+      assert.ok(stuck > 0 && stuck <= 60_000, `PTTL ${stuck}`);
+      await slow.close();
+    } finally {
+      await lim.close();
+      await per.close();
+    }
+  });
+
+  it('never moves the stored time backwards: a bucket found ahead of now stays ahead', async () => {
+    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:fwd', rate: 10, burst: 2, timeoutMs: 2_000 });
+    try {
+      await ready(lim);
+      const [sec, usec] = (await admin.time()) as unknown as [string, string];
+      const now = Number(sec) * 1000 + Number(usec) / 1000;
+      // As if a call had emptied the bucket 5 s into the future (go-zero #4072: late calls rewound it).
+      await admin.set('t:fwd', String(now + 5_000), 'PX', 60_000);
+      assert.equal(await lim.allow(), false);
+      assert.equal(Number(await admin.get('t:fwd')), now + 5_000);
+      let last = 0;
+      const fresh = new RedisTokenLimiter({ redis: srv.url, key: 't:fwd2', rate: 1_000, burst: 50, timeoutMs: 2_000 });
+      await ready(fresh);
+      for (let i = 0; i < 100; i++) {
+        await fresh.allow();
+        const v = Number(await admin.get('t:fwd2'));
+        assert.ok(v >= last, `${v} < ${last}`);
+        last = v;
+      }
+      await fresh.close();
+    } finally {
+      await lim.close();
+    }
+  });
+
+  it('counts a period quota per key with go-zero’s three answers', async () => {
+    const per = new RedisPeriodLimiter({ redis: srv.url, key: 'p:q', periodMs: 60_000, quota: 3, timeoutMs: 2_000 });
+    try {
+      await ready(per);
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push(await per.take('u1'));
+      assert.deepEqual(answers, ['allowed', 'allowed', 'hit-quota', 'over-quota']);
+      assert.equal(await per.take('u2'), 'allowed');
+      const d = await per.decide('u1');
+      assert.equal(d.allowed, false);
+      assert.equal(d.remaining, 0);
+      assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= 60_000);
+      assert.throws(() => per.take('x'.repeat(1_025)), TypeError);
+    } finally {
+      await per.close();
+    }
+  });
+
+  it('aligns period windows to Redis’s clock', async () => {
+    const per = new RedisPeriodLimiter({ redis: srv.url, key: 'p:align', periodMs: 3_600_000, quota: 1, align: true, timeoutMs: 2_000 });
+    try {
+      await ready(per);
+      const [sec] = (await admin.time()) as unknown as [string, string];
+      const left = 3_600_000 - ((Number(sec) * 1000) % 3_600_000);
+      const d = await per.decide('k');
+      assert.equal(d.allowed, true);
+      assert.ok(Math.abs(d.resetMs - left) < 2_000, `reset in ${d.resetMs}, expected ~${left}`);
+    } finally {
+      await per.close();
+    }
+  });
+
+  it('treats a reply of the wrong shape as a Redis failure, never a crash', async () => {
+    const client = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+    const liar = new Proxy(client, {
+      get(target, prop, receiver) {
+        if (prop === 'evalsha') return () => Promise.resolve(['not', 'numbers']);
+        const v = Reflect.get(target, prop, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }) as RedisClient;
+    await client.ping();
+    const lim = new RedisTokenLimiter({ redis: liar, key: 't:shape', rate: 10, burst: 2, probeIntervalMs: 60_000, timeoutMs: 2_000 });
+    try {
+      assert.equal(lim.mode, 'redis');
+      assert.equal(await lim.allow(), true);
+      assert.equal(lim.mode, 'rescue');
+      assert.ok(lim.stats().cause instanceof InvalidResponseError);
+    } finally {
+      await lim.close();
+      client.disconnect();
+    }
+  });
+
+  it('goes to rescue, with the cause in stats(), when Redis refuses scripts', async () => {
+    await admin.call('ACL', 'SETUSER', 'noscripts', 'on', '>pw', '~*', '+@all', '-@scripting');
+    const client = new Redis({ host: srv.host, port: srv.port, username: 'noscripts', password: 'pw', maxRetriesPerRequest: 1 });
+    await client.ping();
+    const per = new RedisPeriodLimiter({ redis: client, key: 'p:acl', periodMs: 1_000, quota: 1, timeoutMs: 2_000 });
+    try {
+      assert.equal(per.mode, 'redis');
+      assert.equal(await per.take('k'), 'hit-quota');
+      assert.equal(await per.take('k'), 'over-quota', 'the rescue limiter counts');
+      const cause = per.stats().cause;
+      assert.ok(cause instanceof Error && /NOPERM/.test(cause.message), String(cause));
+    } finally {
+      await per.close();
+      client.disconnect();
+    }
+  });
+
+  it('rejects bad options with TypeError / RangeError naming the option', () => {
+    const opts = { redis: srv.url, key: 'k', rate: 1 };
+    for (const [o, err, name] of [
+      [{ ...opts, rate: 0 }, RangeError, 'rate'],
+      [{ ...opts, burst: 0 }, RangeError, 'burst'],
+      [{ ...opts, timeoutMs: 0 }, RangeError, 'timeoutMs'],
+      [{ ...opts, instances: 0 }, RangeError, 'instances'],
+      [{ ...opts, key: 'x'.repeat(2_000) }, TypeError, 'key'],
+      [{ ...opts, redis: 'localhost:6379' }, TypeError, 'redis'],
+      [{ ...opts, redis: {} }, TypeError, 'redis'],
+    ] as const) {
+      assert.throws(() => new RedisTokenLimiter(o as never), (e: Error) => e instanceof err && e.message.includes(name), JSON.stringify(o).slice(0, 80));
+    }
+    assert.throws(() => new RedisPeriodLimiter({ redis: srv.url, key: 'k', periodMs: 1_000, quota: 0 }), RangeError);
+  });
+});
+
+describe('Redis limiter rescue (chaos)', { skip }, () => {
+  it('answers within timeoutMs from rescue when Redis hangs (SIGSTOP), and returns when it answers', async () => {
+    const srv = await startRedis();
+    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:stop', rate: 100, burst: 10, timeoutMs: 50 });
+    try {
+      await ready(lim);
+      assert.equal(await lim.allow(), true);
+      srv.pause();
+      const start = performance.now();
+      const answers = await Promise.all(Array.from({ length: 10 }, () => lim.allow()));
+      const took = performance.now() - start;
+      assert.equal(answers.length, 10);
+      assert.equal(lim.mode, 'rescue');
+      assert.ok(lim.stats().cause instanceof TimeoutError);
+      assert.ok(took < 50 + 1_000, `answered after ${took} ms`);
+      // In rescue no caller waits on Redis: the answer comes before the next turn of the event loop.
+      const first = await Promise.race([lim.allow().then(() => 'limiter'), tick().then(() => 'event loop')]);
+      assert.equal(first, 'limiter');
+      srv.resume();
+      await waitFor('back on Redis', () => lim.mode === 'redis', 10_000);
+      assert.equal(lim.stats().outages, 1);
+    } finally {
+      await lim.close();
+      await srv.stop();
+    }
+  });
+
+  it('survives SIGKILL: no caller sees an error, rescue admits rate / instances ±10 %, and comes back after restart', async () => {
+    const srv = await startRedis();
+    const rate = 400;
+    const instances = 2;
+    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:kill', rate, burst: 200, instances, timeoutMs: 50 });
+    const admitted: number[] = []; // times of admissions made in rescue
+    let errors = 0;
+    let stop = false;
+    const caller = async () => {
+      while (!stop) {
+        try {
+          const inRescue = lim.mode === 'rescue';
+          if ((await lim.allow()) && inRescue && lim.mode === 'rescue') admitted.push(performance.now());
+        } catch {
+          errors++;
+        }
+        await tick();
+      }
+    };
+    const callers = Array.from({ length: 8 }, caller);
+    try {
+      await ready(lim);
+      await new Promise((r) => setTimeout(r, 300));
+      await srv.kill();
+      await waitFor('rescue', () => lim.mode === 'rescue', 5_000);
+      const t0 = lim.stats().rescueSince! + 200; // the rescue bucket's burst is spent by then
+      await new Promise((r) => setTimeout(r, 2_400));
+      const t1 = performance.now() - 100;
+      const n = admitted.filter((t) => t >= t0 && t < t1).length;
+      const expected = ((rate / instances) * (t1 - t0)) / 1000;
+      assert.ok(Math.abs(n - expected) <= expected * 0.1, `rescue admitted ${n}, expected ${expected.toFixed(0)} ±10 %`);
+      assert.equal(errors, 0);
+      assert.equal(lim.mode, 'rescue');
+
+      await srv.restart();
+      const restarted = performance.now();
+      await waitFor('back on Redis', () => lim.mode === 'redis', 10_000);
+      const back = performance.now() - restarted;
+      process.stdout.write(`# back on Redis ${back.toFixed(0)} ms after the restart\n`);
+      assert.ok(back < 1_500, `back on Redis after ${back} ms (target 300 ms; wide margin for a loaded machine)`);
+      await new Promise((r) => setTimeout(r, 200));
+      assert.ok(lim.stats().redisDecisions > 0);
+      assert.equal(errors, 0);
+    } finally {
+      stop = true;
+      await Promise.all(callers);
+      await lim.close();
+      await srv.stop();
+    }
+  });
+});
