@@ -18,3 +18,4 @@ export {
 } from './fallback.js';
 export { wrap, type Wrapped, type GuardLike, type FallbackValue } from './wrap.js';
 export type { Guard, Task, ExecuteOptions } from '../core/guard.js';
+export { AbortedError, BulkheadRejectedError, RetryBudgetExhaustedError, TimeoutError } from '../core/errors.js';
