@@ -122,7 +122,7 @@ for (const fw of frameworks) {
       const limiter = new KeyedLimiter({ rate: 1, burst: 1, clock });
       const byFn = await start({
         limiter: { decide: (k: string) => (seen.push(k), limiter.decide(k)) },
-        key: (req) => new URL(req.url ?? '/', 'http://x').searchParams.get('user') ?? undefined,
+        key: (req) => new URL(req.url ?? '/', 'http://x').searchParams.get('user'),
       });
       assert.equal((await request(`${byFn.url}?user=ann`)).status, 200);
       assert.equal((await request(`${byFn.url}?user=ann`)).status, 429);

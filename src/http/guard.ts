@@ -257,14 +257,20 @@ export class HttpGuard {
 
   /** decided applies a limiter decision; true when the request is refused (429). */
   private decided(d: RateDecision, res: ServerResponse, pass: Pass | undefined, key: string): boolean {
-    if (d === null || typeof d !== 'object' || typeof d.allowed !== 'boolean') {
-      this.failOpen('limiter', new InvalidResponseError(`limiter answered ${showValue(d)}, not a decision`));
+    let allowed: unknown;
+    let retryAfterMs = 0;
+    try {
+      allowed = d !== null && typeof d === 'object' ? d.allowed : undefined;
+      if (typeof allowed !== 'boolean') throw new InvalidResponseError(`limiter answered ${showValue(d)}, not a decision`);
+      if (this.headers) setRateLimitHeaders(res, d);
+      if (!allowed) retryAfterMs = d.retryAfterMs;
+    } catch (err) {
+      this.failOpen('limiter', err);
       return false;
     }
-    if (this.headers) setRateLimitHeaders(res, d);
-    if (d.allowed) return false;
+    if (allowed) return false;
     pass?.release();
-    this.refuse(res, LIMITED, d.retryAfterMs, key);
+    this.refuse(res, LIMITED, retryAfterMs, key);
     return true;
   }
 

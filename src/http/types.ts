@@ -50,7 +50,7 @@ export interface HttpBreaker {
 }
 
 /** KeyFn names the limiter key of a request; a result that is not a non-empty string means "use the IP". */
-export type KeyFn = (req: IncomingMessage) => string | undefined;
+export type KeyFn = (req: IncomingMessage) => string | null | undefined;
 
 /**
  * KeyOption says what the limiter is keyed by: `'ip'` (the client address, see `trustProxy`),
