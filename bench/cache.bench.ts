@@ -1,14 +1,79 @@
 /**
  * bench/cache.bench.ts: LruCache against lru-cache@11 on a Zipf workload; Group.get local hits; a peer
- * fetch over HTTP against a minimal node:http server; heap per cached value.
+ * fetch over HTTP (undici pool → another process's peer handler) against the same client and a minimal
+ * node:http server answering the same bytes; heap per cached value.
+ *
+ * Run with `--peer-server <ours|minimal>` this file is the peer process: it prints its port, then serves.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { LRUCache } from 'lru-cache';
 import { LRUCache as MnemonistLRU } from 'mnemonist';
-import { bench } from './harness.js';
+import { bench as runBench, type BenchSpec } from './harness.js';
 import { CAPACITY, CAPACITY_BYTES, VALUE, keys, zipfStream } from './cache-workload.js';
 import { LruCache } from '../src/cache/lru-cache.js';
+import { Group } from '../src/cache/group.js';
+import { HttpPool } from '../src/cache/http-pool.js';
+import { HttpPeer } from '../src/cache/http-peer.js';
+import { encodeGetResponse } from '../src/cache/codec.js';
+
+const PEER_VALUE = 'x'.repeat(1024);
+
+
+/** startPeerServer runs this file as a peer process and answers its URL. */
+async function startPeerServer(mode: 'ours' | 'minimal'): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--peer-server', mode], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      const m = /PORT (\S+)\n/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`peer server exited ${code}`)));
+  });
+  return { url, child };
+}
+
+/** peerSubject fetches one key from a peer process with HttpPeer (undici Pool), `parallel` requests per op. */
+async function peerSubject(mode: 'ours' | 'minimal', parallel: number) {
+  const { url, child } = await startPeerServer(mode);
+  const peer = new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+  const lat: number[] = [];
+  const one = async () => {
+    const t = performance.now();
+    const r = await peer.get('g', 'k');
+    if (r.value.length !== PEER_VALUE.length) throw new Error('wrong answer');
+    if (lat.length < 200_000) lat.push(performance.now() - t);
+  };
+  return {
+    async: true,
+    batch: parallel === 1 ? 50 : 10,
+    op: parallel === 1 ? one : () => Promise.all(Array.from({ length: parallel }, one)),
+    extra: () => {
+      lat.sort((a, b) => a - b);
+      return { p50_us: lat[lat.length >> 1]! * 1000, p99_us: lat[Math.floor(lat.length * 0.99)]! * 1000 };
+    },
+    teardown: async () => {
+      await peer.close();
+      child.stdin!.end();
+      child.kill();
+    },
+  };
+}
 
 const STREAM = 1 << 20;
+
+/** bench runs one section; a child process (`--child <subject>`) runs only the section that has its subject. */
+async function bench(title: string, spec: BenchSpec): Promise<void> {
+  const at = process.argv.indexOf('--child');
+  if (at >= 0 && !(process.argv[at + 1]! in spec.subjects)) return;
+  await runBench(title, spec);
+}
 
 /** MapLru is the simple structure STYLE.md §19 says to start from: a Map's insertion order as recency. */
 class MapLru {
@@ -45,28 +110,110 @@ function zipfOp(get: (k: string) => unknown, set: (k: string) => void) {
   };
 }
 
-await bench('cache: LRU on Zipf(1), 100 k keys, 10 k capacity (get, set on miss)', {
-  baseline: 'lru-cache maxSize+sizeCalculation',
-  subjects: {
-    'lru-cache maxSize+sizeCalculation': () => {
-      const c = new LRUCache<string, string>({ maxSize: CAPACITY_BYTES, sizeCalculation: (v, k) => k.length + v.length });
-      return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+async function main(): Promise<void> {
+  await bench('cache: LRU on Zipf(1), 100 k keys, 10 k capacity (get, set on miss)', {
+    baseline: 'lru-cache maxSize+sizeCalculation',
+    subjects: {
+      'lru-cache maxSize+sizeCalculation': () => {
+        const c = new LRUCache<string, string>({ maxSize: CAPACITY_BYTES, sizeCalculation: (v, k) => k.length + v.length });
+        return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+      },
+      'LruCache (ours, typed-array slots)': () => {
+        const c = new LruCache<string>({ maxBytes: CAPACITY_BYTES });
+        return zipfOp((k) => c.get(k), (k) => c.add(k, VALUE));
+      },
+      'Map-order LRU (simple)': () => {
+        const c = new MapLru(CAPACITY_BYTES);
+        return zipfOp((k) => c.get(k), (k) => c.add(k, VALUE));
+      },
+      'lru-cache by count (reference)': () => {
+        const c = new LRUCache<string, string>({ max: CAPACITY });
+        return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+      },
+      'mnemonist LRUCache by count (reference)': () => {
+        const c = new MnemonistLRU<string, string>(CAPACITY);
+        return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+      },
     },
-    'LruCache (ours, typed-array slots)': () => {
-      const c = new LruCache<string>({ maxBytes: CAPACITY_BYTES });
-      return zipfOp((k) => c.get(k), (k) => c.add(k, VALUE));
+  });
+
+  const HIT_KEYS = Array.from({ length: 1024 }, (_, i) => `user:${i}`);
+
+  await bench('cache: Group.get, local hit (1 024 keys, all cached)', {
+    baseline: 'Map.get + Promise.resolve',
+    subjects: {
+      'Map.get + Promise.resolve': () => {
+        const m = new Map(HIT_KEYS.map((k) => [k, Buffer.from(k)]));
+        let i = 0;
+        return { op: () => Promise.resolve(m.get(HIT_KEYS[i++ & 1023]!)), async: true };
+      },
+      'Group.get (hit)': async () => {
+        const g = new Group({ name: 'g', cacheBytes: 1 << 20, getter: (k) => k });
+        for (const k of HIT_KEYS) await g.get(k);
+        let i = 0;
+        return { op: () => g.get(HIT_KEYS[i++ & 1023]!), async: true };
+      },
     },
-    'Map-order LRU (simple)': () => {
-      const c = new MapLru(CAPACITY_BYTES);
-      return zipfOp((k) => c.get(k), (k) => c.add(k, VALUE));
+  });
+
+  await bench('cache: peer fetch over HTTP, 1 KiB value (HttpPeer → another process)', {
+    baseline: 'minimal node:http server, sequential',
+    subjects: {
+      'minimal node:http server, sequential': () => peerSubject('minimal', 1),
+      'HttpPool peer handler, sequential': () => peerSubject('ours', 1),
+      'minimal node:http server, 16 in parallel': () => peerSubject('minimal', 16),
+      'HttpPool peer handler, 16 in parallel': () => peerSubject('ours', 16),
     },
-    'lru-cache by count (reference)': () => {
-      const c = new LRUCache<string, string>({ max: CAPACITY });
-      return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+  });
+
+  await bench('cache: heap with 1 M cached 100-byte values', {
+    subjects: {
+      'Group, 1 M entries': async () => {
+        v8.setFlagsFromString('--expose-gc');
+        const gc = vm.runInNewContext('gc') as () => void;
+        const used = () => {
+          gc();
+          gc();
+          const m = process.memoryUsage();
+          return m.heapUsed + m.arrayBuffers;
+        };
+        const N = 1_000_000;
+        const keys = Array.from({ length: N }, (_, i) => `k${i}`);
+        const g = new Group({ name: 'g', cacheBytes: Math.ceil((N * 110) / 0.875), getter: (k) => Buffer.alloc(100, k) });
+        const before = used();
+        for (let i = 0; i < N; i += 1000) await Promise.all(keys.slice(i, i + 1000).map((k) => g.get(k)));
+        const heapRatio = (used() - before) / (N * 100);
+        if (g.cacheStats().main.length !== N) throw new Error(`only ${g.cacheStats().main.length} entries cached`);
+        let i = 0;
+        return { op: () => g.get(keys[i++ % N]!), async: true, extra: () => ({ heapRatio, bytesPerEntry: heapRatio * 100 }) };
+      },
     },
-    'mnemonist LRUCache by count (reference)': () => {
-      const c = new MnemonistLRU<string, string>(CAPACITY);
-      return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
-    },
-  },
-});
+  });
+}
+
+const serverAt = process.argv.indexOf('--peer-server');
+if (serverAt >= 0) {
+  const mode = process.argv[serverAt + 1];
+  let handle: Parameters<typeof createServer>[1] = (_req, res) => void res.end();
+  const server = createServer((req, res) => handle!(req, res));
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  if (mode === 'ours') {
+    const pool = new HttpPool({ self: url });
+    const g = new Group({ name: 'g', cacheBytes: 1 << 20, peers: pool, getter: () => PEER_VALUE });
+    await g.get('k');
+    handle = pool.handler;
+  } else {
+    const body = encodeGetResponse({ value: PEER_VALUE, ttlMs: 0, notFound: false });
+    handle = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': body.byteLength });
+      res.end(body);
+    };
+  }
+  process.stdout.write(`PORT ${url}\n`);
+  process.stdin.resume();
+  process.stdin.on('end', () => process.exit(0));
+} else {
+  await main();
+}

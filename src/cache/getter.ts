@@ -1,9 +1,9 @@
 /**
- * The getter contract: how a Group loads a key from its origin, and the one place that calls it —
- * bounded in time, with a synchronous throw, a wrong result type or a hang each turned into a coded
- * error (nothing of which is ever cached).
+ * The getter contract: how a Group loads a key from its origin, and the one place that calls it. A
+ * synchronous throw or a wrong result type becomes `LoadError`; a hang is cut off by the Group's
+ * singleflight timeout (`TimeoutError`). Nothing of that is ever cached.
  */
-import { BulwarkError, LoadError, TimeoutError } from '../core/errors.js';
+import { BulwarkError, LoadError } from '../core/errors.js';
 
 /** GetterResult is what a getter answers: bytes, text (stored as UTF-8), or either with its own TTL. */
 export type GetterResult = Uint8Array | string | { value: Uint8Array | string; ttlMs?: number };
@@ -18,46 +18,23 @@ export interface Normalized {
 }
 
 /**
- * callGetter runs `getter` for `key` with a signal that aborts when `parent` does or after `timeoutMs`.
- * Resolves the checked result; rejects `TimeoutError`, the getter's own coded error, or `LoadError`.
+ * callGetter runs `getter` for `key` with `signal` (the shared load's: it aborts on timeout or when
+ * every waiter has left). Resolves the checked result; rejects the getter's own coded error, or
+ * `LoadError` for anything else — a synchronous throw included.
  */
-export function callGetter(getter: Getter, key: string, parent: AbortSignal, timeoutMs: number, group: string): Promise<Normalized> {
-  const controller = new AbortController();
-  const onAbort = () => controller.abort(parent.reason);
-  parent.addEventListener('abort', onAbort, { once: true });
-  return new Promise<Normalized>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const err = new TimeoutError(`Group ${group}: getter did not settle within ${timeoutMs} ms`);
-      controller.abort(err);
-      reject(err);
-    }, timeoutMs);
-    const done = () => {
-      clearTimeout(timer);
-      parent.removeEventListener('abort', onAbort);
-    };
-    let pending: GetterResult | PromiseLike<GetterResult>;
-    try {
-      pending = getter(key, { signal: controller.signal });
-    } catch (err) {
-      done();
-      reject(wrap(err, group));
-      return;
-    }
-    Promise.resolve(pending).then(
-      (r) => {
-        done();
-        try {
-          resolve(normalize(r, group));
-        } catch (err) {
-          reject(err);
-        }
-      },
-      (err: unknown) => {
-        done();
-        reject(wrap(err, group));
-      },
-    );
-  });
+export function callGetter(getter: Getter, key: string, signal: AbortSignal, group: string): Promise<Normalized> {
+  let pending: GetterResult | PromiseLike<GetterResult>;
+  try {
+    pending = getter(key, { signal });
+  } catch (err) {
+    return Promise.reject(wrap(err, group));
+  }
+  return Promise.resolve(pending).then(
+    (r) => normalize(r, group),
+    (err: unknown) => {
+      throw wrap(err, group);
+    },
+  );
 }
 
 function wrap(err: unknown, group: string): unknown {

@@ -17,7 +17,7 @@ import { clockOption, finite, fn, integer, options as checkOptions } from '../co
 import { ByteView, toBinary } from './byte-view.js';
 import { keyProblem } from './key.js';
 import { LruCache } from './lru-cache.js';
-import { noPeers, type GetResponse, type GroupServer, type PeerPicker } from './peers.js';
+import { noPeers, type GetResponse, type GroupServer, type PeerGetter, type PeerPicker } from './peers.js';
 import { callGetter, type Getter } from './getter.js';
 
 export type { Getter, GetterResult } from './getter.js';
@@ -117,7 +117,6 @@ export class Group implements GroupServer {
   private readonly negativeTtlMs: number;
   private readonly hotCacheSample: number;
   private readonly maxValueBytes: number;
-  private readonly timeoutMs: number;
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly main: LruCache<string | null>;
@@ -125,7 +124,7 @@ export class Group implements GroupServer {
   /** Loads of this node on behalf of its callers (may go to a peer). */
   private readonly flight = new SingleFlight<string, string>({ timeoutMs: 0 });
   /** Getter calls; shared by this node's callers and peers' requests, so one per key per node. */
-  private readonly localFlight = new SingleFlight<string, Loaded>({ timeoutMs: 0 });
+  private readonly localFlight: SingleFlight<string, Loaded>;
   private readonly loading = new Map<string, LoadToken>();
   private readonly unregister: (() => void) | undefined;
   private readonly counters: GroupStats = {
@@ -150,7 +149,8 @@ export class Group implements GroupServer {
     const hotRatio = finite('Group', 'hotCacheRatio', o.hotCacheRatio ?? groupDefaults.hotCacheRatio, 0, 0.9);
     this.hotCacheSample = finite('Group', 'hotCacheSample', o.hotCacheSample ?? groupDefaults.hotCacheSample, 0, 1);
     this.maxValueBytes = integer('Group', 'maxValueBytes', o.maxValueBytes ?? groupDefaults.maxValueBytes, 0);
-    this.timeoutMs = integer('Group', 'timeoutMs', o.timeoutMs ?? groupDefaults.timeoutMs, 1);
+    const timeoutMs = integer('Group', 'timeoutMs', o.timeoutMs ?? groupDefaults.timeoutMs, 1);
+    this.localFlight = new SingleFlight({ timeoutMs });
     this.clock = clockOption('Group', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('Group', 'random', o.random);
     const hotBytes = Math.floor(cacheBytes * hotRatio);
@@ -177,7 +177,11 @@ export class Group implements GroupServer {
     const problem = keyProblem(key);
     if (problem !== undefined) return Promise.reject(new TypeError(`Group ${this.name}: ${problem}`));
     this.counters.loads++;
-    return this.flight.do(key, (signal) => this.load(key, signal), { signal: options?.signal }).then(toView);
+    const signal = options?.signal;
+    const peer = this.peers.pickPeer(key);
+    // Keys this node owns go straight to the getter's singleflight: one shared load, one AbortController.
+    if (peer === undefined) return this.loadLocally(key, signal).then((r) => toView(this.valueOf(key, r.value)));
+    return this.flight.do(key, (s) => this.loadFromPeer(key, peer, s), { signal }).then(toView);
   }
 
   /**
@@ -250,47 +254,50 @@ export class Group implements GroupServer {
     return { value: value ?? '', ttlMs, notFound: value === null };
   }
 
-  /** load runs once per key in flight on this node: ask the owner, or load here. */
-  private async load(key: string, signal: AbortSignal): Promise<string> {
+  /** loadFromPeer runs once per key in flight on this node: ask the owner; if it cannot answer, load here. */
+  private async loadFromPeer(key: string, peer: PeerGetter, signal: AbortSignal): Promise<string> {
     // A flight that just finished may have filled the cache (groupcache checks again here too).
     let cached = this.main.get(key);
     if (cached === undefined) cached = this.hot.get(key);
     if (cached !== undefined) return this.valueOf(key, cached);
     this.counters.loadsDeduped++;
-    const peer = this.peers.pickPeer(key);
-    if (peer !== undefined) {
-      const token = this.begin(key);
-      try {
-        const r = await peer.get(this.name, key, signal);
-        this.counters.peerLoads++;
-        if (r.notFound) throw this.notFound(key);
-        if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
-          this.hot.add(key, r.value, r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0);
-        }
-        return r.value;
-      } catch (err) {
-        if (err instanceof NotFoundError) throw err;
-        this.counters.peerErrors++;
-        // The owner answered that its getter failed: loading here would only hit the origin twice.
-        if (err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
-        if (signal.aborted) throw err;
-      } finally {
-        this.end(key, token);
+    const token = this.begin(key);
+    try {
+      const r = await peer.get(this.name, key, signal);
+      this.counters.peerLoads++;
+      if (r.notFound) throw this.notFound(key);
+      if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
+        this.hot.add(key, r.value, r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0);
       }
+      return r.value;
+    } catch (err) {
+      if (err instanceof NotFoundError) throw err;
+      this.counters.peerErrors++;
+      // The owner answered that its getter failed: loading here would only hit the origin twice.
+      if (err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
+      if (signal.aborted) throw err;
+    } finally {
+      this.end(key, token);
     }
     const loaded = await this.loadLocally(key, signal);
     return this.valueOf(key, loaded.value);
   }
 
-  /** loadLocally calls the getter, once per key in flight on this node, and caches what it answers. */
+  /**
+   * loadLocally calls the getter, once per key in flight on this node (this node's callers and peers'
+   * requests share it), and caches what it answers. The singleflight's timeout bounds the getter.
+   */
   private loadLocally(key: string, signal: AbortSignal | undefined): Promise<Loaded> {
     return this.localFlight.do(key, async (flightSignal) => {
+      const hit = this.main.get(key);
+      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0 };
+      this.counters.loadsDeduped++;
       const token = this.begin(key);
       try {
         this.counters.localLoads++;
         let result;
         try {
-          result = await callGetter(this.getter, key, flightSignal, this.timeoutMs, this.name);
+          result = await callGetter(this.getter, key, flightSignal, this.name);
         } catch (err) {
           if (!(err instanceof NotFoundError)) {
             this.counters.localLoadErrs++;
