@@ -12,8 +12,8 @@
  *   probability (its weight) that grows linearly from `slowStartMinWeight` to 1 over `slowStartMs`,
  *   so its traffic ramps up from a tenth of its share instead of jumping (or starving).
  *
- * `pick` reads the clock at most once every 16 picks (and on every `report`), so a 10-instance pick
- * costs two random numbers and two comparisons.
+ * `pick` reads the clock at most once every 16 picks (and on every `report`) and draws both choices
+ * from one random number, so a pick costs one random number and a few comparisons.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
@@ -120,8 +120,10 @@ export class P2C implements Picker {
       this.now = this.clock.now();
     }
     const now = this.now;
-    let a = Math.floor(this.random() * n);
-    let b = Math.floor(this.random() * (n - 1));
+    // Both choices from one random number: its integer part over n picks a, the fraction b.
+    const u = this.random() * n;
+    let a = Math.floor(u);
+    let b = Math.floor((u - a) * (n - 1));
     if (!(a >= 0 && a < n)) a = 0;
     if (!(b >= 0 && b < n - 1)) b = 0;
     if (b >= a) b++;

@@ -22,6 +22,7 @@ interface WeightedEntry {
   /** The raw metadata.weight the weight was parsed from (re-parsed, and warned about, only when it changes). */
   raw: string | undefined;
   weight: number;
+  /** The current weight, kept here only across list changes (the pick loop works on `current[]`). */
   current: number;
 }
 
@@ -29,6 +30,9 @@ interface WeightedEntry {
 export class SmoothWeightedRoundRobin implements Picker {
   private readonly table: InstanceTable<WeightedEntry>;
   private total = 0;
+  /** weights[i] and current[i] belong to table.entries[i]; typed arrays keep the pick loop tight. */
+  private weights = new Float64Array(0);
+  private current = new Float64Array(0);
 
   constructor(options?: SmoothWeightedRoundRobinOptions) {
     const o = checkOptions('SmoothWeightedRoundRobin', options);
@@ -52,24 +56,40 @@ export class SmoothWeightedRoundRobin implements Picker {
 
   /** pick returns the instance with the largest current weight; throws NoInstanceError when `instances` is empty. */
   pick(instances: readonly ServiceInstance[]): ServiceInstance {
-    const t = this.table;
-    let entries = t.entries;
-    if (instances !== t.source) {
-      entries = t.sync(instances);
-      let total = 0;
-      for (const e of entries) total += e.weight;
-      this.total = total;
-    }
-    const n = entries.length;
+    if (instances !== this.table.source) this.sync(instances);
+    const weights = this.weights;
+    const current = this.current;
+    const n = weights.length;
     if (n === 0) throw noInstance();
-    let best = entries[0]!;
-    best.current += best.weight;
+    // nginx: every current weight grows by its weight; the largest (first on ties) gives back the total.
+    let best = 0;
+    let bestCurrent = (current[0] += weights[0]!);
     for (let i = 1; i < n; i++) {
-      const e = entries[i]!;
-      e.current += e.weight;
-      if (e.current > best.current) best = e;
+      const c = (current[i] += weights[i]!);
+      if (c > bestCurrent) {
+        bestCurrent = c;
+        best = i;
+      }
     }
-    best.current -= this.total;
-    return best.instance;
+    current[best] = bestCurrent - this.total;
+    return this.table.entries[best]!.instance;
+  }
+
+  /** sync moves the current weights of instances that stay into arrays laid out for the new list. */
+  private sync(instances: readonly ServiceInstance[]): void {
+    const old = this.table.entries;
+    for (let i = 0; i < old.length; i++) old[i]!.current = this.current[i]!;
+    const entries = this.table.sync(instances);
+    const n = entries.length;
+    this.weights = new Float64Array(n);
+    this.current = new Float64Array(n);
+    let total = 0;
+    for (let i = 0; i < n; i++) {
+      const e = entries[i]!;
+      this.weights[i] = e.weight;
+      this.current[i] = e.current;
+      total += e.weight;
+    }
+    this.total = total;
   }
 }
