@@ -9,11 +9,14 @@
  *
  *   BENCH_RUNS=5 node --import tsx bench/balancer.bench.ts
  */
-import HashRingPkg from 'hashring';
+import { createRequire } from 'node:module';
 import { bench, type Subject } from './harness.js';
 import { Balancer, LeastRequest, P2C, Random, RingHash, RoundRobin, SmoothWeightedRoundRobin } from '../src/balancer/index.js';
 import { HashRing } from '../src/core/hash-ring.js';
 import type { ServiceInstance } from '../src/registry/types.js';
+
+/** The `hashring` npm package (no type declarations): the peer RingHash is measured against. */
+const HashRingPkg = createRequire(import.meta.url)('hashring') as new (servers: string[]) => { get(key: string): string | undefined };
 
 const N = 10;
 const list: readonly ServiceInstance[] = Object.freeze(
@@ -75,7 +78,7 @@ const ringSubjects: Record<string, () => Subject> = {
   'hashring.get (npm, md5)': () => {
     const ring = new HashRingPkg(ids);
     let i = 0;
-    return { op: () => ring.get(keyAt(i++)), extra: () => ({ maxShare: maxShare((k) => ring.get(k)) }) };
+    return { op: () => ring.get(keyAt(i++)), extra: () => ({ maxShare: maxShare((k) => ring.get(k)!) }) };
   },
   'RingHash.pick (1 280 vnodes)': () => {
     const p = new RingHash();
