@@ -78,7 +78,8 @@ export class Bulkhead implements Guard {
    * `BulkheadRejectedError` when both are full. `signal` aborting while queued rejects with `AbortedError`.
    */
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
-    const signal = options?.signal;
+    const given = options?.signal;
+    const signal = given === neverAborted ? undefined : given; // it never aborts: no need to listen
     if (signal?.aborted) return Promise.reject(new AbortedError('bulkhead: aborted before start', { cause: signal.reason }));
     if (this.activeCount < this.maxConcurrent) {
       this.activeCount++;

@@ -103,24 +103,38 @@ export class Retry implements Guard {
    * and the budget allows. It rejects with the last failure; with `RetryBudgetExhaustedError` (cause:
    * the last failure) when the budget refused; with `AbortedError` when `signal` aborts during a wait.
    */
-  async execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
     const signal = options?.signal;
-    const taskSignal = signal ?? neverAborted;
+    if (signal?.aborted) return Promise.reject(new AbortedError('retry aborted', { cause: signal.reason }));
     this.budget?.recordCall();
-    let backoff: Backoff | undefined;
+    // The first attempt runs without an async frame: on success it costs one `then`, nothing more.
+    let result: T | PromiseLike<T>;
+    try {
+      result = fn(signal ?? neverAborted);
+    } catch (err) {
+      return this.retryAfter(err, fn, signal);
+    }
+    if (result === null || typeof (result as PromiseLike<T>)?.then !== 'function') return Promise.resolve(result as T);
+    return Promise.resolve(result).then(undefined, (err: unknown) => this.retryAfter(err, fn, signal));
+  }
+
+  /** retryAfter runs attempts 2… after attempt 1 failed with `firstError`. */
+  private async retryAfter<T>(firstError: unknown, fn: Task<T>, signal: AbortSignal | undefined): Promise<T> {
+    const taskSignal = signal ?? neverAborted;
+    const backoff = new Backoff(this.backoffOptions);
+    let err = firstError;
     for (let attempt = 1; ; attempt++) {
-      if (signal?.aborted) throw new AbortedError('retry aborted', { cause: signal.reason });
+      if (attempt >= this.maxAttempts || signal?.aborted || !this.shouldRetry(err, attempt)) throw err;
+      if (this.budget !== undefined && !this.budget.allowRetry()) {
+        throw new RetryBudgetExhaustedError(`retry budget exhausted after attempt ${attempt}`, { cause: err });
+      }
+      const delayMs = backoff.next();
+      if (this.retryEvents.hasListeners) this.retryEvents.emit({ attempt, error: err, delayMs });
+      if (delayMs > 0) await delay(delayMs, signal);
       try {
         return await fn(taskSignal);
-      } catch (err) {
-        if (attempt >= this.maxAttempts || signal?.aborted || !this.shouldRetry(err, attempt)) throw err;
-        if (this.budget !== undefined && !this.budget.allowRetry()) {
-          throw new RetryBudgetExhaustedError(`retry budget exhausted after attempt ${attempt}`, { cause: err });
-        }
-        backoff ??= new Backoff(this.backoffOptions);
-        const delayMs = backoff.next();
-        if (this.retryEvents.hasListeners) this.retryEvents.emit({ attempt, error: err, delayMs });
-        if (delayMs > 0) await delay(delayMs, signal);
+      } catch (next) {
+        err = next;
       }
     }
   }

@@ -40,7 +40,8 @@ export class Timeout implements Guard {
 
   /** execute runs `fn` with a signal that aborts at the deadline; rejects with `TimeoutError` then, or `AbortedError` if `signal` aborts first. */
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
-    const parent = options?.signal;
+    const given = options?.signal;
+    const parent = given === neverAborted ? undefined : given; // it never aborts: no need to listen
     if (parent?.aborted) return Promise.reject(new AbortedError('timeout: aborted before start', { cause: parent.reason }));
     const timeoutMs = this.timeoutMs;
     // A controller only for a task that declares a signal parameter (see the file comment).

@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { ManualClock } from '../core/clock.js';
 import { BreakerOpenError, BulkheadRejectedError, TimeoutError } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
@@ -74,6 +75,14 @@ describe('wrap', () => {
     const outer: Guard = { execute: (fn, options) => ((seen = options?.signal), Promise.resolve(fn(options!.signal!))) };
     await wrap(outer, new Tracer('x', [])).execute(() => 1, { signal: ac.signal });
     assert.equal(seen, ac.signal);
+  });
+
+  it('never listens on the shared neverAborted signal (no listener piles up on it)', async () => {
+    const guard = wrap(new Fallback({ value: -1 }), new Retry({ maxAttempts: 2 }), new Bulkhead(), new Timeout({ timeoutMs: 1_000 }));
+    const seen: number[] = [];
+    for (let i = 0; i < 5; i++) await guard.execute(async (_signal) => seen.push(getEventListeners(neverAborted, 'abort').length));
+    assert.deepEqual(seen, [0, 0, 0, 0, 0]);
+    assert.equal(getEventListeners(neverAborted, 'abort').length, 0);
   });
 
   it('with no guards runs the task, turning a synchronous throw into a rejection', async () => {

@@ -55,7 +55,8 @@ class Wrap {
     const guards = this.guards as readonly Guard[];
     if (i === guards.length - 1) return guards[i]!.execute(fn, options);
     if (i >= guards.length) return runBare(fn, options?.signal);
-    return guards[i]!.execute((signal) => this.level(i + 1, fn, { signal }), options);
+    // neverAborted is "no signal": passing it on as one would make inner guards listen to it for nothing.
+    return guards[i]!.execute((signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
   }
 }
 
