@@ -12,15 +12,14 @@
  * The success path in the closed state reads no clock with a count window and a coarse one otherwise
  * (see coarse-clock.ts).
  */
-import { BreakerOpenError } from '../core/errors.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, options as optionsObject } from '../core/validate.js';
 import { coarseClock } from './coarse-clock.js';
-import type { Breaker, BreakerExecuteOptions, BreakerState } from './index.js';
+import type { Breaker, BreakerExecuteOptions, BreakerState, BreakerToken } from './index.js';
 import { CountWindow, TimeWindow, type OutcomeWindow } from './outcome-window.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, openError, runWithToken, type InternalToken } from './shared.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, RejectionCache, runWithToken, type InternalToken } from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
 export { circuitBreakerDefaults, type CircuitBreakerOptions, type CircuitWindow, type OpenBackoff } from './circuit-options.js';
 import type { CircuitBreakerOptions } from './circuit-options.js';
@@ -30,6 +29,8 @@ const OPEN = 1;
 const HALF_OPEN = 2;
 type StateCode = typeof CLOSED | typeof OPEN | typeof HALF_OPEN;
 const STATE_NAMES: readonly BreakerState[] = ['closed', 'open', 'half-open'];
+/** Marks a settled call that did not fail (an `undefined` error may still be a failure). */
+const NO_ERROR: unique symbol = Symbol('no error');
 
 /** StateChange is the event a CircuitBreaker emits on every transition. */
 export interface StateChange {
@@ -90,7 +91,8 @@ export class CircuitBreaker implements Breaker {
   private readonly probeGen: Uint32Array;
   private probesInFlight = 0;
   private probeSuccesses = 0;
-  private rejection: BreakerOpenError | undefined;
+  /** The error and promise rejected calls get. @internal */
+  readonly rejections: RejectionCache;
 
   constructor(options?: CircuitBreakerOptions) {
     const o = validateCircuitOptions(optionsObject('CircuitBreaker', options));
@@ -110,6 +112,7 @@ export class CircuitBreaker implements Breaker {
     this.window = o.window.kind === 'count' ? new CountWindow(o.window.size) : new TimeWindow(o.window.buckets, o.window.ms / o.window.buckets, now);
     this.probeStart = new Float64Array(this.halfOpenCalls).fill(NaN);
     this.probeGen = new Uint32Array(this.halfOpenCalls);
+    this.rejections = new RejectionCache(this.name, () => this.rejectionMessage());
   }
 
   /** state is 'closed', 'open' or 'half-open' now (an open period that has passed reads as half-open). */
@@ -132,18 +135,18 @@ export class CircuitBreaker implements Breaker {
   }
 
   /** allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`. */
-  allow(): InternalToken {
+  allow(): BreakerToken {
     const t = this.admit();
-    if (t instanceof BreakerOpenError) throw t;
+    if (t === undefined) throw this.rejections.error();
     return t;
   }
 
-  /** admit is allow() that answers the rejection instead of throwing it. @internal */
-  admit(): InternalToken | BreakerOpenError {
+  /** admit is allow() that answers undefined instead of throwing. @internal */
+  admit(): InternalToken | undefined {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     const now = this.clock.now();
     if (this.code === OPEN) {
-      if (this.isolatedFlag || now < this.openUntil) return this.openError();
+      if (this.isolatedFlag || now < this.openUntil) return undefined;
       this.toHalfOpen(now);
     }
     return this.admitProbe(now);
@@ -154,24 +157,43 @@ export class CircuitBreaker implements Breaker {
    * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw.
    */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
-    if (options !== undefined) return executeWithOptions(this, fn, options);
-    if (this.code !== CLOSED || this.timed) {
-      const t = this.admit();
-      return t instanceof BreakerOpenError ? Promise.reject(t) : runWithToken(t, fn, undefined, undefined);
+    let signal: AbortSignal = neverAborted;
+    if (options !== undefined) {
+      if (options.signal === undefined || options.isFailure !== undefined || options.fallback !== undefined || options.signal.aborted) {
+        return executeWithOptions(this, fn, options);
+      }
+      signal = options.signal;
     }
-    // Closed and untimed: no token. A call that settles after the breaker left the closed state is
-    // not counted (the `code` check in the handlers).
+    if (this.code !== CLOSED) {
+      const t = this.admit();
+      return t === undefined ? this.rejections.rejected() : runWithToken(t, fn, signal, undefined);
+    }
+    // Closed: no token. A call that settles after the breaker left this closed period is not counted.
+    const epoch = this.epoch;
+    const start = this.timed ? this.clock.now() : 0;
     let r: T | PromiseLike<T>;
     try {
-      r = fn(neverAborted);
+      r = fn(signal);
     } catch (err) {
-      if (this.code === CLOSED) this.recordClosed(true, false, err, this.clock.now());
+      this.settleClosed(epoch, start, err, signal);
       return Promise.reject(err);
     }
-    if (r instanceof Promise) return r.then(this.onValue, this.onError) as Promise<T>;
-    if (isPromiseLike<T>(r)) return Promise.resolve(r).then(this.onValue, this.onError) as Promise<T>;
-    this.window.record(false, false, this.clock.now());
-    return Promise.resolve(r);
+    if (!isPromiseLike<T>(r)) {
+      this.settleClosed(epoch, start, NO_ERROR, signal);
+      return Promise.resolve(r);
+    }
+    const p = r instanceof Promise ? r : Promise.resolve(r);
+    if (!this.timed && signal === neverAborted) return p.then(this.onValue, this.onError) as Promise<T>;
+    return p.then(
+      (value: T) => {
+        this.settleClosed(epoch, start, NO_ERROR, signal);
+        return value;
+      },
+      (err: unknown): never => {
+        this.settleClosed(epoch, start, err, signal);
+        throw err;
+      },
+    );
   }
 
   /** isolate forces the breaker open until `reset()` (an operator's switch). */
@@ -182,7 +204,7 @@ export class CircuitBreaker implements Breaker {
     this.code = OPEN;
     this.epoch++;
     this.openUntil = Infinity;
-    this.rejection = undefined;
+    this.rejections.clear();
     this.emit(from, 'isolated by an operator', now);
   }
 
@@ -214,7 +236,7 @@ export class CircuitBreaker implements Breaker {
   }
 
   private readonly onValue = <T>(value: T): T => {
-    if (this.code === CLOSED) this.window.record(false, false, this.clock.now());
+    if (this.code === CLOSED) this.window.success(this.clock.now());
     return value;
   };
 
@@ -222,6 +244,15 @@ export class CircuitBreaker implements Breaker {
     if (this.code === CLOSED) this.recordClosed(true, false, err, this.clock.now());
     throw err;
   };
+
+  /** settleClosed counts a call admitted in the closed period `epoch` (NO_ERROR: it succeeded). */
+  private settleClosed(epoch: number, start: number, err: unknown, signal: AbortSignal): void {
+    if (epoch !== this.epoch) return;
+    const failed = err !== NO_ERROR;
+    if (failed && signal.aborted && !isTimeout(signal.reason)) return; // the caller gave up: not the dependency's fault
+    const now = this.clock.now();
+    this.recordClosed(failed, this.timed && now - start >= this.slowCallMs, err, now);
+  }
 
   /** reportClosed counts the outcome of a call admitted in the closed state. @internal */
   reportClosed(epoch: number, failed: boolean, start: number, err: unknown): void {
@@ -252,7 +283,7 @@ export class CircuitBreaker implements Breaker {
     w.record(failed, slow, now);
     if (failed) {
       this.reasons.add(err);
-      this.rejection = undefined;
+      this.rejections.clear();
     }
     if ((failed || slow) && w.calls >= this.minimumCalls) {
       const fr = w.failures / w.calls;
@@ -262,14 +293,14 @@ export class CircuitBreaker implements Breaker {
     }
   }
 
-  private admitProbe(now: number): InternalToken | BreakerOpenError {
+  private admitProbe(now: number): InternalToken | undefined {
     const n = this.halfOpenCalls;
     if (this.probesInFlight > 0 && this.probeTimeoutMs !== Infinity) {
       for (let i = 0; i < n; i++) {
         if (now - this.probeStart[i]! >= this.probeTimeoutMs) this.freeProbe(i); // NaN (free) compares false
       }
     }
-    if (this.probesInFlight + this.probeSuccesses >= n) return this.openError();
+    if (this.probesInFlight + this.probeSuccesses >= n) return undefined;
     for (let i = 0; i < n; i++) {
       if (Number.isNaN(this.probeStart[i]!)) {
         this.probeStart[i] = now;
@@ -277,7 +308,7 @@ export class CircuitBreaker implements Breaker {
         return new ProbeToken(this, i, this.probeGen[i]!);
       }
     }
-    return this.openError(); // unreachable: fewer than n in flight means a free slot
+    return undefined; // unreachable: fewer than n in flight means a free slot
   }
 
   private freeProbe(slot: number): void {
@@ -294,7 +325,7 @@ export class CircuitBreaker implements Breaker {
     this.epoch++;
     this.openUntil = now + this.openFor;
     this.tripReason = reason;
-    this.rejection = undefined;
+    this.rejections.clear();
     this.emit(from, reason, now);
   }
 
@@ -304,7 +335,7 @@ export class CircuitBreaker implements Breaker {
     this.probeStart.fill(NaN);
     this.probesInFlight = 0;
     this.probeSuccesses = 0;
-    this.rejection = undefined;
+    this.rejections.clear();
     this.emit(OPEN, `open for ${this.openFor} ms`, now);
   }
 
@@ -318,7 +349,7 @@ export class CircuitBreaker implements Breaker {
     this.probesInFlight = 0;
     this.probeSuccesses = 0;
     this.window.reset(now);
-    this.rejection = undefined;
+    this.rejections.clear();
     if (from !== CLOSED) this.emit(from, reason, now);
   }
 
@@ -327,15 +358,14 @@ export class CircuitBreaker implements Breaker {
     this.changes.emit({ name: this.name, from: STATE_NAMES[from]!, to: STATE_NAMES[this.code]!, at, reason });
   }
 
-  private openError(): BreakerOpenError {
-    if (this.rejection !== undefined) return this.rejection;
+  private rejectionMessage(): string {
     const who = `breaker "${this.name}"`;
     const what = this.isolatedFlag
       ? `${who} is isolated (forced open until reset)`
       : this.code === HALF_OPEN
         ? `${who} is half-open and all ${this.halfOpenCalls} probes are taken`
         : `${who} is open for ${this.openFor} ms: ${this.tripReason}`;
-    return (this.rejection = openError(what + this.reasons.suffix(), this.name));
+    return what + this.reasons.suffix();
   }
 }
 

@@ -10,6 +10,8 @@ export interface OutcomeWindow {
   failures: number;
   slow: number;
   record(failed: boolean, slow: boolean, now: number): void;
+  /** success records a call that neither failed nor was slow (the hot path). */
+  success(now: number): void;
   advance(now: number): void;
   reset(now: number): void;
 }
@@ -40,6 +42,19 @@ export class CountWindow implements OutcomeWindow {
     this.ring[at] = outcome;
     if (failed) this.failures++;
     if (slow) this.slow++;
+    this.at = at + 1 === this.size ? 0 : at + 1;
+  }
+
+  success(_now: number): void {
+    const at = this.at;
+    if (this.calls === this.size) {
+      const old = this.ring[at]!;
+      if (old !== 0) {
+        if (old & FAILED) this.failures--;
+        if (old & SLOW) this.slow--;
+        this.ring[at] = 0;
+      }
+    } else this.calls++;
     this.at = at + 1 === this.size ? 0 : at + 1;
   }
 
@@ -85,6 +100,12 @@ export class TimeWindow implements OutcomeWindow {
       this.v[base + 2]!++;
       this.slow++;
     }
+  }
+
+  success(now: number): void {
+    if (now >= this.headEnd) this.roll(now);
+    this.v[this.head * 3]!++;
+    this.calls++;
   }
 
   advance(now: number): void {

@@ -82,12 +82,48 @@ export interface InternalToken extends BreakerToken {
 
 /** Admitter is what the shared execute path needs from a breaker. */
 export interface Admitter {
-  /** admit answers a token, or the error to reject with (never throws). */
-  admit(): InternalToken | BreakerOpenError;
+  /** admit answers a token, or undefined when the breaker rejects the call (never throws). */
+  admit(): InternalToken | undefined;
+  /** readonly rejections: the error and the promise for a call the breaker just rejected. */
+  readonly rejections: RejectionCache;
+}
+
+/**
+ * RejectionCache keeps a breaker's rejection error and one promise rejected with it. While the
+ * error stays the same (same state, same reasons), every rejected `execute` returns that same
+ * promise, as a memoized promise would: creating a rejected promise costs ~1 µs in Node (the
+ * unhandled-rejection bookkeeping), several times the breaker's own work. Like any shared promise,
+ * it is reported as unhandled only if the first caller it went to leaves it unhandled.
+ */
+export class RejectionCache {
+  private err: BreakerOpenError | undefined;
+  private promise: Promise<never> | undefined;
+
+  /** `message` builds the message of the next error, when the cached one was cleared. */
+  constructor(
+    private readonly breaker: string,
+    private readonly message: () => string,
+  ) {}
+
+  /** error answers the current rejection error. */
+  error(): BreakerOpenError {
+    return (this.err ??= openError(this.message(), this.breaker));
+  }
+
+  /** rejected answers the promise rejected with the current error. */
+  rejected(): Promise<never> {
+    return (this.promise ??= Promise.reject(this.error()));
+  }
+
+  /** clear forgets the error and the promise (the state or the reasons changed). */
+  clear(): void {
+    this.err = undefined;
+    this.promise = undefined;
+  }
 }
 
 /** isTimeout tells whether an abort reason is a deadline (that counts) rather than a caller giving up. */
-function isTimeout(reason: unknown): boolean {
+export function isTimeout(reason: unknown): boolean {
   if (reason === null || typeof reason !== 'object') return false;
   const r = reason as { name?: unknown; code?: unknown };
   return r.name === 'TimeoutError' || r.code === 'ERR_TIMEOUT';
@@ -116,17 +152,25 @@ export function settleFailure(token: InternalToken, err: unknown, signal: AbortS
 }
 
 /** executeWithOptions is the general path of `execute`, used when the call carries options. */
-export async function executeWithOptions<T>(b: Admitter, fn: Task<T>, options: BreakerExecuteOptions<T>): Promise<T> {
+export function executeWithOptions<T>(b: Admitter, fn: Task<T>, options: BreakerExecuteOptions<T>): Promise<T> {
   const signal = options.signal;
-  if (signal !== undefined && signal.aborted) {
-    throw new AbortedError('operation aborted before the breaker admitted it', { cause: signal.reason });
-  }
+  if (signal !== undefined && signal.aborted) return rejectAborted(signal);
   const token = b.admit();
-  if (token instanceof BreakerOpenError) {
-    if (options.fallback !== undefined) return options.fallback(token);
-    throw token;
+  if (token === undefined) {
+    const fallback = options.fallback;
+    if (fallback === undefined) return b.rejections.rejected();
+    try {
+      return Promise.resolve(fallback(b.rejections.error()));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
   return runWithToken(token, fn, signal, options.isFailure);
+}
+
+/** rejectAborted answers the rejection for a call whose signal aborted before it was admitted. */
+export function rejectAborted(signal: AbortSignal): Promise<never> {
+  return Promise.reject(new AbortedError('operation aborted before the breaker admitted it', { cause: signal.reason }));
 }
 
 /** runWithToken runs `fn` for a call already admitted with `token`, and reports its outcome. */

@@ -16,13 +16,12 @@
  * dropped; `sre-breaker.test.ts` proves it with a ManualClock. The price: while the dependency is
  * down, about √(6·rate·window) calls per window still reach it instead of a handful.
  */
-import type { BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
 import { coarseClock } from './coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions } from './index.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, openError, type InternalToken } from './shared.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, RejectionCache, type InternalToken } from './shared.js';
 import { SreWindow } from './sre-window.js';
 
 /** The floor w falls to as buckets keep failing (go-zero `minK`). */
@@ -89,7 +88,8 @@ export class SreBreaker implements Breaker {
   private readonly window: SreWindow;
   private readonly reasons = new FailureReasons();
   private lastPass = -Infinity;
-  private rejection: BreakerOpenError | undefined;
+  /** The error and promise rejected calls get. @internal */
+  readonly rejections: RejectionCache;
 
   constructor(options?: SreBreakerOptions) {
     const o = optionsObject('SreBreaker', options);
@@ -109,17 +109,18 @@ export class SreBreaker implements Breaker {
     this.random = o.random === undefined ? Math.random : fnOption('SreBreaker', 'random', o.random);
     this.minK = Math.min(MIN_K, this.k);
     this.window = new SreWindow(buckets, this.windowMs / buckets, this.clock.now());
+    this.rejections = new RejectionCache(name, () => `breaker "${name}" is dropping calls to a failing dependency${this.reasons.suffix()}`);
   }
 
   /** allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`. */
   allow(): SreToken {
-    if (!this.accept(this.clock.now())) throw this.openError();
+    if (!this.accept(this.clock.now())) throw this.rejections.error();
     return new SreToken(this);
   }
 
-  /** admit is allow() that answers the rejection instead of throwing it. @internal */
-  admit(): SreToken | BreakerOpenError {
-    return this.accept(this.clock.now()) ? new SreToken(this) : this.openError();
+  /** admit is allow() that answers undefined instead of throwing. @internal */
+  admit(): SreToken | undefined {
+    return this.accept(this.clock.now()) ? new SreToken(this) : undefined;
   }
 
   /**
@@ -127,17 +128,30 @@ export class SreBreaker implements Breaker {
    * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw.
    */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
-    if (options !== undefined) return executeWithOptions(this, fn, options);
-    if (!this.accept(this.clock.now())) return Promise.reject(this.openError());
+    let signal: AbortSignal = neverAborted;
+    if (options !== undefined) {
+      if (options.signal === undefined || options.isFailure !== undefined || options.fallback !== undefined || options.signal.aborted) {
+        return executeWithOptions(this, fn, options);
+      }
+      signal = options.signal;
+    }
+    if (!this.accept(this.clock.now())) return this.rejections.rejected();
     let r: T | PromiseLike<T>;
     try {
-      r = fn(neverAborted);
+      r = fn(signal);
     } catch (err) {
-      this.markFailure(err);
+      this.countError(err, signal);
       return Promise.reject(err);
     }
-    if (r instanceof Promise) return r.then(this.onValue, this.onError) as Promise<T>;
-    if (isPromiseLike<T>(r)) return Promise.resolve(r).then(this.onValue, this.onError) as Promise<T>;
+    const onError =
+      signal === neverAborted
+        ? this.onError
+        : (err: unknown): never => {
+            this.countError(err, signal);
+            throw err;
+          };
+    if (r instanceof Promise) return r.then(this.onValue, onError) as Promise<T>;
+    if (isPromiseLike<T>(r)) return Promise.resolve(r).then(this.onValue, onError) as Promise<T>;
     this.markSuccess();
     return Promise.resolve(r);
   }
@@ -169,7 +183,7 @@ export class SreBreaker implements Breaker {
   markFailure(err: unknown): void {
     this.window.addFailure(this.clock.now());
     this.reasons.add(err);
-    this.rejection = undefined;
+    this.rejections.clear();
   }
 
   private readonly onValue = <T>(value: T): T => {
@@ -181,6 +195,11 @@ export class SreBreaker implements Breaker {
     this.markFailure(err);
     throw err;
   };
+
+  /** countError counts a failure unless the caller's own signal aborted the call (a deadline still counts). */
+  private countError(err: unknown, signal: AbortSignal): void {
+    if (!(signal.aborted && !isTimeout(signal.reason))) this.markFailure(err);
+  }
 
   /** dropRatio is the drop probability before the force-pass rule (call after advancing the window). */
   private dropRatio(): number {
@@ -208,10 +227,6 @@ export class SreBreaker implements Breaker {
     }
     w.addDrop(now);
     return false;
-  }
-
-  private openError(): BreakerOpenError {
-    return (this.rejection ??= openError(`breaker "${this.name}" is dropping calls to a failing dependency${this.reasons.suffix()}`, this.name));
   }
 }
 
