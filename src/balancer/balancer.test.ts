@@ -136,6 +136,38 @@ describe('Balancer', () => {
     await b.close();
   });
 
+  it('backs off between attempts when every watch breaks at once, instead of listing in a hot loop', async () => {
+    const reg = new FakeRegistry();
+    await reg.register(inst('a'));
+    reg.watch = () => ({
+      [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(new Error('watch refused')) }),
+    });
+    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0.01 }); // waits 1, 2, 4, 8 … ms
+    await b.ready();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(reg.lists >= 2 && reg.lists <= 8, `listed ${reg.lists} times in 50 ms`);
+    await b.close();
+  });
+
+  it('keeps the list (and the strategy state) when a re-listing changes nothing', async () => {
+    const reg = new FakeRegistry();
+    await reg.register(inst('a'));
+    await reg.register(inst('b'));
+    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0 });
+    await b.ready();
+    const before = b.instances();
+    await settle();
+    reg.emit(new Error('stream reset'));
+    for (let i = 0; i < 50 && reg.lists < 2; i++) await new Promise((r) => setTimeout(r, 2));
+    await settle();
+    assert.equal(reg.lists, 2);
+    assert.equal(b.instances(), before);
+    await reg.register({ ...inst('a') }); // an update event with the same content
+    await settle();
+    assert.equal(b.instances(), before);
+    await b.close();
+  });
+
   it('ejects an instance after 5 failed calls and brings it back after 30 s', async () => {
     const clock = new ManualClock();
     const b = new Balancer({ instances: instances(3), strategy: 'round-robin', clock, random: seeded(2) });

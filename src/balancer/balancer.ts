@@ -22,6 +22,7 @@ import { ClosedError, NoInstanceError, NotFoundError, isBulwarkError } from '../
 import { Emitter } from '../core/events.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
+import { sameInstance } from '../registry/validate.js';
 import type { CallOutcome, Picker } from './index.js';
 import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
 import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
@@ -294,8 +295,12 @@ export class Balancer {
     if (this.closed) return;
     const byId = new Map<string, ServiceInstance>();
     for (const inst of instances) if (inst?.name === service && typeof inst.id === 'string') byId.set(inst.id, inst);
-    this.byId = byId;
-    this.rebuild();
+    // A listing that changes nothing (a re-list after a broken watch) keeps the list and its identity,
+    // so strategies keep their state and the ring is not rebuilt.
+    if (!sameMembers(this.byId, byId)) {
+      this.byId = byId;
+      this.rebuild();
+    }
     if (!this.loaded) {
       this.loaded = true;
       this.lastError = undefined;
@@ -309,7 +314,8 @@ export class Balancer {
     if (event.type === 'delete') {
       if (!this.byId.delete(inst.id)) return;
     } else {
-      if (this.byId.get(inst.id) === inst) return;
+      const known = this.byId.get(inst.id);
+      if (known !== undefined && (known === inst || sameInstance(known, inst))) return;
       this.byId.set(inst.id, inst);
     }
     this.rebuild();
@@ -330,11 +336,16 @@ export class Balancer {
         const first = iterator.next();
         first.catch(() => {});
         await this.list(registry, service);
-        backoff.reset();
+        // The backoff starts over only once a watch has worked (delivered an event, or stayed up a
+        // while): a registry (or cache) that answers listings but breaks every watch at once must
+        // not be asked again every few milliseconds.
+        const since = this.clock.now();
         for (let r = await first; !r.done; r = await iterator.next()) {
           if (signal.aborted) break;
+          backoff.reset();
           this.apply(r.value, service);
         }
+        if (this.clock.now() - since >= balancerDefaults.watchRetryMaxMs) backoff.reset();
       } catch (err) {
         if (signal.aborted) break;
         if (!this.loaded && this.lastError === undefined) {
@@ -351,6 +362,15 @@ export class Balancer {
       await delay(backoff.next(), signal, { unref: true }).catch(() => {});
     }
   }
+}
+
+function sameMembers(a: Map<string, ServiceInstance>, b: Map<string, ServiceInstance>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [id, x] of b) {
+    const y = a.get(id);
+    if (y === undefined || (y !== x && !sameInstance(x, y))) return false;
+  }
+  return true;
 }
 
 function sameList(a: readonly ServiceInstance[], b: readonly ServiceInstance[]): boolean {
