@@ -12,4 +12,4 @@ export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTE
 export { EventQueue } from './event-queue.js';
 export { MemoryRegistry, memoryRegistryDefaults, type MemoryRegistryOptions } from './memory-registry.js';
 export { EtcdRegistry, etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry.js';
-export { RegistryCache, registryCacheDefaults, type RegistryCacheOptions, type RegistryCacheStats } from './registry-cache.js';
+export { RegistryCache, registryCacheDefaults, type RegistryCacheOptions, type RegistryCacheStats, type ServiceChange } from './registry-cache.js';

@@ -250,6 +250,8 @@ describe('RegistryCache: what go-micro users ran into', () => {
 
   it('applies create, update and delete events and keeps the entry fresh', async () => {
     const { clock, fake, cache } = setup();
+    const seen: string[] = [];
+    cache.onChange((c) => seen.push(`${c.service}:${ids(c.instances).join(',')}`));
     await cache.getService('api');
     fake.emit({ type: 'create', instance: inst('a3') });
     fake.emit({ type: 'update', instance: { ...inst('a1'), address: '127.0.0.1:1' } });
@@ -261,6 +263,7 @@ describe('RegistryCache: what go-micro users ran into', () => {
     assert.equal(got.find((i) => i.id === 'a1')!.address, '127.0.0.1:1');
     assert.equal(fake.calls, 1);
     assert.equal(cache.stats().watchEvents, 3);
+    assert.deepEqual(seen, ['api:a1,a2', 'api:a1,a2,a3', 'api:a1,a2,a3', 'api:a1,a3']);
     await cache.close();
   });
 

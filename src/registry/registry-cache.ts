@@ -22,6 +22,7 @@
 import { Backoff } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import { Emitter, type Disposer } from '../core/events.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 import { CacheWatch, type WatchHost } from './cache-watch.js';
@@ -89,6 +90,13 @@ export interface RegistryCacheStats {
   services: number;
 }
 
+/** ServiceChange says that a cached service's instances changed (a refresh or a watch event). */
+export interface ServiceChange {
+  readonly service: string;
+  /** The new instances: frozen and shared. */
+  readonly instances: readonly ServiceInstance[];
+}
+
 /** Entry is one cached service. */
 interface Entry {
   /** What lookups answer: frozen, replaced (never mutated) on change. */
@@ -116,6 +124,7 @@ export class RegistryCache implements Registry {
   private readonly throttles = new Map<string, Throttle>();
   private readonly watches = new Map<string, CacheWatch>();
   private readonly flights = new SingleFlight<string, readonly ServiceInstance[]>();
+  private readonly changes = new Emitter<ServiceChange>();
   private readonly clock: Clock;
   private readonly ttlMs: number;
   private readonly minRetryMs: number;
@@ -131,6 +140,19 @@ export class RegistryCache implements Registry {
   private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
   private snapshotWrite: Promise<void> = Promise.resolve();
   private closed = false;
+  /**
+   * Hot-path time: with the default clock, one reading serves up to 64 lookups within one synchronous
+   * run (it is dropped at the next microtask), since reading the clock costs more than the whole lookup.
+   * TTLs are seconds long; a reading at most 64 lookups old changes nothing. Injected clocks are read every time.
+   */
+  private readonly coarse: boolean;
+  private coarseNow = 0;
+  private coarseLeft = 0;
+  private coarseClearing = false;
+  private readonly clearCoarse = () => {
+    this.coarseLeft = 0;
+    this.coarseClearing = false;
+  };
   private readonly counters = { hits: 0, misses: 0, stale: 0, registryCalls: 0, throttled: 0, watchReconnects: 0, watchEvents: 0 };
 
   constructor(
@@ -143,6 +165,7 @@ export class RegistryCache implements Registry {
     const o = checkOptions('RegistryCache', options);
     const d = registryCacheDefaults;
     this.clock = clockOption('RegistryCache', o.clock, systemClock);
+    this.coarse = this.clock === systemClock;
     this.ttlMs = integer('RegistryCache', 'ttlMs', o.ttlMs ?? d.ttlMs, 1);
     this.minRetryMs = integer('RegistryCache', 'minRetryIntervalMs', o.minRetryIntervalMs ?? d.minRetryIntervalMs, 0);
     this.idleMs = integer('RegistryCache', 'idleMs', o.idleMs ?? d.idleMs, 1);
@@ -164,6 +187,14 @@ export class RegistryCache implements Registry {
     this.sweepTimer.unref();
   }
 
+  /**
+   * onChange calls `listener` each time a cached service's instances are replaced (a registry answer or a
+   * watch event), e.g. to rebuild a hash ring. Returns the disposer.
+   */
+  onChange(listener: (change: ServiceChange) => void): Disposer {
+    return this.changes.on(listener);
+  }
+
   /** stats answers a snapshot of the counters. */
   stats(): RegistryCacheStats {
     return { ...this.counters, services: this.entries.size };
@@ -176,7 +207,7 @@ export class RegistryCache implements Registry {
   peek(name: string): readonly ServiceInstance[] | undefined {
     const e = this.entries.get(name);
     if (e === undefined || e.instances.length === 0) return undefined;
-    const now = this.clock.now();
+    const now = this.hotNow();
     if (now >= e.validUntil) return undefined;
     e.lastUsed = now;
     return e.instances;
@@ -189,7 +220,7 @@ export class RegistryCache implements Registry {
   getService(name: string): Promise<ServiceInstance[]> {
     const e = this.entries.get(name);
     if (e !== undefined && e.instances.length > 0) {
-      const now = this.clock.now();
+      const now = this.hotNow();
       if (now < e.validUntil) {
         this.counters.hits++;
         e.lastUsed = now;
@@ -197,6 +228,23 @@ export class RegistryCache implements Registry {
       }
     }
     return this.lookup(name) as Promise<ServiceInstance[]>;
+  }
+
+  private hotNow(): number {
+    if (this.coarseLeft > 0) {
+      this.coarseLeft--;
+      return this.coarseNow;
+    }
+    const now = this.clock.now();
+    if (this.coarse) {
+      this.coarseNow = now;
+      this.coarseLeft = 63;
+      if (!this.coarseClearing) {
+        this.coarseClearing = true;
+        queueMicrotask(this.clearCoarse);
+      }
+    }
+    return now;
   }
 
   private async lookup(name: string): Promise<readonly ServiceInstance[]> {
@@ -275,6 +323,7 @@ export class RegistryCache implements Registry {
       e.validUntil = expiry;
     }
     this.changed();
+    if (this.changes.hasListeners) this.changes.emit({ service: name, instances });
     return e;
   }
 
@@ -307,6 +356,7 @@ export class RegistryCache implements Registry {
     for (const x of e.nodeExpiry.values()) if (x < v) v = x;
     e.validUntil = v;
     this.changed();
+    if (this.changes.hasListeners) this.changes.emit({ service: name, instances: e.instances });
   }
 
   private ensureWatch(name: string): CacheWatch {
@@ -381,6 +431,7 @@ export class RegistryCache implements Registry {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.sweepTimer);
+    this.changes.clear();
     for (const w of this.watches.values()) w.stop();
     this.watches.clear();
     if (this.snapshotTimer !== undefined) {
