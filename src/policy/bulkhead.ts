@@ -10,6 +10,7 @@
 import { AbortedError, BulkheadRejectedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { integer, options as optionsObject } from '../core/validate.js';
+import { checkCall } from './check-call.js';
 
 /** BulkheadOptions configures a Bulkhead. */
 export interface BulkheadOptions {
@@ -78,6 +79,8 @@ export class Bulkhead implements Guard {
    * `BulkheadRejectedError` when both are full. `signal` aborting while queued rejects with `AbortedError`.
    */
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const bad = checkCall('Bulkhead', fn, options);
+    if (bad !== undefined) return Promise.reject(bad);
     const given = options?.signal;
     const signal = given === neverAborted ? undefined : given; // it never aborts: no need to listen
     if (signal?.aborted) return Promise.reject(new AbortedError('bulkhead: aborted before start', { cause: signal.reason }));

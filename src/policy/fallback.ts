@@ -20,6 +20,7 @@ import { AbortedError } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, finite, options as optionsObject, showValue } from '../core/validate.js';
+import { checkCall } from './check-call.js';
 
 /** FallbackStrategy answers in place of a failed call, or throws (rejects) to pass to the next one. */
 export type FallbackStrategy<R> = (err: unknown, signal: AbortSignal) => R | PromiseLike<R>;
@@ -110,6 +111,8 @@ export class Fallback<R = unknown> {
    * value, the first chain strategy that answers, or the default value — else rethrows the error.
    */
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
+    const bad = checkCall('Fallback', fn, options);
+    if (bad !== undefined) return Promise.reject(bad);
     const signal = options?.signal;
     let result: T | PromiseLike<T>;
     try {

@@ -1,4 +1,4 @@
-import { describe, it } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { ManualClock } from '../core/clock.js';
@@ -123,6 +123,34 @@ describe('Retry', () => {
     retry.onRetry((e) => delays.push(e.delayMs));
     await assert.rejects(retry.execute(() => Promise.reject(new Error('x'))));
     assert.deepEqual(delays, [2.5, 5]);
+  });
+
+  it('waits the backoff delay before the next attempt (fake timers)', async () => {
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const retry = new Retry({ maxAttempts: 3, backoff: { initialMs: 100, multiplier: 2, jitter: 'none' } });
+      let calls = 0;
+      const p = retry.execute(() => (++calls < 3 ? Promise.reject(new Error('x')) : 'done'));
+      const settle = async () => {
+        for (let i = 0; i < 5; i++) await Promise.resolve();
+      };
+      await settle();
+      assert.equal(calls, 1);
+      mock.timers.tick(99);
+      await settle();
+      assert.equal(calls, 1, 'not before 100 ms');
+      mock.timers.tick(1);
+      await settle();
+      assert.equal(calls, 2);
+      mock.timers.tick(199);
+      await settle();
+      assert.equal(calls, 2, 'then not before 200 ms more');
+      mock.timers.tick(1);
+      assert.equal(await p, 'done');
+      assert.equal(calls, 3);
+    } finally {
+      mock.timers.reset();
+    }
   });
 
   it('stops waiting the moment the caller aborts, leaving no timer behind', async () => {

@@ -28,6 +28,7 @@ import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
 import { RetryBudget } from './retry-budget.js';
+import { checkCall } from './check-call.js';
 
 /** Codes of the errors `defaultShouldRetry` never retries. */
 export const noRetryCodes: ReadonlySet<string> = new Set([
@@ -104,6 +105,8 @@ export class Retry implements Guard {
    * the last failure) when the budget refused; with `AbortedError` when `signal` aborts during a wait.
    */
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const bad = checkCall('Retry', fn, options);
+    if (bad !== undefined) return Promise.reject(bad);
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(new AbortedError('retry aborted', { cause: signal.reason }));
     this.budget?.recordCall();

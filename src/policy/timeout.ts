@@ -16,6 +16,7 @@
 import { AbortedError, TimeoutError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { finite, options as optionsObject } from '../core/validate.js';
+import { checkCall } from './check-call.js';
 
 /** TimeoutOptions configures a Timeout. */
 export interface TimeoutOptions {
@@ -40,6 +41,8 @@ export class Timeout implements Guard {
 
   /** execute runs `fn` with a signal that aborts at the deadline; rejects with `TimeoutError` then, or `AbortedError` if `signal` aborts first. */
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const bad = checkCall('Timeout', fn, options);
+    if (bad !== undefined) return Promise.reject(bad);
     const given = options?.signal;
     const parent = given === neverAborted ? undefined : given; // it never aborts: no need to listen
     if (parent?.aborted) return Promise.reject(new AbortedError('timeout: aborted before start', { cause: parent.reason }));

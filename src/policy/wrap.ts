@@ -14,6 +14,7 @@
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { showValue } from '../core/validate.js';
 import type { Fallback } from './fallback.js';
+import { checkCall } from './check-call.js';
 
 /**
  * GuardLike is what `wrap` accepts: anything with an `execute(fn, { signal })` method — every Guard,
@@ -48,6 +49,8 @@ class Wrap {
   constructor(readonly guards: readonly GuardLike[]) {}
 
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+    const bad = checkCall('wrap', fn, options);
+    if (bad !== undefined) return Promise.reject(bad);
     return this.level(0, fn, options);
   }
 
