@@ -1,0 +1,190 @@
+/**
+ * bench/limit: the limiters against a bare clock read and rate-limiter-flexible, in the same run.
+ *   BENCH_RUNS=5 node --import tsx bench/limit.bench.ts
+ * The parent starts one redis-server (test/support/redis.ts) that every Redis subject's child shares.
+ */
+import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { Redis } from 'ioredis';
+import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
+import { bench } from './harness.js';
+import { KeyedLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
+import { startRedis, type RedisServer } from '../test/support/redis.js';
+
+const isChild = process.argv.includes('--child');
+let server: RedisServer | undefined;
+if (!isChild) {
+  server = await startRedis();
+  process.env.BENCH_REDIS_URL = server.url;
+}
+const url = () => process.env.BENCH_REDIS_URL!;
+
+/** Waits until a Redis limiter decides on Redis (its client has connected). */
+async function onRedis(lim: RedisTokenLimiter): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (lim.mode !== 'redis') {
+    if (Date.now() > deadline) throw new Error('limiter never reached Redis');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * The harness answers a child from the first bench() it meets, so this file runs one section per
+ * child: the parent names the section in BENCH_SECTION before each bench(), the child runs only that.
+ */
+async function section(title: string, spec: Parameters<typeof bench>[1]): Promise<void> {
+  if (isChild) {
+    if (process.env.BENCH_SECTION !== title) return;
+  } else {
+    process.env.BENCH_SECTION = title;
+  }
+  await bench(title, spec);
+}
+
+const BIG = 1e12; // a rate / quota so large that every call is admitted
+
+try {
+  await section('limit: local token bucket, admit and reject', {
+    baseline: 'performance.now()',
+    subjects: {
+      'performance.now()': () => ({ op: () => performance.now() }),
+      'TokenLimiter.allow admit': () => {
+        const l = new TokenLimiter({ rate: BIG, burst: BIG });
+        return { op: () => l.allow() };
+      },
+      'TokenLimiter.allow reject': () => {
+        const l = new TokenLimiter({ rate: 1e-9, burst: 1 });
+        l.allow();
+        return { op: () => l.allow() };
+      },
+      'TokenLimiter.decide admit': () => {
+        const l = new TokenLimiter({ rate: BIG, burst: BIG });
+        return { op: () => l.decide() };
+      },
+      'RateLimiterMemory.consume admit': () => {
+        const r = new RateLimiterMemory({ points: BIG, duration: 1 });
+        return { op: () => r.consume('k'), async: true };
+      },
+      'RateLimiterMemory.consume reject': () => {
+        const r = new RateLimiterMemory({ points: 1, duration: 1_000_000 });
+        void r.consume('k');
+        return { op: () => r.consume('k').catch(() => undefined), async: true };
+      },
+    },
+  });
+
+  await section('limit: Redis, one caller at a time', {
+    baseline: 'ioredis PING',
+    subjects: {
+      'ioredis PING': async () => {
+        const redis = new Redis(url());
+        await redis.ping();
+        return { op: () => redis.ping(), async: true, teardown: () => redis.disconnect() };
+      },
+      'RedisTokenLimiter.allow': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), key: `b1:${process.pid}`, rate: BIG, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return {
+          op: () => lim.allow(),
+          async: true,
+          extra: () => ({ rescued: lim.stats().rescueDecisions }),
+          teardown: () => lim.close(),
+        };
+      },
+      'RateLimiterRedis.consume': async () => {
+        const redis = new Redis(url());
+        await redis.ping();
+        const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlf1:${process.pid}` });
+        return { op: () => r.consume('k'), async: true, teardown: () => redis.disconnect() };
+      },
+    },
+  });
+
+  const C = 64;
+  const many = (fn: () => Promise<unknown>) => () => Promise.all(Array.from({ length: C }, fn));
+  await section(`limit: Redis, ${C} concurrent callers (ns/op is per ${C} calls)`, {
+    baseline: 'ioredis PING',
+    subjects: {
+      'ioredis PING': async () => {
+        const redis = new Redis(url());
+        await redis.ping();
+        return { op: many(() => redis.ping()), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+      'ioredis PING auto-pipelined': async () => {
+        const redis = new Redis(url(), { enableAutoPipelining: true });
+        await redis.ping();
+        return { op: many(() => redis.ping()), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+      'RedisTokenLimiter.allow': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), key: `b64:${process.pid}`, rate: BIG, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return {
+          op: many(() => lim.allow()),
+          async: true,
+          batch: 10,
+          extra: () => ({ rescued: lim.stats().rescueDecisions }),
+          teardown: () => lim.close(),
+        };
+      },
+      'RateLimiterRedis.consume': async () => {
+        const redis = new Redis(url());
+        await redis.ping();
+        const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlf64:${process.pid}` });
+        return { op: many(() => r.consume('k')), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+      'RateLimiterRedis.consume auto-pipelined': async () => {
+        const redis = new Redis(url(), { enableAutoPipelining: true });
+        await redis.ping();
+        const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlfap:${process.pid}` });
+        return { op: many(() => r.consume('k')), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+    },
+  });
+
+  const KEYS = 1_000_000;
+  await section(`limit: KeyedLimiter with ${KEYS / 1e6} M keys (maxKeys ${KEYS / 1e6} M)`, {
+    baseline: 'Map.get',
+    subjects: {
+      'Map.get': () => {
+        const keys = Array.from({ length: KEYS }, (_, i) => `user:${i}`);
+        const m = new Map(keys.map((k) => [k, i32(k)]));
+        let i = 0;
+        return { op: () => m.get(keys[(i = (i + 7919) % KEYS)]!) };
+      },
+      'KeyedLimiter.allow': () => {
+        setFlagsFromString('--expose_gc');
+        const gc = runInNewContext('gc') as () => void;
+        const keys = Array.from({ length: KEYS }, (_, i) => `user:${i}`);
+        gc();
+        const before = process.memoryUsage().heapUsed;
+        const k = new KeyedLimiter({ rate: 10, burst: 20, maxKeys: KEYS });
+        for (const key of keys) k.allow(key);
+        gc();
+        const perKey = (process.memoryUsage().heapUsed - before) / KEYS;
+        let i = 0;
+        return {
+          op: () => k.allow(keys[(i = (i + 7919) % KEYS)]!),
+          extra: () => {
+            // A flood of 3 M new distinct keys (new strings, as from the network): size and heap stay bounded.
+            for (let j = 0; j < 3 * KEYS; j++) k.allow(`flood:${j}`);
+            gc();
+            const after = process.memoryUsage().heapUsed;
+            return {
+              bytesPerKey: Math.round(perKey),
+              sizeAfterFlood: k.size,
+              heapMBAfterFlood: Math.round(after / 2 ** 20),
+              heapMBAt1M: Math.round((before + perKey * KEYS) / 2 ** 20),
+            };
+          },
+        };
+      },
+    },
+  });
+} finally {
+  await server?.stop();
+}
+
+function i32(s: string): number {
+  return s.length;
+}
