@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { Balancer } from '../src/balancer/index.js';
 import { ManualClock } from '../src/core/clock.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
+import { RegistryCache } from '../src/registry/registry-cache.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import type { ServiceInstance } from '../src/registry/types.js';
 import { etcdBinary, startEtcd } from './support/etcd.js';
@@ -83,6 +84,32 @@ describe('Balancer on MemoryRegistry', () => {
     } finally {
       await bal.close();
       await reg.close();
+    }
+  });
+});
+
+describe('Balancer on RegistryCache', () => {
+  it('follows changes through the cache, and keeps its list while the registry stops answering', async () => {
+    const reg = new MemoryRegistry();
+    await reg.register(inst('a', 1));
+    await reg.register(inst('b', 2));
+    const cache = new RegistryCache(reg);
+    const bal = new Balancer({ registry: cache, service: 'payments', strategy: 'round-robin' });
+    try {
+      await bal.ready();
+      assert.equal(ids(bal), 'a,b');
+      await reg.register(inst('c', 3));
+      await until(() => ids(bal) === 'a,b,c');
+      const list = bal.instances();
+      // The registry goes away: the watch breaks, the balancer re-lists from the cache (stale but
+      // there) and keeps picking from the same list.
+      await reg.close();
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(bal.instances(), list);
+      assert.ok(['a', 'b', 'c'].includes(bal.pick().id));
+    } finally {
+      await bal.close();
+      await cache.close();
     }
   });
 });

@@ -58,6 +58,8 @@ describe('SmoothWeightedRoundRobin', () => {
     }
     assert.deepEqual(Object.fromEntries(counts), { A: 30, B: 10, C: 10, D: 10, E: 10, F: 10 });
     p.pick([...list]); // a new list with the same instances: no new warnings
+    p.pick(list.slice(0, 1)); // B … F leave (ejected, say) …
+    p.pick(list); // … and come back: still no new warnings
     assert.equal(warnings.length, 5);
     assert.match(warnings[0]!, /B.*"abc"/);
   });

@@ -11,6 +11,9 @@ import type { ServiceInstance } from '../registry/types.js';
 import type { Picker } from './index.js';
 import { defaultWarn, InstanceTable, noInstance, weightOf } from './instance-table.js';
 
+/** The most (instance, bad weight) pairs remembered for warn-once. */
+const MAX_WARNED = 10_000;
+
 /** SmoothWeightedRoundRobinOptions configures a SmoothWeightedRoundRobin. */
 export interface SmoothWeightedRoundRobinOptions {
   /** Called once per instance whose weight is unusable. Defaults to `process.emitWarning`. */
@@ -36,13 +39,24 @@ export class SmoothWeightedRoundRobin implements Picker {
 
   constructor(options?: SmoothWeightedRoundRobinOptions) {
     const o = checkOptions('SmoothWeightedRoundRobin', options);
-    const warn = o.warn === undefined ? defaultWarn : fn<(m: string) => void>('SmoothWeightedRoundRobin', 'warn', o.warn);
+    const sink = o.warn === undefined ? defaultWarn : fn<(m: string) => void>('SmoothWeightedRoundRobin', 'warn', o.warn);
+    // One warning per instance and bad value, even when the instance leaves the list and comes back
+    // (ejected, then returned); the memory of what was warned about is bounded.
+    const warned = new Set<string>();
+    let current = '';
+    const warn = (message: string) => {
+      if (warned.has(current)) return;
+      if (warned.size >= MAX_WARNED) warned.clear();
+      warned.add(current);
+      sink(message);
+    };
     this.table = new InstanceTable<WeightedEntry>((instance, prev) => {
       const raw = instance.metadata?.weight;
       if (prev !== undefined && prev.raw === raw) {
         prev.instance = instance;
         return prev;
       }
+      current = `${instance.id}\u0000${raw}`;
       const weight = weightOf(instance, warn);
       if (prev !== undefined) {
         prev.instance = instance;
