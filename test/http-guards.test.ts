@@ -94,7 +94,11 @@ for (const fw of frameworks) {
       assert.equal(open.headers['retry-after'], '5');
 
       clock.advance(5000);
-      await assert.rejects(request(`${s.url}slow`, {}, { abortAfterMs: 30 }));
+      const ac = new AbortController();
+      const probe = request(`${s.url}slow`, {}, { signal: ac.signal });
+      await until(() => s.handled() === 5); // the half-open probe reached the handler: now the client leaves
+      ac.abort();
+      await assert.rejects(probe);
       await until(() => breaker.state === 'open');
       s.release();
 

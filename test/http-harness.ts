@@ -148,8 +148,8 @@ export interface Reply {
   body: string;
 }
 
-/** request GETs `url` on a fresh connection; with `abortAfterMs` it destroys the request then (and rejects). */
-export function request(url: string, headers: Record<string, string> = {}, opts: { abortAfterMs?: number } = {}): Promise<Reply> {
+/** request GETs `url` on a fresh connection; when `signal` aborts it destroys the connection (and rejects). */
+export function request(url: string, headers: Record<string, string> = {}, opts: { signal?: AbortSignal } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];
@@ -159,9 +159,7 @@ export function request(url: string, headers: Record<string, string> = {}, opts:
     });
     req.on('error', reject);
     req.setTimeout(10_000, () => req.destroy(new Error(`no answer from ${url} in 10 s`)));
-    if (opts.abortAfterMs !== undefined) {
-      setTimeout(() => req.destroy(new Error('aborted by the test')), opts.abortAfterMs);
-    }
+    opts.signal?.addEventListener('abort', () => req.destroy(new Error('aborted by the test')), { once: true });
   });
 }
 

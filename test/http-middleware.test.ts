@@ -167,7 +167,7 @@ for (const fw of frameworks) {
       assert.deepEqual(shedder.tokens.outcomes(), ['success', 'failure', 'success']);
       assert.equal(shedder.tokens.issued, 3);
       shedder.tokens.assertOnce();
-      assert.deepEqual({ ...g.stats() }, { passed: 2, limited: 1, shed: 1, broken: 0, failedOpen: 0, aborted: 0 });
+      assert.deepEqual({ ...g.stats() }, { passed: 2, skipped: 0, limited: 1, shed: 1, broken: 0, failedOpen: 0, aborted: 0 });
     });
 
     it('answers 503 while the breaker is open, counts 5xx and thrown errors as failures, and recovers', async () => {
@@ -196,7 +196,10 @@ for (const fw of frameworks) {
       const shedder = new FakeShedder();
       const breaker = new FakeBreaker();
       const s = await start({ shedder, breaker });
-      const aborted = request(`${s.url}slow`, {}, { abortAfterMs: 30 });
+      const ac = new AbortController();
+      const aborted = request(`${s.url}slow`, {}, { signal: ac.signal });
+      await until(() => s.handled() === 1); // the handler runs: now the client leaves
+      ac.abort();
       await assert.rejects(aborted);
       await until(() => breaker.tokens.log.length === 1 && shedder.tokens.log.length === 1);
       assert.equal(breaker.tokens.log[0]!.outcome, 'failure');
@@ -259,7 +262,11 @@ for (const fw of frameworks) {
 
       gate = () => {};
       clock.advance(1000);
-      await assert.rejects(request(s.url, {}, { abortAfterMs: 30 }));
+      const ac = new AbortController();
+      const leaving = request(s.url, {}, { signal: ac.signal });
+      await until(() => shedder.tokens.issued === 3); // inside the guard, waiting for the limiter
+      ac.abort();
+      await assert.rejects(leaving);
       await until(() => shedder.tokens.log.length === 3);
       gate();
       await until(() => g.stats().aborted === 1);

@@ -93,7 +93,7 @@ describe('HttpGuard', () => {
     assert.deepEqual(log, ['shed.allow', 'limit', 'breaker', 'shed.failure']);
     broken.finish(503);
     assert.equal(log.length, 4);
-    assert.deepEqual(g.stats(), { passed: 0, limited: 1, shed: 1, broken: 1, failedOpen: 0, aborted: 0 });
+    assert.deepEqual(g.stats(), { passed: 0, skipped: 0, limited: 1, shed: 1, broken: 1, failedOpen: 0, aborted: 0 });
   });
 
   it('answers the breaker refusal with the Retry-After the error carries', () => {
@@ -134,6 +134,28 @@ describe('HttpGuard', () => {
     assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
     assert.deepEqual(errors, ['key']);
     assert.deepEqual(keys, ['10.1.2.3']);
+  });
+
+  it('lets requests that skip() picks bypass every check, and checks the rest', () => {
+    const log: string[] = [];
+    const g = new HttpGuard({
+      shedder: tokens(log, 'shed'),
+      skip: (r) => {
+        if (r.url === '/boom') throw new Error('skip bug');
+        return r.url === '/healthz';
+      },
+    });
+    const errors: string[] = [];
+    g.onError((e) => errors.push(e.source));
+    const health = { ...req(), url: '/healthz' } as IncomingMessage;
+    assert.equal(g.check(health, asRes(new FakeRes())), undefined);
+    assert.deepEqual(log, []);
+    assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
+    assert.equal(g.check({ ...req(), url: '/boom' } as IncomingMessage, asRes(new FakeRes())), undefined);
+    assert.deepEqual(log, ['shed.allow', 'shed.allow'], 'a skip() that throws does not skip');
+    assert.deepEqual(errors, ['skip']);
+    assert.equal(g.stats().skipped, 1);
+    assert.equal(g.stats().passed, 2);
   });
 
   it('reports a token that throws on completion instead of throwing into the close listener', () => {
@@ -198,6 +220,7 @@ describe('HttpGuard', () => {
     ['trustProxy -1', { breaker: { allow: () => ({ success() {}, failure() {} }) }, trustProxy: -1 }, /trustProxy must be an integer in \[0, 32\], got -1/],
     ['trustProxy 1.5', { breaker: { allow: () => ({ success() {}, failure() {} }) }, trustProxy: 1.5 }, /trustProxy/],
     ['shedRetryAfterMs NaN', { breaker: { allow: () => ({ success() {}, failure() {} }) }, shedRetryAfterMs: NaN }, /shedRetryAfterMs/],
+    ['skip that is not a function', { breaker: { allow: () => ({ success() {}, failure() {} }) }, skip: true as never }, /skip must be a function/],
     ['rateLimitHeaders "yes"', { breaker: { allow: () => ({ success() {}, failure() {} }) }, rateLimitHeaders: 'yes' as never }, /rateLimitHeaders must be a boolean/],
   ];
   for (const [what, o, msg] of bad) {

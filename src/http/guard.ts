@@ -25,7 +25,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AbortedError, BulwarkError, InvalidResponseError, withoutStack } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
-import { finite, integer, options as optionsOf, showValue } from '../core/validate.js';
+import { finite, fn, integer, options as optionsOf, showValue } from '../core/validate.js';
 import { boundKey, clientAddress } from './client-key.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter, type Refusal } from './refusal.js';
 import type {
@@ -55,6 +55,11 @@ export interface HttpGuardOptions {
   breakerRetryAfterMs?: number | undefined;
   /** Whether allowed and limited responses carry the `RateLimit-*` headers. Defaults to true. */
   rateLimitHeaders?: boolean | undefined;
+  /**
+   * Requests for which it answers true bypass every check (health checks, metrics scrapes: a shed
+   * liveness probe gets a busy pod restarted). Defaults to none.
+   */
+  skip?: ((req: IncomingMessage) => boolean) | undefined;
 }
 
 /** httpGuardDefaults are the defaults of HttpGuardOptions. */
@@ -137,10 +142,11 @@ export class HttpGuard {
   private readonly shedRetryAfterMs: number;
   private readonly breakerRetryAfterMs: number;
   private readonly headers: boolean;
+  private readonly skip: ((req: IncomingMessage) => boolean) | undefined;
   private readonly errors = new Emitter<GuardErrorEvent>();
   private readonly rejects = new Emitter<GuardRejectEvent>();
   private readonly warned = new Set<GuardErrorSource>();
-  private readonly counts: Counters = { passed: 0, limited: 0, shed: 0, broken: 0, failedOpen: 0, aborted: 0 };
+  private readonly counts: Counters = { passed: 0, skipped: 0, limited: 0, shed: 0, broken: 0, failedOpen: 0, aborted: 0 };
 
   constructor(options: HttpGuardOptions) {
     const o = optionsOf(OWNER, options);
@@ -166,6 +172,7 @@ export class HttpGuard {
     const rh = o.rateLimitHeaders ?? httpGuardDefaults.rateLimitHeaders;
     if (typeof rh !== 'boolean') throw new TypeError(`${OWNER}: rateLimitHeaders must be a boolean, got ${showValue(rh)}`);
     this.headers = rh;
+    this.skip = o.skip === undefined ? undefined : fn<(req: IncomingMessage) => boolean>(OWNER, 'skip', o.skip);
   }
 
   /** onError subscribes to failures inside the guard (it failed open) or of a wrapped handler. */
@@ -202,6 +209,7 @@ export class HttpGuard {
    * `res` closes. See Verdict for what to do with the answer; it is a promise only with an async limiter.
    */
   check(req: IncomingMessage, res: ServerResponse): Verdict | Promise<Verdict> {
+    if (this.skip !== undefined && this.skipped(req)) return undefined;
     let pass: Pass | undefined;
     if (this.shedder !== undefined) {
       let token: Completion | undefined;
@@ -237,6 +245,17 @@ export class HttpGuard {
       }
     }
     return this.admit(res, pass);
+  }
+
+  private skipped(req: IncomingMessage): boolean {
+    let skip = false;
+    try {
+      skip = this.skip!(req) === true;
+    } catch (err) {
+      this.report('skip', err);
+    }
+    if (skip) this.counts.skipped++;
+    return skip;
   }
 
   private async settle(p: PromiseLike<RateDecision>, res: ServerResponse, pass: Pass | undefined, key: string): Promise<Verdict> {

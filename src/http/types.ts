@@ -59,7 +59,7 @@ export type KeyFn = (req: IncomingMessage) => string | null | undefined;
 export type KeyOption = 'ip' | { readonly header: string } | KeyFn;
 
 /** GuardErrorSource says which part failed: the request still passed (fail open) unless it is `handler`. */
-export type GuardErrorSource = 'key' | 'limiter' | 'shedder' | 'breaker' | 'handler';
+export type GuardErrorSource = 'skip' | 'key' | 'limiter' | 'shedder' | 'breaker' | 'handler';
 
 /** GuardErrorEvent reports something that went wrong inside the guard or the wrapped handler. */
 export interface GuardErrorEvent {
@@ -83,8 +83,10 @@ export interface GuardRejectEvent {
 
 /** HttpGuardStats are plain counters since the guard was made. */
 export interface HttpGuardStats {
-  /** passed: requests handed on to the handler. */
+  /** passed: requests handed on to the handler after the checks. */
   readonly passed: number;
+  /** skipped: requests `skip` let by without any check. */
+  readonly skipped: number;
   /** limited: requests answered 429. */
   readonly limited: number;
   /** shed: requests answered 503 by the shedder. */
