@@ -79,4 +79,38 @@ describe('SmoothWeightedRoundRobin', () => {
     assert.throws(() => p.pick(undefined as never), TypeError);
     assert.throws(() => p.pick([null] as never), TypeError);
   });
+
+  it('picks exactly what the plain nginx turn picks, through list changes, integer or not (property)', () => {
+    /** The reference: nginx's loop on a Map of current weights kept by id. */
+    function reference() {
+      const cur = new Map<string, number>();
+      return (list: ReturnType<typeof inst>[]) => {
+        const ids = new Set(list.map((i) => i.id));
+        for (const id of [...cur.keys()]) if (!ids.has(id)) cur.delete(id);
+        let total = 0;
+        let best: string | undefined;
+        for (const i of list) {
+          const w = Number(i.metadata!.weight);
+          total += w;
+          const c = (cur.get(i.id) ?? 0) + w;
+          cur.set(i.id, c);
+          if (best === undefined || c > cur.get(best)!) best = i.id;
+        }
+        cur.set(best!, cur.get(best!)! - total);
+        return best!;
+      };
+    }
+    const weight = fc.oneof(fc.integer({ min: 1, max: 9 }).map(String), fc.constantFrom('0.5', '2.25', '1000'));
+    const list = fc.uniqueArray(fc.record({ id: fc.constantFrom('a', 'b', 'c', 'd', 'e'), w: weight }), { selector: (r) => r.id, minLength: 1, maxLength: 5 });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(list, fc.integer({ min: 0, max: 60 })), { minLength: 1, maxLength: 6 }), (phases) => {
+        const p = new SmoothWeightedRoundRobin();
+        const ref = reference();
+        for (const [spec, picks] of phases) {
+          const l = spec.map((r) => inst(r.id, r.w));
+          for (let k = 0; k < picks; k++) assert.equal(p.pick(l).id, ref(l));
+        }
+      }),
+    );
+  });
 });

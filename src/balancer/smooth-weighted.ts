@@ -5,11 +5,19 @@
  *
  * Weights come from `metadata.weight` (a positive finite number, else 1 with one warning per instance).
  * Current weights are kept by instance id, so they survive list updates for instances that stay.
+ *
+ * Speed: with integer weights of modest total (≤ 65 536), one cycle of picks is precomputed when the
+ * list changes and a pick is an array read; otherwise each pick is the O(n) nginx turn.
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { Picker } from './index.js';
 import { defaultWarn, InstanceTable, noInstance, weightOf } from './instance-table.js';
+
+/** Cycles are precomputed when the total weight is at most this… */
+const MAX_CYCLE = 1 << 16;
+/** …and computing one costs at most this many steps (total × instances): ~2 ms. */
+const MAX_CYCLE_WORK = 1 << 21;
 
 /** The most (instance, bad weight) pairs remembered for warn-once. */
 const MAX_WARNED = 10_000;
@@ -33,9 +41,16 @@ interface WeightedEntry {
 export class SmoothWeightedRoundRobin implements Picker {
   private readonly table: InstanceTable<WeightedEntry>;
   private total = 0;
-  /** weights[i] and current[i] belong to table.entries[i]; typed arrays keep the pick loop tight. */
+  /** weights[i] and current[i] belong to table.entries[i]; typed arrays keep the turn loop tight. */
   private weights = new Float64Array(0);
   private current = new Float64Array(0);
+  /** The next turns, precomputed (indexes into table.entries), when weights are small integers. */
+  private cycle: Uint32Array | undefined;
+  private pos = 0;
+  /** The current weights when the cycle began; `current` holds them at its end. */
+  private cycleStart = new Float64Array(0);
+  /** The cycle ends in the state it began with, so it repeats as it is. */
+  private periodic = false;
 
   constructor(options?: SmoothWeightedRoundRobinOptions) {
     const o = checkOptions('SmoothWeightedRoundRobin', options);
@@ -71,11 +86,25 @@ export class SmoothWeightedRoundRobin implements Picker {
   /** pick returns the instance with the largest current weight; throws NoInstanceError when `instances` is empty. */
   pick(instances: readonly ServiceInstance[]): ServiceInstance {
     if (instances !== this.table.source) this.sync(instances);
+    const cycle = this.cycle;
+    if (cycle !== undefined) {
+      let p = this.pos;
+      if (p === cycle.length) {
+        if (!this.periodic) this.plan(); // the next cycle starts where this one ended
+        p = 0;
+      }
+      this.pos = p + 1;
+      return this.table.entries[cycle[p]!]!.instance;
+    }
+    if (this.weights.length === 0) throw noInstance();
+    return this.table.entries[this.step(this.current)]!.instance;
+  }
+
+  /** step is one turn of nginx's algorithm on `current`; returns the index picked. */
+  private step(current: Float64Array): number {
     const weights = this.weights;
-    const current = this.current;
     const n = weights.length;
-    if (n === 0) throw noInstance();
-    // nginx: every current weight grows by its weight; the largest (first on ties) gives back the total.
+    // Every current weight grows by its weight; the largest (first on ties) gives back the total.
     let best = 0;
     let bestCurrent = (current[0] += weights[0]!);
     for (let i = 1; i < n; i++) {
@@ -86,11 +115,32 @@ export class SmoothWeightedRoundRobin implements Picker {
       }
     }
     current[best] = bestCurrent - this.total;
-    return this.table.entries[best]!.instance;
+    return best;
+  }
+
+  /**
+   * plan precomputes the next `total` turns from the state in `current` (which it leaves at the end
+   * state). With integer weights a cycle of `total` turns usually returns to its start state (always
+   * from all zeros): then the same cycle serves forever and a pick is one array read.
+   */
+  private plan(): void {
+    const total = this.total;
+    this.cycleStart = this.current.slice();
+    const cycle = this.cycle !== undefined && this.cycle.length === total ? this.cycle : new Uint32Array(total);
+    for (let k = 0; k < total; k++) cycle[k] = this.step(this.current);
+    this.cycle = cycle;
+    this.periodic = sameState(this.cycleStart, this.current);
+    this.pos = 0;
   }
 
   /** sync moves the current weights of instances that stay into arrays laid out for the new list. */
   private sync(instances: readonly ServiceInstance[]): void {
+    // The state as of now: in cycle mode, replay the turns taken in this cycle from its start.
+    if (this.cycle !== undefined) {
+      const state = this.cycleStart.slice();
+      for (let k = 0; k < this.pos; k++) this.step(state);
+      this.current = state;
+    }
     const old = this.table.entries;
     for (let i = 0; i < old.length; i++) old[i]!.current = this.current[i]!;
     const entries = this.table.sync(instances);
@@ -98,12 +148,21 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.weights = new Float64Array(n);
     this.current = new Float64Array(n);
     let total = 0;
+    let integral = true;
     for (let i = 0; i < n; i++) {
       const e = entries[i]!;
       this.weights[i] = e.weight;
       this.current[i] = e.current;
       total += e.weight;
+      integral &&= Number.isInteger(e.weight);
     }
     this.total = total;
+    this.cycle = undefined;
+    if (n > 0 && integral && total <= MAX_CYCLE && total * n <= MAX_CYCLE_WORK) this.plan();
   }
+}
+
+function sameState(a: Float64Array, b: Float64Array): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
