@@ -262,8 +262,8 @@ export class CircuitBreaker implements Breaker {
   }
 
   /** reportProbe counts the outcome of a probe; `failed` undefined releases it without counting. @internal */
-  reportProbe(slot: number, gen: number, failed: boolean | undefined, err: unknown): void {
-    if (this.probeGen[slot] !== gen || this.code !== HALF_OPEN) return;
+  reportProbe(epoch: number, slot: number, gen: number, failed: boolean | undefined, err: unknown): void {
+    if (epoch !== this.epoch || this.probeGen[slot] !== gen) return; // another half-open period, or its permit expired
     const now = this.clock.now();
     const start = this.probeStart[slot]!;
     this.freeProbe(slot);
@@ -305,7 +305,7 @@ export class CircuitBreaker implements Breaker {
       if (Number.isNaN(this.probeStart[i]!)) {
         this.probeStart[i] = now;
         this.probesInFlight++;
-        return new ProbeToken(this, i, this.probeGen[i]!);
+        return new ProbeToken(this, this.epoch, i, this.probeGen[i]!);
       }
     }
     return undefined; // unreachable: fewer than n in flight means a free slot
@@ -405,6 +405,7 @@ class ProbeToken implements InternalToken {
   private b: CircuitBreaker | undefined;
   constructor(
     b: CircuitBreaker,
+    private readonly epoch: number,
     private readonly slot: number,
     private readonly gen: number,
   ) {
@@ -423,6 +424,6 @@ class ProbeToken implements InternalToken {
     const b = this.b;
     if (b === undefined) return;
     this.b = undefined;
-    b.reportProbe(this.slot, this.gen, failed, err);
+    b.reportProbe(this.epoch, this.slot, this.gen, failed, err);
   }
 }

@@ -149,7 +149,7 @@ describe('SreBreaker', () => {
           windowMs: fc.integer({ min: 10, max: 20_000 }),
           countRejections: fc.boolean(),
         }),
-        fc.array(fc.integer({ min: 0, max: 500 }), { minLength: 1, maxLength: 300 }),
+        fc.array(fc.integer({ min: 0, max: 500 }), { minLength: 1, maxLength: 300, size: 'max' }),
         fc.integer(),
         (opts, gaps, seed) => {
           const clock = new ManualClock();
@@ -168,7 +168,7 @@ describe('SreBreaker', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 100, max: 2_000 }),
-        fc.array(fc.integer({ min: 1, max: 100 }), { minLength: 100, maxLength: 800 }),
+        fc.array(fc.integer({ min: 1, max: 100 }), { minLength: 100, maxLength: 800, size: 'max' }),
         fc.integer(),
         fc.boolean(),
         (forcePassMs, gaps, seed, countRejections) => {
