@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
+import { getEventListeners } from 'node:events';
 import { ManualClock } from '../core/clock.js';
 import { AbortedError, BreakerOpenError, TimeoutError } from '../core/errors.js';
 import { Fallback, type FallbackEvent, type FallbackOptions } from './fallback.js';
@@ -110,6 +111,21 @@ describe('Fallback', () => {
       fallback.execute(() => Promise.reject(new AbortedError())),
       AbortedError,
     );
+  });
+
+  it('stops waiting for a chain strategy that never answers when the caller aborts', async () => {
+    const ac = new AbortController();
+    let strategySignal!: AbortSignal;
+    const fallback = new Fallback<string>({
+      chain: [(_err, signal) => ((strategySignal = signal), new Promise<string>(() => {}))],
+      value: 'never used',
+    });
+    const p = fallback.execute(() => Promise.reject(new Error('down')), { signal: ac.signal });
+    await new Promise((r) => setImmediate(r));
+    ac.abort(new Error('user left'));
+    await assert.rejects(p, /down/, 'the original error, not the default value: the caller left');
+    assert.equal(strategySignal, ac.signal);
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0);
   });
 
   it('falls back only for errors shouldFallback accepts', async () => {

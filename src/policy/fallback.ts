@@ -113,7 +113,8 @@ export class Fallback<R = unknown> {
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
     const bad = checkCall('Fallback', fn, options);
     if (bad !== undefined) return Promise.reject(bad);
-    const signal = options?.signal;
+    const given = options?.signal;
+    const signal = given === neverAborted ? undefined : given; // it never aborts: nothing to watch
     let result: T | PromiseLike<T>;
     try {
       result = fn(signal ?? neverAborted);
@@ -152,11 +153,11 @@ export class Fallback<R = unknown> {
     for (let i = 0; i < this.chain.length; i++) {
       if (signal?.aborted) break;
       try {
-        const value = await this.chain[i]!(err, signal ?? neverAborted);
+        const value = await untilAborted(this.chain[i]!(err, signal ?? neverAborted), signal);
         this.emit(err, 'chain', i);
         return value;
       } catch {
-        // this strategy could not answer: try the next one
+        // this strategy could not answer (or the caller left while it tried): try the next one
       }
     }
     if (this.hasValue && !signal?.aborted) {
@@ -171,6 +172,23 @@ export class Fallback<R = unknown> {
     if (!this.events.hasListeners) return;
     this.events.emit(index === undefined ? { error, source } : { error, source, index });
   }
+}
+
+/**
+ * untilAborted settles with `value`, or rejects with `AbortedError` as soon as `signal` aborts, so that a
+ * strategy that never answers cannot hold a caller who has given up.
+ */
+function untilAborted<R>(value: R | PromiseLike<R>, signal: AbortSignal | undefined): R | PromiseLike<R> {
+  if (signal === undefined || value === null || typeof (value as PromiseLike<R>)?.then !== 'function') return value;
+  return new Promise<R>((resolve, reject) => {
+    const onAbort = () => reject(new AbortedError('fallback: aborted by caller', { cause: signal.reason }));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    (value as PromiseLike<R>).then(
+      (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
+      (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
+    );
+  });
 }
 
 function maxAge(value: unknown): number {

@@ -23,6 +23,7 @@ import {
   OverloadedError,
   RateLimitedError,
   RetryBudgetExhaustedError,
+  withoutStack,
 } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
@@ -129,7 +130,9 @@ export class Retry implements Guard {
     for (let attempt = 1; ; attempt++) {
       if (attempt >= this.maxAttempts || signal?.aborted || !this.shouldRetry(err, attempt)) throw err;
       if (this.budget !== undefined && !this.budget.allowRetry()) {
-        throw new RetryBudgetExhaustedError(`retry budget exhausted after attempt ${attempt}`, { cause: err });
+        // Stackless: in a storm every refusal builds one, and `cause` keeps the failure's own stack.
+        const cause = err;
+        throw withoutStack(() => new RetryBudgetExhaustedError(`retry budget exhausted after attempt ${attempt}`, { cause }));
       }
       const delayMs = backoff.next();
       if (this.retryEvents.hasListeners) this.retryEvents.emit({ attempt, error: err, delayMs });
