@@ -122,10 +122,10 @@ export class EtcdRegistry implements Registry {
     this.owned.set(key, inst);
     this.pendingDeletes.delete(key);
     try {
-      await this.exclusive(async () => {
+      await this.bounded('register', this.exclusive(async () => {
         await this.ensureLease();
         await this.put(key, inst);
-      });
+      }));
     } catch (err) {
       this.dirty = true;
       this.schedule(this.retry.next());
@@ -142,7 +142,7 @@ export class EtcdRegistry implements Registry {
     this.owned.delete(key);
     this.pendingDeletes.add(key);
     try {
-      await this.exclusive(() => this.remove(key));
+      await this.bounded('deregister', this.exclusive(() => this.remove(key)));
     } catch (err) {
       this.schedule(this.retry.next());
       throw this.caller.unavailable('deregister', err);
@@ -222,6 +222,15 @@ export class EtcdRegistry implements Registry {
 
   private open(): void {
     if (this.closed) throw new ClosedError('EtcdRegistry is closed');
+  }
+
+  /**
+   * bounded rejects when `work` has not settled within the dial timeout: a register queued behind a
+   * repair that waits on a stopped etcd must not wait for both. The work itself goes on (and is retried).
+   */
+  private bounded<T>(what: string, work: Promise<T>): Promise<T> {
+    work.catch(noop);
+    return this.caller.call(what, () => work);
   }
 
   /** exclusive runs lease and write work one at a time, so a re-register never races a register. */
