@@ -119,6 +119,26 @@ describe('cache cluster over HTTP', () => {
     assert.equal(b.group.stats().localLoads, 1);
   });
 
+  it('peers that disagree about the owner do not forward to each other forever (mailgun/groupcache #72)', async () => {
+    let loads = 0;
+    const group = (i: number) => ({ name: 'g', cacheBytes: 1 << 20, getter: (k: string) => (loads++, `${k}@${i}`) });
+    // A rolling deploy that changes the ring's replicas: for some keys a names b, and b names a.
+    const a = await startNode({ timeoutMs: 5_000 }, group(0));
+    const b = await startNode({ timeoutMs: 5_000, replicas: 7 }, group(1));
+    nodes = [a, b];
+    for (const n of nodes) n.pool.setPeers(a.url, b.url);
+    let key: string | undefined;
+    for (let i = 0; i < 100_000 && key === undefined; i++) {
+      if (a.pool.owner(`k${i}`) === b.url && b.pool.owner(`k${i}`) === a.url) key = `k${i}`;
+    }
+    assert.ok(key !== undefined, 'no key on which the two rings disagree');
+    // a asks b; b, asked by a peer, answers from itself instead of asking a back.
+    assert.equal((await a.group.get(key)).toString(), `${key}@1`);
+    assert.equal(loads, 1);
+    assert.equal(b.group.stats().serverRequests, 1);
+    assert.equal(b.group.stats().peerLoads, 0);
+  });
+
   it('remove reaches the owner and every hot cache', async () => {
     let version = 1;
     nodes = await startCluster(3, {}, () => ({ name: 'g', cacheBytes: 1 << 20, hotCacheSample: 1, getter: () => `v${version}` }));
