@@ -31,7 +31,11 @@ export class LeastRequest implements Picker {
   /** pick returns the instance with the fewest calls in flight; throws NoInstanceError when empty. */
   pick(instances: readonly ServiceInstance[]): ServiceInstance {
     const t = this.table;
-    const entries = instances === t.source ? t.entries : t.sync(instances);
+    let entries = t.entries;
+    if (instances !== t.source) {
+      this.last = undefined; // it may belong to an instance that leaves
+      entries = t.sync(instances);
+    }
     const n = entries.length;
     if (n === 0) throw noInstance();
     let start = this.next;

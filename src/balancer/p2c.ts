@@ -37,7 +37,7 @@ export interface P2COptions {
   slowStartMinWeight?: number;
   /** Time source. Defaults to `systemClock`. */
   clock?: Clock;
-  /** Uniform random numbers in [0, 1). Defaults to `Math.random`. */
+  /** Uniform random numbers in [0, 1). Defaults to a xorshift32 generator inside the picker, seeded from `Math.random` (a call to `Math.random` costs more than the rest of a pick). */
   random?: () => number;
 }
 
@@ -75,7 +75,9 @@ export class P2C implements Picker {
   private readonly failurePenalty: number;
   private readonly minWeight: number;
   private readonly clock: Clock;
-  private readonly random: () => number;
+  private readonly random: (() => number) | undefined;
+  /** xorshift32 state, when no `random` was given. */
+  private seed = ((Math.random() * 0x100000000) | 0) || 1;
   private readonly table: InstanceTable<P2CEntry>;
   private seeded = false;
   /** Until when some instance is still warming up; after it, slow start costs nothing. */
@@ -95,7 +97,7 @@ export class P2C implements Picker {
     this.slowStartMs = finite('P2C', 'slowStartMs', o.slowStartMs ?? p2cDefaults.slowStartMs, 0);
     this.minWeight = finite('P2C', 'slowStartMinWeight', o.slowStartMinWeight ?? p2cDefaults.slowStartMinWeight, 0.001, 1);
     this.clock = clockOption('P2C', o.clock, systemClock);
-    this.random = o.random === undefined ? Math.random : fn('P2C', 'random', o.random);
+    this.random = o.random === undefined ? undefined : fn<() => number>('P2C', 'random', o.random);
     this.now = this.clock.now();
     this.table = new InstanceTable<P2CEntry>((instance, prev) => {
       if (prev !== undefined) {
@@ -121,7 +123,7 @@ export class P2C implements Picker {
     }
     const now = this.now;
     // Both choices from one random number: its integer part over n picks a, the fraction b.
-    const u = this.random() * n;
+    const u = this.uniform() * n;
     let a = Math.floor(u);
     let b = Math.floor((u - a) * (n - 1));
     if (!(a >= 0 && a < n)) a = 0;
@@ -137,11 +139,23 @@ export class P2C implements Picker {
     if (now - lose.lastPicked > this.forcePickMs) win = lose;
     else if (now < this.warmUntil && now - win.joined < this.slowStartMs) {
       const weight = Math.max(this.minWeight, (now - win.joined) / this.slowStartMs);
-      if (this.random() >= weight) win = lose;
+      if (this.uniform() >= weight) win = lose;
     }
     win.lastPicked = now;
     this.last = win;
     return win.instance;
+  }
+
+  /** uniform returns a uniform random number in [0, 1): the injected source, or xorshift32. */
+  private uniform(): number {
+    const r = this.random;
+    if (r !== undefined) return r();
+    let x = this.seed;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.seed = x;
+    return (x >>> 0) / 0x100000000;
   }
 
   /** start counts a call in flight to `instance`. */
@@ -153,7 +167,8 @@ export class P2C implements Picker {
 
   /** report ends a call started with `start` and feeds its latency into the EWMA. */
   report(instance: ServiceInstance, outcome: CallOutcome): void {
-    const e = this.table.get(instance.id);
+    const last = this.last;
+    const e = last !== undefined && last.instance === instance ? last : this.table.get(instance.id);
     if (e === undefined) return;
     if (e.inFlight > 0) e.inFlight--;
     const now = (this.now = this.clock.now());
@@ -182,6 +197,7 @@ export class P2C implements Picker {
   }
 
   private sync(instances: readonly ServiceInstance[]): P2CEntry[] {
+    this.last = undefined; // it may belong to an instance that leaves
     this.now = this.clock.now();
     this.tick = 0;
     const old = this.table.entries;
