@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { EventQueue } from './event-queue.js';
@@ -385,4 +386,66 @@ describe('RegistryCache snapshot', () => {
       }
     });
   }
+});
+
+describe('RegistryCache against a model (fast-check)', () => {
+  type Op =
+    | { kind: 'register'; id: number }
+    | { kind: 'deregister'; id: number }
+    | { kind: 'fail'; on: boolean }
+    | { kind: 'advance'; ms: number }
+    | { kind: 'lookup' };
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ kind: fc.constant('register' as const), id: fc.integer({ min: 0, max: 4 }) }),
+    fc.record({ kind: fc.constant('deregister' as const), id: fc.integer({ min: 0, max: 4 }) }),
+    fc.record({ kind: fc.constant('fail' as const), on: fc.boolean() }),
+    fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 70_000 }) }),
+    fc.constant({ kind: 'lookup' as const }),
+  );
+
+  it('answers exactly the registry\'s instances (or fails with the right error), never an empty list', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 40 }), async (ops) => {
+        const { clock, fake, cache } = setup();
+        fake.services.clear();
+        const current = () => (fake.services.get('api') ?? []).map((i) => i.id).sort();
+        let everFailed = false;
+        try {
+          for (const o of ops) {
+            if (o.kind === 'register' || o.kind === 'deregister') {
+              const i = inst(`n${o.id}`);
+              const existed = current().includes(i.id);
+              if (o.kind === 'register') {
+                await fake.register(i);
+                if (!existed) fake.emit({ type: 'create', instance: i });
+              } else if (existed) {
+                await fake.deregister(i);
+                fake.emit({ type: 'delete', instance: i });
+              }
+              await flush(2);
+            } else if (o.kind === 'fail') {
+              fake.fail = o.on ? new Error('down') : undefined;
+              everFailed ||= o.on;
+            }
+            else if (o.kind === 'advance') clock.advance(o.ms);
+            else {
+              const want = current();
+              try {
+                const got = await cache.getService('api');
+                assert.ok(got.length > 0, 'never an empty list');
+                assert.deepEqual(ids(got), want);
+              } catch (err) {
+                if (err instanceof assert.AssertionError) throw err;
+                if (err instanceof NotFoundError) assert.deepEqual(want, [], 'NotFoundError only when the service has none');
+                else assert.ok(err instanceof RegistryUnavailableError && everFailed, `unexpected ${String(err)}`);
+              }
+            }
+          }
+        } finally {
+          await cache.close();
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
 });

@@ -335,10 +335,11 @@ export class RegistryCache implements Registry {
     if (inst === null || typeof inst !== 'object' || inst.name !== name) return;
     let e = this.entries.get(name);
     if (e === undefined) {
-      if (event.type === 'delete') return;
+      // a create on a service the registry said was empty is the whole truth; on a service we could not
+      // list it would be a partial view, never to be answered: the next lookup lists it whole instead
+      if (event.type === 'delete' || !complete) return;
       this.makeRoom();
-      // a create on a service we know to be empty is the whole truth; otherwise a partial view, kept stale
-      e = { instances: EMPTY, validUntil: 0, nodeExpiry: new Map(), serviceExpiry: complete ? now + this.ttlMs : 0, lastUsed: now };
+      e = { instances: EMPTY, validUntil: 0, nodeExpiry: new Map(), serviceExpiry: now + this.ttlMs, lastUsed: now };
       this.entries.set(name, e);
     }
     const others = e.instances.filter((i) => i.id !== inst.id);
@@ -351,7 +352,7 @@ export class RegistryCache implements Registry {
       e.instances = Object.freeze(others);
       e.nodeExpiry.set(inst.id, now + this.ttlMs);
     }
-    if (e.serviceExpiry > 0) e.serviceExpiry = now + this.ttlMs;
+    e.serviceExpiry = now + this.ttlMs;
     let v = e.serviceExpiry;
     for (const x of e.nodeExpiry.values()) if (x < v) v = x;
     e.validUntil = v;
@@ -465,7 +466,10 @@ export class RegistryCache implements Registry {
     for (const [name, list] of readSnapshot(path, this.warn)) {
       if (this.entries.size >= this.maxServices) break;
       // known, but never fresh: served as stale until the registry answers
-      this.entries.set(name, { instances: freezeList(list), validUntil: 0, nodeExpiry: new Map(), serviceExpiry: 0, lastUsed: now });
+      // node TTLs already passed, so a watch event cannot make the rest of the list look fresh
+      const instances = freezeList(list);
+      const nodeExpiry = new Map(instances.map((i) => [i.id, 0]));
+      this.entries.set(name, { instances, validUntil: 0, nodeExpiry, serviceExpiry: 0, lastUsed: now });
     }
   }
 }
