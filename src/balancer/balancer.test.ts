@@ -259,6 +259,9 @@ describe('Balancer', () => {
     assert.equal(picker.inFlightOf(a.id), 1);
     b.report(a, { ok: true, latencyMs: 3 });
     assert.equal(picker.inFlightOf(a.id), 0);
+    const c = b.pick();
+    b.release(c); // never sent: in-flight ends, latency untouched
+    assert.equal(picker.inFlightOf(c.id), 0);
     await b.close();
   });
 

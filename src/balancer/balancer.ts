@@ -13,7 +13,8 @@
  *    identity until something changes, so strategies pick without allocating.
  *
  * Every `pick` must be followed by exactly one `report(instance, { ok, latencyMs })`: it ends the
- * call's in-flight count and feeds latency and passive health.
+ * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
+ * call was never made.
  */
 import { Backoff } from '../core/backoff.js';
 import { delay } from '../core/abort.js';
@@ -168,6 +169,17 @@ export class Balancer {
     if (this.closed) return;
     this.picker.report?.(instance, outcome);
     if (this.outlier?.record(instance.id, outcome.ok)) this.recompute();
+  }
+
+  /**
+   * release ends a pick whose call was never made (its breaker refused it, the caller gave up before
+   * sending): the in-flight count drops, and neither latency nor health learns anything. Use it
+   * instead of `report` for such picks.
+   */
+  release(instance: ServiceInstance): void {
+    if (instance === null || typeof instance !== 'object' || typeof instance.id !== 'string') throw new TypeError('Balancer.release: instance must be a ServiceInstance');
+    if (this.closed) return;
+    this.picker.report?.(instance);
   }
 
   /** update replaces the instance list (for balancers without a registry). Duplicate ids: the last wins. */

@@ -27,7 +27,8 @@ export interface CallOutcome {
  * updates for instances that stay and is dropped for instances that leave. Duplicate ids: the last wins.
  *
  * Load-aware strategies also want `start(instance)` when a call to the picked instance begins and
- * `report(instance, outcome)` when it ends (exactly once per start); the Balancer does both.
+ * `report(instance, outcome)` when it ends (exactly once per start; without an outcome when the call
+ * was not made after all, e.g. its breaker refused it); the Balancer does both.
  * A picker holds the state of one service: give each service its own.
  */
 export interface Picker {
@@ -35,8 +36,8 @@ export interface Picker {
   pick(instances: readonly ServiceInstance[], key?: string): ServiceInstance;
   /** start tells the picker a call to `instance` began (in-flight + 1). */
   start?(instance: ServiceInstance): void;
-  /** report tells the picker a call to `instance` ended (in-flight − 1, latency sample). */
-  report?(instance: ServiceInstance, outcome: CallOutcome): void;
+  /** report tells the picker a call to `instance` ended (in-flight − 1, latency sample); no outcome: it was never made. */
+  report?(instance: ServiceInstance, outcome?: CallOutcome): void;
 }
 
 /** StrategyName names a built-in strategy, for `BalancerOptions.strategy`. */

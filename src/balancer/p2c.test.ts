@@ -127,4 +127,20 @@ describe('P2C', () => {
       assert.ok(list.includes(p.pick(list)));
     }
   });
+
+  it('learns nothing from a call that was never made or a latency that is not a number', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, initialLatencyMs: 50 });
+    const list = instances(1);
+    const x = p.pick(list);
+    p.start(x);
+    clock.advance(1_000);
+    p.report(x); // released: the breaker refused it
+    assert.equal(p.inFlightOf('i0'), 0);
+    p.report(x, { ok: true, latencyMs: NaN });
+    p.report(x, { ok: true, latencyMs: -3 });
+    assert.equal(p.ewmaOf('i0'), 50);
+    p.report(x, { ok: false, latencyMs: NaN }); // a failure still counts, at the penalty
+    assert.ok(p.ewmaOf('i0')! > 50);
+  });
 });

@@ -165,16 +165,22 @@ export class P2C implements Picker {
     if (e !== undefined) e.inFlight++;
   }
 
-  /** report ends a call started with `start` and feeds its latency into the EWMA. */
-  report(instance: ServiceInstance, outcome: CallOutcome): void {
+  /**
+   * report ends a call started with `start` and feeds its latency into the EWMA. Without an outcome
+   * (the call was never made) it only ends the in-flight count; a success without a usable latency
+   * (NaN, negative, infinite) adds no sample either.
+   */
+  report(instance: ServiceInstance, outcome?: CallOutcome): void {
     const last = this.last;
     const e = last !== undefined && last.instance === instance ? last : this.table.get(instance.id);
     if (e === undefined) return;
     if (e.inFlight > 0) e.inFlight--;
-    const now = (this.now = this.clock.now());
+    if (outcome === undefined) return;
     let sample = outcome.latencyMs;
-    if (!(sample >= 0)) sample = 0; // NaN or negative: treat as instant rather than poison the average
-    if (!outcome.ok) sample = Math.max(sample, this.failurePenalty * Math.max(e.ewma, MIN_LATENCY_MS));
+    const usable = sample >= 0 && sample < Infinity;
+    if (!outcome.ok) sample = Math.max(usable ? sample : 0, this.failurePenalty * Math.max(e.ewma, MIN_LATENCY_MS));
+    else if (!usable) return;
+    const now = (this.now = this.clock.now());
     const dt = now - e.lastReport;
     const w = dt > 0 ? Math.exp(-dt / this.decayMs) : 1 - 1 / 16; // same-instant reports still move the average
     e.ewma = e.ewma * w + sample * (1 - w);
