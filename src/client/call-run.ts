@@ -68,12 +68,22 @@ export type ResultJudge<T> = (value: T) => number | false;
 /** The outcome reported to the balancer for a pick that was not run (its breaker refused it). */
 const NOT_RUN = Object.freeze({ ok: true, latencyMs: 0 });
 
+/** Errors that failed an attempt without counting against the instance: retrying them cannot help. */
+const notRetryable = new WeakSet<object>();
+
+/** isRetryable is false for errors the attempt did not count as the instance's failure. */
+export function isRetryable(err: unknown): boolean {
+  return err === null || typeof err !== 'object' || !notRetryable.has(err);
+}
+
 /** CallRun carries one call through its attempts. */
 export class CallRun<T> {
   /** Ids of the instances earlier attempts failed on (allocated at the first failure). */
   private tried: string[] | undefined;
   private instance: ServiceInstance | undefined;
   private attemptsMade = 0;
+  /** The balancer passed over an instance with an open breaker in this attempt's pick. */
+  private steered = false;
 
   constructor(
     private readonly ctx: RunContext,
@@ -88,7 +98,10 @@ export class CallRun<T> {
 
   /** has is the `exclude` set handed to the balancer: instances already tried, or whose breaker is open. */
   has(id: string): boolean {
-    return (this.tried !== undefined && this.tried.includes(id)) || this.service.isOpen(id);
+    if (this.tried !== undefined && this.tried.includes(id)) return true;
+    if (!this.service.isOpen(id)) return false;
+    this.steered = true;
+    return true;
   }
 
   /** attempt runs one attempt; Retry calls it again on a retryable failure. */
@@ -105,7 +118,9 @@ export class CallRun<T> {
     let instance: ServiceInstance;
     let token: AdmissionToken;
     try {
+      this.steered = false;
       instance = service.balancer.pick(this.key, this);
+      if (this.steered) ctx.counters.breakerRejections++; // steered away from an open breaker
     } catch (err) {
       serviceToken.success(); // nothing ran: the service breaker learns nothing from this attempt
       return Promise.reject(err);
@@ -164,6 +179,8 @@ export class CallRun<T> {
     } else {
       token.success();
       serviceToken.success();
+      // Not the instance's fault (the caller's mistake or cancellation): another instance would say the same.
+      if (err !== null && typeof err === 'object') notRetryable.add(err);
     }
     this.service.balancer.report(instance, failed ? { ok: false, latencyMs } : { ok: true, latencyMs });
     if (ctx.attempts.hasListeners) {

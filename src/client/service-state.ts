@@ -17,7 +17,7 @@ import { Bulkhead, type BulkheadOptions } from '../policy/bulkhead.js';
 import { Retry, defaultShouldRetry } from '../policy/retry.js';
 import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
-import type { ServiceParts } from './call-run.js';
+import { isRetryable, type ServiceParts } from './call-run.js';
 import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
 
 /** ServiceStateOptions are the client options that shape each service's parts. */
@@ -61,9 +61,12 @@ const OPEN_DOOR: CallBreaker = Object.freeze({
 });
 const NOOP_TOKEN: AdmissionToken = Object.freeze({ success() {}, failure() {} });
 
-/** shouldRetry: the policy default, and not when there is no instance at all (another try finds none either). */
+/**
+ * shouldRetry: the policy default, but not when there is no instance at all (another try finds none
+ * either), nor for errors that were not the instance's failure (`isFailure` said so).
+ */
 function shouldRetry(err: unknown): boolean {
-  return defaultShouldRetry(err) && !isBulwarkError(err, NoInstanceError.code);
+  return defaultShouldRetry(err) && !isBulwarkError(err, NoInstanceError.code) && isRetryable(err);
 }
 
 /** ServiceState is one service's balancer, breakers, bulkhead and retry budget. */

@@ -20,7 +20,10 @@ export interface ClientStats {
   retries: number;
   /** Retries the retry budget refused. */
   retriesRefused: number;
-  /** Attempts a breaker (the service's or an instance's) refused without calling the instance. */
+  /**
+   * Attempts a breaker kept from an instance: refused by the service's or the instance's breaker, or
+   * steered by the balancer to another instance because the picked one's breaker was open.
+   */
   breakerRejections: number;
   /** Calls the bulkhead refused because the service had too many in flight. */
   bulkheadRejections: number;

@@ -21,7 +21,7 @@ export interface InstanceRow {
 export interface ViewSnapshot {
   readonly elapsedMs: number;
   readonly durationMs: number;
-  /** Calls made by the demo's callers (each may have made several attempts). */
+  /** Calls finished (each may have made several attempts). */
   readonly calls: number;
   /** Calls that answered (from an instance or a fallback). */
   readonly succeeded: number;
@@ -100,7 +100,7 @@ export function renderLine(s: ViewSnapshot): string {
   const rows = s.instances
     .map((r) => `${r.id}=${r.calls}/${r.errors}err p99=${fmtMs(r.p99Ms)}${r.breaker === 'closed' ? '' : ` breaker=${r.breaker}`}${r.ejected ? ' ejected' : ''}`)
     .join('  ');
-  return `[${(s.elapsedMs / 1000).toFixed(1)}s/${(s.durationMs / 1000).toFixed(1)}s] calls=${s.calls} ok=${pct(s.succeeded, s.calls)} retries=${s.retries} rejected=${s.breakerRejections} fallbacks=${s.fallbacks} registry=${s.registryDown ? 'down' : 'up'} stale=${s.staleAnswers}  ${rows}`;
+  return `[${(Math.min(s.elapsedMs, s.durationMs) / 1000).toFixed(1)}s/${(s.durationMs / 1000).toFixed(1)}s] calls=${s.calls} ok=${pct(s.succeeded, s.calls)} retries=${s.retries} rejected=${s.breakerRejections} fallbacks=${s.fallbacks} registry=${s.registryDown ? 'down' : 'up'} stale=${s.staleAnswers}  ${rows}`;
 }
 
 /** LiveViewOptions configures a LiveView. */

@@ -1,0 +1,27 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseDuration, parseFlags, UsageError } from './args.js';
+
+const specs = { duration: { kind: 'duration', alias: 'd' }, concurrency: { kind: 'integer', alias: 'c' }, plain: { kind: 'boolean' }, name: { kind: 'string' } } as const;
+
+describe('parseDuration', () => {
+  for (const [text, ms] of [['20s', 20_000], ['500ms', 500], ['1.5m', 90_000], ['1h', 3_600_000], ['3', 3_000], [' 2s ', 2_000]] as const) {
+    it(`reads ${JSON.stringify(text)} as ${ms} ms`, () => assert.equal(parseDuration('duration', text), ms));
+  }
+  for (const text of ['', 'soon', '-1s', '0s', '10 s', '1e3', 's']) {
+    it(`refuses ${JSON.stringify(text)} with a UsageError naming the flag`, () => assert.throws(() => parseDuration('duration', text), (e: unknown) => e instanceof UsageError && /--duration/.test(e.message)));
+  }
+});
+
+describe('parseFlags', () => {
+  it('reads --name value, --name=value, short aliases and booleans', () => {
+    assert.deepEqual(parseFlags(['--duration', '3s', '-c', '4', '--plain', '--name=x'], specs), { duration: 3_000, concurrency: 4, plain: true, name: 'x' });
+    assert.deepEqual(parseFlags(['-d', '250ms'], specs), { duration: 250 });
+    assert.deepEqual(parseFlags([], specs), {});
+  });
+  it('refuses unknown flags, stray arguments, missing values and values on booleans', () => {
+    for (const argv of [['--colour'], ['-x'], ['extra'], ['--duration'], ['--duration', '--plain'], ['--plain=yes'], ['--concurrency', '2.5'], ['--toString']]) {
+      assert.throws(() => parseFlags(argv, specs), UsageError, argv.join(' '));
+    }
+  });
+});

@@ -1,0 +1,295 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import {
+  AbortedError,
+  BreakerOpenError,
+  BulkheadRejectedError,
+  ClosedError,
+  NoInstanceError,
+  NotFoundError,
+  RetryBudgetExhaustedError,
+  TimeoutError,
+} from '../core/errors.js';
+import { BreakerGroup } from '../breaker/breaker-group.js';
+import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import { Fallback } from '../policy/fallback.js';
+import { MemoryRegistry } from '../registry/memory-registry.js';
+import type { ServiceInstance } from '../registry/types.js';
+import { ResilientClient, type ResilientClientOptions } from './resilient-client.js';
+import type { AttemptOutcome, ServiceBalancer } from './seams.js';
+
+/** FakeBalancer picks round robin, honours `exclude`, and records every pick and report. */
+class FakeBalancer implements ServiceBalancer {
+  picks = 0;
+  readonly reports: { id: string; ok: boolean }[] = [];
+  private next = 0;
+  closed = false;
+  constructor(public list: ServiceInstance[]) {}
+  pick(_key?: string, exclude?: { has(id: string): boolean }): ServiceInstance {
+    const n = this.list.length;
+    if (n === 0) throw new NoInstanceError('empty');
+    this.picks++;
+    for (let k = 0; k < n; k++) {
+      const inst = this.list[this.next++ % n]!;
+      if (exclude === undefined || !exclude.has(inst.id)) return inst;
+    }
+    return this.list[0]!;
+  }
+  report(instance: ServiceInstance, outcome: AttemptOutcome): void {
+    this.reports.push({ id: instance.id, ok: outcome.ok });
+  }
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+const instances = (...ids: string[]): ServiceInstance[] => ids.map((id, i) => ({ id, name: 'svc', address: `127.0.0.1:${9000 + i}` }));
+
+async function setup(ids: string[], options: Partial<ResilientClientOptions> = {}) {
+  const registry = new MemoryRegistry();
+  const list = instances(...ids);
+  for (const inst of list) await registry.register(inst);
+  const balancer = new FakeBalancer(list);
+  const client = new ResilientClient({ registry, balancerFactory: () => balancer, ...options });
+  return {
+    client,
+    balancer,
+    async close() {
+      await client.close();
+      await registry.close();
+    },
+  };
+}
+
+describe('ResilientClient.call', () => {
+  it('answers the value the task returns for the picked instance', async () => {
+    const t = await setup(['a', 'b']);
+    assert.equal(await t.client.call('svc', (inst) => `hello from ${inst.id}`), 'hello from a');
+    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
+    assert.equal(t.client.stats.succeeded, 1);
+    await t.close();
+  });
+
+  it('retries a failed attempt on another instance', async () => {
+    const t = await setup(['a', 'b', 'c']);
+    const seen: string[] = [];
+    const v = await t.client.call('svc', (inst) => {
+      seen.push(inst.id);
+      if (inst.id !== 'c') throw new Error(`${inst.id} down`);
+      return 42;
+    });
+    assert.equal(v, 42);
+    assert.deepEqual(seen, ['a', 'b', 'c']);
+    assert.deepEqual(t.balancer.reports.map((r) => r.ok), [false, false, true]);
+    const s = t.client.stats;
+    assert.equal(s.attempts, 3);
+    assert.equal(s.retries, 2);
+    assert.equal(s.failedAttempts, 2);
+    await t.close();
+  });
+
+  it('does not retry when retry is false, and rejects with the task error', async () => {
+    const t = await setup(['a', 'b']);
+    let runs = 0;
+    await assert.rejects(
+      t.client.call('svc', () => {
+        runs++;
+        throw new Error('boom');
+      }, { retry: false }),
+      /boom/,
+    );
+    assert.equal(runs, 1);
+    assert.equal(t.client.stats.failed, 1);
+    await t.close();
+  });
+
+  it('stops at maxAttempts', async () => {
+    const t = await setup(['a', 'b', 'c', 'd']);
+    let runs = 0;
+    await assert.rejects(t.client.call('svc', () => Promise.reject(new Error(`fail ${++runs}`)), { retry: { maxAttempts: 2 } }), /fail 2/);
+    assert.equal(runs, 2);
+    await t.close();
+  });
+
+  it('rejects with RetryBudgetExhaustedError (cause: the last failure) when the budget has no retry left', async () => {
+    const t = await setup(['a', 'b'], { retryBudget: { percentCanRetry: 0, minRetriesPerSec: 0 } });
+    const err = await t.client.call('svc', () => Promise.reject(new Error('down'))).catch((e: unknown) => e);
+    assert.ok(err instanceof RetryBudgetExhaustedError);
+    assert.match(String((err.cause as Error).message), /down/);
+    assert.equal(t.client.stats.retriesRefused, 1);
+    assert.equal(t.client.stats.attempts, 1);
+    await t.close();
+  });
+
+  it('rejects with NotFoundError for a service the registry does not know', async () => {
+    const t = await setup(['a']);
+    await assert.rejects(t.client.call('nope', () => 1), NotFoundError);
+    await t.close();
+  });
+
+  it('answers the fallback function when every attempt fails', async () => {
+    const t = await setup(['a', 'b']);
+    const v = await t.client.call('svc', () => Promise.reject(new Error('down')), { fallback: (err) => `fallback after ${(err as Error).message}` });
+    assert.equal(v, 'fallback after down');
+    assert.equal(t.client.stats.fallbacks, 1);
+    assert.equal(t.client.stats.failed, 0);
+    await t.close();
+  });
+
+  it('answers the last good value of a policy Fallback', async () => {
+    const t = await setup(['a']);
+    const fallback = new Fallback<number>({ lastGood: true });
+    assert.equal(await t.client.call('svc', () => 7, { fallback }), 7);
+    assert.equal(await t.client.call('svc', () => Promise.reject(new Error('down')), { fallback, retry: false }), 7);
+    assert.equal(t.client.stats.succeeded, 1);
+    assert.equal(t.client.stats.fallbacks, 1);
+    await t.close();
+  });
+
+  it('steers picks away from an instance whose breaker is open', async () => {
+    const breakers = new BreakerGroup({
+      factory: (name) => new CircuitBreaker({ name, minimumCalls: 2, failureRate: 0.5, openMs: 60_000 }),
+      exclude: (name) => !name.includes('/'),
+    });
+    const t = await setup(['a', 'b'], { breakers });
+    // Round robin: four calls reach a twice, and a fails both: its breaker opens.
+    for (let i = 0; i < 4; i++) {
+      await t.client.call('svc', (inst) => (inst.id === 'a' ? Promise.reject(new Error('a down')) : 1), { retry: false }).catch(() => {});
+    }
+    assert.equal((breakers.get('svc/a') as CircuitBreaker).state, 'open');
+    const seen: string[] = [];
+    for (let i = 0; i < 4; i++) await t.client.call('svc', (inst) => seen.push(inst.id), { retry: false });
+    assert.ok(!seen.includes('a'), `a was called with an open breaker: ${seen.join(',')}`);
+    assert.ok(t.client.stats.breakerRejections >= 1);
+    await t.close();
+  });
+
+  it('rejects at once with BreakerOpenError when the service breaker refuses, without calling the task', async () => {
+    const breakers = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name, minimumCalls: 1, failureRate: 1, openMs: 60_000 }) });
+    const t = await setup(['a', 'b'], { breakers });
+    await t.client.call('svc', () => Promise.reject(new Error('down')), { retry: false }).catch(() => {});
+    let ran = false;
+    await assert.rejects(
+      t.client.call('svc', () => {
+        ran = true;
+      }),
+      BreakerOpenError,
+    );
+    assert.equal(ran, false);
+    await t.close();
+  });
+
+  it('times out a task that ignores its signal with TimeoutError, and aborts that signal', async () => {
+    const t = await setup(['a'], { timeoutMs: 20 });
+    let signal: AbortSignal | undefined;
+    const err = await t.client
+      .call('svc', (_i, s) => {
+        signal = s;
+        return new Promise(() => {});
+      }, { retry: false })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof TimeoutError, String(err));
+    assert.equal(signal?.aborted, true);
+    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }]);
+    await t.close();
+  });
+
+  it('times out with a dedicated signal linked to the caller when the caller passes one', async () => {
+    const t = await setup(['a']);
+    const caller = new AbortController();
+    let signal: AbortSignal | undefined;
+    const p = t.client.call('svc', (_i, s) => {
+      signal = s;
+      return new Promise(() => {});
+    }, { signal: caller.signal, timeoutMs: 5_000 });
+    await new Promise((r) => setTimeout(r, 5));
+    caller.abort(new Error('user left'));
+    await assert.rejects(p, AbortedError);
+    assert.equal(signal?.aborted, true);
+    // The caller's own cancellation is nobody's failure.
+    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
+    assert.equal(t.client.stats.failedAttempts, 0);
+    await t.close();
+  });
+
+  it('passes errors isFailure rejects to the caller without counting them against the instance', async () => {
+    const t = await setup(['a', 'b']);
+    const notFound = Object.assign(new Error('404'), { status: 404 });
+    await assert.rejects(t.client.call('svc', () => Promise.reject(notFound), { isFailure: (e) => (e as { status?: number }).status !== 404 }), /404/);
+    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
+    await t.close();
+  });
+
+  it('rejects with BulkheadRejectedError when the service has maxConcurrent attempts in flight', async () => {
+    const t = await setup(['a'], { bulkhead: { maxConcurrent: 1 } });
+    let release!: () => void;
+    const first = t.client.call('svc', () => new Promise<void>((r) => (release = r)));
+    await new Promise((r) => setImmediate(r));
+    await assert.rejects(t.client.call('svc', () => 1, { retry: false }), BulkheadRejectedError);
+    release();
+    await first;
+    await t.close();
+  });
+
+  it('rejects with NoInstanceError when the service has no instance to pick', async () => {
+    const t = await setup(['a']);
+    t.balancer.list = [];
+    await assert.rejects(t.client.call('svc', () => 1), NoInstanceError);
+    await t.close();
+  });
+
+  it('rejects calls after close with ClosedError and closes the balancers', async () => {
+    const t = await setup(['a']);
+    await t.client.call('svc', () => 1);
+    await t.client.close();
+    assert.equal(t.balancer.closed, true);
+    await assert.rejects(t.client.call('svc', () => 1), ClosedError);
+    await t.close();
+  });
+
+  it('rejects bad options with TypeError / RangeError naming them', () => {
+    const registry = new MemoryRegistry();
+    assert.throws(() => new ResilientClient({} as ResilientClientOptions), /registry/);
+    assert.throws(() => new ResilientClient({ registry, timeoutMs: -1 }), /timeoutMs/);
+    assert.throws(() => new ResilientClient({ registry, maxAttempts: 0 }), /maxAttempts/);
+    assert.throws(() => new ResilientClient({ registry, bulkhead: { maxConcurrent: 0 } }), /maxConcurrent/);
+    assert.throws(() => new ResilientClient({ registry, breakers: {} as BreakerGroup }), /breakers/);
+    void registry.close();
+  });
+
+  it('rejects a bad call option with TypeError', async () => {
+    const t = await setup(['a']);
+    await assert.rejects(t.client.call('svc', () => 1, { timeoutMs: -5 }), RangeError);
+    await assert.rejects(t.client.call('svc', () => 1, { retry: 'yes' as unknown as boolean }), TypeError);
+    await assert.rejects(t.client.call('svc', 'fn' as never), TypeError);
+    await assert.rejects(t.client.call('', () => 1), TypeError);
+    assert.equal(t.client.stats.calls, 0);
+    await t.close();
+  });
+
+  it('reports every pick exactly once and never calls the same instance twice in one call while others are left (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }), { minLength: 1, maxLength: 20 }), async (plan) => {
+        const t = await setup(['a', 'b', 'c'], { maxAttempts: 3 });
+        for (const fails of plan) {
+          const seen: string[] = [];
+          let k = 0;
+          await t.client
+            .call('svc', (inst) => {
+              seen.push(inst.id);
+              return fails[k++] ? Promise.reject(new Error('x')) : 1;
+            })
+            .catch(() => {});
+          assert.equal(new Set(seen).size, seen.length, `an instance was retried: ${seen.join(',')}`);
+        }
+        assert.equal(t.balancer.reports.length, t.balancer.picks);
+        const s = t.client.stats;
+        assert.equal(s.calls, plan.length);
+        assert.equal(s.succeeded + s.failed + s.fallbacks, s.calls);
+        await t.close();
+      }),
+      { numRuns: 40 },
+    );
+  });
+});

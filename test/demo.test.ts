@@ -1,0 +1,62 @@
+// `bulwark demo` as a user runs it: a child process, a short duration, no terminal (plain lines).
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+function bulwark(args: string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`bulwark ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('bulwark demo', () => {
+  it('runs for --duration 3s, prints live lines and the summary, and exits 0 by itself', async () => {
+    const started = Date.now();
+    const r = await bulwark(['demo', '--duration', '3s']);
+    assert.equal(r.code, 0, r.stderr);
+    const took = Date.now() - started;
+    assert.ok(took >= 3_000, `exited after ${took} ms, before its duration`);
+    assert.match(r.stdout, /^\[\d+\.\ds\/3\.0s\] calls=/m, 'no plain progress line');
+    assert.match(r.stdout, /registry=down/, 'the registry outage never showed');
+    assert.match(r.stdout, /Summary/);
+    const rate = /success rate\s+([\d.]+) %/.exec(r.stdout);
+    assert.ok(rate !== null, r.stdout);
+    assert.ok(Number(rate[1]) >= 95, `success rate ${rate[1]} %`);
+    for (const id of ['healthy', 'flaky', 'slow']) assert.match(r.stdout, new RegExp(`^${id}\\s+127\\.0\\.0\\.1:\\d+`, 'm'));
+    assert.doesNotMatch(r.stdout, /\x1b\[/, 'ANSI codes written to a pipe');
+  });
+
+  it('explains itself with --help and exits 0', async () => {
+    const r = await bulwark(['demo', '--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /--duration/);
+    assert.match(r.stdout, /registry/);
+    const top = await bulwark(['--help']);
+    assert.equal(top.code, 0);
+    assert.match(top.stdout, /demo/);
+  });
+
+  it('rejects a bad flag with exit code 2 and the help', async () => {
+    const r = await bulwark(['demo', '--duration', 'soon']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /--duration must be a duration/);
+    const u = await bulwark(['demo', '--colour']);
+    assert.equal(u.code, 2);
+    assert.match(u.stderr, /unknown option --colour/);
+  });
+});
