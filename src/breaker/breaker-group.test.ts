@@ -1,0 +1,101 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '../core/clock.js';
+import { BreakerOpenError } from '../core/errors.js';
+import { BreakerGroup, getDefaultBreakerGroup, setDefaultBreakerGroup } from './breaker-group.js';
+import { CircuitBreaker } from './circuit-breaker.js';
+import { SreBreaker } from './sre-breaker.js';
+
+describe('BreakerGroup', () => {
+  it('makes one breaker per name on first use and reuses it', () => {
+    const made: string[] = [];
+    const g = new BreakerGroup({
+      factory: (name) => {
+        made.push(name);
+        return new CircuitBreaker({ name });
+      },
+    });
+    const a = g.get('payments/10.0.0.1:443');
+    assert.equal(g.get('payments/10.0.0.1:443'), a);
+    g.get('inventory');
+    assert.deepEqual(made, ['payments/10.0.0.1:443', 'inventory']);
+    assert.equal(a?.name, 'payments/10.0.0.1:443');
+    assert.equal(g.size, 2);
+  });
+
+  it('defaults to SreBreakers (go-zero)', () => {
+    assert.ok(new BreakerGroup().get('x') instanceof SreBreaker);
+  });
+
+  it('execute guards each name with its own breaker', async () => {
+    const g = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name, minimumCalls: 2 }) });
+    for (let i = 0; i < 2; i++) await g.execute('down', () => Promise.reject(new Error('x'))).catch(() => {});
+    await assert.rejects(g.execute('down', async () => 1), BreakerOpenError);
+    assert.equal(await g.execute('up', async () => 2), 2);
+  });
+
+  it('runs the calls of excluded names unguarded (list or predicate), sync throws included', async () => {
+    const byList = new BreakerGroup({ exclude: ['health'] });
+    const byFn = new BreakerGroup({ exclude: (n) => n.startsWith('internal/') });
+    assert.equal(await byList.execute('health', () => 'ok'), 'ok');
+    assert.equal(await byFn.execute('internal/metrics', async () => 'ok'), 'ok');
+    await assert.rejects(
+      byList.execute('health', () => {
+        throw new Error('sync');
+      }),
+      /sync/,
+    );
+    assert.equal(byList.get('health'), undefined);
+    assert.equal(byList.size + byFn.size, 0);
+  });
+
+  it('evicts breakers idle for idleMs when new ones are made', () => {
+    const clock = new ManualClock();
+    const g = new BreakerGroup({ clock, idleMs: 1_000 });
+    g.get('a');
+    g.get('b');
+    clock.advance(600);
+    g.get('a'); // used again: stays
+    clock.advance(600);
+    g.get('c'); // 'b' has been idle 1 200 ms
+    assert.deepEqual(g.names().sort(), ['a', 'c']);
+    assert.equal(g.evicted, 1);
+  });
+
+  it('never evicts an isolated breaker for idleness', () => {
+    const clock = new ManualClock();
+    const g = new BreakerGroup({ clock, idleMs: 1_000, factory: (name) => new CircuitBreaker({ name, clock }) });
+    g.get('pinned')!.isolate();
+    clock.advance(5_000);
+    g.get('other');
+    assert.ok(g.has('pinned'));
+    assert.equal(g.get('pinned')!.state, 'open');
+  });
+
+  it('stays bounded by maxBreakers however many distinct names arrive', () => {
+    const clock = new ManualClock();
+    const g = new BreakerGroup({ clock, maxBreakers: 1_000 });
+    for (let i = 0; i < 1_000_000; i++) {
+      if (i % 1_000 === 0) clock.advance(1);
+      g.execute(`user-${i}`, () => i).catch(() => {});
+      if (g.size > 1_000) assert.fail(`size ${g.size} after ${i} names`);
+    }
+    assert.ok(g.evicted >= 999_000);
+  });
+
+  it('rejects a non-string name and a factory that returns no breaker', async () => {
+    await assert.rejects(new BreakerGroup().execute(42 as never, () => 1), TypeError);
+    await assert.rejects(new BreakerGroup({ factory: () => ({}) as never }).execute('x', () => 1), /factory must return a Breaker/);
+  });
+
+  it('has a lazy, replaceable process-wide default', () => {
+    const first = getDefaultBreakerGroup();
+    assert.equal(getDefaultBreakerGroup(), first);
+    const mine = new BreakerGroup();
+    setDefaultBreakerGroup(mine);
+    assert.equal(getDefaultBreakerGroup(), mine);
+    setDefaultBreakerGroup(undefined);
+    assert.notEqual(getDefaultBreakerGroup(), mine);
+    assert.throws(() => setDefaultBreakerGroup({} as never), TypeError);
+  });
+});
