@@ -1,7 +1,8 @@
 /**
  * The same small app on node:http, Express 5 and Fastify 5, guarded by bulwark/http, on a free
- * loopback port: `/` answers 200 "ok", `/fail` 500, `/throw` throws Error('boom'), `/slow` answers
- * only when the test calls `release()`. Plus a tiny HTTP client that can abort mid-request.
+ * loopback port: `/` answers 200 "ok", `/fail` 500, `/throw` throws Error('boom'), `/bad` is a 400
+ * (thrown as an error with a 400 status where the framework maps those), `/slow` answers only when the
+ * test calls `release()`. Plus a tiny HTTP client that can abort mid-request.
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -65,6 +66,9 @@ const nodeHttp: Framework = {
           res.end();
         } else if (path === '/throw') {
           throw new Error('boom');
+        } else if (path === '/bad') {
+          res.statusCode = 400;
+          res.end();
         } else if (path === '/slow') {
           await slow.wait();
           res.end('late');
@@ -92,12 +96,17 @@ const expressApp: Framework = {
     app.get('/throw', () => {
       throw new Error('boom');
     });
+    app.get('/bad', () => {
+      throw Object.assign(new Error('bad input'), { status: 400 });
+    });
     app.get('/slow', async (_req, res) => {
       await slow.wait();
       res.send('late');
     });
     app.use(expressErrors());
-    app.use((_err: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => void res.status(500).end());
+    app.use((err: { status?: number }, _req: express.Request, res: express.Response, _next: express.NextFunction) =>
+      void res.status(err.status ?? 500).end(),
+    );
     const server = http.createServer(app);
     const url = await listenNode(server);
     return { url, handled: () => n, release: () => slow.release(), close: () => closeNode(server) };
@@ -119,6 +128,9 @@ const fastifyApp: Framework = {
     app.get('/fail', async (_req, reply) => reply.code(500).send());
     app.get('/throw', async () => {
       throw new Error('boom');
+    });
+    app.get('/bad', async () => {
+      throw Object.assign(new Error('bad input'), { statusCode: 400 });
     });
     app.get('/slow', async () => {
       await slow.wait();

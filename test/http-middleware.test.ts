@@ -176,8 +176,10 @@ for (const fw of frameworks) {
       assert.equal((await request(s.url)).status, 200);
       assert.equal((await request(`${s.url}fail`)).status, 500);
       assert.equal((await request(`${s.url}throw`)).status, 500);
-      await until(() => breaker.tokens.log.length === 3);
-      assert.deepEqual(breaker.tokens.outcomes(), ['success', 'failure', 'failure']);
+      assert.equal((await request(`${s.url}bad`)).status, 400);
+      await until(() => breaker.tokens.log.length === 4);
+      assert.deepEqual(breaker.tokens.outcomes(), ['success', 'failure', 'failure', 'success'], 'a 400 is the client fault');
+      assert.equal((breaker.tokens.log[1]!.err as Error).message, 'response status 500');
       const thrown = breaker.tokens.log[2]!.err as Error;
       assert.equal(thrown.message, 'boom', 'the thrown error reaches the breaker');
       breaker.open = true;
@@ -187,8 +189,8 @@ for (const fw of frameworks) {
       assert.deepEqual(JSON.parse(open.body), { error: { code: 'ERR_BREAKER_OPEN', message: 'breaker is open' } });
       breaker.open = false;
       assert.equal((await request(s.url)).status, 200);
-      await until(() => breaker.tokens.log.length === 4);
-      assert.equal(breaker.tokens.issued, 4);
+      await until(() => breaker.tokens.log.length === 5);
+      assert.equal(breaker.tokens.issued, 5);
       breaker.tokens.assertOnce();
     });
 

@@ -11,8 +11,8 @@
  *    only for requests that will reach the handler: the breaker's statistics then describe the
  *    handler alone, and a half-open breaker never spends a probe on a request the limiter refuses.
  *    The price: a request the breaker then refuses has used one unit of its client's quota.
- * 3. **Breaker.** Taken last, completed by the handler's outcome (status ≥ 500, a thrown error or a
- *    connection closed before the response finished count as failures).
+ * 3. **Breaker.** Taken last, completed by the handler's outcome: a response status ≥ 500 (a thrown
+ *    error becomes one) or a connection closed before the response finished count as failures.
  *
  * A shedder token is completed with `success()` when the response finished with any status but 503,
  * and `failure()` otherwise (refused by a later check, 503, or the client went away): as go-zero's
@@ -104,7 +104,8 @@ class Pass {
     if (this.done) return;
     this.done = true;
     if (this.breaker !== undefined) {
-      const ok = finished && status < 500 && this.error === undefined;
+      // The status judges: an error the framework answered 4xx (validation, not found) is the client's fault.
+      const ok = finished && status < 500;
       const why = ok ? undefined : this.error ?? (finished ? statusError(status) : CLIENT_GONE);
       this.guard.complete('breaker', this.breaker, ok, why);
     }
