@@ -208,11 +208,13 @@ export class EtcdRegistry implements Registry {
     if (this.timer !== undefined) clearTimeout(this.timer);
     await Promise.all([...this.watches].map((w) => w.stop()));
     this.watches.clear();
-    await this.exclusive(async () => {
+    // bounded as a whole: closing never waits longer than about one dial timeout for a dead etcd
+    const revoke = this.exclusive(async () => {
       const leases = this.lease === undefined ? this.oldLeases : [this.lease, ...this.oldLeases];
-      for (const id of leases) await this.caller.call('lease revoke', (o) => this.client.leaseClient.leaseRevoke({ ID: id }, o)).catch(noop);
       this.lease = undefined;
-    }).catch(noop);
+      await Promise.all(leases.map((id) => this.caller.call('lease revoke', (o) => this.client.leaseClient.leaseRevoke({ ID: id }, o)).catch(noop)));
+    });
+    await this.bounded('close', revoke).catch(noop);
     this.client.close();
   }
 
