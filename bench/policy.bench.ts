@@ -13,6 +13,11 @@ async function task(): Promise<number> {
   return 1;
 }
 
+/** The same work, declared with the signal parameter (so a Timeout must make a signal for it). */
+async function taskWithSignal(_signal: AbortSignal): Promise<number> {
+  return 1;
+}
+
 const subjects: Record<string, () => { op: () => unknown; async: true }> = {
   'bare await fn()': () => ({ op: () => task(), async: true }),
 
@@ -32,6 +37,10 @@ const subjects: Record<string, () => { op: () => unknown; async: true }> = {
   'Timeout.execute': () => {
     const p = new Timeout({ timeoutMs: 1_000 });
     return { op: () => p.execute(task), async: true };
+  },
+  'Timeout.execute (task takes the signal)': () => {
+    const p = new Timeout({ timeoutMs: 1_000 });
+    return { op: () => p.execute(taskWithSignal), async: true };
   },
   'cockatiel timeout (cooperative)': () => {
     const p = cockatiel.timeout(1_000, cockatiel.TimeoutStrategy.Cooperative);

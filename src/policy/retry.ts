@@ -31,7 +31,7 @@ import { fn as fnOption, integer, options as optionsObject, showValue } from '..
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
 
-/** Codes of the errors `defaultShouldRetry` never retries. */
+/** noRetryCodes lists the codes of the errors `defaultShouldRetry` never retries. */
 export const noRetryCodes: ReadonlySet<string> = new Set([
   AbortedError.code,
   BreakerOpenError.code,
