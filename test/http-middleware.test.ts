@@ -5,7 +5,7 @@
  * The shedder and breaker here are hand-written fakes of our own small interfaces (counting every
  * token call); test/http-guards.test.ts runs the real bulwark classes.
  */
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../src/core/clock.js';
 import { BreakerOpenError, OverloadedError } from '../src/core/errors.js';
@@ -279,8 +279,44 @@ for (const fw of frameworks) {
   });
 }
 
+describe('http middleware: Fastify scopes', () => {
+  it('guards only the routes of the scope the plugin is registered in', async () => {
+    const { default: Fastify } = await import('fastify');
+    const { fastifyGuard } = await import('../src/http/index.js');
+    const app = Fastify();
+    const limiter = new KeyedLimiter({ rate: 1, burst: 1, clock: new ManualClock() });
+    await app.register(async (scope) => {
+      await scope.register(fastifyGuard, { limiter });
+      scope.get('/guarded', async () => 'guarded');
+    });
+    app.get('/open', async () => 'open');
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      assert.equal((await request(`${url}/guarded`)).status, 200);
+      assert.equal((await request(`${url}/guarded`)).status, 429);
+      const open = await request(`${url}/open`);
+      assert.equal(open.status, 200);
+      assert.equal(open.headers['ratelimit-limit'], undefined);
+    } finally {
+      app.server.closeAllConnections();
+      await app.close();
+    }
+  });
+
+  it('fails registration with the TypeError of bad options', async () => {
+    const { default: Fastify } = await import('fastify');
+    const { fastifyGuard } = await import('../src/http/index.js');
+    const app = Fastify();
+    await assert.rejects(async () => {
+      await app.register(fastifyGuard, {});
+      await app.ready();
+    }, /at least one of limiter, shedder, breaker/);
+    await app.close();
+  });
+});
+
 describe('http middleware: no framework is loaded by node:http users', () => {
-  before(() => undefined);
   it('the bulwark/http module graph imports neither express nor fastify', async () => {
     const { readFileSync, readdirSync } = await import('node:fs');
     const dir = new URL('../src/http/', import.meta.url);
