@@ -2,9 +2,9 @@
  * Balancer binds one service of a `Registry` (or a `RegistryCache`, which is one) to health checks and
  * a strategy (reference 004 §2.4 and §五):
  *
- * 1. The instance list follows the registry: one listing, then the service's watch events
- *    (create / update / delete); a broken watch is re-established after a jittered exponential backoff,
- *    listing again first. State of removed instances (health, strategy) is dropped.
+ * 1. The instance list follows the registry (`RegistryFollower`): one listing, then the service's
+ *    watch events; a broken watch is re-established after a backoff, listing again first. State of
+ *    removed instances (health, strategy) is dropped.
  * 2. Health: passive outlier detection on every reported call (on by default) and, when configured,
  *    active HTTP probes. Ejected or down instances are left out of the list the strategy sees.
  * 3. Panic mode (Envoy's panic threshold, reference 004's "better than failing"): when fewer than
@@ -16,10 +16,8 @@
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
  * call was never made.
  */
-import { Backoff } from '../core/backoff.js';
-import { delay } from '../core/abort.js';
 import { systemClock, type Clock } from '../core/clock.js';
-import { ClosedError, NoInstanceError, NotFoundError, isBulwarkError } from '../core/errors.js';
+import { ClosedError, NoInstanceError } from '../core/errors.js';
 import { Emitter } from '../core/events.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
@@ -27,6 +25,7 @@ import { sameInstance } from '../registry/validate.js';
 import type { CallOutcome, Picker } from './index.js';
 import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
 import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
+import { RegistryFollower } from './registry-follower.js';
 import { createPicker, type StrategyOption } from './strategies.js';
 
 /** BalancerOptions configures a Balancer. Give either `registry` + `service`, or `instances`. */
@@ -52,7 +51,7 @@ export interface BalancerOptions {
 }
 
 /** Defaults for BalancerOptions. */
-export const balancerDefaults = Object.freeze({ strategy: 'p2c' as StrategyOption, panicThreshold: 0.5, watchRetryMinMs: 100, watchRetryMaxMs: 10_000 });
+export const balancerDefaults = Object.freeze({ strategy: 'p2c' as StrategyOption, panicThreshold: 0.5 });
 
 /** BalancerEvent tells what changed: the list, an instance's health, or panic mode. */
 export type BalancerEvent =
@@ -81,13 +80,11 @@ export class Balancer {
   readonly service: string | undefined;
   readonly picker: Picker;
   readonly panicThreshold: number;
-  private readonly registry: Registry | undefined;
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly outlier: OutlierDetector | undefined;
   private readonly active: ActiveHealthChecker | undefined;
   private readonly events = new Emitter<BalancerEvent>();
-  private readonly abort = new AbortController();
   private byId = new Map<string, ServiceInstance>();
   private all: readonly ServiceInstance[] = EMPTY;
   private available: readonly ServiceInstance[] = EMPTY;
@@ -95,10 +92,7 @@ export class Balancer {
   private inPanic = false;
   private closed = false;
   private rotate = 0;
-  private loaded = false;
-  private lastError: unknown = undefined;
-  private waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
-  private following: Promise<void> | undefined;
+  private readonly follower: RegistryFollower | undefined;
 
   constructor(options: BalancerOptions) {
     const o = checkOptions('Balancer', options);
@@ -114,7 +108,6 @@ export class Balancer {
       if (typeof o.service !== 'string' || o.service.length === 0) throw new TypeError(`Balancer: service must be a non-empty string with a registry, got ${JSON.stringify(o.service)}`);
       if (o.instances !== undefined) throw new TypeError('Balancer: give either registry + service or instances, not both');
     }
-    this.registry = o.registry;
     this.service = o.service;
     this.outlier = o.outlier === false ? undefined : new OutlierDetector({ ...(o.outlier ?? {}), clock: this.clock });
     const activeOpts = o.activeHealth ?? false;
@@ -126,10 +119,12 @@ export class Balancer {
       this.events.emit({ type: e.healthy ? 'up' : 'down', id: e.id });
       this.recompute();
     });
-    if (this.registry === undefined) {
+    if (o.registry === undefined) {
       this.update(o.instances ?? EMPTY);
     } else {
-      this.following = this.follow(this.registry, this.service!);
+      const service = o.service!;
+      const hooks = { onList: (l: readonly ServiceInstance[]) => this.onList(l, service), onEvent: (e: RegistryEvent) => this.onEvent(e, service) };
+      this.follower = new RegistryFollower(o.registry, service, hooks, this.clock, this.random);
     }
   }
 
@@ -139,10 +134,8 @@ export class Balancer {
    * failed (the balancer keeps retrying in the background).
    */
   ready(): Promise<void> {
-    if (this.loaded) return Promise.resolve();
-    if (this.lastError !== undefined) return Promise.reject(this.lastError);
-    if (this.closed) return Promise.reject(new ClosedError('balancer is closed'));
-    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+    if (this.follower === undefined) return this.closed ? Promise.reject(new ClosedError('balancer is closed')) : Promise.resolve();
+    return this.follower.ready();
   }
 
   /**
@@ -235,10 +228,8 @@ export class Balancer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.abort.abort(new ClosedError('balancer is closed'));
     await this.active?.close();
-    this.settle(new ClosedError('balancer is closed'));
-    await this.following;
+    await this.follower?.close();
     this.events.clear();
   }
 
@@ -290,39 +281,22 @@ export class Balancer {
     }
   }
 
-  private settle(error?: unknown): void {
-    const ws = this.waiters;
-    this.waiters = [];
-    for (const w of ws) error === undefined ? w.resolve() : w.reject(error);
-  }
-
-  private async list(registry: Registry, service: string): Promise<void> {
-    let instances: ServiceInstance[];
-    try {
-      instances = await registry.getService(service);
-    } catch (err) {
-      if (!isBulwarkError(err, NotFoundError.code)) throw err;
-      instances = [];
-    }
+  /** onList replaces the instance list with a registry listing, unless it changes nothing. */
+  private onList(instances: readonly ServiceInstance[], service: string): void {
     if (this.closed) return;
     const byId = new Map<string, ServiceInstance>();
-    for (const inst of instances) if (inst?.name === service && typeof inst.id === 'string') byId.set(inst.id, inst);
+    for (const inst of instances) if (inst?.name === service && typeof inst.id === 'string' && inst.id.length > 0) byId.set(inst.id, inst);
     // A listing that changes nothing (a re-list after a broken watch) keeps the list and its identity,
     // so strategies keep their state and the ring is not rebuilt.
-    if (!sameMembers(this.byId, byId)) {
-      this.byId = byId;
-      this.rebuild();
-    }
-    if (!this.loaded) {
-      this.loaded = true;
-      this.lastError = undefined;
-      this.settle();
-    }
+    if (sameMembers(this.byId, byId)) return;
+    this.byId = byId;
+    this.rebuild();
   }
 
-  private apply(event: RegistryEvent, service: string): void {
+  /** onEvent applies one watch event; events that change nothing are ignored. */
+  private onEvent(event: RegistryEvent, service: string): void {
     const inst = event?.instance;
-    if (inst === undefined || inst === null || inst.name !== service || typeof inst.id !== 'string') return;
+    if (this.closed || inst === undefined || inst === null || inst.name !== service || typeof inst.id !== 'string' || inst.id.length === 0) return;
     if (event.type === 'delete') {
       if (!this.byId.delete(inst.id)) return;
     } else {
@@ -331,48 +305,6 @@ export class Balancer {
       this.byId.set(inst.id, inst);
     }
     this.rebuild();
-  }
-
-  /** follow lists the service, then applies its watch events; re-lists and re-watches after failures. */
-  private async follow(registry: Registry, service: string): Promise<void> {
-    const signal = this.abort.signal;
-    const backoff = new Backoff({ initialMs: balancerDefaults.watchRetryMinMs, maxMs: balancerDefaults.watchRetryMaxMs, random: this.random });
-    while (!signal.aborted) {
-      const attempt = new AbortController();
-      const onAbort = () => attempt.abort(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      let iterator: AsyncIterator<RegistryEvent> | undefined;
-      try {
-        // Subscribe before listing, so that no change between the listing and the watch is lost.
-        iterator = registry.watch({ service, signal: attempt.signal })[Symbol.asyncIterator]();
-        const first = iterator.next();
-        first.catch(() => {});
-        await this.list(registry, service);
-        // The backoff starts over only once a watch has worked (delivered an event, or stayed up a
-        // while): a registry (or cache) that answers listings but breaks every watch at once must
-        // not be asked again every few milliseconds.
-        const since = this.clock.now();
-        for (let r = await first; !r.done; r = await iterator.next()) {
-          if (signal.aborted) break;
-          backoff.reset();
-          this.apply(r.value, service);
-        }
-        if (this.clock.now() - since >= balancerDefaults.watchRetryMaxMs) backoff.reset();
-      } catch (err) {
-        if (signal.aborted) break;
-        if (!this.loaded && this.lastError === undefined) {
-          this.lastError = err;
-          this.settle(err);
-        }
-        if (isBulwarkError(err, ClosedError.code)) break; // the registry was closed: nothing more will come
-      } finally {
-        signal.removeEventListener('abort', onAbort);
-        attempt.abort();
-        iterator?.return?.()?.catch(() => {});
-      }
-      if (signal.aborted) break;
-      await delay(backoff.next(), signal, { unref: true }).catch(() => {});
-    }
   }
 }
 
