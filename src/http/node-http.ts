@@ -54,7 +54,7 @@ function fail(g: HttpGuard, res: ServerResponse, err: unknown): void {
   if (res.destroyed) return;
   if (!res.headersSent) {
     res.statusCode = 500;
-    res.setHeader('Content-Length', 0);
+    res.setHeader('content-length', 0);
     res.end();
   } else res.destroy();
 }
