@@ -16,7 +16,7 @@ import { coarseClock } from './coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions } from './index.js';
 import { SreBreaker } from './sre-breaker.js';
 
-/** How many entries one creation may examine while sweeping (bounds the pause). */
+/** Entries a sweep may examine beyond the ones it must evict (bounds the pause). */
 const SWEEP_STEPS = 64;
 
 /** BreakerGroupOptions configures a BreakerGroup. */
@@ -51,6 +51,9 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   private readonly clock: Clock;
   private readonly entries = new Map<string, Entry<B>>();
   private evictions = 0;
+  /** Breakers made since the last sweep, and how many a sweep may make room for at once. */
+  private created = 0;
+  private readonly slack: number;
 
   constructor(options?: BreakerGroupOptions<B>) {
     const o = optionsObject('BreakerGroup', options);
@@ -65,6 +68,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     this.idleMs = positive('BreakerGroup', 'idleMs', o.idleMs ?? breakerGroupDefaults.idleMs);
     this.maxBreakers = integer('BreakerGroup', 'maxBreakers', o.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1);
     this.clock = clockOption('BreakerGroup', o.clock, coarseClock);
+    this.slack = Math.max(1, Math.floor(this.maxBreakers / 16));
   }
 
   /** size is the number of breakers held. */
@@ -87,7 +91,10 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     }
     if (typeof name !== 'string') throw new TypeError(`BreakerGroup: name must be a string, got ${showValue(name)}`);
     if (this.excluded(name)) return undefined;
-    this.sweep(now);
+    if (++this.created >= this.slack || this.entries.size >= this.maxBreakers) {
+      this.created = 0;
+      this.sweep(now);
+    }
     const breaker = this.factory(name);
     if (breaker === null || typeof breaker !== 'object' || typeof breaker.execute !== 'function') {
       throw new TypeError(`BreakerGroup: factory must return a Breaker, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
@@ -132,25 +139,45 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     }
   }
 
-  /** sweep evicts idle breakers among the oldest insertions, then enforces `maxBreakers`. */
+  /**
+   * sweep makes one pass from the oldest insertions: it evicts idle breakers, and while the group is
+   * at `maxBreakers` it evicts down to `maxBreakers − slack` with a second chance (CLOCK): an entry
+   * used since it was placed moves to the back instead. One iterator per pass, and passes only every
+   * `slack` creations or at the bound, because a fresh Map iterator walks past every deleted slot.
+   */
   private sweep(now: number): void {
     const entries = this.entries;
-    let steps = SWEEP_STEPS;
     const idleBefore = now - this.idleMs;
+    const target = entries.size >= this.maxBreakers ? this.maxBreakers - this.slack : Infinity;
+    let budget = 4 * this.slack + SWEEP_STEPS;
     for (const [name, e] of entries) {
-      if (steps-- <= 0 || e.placed > idleBefore) break; // every later entry was placed (so used) more recently
-      entries.delete(name);
-      if (e.used > idleBefore || isIsolated(e.breaker)) {
-        e.placed = now; // in use (or pinned by an operator): move to the back
-        entries.set(name, e);
-      } else this.evictions++;
+      if (budget-- <= 0) break;
+      const pinned = isIsolated(e.breaker);
+      if (e.used <= idleBefore && !pinned) {
+        entries.delete(name);
+        this.evictions++;
+      } else if (entries.size > target) {
+        entries.delete(name);
+        if (e.used > e.placed || pinned) this.replace(name, e, now);
+        else this.evictions++;
+      } else if (e.placed > idleBefore) {
+        break; // every later entry was placed (so used) more recently: none is idle
+      } else {
+        entries.delete(name); // placed long ago but used since: to the back
+        this.replace(name, e, now);
+      }
     }
     while (entries.size >= this.maxBreakers) {
-      const first = entries.keys().next();
-      if (first.done === true) break;
-      entries.delete(first.value);
+      entries.delete(entries.keys().next().value as string);
       this.evictions++;
     }
+  }
+
+  /** replace puts an entry back at the end of the map order. */
+  private replace(name: string, e: Entry<B>, now: number): void {
+    e.placed = now;
+    e.used = now;
+    this.entries.set(name, e);
   }
 }
 

@@ -87,8 +87,8 @@ export class CircuitBreaker implements Breaker {
   private isolatedFlag = false;
   private tripReason = '';
   /** Probe permits: start time (NaN when free) and generation (bumped when freed). */
-  private readonly probeStart: Float64Array;
-  private readonly probeGen: Uint32Array;
+  private readonly probeStart: number[];
+  private readonly probeGen: number[];
   private probesInFlight = 0;
   private probeSuccesses = 0;
   /** The error and promise rejected calls get. @internal */
@@ -110,8 +110,8 @@ export class CircuitBreaker implements Breaker {
     this.timed = this.slowCallMs !== Infinity;
     const now = this.clock.now();
     this.window = o.window.kind === 'count' ? new CountWindow(o.window.size) : new TimeWindow(o.window.buckets, o.window.ms / o.window.buckets, now);
-    this.probeStart = new Float64Array(this.halfOpenCalls).fill(NaN);
-    this.probeGen = new Uint32Array(this.halfOpenCalls);
+    this.probeStart = new Array<number>(this.halfOpenCalls).fill(NaN);
+    this.probeGen = new Array<number>(this.halfOpenCalls).fill(0);
     this.rejections = new RejectionCache(this.name, () => this.rejectionMessage());
   }
 
@@ -313,7 +313,7 @@ export class CircuitBreaker implements Breaker {
 
   private freeProbe(slot: number): void {
     this.probeStart[slot] = NaN;
-    this.probeGen[slot] = (this.probeGen[slot]! + 1) >>> 0;
+    this.probeGen[slot] = (this.probeGen[slot]! + 1) & 0x3fffffff; // stays a small integer
     this.probesInFlight--;
   }
 

@@ -72,7 +72,7 @@ export class TimeWindow implements OutcomeWindow {
   failures = 0;
   slow = 0;
   /** v[slot * 3 + 0 | 1 | 2] = calls | failures | slow of one bucket. */
-  private readonly v: Float64Array;
+  private readonly v: number[];
   private head = 0;
   private headAbs: number;
   private headEnd: number;
@@ -82,7 +82,7 @@ export class TimeWindow implements OutcomeWindow {
     readonly bucketMs: number,
     now: number,
   ) {
-    this.v = new Float64Array(buckets * 3);
+    this.v = new Array<number>(buckets * 3).fill(0);
     this.headAbs = Math.floor(now / bucketMs);
     this.headEnd = (this.headAbs + 1) * bucketMs;
   }

@@ -21,7 +21,8 @@ export class SreWindow {
   successes = 0;
   failures = 0;
   drops = 0;
-  private readonly v: Float64Array;
+  /** A plain array of small integers: V8 allocates it on the heap, unlike a typed array this size. */
+  private readonly v: number[];
   /** Slot of the newest bucket, its absolute number (floor(now / bucketMs)), and when it ends. */
   private head = 0;
   private headAbs: number;
@@ -32,7 +33,7 @@ export class SreWindow {
   constructor(buckets: number, bucketMs: number, now: number) {
     this.buckets = buckets;
     this.bucketMs = bucketMs;
-    this.v = new Float64Array(buckets * CHANNELS);
+    this.v = new Array<number>(buckets * CHANNELS).fill(0);
     this.headAbs = Math.floor(now / bucketMs);
     this.headEnd = (this.headAbs + 1) * bucketMs;
   }
