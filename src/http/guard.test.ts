@@ -158,6 +158,19 @@ describe('HttpGuard', () => {
     assert.equal(g.stats().passed, 2);
   });
 
+  it('completes the tokens of two guards on one response (an app-wide one and a route one), each once', () => {
+    const log: string[] = [];
+    const outer = new HttpGuard({ breaker: tokens(log, 'outer') });
+    const inner = new HttpGuard({ shedder: tokens(log, 'inner.shed'), breaker: tokens(log, 'inner') });
+    const res = new FakeRes();
+    assert.equal(outer.check(req(), asRes(res)), undefined);
+    assert.equal(inner.check(req(), asRes(res)), undefined);
+    assert.equal(res.listenerCount('close'), 1);
+    res.finish(500);
+    res.emit('close');
+    assert.deepEqual(log, ['outer.allow', 'inner.shed.allow', 'inner.allow', 'outer.failure', 'inner.failure', 'inner.shed.success']);
+  });
+
   it('reports a token that throws on completion instead of throwing into the close listener', () => {
     const g = new HttpGuard({ breaker: { allow: () => ({ success: () => { throw new Error('token bug'); }, failure: () => undefined }) } });
     const sources: string[] = [];

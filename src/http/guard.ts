@@ -91,7 +91,17 @@ class Pass {
   breaker: Completion | undefined;
   error: unknown = undefined;
   done = false;
+  /** The pass of another guard on the same response (an app-wide guard and a route's own): finished with this one. */
+  prev: Pass | undefined;
   constructor(readonly guard: HttpGuard) {}
+
+  /** attach makes `res` finish this pass (and any pass already on it) when it closes. */
+  attach(res: ServerResponse): void {
+    const prev = (res as WithPass)[kPass];
+    if (prev === undefined) res.on('close', onClose);
+    else this.prev = prev;
+    (res as WithPass)[kPass] = this;
+  }
 
   /** release completes the tokens of a request that will not be handled (refused later, or gone). */
   release(): void {
@@ -101,6 +111,7 @@ class Pass {
   }
 
   finish(finished: boolean, status: number): void {
+    this.prev?.finish(finished, status);
     if (this.done) return;
     this.done = true;
     if (this.breaker !== undefined) {
@@ -223,8 +234,7 @@ export class HttpGuard {
       if (token !== undefined) {
         pass = new Pass(this);
         pass.shed = token;
-        (res as WithPass)[kPass] = pass;
-        res.on('close', onClose);
+        pass.attach(res);
       }
     }
     if (this.limiter !== undefined) {
@@ -309,8 +319,7 @@ export class HttpGuard {
       if (token !== undefined) {
         if (pass === undefined) {
           pass = new Pass(this);
-          (res as WithPass)[kPass] = pass;
-          res.on('close', onClose);
+          pass.attach(res);
         }
         pass.breaker = token;
       }
@@ -370,8 +379,9 @@ function seam<T>(value: T | undefined, name: string, method: string): T | undefi
 
 /** noteError records `err` as the handler's failure of the request answered on `res` (for the breaker). */
 export function noteError(res: ServerResponse, err: unknown): void {
-  const p = (res as WithPass)[kPass];
-  if (p !== undefined && p.error === undefined) p.error = err ?? new Error('handler failed');
+  for (let p = (res as WithPass)[kPass]; p !== undefined; p = p.prev) {
+    if (p.error === undefined) p.error = err ?? new Error('handler failed');
+  }
 }
 
 /** toGuard answers `g` when it is an HttpGuard, else a new HttpGuard of those options. */
