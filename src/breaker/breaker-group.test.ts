@@ -5,6 +5,8 @@ import { BreakerOpenError } from '../core/errors.js';
 import { BreakerGroup, getDefaultBreakerGroup, setDefaultBreakerGroup } from './breaker-group.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { SreBreaker } from './sre-breaker.js';
+import { neverAborted } from '../core/guard.js';
+import type { Breaker } from './index.js';
 
 describe('BreakerGroup', () => {
   it('makes one breaker per name on first use and reuses it', () => {
@@ -75,7 +77,7 @@ describe('BreakerGroup', () => {
   it('stays bounded by maxBreakers however many distinct names arrive (a million)', () => {
     const clock = new ManualClock();
     // A featherweight breaker: the bound is the group's, whatever the breakers weigh.
-    const stub = { name: 'stub', allow: () => ({ success() {}, failure() {} }), execute: <T>(fn: () => T) => Promise.resolve(fn()) };
+    const stub: Breaker = { name: 'stub', allow: () => ({ success() {}, failure() {} }), execute: (fn) => Promise.resolve(fn(neverAborted)) };
     const g = new BreakerGroup({ clock, maxBreakers: 1_000, factory: () => stub });
     let max = 0;
     for (let i = 0; i < 1_000_000; i++) {
