@@ -101,6 +101,8 @@ export interface ServiceChange {
 interface Entry {
   /** What lookups answer: frozen, replaced (never mutated) on change. */
   instances: readonly ServiceInstance[];
+  /** `Promise.resolve(instances)`, made once per change and handed to every hit (no allocation per lookup). */
+  answer: Promise<ServiceInstance[]> | undefined;
   /** Fresh until this time: the earliest of the service TTL and every node TTL. */
   validUntil: number;
   /** Per-instance expiry (go-micro's node TTLs), by id. */
@@ -224,7 +226,7 @@ export class RegistryCache implements Registry {
       if (now < e.validUntil) {
         this.counters.hits++;
         e.lastUsed = now;
-        return Promise.resolve(e.instances as ServiceInstance[]);
+        return (e.answer ??= Promise.resolve(e.instances as ServiceInstance[]));
       }
     }
     return this.lookup(name) as Promise<ServiceInstance[]>;
@@ -314,10 +316,11 @@ export class RegistryCache implements Registry {
     let e = this.entries.get(name);
     if (e === undefined) {
       this.makeRoom();
-      e = { instances, validUntil: expiry, nodeExpiry, serviceExpiry: expiry, lastUsed: now };
+      e = { instances, answer: undefined, validUntil: expiry, nodeExpiry, serviceExpiry: expiry, lastUsed: now };
       this.entries.set(name, e);
     } else {
       e.instances = instances;
+      e.answer = undefined;
       e.nodeExpiry = nodeExpiry;
       e.serviceExpiry = expiry;
       e.validUntil = expiry;
@@ -339,7 +342,7 @@ export class RegistryCache implements Registry {
       // list it would be a partial view, never to be answered: the next lookup lists it whole instead
       if (event.type === 'delete' || !complete) return;
       this.makeRoom();
-      e = { instances: EMPTY, validUntil: 0, nodeExpiry: new Map(), serviceExpiry: now + this.ttlMs, lastUsed: now };
+      e = { instances: EMPTY, answer: undefined, validUntil: 0, nodeExpiry: new Map(), serviceExpiry: now + this.ttlMs, lastUsed: now };
       this.entries.set(name, e);
     }
     const others = e.instances.filter((i) => i.id !== inst.id);
@@ -352,6 +355,7 @@ export class RegistryCache implements Registry {
       e.instances = Object.freeze(others);
       e.nodeExpiry.set(inst.id, now + this.ttlMs);
     }
+    e.answer = undefined;
     e.serviceExpiry = now + this.ttlMs;
     let v = e.serviceExpiry;
     for (const x of e.nodeExpiry.values()) if (x < v) v = x;
@@ -469,7 +473,7 @@ export class RegistryCache implements Registry {
       // node TTLs already passed, so a watch event cannot make the rest of the list look fresh
       const instances = freezeList(list);
       const nodeExpiry = new Map(instances.map((i) => [i.id, 0]));
-      this.entries.set(name, { instances, validUntil: 0, nodeExpiry, serviceExpiry: 0, lastUsed: now });
+      this.entries.set(name, { instances, answer: undefined, validUntil: 0, nodeExpiry, serviceExpiry: 0, lastUsed: now });
     }
   }
 }
