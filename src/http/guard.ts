@@ -18,9 +18,9 @@
  * and `failure()` otherwise (refused by a later check, 503, or the client went away): as go-zero's
  * shedding handler, only work actually done feeds the shedder's latency and throughput figures.
  *
- * Fail open: a key function, limiter, shedder or breaker that throws something other than a
- * BulwarkError (or a limiter whose promise rejects) lets the request through and is reported on
- * `onError` — a broken protection must not take the service down with it.
+ * Fail open: a key function or limiter that throws (or rejects, or answers no decision), and a shedder
+ * or breaker that throws anything but a BulwarkError (their refusal), let the request through and are
+ * reported on `onError` — a broken protection must not take the service down with it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AbortedError, BulwarkError, InvalidResponseError, withoutStack } from '../core/errors.js';
