@@ -339,7 +339,7 @@ export class HttpGuard {
     return r;
   }
 
-  /** complete ends one token; a token that throws is reported, never thrown into a 'close' listener. */
+  /** complete ends one token; a token that throws is reported, never thrown into a 'close' listener. @internal */
   complete(source: 'shedder' | 'breaker', token: Completion, ok: boolean, why: unknown): void {
     try {
       if (ok) token.success();
@@ -354,7 +354,7 @@ export class HttpGuard {
     this.report(source, err);
   }
 
-  /** report emits an error event; with nobody listening, the first of each source becomes a process warning. */
+  /** report emits an error event; with nobody listening, the first of each source becomes a process warning. @internal */
   report(source: GuardErrorSource, error: unknown): void {
     if (this.errors.hasListeners) {
       this.errors.emit({ source, error });
