@@ -6,7 +6,7 @@ import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError }
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
 import { Balancer, type BalancerEvent } from './balancer.js';
 import type { Picker } from './index.js';
-import { inst, instances, seeded } from './test-support.js';
+import { inst, instances, seeded } from './fixtures.test.js';
 
 /** FakeRegistry is a Registry of our own for unit tests: a map, scripted failures, pushable watches. */
 class FakeRegistry implements Registry {

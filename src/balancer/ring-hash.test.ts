@@ -4,7 +4,7 @@ import { NoInstanceError } from '../core/errors.js';
 import { HashRing } from '../core/hash-ring.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { RingHash } from './ring-hash.js';
-import { inst, instances, seeded } from './test-support.js';
+import { inst, instances, seeded } from './fixtures.test.js';
 
 const KEYS = 1_000_000;
 

@@ -4,7 +4,7 @@ import { NoInstanceError } from '../core/errors.js';
 import { LeastRequest } from './least-request.js';
 import { Random } from './random.js';
 import { RoundRobin } from './round-robin.js';
-import { inst, instances, seeded } from './test-support.js';
+import { inst, instances, seeded } from './fixtures.test.js';
 import { weightOf } from './instance-table.js';
 
 describe('RoundRobin', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { NoInstanceError } from '../core/errors.js';
 import { SmoothWeightedRoundRobin } from './smooth-weighted.js';
-import { inst } from './test-support.js';
+import { inst } from './fixtures.test.js';
 
 const seq = (p: SmoothWeightedRoundRobin, list: readonly ReturnType<typeof inst>[], n: number) =>
   Array.from({ length: n }, () => p.pick(list).id).join(' ');

@@ -1,6 +1,6 @@
 /**
- * Test helpers for the balancer's unit tests (not exported from the module): instances and a seeded
- * random source.
+ * Fixtures for the balancer's unit tests: instances and a seeded random source. No tests here; the
+ * name ends in .test.ts so that the build leaves it out of dist/.
  */
 import type { ServiceInstance } from '../registry/types.js';
 
