@@ -227,10 +227,10 @@ export class Group implements GroupServer {
     this.counters.serverRequests++;
     const problem = keyProblem(key);
     if (problem !== undefined) throw new TypeError(`Group ${this.name}: ${problem}`);
-    for (const cache of [this.main, this.hot]) {
-      const v = cache.get(key);
-      if (v !== undefined) return this.response(v, cache.expiresAt(key) ?? 0);
-    }
+    const v = this.main.get(key);
+    if (v !== undefined) return this.response(v, this.main.expiresAt(key) ?? 0);
+    const h = this.hot.get(key);
+    if (h !== undefined) return this.response(h, this.hot.expiresAt(key) ?? 0);
     const loaded = await this.loadLocally(key, signal);
     return this.response(loaded.value, loaded.expiresAt);
   }

@@ -5,7 +5,7 @@
  * Statuses: 200 (a value, a not-found answer, or a remove), 400 (bad path, percent-encoding, key, a
  * query or a request body), 401 (unsigned or badly signed, when a secret is set), 404 (outside the base
  * path, or unknown group), 405 (not GET/DELETE), 500 (a bug), 502 (the getter failed here), 503 (the
- * pool is closed, or the caller went away), 504 (the getter timed out here).
+ * pool is closed), 504 (the getter timed out here).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AbortedError, TimeoutError } from '../core/errors.js';
@@ -70,21 +70,15 @@ async function route(config: HandlerConfig, req: IncomingMessage, res: ServerRes
   if (target === undefined) return reply(res, 404, 'no such group');
   if (method === 'DELETE') return replyBody(res, encodeRemoveResponse(target.serveRemove(key)));
 
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!res.writableEnded) controller.abort(new AbortedError('peer went away'));
-  };
-  res.once?.('close', onClose);
+  // No signal: a load started for a peer goes on if the peer leaves (its result is cached for the next
+  // asker), bounded by the group's getter timeout; and a cache hit allocates no AbortController.
   try {
-    const answer = await target.serveGet(key, controller.signal);
-    replyBody(res, encodeGetResponse(answer));
+    replyBody(res, encodeGetResponse(await target.serveGet(key)));
   } catch (err) {
     if (err instanceof TimeoutError) reply(res, 504, err.message);
     else if (err instanceof AbortedError) reply(res, 503, err.message);
     else if (err instanceof TypeError) reply(res, 400, err.message);
     else reply(res, 502, err instanceof Error ? err.message : String(err));
-  } finally {
-    res.off?.('close', onClose);
   }
 }
 
