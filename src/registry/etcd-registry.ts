@@ -10,7 +10,7 @@
  * Every call is bounded by `dialTimeoutMs`: an unreachable etcd rejects `RegistryUnavailableError` naming the
  * endpoint, never hangs. Values that are not JSON instances are skipped with one warning each.
  */
-import type { Etcd3 } from 'etcd3';
+import { EtcdLeaseInvalidError, type Etcd3 } from 'etcd3';
 import { Backoff } from '../core/backoff.js';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { fn, integer, options as checkOptions, positive } from '../core/validate.js';
@@ -248,13 +248,23 @@ export class EtcdRegistry implements Registry {
     this.lease = res.ID;
     this.counters.leasesGranted++;
     this.keepAliveMs = Math.max(100, (Number(res.TTL) * 1000) / 3);
-    this.dirty = this.dirty || this.owned.size > 0;
     this.schedule(this.keepAliveMs);
   }
 
+  /** put writes under the current lease; a lease etcd no longer knows (expired while we were paused) is replaced at once. */
   private async put(key: string, inst: ServiceInstance): Promise<void> {
-    const req = { key: Buffer.from(key), value: Buffer.from(JSON.stringify(inst)), lease: this.lease };
-    await this.caller.call('put', (o) => this.client.kv.put(req, o));
+    const value = Buffer.from(JSON.stringify(inst));
+    for (let attempt = 0; ; attempt++) {
+      const req = { key: Buffer.from(key), value, lease: this.lease };
+      try {
+        await this.caller.call('put', (o) => this.client.kv.put(req, o));
+        return;
+      } catch (err) {
+        if (attempt > 0 || !((err as Error).cause instanceof EtcdLeaseInvalidError)) throw err;
+        this.loseLease();
+        await this.ensureLease();
+      }
+    }
   }
 
   private async remove(key: string): Promise<void> {
