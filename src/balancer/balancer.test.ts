@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
+import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
 import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
@@ -285,5 +286,44 @@ describe('Balancer', () => {
     assert.throws(() => new Balancer({ instances: [], panicThreshold: 2 }), RangeError);
     assert.throws(() => new Balancer({ instances: [], activeHealth: { path: 'health' } }), TypeError);
     assert.throws(() => new Balancer({ instances: 'a' as never }), TypeError);
+  });
+
+  it('keeps its invariants under any sequence of list changes, reports and time (property)', () => {
+    const pool = instances(6);
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('update' as const), keep: fc.subarray(pool.map((_, i) => i)) }),
+      fc.record({ kind: fc.constant('report' as const), at: fc.nat(5), ok: fc.boolean(), times: fc.integer({ min: 1, max: 6 }) }),
+      fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 120_000 }) }),
+      fc.record({ kind: fc.constant('pick' as const), key: fc.option(fc.string(), { nil: undefined }) }),
+    );
+    const strategy = fc.constantFrom('round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request' as const);
+    fc.assert(
+      fc.property(strategy, fc.array(op, { maxLength: 60 }), (name, ops) => {
+        const clock = new ManualClock();
+        const b = new Balancer({ instances: pool, strategy: name, clock, random: seeded(9) });
+        for (const o of ops) {
+          if (o.kind === 'update') b.update(o.keep.map((i) => pool[i]!));
+          else if (o.kind === 'advance') clock.advance(o.ms);
+          else if (o.kind === 'report') {
+            const target = b.instances()[o.at % Math.max(1, b.instances().length)];
+            if (target !== undefined) for (let k = 0; k < o.times; k++) b.report(target, { ok: o.ok, latencyMs: 5 });
+          } else if (b.instances().length === 0) assert.throws(() => b.pick(o.key), NoInstanceError);
+          else {
+            const x = b.pick(o.key);
+            assert.ok(b.instances().includes(x), 'picks only known instances');
+            b.report(x, { ok: true, latencyMs: 1 });
+          }
+          const all = b.instances();
+          const healthy = b.healthy();
+          const ejected = b.health().filter((h) => h.ejected).length;
+          assert.ok(ejected <= all.length / 2, 'never more than half ejected');
+          assert.ok(healthy.every((h) => all.includes(h)), 'healthy ⊆ all');
+          assert.equal(b.panic, healthy.length === all.length && ejected > 0);
+          if (!b.panic) assert.equal(healthy.length, all.length - ejected);
+        }
+        void b.close();
+      }),
+      { numRuns: 150 },
+    );
   });
 });

@@ -81,6 +81,19 @@ describe('OutlierDetector', () => {
     assert.equal(d.isEjected('c'), true);
   });
 
+  it('returns ejected instances early when the list shrinks under the 50 % cap', () => {
+    const clock = new ManualClock();
+    const d = new OutlierDetector({ clock });
+    d.retain(['a', 'b', 'c', 'd']);
+    fail(d, 'a', 5);
+    clock.advance(1_000);
+    fail(d, 'b', 5);
+    d.retain(['a', 'b', 'c']); // 2 of 3 ejected is over the cap: a (ending first) returns
+    assert.deepEqual([d.isEjected('a'), d.isEjected('b')], [false, true]);
+    d.retain(['b']);
+    assert.equal(d.ejected, 0);
+  });
+
   it('never ejects the only instance', () => {
     const d = new OutlierDetector({ clock: new ManualClock() });
     d.retain(['solo']);

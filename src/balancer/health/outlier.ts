@@ -4,7 +4,8 @@
  * of times it has been ejected, capped at `maxEjectionMs`. The count of ejections falls by one for
  * every `intervalMs` an instance stays in, so an instance that recovers for good is forgiven. Never
  * more than `maxEjectionPercent` of the instances are out at once: past that, failures are counted
- * but nobody else is ejected (the rest of the fleet must keep serving).
+ * but nobody else is ejected (the rest of the fleet must keep serving), and when the list shrinks
+ * under the ejections, those ending soonest return early.
  *
  * Pure state machine with an injected clock: ejections end lazily when asked (`isEjected`,
  * `nextExpiry`), no timers. Defaults: Envoy (5 consecutive 5xx, 30 s base, 300 s max, 10 s interval);
@@ -100,6 +101,12 @@ export class OutlierDetector {
     }
     for (const id of keep) if (!this.states.has(id)) this.states.set(id, { failures: 0, until: -Infinity, times: 0, since: now });
     this.expire(now);
+    // The list shrank under the ejections: return the ones ending soonest until the cap holds again.
+    while (this.ejectedCount > 0 && this.ejectedCount > (this.states.size * this.maxEjectionPercent) / 100) {
+      let soonest: [string, OutlierState] | undefined;
+      for (const entry of this.states) if (entry[1].until > -Infinity && (soonest === undefined || entry[1].until < soonest[1].until)) soonest = entry;
+      this.restore(soonest![0], soonest![1], now);
+    }
   }
 
   /**
@@ -158,14 +165,18 @@ export class OutlierDetector {
     let any = false;
     for (const [id, s] of this.states) {
       if (s.until > -Infinity && s.until <= now) {
-        s.until = -Infinity;
-        s.since = now;
-        s.failures = 0;
-        this.ejectedCount--;
+        this.restore(id, s, now);
         any = true;
-        this.changes.emit({ id, ejected: false, times: s.times });
       }
     }
     return any;
+  }
+
+  private restore(id: string, s: OutlierState, now: number): void {
+    s.until = -Infinity;
+    s.since = now;
+    s.failures = 0;
+    this.ejectedCount--;
+    this.changes.emit({ id, ejected: false, times: s.times });
   }
 }
