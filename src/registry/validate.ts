@@ -90,8 +90,3 @@ export function sameInstance(a: ServiceInstance, b: ServiceInstance): boolean {
   for (const k of ak) if (am[k] !== bm[k]) return false;
   return true;
 }
-
-/** instanceKey is the key of an instance within its service map. */
-export function instanceKey(instance: ServiceInstance): string {
-  return `${instance.name}/${instance.id}`;
-}
