@@ -1,7 +1,8 @@
 /**
  * Four processes share one RedisTokenLimiter key on a real Redis and together admit the budget
  * (burst + rate × time) within 1 %. The same file is the worker: run with BULWARK_LIMIT_WORKER=1 it
- * hammers the key between START_AT and END_AT (wall time) and prints what it admitted.
+ * connects, says it is ready, hammers the key between the wall times the parent sends on stdin, and
+ * prints what it admitted.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,8 +12,9 @@ import { RedisTokenLimiter } from '../src/limit/index.js';
 import { redisBinary, startRedis } from './support/redis.js';
 import { skipReason, waitFor } from './support/servers.js';
 
-const RATE = 1_000;
-const BURST = 500; // half a second of tolerance for a worker that the machine stalls
+const RATE = 500;
+// Two seconds of tolerance: the fleet under-admits only if all workers together fall 2 s behind.
+const BURST = 1_000;
 const WORKERS = 4;
 const CONCURRENCY = 8;
 const RUN_MS = 3_000;
@@ -20,9 +22,18 @@ const RUN_MS = 3_000;
 async function worker(): Promise<void> {
   const env = process.env;
   const lim = new RedisTokenLimiter({ redis: env.REDIS_URL!, key: env.LIMIT_KEY!, rate: RATE, burst: BURST, timeoutMs: 5_000 });
-  await waitFor('Redis', () => lim.mode === 'redis', 20_000);
-  const startAt = Number(env.START_AT);
-  const endAt = Number(env.END_AT);
+  await waitFor('Redis', () => lim.mode === 'redis', 30_000);
+  // Tell the parent we are ready, and wait for its "go START END" (wall times) on stdin.
+  process.stdout.write('@@ready\n');
+  const go = await new Promise<string>((resolve) => {
+    let buf = '';
+    process.stdin.on('data', (b: Buffer) => {
+      buf += b;
+      if (buf.includes('\n')) resolve(buf);
+    });
+  });
+  process.stdin.pause();
+  const [startAt, endAt] = go.trim().split(' ').slice(1).map(Number) as [number, number];
   while (Date.now() < startAt) await new Promise((r) => setTimeout(r, Math.min(20, startAt - Date.now())));
   let admitted = 0;
   let first = Infinity;
@@ -37,27 +48,40 @@ async function worker(): Promise<void> {
   await Promise.all(Array.from({ length: CONCURRENCY }, loop));
   const s = lim.stats();
   await lim.close();
-  process.stdout.write(`@@${JSON.stringify({ admitted, first, rescue: s.rescueDecisions, late: first - startAt })}\n`);
+  process.stdout.write(`@@${JSON.stringify({ admitted, first: Number.isFinite(first) ? first : endAt, rescue: s.rescueDecisions, late: first - startAt })}\n`);
 }
 
-function runWorker(env: NodeJS.ProcessEnv): Promise<{ admitted: number; first: number; rescue: number; late: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
-      env: { ...process.env, ...env, BULWARK_LIMIT_WORKER: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+interface Worker {
+  ready: Promise<void>;
+  go(startAt: number, endAt: number): void;
+  result: Promise<{ admitted: number; first: number; rescue: number; late: number }>;
+}
+
+function startWorker(env: NodeJS.ProcessEnv): Worker {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
+    env: { ...process.env, ...env, BULWARK_LIMIT_WORKER: '1' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  let onReady!: () => void;
+  const ready = new Promise<void>((r) => (onReady = r));
+  const result = new Promise<{ admitted: number; first: number; rescue: number; late: number }>((resolve, reject) => {
+    child.stdout.on('data', (b: Buffer) => {
+      out += b;
+      if (out.includes('@@ready')) onReady();
     });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => (out += b));
     child.stderr.on('data', (b: Buffer) => (err += b));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
     child.on('exit', (code) => {
       clearTimeout(timer);
-      const line = out.split('\n').find((l) => l.startsWith('@@'));
+      onReady(); // a worker that died is not waited for
+      const line = out.split('\n').find((l) => l.startsWith('@@{'));
       if (code !== 0 || line === undefined) reject(new Error(`worker exited ${code}\n${out}\n${err}`));
       else resolve(JSON.parse(line.slice(2)));
     });
   });
+  return { ready, result, go: (startAt, endAt) => child.stdin.end(`go ${startAt} ${endAt}\n`) };
 }
 
 if (process.env.BULWARK_LIMIT_WORKER === '1') {
@@ -67,10 +91,13 @@ if (process.env.BULWARK_LIMIT_WORKER === '1') {
     it(`${WORKERS} processes sharing one key admit burst + rate × time, ±1 %`, async () => {
       const srv = await startRedis();
       try {
-        const startAt = Date.now() + 4_000; // time for the workers to start (tsx is slow on a busy box)
+        const env = { REDIS_URL: srv.url, LIMIT_KEY: 'fleet' };
+        const workers = Array.from({ length: WORKERS }, () => startWorker(env));
+        await Promise.all(workers.map((w) => w.ready)); // all connected: start them together
+        const startAt = Date.now() + 200;
         const endAt = startAt + RUN_MS;
-        const env = { REDIS_URL: srv.url, LIMIT_KEY: 'fleet', START_AT: String(startAt), END_AT: String(endAt) };
-        const results = await Promise.all(Array.from({ length: WORKERS }, () => runWorker(env)));
+        for (const w of workers) w.go(startAt, endAt);
+        const results = await Promise.all(workers.map((w) => w.result));
         const admitted = results.reduce((a, r) => a + r.admitted, 0);
         const first = Math.min(...results.map((r) => r.first));
         const expected = BURST + (RATE * (endAt - first)) / 1000;

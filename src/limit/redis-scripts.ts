@@ -9,7 +9,8 @@
  *   only ever moves forward, even if Redis's clock steps back;
  * - expiry is never 0: a key expires a second after the bucket is full again, or at its window's end
  *   (go-zero's `math.floor(capacity / rate * 2)` is 0 when burst < rate / 2, and the key never lives);
- * - Lua numbers become integer replies with fractions cut off, so the scripts round on purpose.
+ * - Lua numbers become integer replies with fractions cut off, so the scripts round on purpose;
+ *   a Lua number passed to a command is written with full precision (Redis ≥ 7: shortest exact form).
  */
 import { createHash } from 'node:crypto';
 import type { RedisClient } from './rescue.js';
@@ -22,25 +23,20 @@ export const TOKEN_SCRIPT = `
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+local ceil, floor = math.ceil, math.floor
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local now = t[1] * 1000 + t[2] / 1000
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if tat == nil or tat < now then tat = now end
-local full = burst * interval
 local nxt = tat + n * interval
-local allowed = 0
-local retry = 0
-if nxt - now <= full + interval * 1e-9 then
-  allowed = 1
-  tat = nxt
-  redis.call('SET', KEYS[1], string.format('%.17g', tat), 'PX', math.ceil(tat - now) + 1000)
-elseif n > burst then
-  retry = -1
-else
-  retry = math.ceil(nxt - now - full)
+if nxt - now <= (burst + 1e-9) * interval then
+  redis.call('SET', KEYS[1], nxt, 'PX', ceil(nxt - now) + 1000)
+  return { 1, floor(burst - (nxt - now) / interval + 1e-9), 0, ceil(nxt - now) }
 end
-local ahead = tat - now
-return { allowed, math.max(0, math.floor(burst - ahead / interval + 1e-9)), retry, math.ceil(ahead) }
+local left = floor(burst - (tat - now) / interval + 1e-9)
+if left < 0 then left = 0 end
+if n > burst then return { 0, left, -1, ceil(tat - now) } end
+return { 0, left, ceil(nxt - now - burst * interval), ceil(tat - now) }
 `;
 
 /**
