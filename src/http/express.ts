@@ -3,7 +3,8 @@
  * this file does not import it: the middleware is a plain `(req, res, next)` function.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { noteError, toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { noteError } from './pass.js';
 import { sendRefusal } from './refusal.js';
 
 /** ExpressMiddleware is the shape Express calls: `(req, res, next)`. */

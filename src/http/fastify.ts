@@ -10,7 +10,8 @@
  * response closes, which also covers clients that go away (Fastify's `onResponse` does not run then).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { noteError, toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { noteError } from './pass.js';
 import { JSON_TYPE, type Refusal } from './refusal.js';
 
 /** FastifyGuardOptions are the plugin's options: an HttpGuard to share, or the options of a new one. */

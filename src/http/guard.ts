@@ -23,10 +23,11 @@
  * reported on `onError` — a broken protection must not take the service down with it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AbortedError, BulwarkError, InvalidResponseError, withoutStack } from '../core/errors.js';
+import { BulwarkError, InvalidResponseError } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { finite, fn, integer, options as optionsOf, showValue } from '../core/validate.js';
 import { boundKey, clientAddress } from './client-key.js';
+import { Pass, type TokenSink } from './pass.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter, type Refusal } from './refusal.js';
 import type {
   Completion, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpBreaker, HttpGuardStats, HttpLimiter,
@@ -79,61 +80,8 @@ export const httpGuardDefaults = Object.freeze({
 export type Verdict = Refusal | null | undefined;
 
 const OWNER = 'HttpGuard';
-const MAX_PROXY_HOPS = 32;
-const kPass = Symbol('bulwark.http.pass');
-const CLIENT_GONE = withoutStack(() => new AbortedError('client closed the connection before the response finished'));
-
 type Counters = { -readonly [K in keyof HttpGuardStats]: HttpGuardStats[K] };
-
-/** The tokens of one admitted request, completed exactly once when its response closes. */
-class Pass {
-  shed: Completion | undefined;
-  breaker: Completion | undefined;
-  error: unknown = undefined;
-  done = false;
-  /** The pass of another guard on the same response (an app-wide guard and a route's own): finished with this one. */
-  prev: Pass | undefined;
-  constructor(readonly guard: HttpGuard) {}
-
-  /** attach makes `res` finish this pass (and any pass already on it) when it closes. */
-  attach(res: ServerResponse): void {
-    const prev = (res as WithPass)[kPass];
-    if (prev === undefined) res.on('close', onClose);
-    else this.prev = prev;
-    (res as WithPass)[kPass] = this;
-  }
-
-  /** release completes the tokens of a request that will not be handled (refused later, or gone). */
-  release(): void {
-    if (this.done) return;
-    this.done = true;
-    if (this.shed !== undefined) this.guard.complete('shedder', this.shed, false, undefined);
-  }
-
-  finish(finished: boolean, status: number): void {
-    this.prev?.finish(finished, status);
-    if (this.done) return;
-    this.done = true;
-    if (this.breaker !== undefined) {
-      // The status judges: an error the framework answered 4xx (validation, not found) is the client's fault.
-      const ok = finished && status < 500;
-      const why = ok ? undefined : this.error ?? (finished ? statusError(status) : CLIENT_GONE);
-      this.guard.complete('breaker', this.breaker, ok, why);
-    }
-    if (this.shed !== undefined) this.guard.complete('shedder', this.shed, finished && status !== 503, undefined);
-  }
-}
-
-function statusError(status: number): Error {
-  return withoutStack(() => new Error(`response status ${status}`));
-}
-
-type WithPass = ServerResponse & { [kPass]?: Pass };
-
-function onClose(this: WithPass): void {
-  this[kPass]?.finish(this.writableFinished, this.statusCode);
-}
-
+const MAX_PROXY_HOPS = 32;
 function isThenable(v: unknown): v is PromiseLike<unknown> {
   return v !== null && typeof v === 'object' && typeof (v as { then?: unknown }).then === 'function';
 }
@@ -144,7 +92,7 @@ function carriedRetryAfter(err: unknown, fallback: number): number {
 }
 
 /** HttpGuard decides, per request, between the handler, a 429 and a 503. */
-export class HttpGuard {
+export class HttpGuard implements TokenSink {
   private readonly limiter: HttpLimiter | undefined;
   private readonly shedder: HttpShedder | undefined;
   private readonly breaker: HttpBreaker | undefined;
@@ -375,13 +323,6 @@ function seam<T>(value: T | undefined, name: string, method: string): T | undefi
     throw new TypeError(`${OWNER}: ${name} must have a ${method}() method, got ${showValue(value)}`);
   }
   return value;
-}
-
-/** noteError records `err` as the handler's failure of the request answered on `res` (for the breaker). */
-export function noteError(res: ServerResponse, err: unknown): void {
-  for (let p = (res as WithPass)[kPass]; p !== undefined; p = p.prev) {
-    if (p.error === undefined) p.error = err ?? new Error('handler failed');
-  }
 }
 
 /** toGuard answers `g` when it is an HttpGuard, else a new HttpGuard of those options. */

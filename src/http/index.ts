@@ -5,7 +5,8 @@
  * and `RateLimit-*` headers) or 503 (with `Retry-After`) and a `{ error: { code, message } }` body.
  * Neither Express nor Fastify is imported: both are optional peer dependencies.
  */
-export { HttpGuard, httpGuardDefaults, noteError, type HttpGuardOptions, type Verdict } from './guard.js';
+export { HttpGuard, httpGuardDefaults, type HttpGuardOptions, type Verdict } from './guard.js';
+export { noteError } from './pass.js';
 export { wrapHandler, type NodeHandler } from './node-http.js';
 export { expressGuard, expressErrors, type ExpressMiddleware, type ExpressErrorMiddleware } from './express.js';
 export { fastifyGuard, type FastifyGuardOptions, type FastifyGuardPlugin, type FastifyLike } from './fastify.js';

@@ -3,7 +3,8 @@
  * guard first; a refused request is answered 429 / 503 and never reaches the handler.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpGuard, noteError, toGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { HttpGuard, toGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { noteError } from './pass.js';
 import { sendRefusal } from './refusal.js';
 
 /** NodeHandler is a node:http request listener; it may return a promise. */

@@ -9,7 +9,8 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fc from 'fast-check';
 import { BreakerOpenError, OverloadedError } from '../core/errors.js';
-import { HttpGuard, noteError } from './guard.js';
+import { HttpGuard } from './guard.js';
+import { noteError } from './pass.js';
 import type { Completion, RateDecision } from './types.js';
 
 class FakeRes extends EventEmitter {
