@@ -166,6 +166,60 @@ async function main(): Promise<void> {
     },
   });
 
+  await bench('cache: peer fetch, the two servers interleaved in one client process (robust to machine load)', {
+    subjects: {
+      'HttpPeer → minimal | HttpPool handler, alternating': async () => {
+        const [mini, ours] = await Promise.all([startPeerServer('minimal'), startPeerServer('ours')]);
+        const make = (url: string) => new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+        const peers = [make(mini.url), make(ours.url)] as const;
+        const lat: [number[], number[]] = [[], []];
+        const busy: [number, number] = [0, 0];
+        const done: [number, number] = [0, 0];
+        const sequential = async (s: 0 | 1) => {
+          const t = performance.now();
+          await peers[s].get('g', 'k');
+          const d = performance.now() - t;
+          if (lat[s].length < 200_000) lat[s].push(d);
+        };
+        const parallel = async (s: 0 | 1) => {
+          const t = performance.now();
+          await Promise.all(Array.from({ length: 16 }, () => peers[s].get('g', 'k')));
+          busy[s] += performance.now() - t;
+          done[s] += 16;
+        };
+        let n = 0;
+        const q = (x: number[], p: number) => [...x].sort((a, b) => a - b)[Math.floor(x.length * p)]! * 1000;
+        return {
+          async: true,
+          batch: 20,
+          // Each op: one sequential request to each server, then 16 parallel requests to each, in alternating order.
+          op: async () => {
+            const first = (n++ & 1) as 0 | 1;
+            const second = (1 - first) as 0 | 1;
+            await sequential(first);
+            await sequential(second);
+            await parallel(first);
+            await parallel(second);
+          },
+          extra: () => ({
+            minimal_p50_us: q(lat[0], 0.5),
+            ours_p50_us: q(lat[1], 0.5),
+            minimal_p99_us: q(lat[0], 0.99),
+            ours_p99_us: q(lat[1], 0.99),
+            throughput_ours_vs_minimal: done[1] / busy[1] / (done[0] / busy[0]),
+          }),
+          teardown: async () => {
+            await Promise.all(peers.map((p) => p.close()));
+            for (const c of [mini.child, ours.child]) {
+              c.stdin!.end();
+              c.kill();
+            }
+          },
+        };
+      },
+    },
+  });
+
   await bench('cache: heap with 1 M cached 100-byte values', {
     // Filling 1 M entries takes 20–60 s on a busy machine; a longer measured time lengthens the child's time limit.
     durationMs: 6_000,
