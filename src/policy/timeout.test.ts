@@ -86,6 +86,13 @@ describe('Timeout', () => {
     );
   });
 
+  it('settles (and clears its timer) when a foreign thenable throws from then()', async () => {
+    const before = activeTimers();
+    const evil = { then: () => { throw new Error('bad thenable'); } } as unknown as PromiseLike<number>;
+    await assert.rejects(new Timeout({ timeoutMs: 60_000 }).execute(() => evil), /bad thenable/);
+    assert.equal(activeTimers(), before);
+  });
+
   it('leaves no timer behind after the task settles, whichever way', async () => {
     const timeout = new Timeout({ timeoutMs: 60_000 });
     const before = activeTimers();

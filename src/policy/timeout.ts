@@ -82,7 +82,7 @@ export class Timeout implements Guard {
         return;
       }
       if (result !== null && typeof (result as PromiseLike<T>)?.then === 'function') {
-        (result as PromiseLike<T>).then(
+        Promise.resolve(result).then(
           (value) => {
             if (settle()) resolve(value);
           },
