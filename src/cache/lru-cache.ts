@@ -43,8 +43,8 @@ export class LruCache<V> {
   private readonly index = new Map<string, number>();
   private keys: (string | undefined)[] = [];
   private vals: (V | undefined)[] = [];
-  private next: Int32Array;
-  private prev: Int32Array;
+  /** links[2i] is slot i's previous (more recent) slot, links[2i + 1] its next; side by side, one cache line. */
+  private links: Int32Array;
   private sizes: Float64Array;
   /** expiresAt per slot (0 = never); allocated on the first entry that expires. */
   private expires: Float64Array | undefined;
@@ -61,8 +61,7 @@ export class LruCache<V> {
     this.onEvict = o.onEvict === undefined ? undefined : fn<(key: string, value: V) => void>('LruCache', 'onEvict', o.onEvict);
     this.clock = clockOption('LruCache', o.clock, systemClock);
     const n = lruCacheDefaults.initialSlots;
-    this.next = new Int32Array(n);
-    this.prev = new Int32Array(n);
+    this.links = new Int32Array(2 * n);
     this.sizes = new Float64Array(n);
   }
 
@@ -128,7 +127,7 @@ export class LruCache<V> {
       this.linkHead(i);
     }
     if (expiresAt !== 0 || this.expires !== undefined) {
-      if (this.expires === undefined) this.expires = new Float64Array(this.next.length);
+      if (this.expires === undefined) this.expires = new Float64Array(this.sizes.length);
       this.expires[i] = expiresAt;
     }
     while (this.total > this.maxBytes && this.tail !== i) this.evict(this.tail);
@@ -166,7 +165,7 @@ export class LruCache<V> {
   /** keysByRecency lists the keys from most to least recently used (for tests and debugging). */
   keysByRecency(): string[] {
     const out: string[] = [];
-    for (let i = this.head; i !== NONE; i = this.next[i]!) out.push(this.keys[i]!);
+    for (let i = this.head; i !== NONE; i = this.links[2 * i + 1]!) out.push(this.keys[i]!);
     return out;
   }
 
@@ -195,37 +194,40 @@ export class LruCache<V> {
 
   private allocate(): number {
     if (this.free.length > 0) return this.free.pop()!;
-    if (this.used === this.next.length) this.grow();
+    if (this.used === this.sizes.length) this.grow();
     return this.used++;
   }
 
   private grow(): void {
-    const n = this.next.length * 2;
+    const n = this.sizes.length * 2;
     const grow = <T extends Int32Array | Float64Array>(a: T, make: (n: number) => T): T => {
       const b = make(n);
       b.set(a);
       return b;
     };
-    this.next = grow(this.next, (k) => new Int32Array(k));
-    this.prev = grow(this.prev, (k) => new Int32Array(k));
+    const links = new Int32Array(2 * n);
+    links.set(this.links);
+    this.links = links;
     this.sizes = grow(this.sizes, (k) => new Float64Array(k));
     if (this.expires !== undefined) this.expires = grow(this.expires, (k) => new Float64Array(k));
   }
 
   private linkHead(i: number): void {
-    this.prev[i] = NONE;
-    this.next[i] = this.head;
-    if (this.head !== NONE) this.prev[this.head] = i;
+    const l = this.links;
+    l[2 * i] = NONE;
+    l[2 * i + 1] = this.head;
+    if (this.head !== NONE) l[2 * this.head] = i;
     this.head = i;
     if (this.tail === NONE) this.tail = i;
   }
 
   private unlink(i: number): void {
-    const p = this.prev[i]!;
-    const n = this.next[i]!;
-    if (p !== NONE) this.next[p] = n;
+    const l = this.links;
+    const p = l[2 * i]!;
+    const n = l[2 * i + 1]!;
+    if (p !== NONE) l[2 * p + 1] = n;
     else this.head = n;
-    if (n !== NONE) this.prev[n] = p;
+    if (n !== NONE) l[2 * n] = p;
     else this.tail = p;
   }
 
