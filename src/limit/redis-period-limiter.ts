@@ -72,8 +72,13 @@ export class RedisPeriodLimiter implements KeyedRateLimiter {
     this.clock = clockOption('RedisPeriodLimiter', o.clock, systemClock);
     const { timeoutMs, probeIntervalMs } = checkCommon('RedisPeriodLimiter', o);
     this.timeoutMs = timeoutMs;
-    this.instances = new Instances('RedisPeriodLimiter', o);
     const { client, owned } = resolveClient('RedisPeriodLimiter', o.redis);
+    try {
+      this.instances = new Instances('RedisPeriodLimiter', o);
+    } catch (err) {
+      if (owned) client.disconnect(); // a bad option must not leave a connection behind
+      throw err;
+    }
     this.client = client;
     this.owned = owned;
     this.args = [String(this.periodMs), String(this.quota)];

@@ -59,8 +59,13 @@ export class RedisTokenLimiter {
     this.clock = clockOption('RedisTokenLimiter', o.clock, systemClock);
     const { timeoutMs, probeIntervalMs } = checkCommon('RedisTokenLimiter', o);
     this.timeoutMs = timeoutMs;
-    this.instances = new Instances('RedisTokenLimiter', o);
     const { client, owned } = resolveClient('RedisTokenLimiter', o.redis);
+    try {
+      this.instances = new Instances('RedisTokenLimiter', o);
+    } catch (err) {
+      if (owned) client.disconnect(); // a bad option must not leave a connection behind
+      throw err;
+    }
     this.client = client;
     this.owned = owned;
     this.interval = String(1000 / this.rate);
