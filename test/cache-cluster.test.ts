@@ -108,6 +108,17 @@ describe('cache cluster over HTTP', () => {
     assert.ok(counts.every((c) => c > 0), `every node owns some keys: ${counts}`);
   });
 
+  it('carries any bytes between nodes unchanged', async () => {
+    const all = Uint8Array.from({ length: 4096 }, (_, i) => (i * 7) & 255);
+    nodes = await startCluster(2, {}, () => ({ name: 'g', cacheBytes: 1 << 20, getter: (k) => (k.startsWith('t') ? `tëxt ${k} 😀` : all) }));
+    const [a, b] = nodes as [CacheNode, CacheNode];
+    const bin = keyOwnedBy(a, 'bin');
+    const txt = keyOwnedBy(a, 't');
+    assert.deepEqual((await b.group.get(bin)).bytes(), Buffer.from(all));
+    assert.equal((await b.group.get(txt)).toString(), `tëxt ${txt} 😀`);
+    assert.equal(b.group.stats().peerLoads, 2);
+  });
+
   it('when the owner is down, the caller still gets the value by loading locally', async () => {
     nodes = await startCluster(3, { timeoutMs: 1_000 }, (i) => ({ name: 'g', cacheBytes: 1 << 20, getter: (key) => `${key} from node ${i}` }));
     const [a, b] = nodes as [CacheNode, CacheNode];

@@ -78,6 +78,18 @@ describe('Group', () => {
     assert.equal((await g.get('k')).at(0), 7);
   });
 
+  it('keeps text as UTF-8 and bytes as they are', async () => {
+    const all = Uint8Array.from({ length: 256 }, (_, i) => i);
+    const g = new Group({ name: 'g', cacheBytes: 10_000, getter: (k) => (k === 'text' ? 'héllo ✓ 😀' : all) });
+    const text = await g.get('text');
+    assert.equal(text.toString(), 'héllo ✓ 😀');
+    assert.equal(text.length, Buffer.byteLength('héllo ✓ 😀'));
+    const bytes = await g.get('bytes');
+    assert.deepEqual(bytes.bytes(), Buffer.from(all));
+    assert.equal(bytes.at(-1), 255);
+    assert.ok(bytes.equals(all));
+  });
+
   it('expires entries after their TTL, jittered within ±10 %', async () => {
     const clock = new ManualClock();
     let loads = 0;
