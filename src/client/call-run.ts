@@ -36,8 +36,7 @@ export interface ServiceParts {
   readonly breaker: CallBreaker;
   /** instanceBreaker returns the breaker of `instance` (one per service and instance id). */
   instanceBreaker(instance: ServiceInstance): CallBreaker;
-  /** isOpen tells whether the breaker of instance `id` is open now (without asking it to admit a call). */
-  isOpen(id: string): boolean;
+
 }
 
 /** Shared, per-client things a run reports to. */
@@ -68,6 +67,23 @@ export type ResultJudge<T> = (value: T) => number | false;
 /** The outcome reported to the balancer for a pick that was not run (its breaker refused it). */
 const NOT_RUN = Object.freeze({ ok: true, latencyMs: 0 });
 
+/** Picks one attempt may make to find an instance whose breaker admits it. */
+const MAX_PICKS = 3;
+
+/** The outcome reported for a pick its breaker refused: a failure, with no latency to learn. */
+const REFUSED = Object.freeze({ ok: false, latencyMs: 0 });
+
+/** notRun ends a pick whose call was not made. */
+function notRun(balancer: ServiceBalancer, instance: ServiceInstance): void {
+  if (balancer.release !== undefined) balancer.release(instance);
+  else balancer.report(instance, NOT_RUN);
+}
+
+/** drop lets go of a token without counting the call (breakers that cannot, learn nothing either way). */
+function drop(token: AdmissionToken): void {
+  token.release?.();
+}
+
 /** Errors that failed an attempt without counting against the instance: retrying them cannot help. */
 const notRetryable = new WeakSet<object>();
 
@@ -82,8 +98,6 @@ export class CallRun<T> {
   private tried: string[] | undefined;
   private instance: ServiceInstance | undefined;
   private attemptsMade = 0;
-  /** The balancer passed over an instance with an open breaker in this attempt's pick. */
-  private steered = false;
 
   constructor(
     private readonly ctx: RunContext,
@@ -96,12 +110,9 @@ export class CallRun<T> {
     private readonly judge: ResultJudge<T> | undefined,
   ) {}
 
-  /** has is the `exclude` set handed to the balancer: instances already tried, or whose breaker is open. */
+  /** has is the `exclude` set handed to the balancer: the instances earlier attempts failed on or were refused by. */
   has(id: string): boolean {
-    if (this.tried !== undefined && this.tried.includes(id)) return true;
-    if (!this.service.isOpen(id)) return false;
-    this.steered = true;
-    return true;
+    return this.tried !== undefined && this.tried.includes(id);
   }
 
   /** attempt runs one attempt; Retry calls it again on a retryable failure. */
@@ -115,27 +126,40 @@ export class CallRun<T> {
       if (err instanceof BreakerOpenError) ctx.counters.breakerRejections++;
       return Promise.reject(err);
     }
-    let instance: ServiceInstance;
-    let token: AdmissionToken;
-    try {
-      this.steered = false;
-      instance = service.balancer.pick(this.key, this);
-      if (this.steered) ctx.counters.breakerRejections++; // steered away from an open breaker
-    } catch (err) {
-      serviceToken.success(); // nothing ran: the service breaker learns nothing from this attempt
-      return Promise.reject(err);
-    }
-    try {
-      token = service.instanceBreaker(instance).allow();
-    } catch (err) {
-      service.balancer.report(instance, NOT_RUN);
-      serviceToken.success();
-      if (err instanceof BreakerOpenError) {
-        ctx.counters.breakerRejections++;
-        if (ctx.attempts.hasListeners) ctx.attempts.emit({ service: service.name, instance, outcome: 'rejected', latencyMs: 0, error: err });
+    let picked: ServiceInstance | undefined;
+    let token: AdmissionToken | undefined;
+    // Pick an instance whose breaker admits the attempt; one that refuses is passed over (it was not
+    // called: the next pick goes elsewhere), up to MAX_PICKS picks.
+    for (let picks = 0; token === undefined; picks++) {
+      try {
+        picked = service.balancer.pick(this.key, this.tried === undefined ? undefined : this);
+      } catch (err) {
+        drop(serviceToken); // nothing ran: the service breaker learns nothing from this attempt
+        return Promise.reject(err);
       }
-      return Promise.reject(err);
+      try {
+        token = service.instanceBreaker(picked).allow();
+      } catch (err) {
+        if (!(err instanceof BreakerOpenError)) {
+          notRun(service.balancer, picked);
+          drop(serviceToken);
+          return Promise.reject(err);
+        }
+        // The instance's breaker judges it failing: health learns that too (consecutive refusals
+        // eject it), so the strategy stops choosing an instance that looks idle only because
+        // nothing reaches it.
+        service.balancer.report(picked, REFUSED);
+        ctx.counters.breakerRejections++;
+        if (ctx.attempts.hasListeners) ctx.attempts.emit({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
+        if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) {
+          drop(serviceToken);
+          return Promise.reject(err);
+        }
+        this.tried.push(picked.id);
+      }
     }
+    const instance = picked!;
+    const admitted = token!;
     this.instance = instance;
     ctx.counters.attempts++;
     const start = ctx.clock.now();
@@ -149,15 +173,15 @@ export class CallRun<T> {
       (value) => {
         const status = this.judge === undefined ? false : this.judge(value);
         if (status === false) {
-          this.finish(instance, token, serviceToken, start, undefined);
+          this.finish(instance, admitted, serviceToken, start, undefined);
           return value;
         }
         const failure = new ResultFailure(`${service.name}/${instance.id} answered ${status}`, value, status);
-        this.finish(instance, token, serviceToken, start, failure);
+        this.finish(instance, admitted, serviceToken, start, failure);
         throw failure;
       },
       (err: unknown) => {
-        this.finish(instance, token, serviceToken, start, err ?? new Error('task rejected without a reason'));
+        this.finish(instance, admitted, serviceToken, start, err ?? new Error('task rejected without a reason'));
         throw err;
       },
     );
@@ -176,6 +200,10 @@ export class CallRun<T> {
       token.failure(err);
       serviceToken.failure(err);
       (this.tried ??= []).push(instance.id); // a retry must go elsewhere
+    } else if (err !== undefined && this.byCaller(err)) {
+      // The caller gave up: the instance is neither blamed nor credited.
+      drop(token);
+      drop(serviceToken);
     } else {
       token.success();
       serviceToken.success();

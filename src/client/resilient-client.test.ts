@@ -147,7 +147,7 @@ describe('ResilientClient.call', () => {
     await t.close();
   });
 
-  it('steers picks away from an instance whose breaker is open', async () => {
+  it('passes over an instance whose breaker is open: not called, the attempt goes elsewhere, health hears of it', async () => {
     const breakers = new BreakerGroup({
       factory: (name) => new CircuitBreaker({ name, minimumCalls: 2, failureRate: 0.5, openMs: 60_000 }),
       exclude: (name) => !name.includes('/'),
@@ -158,10 +158,15 @@ describe('ResilientClient.call', () => {
       await t.client.call('svc', (inst) => (inst.id === 'a' ? Promise.reject(new Error('a down')) : 1), { retry: false }).catch(() => {});
     }
     assert.equal((breakers.get('svc/a') as CircuitBreaker).state, 'open');
+    const before = t.balancer.reports.length;
     const seen: string[] = [];
     for (let i = 0; i < 4; i++) await t.client.call('svc', (inst) => seen.push(inst.id), { retry: false });
-    assert.ok(!seen.includes('a'), `a was called with an open breaker: ${seen.join(',')}`);
-    assert.ok(t.client.stats.breakerRejections >= 1);
+    assert.deepEqual(seen, ['b', 'b', 'b', 'b']);
+    const refusals = t.balancer.reports.slice(before).filter((r) => r.id === 'a');
+    assert.ok(refusals.length >= 1);
+    assert.ok(refusals.every((r) => !r.ok), 'a refusal reached health as a success');
+    assert.equal(t.client.stats.breakerRejections, refusals.length);
+    assert.equal(t.balancer.reports.length, t.balancer.picks);
     await t.close();
   });
 

@@ -22,6 +22,8 @@ export interface ServiceBalancer {
   /** pick chooses an instance, avoiding those `exclude` has while any other is available. */
   pick(key?: string, exclude?: { has(id: string): boolean }): ServiceInstance;
   report(instance: ServiceInstance, outcome: AttemptOutcome): void;
+  /** release ends a pick whose call was never made, teaching latency and health nothing. Optional: without it, such picks are reported as 0 ms successes. */
+  release?(instance: ServiceInstance): void;
   /** ejected tells whether health checks have taken `instance` out of rotation. Optional. */
   isEjected?(instance: ServiceInstance): boolean;
   close(): Promise<void>;
@@ -31,6 +33,8 @@ export interface ServiceBalancer {
 export interface AdmissionToken {
   success(): void;
   failure(err?: unknown): void;
+  /** release lets go of the admission without counting the call (it did not run, or the caller gave up). Optional. */
+  release?(): void;
 }
 
 /** CallBreaker admits a call (returning its token) or throws `BreakerOpenError`. */

@@ -20,10 +20,7 @@ export interface ClientStats {
   retries: number;
   /** Retries the retry budget refused. */
   retriesRefused: number;
-  /**
-   * Attempts a breaker kept from an instance: refused by the service's or the instance's breaker, or
-   * steered by the balancer to another instance because the picked one's breaker was open.
-   */
+  /** Attempts a breaker (the service's, or the picked instance's) refused without calling the instance. */
   breakerRejections: number;
   /** Calls the bulkhead refused because the service had too many in flight. */
   bulkheadRejections: number;

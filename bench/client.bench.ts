@@ -1,0 +1,66 @@
+/**
+ * client: what `ResilientClient.call` adds over a bare call to an in-process function, on the success
+ * path (discovery from memory, P2C pick over 3 instances, bulkhead, SreBreaker for the service,
+ * CircuitBreaker for the instance, per-attempt timeout, retry with budget, balancer report), against
+ * cockatiel 3's wrap of the same guards (without discovery or balancing). The issue's target: the
+ * overhead (ns/op of a subject − ns/op of the bare call) ≤ 2 µs.
+ *
+ * Our subjects import the BUILT package (dist/), as users run it: under tsx, esbuild's `keepNames`
+ * wraps every named closure in `__name()` (an `Object.defineProperty` per closure made), which costs
+ * more than the client itself. `npm run bench` builds first; when running this file alone, build first:
+ *
+ *   npm run build && BENCH_RUNS=5 node --import tsx bench/client.bench.ts
+ */
+import { existsSync } from 'node:fs';
+import * as cockatiel from 'cockatiel';
+import { bench } from './harness.js';
+
+const dist = new URL('../dist/', import.meta.url);
+if (!existsSync(new URL('client/index.js', dist))) {
+  process.stderr.write('bench/client.bench.ts measures the built package: run `npm run build` first\n');
+  process.exit(1);
+}
+
+type Instance = { id: string; name: string; address: string };
+/** The guarded work: an in-process function that answers at once and takes the attempt's signal. */
+function task(_instance: Instance, _signal: AbortSignal): Promise<number> {
+  return Promise.resolve(1);
+}
+const anInstance: Instance = { id: 'a', name: 'svc', address: '127.0.0.1:1' };
+const neverAborted = new AbortController().signal;
+
+async function client(options: Record<string, unknown>) {
+  const { MemoryRegistry } = (await import(new URL('registry/index.js', dist).href)) as typeof import('../src/registry/index.js');
+  const { ResilientClient } = (await import(new URL('client/index.js', dist).href)) as typeof import('../src/client/index.js');
+  const registry = new MemoryRegistry();
+  for (const id of ['a', 'b', 'c']) await registry.register({ id, name: 'svc', address: `127.0.0.1:${9000 + id.charCodeAt(0)}` });
+  const c = new ResilientClient({ registry, ...options });
+  await c.call('svc', task); // opens the service: first listing, watch
+  return {
+    op: () => c.call('svc', task),
+    async: true as const,
+    teardown: async () => {
+      await c.close();
+      await registry.close();
+    },
+  };
+}
+
+await bench('client: ResilientClient.call over a bare in-process call (success path, 3 instances)', {
+  baseline: 'bare call',
+  subjects: {
+    'bare call': () => ({ op: () => task(anInstance, neverAborted), async: true }),
+    'ResilientClient.call (defaults: 10 s timeout, 3 attempts)': () => client({}),
+    'ResilientClient.call (no timeout)': () => client({ timeoutMs: 0 }),
+    'ResilientClient.call (no timeout, no retry)': () => client({ timeoutMs: 0, maxAttempts: 1 }),
+    'cockatiel wrap(retry, bulkhead, breaker, timeout)': () => {
+      const p = cockatiel.wrap(
+        cockatiel.retry(cockatiel.handleAll, { maxAttempts: 2, backoff: new cockatiel.ExponentialBackoff() }),
+        cockatiel.bulkhead(1_000, 0),
+        cockatiel.circuitBreaker(cockatiel.handleAll, { halfOpenAfter: 30_000, breaker: new cockatiel.ConsecutiveBreaker(5) }),
+        cockatiel.timeout(10_000, cockatiel.TimeoutStrategy.Cooperative),
+      );
+      return { op: () => p.execute(({ signal }) => task(anInstance, signal)), async: true };
+    },
+  },
+});
