@@ -151,7 +151,8 @@ export class LiveView {
       this.output.write(`${renderLine(s)}\n`);
       return;
     }
-    const width = Math.max(20, (this.output.columns ?? 120) - 1);
+    const columns = this.output.columns;
+    const width = columns !== undefined && columns > 0 ? Math.max(20, columns - 1) : 119;
     const lines = renderFrame(s, true).map((l) => clip(l, width));
     let text = this.drawnLines > 0 ? `${ESC}${this.drawnLines}A` : '';
     for (const l of lines) text += `\r${ESC}2K${l}\n`;
