@@ -150,7 +150,8 @@ try {
         const keys = Array.from({ length: KEYS }, (_, i) => `user:${i}`);
         const m = new Map(keys.map((k) => [k, i32(k)]));
         let i = 0;
-        return { op: () => m.get(keys[(i = (i + 7919) % KEYS)]!) };
+        let sum = 0; // used, so that the lookup is not optimised away
+        return { op: () => (sum += m.get(keys[(i = (i + 7919) % KEYS)]!)!), extra: () => ({ sum: sum > 0 ? 1 : 0 }) };
       },
       'KeyedLimiter.allow': () => {
         setFlagsFromString('--expose_gc');

@@ -3,7 +3,7 @@
  *
  * - `TokenLimiter`: an in-process token bucket (exact fractional refill, `allow(n)` sync, `wait(n)`).
  * - `PeriodLimiter`: a quota per key per period (go-zero's three answers), fixed or sliding window.
- * - `KeyedLimiter`: one limiter per key (user, IP) with a bound on keys; least recently used keys go first.
+ * - `KeyedLimiter`: one limiter per key (user, IP) with a bound on keys; idle keys go first.
  * - `RedisTokenLimiter` / `RedisPeriodLimiter`: one limit shared by a fleet through Redis, one Lua
  *   script per decision, with an in-process rescue limiter while Redis is down or slow.
  * - `AdaptiveShedder`: drops work while the event loop is overloaded (go-zero `core/load` for Node).
@@ -35,6 +35,8 @@ export interface Limiter {
   allow(n?: number): boolean;
   /** decide is `allow` with the numbers behind the answer. */
   decide(n?: number): LimitDecision;
+  /** idle, when present, tells whether the limiter is back in its initial state (dropping it loses nothing). */
+  idle?(): boolean;
 }
 
 /**

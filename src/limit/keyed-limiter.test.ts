@@ -19,35 +19,49 @@ describe('KeyedLimiter', () => {
     assert.equal(k.size, 1_000);
   });
 
-  it('evicts the least recently used key first; an evicted key comes back full', () => {
-    const k = new KeyedLimiter({ rate: 1, burst: 1, maxKeys: 2, clock: new ManualClock() });
+  it('evicts an idle key before a busy one; a busy key gets a second chance', () => {
+    const clock = new ManualClock();
+    const k = new KeyedLimiter({ rate: 1, burst: 1, maxKeys: 2, clock });
     assert.equal(k.allow('a'), true);
     assert.equal(k.allow('b'), true);
-    assert.equal(k.allow('a'), false); // a is now the most recently used
-    assert.equal(k.allow('c'), true); // evicts b
-    assert.equal(k.allow('a'), false, 'a was kept');
-    assert.equal(k.allow('b'), true, 'b was evicted and starts full');
+    clock.advance(1_000); // both buckets full again: idle
+    assert.equal(k.allow('a'), true); // a is busy (empty bucket), b is idle
+    assert.equal(k.allow('c'), true); // evicts b, not the older a
+    assert.equal(k.allow('a'), false, 'a was kept, with its empty bucket');
+    assert.equal(k.size, 2);
   });
 
-  it('drops keys idle for burst / rate seconds, when their bucket is full anyway', () => {
+  it('evicts the oldest when every key is busy: memory first, the debt of that key is forgiven', () => {
+    const clock = new ManualClock();
+    const k = new KeyedLimiter({ rate: 1, burst: 1, maxKeys: 2, clock });
+    k.allow('a');
+    k.allow('b');
+    assert.equal(k.allow('c'), true);
+    assert.equal(k.size, 2);
+    assert.equal(k.allow('b'), false, 'b kept');
+    assert.equal(k.allow('c'), false, 'c kept');
+  });
+
+  it('purgeIdle drops the keys whose bucket is full again', () => {
     const clock = new ManualClock();
     const k = new KeyedLimiter({ rate: 10, burst: 20, clock });
-    assert.equal(k.idleMs, 2_000);
     k.allow('a');
     clock.advance(1_000);
     k.allow('b');
-    clock.advance(1_001);
-    assert.equal(k.purgeIdle(), 1);
+    clock.advance(1_000); // a refilled (100 ms needed), b too; c is busy
+    k.allow('c', 20);
+    assert.equal(k.purgeIdle(), 2);
     assert.equal(k.size, 1);
   });
 
-  it('idle eviction loses nothing: a key idle past idleMs answers as if it had been kept', () => {
+  it('eviction of an idle key loses nothing: it answers as if it had been kept', () => {
     const clock = new ManualClock();
     const k = new KeyedLimiter({ rate: 10, burst: 5, clock });
     const kept = new TokenLimiter({ rate: 10, burst: 5, clock });
     for (let i = 0; i < 5; i++) assert.equal(k.allow('a'), kept.allow());
     clock.advance(600);
     k.purgeIdle();
+    assert.equal(k.size, 0);
     for (let i = 0; i < 7; i++) assert.equal(k.allow('a'), kept.allow());
   });
 
@@ -62,7 +76,6 @@ describe('KeyedLimiter', () => {
     k.allow('x');
     k.allow('x');
     assert.deepEqual(made, ['x']);
-    assert.equal(k.idleMs, 0);
   });
 
   it('rejects keys over 1 KiB and non-strings with TypeError', () => {
@@ -79,7 +92,6 @@ describe('KeyedLimiter', () => {
     [{ rate: 1, burst: 0 }, RangeError],
     [{ rate: 1, maxKeys: 0 }, RangeError],
     [{ rate: 1, maxKeys: 1.5 }, RangeError],
-    [{ rate: 1, idleMs: -1 }, RangeError],
     [{ create: 'nope' }, TypeError],
   ] as const) {
     it(`rejects options ${JSON.stringify(opts)} with ${err.name}`, () => {
@@ -90,18 +102,18 @@ describe('KeyedLimiter', () => {
   it('property: size never exceeds maxKeys, and each key admits at most burst + rate × t', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 40 }),
         fc.array(fc.tuple(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 30 })), { maxLength: 300 }),
         (maxKeys, calls) => {
           const clock = new ManualClock();
-          const k = new KeyedLimiter({ rate: 10, burst: 3, maxKeys, idleMs: 0, clock });
+          const k = new KeyedLimiter({ rate: 10, burst: 3, maxKeys, clock });
           const admitted = new Map<number, number>();
           for (const [dt, key] of calls) {
             clock.advance(dt);
             if (k.allow(`k${key}`)) admitted.set(key, (admitted.get(key) ?? 0) + 1);
             assert.ok(k.size <= maxKeys);
           }
-          // Without eviction (enough room) a key's admissions are bounded like one bucket's.
+          // With room for every key, a key's admissions are bounded like one bucket's.
           if (maxKeys >= 31) for (const n of admitted.values()) assert.ok(n <= 3 + (10 * clock.now()) / 1000 + 1e-9);
         },
       ),

@@ -97,6 +97,11 @@ export class TokenLimiter implements Limiter {
     };
   }
 
+  /** idle tells whether the bucket is full, as a new one would be: forgetting it loses nothing. */
+  idle(): boolean {
+    return this.tat <= this.clock.now();
+  }
+
   /** tokens is how many tokens the bucket holds now (fractional). */
   tokens(): number {
     const ahead = this.tat - this.clock.now();
