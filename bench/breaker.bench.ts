@@ -202,6 +202,15 @@ await bench('breaker', {
       };
     },
 
+    'open: SreBreaker tryAllow (no throw)': () => {
+      const b = tripSre();
+      return { op: () => b.tryAllow() };
+    },
+    'open: CircuitBreaker tryAllow (no throw)': () => {
+      const b = tripCircuit();
+      return { op: () => b.tryAllow() };
+    },
+
     // Memory: a group of 10 000 breakers (heapMB is the heap they take, after a full GC).
     'BreakerGroup 10 000 SreBreakers (get)': () => heapSubject((name) => new SreBreaker({ name })),
     'BreakerGroup 10 000 CircuitBreakers (get)': () => heapSubject((name) => new CircuitBreaker({ name })),

@@ -201,6 +201,14 @@ for (const s of subjects) {
       );
     });
 
+    it('tryAllow answers undefined where allow throws, and lastRejection is the error allow throws', () => {
+      const b = s.make() as Breaker & { tryAllow(): unknown; lastRejection(): BreakerOpenError };
+      assert.notEqual(b.tryAllow(), undefined);
+      s.trip(b);
+      assert.equal(b.tryAllow(), undefined);
+      assert.throws(() => b.allow(), (e) => e === b.lastRejection());
+    });
+
     it('does not call the fallback when the task itself fails', async () => {
       const b = s.make();
       let called = false;

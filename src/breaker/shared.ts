@@ -82,8 +82,8 @@ export interface InternalToken extends BreakerToken {
 
 /** Admitter is what the shared execute path needs from a breaker. */
 export interface Admitter {
-  /** admit answers a token, or undefined when the breaker rejects the call (never throws). */
-  admit(): InternalToken | undefined;
+  /** tryAllow answers a token, or undefined when the breaker rejects the call (never throws). */
+  tryAllow(): InternalToken | undefined;
   /** readonly rejections: the error and the promise for a call the breaker just rejected. */
   readonly rejections: RejectionCache;
 }
@@ -155,7 +155,7 @@ export function settleFailure(token: InternalToken, err: unknown, signal: AbortS
 export function executeWithOptions<T>(b: Admitter, fn: Task<T>, options: BreakerExecuteOptions<T>): Promise<T> {
   const signal = options.signal;
   if (signal !== undefined && signal.aborted) return rejectAborted(signal);
-  const token = b.admit();
+  const token = b.tryAllow();
   if (token === undefined) {
     const fallback = options.fallback;
     if (fallback === undefined) return b.rejections.rejected();
