@@ -5,11 +5,12 @@
  * runs the task under the per-attempt timeout, and reports the outcome to both breakers and the
  * balancer. Retry and the bulkhead wrap `attempt`; ResilientClient wires them.
  */
-import { AbortedError, BreakerOpenError, BulwarkError, PeerError } from '../core/errors.js';
+import { AbortedError, BreakerOpenError, BulwarkError, PeerError, type TimeoutError } from '../core/errors.js';
+import { neverAborted } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import type { Emitter } from '../core/events.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { AttemptTimeout } from './deadlines.js';
+import type { AttemptTimeout, DeadlineNode, Granule } from './deadlines.js';
 import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
 import type { ClientCounters } from './stats.js';
 
@@ -93,11 +94,22 @@ export function isRetryable(err: unknown): boolean {
 }
 
 /** CallRun carries one call through its attempts. */
-export class CallRun<T> {
+export class CallRun<T> implements DeadlineNode {
   /** Ids of the instances earlier attempts failed on (allocated at the first failure). */
   private tried: string[] | undefined;
-  private instance: ServiceInstance | undefined;
   private attemptsMade = 0;
+  // The attempt in flight (one at a time per call): what it runs on, its tokens, and its promise.
+  private instance: ServiceInstance | undefined;
+  private token: AdmissionToken | undefined;
+  private serviceToken: AdmissionToken | undefined;
+  private start = 0;
+  private settled = true;
+  private resolveAttempt: ((value: T) => void) | undefined;
+  private rejectAttempt: ((err: unknown) => void) | undefined;
+  /** DeadlineNode fields: the granule this attempt waits in, and its neighbours there. */
+  granule: Granule | undefined;
+  deadlinePrev: DeadlineNode | undefined;
+  deadlineNext: DeadlineNode | undefined;
 
   constructor(
     private readonly ctx: RunContext,
@@ -108,6 +120,8 @@ export class CallRun<T> {
     private readonly callerSignal: AbortSignal | undefined,
     private readonly isFailure: ((err: unknown) => boolean) | undefined,
     private readonly judge: ResultJudge<T> | undefined,
+    /** The clock is the system clock, so its readings can date the deadline too. */
+    private readonly usesSystemClock: boolean,
   ) {}
 
   /** has is the `exclude` set handed to the balancer: the instances earlier attempts failed on or were refused by. */
@@ -158,42 +172,84 @@ export class CallRun<T> {
         this.tried.push(picked.id);
       }
     }
-    const instance = picked!;
-    const admitted = token!;
-    this.instance = instance;
+    this.instance = picked!;
+    this.token = token!;
+    this.serviceToken = serviceToken;
     ctx.counters.attempts++;
-    const start = ctx.clock.now();
-    let result: PromiseLike<T>;
-    try {
-      result = this.timeout === undefined ? Promise.resolve(this.fn(instance, signal)) : this.timeout.run(this.task, signal);
-    } catch (err) {
-      result = Promise.reject(err);
-    }
-    return Promise.resolve(result).then(
-      (value) => {
-        const status = this.judge === undefined ? false : this.judge(value);
-        if (status === false) {
-          this.finish(instance, admitted, serviceToken, start, undefined);
-          return value;
-        }
-        const failure = new ResultFailure(`${service.name}/${instance.id} answered ${status}`, value, status);
-        this.finish(instance, admitted, serviceToken, start, failure);
-        throw failure;
-      },
-      (err: unknown) => {
-        this.finish(instance, admitted, serviceToken, start, err ?? new Error('task rejected without a reason'));
-        throw err;
-      },
-    );
+    const start = (this.start = ctx.clock.now());
+    const n = this.attemptsMade;
+    return new Promise<T>((resolve, reject) => {
+      this.resolveAttempt = resolve;
+      this.rejectAttempt = reject;
+      this.settled = false;
+      const timeout = this.timeout;
+      let result: T | PromiseLike<T>;
+      try {
+        if (timeout === undefined) result = this.fn(this.instance!, signal);
+        else if (signal === neverAborted) {
+          // Nobody else can abort this attempt: share the deadline of its granule (see deadlines.ts).
+          result = this.fn(this.instance!, timeout.deadlines.join(this, this.usesSystemClock ? start : undefined));
+        } else result = timeout.policy.execute(this.task, { signal });
+      } catch (err) {
+        this.onError(err, n);
+        return;
+      }
+      if (result !== null && typeof (result as PromiseLike<T>)?.then === 'function') {
+        // The handlers carry the attempt's number: a task that settles after its deadline must not
+        // settle the retry that followed.
+        (result as PromiseLike<T>).then(
+          (value) => this.onValue(value, n),
+          (err: unknown) => this.onError(err, n),
+        );
+      } else this.onValue(result as T, n);
+    });
   };
 
-  /** task is what the timeout runs: the caller's function on the instance this attempt picked. */
+  /** task is what the policy Timeout runs: the caller's function on the instance this attempt picked. */
   private readonly task = (signal: AbortSignal): T | PromiseLike<T> => this.fn(this.instance!, signal);
 
+  /** onValue settles the attempt with the task's value (or a ResultFailure when the judge says so). */
+  private onValue(value: T, n: number): void {
+    if (this.settled || n !== this.attemptsMade) return;
+    this.settled = true;
+    this.granule?.remove(this);
+    const status = this.judge === undefined ? false : this.judge(value);
+    if (status === false) {
+      this.finish(undefined);
+      this.resolveAttempt!(value);
+      return;
+    }
+    const failure = new ResultFailure(`${this.service.name}/${this.instance!.id} answered ${status}`, value, status);
+    this.finish(failure);
+    this.rejectAttempt!(failure);
+  }
+
+  /** onError settles the attempt with the task's failure. */
+  private onError(err: unknown, n: number): void {
+    if (this.settled || n !== this.attemptsMade) return;
+    this.settled = true;
+    this.granule?.remove(this);
+    const reason = err ?? new Error('task rejected without a reason');
+    this.finish(reason);
+    this.rejectAttempt!(reason);
+  }
+
+  /** onDeadline is called by the granule at the deadline, if the attempt is still in flight. */
+  onDeadline(err: TimeoutError): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.granule = undefined;
+    this.finish(err);
+    this.rejectAttempt!(err);
+  }
+
   /** finish reports one attempt's outcome to the breakers, the balancer, the counters and listeners. */
-  private finish(instance: ServiceInstance, token: AdmissionToken, serviceToken: AdmissionToken, start: number, err: unknown): void {
+  private finish(err: unknown): void {
     const { ctx } = this;
-    const latencyMs = ctx.clock.now() - start;
+    const instance = this.instance!;
+    const token = this.token!;
+    const serviceToken = this.serviceToken!;
+    const latencyMs = ctx.clock.now() - this.start;
     const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || this.isFailure(err));
     if (failed) {
       ctx.counters.failedAttempts++;

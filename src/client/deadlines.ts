@@ -27,39 +27,24 @@ import { Timeout } from '../policy/timeout.js';
 /** Granules per timeout: the most an attempt's deadline is late, as a fraction of the timeout. */
 const GRANULES_PER_TIMEOUT = 100;
 
-/** Pending is one attempt in flight under a granule's deadline. */
-class Pending<T> {
-  prev: Pending<unknown> | undefined = undefined;
-  next: Pending<unknown> | undefined = undefined;
-  done = false;
-
-  constructor(
-    private readonly granule: Granule,
-    private readonly resolveFn: (value: T) => void,
-    readonly rejectFn: (err: unknown) => void,
-  ) {}
-
-  readonly resolve = (value: T): void => {
-    if (this.done) return;
-    this.done = true;
-    this.granule.remove(this as Pending<unknown>);
-    this.resolveFn(value);
-  };
-
-  readonly reject = (err: unknown): void => {
-    if (this.done) return;
-    this.done = true;
-    this.granule.remove(this as Pending<unknown>);
-    this.rejectFn(err);
-  };
+/**
+ * DeadlineNode is an attempt waiting under a granule's deadline. The granule links nodes through
+ * their own fields (no allocation per attempt) and calls `onDeadline` on those still linked when it
+ * fires. A node that settles first unlinks itself with `granule.remove(node)`.
+ */
+export interface DeadlineNode {
+  granule: Granule | undefined;
+  deadlinePrev: DeadlineNode | undefined;
+  deadlineNext: DeadlineNode | undefined;
+  onDeadline(err: TimeoutError): void;
 }
 
 /** Granule is the shared controller and timer of the attempts that started in one time slot. */
-class Granule {
+export class Granule {
   readonly controller = new AbortController();
   readonly signal: AbortSignal;
   private readonly timer: NodeJS.Timeout;
-  private head: Pending<unknown> | undefined;
+  private head: DeadlineNode | undefined;
   private count = 0;
   fired = false;
 
@@ -74,18 +59,25 @@ class Granule {
     this.timer.unref(); // held open only while an attempt is in flight (see add/remove)
   }
 
-  add(p: Pending<unknown>): void {
-    p.next = this.head;
-    if (this.head !== undefined) this.head.prev = p;
-    this.head = p;
+  /** add links `node` into the granule. */
+  add(node: DeadlineNode): void {
+    node.granule = this;
+    node.deadlinePrev = undefined;
+    node.deadlineNext = this.head;
+    if (this.head !== undefined) this.head.deadlinePrev = node;
+    this.head = node;
     if (this.count++ === 0) this.timer.ref();
   }
 
-  remove(p: Pending<unknown>): void {
-    if (p.prev !== undefined) p.prev.next = p.next;
-    else if (this.head === p) this.head = p.next;
-    if (p.next !== undefined) p.next.prev = p.prev;
-    p.prev = p.next = undefined;
+  /** remove unlinks `node` (it settled before the deadline). */
+  remove(node: DeadlineNode): void {
+    if (node.granule !== this) return;
+    node.granule = undefined;
+    const { deadlinePrev: prev, deadlineNext: next } = node;
+    if (prev !== undefined) prev.deadlineNext = next;
+    else this.head = next;
+    if (next !== undefined) next.deadlinePrev = prev;
+    node.deadlinePrev = node.deadlineNext = undefined;
     if (--this.count === 0) this.timer.unref();
   }
 
@@ -94,12 +86,39 @@ class Granule {
     if (this.count === 0) return; // nobody in flight: nothing to abort
     const err = withoutStack(() => new TimeoutError(`attempt timed out after ${this.timeoutMs} ms`));
     this.controller.abort(err);
-    for (let p = this.head; p !== undefined; p = this.head) {
-      p.done = true;
-      this.remove(p);
-      p.rejectFn(err);
+    for (let node = this.head; node !== undefined; node = this.head) {
+      this.remove(node);
+      node.onDeadline(err);
     }
   };
+}
+
+/** PendingTask is the DeadlineNode of `Deadlines.run`: one task's promise. */
+class PendingTask<T> implements DeadlineNode {
+  granule: Granule | undefined = undefined;
+  deadlinePrev: DeadlineNode | undefined = undefined;
+  deadlineNext: DeadlineNode | undefined = undefined;
+
+  constructor(
+    private readonly resolveFn: (value: T) => void,
+    private readonly rejectFn: (err: unknown) => void,
+  ) {}
+
+  readonly resolve = (value: T): void => {
+    if (this.granule === undefined) return;
+    this.granule.remove(this);
+    this.resolveFn(value);
+  };
+
+  readonly reject = (err: unknown): void => {
+    if (this.granule === undefined) return;
+    this.granule.remove(this);
+    this.rejectFn(err);
+  };
+
+  onDeadline(err: TimeoutError): void {
+    this.rejectFn(err);
+  }
 }
 
 /** Deadlines runs tasks under one timeout, sharing a signal and a timer per granule. */
@@ -112,17 +131,31 @@ export class Deadlines {
   }
 
   /**
+   * join links `node` into the current granule and answers the signal the attempt must use. `now`
+   * (performance.now()) saves a clock read when the caller has just read it.
+   */
+  join(node: DeadlineNode, now: number = performance.now()): AbortSignal {
+    const key = Math.floor(now / this.granuleMs);
+    let g = this.current;
+    if (g === undefined || g.key !== key || g.fired) {
+      g = new Granule(key, (key + 1) * this.granuleMs + this.timeoutMs - now, this.timeoutMs);
+      this.current = g;
+    }
+    g.add(node);
+    return g.signal;
+  }
+
+  /**
    * run calls `task` with the signal of the current granule and answers its result, or rejects with
    * TimeoutError at the deadline if the task has not settled by then.
    */
   run<T>(task: Task<T>): Promise<T> {
-    const g = this.granule();
     return new Promise<T>((resolve, reject) => {
-      const p = new Pending<T>(g, resolve, reject);
-      g.add(p as Pending<unknown>);
+      const p = new PendingTask<T>(resolve, reject);
+      const signal = this.join(p);
       let result: T | PromiseLike<T>;
       try {
-        result = task(g.signal);
+        result = task(signal);
       } catch (err) {
         p.reject(err);
         return;
@@ -131,16 +164,6 @@ export class Deadlines {
       else p.resolve(result as T);
     });
   }
-
-  private granule(): Granule {
-    const now = performance.now();
-    const key = Math.floor(now / this.granuleMs);
-    const g = this.current;
-    if (g !== undefined && g.key === key && !g.fired) return g;
-    const next = new Granule(key, (key + 1) * this.granuleMs + this.timeoutMs - now, this.timeoutMs);
-    this.current = next;
-    return next;
-  }
 }
 
 /**
@@ -148,16 +171,16 @@ export class Deadlines {
  * attempt, and the policy Timeout (a controller of its own, linked to the caller's signal) otherwise.
  */
 export class AttemptTimeout {
-  private readonly deadlines: Deadlines;
-  private readonly timeout: Timeout;
+  readonly deadlines: Deadlines;
+  readonly policy: Timeout;
 
   constructor(readonly timeoutMs: number) {
     this.deadlines = new Deadlines(timeoutMs);
-    this.timeout = new Timeout({ timeoutMs });
+    this.policy = new Timeout({ timeoutMs });
   }
 
   /** run runs `task` under the deadline; `signal` is the caller's (or `neverAborted`). */
   run<T>(task: Task<T>, signal: AbortSignal): Promise<T> {
-    return signal === neverAborted ? this.deadlines.run(task) : this.timeout.execute(task, { signal });
+    return signal === neverAborted ? this.deadlines.run(task) : this.policy.execute(task, { signal });
   }
 }

@@ -200,6 +200,20 @@ describe('ResilientClient.call', () => {
     await t.close();
   });
 
+  it('ignores the late answer of a timed-out attempt: the retry that followed decides the call', async () => {
+    const t = await setup(['a', 'b'], { timeoutMs: 100 });
+    const v = await t.client.call('svc', (inst) =>
+      inst.id === 'a'
+        ? new Promise((r) => setTimeout(r, 150, 'late answer from a'))
+        : new Promise((r) => setTimeout(r, 80, 'b')),
+    );
+    assert.equal(v, 'b');
+    await new Promise((r) => setTimeout(r, 100)); // a's late answer arrives: nothing may change
+    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }, { id: 'b', ok: true }]);
+    assert.equal(t.client.stats.succeeded, 1);
+    await t.close();
+  });
+
   it('times out with a dedicated signal linked to the caller when the caller passes one', async () => {
     const t = await setup(['a']);
     const caller = new AbortController();

@@ -253,7 +253,7 @@ export class ResilientClient {
       key = options.key;
       isFailure = options.isFailure;
     }
-    const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge);
+    const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge, this.ctx.clock === systemClock);
     const bulkheaded = s.bulkheaded(run.attempt);
     let p: Promise<T>;
     if (retry === undefined) {
