@@ -246,6 +246,7 @@ describe('ResilientClient.call', () => {
     const first = t.client.call('svc', () => new Promise<void>((r) => (release = r)));
     await new Promise((r) => setImmediate(r));
     await assert.rejects(t.client.call('svc', () => 1, { retry: false }), BulkheadRejectedError);
+    assert.equal(t.client.stats.bulkheadRejections, 1);
     release();
     await first;
     await t.close();

@@ -15,7 +15,7 @@
  * to a service creates it (a service the registry does not know rejects with NotFoundError).
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { ClosedError, NotFoundError, RetryBudgetExhaustedError, isBulwarkError } from '../core/errors.js';
+import { BulkheadRejectedError, ClosedError, NotFoundError, RetryBudgetExhaustedError, isBulwarkError } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
@@ -268,6 +268,7 @@ export class ResilientClient {
       p = fallback.execute(() =>
         inner.catch((err: unknown): never => {
           failed = true;
+          this.note(err);
           throw err;
         }),
       );
@@ -277,7 +278,7 @@ export class ResilientClient {
           else counters.succeeded++;
           return value;
         },
-        (err: unknown) => this.failed<T>(err, undefined, signal),
+        (err: unknown) => this.failed<T>(err, undefined, signal, true),
       );
     }
     return p.then(
@@ -290,9 +291,9 @@ export class ResilientClient {
   }
 
   /** failed ends a call that failed: the fallback answers, or the last HTTP answer, or the error. */
-  private failed<T>(err: unknown, fallback: FallbackStrategy<T> | undefined, signal: AbortSignal | undefined): T | PromiseLike<T> {
+  private failed<T>(err: unknown, fallback: FallbackStrategy<T> | undefined, signal: AbortSignal | undefined, noted = false): T | PromiseLike<T> {
     const counters = this.counters;
-    if (isBulwarkError(err, RetryBudgetExhaustedError.code)) counters.retriesRefused++;
+    if (!noted) this.note(err);
     if (fallback !== undefined && !signal?.aborted) {
       counters.fallbacks++;
       return fallback(err, signal ?? neverAborted);
@@ -305,6 +306,12 @@ export class ResilientClient {
     }
     counters.failed++;
     throw err;
+  }
+
+  /** note counts what a failed call's error says about why it failed. */
+  private note(err: unknown): void {
+    if (isBulwarkError(err, RetryBudgetExhaustedError.code)) this.counters.retriesRefused++;
+    else if (isBulwarkError(err, BulkheadRejectedError.code)) this.counters.bulkheadRejections++;
   }
 
   private timeoutFor(ms: number): AttemptTimeout | undefined {
