@@ -62,5 +62,13 @@ await bench('client: ResilientClient.call over a bare in-process call (success p
       );
       return { op: () => p.execute(({ signal }) => task(anInstance, signal)), async: true };
     },
+    'cockatiel wrap(retry, bulkhead, breaker)': () => {
+      const p = cockatiel.wrap(
+        cockatiel.retry(cockatiel.handleAll, { maxAttempts: 2, backoff: new cockatiel.ExponentialBackoff() }),
+        cockatiel.bulkhead(1_000, 0),
+        cockatiel.circuitBreaker(cockatiel.handleAll, { halfOpenAfter: 30_000, breaker: new cockatiel.ConsecutiveBreaker(5) }),
+      );
+      return { op: () => p.execute(({ signal }) => task(anInstance, signal)), async: true };
+    },
   },
 });
