@@ -1,9 +1,11 @@
 /**
  * CallRun is one guarded call's state: what to run, which instances it tried, and the attempt in
- * flight. Each attempt asks the service breaker, picks an instance (another one than the call tried
- * before, and not one whose breaker is open, while any other is available) whose breaker admits it,
- * runs the task under the per-attempt timeout, and reports the outcome to both breakers and the
- * balancer. Retry and the bulkhead wrap `attempt`; ResilientClient wires them.
+ * flight. Each attempt asks the service breaker, picks an instance (another one than the call's
+ * earlier attempts failed on, while any other is available) whose breaker admits it — an instance whose
+ * breaker refuses is passed over, and health hears of the refusal as a failure — runs the task under
+ * the per-attempt timeout, and reports the outcome to both breakers and the balancer. Retry and the
+ * bulkhead wrap `attempt`; ResilientClient wires them. One promise per attempt; the attempt is its
+ * own node in the deadline granule it waits in.
  */
 import { AbortedError, BreakerOpenError, BulwarkError, PeerError, type TimeoutError } from '../core/errors.js';
 import { neverAborted } from '../core/guard.js';
@@ -37,7 +39,6 @@ export interface ServiceParts {
   readonly breaker: CallBreaker;
   /** instanceBreaker returns the breaker of `instance` (one per service and instance id). */
   instanceBreaker(instance: ServiceInstance): CallBreaker;
-
 }
 
 /** Shared, per-client things a run reports to. */
@@ -65,7 +66,7 @@ export class ResultFailure<T> extends PeerError {
 /** ResultJudge says whether a value the task answered is a failure: false if not, else a status for the message. */
 export type ResultJudge<T> = (value: T) => number | false;
 
-/** The outcome reported to the balancer for a pick that was not run (its breaker refused it). */
+/** The outcome reported for a pick that was not run, to balancers without `release`. */
 const NOT_RUN = Object.freeze({ ok: true, latencyMs: 0 });
 
 /** Picks one attempt may make to find an instance whose breaker admits it. */
