@@ -113,8 +113,6 @@ export class ResilientClient {
     if (r === undefined || r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
       throw new TypeError(`ResilientClient: registry must be a Registry (getService and watch), got ${showValue(r)}`);
     }
-    this.ownsRegistry = !(o.registry instanceof RegistryCache);
-    this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
     this.maxResponseBytes = integer('ResilientClient', 'maxResponseBytes', o.maxResponseBytes ?? resilientClientDefaults.maxResponseBytes, 0, 2 ** 31 - 1);
     this.httpOptions = o.http;
     if (o.http !== undefined) new HttpPools(o.http); // validate now, not at the first fetch
@@ -125,6 +123,9 @@ export class ResilientClient {
     this.stateOptions = ServiceState.validate({ ...o, clock });
     this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs);
+    // Last: a cache made here holds a timer, so nothing may throw after it.
+    this.ownsRegistry = !(o.registry instanceof RegistryCache);
+    this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
   }
 
   /** stats returns a snapshot of the client's counters. */
@@ -218,7 +219,7 @@ export class ResilientClient {
     pools.retain(live);
   }
 
-  /** run is `call` with an optional result judge (fetch: an HTTP 5xx is a failed attempt). */
+  /** run is `call` with an optional result judge (fetch: an HTTP 5xx is a failed attempt). @internal */
   run<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
     if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
     const state = this.services.get(service);
