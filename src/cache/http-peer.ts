@@ -42,6 +42,7 @@ export class HttpPeer implements PeerGetter {
     });
   }
 
+  /** get fetches `key` of `group`; rejects PeerError (status when the peer answered) or AbortedError. */
   async get(group: string, key: string, signal?: AbortSignal): Promise<GetResponse> {
     const body = await this.request('GET', group, key, signal, this.config.maxValueBytes + FRAMING_BYTES);
     try {
@@ -51,6 +52,7 @@ export class HttpPeer implements PeerGetter {
     }
   }
 
+  /** remove deletes `key` of `group` at the peer; answers whether the peer held it. */
   async remove(group: string, key: string, signal?: AbortSignal): Promise<boolean> {
     const body = await this.request('DELETE', group, key, signal, FRAMING_BYTES);
     try {

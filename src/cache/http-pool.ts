@@ -113,16 +113,19 @@ export class HttpPool implements PeerPicker {
     return this.ring.get(key)!;
   }
 
+  /** pickPeer returns the HttpPeer that owns `key`, or undefined when this node does. */
   pickPeer(key: string): PeerGetter | undefined {
     if (this.others.length === 0) return undefined;
     const owner = this.ring.get(key);
     return owner === undefined || owner === this.self ? undefined : this.getters.get(owner);
   }
 
+  /** peers lists an HttpPeer for every other member. */
   peers(): readonly PeerGetter[] {
     return this.others;
   }
 
+  /** register makes `group` reachable through `handler` (a Group with `peers: pool` calls it); names are unique per pool. */
   register(group: GroupServer): () => void {
     if (this.groups.has(group.name)) throw new TypeError(`HttpPool: a group named ${JSON.stringify(group.name)} is already registered`);
     this.groups.set(group.name, group);
