@@ -99,6 +99,36 @@ describe('KeyedLimiter', () => {
     });
   }
 
+  it('property: with deletes, purges and floods, size stays ≤ maxKeys and the age queue stays bounded', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 16 }),
+        fc.array(
+          fc.oneof(
+            fc.record({ op: fc.constant('allow' as const), key: fc.integer({ min: 0, max: 40 }) }),
+            fc.record({ op: fc.constant('delete' as const), key: fc.integer({ min: 0, max: 40 }) }),
+            fc.record({ op: fc.constant('purge' as const) }),
+            fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 500 }) }),
+          ),
+          { maxLength: 400 },
+        ),
+        (maxKeys, ops) => {
+          const clock = new ManualClock();
+          const k = new KeyedLimiter({ rate: 10, burst: 2, maxKeys, clock });
+          for (const o of ops) {
+            if (o.op === 'allow') k.allow(`k${o.key}`);
+            else if (o.op === 'delete') k.delete(`k${o.key}`);
+            else if (o.op === 'purge') k.purgeIdle();
+            else clock.advance(o.ms);
+            assert.ok(k.size <= maxKeys);
+            const internal = k as unknown as { queue: unknown[]; head: number };
+            assert.ok(internal.queue.length - internal.head <= 2 * maxKeys + 1);
+          }
+        },
+      ),
+    );
+  });
+
   it('property: size never exceeds maxKeys, and each key admits at most burst + rate × t', () => {
     fc.assert(
       fc.property(

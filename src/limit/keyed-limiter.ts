@@ -9,8 +9,10 @@
  * bounded under any flood, idle keys go first, and an insertion stays O(1). Size `maxKeys` above the
  * number of keys busy at once.
  *
- * A hit is one Map lookup: no reordering, no clock read besides the limiter's own. Limiters made by
- * `create` without an `idle()` method are evicted oldest first.
+ * A hit is one Map lookup: no reordering, no clock read besides the limiter's own. Age order is a
+ * FIFO of keys beside the Map (a Map's own order cannot serve: V8 iterates past every deleted entry,
+ * so evicting from its front costs O(evictions) each time). Limiters made by `create` without an
+ * `idle()` method are evicted oldest first.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, integer, options as optionsOf } from '../core/validate.js';
@@ -46,6 +48,9 @@ export class KeyedLimiter<L extends Limiter = Limiter> implements KeyedRateLimit
   readonly maxKeys: number;
   private readonly create: (key: string) => L;
   private readonly limiters = new Map<string, L>();
+  /** Keys oldest first, from `head` on; may hold stale keys (deleted, or queued twice), skipped when met. */
+  private queue: (string | undefined)[] = [];
+  private head = 0;
 
   constructor(options: KeyedLimiterOptions<L>) {
     const o = optionsOf('KeyedLimiter', options);
@@ -69,6 +74,7 @@ export class KeyedLimiter<L extends Limiter = Limiter> implements KeyedRateLimit
       if (this.limiters.size >= this.maxKeys) this.evict();
       l = this.create(key);
       this.limiters.set(key, l);
+      this.enqueue(key);
     }
     return l;
   }
@@ -108,17 +114,44 @@ export class KeyedLimiter<L extends Limiter = Limiter> implements KeyedRateLimit
   /** clear forgets every key. */
   clear(): void {
     this.limiters.clear();
+    this.queue = [];
+    this.head = 0;
   }
 
   /** Drops one key: the oldest idle one among the oldest few, else the oldest. */
   private evict(): void {
     const m = this.limiters;
-    for (let i = 0; i < SECOND_CHANCES; i++) {
-      const oldest = m.entries().next().value!;
-      m.delete(oldest[0]);
-      if (oldest[1].idle?.() !== false) return; // idle (or cannot tell): gone
-      m.set(oldest[0], oldest[1]); // busy: a second chance at the young end
+    const q = this.queue;
+    let chances = 0;
+    while (this.head < q.length) {
+      const key = q[this.head]!;
+      q[this.head++] = undefined;
+      const l = m.get(key);
+      if (l === undefined) continue; // deleted since: a stale entry
+      if (chances < SECOND_CHANCES && l.idle?.() === false) {
+        chances++;
+        q.push(key); // busy: a second chance at the young end
+        continue;
+      }
+      m.delete(key);
+      break;
     }
-    m.delete(m.keys().next().value!);
+    this.compact();
+  }
+
+  private enqueue(key: string): void {
+    this.queue.push(key);
+    // Stale entries (deleted or purged keys) are bounded: past 2 × maxKeys, rebuild from the Map.
+    if (this.queue.length - this.head > 2 * this.maxKeys) {
+      this.queue = [...this.limiters.keys()];
+      this.head = 0;
+    }
+  }
+
+  private compact(): void {
+    if (this.head > 4096 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
   }
 }
