@@ -178,4 +178,17 @@ describe('ResilientClient.fetch', () => {
     assert.equal(pools.has(`http://${a.address}`), false);
     await c.close();
   });
+
+  it("stops at once when the caller's signal aborts, without blaming the instance", async () => {
+    const hang: Handler = () => {}; // never answers
+    const c = await cluster({ a: hang, b: hang }, { timeoutMs: 10_000 });
+    const caller = new AbortController();
+    const p = c.client.fetch('http://payments/x', { signal: caller.signal });
+    setTimeout(() => caller.abort(new Error('user left')), 30);
+    const err = await p.catch((e: unknown) => e);
+    assert.ok(err instanceof Error && err.name === 'AbortedError', String(err));
+    assert.equal(c.client.stats.failedAttempts, 0);
+    assert.equal(c.client.stats.attempts, 1);
+    await c.close();
+  });
 });

@@ -312,4 +312,43 @@ describe('ResilientClient.call', () => {
       { numRuns: 40 },
     );
   });
+
+  it('settles every breaker admission exactly once — success, failure or release — whatever happens (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.record({ refuse: fc.boolean(), outcome: fc.constantFrom('ok', 'fail', 'throw', 'hang') }), { minLength: 1, maxLength: 30 }),
+        async (script) => {
+          const tokens: number[] = []; // per token: how many times it was settled
+          let step = 0;
+          const next = () => script[step++ % script.length]!;
+          const breakers = new BreakerGroup({
+            factory: (name) => ({
+              name,
+              allow() {
+                if (name.includes('/') && next().refuse) throw new BreakerOpenError('refused');
+                const i = tokens.push(0) - 1;
+                return { success: () => void tokens[i]!++, failure: () => void tokens[i]!++, release: () => void tokens[i]!++ };
+              },
+              execute: () => Promise.reject(new Error('unused')),
+            }),
+          });
+          const t = await setup(['a', 'b', 'c'], { breakers, timeoutMs: 5 });
+          for (let c = 0; c < 5; c++) {
+            await t.client
+              .call('svc', () => {
+                const o = next().outcome;
+                if (o === 'throw') throw new Error('sync');
+                if (o === 'hang') return new Promise(() => {});
+                return o === 'ok' ? 1 : Promise.reject(new Error('async'));
+              })
+              .catch(() => {});
+          }
+          assert.ok(tokens.every((n) => n === 1), `token settle counts: ${tokens.join(',')}`);
+          assert.equal(t.balancer.reports.length, t.balancer.picks, 'a pick was not ended');
+          await t.close();
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
 });
