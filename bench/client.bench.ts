@@ -5,21 +5,15 @@
  * cockatiel 3's wrap of the same guards (without discovery or balancing). The issue's target: the
  * overhead (ns/op of a subject − ns/op of the bare call) ≤ 2 µs.
  *
- * Our subjects import the BUILT package (dist/), as users run it: under tsx, esbuild's `keepNames`
- * wraps every named closure in `__name()` (an `Object.defineProperty` per closure made), which costs
- * more than the client itself. `npm run bench` builds first; when running this file alone, build first:
- *
- *   npm run build && BENCH_RUNS=5 node --import tsx bench/client.bench.ts
+ * Run it compiled (`npm run bench -- client`): under tsx, esbuild's `keepNames` wraps every named
+ * closure in `__name()` (an `Object.defineProperty` per closure made), which costs more than the
+ * client itself.
  */
-import { existsSync } from 'node:fs';
 import * as cockatiel from 'cockatiel';
 import { bench } from './harness.js';
 
-const dist = new URL('../dist/', import.meta.url);
-if (!existsSync(new URL('client/index.js', dist))) {
-  process.stderr.write('bench/client.bench.ts measures the built package: run `npm run build` first\n');
-  process.exit(1);
-}
+import { MemoryRegistry } from '../src/registry/index.js';
+import { ResilientClient } from '../src/client/index.js';
 
 type Instance = { id: string; name: string; address: string };
 /** The guarded work: an in-process function that answers at once and takes the attempt's signal. */
@@ -30,8 +24,6 @@ const anInstance: Instance = { id: 'a', name: 'svc', address: '127.0.0.1:1' };
 const neverAborted = new AbortController().signal;
 
 async function client(options: Record<string, unknown>) {
-  const { MemoryRegistry } = (await import(new URL('registry/index.js', dist).href)) as typeof import('../src/registry/index.js');
-  const { ResilientClient } = (await import(new URL('client/index.js', dist).href)) as typeof import('../src/client/index.js');
   const registry = new MemoryRegistry();
   for (const id of ['a', 'b', 'c']) await registry.register({ id, name: 'svc', address: `127.0.0.1:${9000 + id.charCodeAt(0)}` });
   const c = new ResilientClient({ registry, ...options });

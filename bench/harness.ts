@@ -13,7 +13,8 @@
  *     },
  *   });
  *
- * Run one file: `node --import tsx bench/example.bench.ts`; all: `npm run bench`.
+ * Run compiled: `npm run bench` (all) or `npm run bench -- example` (files whose names contain "example").
+ * `node --import tsx bench/example.bench.ts` works too, but tsx's keepNames slows closures: use it only while iterating.
  * Environment: BENCH_RUNS (default 5), BENCH_MS (measured time per child, default 1 000),
  * BENCH_FILTER (substring of subject names).
  */
