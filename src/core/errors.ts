@@ -136,7 +136,7 @@ export class NoInstanceError extends BulwarkError {
   }
 }
 
-/** PeerError: a cache peer answered with an error or could not be reached. */
+/** PeerError: a peer (a cache peer, or an instance behind `client.fetch`) answered with an error or could not be reached. */
 export class PeerError extends BulwarkError {
   static readonly code = 'ERR_PEER';
   /** The HTTP status the peer answered with, when it answered. */
