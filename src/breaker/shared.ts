@@ -107,7 +107,13 @@ export class RejectionCache {
 
   /** error answers the current rejection error. */
   error(): BreakerOpenError {
-    return (this.err ??= openError(this.message(), this.breaker));
+    const err = this.err;
+    return err !== undefined ? err : this.build();
+  }
+
+  /** build makes the error (kept out of `error()` so that the hot path stays small enough to inline). */
+  private build(): BreakerOpenError {
+    return (this.err = openError(this.message(), this.breaker));
   }
 
   /** rejected answers the promise rejected with the current error. */

