@@ -43,6 +43,7 @@ class FakeRegistry implements Registry {
     return {
       async *[Symbol.asyncIterator]() {
         watches.add(w);
+        options?.onReady?.(); // established as soon as it is iterated
         try {
           while (!options?.signal?.aborted) {
             const e = queue.shift();
