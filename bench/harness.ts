@@ -96,6 +96,9 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
   const durationMs = spec.durationMs ?? Number(process.env.BENCH_MS ?? 1_000);
   const childAt = process.argv.indexOf('--child');
   if (childAt >= 0) {
+    // A file may hold several bench() sections: the child measures only the one it was spawned for.
+    const section = process.argv[process.argv.indexOf('--section') + 1];
+    if (section !== title) return;
     const name = process.argv[childAt + 1]!;
     const make = spec.subjects[name];
     if (make === undefined) throw new Error(`no subject ${name}`);
@@ -111,7 +114,7 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
   process.stdout.write(`\n## ${title}  (${runs} runs × ${durationMs} ms per subject, each in its own process)\n`);
   for (let r = 0; r < runs; r++) {
     for (const name of names) {
-      const child = spawnSync(process.execPath, [...process.execArgv, path, '--child', name], {
+      const child = spawnSync(process.execPath, [...process.execArgv, path, '--child', name, '--section', title], {
         encoding: 'utf8',
         env: process.env,
         timeout: durationMs * 10 + 60_000,

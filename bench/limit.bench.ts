@@ -29,23 +29,10 @@ async function onRedis(lim: RedisTokenLimiter): Promise<void> {
   }
 }
 
-/**
- * The harness answers a child from the first bench() it meets, so this file runs one section per
- * child: the parent names the section in BENCH_SECTION before each bench(), the child runs only that.
- */
-async function section(title: string, spec: Parameters<typeof bench>[1]): Promise<void> {
-  if (isChild) {
-    if (process.env.BENCH_SECTION !== title) return;
-  } else {
-    process.env.BENCH_SECTION = title;
-  }
-  await bench(title, spec);
-}
-
 const BIG = 1e12; // a rate / quota so large that every call is admitted
 
 try {
-  await section('limit: local token bucket, admit and reject', {
+  await bench('limit: local token bucket, admit and reject', {
     baseline: 'performance.now()',
     subjects: {
       'performance.now()': () => ({ op: () => performance.now() }),
@@ -74,7 +61,7 @@ try {
     },
   });
 
-  await section('limit: Redis, one caller at a time', {
+  await bench('limit: Redis, one caller at a time', {
     baseline: 'ioredis PING',
     subjects: {
       'ioredis PING': async () => {
@@ -103,7 +90,7 @@ try {
 
   const C = 64;
   const many = (fn: () => Promise<unknown>) => () => Promise.all(Array.from({ length: C }, fn));
-  await section(`limit: Redis, ${C} concurrent callers (ns/op is per ${C} calls)`, {
+  await bench(`limit: Redis, ${C} concurrent callers (ns/op is per ${C} calls)`, {
     baseline: 'ioredis PING',
     subjects: {
       'ioredis PING': async () => {
@@ -143,7 +130,7 @@ try {
   });
 
   const KEYS = 1_000_000;
-  await section(`limit: KeyedLimiter with ${KEYS / 1e6} M keys (maxKeys ${KEYS / 1e6} M)`, {
+  await bench(`limit: KeyedLimiter with ${KEYS / 1e6} M keys (maxKeys ${KEYS / 1e6} M)`, {
     baseline: 'Map.get',
     subjects: {
       'Map.get': () => {
