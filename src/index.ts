@@ -1,5 +1,9 @@
 /**
- * bulwark: service governance for Node.js microservices. The root re-exports the core (clock, errors,
- * events, singleflight, …); each module has its own subpath (`bulwark/breaker`, `bulwark/policy`, …).
+ * bulwark: service governance for Node.js microservices. The root re-exports the modules that need no
+ * server client (core, breaker, policy); the others have their own subpaths so that importing a breaker
+ * never loads etcd3, ioredis or undici: `bulwark/registry`, `bulwark/balancer`, `bulwark/client`,
+ * `bulwark/limit`, `bulwark/http`, `bulwark/cache`.
  */
 export * from './core/index.js';
+export * from './breaker/index.js';
+export * from './policy/index.js';
