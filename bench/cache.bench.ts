@@ -139,6 +139,46 @@ async function main(): Promise<void> {
 
   const HIT_KEYS = Array.from({ length: 1024 }, (_, i) => `user:${i}`);
 
+  await bench('cache: LRU Zipf workload, ours and lru-cache interleaved in one process (robust to machine load)', {
+    subjects: {
+      'LruCache | lru-cache maxSize+sizeCalculation, alternating 20 k-op chunks': () => {
+        const stream = zipfStream(STREAM);
+        const theirs = new LRUCache<string, string>({ maxSize: CAPACITY_BYTES, sizeCalculation: (v, k) => k.length + v.length });
+        const ours = new LruCache<string>({ maxBytes: CAPACITY_BYTES });
+        let i = 0;
+        let j = 0;
+        const runTheirs = (n: number) => {
+          for (let c = 0; c < n; c++) {
+            const k = keys[stream[i++ & (STREAM - 1)]!]!;
+            if (theirs.get(k) === undefined) theirs.set(k, VALUE);
+          }
+        };
+        const runOurs = (n: number) => {
+          for (let c = 0; c < n; c++) {
+            const k = keys[stream[j++ & (STREAM - 1)]!]!;
+            if (ours.get(k) === undefined) ours.add(k, VALUE);
+          }
+        };
+        const times: [number[], number[]] = [[], []];
+        return {
+          batch: 1,
+          op: () => {
+            let t = performance.now();
+            runTheirs(20_000);
+            times[0].push(performance.now() - t);
+            t = performance.now();
+            runOurs(20_000);
+            times[1].push(performance.now() - t);
+          },
+          extra: () => {
+            const med = (x: number[]) => [...x].sort((a, b) => a - b)[x.length >> 1]!;
+            return { lru_cache_ns: (med(times[0]) * 1e6) / 20_000, ours_ns: (med(times[1]) * 1e6) / 20_000, speedup: med(times[0]) / med(times[1]) };
+          },
+        };
+      },
+    },
+  });
+
   await bench('cache: Group.get, local hit (1 024 keys, all cached)', {
     baseline: 'Map.get + Promise.resolve',
     subjects: {
