@@ -15,7 +15,10 @@ describe('ResilientClient end to end', () => {
     // another instance (3 attempts) within the retry budget. A generous timeout: the machine is shared.
     const client = new ResilientClient({ registry, timeoutMs: 5_000 });
     const perInstance = new Map<string, number>();
-    client.onAttempt((e) => perInstance.set(e.instance.id, (perInstance.get(e.instance.id) ?? 0) + 1));
+    // Attempts that reached an instance; a pick its breaker refused ('rejected') sent nothing.
+    client.onAttempt((e) => {
+      if (e.outcome !== 'rejected') perInstance.set(e.instance.id, (perInstance.get(e.instance.id) ?? 0) + 1);
+    });
     const CALLS = 2_100;
     const CONCURRENCY = 4;
     let next = 0;

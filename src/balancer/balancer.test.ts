@@ -6,6 +6,7 @@ import { ManualClock } from '../core/clock.js';
 import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
 import { Balancer, type BalancerEvent } from './balancer.js';
+import { P2C } from './p2c.js';
 import type { Picker } from './index.js';
 import { inst, instances, seeded } from './fixtures.test.js';
 
@@ -251,6 +252,48 @@ describe('Balancer', () => {
     assert.equal(new Set([first.id, second.id, third.id]).size, 3);
     const all = new Set(b.instances().map((i) => i.id));
     assert.ok(all.has(b.pick('user:1', all).id), 'everything excluded: still an answer');
+    await b.close();
+  });
+
+  it('avoids excluded instances by the strategy itself, for every built-in strategy (property)', () => {
+    const strategies = ['round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request'] as const;
+    fc.assert(
+      fc.property(fc.constantFrom(...strategies), fc.integer({ min: 1, max: 6 }), fc.array(fc.nat(5), { maxLength: 6 }), fc.option(fc.string()), fc.integer(), (strategy, n, ex, key, seed) => {
+        const b = new Balancer({ instances: instances(n), strategy, random: seeded(seed), outlier: false });
+        const exclude = new Set(ex.filter((i) => i < n).map((i) => `i${i}`));
+        for (let k = 0; k < 10; k++) {
+          const x = b.pick(key ?? undefined, exclude);
+          if (exclude.size < n) assert.ok(!exclude.has(x.id), `${strategy} picked excluded ${x.id}`);
+          b.release(x);
+        }
+      }),
+    );
+  });
+
+  it('sends a call that avoids a cheap-looking excluded instance to the cheaper of the others, not round the list (P2C)', async () => {
+    // The e2e case: an instance whose breaker is open looks idle and cheap, so P2C's first choice is
+    // often it; the retry pick must then be P2C among the others, which almost never means the slow one.
+    const clock = new ManualClock();
+    const list = [inst('open'), inst('fast'), inst('slow')];
+    const p2c = new P2C({ clock, random: seeded(5), decayMs: 1 });
+    const b = new Balancer({ instances: list, strategy: p2c, outlier: false });
+    const lat: Record<string, number> = { open: 1, fast: 5, slow: 200 };
+    b.pick(); // the strategy meets the list
+    clock.advance(10);
+    for (const i of list) p2c.report(i, { ok: true, latencyMs: lat[i.id]! });
+    const exclude = new Set(['open']);
+    const counts = new Map<string, number>();
+    for (let k = 0; k < 3_000; k++) {
+      let x = b.pick();
+      if (exclude.has(x.id)) {
+        b.release(x);
+        x = b.pick(undefined, exclude);
+      }
+      counts.set(x.id, (counts.get(x.id) ?? 0) + 1);
+      b.release(x);
+    }
+    assert.equal(counts.get('open'), undefined);
+    assert.ok((counts.get('slow') ?? 0) < 30, `the slow instance got ${counts.get('slow')} of 3 000 picks`);
     await b.close();
   });
 

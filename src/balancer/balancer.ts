@@ -22,7 +22,7 @@ import { Emitter } from '../core/events.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { sameInstance } from '../registry/validate.js';
-import type { CallOutcome, Picker } from './index.js';
+import type { CallOutcome, ExcludeSet, Picker } from './index.js';
 import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
 import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
 import { RegistryFollower } from './registry-follower.js';
@@ -141,15 +141,17 @@ export class Balancer {
   /**
    * pick chooses an instance for one call: among the healthy instances (all of them in panic mode),
    * by the strategy, routed by `key` where the strategy supports it. Instances whose id `exclude`
-   * has (those a retry already tried) are avoided while any other is available. Throws
+   * has (those a retry already tried, or whose breaker refused) are avoided while any other is
+   * available: the strategy chooses among the others by its own rule (P2C draws its two choices from
+   * them), on its usual state — the list is not filtered, which would reset per-list state. Throws
    * NoInstanceError when the service has no instance, ClosedError after `close()`.
    */
-  pick(key?: string, exclude?: { has(id: string): boolean }): ServiceInstance {
+  pick(key?: string, exclude?: ExcludeSet): ServiceInstance {
     if (this.closed) throw new ClosedError('balancer is closed');
     if (this.nextExpiry !== Infinity && this.clock.now() >= this.nextExpiry) this.recompute();
     const list = this.available;
     if (list.length === 0) throw new NoInstanceError(`no instance of ${this.service ?? 'the service'} to pick`);
-    let inst = this.picker.pick(list, key);
+    let inst = this.picker.pick(list, key, exclude);
     if (exclude !== undefined && exclude.has(inst.id)) inst = this.avoid(list, key, exclude, inst);
     this.picker.start?.(inst);
     return inst;
@@ -233,11 +235,14 @@ export class Balancer {
     this.events.clear();
   }
 
-  private avoid(list: readonly ServiceInstance[], key: string | undefined, exclude: { has(id: string): boolean }, first: ServiceInstance): ServiceInstance {
-    for (let i = 0; i < 2; i++) {
-      const again = this.picker.pick(list, key);
-      if (!exclude.has(again.id)) return again;
-    }
+  /**
+   * avoid is the fallback for a strategy that answered an excluded instance: one that ignores
+   * `exclude` (a custom Picker), one that moves on in turn (round robin), or every instance excluded.
+   * It picks once more, then takes the next allowed instance in list order.
+   */
+  private avoid(list: readonly ServiceInstance[], key: string | undefined, exclude: ExcludeSet, first: ServiceInstance): ServiceInstance {
+    const again = this.picker.pick(list, key, exclude);
+    if (!exclude.has(again.id)) return again;
     const n = list.length;
     const start = this.rotate++ % n;
     for (let k = 0; k < n; k++) {

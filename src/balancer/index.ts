@@ -32,12 +32,24 @@ export interface CallOutcome {
  * A picker holds the state of one service: give each service its own.
  */
 export interface Picker {
-  /** pick chooses an instance; throws NoInstanceError when `instances` is empty. */
-  pick(instances: readonly ServiceInstance[], key?: string): ServiceInstance;
+  /**
+   * pick chooses an instance; throws NoInstanceError when `instances` is empty. With `exclude` (the
+   * instances a call already tried, or found refusing), it chooses by its own rule among the instances
+   * `exclude` lacks, and ignores `exclude` only when it has every instance. A picker may ignore
+   * `exclude` altogether: the Balancer then picks again and, failing that, takes the next allowed
+   * instance in list order. Built in: all but SmoothWeightedRoundRobin honour it (its next turn is the
+   * Balancer's second pick).
+   */
+  pick(instances: readonly ServiceInstance[], key?: string, exclude?: ExcludeSet): ServiceInstance;
   /** start tells the picker a call to `instance` began (in-flight + 1). */
   start?(instance: ServiceInstance): void;
   /** report tells the picker a call to `instance` ended (in-flight − 1, latency sample); no outcome: it was never made. */
   report?(instance: ServiceInstance, outcome?: CallOutcome): void;
+}
+
+/** ExcludeSet names instances a pick should avoid (a `Set<string>` of ids is one). */
+export interface ExcludeSet {
+  has(id: string): boolean;
 }
 
 /** StrategyName names a built-in strategy, for `BalancerOptions.strategy`. */

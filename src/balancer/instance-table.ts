@@ -44,6 +44,22 @@ export function defaultWarn(message: string): void {
   process.emitWarning(message, { code: 'BULWARK_BAD_WEIGHT' });
 }
 
+/** allowedCount counts the entries whose instance `exclude` lacks. */
+export function allowedCount(entries: readonly Entry[], exclude: { has(id: string): boolean }): number {
+  let m = 0;
+  for (let i = 0; i < entries.length; i++) if (!exclude.has(entries[i]!.instance.id)) m++;
+  return m;
+}
+
+/** nthAllowed returns the k-th (from 0) entry whose instance `exclude` lacks; k must be below allowedCount. */
+export function nthAllowed<E extends Entry>(entries: readonly E[], exclude: { has(id: string): boolean }, k: number): E {
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    if (!exclude.has(e.instance.id) && k-- === 0) return e;
+  }
+  return entries[0]!;
+}
+
 /** noInstance builds the error every picker throws on an empty list. */
 export function noInstance(): NoInstanceError {
   return new NoInstanceError('no instance to pick: the instance list is empty');

@@ -5,8 +5,8 @@
  * In-flight counts come from `start` / `report` (the Balancer calls both).
  */
 import type { ServiceInstance } from '../registry/types.js';
-import type { CallOutcome, Picker } from './index.js';
-import { InstanceTable, noInstance } from './instance-table.js';
+import type { CallOutcome, ExcludeSet, Picker } from './index.js';
+import { InstanceTable, allowedCount, noInstance } from './instance-table.js';
 
 /** LeastRequestOptions configures a LeastRequest (no options yet; reserved). */
 export interface LeastRequestOptions {}
@@ -28,8 +28,11 @@ export class LeastRequest implements Picker {
 
   constructor(_options?: LeastRequestOptions) {}
 
-  /** pick returns the instance with the fewest calls in flight; throws NoInstanceError when empty. */
-  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+  /**
+   * pick returns the instance with the fewest calls in flight (among those `exclude` lacks, while
+   * there is one); throws NoInstanceError when empty.
+   */
+  pick(instances: readonly ServiceInstance[], _key?: string, exclude?: ExcludeSet): ServiceInstance {
     const t = this.table;
     let entries = t.entries;
     if (instances !== t.source) {
@@ -41,6 +44,10 @@ export class LeastRequest implements Picker {
     let start = this.next;
     if (start >= n) start %= n;
     this.next = start + 1;
+    if (exclude !== undefined) {
+      const m = allowedCount(entries, exclude);
+      if (m > 0 && m < n) return this.pickAllowed(entries, exclude, start);
+    }
     let best = entries[start]!;
     for (let k = 1; k < n && best.inFlight > 0; k++) {
       let i = start + k;
@@ -50,6 +57,20 @@ export class LeastRequest implements Picker {
     }
     this.last = best;
     return best.instance;
+  }
+
+  /** pickAllowed is `pick`'s scan from `start`, over the entries `exclude` lacks. */
+  private pickAllowed(entries: CountEntry[], exclude: ExcludeSet, start: number): ServiceInstance {
+    const n = entries.length;
+    let best: CountEntry | undefined;
+    for (let k = 0; k < n; k++) {
+      let i = start + k;
+      if (i >= n) i -= n;
+      const e = entries[i]!;
+      if (!exclude.has(e.instance.id) && (best === undefined || e.inFlight < best.inFlight)) best = e;
+    }
+    this.last = best!;
+    return best!.instance;
   }
 
   /** start counts a call in flight to `instance`. */

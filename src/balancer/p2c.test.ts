@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
 import { NoInstanceError } from '../core/errors.js';
 import type { ServiceInstance } from '../registry/types.js';
@@ -110,6 +111,52 @@ describe('P2C', () => {
     assert.equal(p.inFlightOf('i0'), 1);
     assert.equal(p.inFlightOf('i2'), undefined);
     p.report(list[2]!, { ok: true, latencyMs: 1 }); // a report for a departed instance is ignored
+  });
+
+  it('with exclude, draws both choices from the others: the cheaper of them wins, and no state is rebuilt', () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(11) });
+    const list = [inst('open'), inst('fast'), inst('slow')];
+    const lat: Record<string, number> = { open: 1, fast: 5, slow: 200 };
+    drive(p, clock, list, (id) => lat[id]!, 3_000, 5);
+    p.start(list[0]!); // a call in flight to `open`: its state must survive the excluding picks
+    const ewma = list.map((i) => p.ewmaOf(i.id));
+    const exclude = new Set(['open']);
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 4_000; i++) {
+      const x = p.pick(list, undefined, exclude);
+      counts.set(x.id, (counts.get(x.id) ?? 0) + 1);
+    }
+    assert.equal(counts.get('open'), undefined, 'never the excluded instance');
+    assert.ok((counts.get('slow') ?? 0) < 40, `slow ${counts.get('slow')}: only the cheaper of two allowed choices wins`);
+    p.pick(list);
+    assert.deepEqual(list.map((i) => p.ewmaOf(i.id)), ewma, 'no entry was made anew');
+    assert.equal(p.inFlightOf('open'), 1);
+    // Everything but one excluded: that one; everything excluded: an ordinary pick.
+    assert.equal(p.pick(list, undefined, new Set(['open', 'fast'])).id, 'slow');
+    assert.ok(list.includes(p.pick(list, undefined, new Set(list.map((i) => i.id)))));
+  });
+
+  it('never answers an excluded instance while another exists, whatever the state (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 8 }), fc.array(fc.nat(7), { maxLength: 8 }), fc.array(fc.nat(300), { maxLength: 30 }), fc.integer(), (n, ex, lats, seed) => {
+        const clock = new ManualClock();
+        const p = new P2C({ clock, random: seeded(seed) });
+        const list = instances(n);
+        lats.forEach((l) => {
+          clock.advance(l);
+          const x = p.pick(list);
+          p.start(x);
+          p.report(x, { ok: l % 3 !== 0, latencyMs: l });
+        });
+        const exclude = new Set(ex.filter((i) => i < n).map((i) => `i${i}`));
+        for (let k = 0; k < 20; k++) {
+          const x = p.pick(list, undefined, exclude);
+          if (exclude.size < n) assert.ok(!exclude.has(x.id), `picked excluded ${x.id}`);
+          else assert.ok(list.includes(x));
+        }
+      }),
+    );
   });
 
   it('rejects bad options and an empty list', () => {

@@ -18,7 +18,7 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { CallOutcome, Picker } from './index.js';
+import type { CallOutcome, ExcludeSet, Picker } from './index.js';
 import { InstanceTable, noInstance } from './instance-table.js';
 
 /** P2COptions configures a P2C picker. */
@@ -108,8 +108,12 @@ export class P2C implements Picker {
     });
   }
 
-  /** pick returns the cheaper of two distinct random instances; throws NoInstanceError when empty. */
-  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+  /**
+   * pick returns the cheaper of two distinct random instances; throws NoInstanceError when empty.
+   * With `exclude`, both choices are drawn from the instances it lacks (all of them when it has every
+   * one), on the same per-instance state: the list is not filtered, so nothing is rebuilt.
+   */
+  pick(instances: readonly ServiceInstance[], _key?: string, exclude?: ExcludeSet): ServiceInstance {
     const t = this.table;
     const entries = instances === t.source ? t.entries : this.sync(instances);
     const n = entries.length;
@@ -121,7 +125,11 @@ export class P2C implements Picker {
       this.tick = 0;
       this.now = this.clock.now();
     }
-    const now = this.now;
+    if (exclude !== undefined) {
+      let m = 0;
+      for (let i = 0; i < n; i++) if (!exclude.has(entries[i]!.instance.id)) m++;
+      if (m > 0 && m < n) return this.pickAllowed(entries, exclude, m);
+    }
     // Both choices from one random number: its integer part over n picks a, the fraction b.
     const u = this.uniform() * n;
     let a = Math.floor(u);
@@ -129,12 +137,42 @@ export class P2C implements Picker {
     if (!(a >= 0 && a < n)) a = 0;
     if (!(b >= 0 && b < n - 1)) b = 0;
     if (b >= a) b++;
-    let win = entries[a]!;
-    let lose = entries[b]!;
+    return this.choose(entries[a]!, entries[b]!);
+  }
+
+  /** pickAllowed is `pick` over the `m` entries `exclude` lacks, indexed in place (no filtered copy). */
+  private pickAllowed(entries: P2CEntry[], exclude: ExcludeSet, m: number): ServiceInstance {
+    const n = entries.length;
+    const u = this.uniform() * m;
+    let a = Math.floor(u);
+    let b = Math.floor((u - a) * (m - 1));
+    if (!(a >= 0 && a < m)) a = 0;
+    if (!(b >= 0 && b < m - 1)) b = 0;
+    if (b >= a) b++;
+    let ea: P2CEntry | undefined;
+    let eb: P2CEntry | undefined;
+    for (let i = 0, k = 0; i < n; i++) {
+      const e = entries[i]!;
+      if (exclude.has(e.instance.id)) continue;
+      if (k === a) ea = e;
+      if (k === b) eb = e;
+      k++;
+    }
+    if (m === 1) {
+      ea!.lastPicked = this.now;
+      return (this.last = ea!).instance;
+    }
+    return this.choose(ea!, eb!);
+  }
+
+  /** choose returns the cheaper of two entries, or the other when force-pick or slow start says so. */
+  private choose(a: P2CEntry, b: P2CEntry): ServiceInstance {
+    const now = this.now;
+    let win = a;
+    let lose = b;
     if (this.cost(lose) < this.cost(win)) {
-      const x = win;
-      win = lose;
-      lose = x;
+      win = b;
+      lose = a;
     }
     if (now - lose.lastPicked > this.forcePickMs) win = lose;
     else if (now < this.warmUntil && now - win.joined < this.slowStartMs) {

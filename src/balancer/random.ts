@@ -4,8 +4,8 @@
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { Picker } from './index.js';
-import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+import type { ExcludeSet, Picker } from './index.js';
+import { InstanceTable, allowedCount, noInstance, nthAllowed, type Entry } from './instance-table.js';
 
 /** RandomOptions configures a Random. */
 export interface RandomOptions {
@@ -23,14 +23,18 @@ export class Random implements Picker {
     this.random = o.random === undefined ? Math.random : fn('Random', 'random', o.random);
   }
 
-  /** pick returns a uniformly random instance; throws NoInstanceError when `instances` is empty. */
-  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+  /**
+   * pick returns a uniformly random instance (among those `exclude` lacks, while there is one);
+   * throws NoInstanceError when `instances` is empty.
+   */
+  pick(instances: readonly ServiceInstance[], _key?: string, exclude?: ExcludeSet): ServiceInstance {
     const t = this.table;
     const entries = instances === t.source ? t.entries : t.sync(instances);
     const n = entries.length;
     if (n === 0) throw noInstance();
-    let i = Math.floor(this.random() * n);
+    const m = exclude === undefined ? n : allowedCount(entries, exclude);
+    let i = Math.floor(this.random() * (m === 0 ? n : m));
     if (!(i >= 0 && i < n)) i = i >= n ? n - 1 : 0; // a random() outside [0, 1) still picks a real instance
-    return entries[i]!.instance;
+    return (m === 0 || m === n ? entries[i]! : nthAllowed(entries, exclude!, Math.min(i, m - 1))).instance;
   }
 }

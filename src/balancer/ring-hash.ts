@@ -19,8 +19,8 @@
 import { HashRing } from '../core/hash-ring.js';
 import { finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { CallOutcome, Picker } from './index.js';
-import { InstanceTable, noInstance } from './instance-table.js';
+import type { CallOutcome, ExcludeSet, Picker } from './index.js';
+import { InstanceTable, allowedCount, noInstance, nthAllowed } from './instance-table.js';
 
 /** RingHashOptions configures a RingHash. */
 export interface RingHashOptions {
@@ -71,12 +71,18 @@ export class RingHash implements Picker {
 
   /**
    * pick returns the instance owning `key` on the ring (with `boundedLoad`, the first one clockwise
-   * that is under its bound); without a key, a random instance. Throws NoInstanceError when empty.
+   * that is under its bound); without a key, a random instance. With `exclude`, the walk goes on
+   * clockwise past the instances it has (the key's next owner, as on a membership change), and a
+   * pick without a key is random among the others. Throws NoInstanceError when empty.
    */
-  pick(instances: readonly ServiceInstance[], key?: string): ServiceInstance {
+  pick(instances: readonly ServiceInstance[], key?: string, exclude?: ExcludeSet): ServiceInstance {
     const entries = instances === this.table.source ? this.table.entries : this.sync(instances);
     const n = entries.length;
     if (n === 0) throw noInstance();
+    if (exclude !== undefined) {
+      const m = allowedCount(entries, exclude);
+      if (m > 0 && m < n) return this.pickAllowed(key, exclude, m);
+    }
     if (key === undefined) {
       const i = Math.floor(this.random() * n);
       return entries[i >= 0 && i < n ? i : 0]!.instance;
@@ -93,6 +99,28 @@ export class RingHash implements Picker {
       if (e.load < cap) return e.instance;
     }
     return this.byMember[ring.memberIndexAt(pos)]!.instance;
+  }
+
+  /** pickAllowed is `pick` over the `m` instances `exclude` lacks (0 < m < n). */
+  private pickAllowed(key: string | undefined, exclude: ExcludeSet, m: number): ServiceInstance {
+    const entries = this.table.entries;
+    if (key === undefined) {
+      const i = Math.floor(this.random() * m);
+      return nthAllowed(entries, exclude, i >= 0 && i < m ? i : 0).instance;
+    }
+    if (typeof key !== 'string') throw new TypeError(`RingHash.pick: key must be a string, got ${typeof key}`);
+    const ring = this.ring;
+    const pos = ring.position(key);
+    const cap = this.boundedLoad ? Math.ceil((this.loadFactor * (this.totalLoad + 1)) / m) : Infinity;
+    let first: RingEntry | undefined;
+    const points = ring.pointCount;
+    for (let i = 0; i < points; i++) {
+      const e = this.byMember[ring.memberIndexAt(pos + i)]!;
+      if (exclude.has(e.instance.id)) continue;
+      if (e.load < cap) return e.instance;
+      first ??= e;
+    }
+    return (first ?? nthAllowed(entries, exclude, 0)).instance;
   }
 
   /** start counts a call in flight to `instance` (used by `boundedLoad`). */

@@ -5,7 +5,7 @@
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { Picker } from './index.js';
+import type { ExcludeSet, Picker } from './index.js';
 import { InstanceTable, noInstance, type Entry } from './instance-table.js';
 
 /** RoundRobinOptions configures a RoundRobin. */
@@ -25,14 +25,21 @@ export class RoundRobin implements Picker {
     this.next = Math.floor(random() * 1024) >>> 0;
   }
 
-  /** pick returns the next instance in turn; throws NoInstanceError when `instances` is empty. */
-  pick(instances: readonly ServiceInstance[]): ServiceInstance {
+  /**
+   * pick returns the next instance in turn (the next one `exclude` lacks, while there is one); throws
+   * NoInstanceError when `instances` is empty.
+   */
+  pick(instances: readonly ServiceInstance[], _key?: string, exclude?: ExcludeSet): ServiceInstance {
     const t = this.table;
     const entries = instances === t.source ? t.entries : t.sync(instances);
     const n = entries.length;
     if (n === 0) throw noInstance();
     let i = this.next;
     if (i >= n) i %= n;
+    if (exclude !== undefined) {
+      for (let k = 0; k < n && exclude.has(entries[i]!.instance.id); k++) if (++i === n) i = 0;
+      if (exclude.has(entries[i]!.instance.id)) i = this.next % n; // every one excluded: the turn as usual
+    }
     this.next = i + 1;
     return entries[i]!.instance;
   }

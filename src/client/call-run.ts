@@ -2,7 +2,7 @@
  * CallRun is one guarded call's state: what to run, which instances it tried, and the attempt in
  * flight. Each attempt asks the service breaker, picks an instance (another one than the call's
  * earlier attempts failed on, while any other is available) whose breaker admits it — an instance whose
- * breaker refuses is passed over, and health hears of the refusal as a failure — runs the task under
+ * breaker refuses is passed over (the pick is released, not reported: see `refused`) — runs the task under
  * the per-attempt timeout, and reports the outcome to both breakers and the balancer. Retry and the
  * bulkhead wrap `attempt`; ResilientClient wires them. One promise per attempt; the attempt is its
  * own node in the deadline granule it waits in.
@@ -72,8 +72,24 @@ const NOT_RUN = Object.freeze({ ok: true, latencyMs: 0 });
 /** Picks one attempt may make to find an instance whose breaker admits it. */
 const MAX_PICKS = 3;
 
-/** The outcome reported for a pick its breaker refused: a failure, with no latency to learn. */
+/** The outcome reported for a refused pick, to balancers without `release`: a failure, never a 0 ms success that would draw traffic. */
 const REFUSED = Object.freeze({ ok: false, latencyMs: 0 });
+
+/**
+ * refused ends a pick whose instance breaker refused it. It is released, not reported as a failure:
+ * a refusal is no new evidence about the instance — the failures that opened the breaker were each
+ * reported already, and the number of refusals grows with our traffic, not with the instance's
+ * behaviour. Counting them would eject the instance on top of its open breaker, lengthen every later
+ * ejection (outlier detection multiplies by times ejected), and hold it out of rotation past the
+ * breaker's own half-open probe, so the two would disagree about when it may come back. Steering is
+ * the balancer's job: the next pick excludes the refused instance and the strategy chooses among the
+ * others (P2C draws its two choices from them). Balancers without `release` get a failure with no
+ * latency instead (see REFUSED).
+ */
+function refused(balancer: ServiceBalancer, instance: ServiceInstance): void {
+  if (balancer.release !== undefined) balancer.release(instance);
+  else balancer.report(instance, REFUSED);
+}
 
 /** notRun ends a pick whose call was not made. */
 function notRun(balancer: ServiceBalancer, instance: ServiceInstance): void {
@@ -160,10 +176,8 @@ export class CallRun<T> implements DeadlineNode {
           drop(serviceToken);
           return Promise.reject(err);
         }
-        // The instance's breaker judges it failing: health learns that too (consecutive refusals
-        // eject it), so the strategy stops choosing an instance that looks idle only because
-        // nothing reaches it.
-        service.balancer.report(picked, REFUSED);
+        // Passed over: the next pick excludes it (and the strategy chooses among the others).
+        refused(service.balancer, picked);
         ctx.counters.breakerRejections++;
         if (ctx.attempts.hasListeners) ctx.attempts.emit({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
         if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) {

@@ -11,6 +11,9 @@ import {
   RetryBudgetExhaustedError,
   TimeoutError,
 } from '../core/errors.js';
+import { Balancer } from '../balancer/balancer.js';
+import { seeded } from '../balancer/fixtures.test.js';
+import { ManualClock } from '../core/clock.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
 import { Fallback } from '../policy/fallback.js';
@@ -168,6 +171,42 @@ describe('ResilientClient.call', () => {
     assert.equal(t.client.stats.breakerRejections, refusals.length);
     assert.equal(t.balancer.reports.length, t.balancer.picks);
     await t.close();
+  });
+
+  it('releases a pick its instance breaker refused: refusals neither eject the instance nor send calls round the list', async () => {
+    const clock = new ManualClock();
+    const breakers = new BreakerGroup({
+      factory: (name) => new CircuitBreaker({ name, minimumCalls: 2, failureRate: 0.5, openMs: 600_000, clock }),
+      exclude: (name) => !name.includes('/'),
+    });
+    const registry = new MemoryRegistry();
+    for (const inst of instances('a', 'b', 'c')) await registry.register(inst);
+    const client = new ResilientClient({ registry, breakers, clock, timeoutMs: 0, balancer: { random: seeded(3) } });
+    try {
+      for (let i = 0; i < 50 && (breakers.get('svc/a') as CircuitBreaker | undefined)?.state !== 'open'; i++) {
+        clock.advance(1_001); // past forcePickMs: P2C keeps measuring every instance
+        await client.call('svc', (inst) => (inst.id === 'a' ? Promise.reject(new Error('a down')) : 1), { retry: false }).catch(() => {});
+      }
+      assert.equal((breakers.get('svc/a') as CircuitBreaker).state, 'open');
+      const balancer = (await client.service('svc')).balancer as Balancer;
+      const failedBefore = client.stats.failed;
+      const seen = new Map<string, number>();
+      for (let i = 0; i < 200; i++) {
+        clock.advance(1_001); // `a` lost every pick for over a second: P2C force-picks it, its breaker refuses
+        await client.call('svc', (inst) => {
+          seen.set(inst.id, (seen.get(inst.id) ?? 0) + 1);
+          return 1;
+        });
+      }
+      assert.equal(seen.get('a'), undefined, 'no call reached the open instance');
+      assert.ok(client.stats.breakerRejections >= 10, `refusals ${client.stats.breakerRejections}`);
+      const a = balancer.health().find((h) => h.instance.id === 'a')!;
+      assert.equal(a.timesEjected, 0, 'refusals are no evidence for outlier detection');
+      assert.equal(client.stats.failed, failedBefore, 'every call found an instance');
+    } finally {
+      await client.close();
+      await registry.close();
+    }
   });
 
   it('rejects at once with BreakerOpenError when the service breaker refuses, without calling the task', async () => {

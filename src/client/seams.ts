@@ -22,7 +22,11 @@ export interface ServiceBalancer {
   /** pick chooses an instance, avoiding those `exclude` has while any other is available. */
   pick(key?: string, exclude?: { has(id: string): boolean }): ServiceInstance;
   report(instance: ServiceInstance, outcome: AttemptOutcome): void;
-  /** release ends a pick whose call was never made, teaching latency and health nothing. Optional: without it, such picks are reported as 0 ms successes. */
+  /**
+   * release ends a pick whose call was never made (its breaker refused it, or it failed before the
+   * call), teaching latency and health nothing. Optional: without it, a pick refused by its breaker is
+   * reported as a 0 ms failure, any other unmade pick as a 0 ms success.
+   */
   release?(instance: ServiceInstance): void;
   /** ejected tells whether health checks have taken `instance` out of rotation. Optional. */
   isEjected?(instance: ServiceInstance): boolean;
