@@ -99,6 +99,14 @@ await bench('breaker', {
   subjects: {
     // Success path.
     'bare await fn()': () => asyncSubject(() => task()),
+    // What any execute() that observes the outcome adds at least: one more promise reaction.
+    'floor: fn().then(ok, ko) (one reaction, as any execute adds)': () => {
+      const ok = (v: number) => v;
+      const ko = (e: unknown): never => {
+        throw e;
+      };
+      return asyncSubject(() => task().then(ok, ko));
+    },
     'SreBreaker.execute': () => {
       const b = new SreBreaker();
       return asyncSubject(() => b.execute(task));
