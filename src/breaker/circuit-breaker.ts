@@ -20,7 +20,7 @@ import { clockOption, options as optionsObject } from '../core/validate.js';
 import { coarseClock } from './coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions, BreakerState, BreakerToken } from './index.js';
 import { CountWindow, TimeWindow, type OutcomeWindow } from './outcome-window.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, RejectionCache, runWithToken, type InternalToken } from './shared.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAllow, RejectionCache, runWithToken, type InternalToken } from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
 export { circuitBreakerDefaults, type CircuitBreakerOptions, type CircuitWindow, type OpenBackoff } from './circuit-options.js';
 import type { CircuitBreakerOptions } from './circuit-options.js';
@@ -135,23 +135,14 @@ export class CircuitBreaker implements Breaker {
     return this.changes.on(listener);
   }
 
-  /** allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`. */
+  /**
+   * allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`.
+   * Kept tiny on purpose (see SreBreaker.allow): the admission is `tryAllow()`, which never throws.
+   */
   allow(): BreakerToken {
-    // Shaped like this on purpose: `throw t` of a value from an inlined call measures 2–3× cheaper in
-    // V8 than `throw this.rejections.error()` behind an `undefined` check.
-    const t = this.admitOrError();
-    if (t instanceof BreakerOpenError) throw t;
+    const t = this.tryAllow();
+    if (t === undefined) throw this.rejections.error();
     return t;
-  }
-
-  private admitOrError(): InternalToken | BreakerOpenError {
-    if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
-    const now = this.clock.now();
-    if (this.code === OPEN) {
-      if (this.isolatedFlag || now < this.openUntil) return this.rejections.error();
-      this.toHalfOpen(now);
-    }
-    return this.admitProbe(now) ?? this.rejections.error();
   }
 
   /**
@@ -451,3 +442,5 @@ class ProbeToken implements InternalToken {
     b.reportProbe(this.epoch, this.slot, this.gen, failed, err);
   }
 }
+
+primeAllow((clock) => new CircuitBreaker({ clock }));
