@@ -12,7 +12,8 @@ import { neverAborted } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import type { Emitter } from '../core/events.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { AttemptTimeout, DeadlineNode, Granule } from './deadlines.js';
+import type { DeadlineNode, Granule } from '../core/deadline.js';
+import type { AttemptTimeout } from './deadlines.js';
 import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
 import type { ClientCounters } from './stats.js';
 
@@ -137,8 +138,6 @@ export class CallRun<T> implements DeadlineNode {
     private readonly callerSignal: AbortSignal | undefined,
     private readonly isFailure: ((err: unknown) => boolean) | undefined,
     private readonly judge: ResultJudge<T> | undefined,
-    /** The clock is the system clock, so its readings can date the deadline too. */
-    private readonly usesSystemClock: boolean,
   ) {}
 
   /** has is the `exclude` set handed to the balancer: the instances earlier attempts failed on or were refused by. */
@@ -202,8 +201,9 @@ export class CallRun<T> implements DeadlineNode {
       try {
         if (timeout === undefined) result = this.fn(this.instance!, signal);
         else if (signal === neverAborted) {
-          // Nobody else can abort this attempt: share the deadline of its granule (see deadlines.ts).
-          result = this.fn(this.instance!, timeout.deadlines.join(this, this.usesSystemClock ? start : undefined));
+          // Nobody else can abort this attempt: share the deadline of its granule (core/deadline.ts);
+          // the deadlines run on the client's clock, so the reading just taken dates it.
+          result = this.fn(this.instance!, timeout.deadlines.join(this, start));
         } else result = timeout.policy.execute(this.task, { signal });
       } catch (err) {
         this.onError(err, n);

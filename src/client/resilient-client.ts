@@ -122,7 +122,7 @@ export class ResilientClient {
     const clock = clockOption('ResilientClient', o.clock, systemClock);
     this.stateOptions = ServiceState.validate({ ...o, clock });
     this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents };
-    this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs);
+    this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
     this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
@@ -254,7 +254,7 @@ export class ResilientClient {
       key = options.key;
       isFailure = options.isFailure;
     }
-    const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge, this.ctx.clock === systemClock);
+    const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge);
     const bulkheaded = s.bulkheaded(run.attempt);
     let p: Promise<T>;
     if (retry === undefined) {
@@ -322,7 +322,7 @@ export class ResilientClient {
     let t = this.timeouts.get(ms);
     if (t === undefined) {
       if (this.timeouts.size >= 64) this.timeouts.clear(); // bound the cache of per-value timeouts
-      t = new AttemptTimeout(ms);
+      t = new AttemptTimeout(ms, this.ctx.clock);
       this.timeouts.set(ms, t);
     }
     return t;

@@ -1,6 +1,6 @@
 /**
  * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
- * singleflight, rolling window, backoff, hashing and the hash ring. Imports only `node:` built-ins.
+ * singleflight, rolling window, backoff, shared deadlines, hashing and the hash ring. Imports only `node:` built-ins.
  */
 export { systemClock, ManualClock, type Clock } from './clock.js';
 export * from './errors.js';
@@ -10,5 +10,6 @@ export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions } from 
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
 export { delay, throwIfAborted, linkSignal } from './abort.js';
 export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
+export { Deadlines, Granule, deadlinesDefaults, type DeadlineNode, type DeadlinesOptions } from './deadline.js';
 export { hash32, type HashFn } from './hash.js';
 export { HashRing, hashRingDefaults, type HashRingOptions } from './hash-ring.js';

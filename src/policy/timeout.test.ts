@@ -4,6 +4,7 @@ import { inspect } from 'node:util';
 import { getEventListeners } from 'node:events';
 import { AbortedError, TimeoutError } from '../core/errors.js';
 import { neverAborted } from '../core/guard.js';
+import { ManualClock } from '../core/clock.js';
 import { Timeout, type TimeoutOptions } from './timeout.js';
 
 function activeTimers(): number {
@@ -15,8 +16,8 @@ describe('Timeout', () => {
     beforeEach(() => mock.timers.enable({ apis: ['setTimeout'] }));
     afterEach(() => mock.timers.reset());
 
-    it('rejects with TimeoutError at the deadline even when the task ignores its signal', async () => {
-      const timeout = new Timeout({ timeoutMs: 200 });
+    it('rejects with TimeoutError at the deadline (at most 1 % late) even when the task ignores its signal', async () => {
+      const timeout = new Timeout({ timeoutMs: 200, clock: new ManualClock() });
       let taskSignal!: AbortSignal;
       let settled = false;
       const p = timeout.execute((signal) => {
@@ -28,7 +29,7 @@ describe('Timeout', () => {
       await Promise.resolve();
       assert.equal(settled, false);
       assert.equal(taskSignal.aborted, false);
-      mock.timers.tick(1);
+      mock.timers.tick(3); // one granule (2 ms) late at most
       const err = await p.catch((e: unknown) => e);
       assert.ok(err instanceof TimeoutError);
       assert.match(err.message, /200 ms/);
@@ -37,7 +38,7 @@ describe('Timeout', () => {
     });
 
     it('answers the value when the task settles before the deadline, and the deadline no longer fires', async () => {
-      const timeout = new Timeout({ timeoutMs: 100 });
+      const timeout = new Timeout({ timeoutMs: 100, clock: new ManualClock() });
       let taskSignal!: AbortSignal;
       let release!: (v: string) => void;
       const p = timeout.execute((signal) => ((taskSignal = signal), new Promise<string>((r) => (release = r))));
@@ -49,7 +50,7 @@ describe('Timeout', () => {
     });
 
     it('answers a failure that happens before the deadline as it is', async () => {
-      const timeout = new Timeout({ timeoutMs: 100 });
+      const timeout = new Timeout({ timeoutMs: 100, clock: new ManualClock() });
       const boom = new Error('boom');
       const p = timeout.execute(() => new Promise((_, reject) => setTimeout(() => reject(boom), 30)));
       mock.timers.tick(30);
@@ -57,19 +58,42 @@ describe('Timeout', () => {
     });
   });
 
-  it('gives a task declared without parameters no signal of its own, and still rejects at its deadline', async () => {
+  it('gives every task a real signal, whatever its declared parameters; calls without a caller signal share it', async () => {
     mock.timers.enable({ apis: ['setTimeout'] });
     try {
-      const timeout = new Timeout({ timeoutMs: 50 });
-      let seen: AbortSignal | undefined;
+      const timeout = new Timeout({ timeoutMs: 50, clock: new ManualClock() });
+      const seen: AbortSignal[] = [];
       const p = timeout.execute(function (this: unknown) {
         // eslint-disable-next-line prefer-rest-params
-        seen = arguments[0] as AbortSignal;
+        seen.push(arguments[0] as AbortSignal);
         return new Promise<never>(() => {});
       });
-      mock.timers.tick(50);
+      const q = timeout.execute((...args: unknown[]) => (seen.push(args[0] as AbortSignal), new Promise<never>(() => {})));
+      assert.notEqual(seen[0], neverAborted);
+      assert.equal(seen[0], seen[1], 'one signal for calls that start together');
+      mock.timers.tick(51);
       await assert.rejects(p, TimeoutError);
-      assert.equal(seen, neverAborted, 'no controller was made for it');
+      await assert.rejects(q, TimeoutError);
+      assert.equal(seen[0]!.aborted, true, 'a task written with a rest parameter still sees the deadline');
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
+  it('with a caller signal, aborts its own signal exactly at the deadline', async () => {
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const timeout = new Timeout({ timeoutMs: 200, clock: new ManualClock() });
+      const caller = new AbortController();
+      let taskSignal!: AbortSignal;
+      const p = timeout.execute((signal) => ((taskSignal = signal), new Promise<never>(() => {})), { signal: caller.signal });
+      p.catch(() => {});
+      mock.timers.tick(199);
+      assert.equal(taskSignal.aborted, false);
+      mock.timers.tick(1);
+      await assert.rejects(p, TimeoutError);
+      assert.ok(taskSignal.reason instanceof TimeoutError);
+      assert.notEqual(taskSignal, caller.signal);
     } finally {
       mock.timers.reset();
     }
