@@ -39,10 +39,18 @@ async function startPeerServer(mode: 'ours' | 'minimal'): Promise<{ url: string;
   return { url, child };
 }
 
+/** warmUp sends 3 200 requests, 16 at a time, so that the peer process's JIT has settled before measuring. */
+async function warmUp(peer: HttpPeer): Promise<void> {
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    for (let i = 0; i < 200; i++) await peer.get('g', 'k');
+  }));
+}
+
 /** peerSubject fetches one key from a peer process with HttpPeer (undici Pool), `parallel` requests per op. */
 async function peerSubject(mode: 'ours' | 'minimal', parallel: number) {
   const { url, child } = await startPeerServer(mode);
   const peer = new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+  await warmUp(peer);
   const lat: number[] = [];
   const one = async () => {
     const t = performance.now();
@@ -212,6 +220,7 @@ async function main(): Promise<void> {
         const [mini, ours] = await Promise.all([startPeerServer('minimal'), startPeerServer('ours')]);
         const make = (url: string) => new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
         const peers = [make(mini.url), make(ours.url)] as const;
+        await Promise.all(peers.map(warmUp));
         const lat: [number[], number[]] = [[], []];
         const busy: [number, number] = [0, 0];
         const done: [number, number] = [0, 0];

@@ -26,6 +26,11 @@ class FakeRes extends EventEmitter {
     this.headers[name.toLowerCase()] = value;
     return this;
   }
+  writeHead(status: number, raw: string[]) {
+    this.statusCode = status;
+    for (let i = 0; i < raw.length; i += 2) this.setHeader(raw[i]!, raw[i + 1]!);
+    return this;
+  }
   end(body?: Uint8Array | string) {
     this.ends++;
     this.body = body === undefined ? Buffer.alloc(0) : Buffer.from(body as Uint8Array);

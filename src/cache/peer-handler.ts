@@ -90,9 +90,7 @@ function hasBody(req: IncomingMessage): boolean {
 
 function replyBody(res: ServerResponse, body: Uint8Array): void {
   if (res.headersSent || res.writableEnded) return;
-  res.statusCode = 200;
-  res.setHeader('content-type', PROTOBUF);
-  res.setHeader('content-length', body.byteLength);
+  res.writeHead(200, ['content-type', PROTOBUF, 'content-length', String(body.byteLength)]);
   res.end(body);
 }
 
