@@ -154,6 +154,40 @@ describe('CircuitBreaker', () => {
     assert.equal(b.state, 'open');
   });
 
+  it('a released probe frees its permit at once and counts nothing; a report after the release is ignored', () => {
+    const { b, clock, changes } = make({ halfOpenCalls: 2, probeTimeoutMs: Infinity });
+    fail(b, 4);
+    clock.advance(1_000);
+    const [p1, p2] = [b.allow(), b.allow()];
+    assert.ok(rejects(b), 'both permits taken');
+    p1.release();
+    assert.deepEqual([b.stats().probesInFlight, b.stats().probeSuccesses], [1, 0], 'freed, not counted');
+    const p3 = b.allow(); // the freed permit probes again, with no clock advance
+    p1.failure(new Error('late')); // already released: must not reopen
+    assert.equal(stateOf(b), 'half-open');
+    p2.success();
+    assert.equal(stateOf(b), 'half-open', 'the released probe was not a success: 2 successes are still needed');
+    p3.success();
+    assert.equal(stateOf(b), 'closed');
+    assert.deepEqual(
+      changes.map((c) => c.to),
+      ['open', 'half-open', 'closed'],
+    );
+  });
+
+  it('a released call in the closed state counts neither as a call nor as a failure', () => {
+    const { b } = make({ minimumCalls: 4 });
+    fail(b, 3);
+    for (let i = 0; i < 10; i++) b.allow().release();
+    const t = b.allow();
+    t.release();
+    t.failure(new Error('after release')); // ignored
+    assert.deepEqual([b.stats().calls, b.stats().failures, stateOf(b)], [3, 3, 'closed']);
+    assert.equal(b.lastFailures().length, 3, 'no reason recorded for a released call');
+    fail(b); // the 4th counted call trips it: released calls never diluted the failure rate
+    assert.equal(stateOf(b), 'open');
+  });
+
   it('frees the permit of a probe never reported after probeTimeoutMs; its late report is ignored', () => {
     const { b, clock } = make({ halfOpenCalls: 1, probeTimeoutMs: 500 });
     fail(b, 4);

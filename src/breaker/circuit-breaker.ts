@@ -410,6 +410,7 @@ class ClosedToken implements InternalToken {
     this.b = undefined;
     b.reportClosed(this.epoch, true, this.start, err);
   }
+  /** release gives the admission back without counting the call. */
   release(): void {
     this.b = undefined;
   }
@@ -432,6 +433,7 @@ class ProbeToken implements InternalToken {
   failure(err?: unknown): void {
     this.report(true, err);
   }
+  /** release frees the probe's permit at once without counting the probe. */
   release(): void {
     this.report(undefined, undefined);
   }

@@ -15,12 +15,22 @@
 import type { ExecuteOptions, Guard, Task } from '../core/guard.js';
 import type { BreakerOpenError } from '../core/errors.js';
 
-/** BreakerToken marks the outcome of one call a breaker admitted. Only the first report counts. */
+/**
+ * BreakerToken marks the outcome of one call a breaker admitted: call exactly one of `success`,
+ * `failure` or `release`. Only the first report counts; later ones are ignored.
+ */
 export interface BreakerToken {
   /** success reports that the call worked. */
   success(): void;
   /** failure reports that the call failed; `err` becomes one of the reasons a later rejection lists. */
   failure(err?: unknown): void;
+  /**
+   * release gives the admission back without counting the call as a success or a failure: for a call
+   * that never ran (a later guard refused it, the request went away first) or that the caller itself
+   * cancelled, which says nothing about the dependency. A half-open CircuitBreaker frees the probe's
+   * permit at once, so another call can probe; an SreBreaker simply counts nothing.
+   */
+  release(): void;
 }
 
 /** BreakerExecuteOptions are the per-call options of a breaker's `execute`. */

@@ -98,16 +98,14 @@ export function primeAllow(make: (clock: Clock) => { allow(): BreakerToken }): v
   const clock = new CoarseClock();
   try {
     const b = make(clock);
-    for (let i = 0; i < PRIME_CALLS; i++) (b.allow() as InternalToken).release();
+    for (let i = 0; i < PRIME_CALLS; i++) b.allow().release();
   } finally {
     void clock.close();
   }
 }
 
-/** InternalToken is a token that can also be dropped without counting (a caller-aborted call). */
-export interface InternalToken extends BreakerToken {
-  release(): void;
-}
+/** InternalToken is the token the breakers hand out (the public BreakerToken; `release` is part of it). */
+export type InternalToken = BreakerToken;
 
 /** Admitter is what the shared execute path needs from a breaker. */
 export interface Admitter {

@@ -32,6 +32,38 @@ function tryCall(b: SreBreaker, ok: boolean, err: unknown = new Error('down')): 
 }
 
 describe('SreBreaker', () => {
+  it('a released call counts as neither success nor failure, and a report after the release is ignored', () => {
+    const clock = new ManualClock();
+    const b = new SreBreaker({ clock, random: () => 0, forcePassMs: 1e9 });
+    for (let i = 0; i < 3; i++) b.allow().failure(new Error('down'));
+    for (let i = 0; i < 100; i++) b.allow().release();
+    const t = b.allow();
+    t.release();
+    t.success(); // ignored: a released token reports nothing
+    t.failure(new Error('late'));
+    const s = b.stats();
+    assert.deepEqual([s.successes, s.failures, s.drops], [0, 3, 0]);
+    assert.equal(b.lastFailures().length, 3);
+  });
+
+  it('releasing admissions while dropping does not make the breaker trust the dependency again', () => {
+    const clock = new ManualClock();
+    const b = new SreBreaker({ clock, random: seeded(7), forcePassMs: 1e9 });
+    for (let i = 0; i < 20; i++) tryCall(b, false);
+    const before = b.stats();
+    assert.ok(before.dropRatio > 0, `dropping (${before.dropRatio})`);
+    // Had release counted as a success, these would pull the drop ratio down.
+    const admitted = [];
+    for (let i = 0; i < 50; i++) {
+      const t = b.tryAllow();
+      if (t !== undefined) admitted.push(t);
+    }
+    assert.ok(admitted.length > 0 && admitted.length < 50, `some admitted, some dropped (${admitted.length})`);
+    for (const t of admitted) t.release();
+    const after = b.stats();
+    assert.deepEqual([after.successes, after.failures, after.dropRatio], [0, before.failures, before.dropRatio]);
+  });
+
   it('admits every call while nothing fails', () => {
     const clock = new ManualClock();
     const b = new SreBreaker({ clock, random: seeded(1) });

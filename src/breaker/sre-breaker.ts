@@ -277,7 +277,7 @@ export class SreToken implements InternalToken {
     b.markFailure(err);
   }
 
-  /** release drops the call without counting it. */
+  /** release gives the admission back without counting the call (it did not run, or its caller cancelled it). */
   release(): void {
     this.b = undefined;
   }
