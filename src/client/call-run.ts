@@ -40,6 +40,12 @@ export interface ServiceParts {
   readonly breaker: CallBreaker;
   /** instanceBreaker returns the breaker of `instance` (one per service and instance id). */
   instanceBreaker(instance: ServiceInstance): CallBreaker;
+  /** refusing is true while some instance's breaker has refused and may still be open. Optional. */
+  readonly refusing?: boolean;
+  /** noteRefusal notes that `id`'s breaker refused a pick. Optional. */
+  noteRefusal?(id: string): void;
+  /** avoids tells whether picks should leave `id` out up front (its breaker refused and is still open). Optional. */
+  avoids?(id: string): boolean;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -142,7 +148,7 @@ export class CallRun<T> implements DeadlineNode {
 
   /** has is the `exclude` set handed to the balancer: the instances earlier attempts failed on or were refused by. */
   has(id: string): boolean {
-    return this.tried !== undefined && this.tried.includes(id);
+    return (this.tried !== undefined && this.tried.includes(id)) || this.service.avoids?.(id) === true;
   }
 
   /** attempt runs one attempt; Retry calls it again on a retryable failure. */
@@ -162,7 +168,7 @@ export class CallRun<T> implements DeadlineNode {
     // called: the next pick goes elsewhere), up to MAX_PICKS picks.
     for (let picks = 0; token === undefined; picks++) {
       try {
-        picked = service.balancer.pick(this.key, this.tried === undefined ? undefined : this);
+        picked = service.balancer.pick(this.key, this.tried === undefined && service.refusing !== true ? undefined : this);
       } catch (err) {
         drop(serviceToken); // nothing ran: the service breaker learns nothing from this attempt
         return Promise.reject(err);
@@ -175,8 +181,10 @@ export class CallRun<T> implements DeadlineNode {
           drop(serviceToken);
           return Promise.reject(err);
         }
-        // Passed over: the next pick excludes it (and the strategy chooses among the others).
+        // Passed over: the next pick excludes it (and the strategy chooses among the others), and so
+        // do later calls' first picks while its breaker stays open (no refusal per call).
         refused(service.balancer, picked);
+        service.noteRefusal?.(picked.id);
         ctx.counters.breakerRejections++;
         if (ctx.attempts.hasListeners) ctx.attempts.emit({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
         if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) {

@@ -82,6 +82,8 @@ export class ServiceState implements ServiceParts {
   private readonly instanceBreakers = new Map<string, Breaker | undefined>();
   private readonly retries = new Map<number, Retry>();
   private readonly unsubscribe: (() => void) | undefined;
+  /** Ids of instances whose breaker refused a pick, until a look finds it no longer open. */
+  private readonly refusingIds = new Set<string>();
 
   /** validate checks the options once, at the client's construction. */
   static validate(options: ServiceStateOptions): ServiceStateOptions {
@@ -149,6 +151,29 @@ export class ServiceState implements ServiceParts {
     return b !== undefined && b.state === 'open';
   }
 
+  /** refusing is true while some instance's breaker has refused a pick and may still be open. */
+  get refusing(): boolean {
+    return this.refusingIds.size > 0;
+  }
+
+  /** noteRefusal remembers that instance `id`'s breaker refused a pick. */
+  noteRefusal(id: string): void {
+    if (this.instanceBreakers.has(id)) this.refusingIds.add(id); // bounded by the instances known
+  }
+
+  /**
+   * avoids tells whether picks should leave instance `id` out up front: its breaker refused and is
+   * still open. Reading a CircuitBreaker's state moves it to half-open once its open period is over,
+   * so the instance comes back for the breaker's probes on time; a breaker without an `open` state
+   * (an SreBreaker) is forgotten at the first look.
+   */
+  avoids(id: string): boolean {
+    if (!this.refusingIds.has(id)) return false;
+    if (this.isOpen(id)) return true;
+    this.refusingIds.delete(id);
+    return false;
+  }
+
   /** isEjected tells whether the balancer's health checks hold `instance` out of rotation. */
   isEjected(instance: ServiceInstance): boolean {
     if (this.balancer.isEjected !== undefined) return this.balancer.isEjected(instance);
@@ -191,6 +216,7 @@ export class ServiceState implements ServiceParts {
   private prune(live: readonly ServiceInstance[]): void {
     if (this.instanceBreakers.size === 0) return;
     const ids = new Set(live.map((i) => i.id));
+    for (const id of this.refusingIds) if (!ids.has(id)) this.refusingIds.delete(id);
     for (const id of this.instanceBreakers.keys()) {
       if (!ids.has(id)) {
         this.instanceBreakers.delete(id);
