@@ -131,7 +131,7 @@ export class SreBreaker implements Breaker {
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
   tryAllow(): SreToken | undefined {
-    return this.accept(this.clock.now()) ? new SreToken(this) : undefined;
+    return this.admits() ? new SreToken(this) : undefined;
   }
 
   /**
@@ -147,7 +147,7 @@ export class SreBreaker implements Breaker {
       }
       if (s !== undefined) signal = s;
     }
-    if (!this.accept(this.clock.now())) return this.rejections.rejected();
+    if (!this.admits()) return this.rejections.rejected();
     let r: T | PromiseLike<T>;
     try {
       r = fn(signal);
@@ -226,6 +226,18 @@ export class SreBreaker implements Breaker {
     const k = this.k;
     const weight = Math.max(this.minK, k - ((k - this.minK) * w.failingBuckets()) / w.buckets);
     return (total - this.protection - weight * accepts) / (total + 1);
+  }
+
+  /**
+   * admits decides one call. Without failures or drops in the window (even before aging it) the drop
+   * ratio cannot be positive, since w ≥ 1: a healthy dependency's calls are admitted on two field
+   * reads, with no clock read and no window update (execute's success path is otherwise just the
+   * one promise reaction).
+   */
+  private admits(): boolean {
+    const w = this.window;
+    if (w.failures === 0 && w.drops === 0) return true;
+    return this.accept(this.clock.now());
   }
 
   /** accept decides one call at `now`; a dropped call is counted as a drop. */
