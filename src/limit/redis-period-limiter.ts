@@ -7,14 +7,13 @@
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis at the first PONG.
  */
-import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, finite, integer, options as optionsOf, positive } from '../core/validate.js';
-import type { Disposer } from '../core/events.js';
-import type { KeyedRateLimiter, LimitDecision, LimiterMode, PeriodAnswer } from './index.js';
+import type { Clock } from '../core/clock.js';
+import { finite, integer, options as optionsOf, positive } from '../core/validate.js';
+import type { KeyedRateLimiter, LimitDecision, PeriodAnswer } from './index.js';
 import { checkKey } from './keys.js';
 import { PeriodLimiter } from './period-limiter.js';
-import { RedisRescue, type ModeChange, type RedisClient, type RedisLimiterStats } from './rescue.js';
-import { checkCommon, Instances, resolveClient, type RedisCommonOptions } from './redis-common.js';
+import type { RedisCommonOptions } from './redis-common.js';
+import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, PERIOD_SCRIPT, Script } from './redis-scripts.js';
 
 /** RedisPeriodLimiterOptions configures a RedisPeriodLimiter. */
@@ -41,59 +40,33 @@ export const redisPeriodLimiterDefaults = Object.freeze({ align: false, alignOff
 const script = new Script(PERIOD_SCRIPT);
 
 /** RedisPeriodLimiter is a quota per key per period in Redis, with an in-process rescue. */
-export class RedisPeriodLimiter implements KeyedRateLimiter {
-  readonly key: string;
+export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implements KeyedRateLimiter {
   readonly periodMs: number;
   readonly quota: number;
   readonly align: boolean;
-  readonly timeoutMs: number;
-  private readonly client: RedisClient;
-  private readonly owned: boolean;
-  private readonly clock: Clock;
-  private readonly switch: RedisRescue;
-  private readonly instances: Instances;
   private readonly maxKeys: number;
   private readonly offset: number;
   private readonly args: [string, string];
   private readonly alignArgs: [string, string];
-  private rescueLimiter: PeriodLimiter;
-  private rescueFor: number;
 
   constructor(options: RedisPeriodLimiterOptions) {
     const o = optionsOf('RedisPeriodLimiter', options);
-    this.key = checkKey('RedisPeriodLimiter', o.key);
-    this.periodMs = finite('RedisPeriodLimiter', 'periodMs', o.periodMs, 1);
-    positive('RedisPeriodLimiter', 'periodMs', this.periodMs);
-    this.quota = integer('RedisPeriodLimiter', 'quota', o.quota, 1);
+    const key = checkKey('RedisPeriodLimiter', o.key);
+    const periodMs = finite('RedisPeriodLimiter', 'periodMs', o.periodMs, 1);
+    positive('RedisPeriodLimiter', 'periodMs', periodMs);
+    const quota = integer('RedisPeriodLimiter', 'quota', o.quota, 1);
     if (o.align !== undefined && typeof o.align !== 'boolean') throw new TypeError(`RedisPeriodLimiter: align must be a boolean, got ${typeof o.align}`);
-    this.align = o.align ?? redisPeriodLimiterDefaults.align;
-    this.offset = finite('RedisPeriodLimiter', 'alignOffsetMs', o.alignOffsetMs ?? redisPeriodLimiterDefaults.alignOffsetMs);
-    this.maxKeys = integer('RedisPeriodLimiter', 'maxKeys', o.maxKeys ?? redisPeriodLimiterDefaults.maxKeys, 1, 1 << 26);
-    this.clock = clockOption('RedisPeriodLimiter', o.clock, systemClock);
-    const { timeoutMs, probeIntervalMs } = checkCommon('RedisPeriodLimiter', o);
-    this.timeoutMs = timeoutMs;
-    const { client, owned } = resolveClient('RedisPeriodLimiter', o.redis);
-    try {
-      this.instances = new Instances('RedisPeriodLimiter', o);
-    } catch (err) {
-      if (owned) client.disconnect(); // a bad option must not leave a connection behind
-      throw err;
-    }
-    this.client = client;
-    this.owned = owned;
-    this.args = [String(this.periodMs), String(this.quota)];
-    this.alignArgs = [this.align ? '1' : '0', String(this.offset)];
-    this.rescueFor = this.instances.get();
-    this.rescueLimiter = this.makeRescue(this.rescueFor);
-    this.switch = new RedisRescue(`RedisPeriodLimiter(${this.key})`, client, timeoutMs, probeIntervalMs, this.clock, script.lua);
-    this.switch.onModeChange((e) => {
-      if (e.mode === 'rescue') this.instances.refresh();
-    });
-  }
-
-  /** mode says where decisions are made now: 'redis', or 'rescue' (in process). */
-  get mode(): LimiterMode {
-    return this.switch.mode;
+    const align = o.align ?? redisPeriodLimiterDefaults.align;
+    const offset = finite('RedisPeriodLimiter', 'alignOffsetMs', o.alignOffsetMs ?? redisPeriodLimiterDefaults.alignOffsetMs);
+    const maxKeys = integer('RedisPeriodLimiter', 'maxKeys', o.maxKeys ?? redisPeriodLimiterDefaults.maxKeys, 1, 1 << 26);
+    super('RedisPeriodLimiter', key, script.lua, o);
+    this.periodMs = periodMs;
+    this.quota = quota;
+    this.align = align;
+    this.offset = offset;
+    this.maxKeys = maxKeys;
+    this.args = [String(periodMs), String(quota)];
+    this.alignArgs = [align ? '1' : '0', String(offset)];
   }
 
   /** take counts one call for `key` and answers go-zero's three answers (`hit-quota`: the last one allowed). */
@@ -136,33 +109,6 @@ export class RedisPeriodLimiter implements KeyedRateLimiter {
     );
   }
 
-  /** stats is a snapshot of the counters, the mode and the cause of the last outage. */
-  stats(): RedisLimiterStats {
-    const s = this.switch;
-    return {
-      mode: s.mode,
-      redisDecisions: s.redisDecisions,
-      rescueDecisions: s.rescueDecisions,
-      failures: s.failures,
-      outages: s.outages,
-      cause: s.cause,
-      rescueSince: s.rescueSince,
-      instances: this.instances.get(),
-    };
-  }
-
-  /** onModeChange subscribes to switches between Redis and rescue; returns the disposer. */
-  onModeChange(listener: (event: ModeChange) => void): Disposer {
-    return this.switch.onModeChange(listener);
-  }
-
-  /** close stops the probe and timers, and closes the client when the limiter made it from a URL. */
-  async close(): Promise<void> {
-    this.switch.close();
-    this.instances.close();
-    if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
-  }
-
   private redisKey(key: string): string {
     return `${this.key}:${checkKey('RedisPeriodLimiter', key)}`;
   }
@@ -171,16 +117,7 @@ export class RedisPeriodLimiter implements KeyedRateLimiter {
     return script.run(this.client, k, this.args[0], this.args[1], n, this.alignArgs[0], this.alignArgs[1]);
   }
 
-  private rescue(): PeriodLimiter {
-    const n = this.instances.get();
-    if (n !== this.rescueFor) {
-      this.rescueFor = n;
-      this.rescueLimiter = this.makeRescue(n);
-    }
-    return this.rescueLimiter;
-  }
-
-  private makeRescue(instances: number): PeriodLimiter {
+  protected makeRescue(instances: number): PeriodLimiter {
     return new PeriodLimiter({
       periodMs: this.periodMs,
       quota: Math.max(1, Math.floor(this.quota / instances)),

@@ -5,13 +5,12 @@
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * TokenLimiter of `rate / instances` (see rescue.ts) and come back to Redis at the first PONG.
  */
-import { systemClock, type Clock } from '../core/clock.js';
+import type { Clock } from '../core/clock.js';
 import { checkKey } from './keys.js';
-import { clockOption, finite, options as optionsOf, positive } from '../core/validate.js';
-import type { Disposer } from '../core/events.js';
-import type { LimitDecision, LimiterMode } from './index.js';
-import { RedisRescue, type ModeChange, type RedisClient, type RedisLimiterStats } from './rescue.js';
-import { checkCommon, Instances, resolveClient, type RedisCommonOptions } from './redis-common.js';
+import { finite, options as optionsOf, positive } from '../core/validate.js';
+import type { LimitDecision } from './index.js';
+import type { RedisCommonOptions } from './redis-common.js';
+import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, Script, TOKEN_SCRIPT } from './redis-scripts.js';
 import { TokenLimiter } from './token-limiter.js';
 
@@ -34,55 +33,26 @@ const script = new Script(TOKEN_SCRIPT);
 const ONE = '1';
 
 /** RedisTokenLimiter is a token bucket in Redis with an in-process rescue. */
-export class RedisTokenLimiter {
-  readonly key: string;
+export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
   readonly rate: number;
   readonly burst: number;
-  readonly timeoutMs: number;
-  private readonly client: RedisClient;
-  private readonly owned: boolean;
-  private readonly clock: Clock;
-  private readonly switch: RedisRescue;
-  private readonly instances: Instances;
   private readonly interval: string;
   private readonly burstArg: string;
-  private rescueLimiter: TokenLimiter;
-  private rescueFor: number;
   private readonly send1: () => Promise<unknown>;
   private readonly local1: () => boolean;
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options);
-    this.key = checkKey('RedisTokenLimiter', o.key);
-    this.rate = positive('RedisTokenLimiter', 'rate', o.rate);
-    this.burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, this.rate), 1);
-    this.clock = clockOption('RedisTokenLimiter', o.clock, systemClock);
-    const { timeoutMs, probeIntervalMs } = checkCommon('RedisTokenLimiter', o);
-    this.timeoutMs = timeoutMs;
-    const { client, owned } = resolveClient('RedisTokenLimiter', o.redis);
-    try {
-      this.instances = new Instances('RedisTokenLimiter', o);
-    } catch (err) {
-      if (owned) client.disconnect(); // a bad option must not leave a connection behind
-      throw err;
-    }
-    this.client = client;
-    this.owned = owned;
+    const key = checkKey('RedisTokenLimiter', o.key);
+    const rate = positive('RedisTokenLimiter', 'rate', o.rate);
+    const burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, rate), 1);
+    super('RedisTokenLimiter', key, script.lua, o);
+    this.rate = rate;
+    this.burst = burst;
     this.interval = String(1000 / this.rate);
     this.burstArg = String(this.burst);
-    this.rescueFor = this.instances.get();
-    this.rescueLimiter = this.makeRescue(this.rescueFor);
-    this.switch = new RedisRescue(`RedisTokenLimiter(${this.key})`, client, timeoutMs, probeIntervalMs, this.clock, script.lua);
-    this.switch.onModeChange((e) => {
-      if (e.mode === 'rescue') this.instances.refresh();
-    });
     this.send1 = () => script.run(this.client, this.key, this.interval, this.burstArg, ONE);
     this.local1 = () => this.rescue().allow(1);
-  }
-
-  /** mode says where decisions are made now: 'redis', or 'rescue' (in process). */
-  get mode(): LimiterMode {
-    return this.switch.mode;
   }
 
   /**
@@ -111,44 +81,7 @@ export class RedisTokenLimiter {
     );
   }
 
-  /** stats is a snapshot of the counters, the mode and the cause of the last outage. */
-  stats(): RedisLimiterStats {
-    const s = this.switch;
-    return {
-      mode: s.mode,
-      redisDecisions: s.redisDecisions,
-      rescueDecisions: s.rescueDecisions,
-      failures: s.failures,
-      outages: s.outages,
-      cause: s.cause,
-      rescueSince: s.rescueSince,
-      instances: this.instances.get(),
-    };
-  }
-
-  /** onModeChange subscribes to switches between Redis and rescue; returns the disposer. */
-  onModeChange(listener: (event: ModeChange) => void): Disposer {
-    return this.switch.onModeChange(listener);
-  }
-
-  /** close stops the probe and timers, and closes the client when the limiter made it from a URL. */
-  async close(): Promise<void> {
-    this.switch.close();
-    this.instances.close();
-    if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
-  }
-
-  /** The rescue limiter, made again when the instance count changed. */
-  private rescue(): TokenLimiter {
-    const n = this.instances.get();
-    if (n !== this.rescueFor) {
-      this.rescueFor = n;
-      this.rescueLimiter = this.makeRescue(n);
-    }
-    return this.rescueLimiter;
-  }
-
-  private makeRescue(instances: number): TokenLimiter {
+  protected makeRescue(instances: number): TokenLimiter {
     return new TokenLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), clock: this.clock });
   }
 }
