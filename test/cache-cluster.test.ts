@@ -7,6 +7,9 @@ import { createServer } from 'node:http';
 import { request } from 'undici';
 import { ManualClock } from '../src/core/clock.js';
 import { NotFoundError, PeerError } from '../src/core/errors.js';
+import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest } from '../src/cache/codec.js';
+import { MAX_REQUEST_BYTES } from '../src/cache/peer-handler.js';
+import { SIGNATURE_HEADER, TIMESTAMP_HEADER, sign } from '../src/cache/signing.js';
 import { startCluster, startNode, listen, type CacheNode } from './cache-nodes.js';
 
 let nodes: CacheNode[] = [];
@@ -182,11 +185,51 @@ describe('cache cluster over HTTP', () => {
     const unsigned = await request(`${a.url}/_bulwark/g/${key}`);
     assert.equal(unsigned.statusCode, 401);
     await unsigned.body.dump();
+    // A signed request captured on the wire, replayed with its key swapped: refused; as sent: served.
+    const ts = String(Date.now());
+    const body = encodePeerRequest('g', key);
+    const headers = { 'content-type': 'application/x-protobuf', [TIMESTAMP_HEADER]: ts, [SIGNATURE_HEADER]: sign('right', 'POST', '/_bulwark/', ts, body) };
+    const swapped = await request(`${a.url}/_bulwark/`, { method: 'POST', headers, body: encodePeerRequest('g', `${key}x`) });
+    assert.equal(swapped.statusCode, 401);
+    await swapped.body.dump();
+    const asSent = await request(`${a.url}/_bulwark/`, { method: 'POST', headers, body });
+    assert.equal(asSent.statusCode, 200);
+    assert.equal(decodeGetResponse(new Uint8Array(await asSent.body.arrayBuffer()), 100).value, `v-${key}`);
     let keyForA = '';
     for (let i = 0; keyForA === ''; i++) if (intruder.pool.owner(`other-${i}`) === a.url) keyForA = `other-${i}`;
     assert.equal((await intruder.group.get(keyForA)).toString(), `v-${keyForA}`);
     assert.equal(intruder.group.stats().peerErrors, 1);
     assert.equal(intruder.group.stats().localLoads, 1);
+  });
+
+  it('a node answers peers (POST / DELETE with protobuf bodies) and people (GET by path) with the documented statuses', async () => {
+    nodes = await startCluster(1, {}, () => ({ name: 'g', cacheBytes: 1 << 20, getter: (k: string) => `v-${k}` }));
+    const base = `${nodes[0]!.url}/_bulwark/`;
+    const send = async (method: 'GET' | 'POST' | 'DELETE' | 'PUT', url: string, body?: Uint8Array) => {
+      const r = await request(url, { method, body });
+      return { status: r.statusCode, body: new Uint8Array(await r.body.arrayBuffer()), headers: r.headers };
+    };
+    const got = await send('POST', base, encodePeerRequest('g', 'Tom'));
+    assert.equal(got.status, 200);
+    assert.equal(decodeGetResponse(got.body, 100).value, 'v-Tom');
+    const curl = await send('GET', `${base}g/Tom`);
+    assert.equal(curl.status, 200);
+    assert.deepEqual(curl.body, got.body);
+    const removed = await send('DELETE', base, encodePeerRequest('g', 'Tom'));
+    assert.equal(decodeRemoveResponse(removed.body), true);
+    assert.equal((await send('POST', base, encodePeerRequest('nope', 'Tom'))).status, 404);
+    assert.equal((await send('POST', base, encodePeerRequest('g', ''))).status, 400);
+    assert.equal((await send('POST', base, encodePeerRequest('g', 'k'.repeat(1025)))).status, 400);
+    assert.equal((await send('POST', base, new Uint8Array([0x0a, 40, 1]))).status, 400);
+    const big = await send('POST', base, new Uint8Array(MAX_REQUEST_BYTES + 1));
+    assert.equal(big.status, 413);
+    assert.equal((await send('PUT', base, encodePeerRequest('g', 'Tom'))).status, 405);
+    const wrongForm = await send('GET', base);
+    assert.equal(wrongForm.status, 405);
+    assert.equal(wrongForm.headers['allow'], 'POST, DELETE');
+    assert.equal((await send('DELETE', `${base}g/Tom`)).status, 405);
+    // The node still serves after all that.
+    assert.equal((await send('POST', base, encodePeerRequest('g', 'Jack'))).status, 200);
   });
 
   it('TTL and negative TTL on a ManualClock: the owner reloads after expiry, and a peer\'s hot copy expires with it', async () => {

@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { InvalidResponseError } from '../core/errors.js';
-import { decodeGetResponse, decodeRemoveResponse, encodeGetResponse, encodeRemoveResponse } from './codec.js';
+import { decodeGetResponse, decodePeerRequest, decodeRemoveResponse, encodeGetResponse, encodePeerRequest, encodeRemoveResponse } from './codec.js';
 
 describe('peer protocol codec', () => {
   it('round-trips GetResponse for any value, TTL and not-found flag', () => {
@@ -18,6 +18,35 @@ describe('peer protocol codec', () => {
     assert.deepEqual([...encodeGetResponse({ value: 'A', ttlMs: 5, notFound: true })], [0x0a, 1, 0x41, 0x18, 5, 0x20, 1]);
     assert.deepEqual([...encodeRemoveResponse(true)], [0x08, 1]);
     assert.equal(decodeRemoveResponse(new Uint8Array()), false);
+  });
+
+  it('round-trips GetRequest / RemoveRequest for any well-formed group and key', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 200 }), (group, key) => {
+        assert.deepEqual(decodePeerRequest(encodePeerRequest(group, key)), { group, key });
+      }),
+    );
+  });
+
+  it('encodes GetRequest with the field numbers of proto/cache.proto (group = 1, key = 2)', () => {
+    assert.deepEqual([...encodePeerRequest('g', 'k')], [0x0a, 1, 0x67, 0x12, 1, 0x6b]);
+    assert.deepEqual(decodePeerRequest(new Uint8Array()), { group: '', key: '' });
+  });
+
+  it('refuses a request whose strings are not UTF-8 or whose fields have the wrong wire type', () => {
+    assert.throws(() => decodePeerRequest(new Uint8Array([0x12, 2, 0xc3, 0x28])), InvalidResponseError);
+    assert.throws(() => decodePeerRequest(new Uint8Array([0x10, 1])), InvalidResponseError);
+    assert.throws(() => decodePeerRequest(new Uint8Array([0x12, 9, 0x41])), InvalidResponseError);
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
+        try {
+          decodePeerRequest(bytes);
+        } catch (err) {
+          assert.ok(err instanceof InvalidResponseError, String(err));
+        }
+      }),
+      { numRuns: 2000 },
+    );
   });
 
   it('skips unknown fields, as protobuf requires', () => {

@@ -1,11 +1,40 @@
 /**
  * The peer protocol's protobuf messages (proto/cache.proto), encoded and decoded by hand with
- * `@bufbuild/protobuf`'s wire API. The generator (protoc-gen-es) needs Node 22; three small messages
- * do not need it. Decoding is strict about types and bounded in size: anything else is
+ * `@bufbuild/protobuf`'s wire API. The generator (protoc-gen-es) needs Node 22; four small messages
+ * do not need it. Decoding is strict about types, UTF-8 and size: anything else is
  * `InvalidResponseError`. Unknown fields are skipped, as protobuf requires.
  */
 import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { InvalidResponseError } from '../core/errors.js';
+
+/** PeerRequest mirrors proto `bulwark.cache.v1.GetRequest` and `RemoveRequest` (the same fields). */
+export interface PeerRequest {
+  group: string;
+  key: string;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** encodePeerRequest writes a GetRequest or RemoveRequest: `group` = 1, `key` = 2. */
+export function encodePeerRequest(group: string, key: string): Uint8Array {
+  const w = new BinaryWriter();
+  if (group.length > 0) w.tag(1, WireType.LengthDelimited).string(group);
+  if (key.length > 0) w.tag(2, WireType.LengthDelimited).string(key);
+  return w.finish();
+}
+
+/** decodePeerRequest reads a GetRequest or RemoveRequest; a string that is not valid UTF-8 is refused. */
+export function decodePeerRequest(bytes: Uint8Array): PeerRequest {
+  const msg: PeerRequest = { group: '', key: '' };
+  read(bytes, (r, field, type) => {
+    if (field === 1 && type === WireType.LengthDelimited) msg.group = utf8.decode(r.bytes());
+    else if (field === 2 && type === WireType.LengthDelimited) msg.key = utf8.decode(r.bytes());
+    else if (field === 1 || field === 2) throw new InvalidResponseError(`field ${field} has wire type ${type}, want length-delimited`);
+    else return false;
+    return true;
+  });
+  return msg;
+}
 
 /** GetResponse mirrors proto `bulwark.cache.v1.GetResponse`; `value` is a binary (latin1) string. */
 export interface GetResponse {

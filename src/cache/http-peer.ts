@@ -1,10 +1,11 @@
 /**
  * HttpPeer is the client side of the peer protocol: one undici `Pool` of keep-alive connections to one
- * peer, a deadline per request, signed requests when a secret is set, and bounded, checked answers.
+ * peer, a deadline per request, a protobuf request body (`POST {basePath}` GetRequest, `DELETE
+ * {basePath}` RemoveRequest), signed requests when a secret is set, and bounded, checked answers.
  */
 import { Pool } from 'undici';
 import { AbortedError, PeerError } from '../core/errors.js';
-import { decodeGetResponse, decodeRemoveResponse, type GetResponse } from './codec.js';
+import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest, type GetResponse } from './codec.js';
 import type { PeerGetter } from './peers.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, sign } from './signing.js';
 
@@ -22,6 +23,8 @@ export interface HttpPeerConfig {
 const FRAMING_BYTES = 64;
 /** The most of an error body we read (it is a short text reason). */
 const MAX_ERROR_BODY = 4_096;
+
+const PROTOBUF_HEADERS: Record<string, string> = Object.freeze({ 'content-type': 'application/x-protobuf' }) as Record<string, string>;
 
 type Body = AsyncIterable<Buffer | Uint8Array> & { destroy?: (err?: Error) => void; dump?: () => Promise<void> };
 
@@ -44,7 +47,7 @@ export class HttpPeer implements PeerGetter {
 
   /** get fetches `key` of `group`; rejects PeerError (status when the peer answered) or AbortedError. */
   async get(group: string, key: string, signal?: AbortSignal): Promise<GetResponse> {
-    const body = await this.request('GET', group, key, signal, this.config.maxValueBytes + FRAMING_BYTES);
+    const body = await this.request('POST', group, key, signal, this.config.maxValueBytes + FRAMING_BYTES);
     try {
       return decodeGetResponse(body, this.config.maxValueBytes);
     } catch (err) {
@@ -67,16 +70,17 @@ export class HttpPeer implements PeerGetter {
     return this.pool.close().catch(() => undefined);
   }
 
-  private async request(method: 'GET' | 'DELETE', group: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
-    const path = `${this.config.basePath}${encodeURIComponent(group)}/${encodeURIComponent(key)}`;
-    let headers: Record<string, string> | undefined;
+  private async request(method: 'POST' | 'DELETE', group: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
+    const path = this.config.basePath;
+    const body = encodePeerRequest(group, key);
+    let headers: Record<string, string> = PROTOBUF_HEADERS;
     if (this.config.secret !== undefined) {
       const ts = String(Math.floor(this.config.wallClock()));
-      headers = { [TIMESTAMP_HEADER]: ts, [SIGNATURE_HEADER]: sign(this.config.secret, method, path, ts) };
+      headers = { ...PROTOBUF_HEADERS, [TIMESTAMP_HEADER]: ts, [SIGNATURE_HEADER]: sign(this.config.secret, method, path, ts, body) };
     }
     let res;
     try {
-      res = await this.pool.request({ path, method, headers, signal });
+      res = await this.pool.request({ path, method, headers, body, signal });
     } catch (err) {
       if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
       throw new PeerError(`peer ${this.url} unreachable: ${(err as Error)?.message ?? String(err)}`, { cause: err });

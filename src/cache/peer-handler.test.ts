@@ -1,13 +1,14 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
+import { Readable } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fc from 'fast-check';
 import { NotFoundError } from '../core/errors.js';
-import { decodeGetResponse, decodeRemoveResponse } from './codec.js';
+import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest } from './codec.js';
 import { Group } from './group.js';
 import { HttpPool } from './http-pool.js';
-import { PEER_STATUSES } from './peer-handler.js';
+import { MAX_REQUEST_BYTES, PEER_STATUSES } from './peer-handler.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, sign } from './signing.js';
 
 /** FakeRes records what the handler writes; it checks the handler answers exactly once. */
@@ -39,8 +40,17 @@ class FakeRes extends EventEmitter {
   }
 }
 
-function fakeReq(method: string, url: string, headers: Record<string, string> = {}): IncomingMessage {
-  return { method, url, headers } as unknown as IncomingMessage;
+/** fakeReq is a readable request whose body is `body` (in chunks of at most 1 000 bytes). */
+function fakeReq(method: string, url: string, headers: Record<string, string> = {}, body: Uint8Array = new Uint8Array()): IncomingMessage {
+  const chunks: Buffer[] = [];
+  for (let i = 0; i < body.length; i += 1000) chunks.push(Buffer.from(body.subarray(i, i + 1000)));
+  return Object.assign(Readable.from(chunks), { method, url, headers }) as unknown as IncomingMessage;
+}
+
+/** bodyReq is a peer's request: POST (get) or DELETE (remove) to the base path with a protobuf body. */
+function bodyReq(method: string, group: string, key: string, headers: Record<string, string> = {}): IncomingMessage {
+  const body = encodePeerRequest(group, key);
+  return fakeReq(method, '/_bulwark/', { 'content-length': String(body.length), ...headers }, body);
 }
 
 const NOW = 1_700_000_000_000;
@@ -80,21 +90,54 @@ async function call(pool: HttpPool, req: IncomingMessage): Promise<FakeRes> {
   return res;
 }
 
-function signedHeaders(method: string, url: string, ts = NOW, secret = SECRET): Record<string, string> {
-  return { [TIMESTAMP_HEADER]: String(ts), [SIGNATURE_HEADER]: sign(secret, method, url, String(ts)) };
+function signedHeaders(method: string, url: string, ts = NOW, secret = SECRET, body?: Uint8Array): Record<string, string> {
+  return { [TIMESTAMP_HEADER]: String(ts), [SIGNATURE_HEADER]: sign(secret, method, url, String(ts), body) };
 }
 
 describe('peer handler', () => {
   const { open, signed } = makePools();
   after(() => Promise.all([open.close(), signed.close()]));
 
+  const body = (group: string, key: string) => encodePeerRequest(group, key);
+  const bodyTable: [string, string, Uint8Array, number][] = [
+    ['POST', 'a GetRequest', body('scores', 'Tom'), 200],
+    ['POST', 'a GetRequest for a missing key', body('scores', 'nf-1'), 200],
+    ['DELETE', 'a RemoveRequest', body('scores', 'Tom'), 200],
+    ['POST', 'an unknown group', body('nope', 'Tom'), 404],
+    ['DELETE', 'an unknown group', body('nope', 'Tom'), 404],
+    ['POST', 'an empty body', new Uint8Array(), 400],
+    ['POST', 'an empty key', body('scores', ''), 400],
+    ['POST', 'a key over 1 KiB', body('scores', 'x'.repeat(1025)), 400],
+    ['POST', 'a key of 1 KiB', body('scores', 'x'.repeat(1024)), 200],
+    ['POST', 'truncated protobuf', body('scores', 'Tom').subarray(0, 5), 400],
+    ['POST', 'a wrong wire type', new Uint8Array([0x08, 1, 0x12, 1, 0x41]), 400],
+    ['POST', 'a key that is not UTF-8', new Uint8Array([0x0a, 6, ...Buffer.from('scores'), 0x12, 2, 0xc3, 0x28]), 400],
+    ['POST', 'a body over the limit', new Uint8Array(MAX_REQUEST_BYTES + 1), 413],
+    ['GET', 'a body', body('scores', 'Tom'), 405],
+    ['PUT', 'a body', body('scores', 'Tom'), 405],
+  ];
+  for (const [method, what, b, status] of bodyTable) {
+    it(`answers ${status} to ${method} /_bulwark/ with ${what}`, async () => {
+      const res = await call(open, fakeReq(method, '/_bulwark/', { 'content-length': String(b.length) }, b));
+      assert.equal(res.statusCode, status, res.body?.toString());
+      assert.equal(res.ends, 1);
+    });
+  }
+
+  it('answers 413 to a body over the limit even when its length is not declared', async () => {
+    const res = await call(open, fakeReq('POST', '/_bulwark/', { 'transfer-encoding': 'chunked' }, new Uint8Array(MAX_REQUEST_BYTES + 1)));
+    assert.equal(res.statusCode, 413);
+    assert.equal(res.headers['connection'], 'close');
+  });
+
   const table: [string, string, Record<string, string>, number][] = [
     ['GET', '/_bulwark/scores/Tom', {}, 200],
     ['GET', '/_bulwark/scores/nf-1', {}, 200],
-    ['DELETE', '/_bulwark/scores/Tom', {}, 200],
+    ['DELETE', '/_bulwark/scores/Tom', {}, 405],
     ['GET', '/elsewhere', {}, 404],
     ['GET', '/_bulwark/nope/Tom', {}, 404],
     ['POST', '/_bulwark/scores/Tom', {}, 405],
+    ['GET', '/_bulwark/?x=1', {}, 400],
     ['GET', '/_bulwark/scores/', {}, 400],
     ['GET', '/_bulwark/scores', {}, 400],
     ['GET', '/_bulwark//Tom', {}, 400],
@@ -115,28 +158,50 @@ describe('peer handler', () => {
     });
   }
 
-  it('answers a value and a not-found as protobuf', async () => {
-    const ok = await call(open, fakeReq('GET', '/_bulwark/scores/Tom%2F1'));
+  it('answers a value and a not-found as protobuf, in both forms', async () => {
+    const ok = await call(open, bodyReq('POST', 'scores', 'Tom/1'));
     assert.equal(ok.headers['content-type'], 'application/x-protobuf');
     assert.equal(decodeGetResponse(ok.body!, 100).value, 'v:Tom/1');
-    const nf = await call(open, fakeReq('GET', '/_bulwark/scores/nf-2'));
+    const byPath = await call(open, fakeReq('GET', '/_bulwark/scores/Tom%2F1'));
+    assert.deepEqual(byPath.body, ok.body);
+    const nf = await call(open, bodyReq('POST', 'scores', 'nf-2'));
     assert.equal(decodeGetResponse(nf.body!, 100).notFound, true);
-    const rm = await call(open, fakeReq('DELETE', '/_bulwark/scores/Tom%2F1'));
+    const rm = await call(open, bodyReq('DELETE', 'scores', 'Tom/1'));
     assert.equal(decodeRemoveResponse(rm.body!), true);
+    const again = await call(open, bodyReq('DELETE', 'scores', 'Tom/1'));
+    assert.equal(decodeRemoveResponse(again.body!), false);
   });
 
-  it('with a secret: 401 unless signed with the same secret within ±30 s', async () => {
+  it('with a secret: a body request is refused (401) unless signed over method, path, time and that very body', async () => {
+    const url = '/_bulwark/';
+    const tom = encodePeerRequest('scores', 'Tom');
+    const jack = encodePeerRequest('scores', 'Jack');
+    const send = (method: string, b: Uint8Array, h: Record<string, string>) => call(signed, fakeReq(method, url, { 'content-length': String(b.length), ...h }, b));
+    assert.equal((await send('POST', tom, {})).statusCode, 401);
+    assert.equal((await send('POST', tom, signedHeaders('POST', url, NOW, 'wrong', tom))).statusCode, 401);
+    assert.equal((await send('POST', tom, signedHeaders('POST', url, NOW - 30_001, SECRET, tom))).statusCode, 401);
+    assert.equal((await send('POST', tom, signedHeaders('DELETE', url, NOW, SECRET, tom))).statusCode, 401);
+    // The key swapped under a valid signature: refused.
+    assert.equal((await send('POST', jack, signedHeaders('POST', url, NOW, SECRET, tom))).statusCode, 401);
+    assert.equal((await send('POST', tom, signedHeaders('POST', url, NOW))).statusCode, 401);
+    assert.equal((await send('POST', tom, signedHeaders('POST', url, NOW + 29_000, SECRET, tom))).statusCode, 200);
+    const ok = await send('POST', tom, signedHeaders('POST', url, NOW, SECRET, tom));
+    assert.equal(decodeGetResponse(ok.body!, 100).value, 'v:Tom');
+    assert.equal((await send('DELETE', tom, signedHeaders('DELETE', url, NOW, SECRET, tom))).statusCode, 200);
+  });
+
+  it('with a secret: the GET form is refused (401) unless signed within ±30 s', async () => {
     const url = '/_bulwark/scores/Tom';
     assert.equal((await call(signed, fakeReq('GET', url))).statusCode, 401);
     assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('GET', url, NOW, 'wrong')))).statusCode, 401);
     assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('GET', url, NOW - 30_001)))).statusCode, 401);
-    assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('DELETE', url)))).statusCode, 401);
+    assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('POST', url)))).statusCode, 401);
     assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('GET', '/_bulwark/scores/Jack')))).statusCode, 401);
     assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('GET', url, NOW + 29_000)))).statusCode, 200);
     assert.equal((await call(signed, fakeReq('GET', url, signedHeaders('GET', url)))).statusCode, 200);
   });
 
-  it('never crashes or hangs, and answers only documented statuses, for 10 000 random requests', async () => {
+  it('never crashes or hangs, and answers only documented statuses, for 10 000 random methods, paths, headers and bodies', async () => {
     const segment = fc.oneof(
       fc.constantFrom('scores', 'Tom', 'nf-x', 'err-x', '', '%', '%2', '%ZZ', '%E0%A4%A8', '%F0%9F%98%80', '%ED%A0%80', '..', '?', '#'),
       fc.string({ maxLength: 12 }),
@@ -146,19 +211,31 @@ describe('peer handler', () => {
       fc.string({ minLength: 1, maxLength: 20 }).map((k) => `/_bulwark/scores/${encodeURIComponent(k.replace(/[\uD800-\uDFFF]/g, 'x'))}`),
       fc.array(segment, { maxLength: 4 }).map((s) => `/_bulwark/${s.join('/')}`),
       fc.array(segment, { maxLength: 4 }).map((s) => s.join('/')),
-      fc.constantFrom('', '/', '/_bulwark', '/_bulwark/', `/_bulwark/scores/${'k'.repeat(2000)}`),
+      fc.constantFrom('', '/', '/_bulwark', '/_bulwark/', '/_bulwark/', '/_bulwark/', '/_bulwark/?', `/_bulwark/scores/${'k'.repeat(2000)}`),
     );
-    const method = fc.oneof(fc.constantFrom('GET', 'DELETE', 'POST', 'PUT', 'HEAD', 'OPTIONS', ''), fc.string({ maxLength: 8 }));
+    const method = fc.oneof(fc.constantFrom('GET', 'DELETE', 'POST', 'POST', 'PUT', 'HEAD', 'OPTIONS', ''), fc.string({ maxLength: 8 }));
+    const text = fc.oneof(fc.constantFrom('scores', 'Tom', 'nf-x', 'err-x', ''), fc.string({ maxLength: 12 }), fc.constant('k'.repeat(1025)));
+    const body = fc.oneof(
+      fc.constant(new Uint8Array()),
+      fc.tuple(text, text).map(([g, k]) => encodePeerRequest(g, k)),
+      fc.tuple(text, fc.nat(40)).map(([k, cut]) => encodePeerRequest('scores', k).subarray(0, cut)),
+      fc.uint8Array({ maxLength: 64 }),
+      fc.tuple(fc.uint8Array({ maxLength: 8 }), fc.constantFrom(MAX_REQUEST_BYTES - 8, MAX_REQUEST_BYTES + 1, 3 * MAX_REQUEST_BYTES)).map(([b, n]) => {
+        const big = new Uint8Array(n);
+        big.set(b);
+        return big;
+      }),
+    );
     const headers = fc.oneof(fc.constant({}), fc.dictionary(
       fc.constantFrom('content-length', 'transfer-encoding', TIMESTAMP_HEADER, SIGNATURE_HEADER, 'x-other'),
       fc.oneof(fc.string({ maxLength: 70 }), fc.constantFrom('0', '5', String(NOW), 'a'.repeat(64))),
     ));
     const seen = new Set<number>();
     await fc.assert(
-      fc.asyncProperty(fc.boolean(), method, path, headers, fc.boolean(), async (useSigned, m, p, h, signIt) => {
+      fc.asyncProperty(fc.boolean(), method, path, headers, body, fc.boolean(), async (useSigned, m, p, h, b, signIt) => {
         const pool = useSigned ? signed : open;
-        const hs = signIt && useSigned ? { ...h, ...signedHeaders(m, p) } : h;
-        const res = await call(pool, fakeReq(m, p, hs));
+        const hs = signIt && useSigned ? { ...h, ...signedHeaders(m, p, NOW, SECRET, b) } : h;
+        const res = await call(pool, fakeReq(m, p, hs, b));
         seen.add(res.statusCode);
         assert.ok(PEER_STATUSES.includes(res.statusCode), `status ${res.statusCode} for ${m} ${p}`);
         assert.equal(res.ends, 1, 'answered exactly once');
@@ -166,6 +243,6 @@ describe('peer handler', () => {
       }),
       { numRuns: 10_000 },
     );
-    for (const s of [200, 400, 401, 404, 405]) assert.ok(seen.has(s), `fuzzing never produced ${s}: ${[...seen]}`);
+    for (const s of [200, 400, 401, 404, 405, 413]) assert.ok(seen.has(s), `fuzzing never produced ${s}: ${[...seen]}`);
   });
 });

@@ -1,18 +1,23 @@
 /**
- * The server side of the peer protocol (proto/cache.proto): parse and check a peer's request, serve it
+ * The server side of the peer protocol (proto/cache.proto): read and check a peer's request, serve it
  * from the named group locally — never forwarded — and answer protobuf.
  *
- * Statuses: 200 (a value, a not-found answer, or a remove), 400 (bad path, percent-encoding, key, a
- * query or a request body), 401 (unsigned or badly signed, when a secret is set), 404 (outside the base
- * path, or unknown group), 405 (not GET/DELETE), 500 (a bug), 502 (the getter failed here), 503 (the
- * pool is closed), 504 (the getter timed out here).
+ * Two forms. Peers send `POST {basePath}` (GetRequest body) and `DELETE {basePath}` (RemoveRequest
+ * body). For reading a node by hand, `GET {basePath}{group}/{key}` (percent-encoded, no body) answers
+ * the same GetResponse. With a secret, both must be signed; the signature covers the body.
+ *
+ * Statuses: 200 (a value, a not-found answer, or a remove), 400 (malformed protobuf, bad path or
+ * percent-encoding, bad key, a query, a body on the GET form), 401 (unsigned or badly signed, when a
+ * secret is set), 404 (outside the base path, or unknown group), 405 (a method the path does not take),
+ * 413 (a request body over MAX_REQUEST_BYTES), 500 (a bug), 502 (the getter failed here), 503 (the pool
+ * is closed), 504 (the getter timed out here).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AbortedError, TimeoutError } from '../core/errors.js';
-import { encodeGetResponse, encodeRemoveResponse } from './codec.js';
+import { decodePeerRequest, encodeGetResponse, encodeRemoveResponse } from './codec.js';
 import { keyProblem } from './key.js';
 import type { GroupServer } from './peers.js';
-import { SIGNATURE_HEADER, TIMESTAMP_HEADER, verify } from './signing.js';
+import { SIGNATURE_HEADER, TIMESTAMP_HEADER, headerProblem, verify } from './signing.js';
 
 /** HandlerConfig is what the handler needs from its pool. */
 export interface HandlerConfig {
@@ -24,7 +29,13 @@ export interface HandlerConfig {
 }
 
 /** PEER_STATUSES lists every status the handler answers. */
-export const PEER_STATUSES = Object.freeze([200, 400, 401, 404, 405, 500, 502, 503, 504]);
+export const PEER_STATUSES = Object.freeze([200, 400, 401, 404, 405, 413, 500, 502, 503, 504]);
+
+/**
+ * MAX_REQUEST_BYTES bounds a request body: a group name (≤ 255 bytes) and a key (≤ 1 KiB of UTF-8) with
+ * their framing fit several times over; a larger body gets 413 and the connection is closed.
+ */
+export const MAX_REQUEST_BYTES = 4_096;
 
 const PROTOBUF = 'application/x-protobuf';
 
@@ -33,25 +44,70 @@ export async function servePeer(config: HandlerConfig, req: IncomingMessage, res
   try {
     await route(config, req, res);
   } catch (err) {
-    reply(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`);
+    reply(res, 500, `internal error: ${err instanceof Error ? err.message : String(err)}`, true);
   }
 }
 
 async function route(config: HandlerConfig, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = typeof req.url === 'string' ? req.url : '';
-  const method = typeof req.method === 'string' ? req.method : '';
-  if (!url.startsWith(config.basePath)) return reply(res, 404, 'not a cache peer path');
-  if (config.closed()) return reply(res, 503, 'pool closed');
+  if (!url.startsWith(config.basePath)) return reply(res, 404, 'not a cache peer path', hasBody(req));
+  if (config.closed()) return reply(res, 503, 'pool closed', hasBody(req));
+  if (url.length === config.basePath.length) return serveBodyForm(config, req, res, url);
+  const c = url.charCodeAt(config.basePath.length);
+  if (c === 0x3f || c === 0x23) return reply(res, 400, 'peer paths take no query', hasBody(req));
+  return servePathForm(config, req, res, url);
+}
+
+/** serveBodyForm answers `POST|DELETE {basePath}` with a GetRequest / RemoveRequest body. */
+async function serveBodyForm(config: HandlerConfig, req: IncomingMessage, res: ServerResponse, url: string): Promise<void> {
+  const method = req.method;
+  if (method !== 'POST' && method !== 'DELETE') {
+    res.setHeader('allow', 'POST, DELETE');
+    return reply(res, 405, `${config.basePath} takes POST (get) or DELETE (remove) with a protobuf body`, hasBody(req));
+  }
+  const headers = req.headers ?? {};
+  const secret = config.secret;
+  const now = secret === undefined ? 0 : config.wallClock();
+  if (secret !== undefined) {
+    const why = headerProblem(headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], now);
+    if (why !== undefined) return reply(res, 401, why, hasBody(req));
+  }
+  const declared = headers['content-length'];
+  if (declared !== undefined && !(Number(declared) <= MAX_REQUEST_BYTES)) return reply(res, 413, `request body over ${MAX_REQUEST_BYTES} bytes`, true);
+  let body: Uint8Array | undefined;
+  try {
+    body = await readBody(req, MAX_REQUEST_BYTES);
+  } catch {
+    return reply(res, 400, 'request body ended early', true);
+  }
+  if (body === undefined) return reply(res, 413, `request body over ${MAX_REQUEST_BYTES} bytes`, true);
+  if (secret !== undefined) {
+    const why = verify(secret, method, url, headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], now, body);
+    if (why !== undefined) return reply(res, 401, why);
+  }
+  let group: string;
+  let key: string;
+  try {
+    ({ group, key } = decodePeerRequest(body));
+  } catch {
+    return reply(res, 400, 'malformed protobuf request');
+  }
+  return serve(config, res, method === 'DELETE', group, key);
+}
+
+/** servePathForm answers `GET {basePath}{group}/{key}`, the form for reading a node by hand. */
+async function servePathForm(config: HandlerConfig, req: IncomingMessage, res: ServerResponse, url: string): Promise<void> {
+  const method = req.method;
+  if (method !== 'GET') {
+    res.setHeader('allow', 'GET');
+    return reply(res, 405, `${config.basePath}<group>/<key> takes GET only`, hasBody(req));
+  }
   if (config.secret !== undefined) {
     const headers = req.headers ?? {};
     const why = verify(config.secret, method, url, headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], config.wallClock());
-    if (why !== undefined) return reply(res, 401, why);
+    if (why !== undefined) return reply(res, 401, why, hasBody(req));
   }
-  if (method !== 'GET' && method !== 'DELETE') {
-    res.setHeader('allow', 'GET, DELETE');
-    return reply(res, 405, 'method not allowed');
-  }
-  if (hasBody(req)) return reply(res, 400, 'peer requests carry no body', true);
+  if (hasBody(req)) return reply(res, 400, 'a GET carries no body', true);
   const rest = url.slice(config.basePath.length);
   if (rest.includes('?') || rest.includes('#')) return reply(res, 400, 'peer paths take no query');
   const slash = rest.indexOf('/');
@@ -64,11 +120,15 @@ async function route(config: HandlerConfig, req: IncomingMessage, res: ServerRes
   } catch {
     return reply(res, 400, 'bad percent-encoding');
   }
+  return serve(config, res, false, group, key);
+}
+
+async function serve(config: HandlerConfig, res: ServerResponse, remove: boolean, group: string, key: string): Promise<void> {
   const problem = keyProblem(key);
   if (problem !== undefined) return reply(res, 400, problem);
   const target = config.groups.get(group);
   if (target === undefined) return reply(res, 404, 'no such group');
-  if (method === 'DELETE') return replyBody(res, encodeRemoveResponse(target.serveRemove(key)));
+  if (remove) return replyBody(res, encodeRemoveResponse(target.serveRemove(key)));
 
   // No signal: a load started for a peer goes on if the peer leaves (its result is cached for the next
   // asker), bounded by the group's getter timeout; and a cache hit allocates no AbortController.
@@ -80,6 +140,44 @@ async function route(config: HandlerConfig, req: IncomingMessage, res: ServerRes
     else if (err instanceof TypeError) reply(res, 400, err.message);
     else reply(res, 502, err instanceof Error ? err.message : String(err));
   }
+}
+
+/** readBody reads the request body; undefined when it exceeds `limit` (the rest is left unread). */
+function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const done = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer | string) => {
+      const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      total += b.byteLength;
+      if (total > limit) {
+        done();
+        resolve(undefined);
+      } else chunks.push(b);
+    };
+    const onEnd = () => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total));
+    };
+    const onError = (err: unknown) => {
+      done();
+      reject(err);
+    };
+    const onClose = () => {
+      done();
+      reject(new Error('request closed before its body ended'));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
 }
 
 function hasBody(req: IncomingMessage): boolean {
