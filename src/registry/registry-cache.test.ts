@@ -22,15 +22,19 @@ class FakeRegistry implements Registry {
   fail: Error | undefined;
   /** When set, getService waits for `release()`. */
   hold = false;
+  /** When set, a held getService answers the list as it was when called (a listing taken before later changes). */
+  snapshotAtCall = false;
+  closed = 0;
   private held: Array<() => void> = [];
   watches = new Set<{ service: string | undefined; queue: EventQueue }>();
   watchCalls = 0;
 
   async getService(name: string): Promise<ServiceInstance[]> {
     this.calls++;
+    const atCall = this.services.get(name);
     if (this.hold) await new Promise<void>((r) => this.held.push(r));
     if (this.fail) throw this.fail;
-    const list = this.services.get(name);
+    const list = this.snapshotAtCall ? atCall : this.services.get(name);
     if (list === undefined || list.length === 0) throw new NotFoundError(`no ${name}`);
     return [...list];
   }
@@ -61,7 +65,9 @@ class FakeRegistry implements Registry {
   failWatches(err: Error): void {
     for (const w of [...this.watches]) w.queue.fail(err);
   }
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.closed++;
+  }
 }
 
 function setup(options: RegistryCacheOptions = {}) {
@@ -265,6 +271,48 @@ describe('RegistryCache: what go-micro users ran into', () => {
     assert.equal(fake.calls, 1);
     assert.equal(cache.stats().watchEvents, 3);
     assert.deepEqual(seen, ['api:a1,a2', 'api:a1,a2,a3', 'api:a1,a2,a3', 'api:a1,a3']);
+    await cache.close();
+  });
+
+  const during: Array<[string, RegistryEvent, string[], string]> = [
+    ['create', { type: 'create', instance: inst('a3') }, ['a1', 'a2', 'a3'], '127.0.0.1:8002'],
+    ['update', { type: 'update', instance: { ...inst('a1'), address: '127.0.0.1:1' } }, ['a1', 'a2'], '127.0.0.1:1'],
+    ['delete', { type: 'delete', instance: inst('a2') }, ['a1'], '127.0.0.1:8002'],
+  ];
+  for (const [what, event, want, a1Address] of during) {
+    it(`keeps ${what === 'update' ? 'an' : 'a'} ${what} event that arrives while a slower lookup is answering a listing taken before it`, async () => {
+      const { clock, fake, cache } = setup();
+      await cache.getService('api');
+      clock.advance(60_001); // expired: the next lookup asks the registry
+      fake.hold = true;
+      fake.snapshotAtCall = true; // its answer is the listing from before the event
+      const pending = cache.getService('api');
+      await flush();
+      assert.equal(fake.calls, 2);
+      fake.emit(event);
+      await flush();
+      fake.release();
+      const got = await pending;
+      assert.deepEqual(ids(got), want, 'the lookup answers the listing with the event applied');
+      const later = await cache.getService('api');
+      assert.deepEqual(ids(later), want, 'the cache keeps what the event built');
+      assert.equal(later.find((i) => i.id === 'a1')!.address, a1Address);
+      assert.equal(fake.calls, 2);
+      await cache.close();
+    });
+  }
+
+  it('keeps a create event that arrives while the first lookup of a service is answering "no instances"', async () => {
+    const { fake, cache } = setup();
+    fake.hold = true;
+    fake.snapshotAtCall = true;
+    const pending = cache.getService('new');
+    await flush();
+    fake.emit({ type: 'create', instance: inst('n1', 'new') });
+    await flush();
+    fake.release();
+    assert.deepEqual(ids(await pending), ['n1']);
+    assert.deepEqual(ids(await cache.getService('new')), ['n1']);
     await cache.close();
   });
 

@@ -14,7 +14,9 @@
  *    confirmed delete event empties it.
  *
  * A watch per looked-up service (started before its first lookup, so no change falls between the two)
- * applies create / update / delete as they come, and reconnects with exponential backoff plus 0–100 ms
+ * applies create / update / delete as they come. Events that arrive while a lookup of the service is in
+ * flight are applied again on top of its answer (the listing may predate them), so a slow listing never
+ * undoes a newer event. The watch reconnects with exponential backoff plus 0–100 ms
  * jitter (go-micro), looking the service up again once reconnected. Services nobody asked for within
  * `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good view is written
  * (debounced, atomically) and read at start, served as stale until the registry answers.
@@ -119,6 +121,8 @@ interface Throttle {
 }
 
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
+/** The most watch events kept for one lookup in flight; past it the listing is not trusted over the events. */
+const MAX_DURING = 10_000;
 
 /** RegistryCache is a caching Registry; see the module comment. */
 export class RegistryCache implements Registry {
@@ -126,6 +130,12 @@ export class RegistryCache implements Registry {
   private readonly throttles = new Map<string, Throttle>();
   private readonly watches = new Map<string, CacheWatch>();
   private readonly flights = new SingleFlight<string, readonly ServiceInstance[]>();
+  /**
+   * The watch events of each service applied while its registry lookup is in flight. The listing may
+   * have been taken before any of them, so they are applied again on top of it: a listing never undoes
+   * an event. `undefined` in the array's place: more than MAX_DURING arrived.
+   */
+  private readonly during = new Map<string, RegistryEvent[] | undefined>();
   private readonly changes = new Emitter<ServiceChange>();
   private readonly clock: Clock;
   private readonly ttlMs: number;
@@ -280,21 +290,36 @@ export class RegistryCache implements Registry {
   private async refresh(name: string): Promise<readonly ServiceInstance[]> {
     if (this.watchEnabled) await this.ensureWatch(name).ready;
     this.counters.registryCalls++;
-    let list: ServiceInstance[] | undefined;
+    let list: readonly ServiceInstance[] | undefined;
     let failure: unknown;
+    let events: RegistryEvent[] | undefined = [];
+    this.during.set(name, events);
     try {
       list = await this.registry.getService(name);
       if (!Array.isArray(list)) throw new TypeError(`registry answered ${typeof list} instead of an array`);
     } catch (err) {
       failure = err;
+    } finally {
+      events = this.during.get(name);
+      this.during.delete(name);
     }
     const now = this.clock.now();
     const e = this.entries.get(name);
+    const notFound = failure === undefined || failure instanceof NotFoundError;
+    if (events === undefined) {
+      // too many events to replay: what the events built is newer than the listing; keep it when there is one
+      if (e !== undefined && e.instances.length > 0 && (notFound || list !== undefined)) {
+        this.throttles.delete(name);
+        return e.instances;
+      }
+    } else if (events.length > 0 && notFound) {
+      // the listing (or "no instances") may predate these events: replay them on top of it
+      list = replay(name, list ?? EMPTY, events);
+    }
     if (list !== undefined && list.length > 0) {
       this.throttles.delete(name); // success clears the throttle
       return this.store(name, list, now).instances;
     }
-    const notFound = failure === undefined || failure instanceof NotFoundError;
     this.throttles.set(name, { at: now, error: notFound ? undefined : failure });
     if (e !== undefined && e.instances.length > 0) {
       // neither an error nor an empty answer replaces a non-empty list: only a delete event does
@@ -372,6 +397,11 @@ export class RegistryCache implements Registry {
         backoff: this.newBackoff(),
         random: this.random,
         apply: (event) => {
+          if (this.during.has(name)) {
+            const events = this.during.get(name);
+            if (events !== undefined && events.length < MAX_DURING) events.push(event);
+            else this.during.set(name, undefined);
+          }
           const t = this.throttles.get(name);
           this.apply(name, event, t !== undefined && t.error === undefined);
         },
@@ -476,6 +506,19 @@ export class RegistryCache implements Registry {
       this.entries.set(name, { instances, answer: undefined, validUntil: 0, nodeExpiry, serviceExpiry: 0, lastUsed: now });
     }
   }
+}
+
+/** replay answers `list` with `events` applied in order (create and update add or replace by id; delete removes). */
+function replay(name: string, list: readonly ServiceInstance[], events: readonly RegistryEvent[]): ServiceInstance[] {
+  const byId = new Map<string, ServiceInstance>();
+  for (const i of list) byId.set(i.id, i);
+  for (const ev of events) {
+    const i = ev.instance;
+    if (i === null || typeof i !== 'object' || i.name !== name) continue;
+    if (ev.type === 'delete') byId.delete(i.id);
+    else byId.set(i.id, i);
+  }
+  return [...byId.values()];
 }
 
 function freezeList(list: readonly ServiceInstance[]): readonly ServiceInstance[] {
