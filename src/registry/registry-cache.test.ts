@@ -390,6 +390,43 @@ describe('RegistryCache: what go-micro users ran into', () => {
     assert.throws(() => new RegistryCache(fake, { minRetryIntervalMs: -1 }), /minRetryIntervalMs/);
     assert.throws(() => new RegistryCache(fake, { snapshotPath: '' }), /snapshotPath/);
     assert.throws(() => new RegistryCache({} as Registry), /registry/);
+    assert.throws(() => new RegistryCache(fake, { closeRegistry: 'yes' as unknown as boolean }), /closeRegistry/);
+  });
+});
+
+describe('RegistryCache: the wrapped registry and the pass-through methods', () => {
+  it('leaves the wrapped registry open on close by default, and closes it (once) with closeRegistry', async () => {
+    const { fake, cache } = setup();
+    await cache.close();
+    assert.equal(fake.closed, 0);
+    const owned = setup({ closeRegistry: true });
+    await owned.cache.getService('api');
+    await owned.cache.close();
+    await owned.cache.close();
+    assert.equal(owned.fake.closed, 1);
+  });
+
+  it('passes register, deregister, listServices and watch to the wrapped registry, and refuses them after close', async () => {
+    const { fake, cache } = setup();
+    await cache.register(inst('a9'));
+    assert.deepEqual(ids(fake.services.get('api')!), ['a1', 'a2', 'a9']);
+    await cache.deregister(inst('a9'));
+    assert.deepEqual(await cache.listServices(), ['api']);
+    const seen: string[] = [];
+    const watching = (async () => {
+      for await (const e of cache.watch({ service: 'api' })) seen.push(`${e.type}:${e.instance.id}`);
+    })();
+    await flush();
+    fake.emit({ type: 'create', instance: inst('a5') });
+    await flush();
+    await cache.close();
+    await watching; // ended by close, although the wrapped registry stays open
+    assert.deepEqual(seen, ['create:a5']);
+    assert.equal(fake.watches.size, 0);
+    await assert.rejects(cache.register(inst('a9')), ClosedError);
+    await assert.rejects(cache.deregister(inst('a9')), ClosedError);
+    await assert.rejects(cache.listServices(), ClosedError);
+    for await (const _ of cache.watch()) assert.fail('a closed cache yields no events');
   });
 });
 

@@ -21,6 +21,7 @@
  * `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good view is written
  * (debounced, atomically) and read at start, served as stale until the registry answers.
  */
+import { linkSignal } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
@@ -58,6 +59,12 @@ export interface RegistryCacheOptions {
   random?: () => number;
   /** Receives warnings (a bad snapshot, a failed snapshot write). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void;
+  /**
+   * `close()` closes the wrapped registry too. Leave it false when the application also uses the registry
+   * directly (to register its own instances, say) and closes it itself; set it when the cache is the
+   * registry's only user. Defaults to false.
+   */
+  closeRegistry?: boolean;
 }
 
 /** Defaults for RegistryCacheOptions. */
@@ -70,6 +77,7 @@ export const registryCacheDefaults = Object.freeze({
   watchRetryInitialMs: 100,
   watchRetryMaxMs: 10_000,
   snapshotDebounceMs: 1_000,
+  closeRegistry: false,
 });
 
 /** RegistryCacheStats are plain counters, read as a snapshot. */
@@ -124,7 +132,16 @@ const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
 /** The most watch events kept for one lookup in flight; past it the listing is not trusted over the events. */
 const MAX_DURING = 10_000;
 
-/** RegistryCache is a caching Registry; see the module comment. */
+/**
+ * RegistryCache is a caching Registry; see the module comment for how getService answers.
+ *
+ * Only getService (and peek) are cached. register, deregister, listServices and watch pass straight to
+ * the wrapped registry on every call: a registration is not written into the cache (a watched service
+ * sees it when its watch event arrives), listServices asks each time, and watch is the registry's own
+ * watch, not the cache's view. After close() they refuse (ClosedError; watch yields nothing) and watches
+ * handed out earlier end. close() leaves the wrapped registry open unless `closeRegistry` is set: the
+ * application that made the registry usually uses it directly too, and closes it after the cache.
+ */
 export class RegistryCache implements Registry {
   private readonly entries = new Map<string, Entry>();
   private readonly throttles = new Map<string, Throttle>();
@@ -152,6 +169,9 @@ export class RegistryCache implements Registry {
   private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
   private snapshotWrite: Promise<void> = Promise.resolve();
   private closed = false;
+  private readonly closeRegistry: boolean;
+  /** Aborted by close(): ends the watches handed out by watch(). */
+  private readonly closing = new AbortController();
   /**
    * Hot-path time: with the default clock, one reading serves up to 64 lookups within one synchronous
    * run (it is dropped at the next microtask), since reading the clock costs more than the whole lookup.
@@ -184,6 +204,10 @@ export class RegistryCache implements Registry {
     this.maxServices = integer('RegistryCache', 'maxServices', o.maxServices ?? d.maxServices, 1);
     if (o.watch !== undefined && typeof o.watch !== 'boolean') throw new TypeError(`RegistryCache: watch must be a boolean, got ${String(o.watch)}`);
     this.watchEnabled = o.watch ?? d.watch;
+    if (o.closeRegistry !== undefined && typeof o.closeRegistry !== 'boolean') {
+      throw new TypeError(`RegistryCache: closeRegistry must be a boolean, got ${String(o.closeRegistry)}`);
+    }
+    this.closeRegistry = o.closeRegistry ?? d.closeRegistry;
     const initialMs = integer('RegistryCache', 'watchRetryInitialMs', o.watchRetryInitialMs ?? d.watchRetryInitialMs, 1);
     const maxMs = integer('RegistryCache', 'watchRetryMaxMs', o.watchRetryMaxMs ?? d.watchRetryMaxMs, initialMs);
     this.random = o.random === undefined ? Math.random : fn('RegistryCache', 'random', o.random);
@@ -443,28 +467,62 @@ export class RegistryCache implements Registry {
     if (oldest !== undefined) this.forget(oldest);
   }
 
-  register(instance: ServiceInstance, options?: RegisterOptions): Promise<void> {
+  /**
+   * register passes straight to the wrapped registry (nothing is cached on the way); a watched service
+   * sees the new instance when its watch event arrives. Rejects ClosedError after close().
+   */
+  async register(instance: ServiceInstance, options?: RegisterOptions): Promise<void> {
+    if (this.closed) throw new ClosedError('RegistryCache is closed');
     return this.registry.register(instance, options);
   }
 
-  deregister(instance: ServiceInstance): Promise<void> {
+  /** deregister passes straight to the wrapped registry, like register. Rejects ClosedError after close(). */
+  async deregister(instance: ServiceInstance): Promise<void> {
+    if (this.closed) throw new ClosedError('RegistryCache is closed');
     return this.registry.deregister(instance);
   }
 
-  /** listServices asks the registry (service names are not cached). */
-  listServices(): Promise<string[]> {
+  /** listServices asks the wrapped registry every time (service names are not cached). Rejects ClosedError after close(). */
+  async listServices(): Promise<string[]> {
+    if (this.closed) throw new ClosedError('RegistryCache is closed');
     return this.registry.listServices();
   }
 
-  /** watch is the registry's own watch. */
+  /**
+   * watch is the wrapped registry's own watch (not served from the cache), ended by `options.signal` or
+   * by the cache's close(); after close() it yields nothing.
+   */
   watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
-    return this.registry.watch(options);
+    if (options !== undefined && (options === null || typeof options !== 'object')) return this.registry.watch(options); // its TypeError
+    if (this.closed) return ended();
+    const { controller, unlink } = linkSignal(options?.signal);
+    const onClose = () => controller.abort(new ClosedError('RegistryCache is closed'));
+    this.closing.signal.addEventListener('abort', onClose, { once: true });
+    const release = () => {
+      unlink();
+      this.closing.signal.removeEventListener('abort', onClose);
+    };
+    let events: AsyncIterable<RegistryEvent>;
+    try {
+      events = this.registry.watch({ ...options, signal: controller.signal });
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return untilDone(events, () => {
+      release();
+      controller.abort();
+    });
   }
 
-  /** close stops every watch and timer and writes a pending snapshot. The wrapped registry stays open: close it yourself. */
+  /**
+   * close stops every watch and timer, ends the watches handed out by watch(), writes a pending snapshot,
+   * and — only with `closeRegistry` — closes the wrapped registry (by default it stays open: close it yourself).
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.closing.abort();
     clearInterval(this.sweepTimer);
     this.changes.clear();
     for (const w of this.watches.values()) w.stop();
@@ -475,6 +533,7 @@ export class RegistryCache implements Registry {
       this.saveSnapshot();
     }
     await this.snapshotWrite;
+    if (this.closeRegistry) await this.registry.close();
   }
 
   private changed(): void {
@@ -520,6 +579,17 @@ function replay(name: string, list: readonly ServiceInstance[], events: readonly
   }
   return [...byId.values()];
 }
+
+/** untilDone iterates `events`, calling `done` once when the iteration ends however it ends. */
+async function* untilDone(events: AsyncIterable<RegistryEvent>, done: () => void): AsyncGenerator<RegistryEvent> {
+  try {
+    yield* events;
+  } finally {
+    done();
+  }
+}
+
+async function* ended(): AsyncGenerator<RegistryEvent> {}
 
 function freezeList(list: readonly ServiceInstance[]): readonly ServiceInstance[] {
   const out: ServiceInstance[] = [];
