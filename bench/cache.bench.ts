@@ -1,7 +1,8 @@
 /**
  * bench/cache.bench.ts: LruCache against lru-cache@11 on a Zipf workload; Group.get local hits; a peer
  * fetch over HTTP (undici pool → another process's peer handler) against the same client and a minimal
- * node:http server answering the same bytes; heap per cached value.
+ * node:http server that reads the same small protobuf request body and answers the same bytes; heap per
+ * cached value.
  *
  * Run with `--peer-server <ours|minimal>` this file is the peer process: it prints its port, then serves.
  */
@@ -13,7 +14,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { LRUCache } from 'lru-cache';
 import { LRUCache as MnemonistLRU } from 'mnemonist';
-import { bench as runBench, type BenchSpec } from './harness.js';
+import { bench } from './harness.js';
 import { CAPACITY, CAPACITY_BYTES, VALUE, keys, zipfStream } from './cache-workload.js';
 import { LruCache } from '../src/cache/lru-cache.js';
 import { Group } from '../src/cache/group.js';
@@ -75,13 +76,6 @@ async function peerSubject(mode: 'ours' | 'minimal', parallel: number) {
 }
 
 const STREAM = 1 << 20;
-
-/** bench runs one section; a child process (`--child <subject>`) runs only the section that has its subject. */
-async function bench(title: string, spec: BenchSpec): Promise<void> {
-  const at = process.argv.indexOf('--child');
-  if (at >= 0 && !(process.argv[at + 1]! in spec.subjects)) return;
-  await runBench(title, spec);
-}
 
 /** MapLru is the simple structure STYLE.md §19 says to start from: a Map's insertion order as recency. */
 class MapLru {
@@ -204,7 +198,7 @@ async function main(): Promise<void> {
     },
   });
 
-  await bench('cache: peer fetch over HTTP, 1 KiB value (HttpPeer → another process)', {
+  await bench('cache: peer fetch over HTTP, 1 KiB value (HttpPeer POST GetRequest → another process)', {
     baseline: 'minimal node:http server, sequential',
     subjects: {
       'minimal node:http server, sequential': () => peerSubject('minimal', 1),
@@ -311,9 +305,17 @@ if (serverAt >= 0) {
     handle = pool.handler;
   } else {
     const body = encodeGetResponse({ value: PEER_VALUE, ttlMs: 0, notFound: false });
-    handle = (_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': body.byteLength });
-      res.end(body);
+    // The same request shape as the peer handler: read the small POST body, then answer.
+    handle = (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (Buffer.concat(chunks).length === 0) res.writeHead(400).end();
+        else {
+          res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': body.byteLength });
+          res.end(body);
+        }
+      });
     };
   }
   process.stdout.write(`PORT ${url}\n`);

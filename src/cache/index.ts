@@ -4,8 +4,8 @@
  * - `LruCache`: least-recently-used by bytes, typed-array slots, optional expiry per entry.
  * - `Group`: a named read-through cache: main cache, hot cache, one load per key per node, the owner by
  *   the hash ring, TTLs with jitter, cached misses, `remove` everywhere.
- * - `HttpPool`: the `PeerPicker` over HTTP: undici keep-alive pools, protobuf answers (proto/cache.proto),
- *   optional HMAC signing, and membership from a `Registry` (`bindRegistry`).
+ * - `HttpPool`: the `PeerPicker` over HTTP: undici keep-alive pools, protobuf answers
+ *   and request bodies (proto/cache.proto), optional HMAC signing over the body, and membership from a `Registry` (`bindRegistry`).
  * - `ByteView`: the immutable value `Group.get` answers.
  */
 export { LruCache, lruCacheDefaults, type LruCacheOptions } from './lru-cache.js';
@@ -14,6 +14,6 @@ export { Group, groupDefaults, type GroupOptions, type GroupStats, type GetOptio
 export { HttpPool, httpPoolDefaults, normalizePeerUrl, type HttpPoolOptions } from './http-pool.js';
 export { membershipDefaults, urlOf, type Membership, type MembershipOptions } from './membership.js';
 export { noPeers, type PeerGetter, type PeerPicker, type GroupServer, type GetResponse } from './peers.js';
-export { PEER_STATUSES } from './peer-handler.js';
+export { PEER_STATUSES, MAX_REQUEST_BYTES } from './peer-handler.js';
 export { MAX_KEY_BYTES, keyProblem } from './key.js';
 export { TIMESTAMP_HEADER, SIGNATURE_HEADER, MAX_SKEW_MS } from './signing.js';
