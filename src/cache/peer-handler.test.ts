@@ -124,6 +124,13 @@ describe('peer handler', () => {
     });
   }
 
+  it('answers 400, not a hang, when middleware already read the body', async () => {
+    const req = bodyReq('POST', 'scores', 'Tom');
+    for await (const _ of req) void _;
+    const res = await call(open, req);
+    assert.equal(res.statusCode, 400);
+  });
+
   it('answers 413 to a body over the limit even when its length is not declared', async () => {
     const res = await call(open, fakeReq('POST', '/_bulwark/', { 'transfer-encoding': 'chunked' }, new Uint8Array(MAX_REQUEST_BYTES + 1)));
     assert.equal(res.statusCode, 413);

@@ -78,7 +78,7 @@ async function serveBodyForm(config: HandlerConfig, req: IncomingMessage, res: S
   try {
     body = await readBody(req, MAX_REQUEST_BYTES);
   } catch {
-    return reply(res, 400, 'request body ended early', true);
+    return reply(res, 400, 'request body ended early or was already read', true);
   }
   if (body === undefined) return reply(res, 413, `request body over ${MAX_REQUEST_BYTES} bytes`, true);
   if (secret !== undefined) {
@@ -144,6 +144,8 @@ async function serve(config: HandlerConfig, res: ServerResponse, remove: boolean
 
 /** readBody reads the request body; undefined when it exceeds `limit` (the rest is left unread). */
 function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array | undefined> {
+  // A body some middleware already consumed would never end again: refuse it rather than wait.
+  if (req.readableEnded || req.destroyed) return Promise.reject(new Error('request body already read'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
