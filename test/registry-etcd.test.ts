@@ -155,6 +155,21 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     assert.ok(s.leasesLost >= 1 && s.leasesGranted >= 2 && s.rewrites >= 1, JSON.stringify(s));
   });
 
+  it('writes every instance again after a lost lease in transactions etcd accepts (more than 128 keys, more than 1.5 MiB)', async () => {
+    const p = prefix();
+    const r = make({ prefix: p, ttlMs: 3000 });
+    const big = { blob: 'x'.repeat(50_000) };
+    const all = Array.from({ length: 300 }, (_, n) => ({ ...inst('many', `m${n}`), ...(n % 7 === 0 ? { metadata: big } : {}) }));
+    for (const i of all) await r.register(i);
+    const lease = (await raw.get(`${p}/many/m0`).exec()).kvs[0]!.lease;
+    await raw.leaseClient.leaseRevoke({ ID: lease });
+    await waitFor('all 300 instances back', async () => (await r.getService('many').catch(() => [])).length === 300, 15_000);
+    const back = await raw.getAll().prefix(`${p}/many/`).exec();
+    assert.equal(back.kvs.length, 300);
+    assert.ok(back.kvs.every((kv) => kv.lease !== lease && kv.lease === back.kvs[0]!.lease), 'all under one new lease');
+    assert.equal((await r.getService('many')).filter((i) => i.metadata?.blob === big.blob).length, 43);
+  });
+
   it('skips values that are not instances with one warning each, in lookups and watches', async () => {
     const p = prefix();
     const warnings: string[] = [];

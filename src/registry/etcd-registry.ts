@@ -20,6 +20,11 @@ import { EtcdWatch } from './etcd-watch.js';
 import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
 
+/** etcd's default --max-txn-ops. */
+const MAX_TXN_OPS = 128;
+/** Well under etcd's default --max-request-bytes (1.5 MiB): instances may carry 64 KiB of metadata each. */
+const MAX_TXN_BYTES = 1024 * 1024;
+
 /** EtcdRegistryOptions configures an EtcdRegistry. */
 export interface EtcdRegistryOptions {
   /** etcd endpoints, e.g. `http://127.0.0.1:2379`. Required. */
@@ -267,6 +272,41 @@ export class EtcdRegistry implements Registry {
     }
   }
 
+  /**
+   * putAll writes many instances in as few transactions as etcd allows (one round trip each instead of
+   * one per instance: after etcd returns, the last of 20 sequential puts landed ~60 ms after the first).
+   */
+  private async putAll(entries: ReadonlyArray<readonly [string, ServiceInstance]>): Promise<void> {
+    let batch: Array<{ key: Buffer; value: Buffer }> = [];
+    let bytes = 0;
+    for (const [key, inst] of entries) {
+      const op = { key: Buffer.from(key), value: Buffer.from(JSON.stringify(inst)) };
+      if (batch.length > 0 && (batch.length >= MAX_TXN_OPS || bytes + op.key.length + op.value.length > MAX_TXN_BYTES)) {
+        await this.putBatch(batch);
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(op);
+      bytes += op.key.length + op.value.length;
+    }
+    if (batch.length > 0) await this.putBatch(batch);
+  }
+
+  /** putBatch writes `ops` in one transaction under the current lease, replacing a lease etcd no longer knows once. */
+  private async putBatch(ops: ReadonlyArray<{ key: Buffer; value: Buffer }>): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const success = ops.map((op) => ({ request_put: { key: op.key, value: op.value, lease: this.lease } }));
+      try {
+        await this.caller.call('put', (o) => this.client.kv.txn({ success }, o));
+        return;
+      } catch (err) {
+        if (attempt > 0 || !((err as Error).cause instanceof EtcdLeaseInvalidError)) throw err;
+        this.loseLease();
+        await this.ensureLease();
+      }
+    }
+  }
+
   private async remove(key: string): Promise<void> {
     await this.caller.call('delete', (o) => this.client.kv.deleteRange({ key: Buffer.from(key) }, o));
     this.pendingDeletes.delete(key);
@@ -299,7 +339,7 @@ export class EtcdRegistry implements Registry {
         if (this.lease === undefined && this.owned.size > 0) await this.ensureLease();
         if (this.dirty) {
           this.counters.rewrites++;
-          for (const [key, inst] of this.owned) await this.put(key, inst);
+          await this.putAll([...this.owned]);
           this.dirty = false;
         }
         for (const key of [...this.pendingDeletes]) await this.remove(key);
