@@ -170,6 +170,24 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     assert.equal((await r.getService('many')).filter((i) => i.metadata?.blob === big.blob).length, 43);
   });
 
+  it('answers listings at a revision and watch events carrying theirs, so a listing tells which events it reflects', async () => {
+    const p = prefix();
+    const r = make({ prefix: p });
+    await r.register(inst('rev', 'r1'));
+    const w = await collect(r, 'rev');
+    const before = await r.getServiceListing('rev');
+    assert.deepEqual(before.instances.map((i) => i.id), ['r1']);
+    await r.register(inst('rev', 'r2'));
+    await r.deregister(inst('rev', 'r1'));
+    await waitFor('two events', () => w.events.length === 2, 5000);
+    const after = await r.getServiceListing('rev');
+    const [created, deleted] = w.events;
+    assert.ok(created!.revision! > before.revision && deleted!.revision! > created!.revision!, JSON.stringify(w.events));
+    assert.ok(after.revision >= deleted!.revision!);
+    assert.deepEqual((await r.getServiceListing('nothing-here')).instances, []);
+    await w.stop();
+  });
+
   it('skips values that are not instances with one warning each, in lookups and watches', async () => {
     const p = prefix();
     const warnings: string[] = [];

@@ -17,7 +17,7 @@ import { fn, integer, options as checkOptions, positive } from '../core/validate
 import { EventQueue } from './event-queue.js';
 import { Caller, createClient, decode, defaultWarning, rangeEnd, Warner } from './etcd-support.js';
 import { EtcdWatch } from './etcd-watch.js';
-import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
 
 /** etcd's default --max-txn-ops. */
@@ -155,6 +155,13 @@ export class EtcdRegistry implements Registry {
   }
 
   async getService(name: string): Promise<ServiceInstance[]> {
+    const { instances } = await this.getServiceListing(name);
+    if (instances.length === 0) throw new NotFoundError(`service ${name} has no instances`);
+    return instances;
+  }
+
+  /** getServiceListing answers the instances (possibly none) and the etcd revision they were read at; watch events carry mod revisions. */
+  async getServiceListing(name: string): Promise<ServiceListing> {
     checkName('EtcdRegistry.getService', 'name', name);
     this.open();
     const p = `${this.root}${name}/`;
@@ -165,8 +172,7 @@ export class EtcdRegistry implements Registry {
       if (d.instance !== undefined) out.push(d.instance);
       else this.warner.warn(kv, d.error);
     }
-    if (out.length === 0) throw new NotFoundError(`service ${name} has no instances`);
-    return out;
+    return { instances: out, revision: Number(res.header.revision) };
   }
 
   async listServices(): Promise<string[]> {

@@ -122,13 +122,14 @@ export class EtcdWatch {
   }
 
   private apply(type: 'put' | 'delete', kv: IKeyValue): void {
-    if (Number(kv.mod_revision) <= this.revision) return; // already reflected: never repeat
+    const revision = Number(kv.mod_revision);
+    if (revision <= this.revision) return; // already reflected: never repeat
     const key = kv.key.toString();
     const old = this.view.get(key);
     if (type === 'delete') {
       if (old === undefined) return;
       this.view.delete(key);
-      this.queue.push(Object.freeze({ type: 'delete', instance: old.instance }));
+      this.queue.push(Object.freeze({ type: 'delete', instance: old.instance, revision }));
       return;
     }
     const d = decode(this.deps.root, kv);
@@ -137,13 +138,13 @@ export class EtcdWatch {
       if (old !== undefined) {
         // the instance this key held is gone; what replaced it is unreadable
         this.view.delete(key);
-        this.queue.push(Object.freeze({ type: 'delete', instance: old.instance }));
+        this.queue.push(Object.freeze({ type: 'delete', instance: old.instance, revision }));
       }
       return;
     }
     this.view.set(key, { instance: d.instance });
-    if (old === undefined) this.queue.push(Object.freeze({ type: 'create', instance: d.instance }));
-    else if (!sameInstance(old.instance, d.instance)) this.queue.push(Object.freeze({ type: 'update', instance: d.instance }));
+    if (old === undefined) this.queue.push(Object.freeze({ type: 'create', instance: d.instance, revision }));
+    else if (!sameInstance(old.instance, d.instance)) this.queue.push(Object.freeze({ type: 'update', instance: d.instance, revision }));
   }
 
   /** resync lists again and emits the difference with the view (the resume revision was compacted). */
@@ -167,17 +168,18 @@ export class EtcdWatch {
       else this.deps.warner.warn(kv, d.error);
     }
     const events: RegistryEvent[] = [];
+    const revision = Number(res.header.revision); // the differences are known as of the new listing
     for (const [key, seen] of this.view) {
       if (!listed.has(key)) {
         this.view.delete(key);
-        events.push(Object.freeze({ type: 'delete', instance: seen.instance }));
+        events.push(Object.freeze({ type: 'delete', instance: seen.instance, revision }));
       }
     }
     for (const [key, instance] of listed) {
       const old = this.view.get(key);
       this.view.set(key, { instance });
-      if (old === undefined) events.push(Object.freeze({ type: 'create', instance }));
-      else if (!sameInstance(old.instance, instance)) events.push(Object.freeze({ type: 'update', instance }));
+      if (old === undefined) events.push(Object.freeze({ type: 'create', instance, revision }));
+      else if (!sameInstance(old.instance, instance)) events.push(Object.freeze({ type: 'update', instance, revision }));
     }
     for (const e of events) this.queue.push(e);
     this.revision = Number(res.header.revision);

@@ -7,7 +7,7 @@
  *   singleflight, throttled refreshes, watch-driven updates) and answers fresh lookups from memory.
  * - `checkInstance` / `checkName` validate the model: bad input is a TypeError naming the field.
  */
-export type { ServiceInstance, RegisterOptions, RegistryEvent, WatchOptions, Registry } from './types.js';
+export type { ServiceInstance, RegisterOptions, RegistryEvent, ServiceListing, WatchOptions, Registry } from './types.js';
 export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTES } from './validate.js';
 export { EventQueue } from './event-queue.js';
 export { MemoryRegistry, memoryRegistryDefaults, type MemoryRegistryOptions } from './memory-registry.js';

@@ -302,6 +302,25 @@ describe('RegistryCache: what go-micro users ran into', () => {
     });
   }
 
+  it('with a registry that answers listings at a revision, replays exactly the events the listing does not reflect', async () => {
+    const { clock, fake, cache } = setup();
+    // the listing is read at revision 10, after a3 was created (rev 9) and deleted again (rev 10)
+    let revision = 10;
+    (fake as Registry).getServiceListing = async (name) => ({ instances: await fake.getService(name), revision });
+    await cache.getService('api');
+    clock.advance(60_001);
+    fake.hold = true;
+    fake.snapshotAtCall = true;
+    const pending = cache.getService('api');
+    await flush();
+    fake.emit({ type: 'create', instance: inst('a3'), revision: 9 }); // already reflected: not replayed
+    fake.emit({ type: 'create', instance: inst('a4'), revision: 11 }); // newer: replayed
+    await flush();
+    fake.release();
+    assert.deepEqual(ids(await pending), ['a1', 'a2', 'a4']);
+    await cache.close();
+  });
+
   it('keeps a create event that arrives while the first lookup of a service is answering "no instances"', async () => {
     const { fake, cache } = setup();
     fake.hold = true;

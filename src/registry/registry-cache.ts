@@ -248,8 +248,15 @@ export class RegistryCache implements Registry {
     let failure: unknown;
     let events: RegistryEvent[] | undefined = [];
     this.during.set(name, events);
+    let revision: number | undefined;
     try {
-      list = await this.registry.getService(name);
+      if (typeof this.registry.getServiceListing === 'function') {
+        const listing = await this.registry.getServiceListing(name);
+        list = listing?.instances;
+        revision = Number.isFinite(listing?.revision) ? listing.revision : undefined;
+      } else {
+        list = await this.registry.getService(name);
+      }
       if (!Array.isArray(list)) throw new TypeError(`registry answered ${typeof list} instead of an array`);
     } catch (err) {
       failure = err;
@@ -267,8 +274,10 @@ export class RegistryCache implements Registry {
         return e.instances;
       }
     } else if (events.length > 0 && notFound) {
-      // the listing (or "no instances") may predate these events: replay them on top of it
-      list = replay(name, list ?? EMPTY, events);
+      // the listing (or "no instances") may predate these events: replay them on top of it — with
+      // revisions (etcd), exactly those it does not reflect; without, all of them
+      const newer = revision === undefined ? events : events.filter((ev) => ev.revision === undefined || ev.revision > revision);
+      if (newer.length > 0) list = replay(name, list ?? EMPTY, newer);
     }
     if (list !== undefined && list.length > 0) {
       this.throttles.delete(name); // success clears the throttle

@@ -27,6 +27,18 @@ export interface RegisterOptions {
 export interface RegistryEvent {
   readonly type: 'create' | 'update' | 'delete';
   readonly instance: ServiceInstance;
+  /**
+   * The registry's revision of this change, when it keeps one (etcd's mod revision): a listing at
+   * revision R (see `ServiceListing`) already reflects every event with revision ≤ R. Optional.
+   */
+  readonly revision?: number;
+}
+
+/** ServiceListing is a service's instances (possibly none) and the registry revision they were read at. */
+export interface ServiceListing {
+  readonly instances: ServiceInstance[];
+  /** Every event with a revision ≤ this one is reflected in `instances`. */
+  readonly revision: number;
 }
 
 /** WatchOptions selects what a watch yields. */
@@ -50,6 +62,12 @@ export interface Registry {
   deregister(instance: ServiceInstance): Promise<void>;
   /** getService answers the service's instances; rejects NotFoundError when it has none. */
   getService(name: string): Promise<ServiceInstance[]>;
+  /**
+   * getServiceListing (optional) answers the instances with the revision they were read at, an empty
+   * list when there are none. A registry whose events carry revisions implements it, so that RegistryCache
+   * knows exactly which events a listing already reflects.
+   */
+  getServiceListing?(name: string): Promise<ServiceListing>;
   /** listServices answers the names of services with at least one instance. */
   listServices(): Promise<string[]>;
   /** watch yields changes until `signal` aborts or the registry closes. */
