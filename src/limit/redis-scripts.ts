@@ -17,7 +17,13 @@ import type { RedisClient } from './rescue.js';
 
 /**
  * TOKEN_SCRIPT: KEYS[1] holds the bucket's "full again" time (ms, Redis clock).
- * ARGV: interval (ms per token), burst, n. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
+ * ARGV: interval (ms per token), burst, n[, '1']. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
+ *
+ * With ARGV[4] = '1' (a batch of n single-token decisions) it admits as many of the n as the bucket
+ * holds, one token at a time with the same test and arithmetic as n calls of one token in a row, and
+ * answers {admitted m, remaining, retryAfterMs, resetMs, startUs}: the middle three are what call m + 1
+ * alone would get (the first one refused), startUs is the bucket's "full again" time before the batch,
+ * relative to now, in whole microseconds (the admitted calls' numbers are derived from it).
  */
 export const TOKEN_SCRIPT = `
 local interval = tonumber(ARGV[1])
@@ -28,6 +34,19 @@ local t = redis.call('TIME')
 local now = t[1] * 1000 + t[2] / 1000
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if tat == nil or tat < now then tat = now end
+if ARGV[4] == '1' then
+  local lim = (burst + 1e-9) * interval
+  local nxt, m = tat, 0
+  while m < n do
+    local x = nxt + interval
+    if x - now > lim then break end
+    nxt, m = x, m + 1
+  end
+  if m > 0 then redis.call('SET', KEYS[1], nxt, 'PX', ceil(nxt - now) + 1000) end
+  local left = floor(burst - (nxt - now) / interval + 1e-9)
+  if left < 0 then left = 0 end
+  return { m, left, ceil(nxt + interval - now - burst * interval), ceil(nxt - now), floor((tat - now) * 1000) }
+end
 local nxt = tat + n * interval
 if nxt - now <= (burst + 1e-9) * interval then
   redis.call('SET', KEYS[1], nxt, 'PX', ceil(nxt - now) + 1000)
@@ -91,10 +110,19 @@ export class Script {
 
   /** run runs the script by EVALSHA, and by EVAL when Redis does not have it (NOSCRIPT). */
   run(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    const sent = d === undefined ? redis.evalsha(this.sha, 1, key, a, b, c) : redis.evalsha(this.sha, 1, key, a, b, c, d, e!);
+    const sent =
+      d === undefined
+        ? redis.evalsha(this.sha, 1, key, a, b, c)
+        : e === undefined
+          ? redis.evalsha(this.sha, 1, key, a, b, c, d)
+          : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
     return sent.catch((err: unknown) => {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return d === undefined ? redis.eval(this.lua, 1, key, a, b, c) : redis.eval(this.lua, 1, key, a, b, c, d, e!);
+      return d === undefined
+        ? redis.eval(this.lua, 1, key, a, b, c)
+        : e === undefined
+          ? redis.eval(this.lua, 1, key, a, b, c, d)
+          : redis.eval(this.lua, 1, key, a, b, c, d, e);
     });
   }
 }

@@ -1,6 +1,14 @@
 /**
  * RedisTokenLimiter is one token bucket shared by every process that uses the same Redis key: `rate`
- * tokens per second, up to `burst`, one atomic Lua script per decision (see redis-scripts.ts).
+ * tokens per second, up to `burst`, decided by an atomic Lua script in Redis (see redis-scripts.ts).
+ *
+ * Single-token decisions (`allow()`, `decide()`) made on Redis in the same tick are batched: they go
+ * to Redis as ONE script call for k tokens that admits as many as the bucket holds, up to k, and the
+ * first m callers in call order are allowed, the rest refused — the answers k calls in a row would get
+ * at that instant (GCRA: admitting m of k is taking m tokens). A batch is sent at the end of the tick
+ * (process.nextTick), or at once when it reaches `maxBatch` (1 024) callers. `allow(n)` for n ≠ 1 is one
+ * script call of its own. If the batch's call fails, times out or answers a bad shape, each of its
+ * callers is decided by the rescue limiter, one by one, in call order.
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * TokenLimiter of `rate / instances` (see rescue.ts) and come back to Redis at the first PONG.
@@ -31,6 +39,11 @@ export const redisTokenLimiterDefaults = Object.freeze({ timeoutMs: 50, probeInt
 
 const script = new Script(TOKEN_SCRIPT);
 const ONE = '1';
+/** The most single-token decisions one script call carries; a full batch is sent at once. */
+export const maxBatch = 1024;
+
+/** A caller in a batch: its resolve, and whether it asked for the numbers (decide) or a boolean (allow). */
+type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
 
 /** RedisTokenLimiter is a token bucket in Redis with an in-process rescue. */
 export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
@@ -40,6 +53,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
   private readonly burstArg: string;
   private readonly send1: () => Promise<unknown>;
   private readonly local1: () => boolean;
+  /** The single-token callers of this tick, not sent yet (undefined: no batch open). */
+  private waiting: Waiter[] | undefined;
+  private readonly flushTick = (): void => {
+    const w = this.waiting;
+    if (w !== undefined) this.flush(w);
+  };
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options);
@@ -60,7 +79,10 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
    * false without asking Redis; n < 0 rejects with RangeError. Never rejects for a Redis failure.
    */
   allow(n = 1): Promise<boolean> {
-    if (n === 1) return this.switch.run(this.send1, parseAllowed, this.local1);
+    if (n === 1) {
+      if (this.switch.mode === 'rescue') return this.switch.run(this.send1, parseAllowed, this.local1);
+      return this.enqueue(false) as Promise<boolean>;
+    }
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.allow: n must be a number ≥ 0, got ${String(n)}`));
     if (n > this.burst) return Promise.resolve(false);
     return this.switch.run(() => script.run(this.client, this.key, this.interval, this.burstArg, String(n)), parseAllowed, () => this.rescue().allow(n));
@@ -70,20 +92,80 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
   decide(n = 1): Promise<LimitDecision> {
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.decide: n must be a number ≥ 0, got ${String(n)}`));
     if (n > this.burst) return Promise.resolve({ allowed: false, limit: this.burst, remaining: 0, retryAfterMs: Infinity, resetMs: 0 });
+    if (n === 1 && this.switch.mode === 'redis') return this.enqueue(true) as Promise<LimitDecision>;
     const burst = this.burst;
     return this.switch.run(
       () => script.run(this.client, this.key, this.interval, this.burstArg, n === 1 ? ONE : String(n)),
-      (r) => {
-        if (!isIntArray(r, 4) || (r[0] !== 0 && r[0] !== 1)) return undefined;
-        return { allowed: r[0] === 1, limit: burst, remaining: r[1]!, retryAfterMs: r[2]! < 0 ? Infinity : r[2]!, resetMs: r[3]! };
-      },
+      (r) => parseDecision(r, burst),
       () => this.rescue().decide(n),
     );
+  }
+
+  /** enqueue adds a single-token caller to this tick's batch (opening one if needed). */
+  private enqueue(decide: boolean): Promise<boolean | LimitDecision> {
+    let w = this.waiting;
+    if (w === undefined) {
+      w = this.waiting = [];
+      process.nextTick(this.flushTick);
+    }
+    const p = new Promise<boolean | LimitDecision>((resolve) => w.push({ resolve, decide }));
+    if (w.length >= maxBatch) this.flush(w);
+    return p;
+  }
+
+  /** flush sends a batch (of one caller, or up to maxBatch) as one script call. */
+  private flush(w: Waiter[]): void {
+    if (this.waiting === w) this.waiting = undefined;
+    const count = w.length === 1 ? ONE : String(w.length);
+    void this.switch.run(
+      () => script.run(this.client, this.key, this.interval, this.burstArg, count, ONE),
+      (r) => this.answerBatch(w, r),
+      () => this.rescueBatch(w),
+      w.length,
+    );
+  }
+
+  /** answerBatch checks a batch reply and answers its callers; undefined (nobody answered) for a bad shape. */
+  private answerBatch(w: Waiter[], r: unknown): true | undefined {
+    const k = w.length;
+    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return undefined;
+    const m = r[0]!;
+    if (m < k && r[2]! < 1) return undefined;
+    const burst = this.burst;
+    const interval = 1000 / this.rate;
+    const start = r[4]! / 1000;
+    for (let i = 0; i < k; i++) {
+      const c = w[i]!;
+      if (!c.decide) {
+        c.resolve(i < m);
+      } else if (i < m) {
+        const d = start + (i + 1) * interval; // the bucket's "full again" time after this caller's token
+        c.resolve({ allowed: true, limit: burst, remaining: Math.max(0, Math.floor(burst - d / interval + 1e-9)), retryAfterMs: 0, resetMs: Math.ceil(d) });
+      } else {
+        c.resolve({ allowed: false, limit: burst, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]! });
+      }
+    }
+    return true;
+  }
+
+  /** rescueBatch decides each caller of a batch in process, in call order. */
+  private rescueBatch(w: Waiter[]): true {
+    const local = this.rescue();
+    for (let i = 0; i < w.length; i++) {
+      const c = w[i]!;
+      c.resolve(c.decide ? local.decide(1) : local.allow(1));
+    }
+    return true;
   }
 
   protected makeRescue(instances: number): TokenLimiter {
     return new TokenLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), clock: this.clock });
   }
+}
+
+function parseDecision(r: unknown, burst: number): LimitDecision | undefined {
+  if (!isIntArray(r, 4) || (r[0] !== 0 && r[0] !== 1)) return undefined;
+  return { allowed: r[0] === 1, limit: burst, remaining: r[1]!, retryAfterMs: r[2]! < 0 ? Infinity : r[2]!, resetMs: r[3]! };
 }
 
 function parseAllowed(r: unknown): boolean | undefined {

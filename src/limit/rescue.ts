@@ -55,6 +55,8 @@ class Pending<R> {
   constructor(
     readonly deadline: number,
     readonly epoch: number,
+    /** How many decisions this call carries (a batch carries several). */
+    readonly count: number,
     private readonly resolve: (answer: R) => void,
     private readonly local: () => R,
   ) {}
@@ -118,16 +120,17 @@ export class RedisRescue {
 
   /**
    * run asks Redis (`send`), turns the reply into an answer (`parse`: undefined for a bad shape), and
-   * answers from the rescue limiter (`local`) in rescue mode or when Redis fails.
+   * answers from the rescue limiter (`local`) in rescue mode or when Redis fails. `count` is how many
+   * decisions the call carries (a batch: `parse` and `local` answer each of its callers), for the stats.
    */
-  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R): Promise<R> {
+  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1): Promise<R> {
     if (this.mode === 'rescue') {
-      this.rescueDecisions++;
+      this.rescueDecisions += count;
       return Promise.resolve(local());
     }
     let resolve!: (answer: R) => void;
     const answer = new Promise<R>((r) => (resolve = r));
-    const entry = new Pending<R>(this.clock.now() + this.timeoutMs, this.epoch, resolve, local);
+    const entry = new Pending<R>(this.clock.now() + this.timeoutMs, this.epoch, count, resolve, local);
     if (this.queue.length > this.head) this.batch();
     this.queue.push(entry as Pending<unknown>);
     if (this.timer === undefined) this.arm(entry.deadline);
@@ -147,7 +150,7 @@ export class RedisRescue {
           return;
         }
         entry.done = true;
-        this.redisDecisions++;
+        this.redisDecisions += count;
         this.compact();
         resolve(value);
       },
@@ -250,7 +253,7 @@ export class RedisRescue {
     const q = this.queue;
     for (let i = this.head; i < q.length; i++) {
       if (!q[i]!.done) {
-        this.rescueDecisions++;
+        this.rescueDecisions += q[i]!.count;
         q[i]!.rescue();
       }
     }
