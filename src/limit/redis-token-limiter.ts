@@ -6,7 +6,7 @@
  * to Redis as ONE script call for k tokens that admits as many as the bucket holds, up to k, and the
  * first m callers in call order are allowed, the rest refused — the answers k calls in a row would get
  * at that instant (GCRA: admitting m of k is taking m tokens). A batch is sent at the end of the tick
- * (process.nextTick), or at once when it reaches `maxBatch` (1 024) callers. `allow(n)` for n ≠ 1 is one
+ * (process.nextTick), or at once when it reaches 1 024 callers. `allow(n)` for n ≠ 1 is one
  * script call of its own. If the batch's call fails, times out or answers a bad shape, each of its
  * callers is decided by the rescue limiter, one by one, in call order.
  *
@@ -40,7 +40,7 @@ export const redisTokenLimiterDefaults = Object.freeze({ timeoutMs: 50, probeInt
 const script = new Script(TOKEN_SCRIPT);
 const ONE = '1';
 /** The most single-token decisions one script call carries; a full batch is sent at once. */
-export const maxBatch = 1024;
+const maxBatch = 1024;
 
 /** A caller in a batch: its resolve, and whether it asked for the numbers (decide) or a boolean (allow). */
 type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
@@ -113,16 +113,29 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
     return p;
   }
 
-  /** flush sends a batch (of one caller, or up to maxBatch) as one script call. */
+  /** flush sends a batch as one script call: the plain one-token call for a lone caller, else the batch call. */
   private flush(w: Waiter[]): void {
     if (this.waiting === w) this.waiting = undefined;
-    const count = w.length === 1 ? ONE : String(w.length);
+    if (w.length === 1) {
+      const c = w[0]!;
+      void this.switch.run(this.send1, (r) => this.answerOne(c, r), () => this.rescueBatch(w));
+      return;
+    }
+    const count = String(w.length);
     void this.switch.run(
       () => script.run(this.client, this.key, this.interval, this.burstArg, count, ONE),
       (r) => this.answerBatch(w, r),
       () => this.rescueBatch(w),
       w.length,
     );
+  }
+
+  /** answerOne checks a one-token reply and answers the lone caller; undefined (not answered) for a bad shape. */
+  private answerOne(c: Waiter, r: unknown): true | undefined {
+    const answer = c.decide ? parseDecision(r, this.burst) : parseAllowed(r);
+    if (answer === undefined) return undefined;
+    c.resolve(answer);
+    return true;
   }
 
   /** answerBatch checks a batch reply and answers its callers; undefined (nobody answered) for a bad shape. */
