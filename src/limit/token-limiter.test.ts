@@ -164,10 +164,14 @@ describe('TokenLimiter', () => {
     });
 
     it('reserves in call order, so waiters are served before later allow() calls', async () => {
-      const l = new TokenLimiter({ rate: 1_000, burst: 1 }); // one token per ms, real clock
+      // One token per ms on a manual clock, so a stall of this machine cannot refill the bucket between the
+      // calls (the waits' timers are real: 1, 2, 3 ms).
+      const clock = new ManualClock();
+      const l = new TokenLimiter({ rate: 1_000, burst: 1, clock });
       assert.equal(l.allow(), true);
       const order: number[] = [];
       const waits = [1, 2, 3].map((i) => l.wait(1).then(() => order.push(i)));
+      clock.advance(3); // without the reservations the bucket would hold a token again
       assert.equal(l.allow(), false, 'the tokens of the next 3 ms are reserved');
       await Promise.all(waits);
       assert.deepEqual(order, [1, 2, 3]);
