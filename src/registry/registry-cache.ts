@@ -29,7 +29,7 @@ import { Emitter, type Disposer } from '../core/events.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 import { CacheWatch, type WatchHost } from './cache-watch.js';
-import { readSnapshot, writeSnapshot } from './snapshot.js';
+import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
 import { ended, freezeList, replay, throttledError, untilDone } from './cache-support.js';
@@ -91,13 +91,10 @@ export class RegistryCache implements Registry {
   private readonly maxServices: number;
   private readonly watchEnabled: boolean;
   private readonly warn: (message: string) => void;
-  private readonly snapshotPath: string | undefined;
-  private readonly snapshotDebounceMs: number;
+  private readonly snapshot: SnapshotWriter | undefined;
   private readonly newBackoff: () => Backoff;
   private readonly random: () => number;
   private readonly sweepTimer: ReturnType<typeof setInterval>;
-  private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
-  private snapshotWrite: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly closeRegistry: boolean;
   /** Aborted by close(): ends the watches handed out by watch(). */
@@ -146,9 +143,11 @@ export class RegistryCache implements Registry {
     if (o.snapshotPath !== undefined && (typeof o.snapshotPath !== 'string' || o.snapshotPath.length === 0)) {
       throw new TypeError(`RegistryCache: snapshotPath must be a non-empty string, got ${JSON.stringify(o.snapshotPath)}`);
     }
-    this.snapshotPath = o.snapshotPath;
-    this.snapshotDebounceMs = integer('RegistryCache', 'snapshotDebounceMs', o.snapshotDebounceMs ?? d.snapshotDebounceMs, 0);
-    if (this.snapshotPath !== undefined) this.loadSnapshot(this.snapshotPath);
+    const snapshotDebounceMs = integer('RegistryCache', 'snapshotDebounceMs', o.snapshotDebounceMs ?? d.snapshotDebounceMs, 0);
+    if (o.snapshotPath !== undefined) {
+      this.loadSnapshot(o.snapshotPath);
+      this.snapshot = new SnapshotWriter(o.snapshotPath, snapshotDebounceMs, () => this.liveServices(), this.warn);
+    }
     this.sweepTimer = setInterval(() => this.sweep(), Math.max(1000, Math.min(60_000, this.idleMs / 2)));
     this.sweepTimer.unref();
   }
@@ -466,31 +465,17 @@ export class RegistryCache implements Registry {
     this.changes.clear();
     for (const w of this.watches.values()) w.stop();
     this.watches.clear();
-    if (this.snapshotTimer !== undefined) {
-      clearTimeout(this.snapshotTimer);
-      this.snapshotTimer = undefined;
-      this.saveSnapshot();
-    }
-    await this.snapshotWrite;
+    await this.snapshot?.flush();
     if (this.closeRegistry) await this.registry.close();
   }
 
   private changed(): void {
-    if (this.snapshotPath === undefined || this.snapshotTimer !== undefined || this.closed) return;
-    this.snapshotTimer = setTimeout(() => {
-      this.snapshotTimer = undefined;
-      this.saveSnapshot();
-    }, this.snapshotDebounceMs);
-    this.snapshotTimer.unref();
+    if (!this.closed) this.snapshot?.changed();
   }
 
-  private saveSnapshot(): void {
-    const path = this.snapshotPath!;
-    const services: Array<[string, readonly ServiceInstance[]]> = [];
-    for (const [name, e] of this.entries) if (e.instances.length > 0) services.push([name, e.instances]);
-    this.snapshotWrite = this.snapshotWrite
-      .then(() => writeSnapshot(path, services))
-      .catch((err: unknown) => this.warn(`RegistryCache: cannot write snapshot ${path}: ${(err as Error).message}`));
+  /** liveServices is what a snapshot keeps: every service with at least one instance. */
+  private *liveServices(): Iterable<[string, readonly ServiceInstance[]]> {
+    for (const [name, e] of this.entries) if (e.instances.length > 0) yield [name, e.instances];
   }
 
   private loadSnapshot(path: string): void {

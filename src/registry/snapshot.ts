@@ -56,3 +56,46 @@ export async function writeSnapshot(path: string, services: Iterable<[string, re
     throw err;
   }
 }
+
+/**
+ * SnapshotWriter debounces snapshot writes: `changed()` schedules one write `debounceMs` later (an
+ * unref'd timer), writes never overlap, and `flush()` writes a pending change at once and waits.
+ */
+export class SnapshotWriter {
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly path: string,
+    private readonly debounceMs: number,
+    private readonly collect: () => Iterable<[string, readonly ServiceInstance[]]>,
+    private readonly warn: (message: string) => void,
+  ) {}
+
+  /** changed schedules a write unless one is already scheduled. */
+  changed(): void {
+    if (this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.write();
+    }, this.debounceMs);
+    this.timer.unref();
+  }
+
+  /** flush writes a scheduled change now, and resolves when every write has ended. */
+  async flush(): Promise<void> {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.write();
+    }
+    await this.writing;
+  }
+
+  private write(): void {
+    const services = [...this.collect()];
+    this.writing = this.writing
+      .then(() => writeSnapshot(this.path, services))
+      .catch((err: unknown) => this.warn(`RegistryCache: cannot write snapshot ${this.path}: ${(err as Error).message}`));
+  }
+}
