@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
-import { LruCache } from './lru-cache.js';
+import { LruCache, keyHash } from './lru-cache.js';
 
 /** Model is the obviously-correct LRU the property test compares against: an array, most recent first. */
 class Model {
@@ -70,6 +70,46 @@ describe('LruCache', () => {
         }
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('finds every live key and no removed one under heavy add/remove churn of keys that collide in the index', () => {
+    // 48 keys whose hashes share their low 10 bits: they all start probing at the same table position at
+    // every table size up to 1 024, so removals exercise the backward shift inside one long probe run;
+    // 16 ordinary keys interleave with them. The model is a Map.
+    const home = keyHash('c0') & 1023;
+    const colliding: string[] = [];
+    for (let i = 0; colliding.length < 48; i++) if ((keyHash(`c${i}`) & 1023) === home) colliding.push(`c${i}`);
+    const pool = [...colliding, ...Array.from({ length: 16 }, (_, i) => `o${i}`)];
+    const churn = fc.oneof(
+      fc.record({ t: fc.constant('add' as const), k: fc.nat({ max: pool.length - 1 }), n: fc.nat({ max: 3 }) }),
+      fc.record({ t: fc.constant('remove' as const), k: fc.nat({ max: pool.length - 1 }) }),
+      fc.record({ t: fc.constant('removeOldest' as const) }),
+    );
+    fc.assert(
+      fc.property(fc.array(churn, { maxLength: 600 }), (ops) => {
+        const lru = new LruCache<string>({ maxBytes: 1 << 20 });
+        const model = new Map<string, string>();
+        for (const o of ops) {
+          if (o.t === 'add') {
+            const key = pool[o.k]!;
+            const value = 'v'.repeat(o.n);
+            lru.add(key, value);
+            model.set(key, value);
+          } else if (o.t === 'remove') assert.equal(lru.remove(pool[o.k]!), model.delete(pool[o.k]!));
+          else {
+            const oldest = lru.removeOldest();
+            if (oldest !== undefined) assert.ok(model.delete(oldest));
+            else assert.equal(model.size, 0);
+          }
+          assert.equal(lru.length, model.size);
+        }
+        for (const key of pool) {
+          assert.equal(lru.has(key), model.has(key), key);
+          assert.equal(lru.get(key), model.get(key), key);
+        }
+      }),
+      { numRuns: 200 },
     );
   });
 
