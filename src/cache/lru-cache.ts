@@ -14,6 +14,7 @@
  * slot keeps its hash, so a probe compares integers before strings and growing or deleting never
  * rehashes a string. Deletion shifts the probe run back (no tombstones), so churn never degrades it.
  */
+import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 
@@ -34,9 +35,15 @@ export const lruCacheDefaults = Object.freeze({ initialSlots: 16 });
 
 const NONE = -1;
 
-/** keyHash is FNV-1a over the key's UTF-16 units with a murmur3 finalizer (cheap for short keys; the low bits index the table). Exported for tests only. */
+/**
+ * SEED is drawn once per process, as V8 seeds its own Map hashing: keys arrive from peers, and a fixed
+ * hash would let whoever chooses keys precompute collisions that turn every lookup into a long probe.
+ */
+const SEED = randomBytes(4).readInt32LE(0);
+
+/** keyHash is seeded FNV-1a over the key's UTF-16 units with a murmur3 finalizer (cheap for short keys; the low bits index the table). Exported for tests only. */
 export function keyHash(key: string): number {
-  let h = 0x811c9dc5 | 0;
+  let h = (0x811c9dc5 ^ SEED) | 0;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
