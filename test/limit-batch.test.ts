@@ -3,22 +3,19 @@
  * Redis as one script call that admits as many as the bucket holds, and the callers get exactly what
  * the same number of calls in a row would have got.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { InvalidResponseError } from '../src/core/errors.js';
 import { RedisTokenLimiter, type LimitDecision, type RedisClient } from '../src/limit/index.js';
 import { TOKEN_SCRIPT } from '../src/limit/redis-scripts.js';
-import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
-import { skipReason, waitFor } from './support/servers.js';
+import { onRedis, redisBinary } from './support/redis.js';
+import { useRedis } from './support/use-redis.js';
+import { skipReason } from './support/servers.js';
 
 const skip = skipReason(redisBinary, 'redis-server');
 process.on('warning', () => {}); // the rescue's warnings are expected here
-
-async function ready(lim: { mode: string }): Promise<void> {
-  await waitFor('the limiter to reach Redis', () => lim.mode === 'redis', 10_000);
-}
 
 /** scriptCalls is how many EVALSHA + EVAL calls the server has run so far. */
 async function scriptCalls(admin: Redis): Promise<number> {
@@ -29,41 +26,32 @@ async function scriptCalls(admin: Redis): Promise<number> {
 }
 
 describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
-  let srv: RedisServer;
-  let admin: Redis;
-  before(async () => {
-    srv = await startRedis();
-    admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
-  });
-  after(async () => {
-    admin.disconnect();
-    await srv.stop();
-  });
+  const fx = useRedis();
 
   it('the script admits as many of a batch as the bucket holds: 5 tokens, batch of 8 → 5', async () => {
     // rate 0.1/s: a token per 10 s, no refill during the test.
-    const reply = (await admin.eval(TOKEN_SCRIPT, 1, 's:partial', '10000', '5', '8', '1')) as number[];
+    const reply = (await fx.admin.eval(TOKEN_SCRIPT, 1, 's:partial', '10000', '5', '8', '1')) as number[];
     assert.equal(reply[0], 5, `admitted ${String(reply)}`);
     assert.equal(reply[1], 0, 'remaining for the first refused');
     assert.ok(reply[2]! > 9_000 && reply[2]! <= 10_000, `retryAfterMs ${reply[2]}`);
     assert.ok(reply[3]! > 49_000 && reply[3]! <= 50_000, `resetMs ${reply[3]}`);
     assert.equal(reply[4], 0, 'a fresh bucket starts at now');
-    const again = (await admin.eval(TOKEN_SCRIPT, 1, 's:partial', '10000', '5', '3', '1')) as number[];
+    const again = (await fx.admin.eval(TOKEN_SCRIPT, 1, 's:partial', '10000', '5', '3', '1')) as number[];
     assert.equal(again[0], 0, 'an empty bucket admits none');
-    const single = (await admin.eval(TOKEN_SCRIPT, 1, 's:partial', '10000', '5', '1')) as number[];
+    const single = (await fx.admin.eval(TOKEN_SCRIPT, 1, 's:partial', '10000', '5', '1')) as number[];
     assert.equal(single[0], 0, 'the plain call sees the same empty bucket');
   });
 
   it('sends one tick of callers as one script call, and allows exactly the first 5 of 8', async () => {
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:batch8', rate: 0.1, burst: 5, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:batch8', rate: 0.1, burst: 5, timeoutMs: 2_000 });
     try {
-      await ready(lim);
-      const before = await scriptCalls(admin);
+      await onRedis(lim);
+      const before = await scriptCalls(fx.admin);
       const calls: Promise<boolean | LimitDecision>[] = [];
       for (let i = 0; i < 8; i++) calls.push(i % 2 === 0 ? lim.allow() : lim.decide());
       const answers = (await Promise.all(calls)).map((a) => (typeof a === 'boolean' ? a : a.allowed));
       assert.deepEqual(answers, [true, true, true, true, true, false, false, false]);
-      assert.equal((await scriptCalls(admin)) - before, 1, 'one script call for the batch');
+      assert.equal((await scriptCalls(fx.admin)) - before, 1, 'one script call for the batch');
       const s = lim.stats();
       assert.equal(s.redisDecisions, 8, 'stats count decisions, not batches');
       assert.equal(s.rescueDecisions, 0);
@@ -84,7 +72,7 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
       fc.asyncProperty(fc.integer({ min: 1, max: 30 }), fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 4 }), async (burst, sizes) => {
         run++;
         // rate 0.001/s: a token per 1 000 s, so the time between the two runs adds no token.
-        const batched = new RedisTokenLimiter({ redis: admin, key: `p:b:${run}`, rate: 0.001, burst, timeoutMs: 5_000 });
+        const batched = new RedisTokenLimiter({ redis: fx.admin, key: `p:b:${run}`, rate: 0.001, burst, timeoutMs: 5_000 });
         try {
           for (const k of sizes) {
             const b: Promise<LimitDecision>[] = [];
@@ -92,7 +80,7 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
             const got = await Promise.all(b);
             for (let i = 0; i < k; i++) {
               // The plain one-token script call (no batch flag), as a limiter made before batching sent it.
-              const r = (await admin.eval(TOKEN_SCRIPT, 1, `p:s:${run}`, '1000000', String(burst), '1')) as number[];
+              const r = (await fx.admin.eval(TOKEN_SCRIPT, 1, `p:s:${run}`, '1000000', String(burst), '1')) as number[];
               const want = { allowed: r[0] === 1, limit: burst, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]! };
               const g = got[i]!;
               assert.equal(g.allowed, want.allowed, `caller ${i} of ${k}`);
@@ -113,7 +101,7 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
   });
 
   it('decides each caller of a failed batch in process, in call order', async () => {
-    const client = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+    const client = new Redis(fx.srv.url, { maxRetriesPerRequest: 1 });
     const liar = new Proxy(client, {
       get(target, prop, receiver) {
         if (prop === 'evalsha') return () => Promise.resolve([1, 2, 3]);
@@ -139,12 +127,12 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
   });
 
   it('caps a batch at 1 024 callers: 1 500 callers are two script calls', async () => {
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:cap', rate: 0.1, burst: 1_200, timeoutMs: 5_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:cap', rate: 0.1, burst: 1_200, timeoutMs: 5_000 });
     try {
-      await ready(lim);
-      const before = await scriptCalls(admin);
+      await onRedis(lim);
+      const before = await scriptCalls(fx.admin);
       const answers = await Promise.all(Array.from({ length: 1_500 }, () => lim.allow()));
-      assert.equal((await scriptCalls(admin)) - before, 2);
+      assert.equal((await scriptCalls(fx.admin)) - before, 2);
       assert.equal(answers.filter(Boolean).length, 1_200);
       assert.ok(answers.slice(0, 1_200).every(Boolean), 'the first 1 200 callers are the ones allowed');
     } finally {

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { RedisTokenLimiter } from '../src/limit/index.js';
-import { redisBinary, startRedis } from './support/redis.js';
-import { skipReason, waitFor } from './support/servers.js';
+import { onRedis, redisBinary, startRedis } from './support/redis.js';
+import { skipReason } from './support/servers.js';
 
 const RATE = 500;
 // Two seconds of tolerance: the fleet under-admits only if all workers together fall 2 s behind.
@@ -22,7 +22,7 @@ const RUN_MS = 3_000;
 async function worker(): Promise<void> {
   const env = process.env;
   const lim = new RedisTokenLimiter({ redis: env.REDIS_URL!, key: env.LIMIT_KEY!, rate: RATE, burst: BURST, timeoutMs: 5_000 });
-  await waitFor('Redis', () => lim.mode === 'redis', 30_000);
+  await onRedis(lim, 30_000);
   // Tell the parent we are ready, and wait for its "go START END" (wall times) on stdin.
   process.stdout.write('@@ready\n');
   const go = await new Promise<string>((resolve) => {

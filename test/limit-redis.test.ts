@@ -3,39 +3,26 @@
  * replies and refused scripts, and the rescue through SIGSTOP, SIGKILL and restart.
  * Margins are wide on purpose: the machine running this may be small and busy.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { InvalidResponseError, TimeoutError } from '../src/core/errors.js';
 import { RedisPeriodLimiter, RedisTokenLimiter, type RedisClient } from '../src/limit/index.js';
-import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
+import { onRedis, redisBinary, startRedis } from './support/redis.js';
+import { useRedis } from './support/use-redis.js';
 import { skipReason, waitFor } from './support/servers.js';
 
 const skip = skipReason(redisBinary, 'redis-server');
 process.on('warning', () => {}); // the rescue's warnings are expected here
 
-/** ready waits until a limiter decides on Redis (a new client connects first). */
-async function ready(lim: { mode: string }): Promise<void> {
-  await waitFor('the limiter to reach Redis', () => lim.mode === 'redis', 10_000);
-}
-
 describe('Redis limiters on a real Redis', { skip }, () => {
-  let srv: RedisServer;
-  let admin: Redis;
-  before(async () => {
-    srv = await startRedis();
-    admin = new Redis(srv.url, { maxRetriesPerRequest: 1 });
-  });
-  after(async () => {
-    admin.disconnect();
-    await srv.stop();
-  });
+  const fx = useRedis();
 
   it('shares one bucket: burst at once, then the rate, time taken from Redis', async () => {
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:basic', rate: 0.1, burst: 5, timeoutMs: 2_000 }); // a token per 10 s: no refill during the test
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:basic', rate: 0.1, burst: 5, timeoutMs: 2_000 }); // a token per 10 s: no refill during the test
     try {
-      await ready(lim);
+      await onRedis(lim);
       const answers = [];
       for (let i = 0; i < 7; i++) answers.push(await lim.allow());
       assert.deepEqual(answers, [true, true, true, true, true, false, false]);
@@ -55,11 +42,11 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('loads the script again after SCRIPT FLUSH (NOSCRIPT)', async () => {
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:noscript', rate: 100, burst: 100, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:noscript', rate: 100, burst: 100, timeoutMs: 2_000 });
     try {
-      await ready(lim);
+      await onRedis(lim);
       assert.equal(await lim.allow(), true);
-      await admin.script('FLUSH');
+      await fx.admin.script('FLUSH');
       assert.equal(await lim.allow(), true);
       assert.equal(lim.stats().failures, 0);
     } finally {
@@ -68,24 +55,24 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('never sets an expiry of 0, even when burst < rate / 2', async () => {
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:ttl', rate: 1_000, burst: 1, timeoutMs: 2_000 });
-    const per = new RedisPeriodLimiter({ redis: srv.url, key: 'p:ttl', periodMs: 1, quota: 5, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:ttl', rate: 1_000, burst: 1, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:ttl', periodMs: 1, quota: 5, timeoutMs: 2_000 });
     try {
-      await ready(lim);
-      await ready(per);
+      await onRedis(lim);
+      await onRedis(per);
       assert.equal(await lim.allow(), true);
-      const ttl = await admin.pttl('t:ttl');
+      const ttl = await fx.admin.pttl('t:ttl');
       assert.ok(ttl > 0, `PTTL ${ttl}`);
       await per.allow('k');
-      const pttl = await admin.pttl('p:ttl:k');
+      const pttl = await fx.admin.pttl('p:ttl:k');
       assert.notEqual(pttl, -1, 'a 1 ms window key has an expiry (or has expired already)');
       // A count left without expiry (by hand, by an old version) gets one instead of living forever.
-      const slow = new RedisPeriodLimiter({ redis: srv.url, key: 'p:ttl', periodMs: 60_000, quota: 5, timeoutMs: 2_000 });
-      await ready(slow);
-      await admin.set('p:ttl:stuck', '1');
-      assert.equal(await admin.pttl('p:ttl:stuck'), -1);
+      const slow = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:ttl', periodMs: 60_000, quota: 5, timeoutMs: 2_000 });
+      await onRedis(slow);
+      await fx.admin.set('p:ttl:stuck', '1');
+      assert.equal(await fx.admin.pttl('p:ttl:stuck'), -1);
       assert.equal(await slow.allow('stuck'), true);
-      const stuck = await admin.pttl('p:ttl:stuck');
+      const stuck = await fx.admin.pttl('p:ttl:stuck');
       assert.ok(stuck > 0 && stuck <= 60_000, `PTTL ${stuck}`);
       await slow.close();
     } finally {
@@ -95,21 +82,21 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('never moves the stored time backwards: a bucket found ahead of now stays ahead', async () => {
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:fwd', rate: 10, burst: 2, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:fwd', rate: 10, burst: 2, timeoutMs: 2_000 });
     try {
-      await ready(lim);
-      const [sec, usec] = (await admin.time()) as unknown as [string, string];
+      await onRedis(lim);
+      const [sec, usec] = (await fx.admin.time()) as unknown as [string, string];
       const now = Number(sec) * 1000 + Number(usec) / 1000;
       // As if a call had emptied the bucket 5 s into the future (go-zero #4072: late calls rewound it).
-      await admin.set('t:fwd', String(now + 5_000), 'PX', 60_000);
+      await fx.admin.set('t:fwd', String(now + 5_000), 'PX', 60_000);
       assert.equal(await lim.allow(), false);
-      assert.equal(Number(await admin.get('t:fwd')), now + 5_000);
+      assert.equal(Number(await fx.admin.get('t:fwd')), now + 5_000);
       let last = 0;
-      const fresh = new RedisTokenLimiter({ redis: srv.url, key: 't:fwd2', rate: 1_000, burst: 50, timeoutMs: 2_000 });
-      await ready(fresh);
+      const fresh = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:fwd2', rate: 1_000, burst: 50, timeoutMs: 2_000 });
+      await onRedis(fresh);
       for (let i = 0; i < 100; i++) {
         await fresh.allow();
-        const v = Number(await admin.get('t:fwd2'));
+        const v = Number(await fx.admin.get('t:fwd2'));
         assert.ok(v >= last, `${v} < ${last}`);
         last = v;
       }
@@ -120,9 +107,9 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('counts a period quota per key with go-zero’s three answers', async () => {
-    const per = new RedisPeriodLimiter({ redis: srv.url, key: 'p:q', periodMs: 60_000, quota: 3, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:q', periodMs: 60_000, quota: 3, timeoutMs: 2_000 });
     try {
-      await ready(per);
+      await onRedis(per);
       const answers = [];
       for (let i = 0; i < 4; i++) answers.push(await per.take('u1'));
       assert.deepEqual(answers, ['allowed', 'allowed', 'hit-quota', 'over-quota']);
@@ -138,10 +125,10 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('aligns period windows to Redis’s clock', async () => {
-    const per = new RedisPeriodLimiter({ redis: srv.url, key: 'p:align', periodMs: 3_600_000, quota: 1, align: true, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:align', periodMs: 3_600_000, quota: 1, align: true, timeoutMs: 2_000 });
     try {
-      await ready(per);
-      const [sec] = (await admin.time()) as unknown as [string, string];
+      await onRedis(per);
+      const [sec] = (await fx.admin.time()) as unknown as [string, string];
       const left = 3_600_000 - ((Number(sec) * 1000) % 3_600_000);
       const d = await per.decide('k');
       assert.equal(d.allowed, true);
@@ -152,7 +139,7 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('treats a reply of the wrong shape as a Redis failure, never a crash', async () => {
-    const client = new Redis(srv.url, { maxRetriesPerRequest: 1 });
+    const client = new Redis(fx.srv.url, { maxRetriesPerRequest: 1 });
     const liar = new Proxy(client, {
       get(target, prop, receiver) {
         if (prop === 'evalsha') return () => Promise.resolve(['not', 'numbers']);
@@ -174,8 +161,8 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('goes to rescue, with the cause in stats(), when Redis refuses scripts', async () => {
-    await admin.call('ACL', 'SETUSER', 'noscripts', 'on', '>pw', '~*', '+@all', '-@scripting');
-    const client = new Redis({ host: srv.host, port: srv.port, username: 'noscripts', password: 'pw', maxRetriesPerRequest: 1 });
+    await fx.admin.call('ACL', 'SETUSER', 'noscripts', 'on', '>pw', '~*', '+@all', '-@scripting');
+    const client = new Redis({ host: fx.srv.host, port: fx.srv.port, username: 'noscripts', password: 'pw', maxRetriesPerRequest: 1 });
     await client.ping();
     const per = new RedisPeriodLimiter({ redis: client, key: 'p:acl', periodMs: 1_000, quota: 1, timeoutMs: 2_000 });
     try {
@@ -191,7 +178,7 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('rejects bad options with TypeError / RangeError naming the option', () => {
-    const opts = { redis: srv.url, key: 'k', rate: 1 };
+    const opts = { redis: fx.srv.url, key: 'k', rate: 1 };
     for (const [o, err, name] of [
       [{ ...opts, rate: 0 }, RangeError, 'rate'],
       [{ ...opts, burst: 0 }, RangeError, 'burst'],
@@ -203,7 +190,7 @@ describe('Redis limiters on a real Redis', { skip }, () => {
     ] as const) {
       assert.throws(() => new RedisTokenLimiter(o as never), (e: Error) => e instanceof err && e.message.includes(name), JSON.stringify(o).slice(0, 80));
     }
-    assert.throws(() => new RedisPeriodLimiter({ redis: srv.url, key: 'k', periodMs: 1_000, quota: 0 }), RangeError);
+    assert.throws(() => new RedisPeriodLimiter({ redis: fx.srv.url, key: 'k', periodMs: 1_000, quota: 0 }), RangeError);
   });
 });
 
@@ -212,7 +199,7 @@ describe('Redis limiter rescue (chaos)', { skip }, () => {
     const srv = await startRedis();
     const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:stop', rate: 100, burst: 10, timeoutMs: 50 });
     try {
-      await ready(lim);
+      await onRedis(lim);
       assert.equal(await lim.allow(), true);
       const warnings: unknown[] = [];
       const onWarning = (w: Error & { code?: string }) => w.code === 'BULWARK_LIMIT_RESCUE' && warnings.push(w);
@@ -264,7 +251,7 @@ describe('Redis limiter rescue (chaos)', { skip }, () => {
     };
     const callers = Array.from({ length: 8 }, caller);
     try {
-      await ready(lim);
+      await onRedis(lim);
       await new Promise((r) => setTimeout(r, 300));
       await srv.kill();
       await waitFor('rescue', () => lim.mode === 'rescue', 5_000);

@@ -3,7 +3,7 @@
  * in a temp folder. `kill()` / `restart()` for chaos tests; `pause()` / `resume()` (SIGSTOP / SIGCONT)
  * for a Redis that accepts connections but never answers.
  */
-import { canConnect, findBinary, freePort, ServerProcess, tempDir } from './servers.js';
+import { canConnect, findBinary, freePort, ServerProcess, tempDir, waitFor } from './servers.js';
 
 /** redisBinary is the redis-server path, or undefined when Redis is not installed (see servers.ts). */
 export const redisBinary = findBinary('redis-server');
@@ -45,4 +45,9 @@ export async function startRedis(): Promise<RedisServer> {
       dir.remove();
     },
   };
+}
+
+/** onRedis waits until a Redis limiter decides on Redis (a limiter made from a URL connects first). */
+export async function onRedis(limiter: { readonly mode: string }, timeoutMs = 10_000): Promise<void> {
+  await waitFor('the limiter to reach Redis', () => limiter.mode === 'redis', timeoutMs);
 }
