@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { bench } from './harness.js';
 import { KeyedLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
-import { startRedis, type RedisServer } from '../test/support/redis.js';
+import { onRedis, startRedis, type RedisServer } from '../test/support/redis.js';
 
 const isChild = process.argv.includes('--child');
 let server: RedisServer | undefined;
@@ -20,14 +20,19 @@ if (!isChild) {
 }
 const url = () => process.env.BENCH_REDIS_URL!;
 
-/** Waits until a Redis limiter decides on Redis (its client has connected). */
-async function onRedis(lim: RedisTokenLimiter): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (lim.mode !== 'redis') {
-    if (Date.now() > deadline) throw new Error('limiter never reached Redis');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/** A raw ioredis client running one Lua script by EVALSHA, one caller at a time. */
+async function evalFloor(lua: string) {
+  const redis = new Redis(url());
+  const sha = (await redis.script('LOAD', lua)) as string;
+  const key = `floor:${process.pid}`;
+  return { op: () => redis.evalsha(sha, 1, key, '1', '2', '3'), async: true, teardown: () => redis.disconnect() };
 }
+
+/**
+ * The least work a token bucket that meets the spec must do in Redis — read Redis's TIME, read the
+ * state, write it back with an expiry — with no arithmetic and a one-integer reply.
+ */
+const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[2], 'PX', 60000) return 1";
 
 const BIG = 1e12; // a rate / quota so large that every call is admitted
 
@@ -69,6 +74,10 @@ try {
         await redis.ping();
         return { op: () => redis.ping(), async: true, teardown: () => redis.disconnect() };
       },
+      // Two floors, so that the script's cost in Redis is measured, not guessed: any script at all, and
+      // the least a bucket that meets the spec must do (BUCKET_FLOOR).
+      'EVALSHA return 1 (floor: any script)': async () => evalFloor('return 1'),
+      'EVALSHA TIME+GET+SET (floor: a bucket)': async () => evalFloor(BUCKET_FLOOR),
       'RedisTokenLimiter.allow': async () => {
         const lim = new RedisTokenLimiter({ redis: url(), key: `b1:${process.pid}`, rate: BIG, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
@@ -84,6 +93,54 @@ try {
         await redis.ping();
         const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlf1:${process.pid}` });
         return { op: () => r.consume('k'), async: true, teardown: () => redis.disconnect() };
+      },
+    },
+  });
+
+  await bench('limit: Redis, one caller at a time, interleaved in one process (robust to machine load)', {
+    subjects: {
+      'PING | floor | RedisTokenLimiter.allow | RateLimiterRedis.consume, rotating': async () => {
+        const redis = new Redis(url());
+        const floorSha = (await redis.script('LOAD', BUCKET_FLOOR)) as string;
+        const rlfClient = new Redis(url());
+        const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
+        const lim = new RedisTokenLimiter({ redis: url(), key: `bi:${process.pid}`, rate: BIG, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        const calls = [
+          () => redis.ping(),
+          () => redis.evalsha(floorSha, 1, `floori:${process.pid}`, '1', '2', '3'),
+          () => lim.allow(),
+          () => rlf.consume('k'),
+        ];
+        const busy = [0, 0, 0, 0];
+        let n = 0;
+        return {
+          async: true,
+          batch: 25,
+          // Each op: one call of each subject, the order rotating, each call timed on its own.
+          op: async () => {
+            const first = n++ % 4;
+            for (let j = 0; j < 4; j++) {
+              const s = (first + j) % 4;
+              const t = performance.now();
+              await calls[s]!();
+              busy[s]! += performance.now() - t;
+            }
+          },
+          extra: () => ({
+            ping_us: (busy[0]! / n) * 1000,
+            floor_vs_ping: busy[0]! / busy[1]!,
+            ours_vs_ping: busy[0]! / busy[2]!,
+            rateLimiterRedis_vs_ping: busy[0]! / busy[3]!,
+            ours_vs_rateLimiterRedis: busy[3]! / busy[2]!,
+            rescued: lim.stats().rescueDecisions,
+          }),
+          teardown: async () => {
+            await lim.close();
+            redis.disconnect();
+            rlfClient.disconnect();
+          },
+        };
       },
     },
   });
