@@ -42,6 +42,20 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
     assert.equal(single[0], 0, 'the plain call sees the same empty bucket');
   });
 
+  it("the script's answer-only mode ('a', what allow() sends) decides exactly as the full reply does", async () => {
+    // rate 0.1/s: a token per 10 s, no refill during the test; n = 2, 1, 3, 1, 1, 9 (> burst) against burst 5.
+    for (const n of ['2', '1', '3', '1', '1', '9']) {
+      const full = (await fx.admin.eval(TOKEN_SCRIPT, 1, 's:full', '10000', '5', n)) as number[];
+      const only = await fx.admin.eval(TOKEN_SCRIPT, 1, 's:only', '10000', '5', n, 'a');
+      assert.equal(only, full[0], `n = ${n}: full reply ${String(full)}, answer-only ${String(only)}`);
+    }
+    assert.deepEqual(
+      [Number(await fx.admin.pttl('s:full')) > 0, Number(await fx.admin.pttl('s:only')) > 0],
+      [true, true],
+      'both modes store the bucket with an expiry',
+    );
+  });
+
   it('sends one tick of callers as one script call, and allows exactly the first 5 of 8', async () => {
     const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:batch8', rate: 0.1, burst: 5, timeoutMs: 2_000 });
     try {

