@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { InvalidResponseError } from '../src/core/errors.js';
-import { RedisTokenLimiter, type LimitDecision, type RedisClient } from '../src/limit/index.js';
+import { RedisTokenLimiter, type LimitDecision } from '../src/limit/index.js';
 import { TOKEN_SCRIPT } from '../src/limit/redis-scripts.js';
 import { onRedis, redisBinary } from './support/redis.js';
-import { useRedis } from './support/use-redis.js';
+import { lyingClient, useRedis } from './support/use-redis.js';
 import { skipReason } from './support/servers.js';
 
 const skip = skipReason(redisBinary, 'redis-server');
@@ -115,16 +115,8 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
   });
 
   it('decides each caller of a failed batch in process, in call order', async () => {
-    const client = new Redis(fx.srv.url, { maxRetriesPerRequest: 1 });
-    const liar = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop === 'evalsha') return () => Promise.resolve([1, 2, 3]);
-        const v = Reflect.get(target, prop, receiver);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    }) as RedisClient;
-    await client.ping();
-    const lim = new RedisTokenLimiter({ redis: liar, key: 't:badbatch', rate: 0.1, burst: 3, probeIntervalMs: 60_000, timeoutMs: 2_000 });
+    const liar = await lyingClient(fx.srv.url, [1, 2, 3]);
+    const lim = new RedisTokenLimiter({ redis: liar.client, key: 't:badbatch', rate: 0.1, burst: 3, probeIntervalMs: 60_000, timeoutMs: 2_000 });
     try {
       assert.equal(lim.mode, 'redis');
       const answers = await Promise.all(Array.from({ length: 10 }, () => lim.allow()));
@@ -136,7 +128,7 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
       assert.equal(s.failures, 1, 'one Redis call failed');
     } finally {
       await lim.close();
-      client.disconnect();
+      liar.disconnect();
     }
   });
 

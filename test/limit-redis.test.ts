@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { InvalidResponseError, TimeoutError } from '../src/core/errors.js';
-import { RedisPeriodLimiter, RedisTokenLimiter, type RedisClient } from '../src/limit/index.js';
+import { RedisPeriodLimiter, RedisTokenLimiter } from '../src/limit/index.js';
 import { onRedis, redisBinary, startRedis } from './support/redis.js';
-import { useRedis } from './support/use-redis.js';
+import { lyingClient, useRedis } from './support/use-redis.js';
 import { skipReason, waitFor } from './support/servers.js';
 
 const skip = skipReason(redisBinary, 'redis-server');
@@ -138,27 +138,30 @@ describe('Redis limiters on a real Redis', { skip }, () => {
     }
   });
 
-  it('treats a reply of the wrong shape as a Redis failure, never a crash', async () => {
-    const client = new Redis(fx.srv.url, { maxRetriesPerRequest: 1 });
-    const liar = new Proxy(client, {
-      get(target, prop, receiver) {
-        if (prop === 'evalsha') return () => Promise.resolve(['not', 'numbers']);
-        const v = Reflect.get(target, prop, receiver);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    }) as RedisClient;
-    await client.ping();
-    const lim = new RedisTokenLimiter({ redis: liar, key: 't:shape', rate: 10, burst: 2, probeIntervalMs: 60_000, timeoutMs: 2_000 });
-    try {
-      assert.equal(lim.mode, 'redis');
-      assert.equal(await lim.allow(), true);
-      assert.equal(lim.mode, 'rescue');
-      assert.ok(lim.stats().cause instanceof InvalidResponseError);
-    } finally {
-      await lim.close();
-      client.disconnect();
-    }
-  });
+  // allow() expects the integer 1 or 0, decide() four integers: anything else is a failure, never a crash.
+  const badReplies: [string, unknown, 'allow' | 'decide'][] = [
+    ['strings', ['not', 'numbers'], 'allow'],
+    ['an integer other than 0 or 1', 2, 'allow'],
+    ['the four numbers, to allow()', [1, 0, 0, 0], 'allow'],
+    ['one integer, to decide()', 1, 'decide'],
+    ['three integers, to decide()', [1, 2, 3], 'decide'],
+  ];
+  for (const [what, reply, method] of badReplies) {
+    it(`treats a reply of the wrong shape (${what}) as a Redis failure, never a crash`, async () => {
+      const liar = await lyingClient(fx.srv.url, reply);
+      const lim = new RedisTokenLimiter({ redis: liar.client, key: 't:shape', rate: 10, burst: 2, probeIntervalMs: 60_000, timeoutMs: 2_000 });
+      try {
+        assert.equal(lim.mode, 'redis');
+        const answer = method === 'allow' ? await lim.allow() : (await lim.decide()).allowed;
+        assert.equal(answer, true, 'answered by the rescue limiter, which is full');
+        assert.equal(lim.mode, 'rescue');
+        assert.ok(lim.stats().cause instanceof InvalidResponseError);
+      } finally {
+        await lim.close();
+        liar.disconnect();
+      }
+    });
+  }
 
   it('goes to rescue, with the cause in stats(), when Redis refuses scripts', async () => {
     await fx.admin.call('ACL', 'SETUSER', 'noscripts', 'on', '>pw', '~*', '+@all', '-@scripting');

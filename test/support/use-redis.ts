@@ -4,6 +4,7 @@
  */
 import { after, before } from 'node:test';
 import { Redis } from 'ioredis';
+import type { RedisClient } from '../../src/limit/index.js';
 import { startRedis, type RedisServer } from './redis.js';
 
 /** RedisFixture is what useRedis sets up. */
@@ -24,4 +25,21 @@ export function useRedis(): RedisFixture {
     await fixture.srv?.stop();
   });
   return fixture;
+}
+
+/**
+ * lyingClient is a real, connected client to `url` whose EVALSHA answers `reply` without asking Redis:
+ * a Redis (or proxy) that answers the limit scripts with a shape they never send.
+ */
+export async function lyingClient(url: string, reply: unknown): Promise<{ client: RedisClient; disconnect(): void }> {
+  const real = new Redis(url, { maxRetriesPerRequest: 1 });
+  const client = new Proxy(real, {
+    get(target, prop, receiver) {
+      if (prop === 'evalsha') return () => Promise.resolve(reply);
+      const v = Reflect.get(target, prop, receiver) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  }) as RedisClient;
+  await real.ping();
+  return { client, disconnect: () => real.disconnect() };
 }
