@@ -184,6 +184,8 @@ describe('Redis limiters on a real Redis', { skip }, () => {
     const opts = { redis: fx.srv.url, key: 'k', rate: 1 };
     for (const [o, err, name] of [
       [{ ...opts, rate: 0 }, RangeError, 'rate'],
+      [{ ...opts, rate: 100_001 }, RangeError, 'rate'],
+      [{ ...opts, rate: 1e12 }, RangeError, 'rate'],
       [{ ...opts, burst: 0 }, RangeError, 'burst'],
       [{ ...opts, timeoutMs: 0 }, RangeError, 'timeoutMs'],
       [{ ...opts, instances: 0 }, RangeError, 'instances'],

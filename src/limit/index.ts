@@ -59,7 +59,7 @@ export type LimiterMode = 'redis' | 'rescue';
 export { TokenLimiter, tokenLimiterDefaults, type TokenLimiterOptions, type WaitOptions } from './token-limiter.js';
 export { PeriodLimiter, periodLimiterDefaults, type PeriodLimiterOptions } from './period-limiter.js';
 export { KeyedLimiter, keyedLimiterDefaults, type KeyedLimiterOptions } from './keyed-limiter.js';
-export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions } from './redis-token-limiter.js';
+export { MAX_REDIS_RATE, RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions } from './redis-token-limiter.js';
 export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiterOptions } from './redis-period-limiter.js';
 export { redisCommonDefaults, type RedisCommonOptions } from './redis-common.js';
 export { TOKEN_SCRIPT, PERIOD_SCRIPT } from './redis-scripts.js';

@@ -26,7 +26,7 @@ import { TokenLimiter } from './token-limiter.js';
 export interface RedisTokenLimiterOptions extends RedisCommonOptions {
   /** The Redis key that holds the bucket (≤ 1 KiB). Required. */
   key: string;
-  /** Tokens per second for the whole fleet, fractions allowed. Required. */
+  /** Tokens per second for the whole fleet, fractions allowed, at most 100 000 (see MAX_REDIS_RATE). Required. */
   rate: number;
   /** The bucket's size, ≥ 1. Defaults to `rate` (at least 1). */
   burst?: number;
@@ -42,6 +42,14 @@ const ONE = '1';
 /** The script's 4th argument for a batch, and for a reply of 1 or 0 alone (`allow`). */
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
+/**
+ * The highest rate a Redis bucket takes. Its state is a time in ms since the epoch, a double precise to
+ * 2.4e-4 ms (0.24 µs) until 2039; each token moves it by 1 000 / rate ms, so above 100 000 tokens/s
+ * the rounding of every step would exceed 0.1 % of a token — 2.4 % at 1 M/s, and from ~8 M/s a step
+ * rounds to nothing and the bucket never empties. (A local TokenLimiter counts from process start and
+ * has no such bound.)
+ */
+export const MAX_REDIS_RATE = 100_000;
 /** The most single-token decisions one script call carries; a full batch is sent at once. */
 const maxBatch = 1024;
 
@@ -70,6 +78,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
     const o = optionsOf('RedisTokenLimiter', options);
     const key = checkKey('RedisTokenLimiter', o.key);
     const rate = positive('RedisTokenLimiter', 'rate', o.rate);
+    if (rate > MAX_REDIS_RATE) {
+      throw new RangeError(`RedisTokenLimiter: rate must be ≤ ${MAX_REDIS_RATE} tokens per second (the bucket's time in Redis would round by more than 0.1 % of a token per step), got ${rate}`);
+    }
     const burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, rate), 1);
     super('RedisTokenLimiter', key, script.lua, o);
     this.rate = rate;
