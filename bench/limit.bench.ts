@@ -1,6 +1,6 @@
 /**
  * bench/limit: the limiters against a bare clock read and rate-limiter-flexible, in the same run.
- *   BENCH_RUNS=5 node --import tsx bench/limit.bench.ts
+ *   npm run bench -- limit        (BENCH_RUNS, BENCH_MS, BENCH_FILTER: see harness.ts)
  * The parent starts one redis-server (test/support/redis.ts) that every Redis subject's child shares.
  */
 import { performance } from 'node:perf_hooks';
@@ -20,12 +20,17 @@ if (!isChild) {
 }
 const url = () => process.env.BENCH_REDIS_URL!;
 
+/** scriptCall loads `lua` on `redis` and answers a call that runs it by EVALSHA on one key of its own. */
+async function scriptCall(redis: Redis, lua: string): Promise<() => Promise<unknown>> {
+  const sha = (await redis.script('LOAD', lua)) as string;
+  const key = `floor:${process.pid}:${sha.slice(0, 8)}`;
+  return () => redis.evalsha(sha, 1, key, '1', '2', '3');
+}
+
 /** A raw ioredis client running one Lua script by EVALSHA, one caller at a time. */
 async function evalFloor(lua: string) {
   const redis = new Redis(url());
-  const sha = (await redis.script('LOAD', lua)) as string;
-  const key = `floor:${process.pid}`;
-  return { op: () => redis.evalsha(sha, 1, key, '1', '2', '3'), async: true, teardown: () => redis.disconnect() };
+  return { op: await scriptCall(redis, lua), async: true, teardown: () => redis.disconnect() };
 }
 
 /**
@@ -103,14 +108,14 @@ try {
     subjects: {
       'PING | floor | RedisTokenLimiter.allow | RateLimiterRedis.consume, rotating': async () => {
         const redis = new Redis(url());
-        const floorSha = (await redis.script('LOAD', BUCKET_FLOOR)) as string;
+        const floor = await scriptCall(redis, BUCKET_FLOOR);
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
         const lim = new RedisTokenLimiter({ redis: url(), key: `bi:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
         const calls = [
           () => redis.ping(),
-          () => redis.evalsha(floorSha, 1, `floori:${process.pid}`, '1', '2', '3'),
+          floor,
           () => lim.allow(),
           () => rlf.consume('k'),
         ];
