@@ -43,13 +43,13 @@ function asyncSubject(op: () => unknown): Subject {
 /**
  * tripSre drops from the 8th admission on: allow() has returned normally only 7 times in this process,
  * fewer than V8 wants before it gives a function feedback. That is what kept allow() interpreted (and
- * its throw ~3x dearer) before the breakers primed it at load; see primeAllow in src/breaker/shared.ts.
+ * its throw ~3x dearer) before the breakers primed it at load; see primeAdmit in src/breaker/shared.ts.
  */
 function tripSre(): SreBreaker {
   const b = new SreBreaker({ forcePassMs: 3_600_000, random: () => 0 });
   for (let i = 0; i < 1_000; i++) {
     try {
-      b.allow().failure(boom);
+      b.admit().failure(boom);
     } catch {
       // dropping already
     }
@@ -59,7 +59,7 @@ function tripSre(): SreBreaker {
 
 function tripCircuit(): CircuitBreaker {
   const b = new CircuitBreaker({ openMs: 3_600_000 });
-  for (let i = 0; i < 20 && b.state === 'closed'; i++) b.allow().failure(boom);
+  for (let i = 0; i < 20 && b.state === 'closed'; i++) b.admit().failure(boom);
   if (b.state !== 'open') throw new Error('bench setup: breaker did not open');
   return b;
 }
@@ -155,11 +155,11 @@ await bench('breaker', {
     // The primitive: allow() + success(), no promise.
     'SreBreaker allow+success': () => {
       const b = new SreBreaker();
-      return { op: () => b.allow().success() };
+      return { op: () => b.admit().success() };
     },
     'CircuitBreaker allow+success': () => {
       const b = new CircuitBreaker();
-      return { op: () => b.allow().success() };
+      return { op: () => b.admit().success() };
     },
 
     // While open.
@@ -195,7 +195,7 @@ await bench('breaker', {
       return {
         op: () => {
           try {
-            b.allow();
+            b.admit();
           } catch {
             // expected
           }
@@ -207,7 +207,7 @@ await bench('breaker', {
       return {
         op: () => {
           try {
-            b.allow();
+            b.admit();
           } catch {
             // expected
           }
@@ -215,13 +215,13 @@ await bench('breaker', {
       };
     },
 
-    'open: SreBreaker tryAllow (no throw)': () => {
+    'open: SreBreaker tryAdmit (no throw)': () => {
       const b = tripSre();
-      return { op: () => b.tryAllow() };
+      return { op: () => b.tryAdmit() };
     },
-    'open: CircuitBreaker tryAllow (no throw)': () => {
+    'open: CircuitBreaker tryAdmit (no throw)': () => {
       const b = tripCircuit();
-      return { op: () => b.tryAllow() };
+      return { op: () => b.tryAdmit() };
     },
 
     // Memory: a group of 10 000 breakers (heapMB is the heap they take, after a full GC).

@@ -36,7 +36,7 @@ for (const fw of frameworks) {
       await until(() => shedder.stats().inFlight === 0);
 
       // Pile up work in flight (held by the test itself), as an overloaded server would have.
-      const held = Array.from({ length: 200 }, () => shedder.allow());
+      const held = Array.from({ length: 200 }, () => shedder.admit());
       for (const t of held.splice(0, 100)) t.failure();
       utilization = 0.99;
       const shed = await request(s.url);

@@ -38,7 +38,7 @@ class Tokens {
 class FakeShedder {
   overloaded = false;
   readonly tokens = new Tokens();
-  allow(): Completion {
+  admit(): Completion {
     if (this.overloaded) throw new OverloadedError();
     return this.tokens.make();
   }
@@ -47,7 +47,7 @@ class FakeShedder {
 class FakeBreaker {
   open = false;
   readonly tokens = new Tokens();
-  allow(): Completion {
+  admit(): Completion {
     if (this.open) throw new BreakerOpenError();
     return this.tokens.make();
   }

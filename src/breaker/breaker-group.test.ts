@@ -77,7 +77,7 @@ describe('BreakerGroup', () => {
   it('stays bounded by maxBreakers however many distinct names arrive (a million)', () => {
     const clock = new ManualClock();
     // A featherweight breaker: the bound is the group's, whatever the breakers weigh.
-    const stub: Breaker = { name: 'stub', allow: () => ({ success() {}, failure() {}, release() {} }), execute: (fn) => Promise.resolve(fn(neverAborted)) };
+    const stub: Breaker = { name: 'stub', admit: () => ({ success() {}, failure() {}, release() {} }), execute: (fn) => Promise.resolve(fn(neverAborted)) };
     const g = new BreakerGroup({ clock, maxBreakers: 1_000, factory: () => stub });
     let max = 0;
     for (let i = 0; i < 1_000_000; i++) {

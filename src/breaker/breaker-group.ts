@@ -12,7 +12,7 @@
 import type { Clock } from '../core/clock.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
-import { coarseClock } from './coarse-clock.js';
+import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions } from './index.js';
 import { SreBreaker } from './sre-breaker.js';
 
@@ -29,7 +29,7 @@ export interface BreakerGroupOptions<B extends Breaker = Breaker> {
   idleMs?: number;
   /** The most breakers the group holds; the least recently used goes first. Defaults to 100 000. */
   maxBreakers?: number;
-  /** The time source. Defaults to the shared `coarseClock`. */
+  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
   clock?: Clock;
 }
 
@@ -67,7 +67,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     } else throw new TypeError(`BreakerGroup: exclude must be an array of names or a function, got ${showValue(ex)}`);
     this.idleMs = positive('BreakerGroup', 'idleMs', o.idleMs ?? breakerGroupDefaults.idleMs);
     this.maxBreakers = integer('BreakerGroup', 'maxBreakers', o.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1);
-    this.clock = clockOption('BreakerGroup', o.clock, coarseClock);
+    this.clock = clockOption('BreakerGroup', o.clock, getDefaultCoarseClock());
     this.slack = Math.max(1, Math.floor(this.maxBreakers / 16));
   }
 

@@ -20,14 +20,14 @@ function stateOf(b: CircuitBreaker): BreakerState {
   return b.state;
 }
 function fail(b: CircuitBreaker, n = 1): void {
-  for (let i = 0; i < n; i++) b.allow().failure(new Error(`fail ${i}`));
+  for (let i = 0; i < n; i++) b.admit().failure(new Error(`fail ${i}`));
 }
 function succeed(b: CircuitBreaker, n = 1): void {
-  for (let i = 0; i < n; i++) b.allow().success();
+  for (let i = 0; i < n; i++) b.admit().success();
 }
 function rejects(b: CircuitBreaker): boolean {
   try {
-    b.allow();
+    b.admit();
     return false;
   } catch (e) {
     assert.ok(e instanceof BreakerOpenError);
@@ -59,12 +59,12 @@ describe('CircuitBreaker', () => {
   it('opens on the slow-call rate, counting calls slower than slowCallMs', () => {
     const { b, clock } = make({ slowCallMs: 100, slowCallRate: 0.5, minimumCalls: 4 });
     for (let i = 0; i < 2; i++) {
-      const t = b.allow();
+      const t = b.admit();
       clock.advance(10);
       t.success();
     }
     for (let i = 0; i < 2; i++) {
-      const t = b.allow();
+      const t = b.admit();
       clock.advance(100);
       t.success(); // slow, though it succeeded
     }
@@ -110,7 +110,7 @@ describe('CircuitBreaker', () => {
     const { b, clock } = make({ halfOpenCalls: 3 });
     fail(b, 4);
     clock.advance(1_000);
-    const probes = [b.allow(), b.allow(), b.allow()];
+    const probes = [b.admit(), b.admit(), b.admit()];
     assert.ok(rejects(b), 'a fourth concurrent call is rejected');
     probes[0]!.success();
     assert.ok(rejects(b), 'a finished probe does not make room: 3 probes in all');
@@ -126,18 +126,18 @@ describe('CircuitBreaker', () => {
     fail(b, 4);
     clock.advance(1_000); // first trip: openMs
     assert.equal(changes.at(-1)!.to, 'open');
-    b.allow().failure(new Error('still down'));
+    b.admit().failure(new Error('still down'));
     assert.equal(b.state, 'open');
     clock.advance(1_999);
     assert.ok(rejects(b), 'second trip lasts 2 000 ms');
     clock.advance(1);
-    b.allow().failure(new Error('still down'));
+    b.admit().failure(new Error('still down'));
     clock.advance(2_999);
     assert.ok(rejects(b), 'third trip is capped at 3 000 ms');
     clock.advance(1);
     assert.equal(b.state, 'half-open');
-    b.allow().success();
-    b.allow().success();
+    b.admit().success();
+    b.admit().success();
     assert.equal(b.state, 'closed');
     fail(b, 4);
     clock.advance(1_000);
@@ -148,7 +148,7 @@ describe('CircuitBreaker', () => {
     const { b, clock } = make({ slowCallMs: 50 });
     fail(b, 4);
     clock.advance(1_000);
-    const t = b.allow();
+    const t = b.admit();
     clock.advance(60);
     t.success();
     assert.equal(b.state, 'open');
@@ -158,11 +158,11 @@ describe('CircuitBreaker', () => {
     const { b, clock, changes } = make({ halfOpenCalls: 2, probeTimeoutMs: Infinity });
     fail(b, 4);
     clock.advance(1_000);
-    const [p1, p2] = [b.allow(), b.allow()];
+    const [p1, p2] = [b.admit(), b.admit()];
     assert.ok(rejects(b), 'both permits taken');
     p1.release();
     assert.deepEqual([b.stats().probesInFlight, b.stats().probeSuccesses], [1, 0], 'freed, not counted');
-    const p3 = b.allow(); // the freed permit probes again, with no clock advance
+    const p3 = b.admit(); // the freed permit probes again, with no clock advance
     p1.failure(new Error('late')); // already released: must not reopen
     assert.equal(stateOf(b), 'half-open');
     p2.success();
@@ -178,8 +178,8 @@ describe('CircuitBreaker', () => {
   it('a released call in the closed state counts neither as a call nor as a failure', () => {
     const { b } = make({ minimumCalls: 4 });
     fail(b, 3);
-    for (let i = 0; i < 10; i++) b.allow().release();
-    const t = b.allow();
+    for (let i = 0; i < 10; i++) b.admit().release();
+    const t = b.admit();
     t.release();
     t.failure(new Error('after release')); // ignored
     assert.deepEqual([b.stats().calls, b.stats().failures, stateOf(b)], [3, 3, 'closed']);
@@ -192,11 +192,11 @@ describe('CircuitBreaker', () => {
     const { b, clock } = make({ halfOpenCalls: 1, probeTimeoutMs: 500 });
     fail(b, 4);
     clock.advance(1_000);
-    const lost = b.allow();
+    const lost = b.admit();
     clock.advance(499);
     assert.ok(rejects(b));
     clock.advance(1);
-    const second = b.allow();
+    const second = b.admit();
     lost.failure(new Error('late')); // its permit was given away: ignored
     assert.equal(b.state, 'half-open');
     second.success();
@@ -205,7 +205,7 @@ describe('CircuitBreaker', () => {
 
   it('ignores reports from tokens of an earlier state', () => {
     const { b, clock } = make();
-    const old = b.allow();
+    const old = b.admit();
     fail(b, 4);
     clock.advance(1_000);
     assert.equal(b.state, 'half-open');
@@ -221,7 +221,7 @@ describe('CircuitBreaker', () => {
     clock.advance(1e9);
     assert.ok(rejects(b));
     try {
-      b.allow();
+      b.admit();
     } catch (e) {
       assert.match((e as Error).message, /isolated/);
     }
@@ -236,10 +236,10 @@ describe('CircuitBreaker', () => {
 
   it('names the breaker, the trip reason and the last failures in its error, without a stack', () => {
     const { b } = make({ name: 'inventory' });
-    for (let i = 1; i <= 4; i++) b.allow().failure(new Error(`timeout #${i}`));
+    for (let i = 1; i <= 4; i++) b.admit().failure(new Error(`timeout #${i}`));
     let err: unknown;
     try {
-      b.allow();
+      b.admit();
     } catch (e) {
       err = e;
     }
@@ -292,7 +292,7 @@ describe('CircuitBreaker', () => {
               const before = b.state;
               const period = before === 'half-open' ? transitions : -1;
               try {
-                open.push({ token: b.allow(), period, at: clock.now() });
+                open.push({ token: b.admit(), period, at: clock.now() });
               } catch {
                 if (before === 'closed') return false; // closed never rejects
               }

@@ -10,17 +10,17 @@
  *
  * No timers: every transition is decided lazily, on the call (or `state` read) that notices it.
  * The success path in the closed state allocates nothing but the promise and reads only the coarse
- * clock (see coarse-clock.ts); calls are timed only when `slowCallMs` is set.
+ * clock (see core/coarse-clock.ts); calls are timed only when `slowCallMs` is set.
  */
 import { BreakerOpenError } from '../core/errors.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, options as optionsObject } from '../core/validate.js';
-import { coarseClock } from './coarse-clock.js';
+import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions, BreakerState, BreakerToken } from './index.js';
 import { CountWindow, TimeWindow, type OutcomeWindow } from './outcome-window.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAllow, RejectionCache, runWithToken, type InternalToken } from './shared.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAdmit, RejectionCache, runWithToken, type InternalToken } from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
 export { circuitBreakerDefaults, type CircuitBreakerOptions, type CircuitWindow, type OpenBackoff } from './circuit-options.js';
 import type { CircuitBreakerOptions } from './circuit-options.js';
@@ -107,7 +107,7 @@ export class CircuitBreaker implements Breaker {
     this.probeTimeoutMs = o.probeTimeoutMs;
     this.maxOpenMs = o.openBackoff?.maxMs ?? o.openMs;
     this.openFactor = o.openBackoff?.factor ?? 1;
-    this.clock = clockOption('CircuitBreaker', o.clock, coarseClock);
+    this.clock = clockOption('CircuitBreaker', o.clock, getDefaultCoarseClock());
     this.timed = this.slowCallMs !== Infinity;
     const now = this.clock.now();
     this.window = o.window.kind === 'count' ? new CountWindow(o.window.size) : new TimeWindow(o.window.buckets, o.window.ms / o.window.buckets, now);
@@ -136,21 +136,21 @@ export class CircuitBreaker implements Breaker {
   }
 
   /**
-   * allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`.
-   * Kept tiny on purpose (see SreBreaker.allow): the admission is `tryAllow()`, which never throws.
+   * admit lets in a call and returns the token to report its outcome, or throws `BreakerOpenError`.
+   * Kept tiny on purpose (see SreBreaker.allow): the admission is `tryAdmit()`, which never throws.
    */
-  allow(): BreakerToken {
-    const t = this.tryAllow();
+  admit(): BreakerToken {
+    const t = this.tryAdmit();
     if (t === undefined) throw this.rejections.error();
     return t;
   }
 
   /**
-   * tryAllow is allow() that answers undefined instead of throwing: for hot paths that turn a
+   * tryAdmit is admit() that answers undefined instead of throwing: for hot paths that turn a
    * rejection into something else anyway (a 503, a fallback). A JavaScript throw costs a few hundred
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
-  tryAllow(): InternalToken | undefined {
+  tryAdmit(): InternalToken | undefined {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     const now = this.clock.now();
     if (this.code === OPEN) {
@@ -174,7 +174,7 @@ export class CircuitBreaker implements Breaker {
       if (s !== undefined) signal = s;
     }
     if (this.code !== CLOSED) {
-      const t = this.tryAllow();
+      const t = this.tryAdmit();
       return t === undefined ? this.rejections.rejected() : runWithToken(t, fn, signal, undefined);
     }
     // Closed: no token. A call that settles after the breaker left this closed period is not counted.
@@ -445,4 +445,4 @@ class ProbeToken implements InternalToken {
   }
 }
 
-primeAllow((clock) => new CircuitBreaker({ clock }));
+primeAdmit((clock) => new CircuitBreaker({ clock }));

@@ -42,7 +42,7 @@ export interface CircuitBreakerOptions {
   halfOpenCalls?: number;
   /** A probe not reported within this many milliseconds frees its permit (Infinity: never). Defaults to 10 000. */
   probeTimeoutMs?: number;
-  /** The time source. Defaults to the shared `coarseClock`. */
+  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
   clock?: Clock;
 }
 

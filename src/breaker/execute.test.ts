@@ -29,7 +29,7 @@ const subjects: Subject[] = [
     trip: (b) => {
       for (let i = 0; i < 50; i++) {
         try {
-          b.allow().failure(new Error('down'));
+          b.admit().failure(new Error('down'));
         } catch {
           return;
         }
@@ -201,12 +201,12 @@ for (const s of subjects) {
       );
     });
 
-    it('tryAllow answers undefined where allow throws, and lastRejection is the error allow throws', () => {
-      const b = s.make() as Breaker & { tryAllow(): unknown; lastRejection(): BreakerOpenError };
-      assert.notEqual(b.tryAllow(), undefined);
+    it('tryAdmit answers undefined where allow throws, and lastRejection is the error allow throws', () => {
+      const b = s.make() as Breaker & { tryAdmit(): unknown; lastRejection(): BreakerOpenError };
+      assert.notEqual(b.tryAdmit(), undefined);
       s.trip(b);
-      assert.equal(b.tryAllow(), undefined);
-      assert.throws(() => b.allow(), (e) => e === b.lastRejection());
+      assert.equal(b.tryAdmit(), undefined);
+      assert.throws(() => b.admit(), (e) => e === b.lastRejection());
     });
 
     it('does not call the fallback when the task itself fails', async () => {

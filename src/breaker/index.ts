@@ -8,7 +8,7 @@
  *   the failure rate and on the slow-call rate.
  * - `BreakerGroup`: breakers by name (one per downstream, instance or method), idle ones evicted.
  *
- * Both breakers offer two levels (STYLE.md §6): `allow()` returns a token to mark the call's outcome
+ * Both breakers offer two levels (STYLE.md §6): `admit()` returns a token to mark the call's outcome
  * (or throws `BreakerOpenError`), and `execute(fn, options)` runs a task under the breaker. Both
  * implement the core `Guard` shape, so `wrap()` can nest them with the policies.
  */
@@ -56,8 +56,8 @@ export type BreakerState = 'closed' | 'open' | 'half-open';
 export interface Breaker extends Guard {
   /** The breaker's name, used in its errors and events. */
   readonly name: string;
-  /** allow admits one call and returns the token to report its outcome, or throws `BreakerOpenError`. */
-  allow(): BreakerToken;
+  /** admit lets in one call and returns the token to report its outcome, or throws `BreakerOpenError`. */
+  admit(): BreakerToken;
   /** execute runs `fn` under the breaker: rejects with `BreakerOpenError` (or answers `fallback`) when it rejects the call. */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T>;
 }
@@ -79,4 +79,3 @@ export {
   setDefaultBreakerGroup,
   type BreakerGroupOptions,
 } from './breaker-group.js';
-export { CoarseClock, coarseClock, coarseClockDefaults, type CoarseClockOptions } from './coarse-clock.js';

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { BreakerGroup } from './breaker-group.js';
 import { CircuitBreaker } from './circuit-breaker.js';
-import { CoarseClock } from './coarse-clock.js';
+import { CoarseClock } from '../core/coarse-clock.js';
 import { SreBreaker } from './sre-breaker.js';
 
 type Row = [label: string, build: () => unknown, error: typeof TypeError | typeof RangeError, mentions: RegExp];

@@ -5,7 +5,7 @@
 import { AbortedError, BreakerOpenError, withoutStack } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
-import { CoarseClock } from './coarse-clock.js';
+import { CoarseClock } from '../core/coarse-clock.js';
 import type { BreakerExecuteOptions, BreakerToken } from './index.js';
 
 /** How many failure reasons a breaker keeps for its rejection message (go-zero keeps 5). */
@@ -77,28 +77,28 @@ export function openError(message: string, breaker: string): BreakerOpenError {
   return err;
 }
 
-/** How many admissions `primeAllow` makes: V8 wants about 8 normal returns of a function before it
+/** How many admissions `primeAdmit` makes: V8 wants about 8 normal returns of a function before it
  * gives it feedback (`--interrupt-budget-factor-for-feedback-allocation`, 8 × its bytecode size). */
 const PRIME_CALLS = 32;
 
 /**
- * primeAllow calls `allow()` of a throwaway healthy breaker a few times when the module loads, so that
- * a breaker whose `allow()` throws from its first calls still throws cheaply.
+ * primeAdmit calls `admit()` of a throwaway healthy breaker a few times when the module loads, so that
+ * a breaker whose `admit()` throws from its first calls still throws cheaply.
  *
  * Why (measured with `--trace-opt`, `--trace-turbo-inlining` and `%GetOptimizationStatus`): V8
  * charges a function's tier-up budget when it *returns* (or loops), never when it throws. It gives a
  * function the feedback vector it needs to be inlined or optimised only once that budget reaches about
  * 8 normal returns. An SreBreaker with the defaults drops calls after its 7th admission, so in a
- * process where no breaker had been healthy for long, `allow()` stayed in the interpreter for good:
+ * process where no breaker had been healthy for long, `admit()` stayed in the interpreter for good:
  * the caller's optimised code could not inline it, and each throw unwound an interpreted frame
  * (~520 ns against ~190 ns for a throw inlined into the caller's `try`). The clock is a private
  * CoarseClock (same class as the default, so the call sites stay monomorphic), stopped at once.
  */
-export function primeAllow(make: (clock: Clock) => { allow(): BreakerToken }): void {
+export function primeAdmit(make: (clock: Clock) => { admit(): BreakerToken }): void {
   const clock = new CoarseClock();
   try {
     const b = make(clock);
-    for (let i = 0; i < PRIME_CALLS; i++) b.allow().release();
+    for (let i = 0; i < PRIME_CALLS; i++) b.admit().release();
   } finally {
     void clock.close();
   }
@@ -109,8 +109,8 @@ export type InternalToken = BreakerToken;
 
 /** Admitter is what the shared execute path needs from a breaker. */
 export interface Admitter {
-  /** tryAllow answers a token, or undefined when the breaker rejects the call (never throws). */
-  tryAllow(): InternalToken | undefined;
+  /** tryAdmit answers a token, or undefined when the breaker rejects the call (never throws). */
+  tryAdmit(): InternalToken | undefined;
   /** readonly rejections: the error and the promise for a call the breaker just rejected. */
   readonly rejections: RejectionCache;
 }
@@ -188,7 +188,7 @@ export function settleFailure(token: InternalToken, err: unknown, signal: AbortS
 export function executeWithOptions<T>(b: Admitter, fn: Task<T>, options: BreakerExecuteOptions<T>): Promise<T> {
   const signal = options.signal;
   if (signal !== undefined && signal.aborted) return rejectAborted(signal);
-  const token = b.tryAllow();
+  const token = b.tryAdmit();
   if (token === undefined) {
     const fallback = options.fallback;
     if (fallback === undefined) return b.rejections.rejected();

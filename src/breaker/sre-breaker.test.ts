@@ -21,7 +21,7 @@ function seeded(seed: number): () => number {
 function tryCall(b: SreBreaker, ok: boolean, err: unknown = new Error('down')): boolean {
   let token;
   try {
-    token = b.allow();
+    token = b.admit();
   } catch (e) {
     assert.ok(e instanceof BreakerOpenError);
     return false;
@@ -35,9 +35,9 @@ describe('SreBreaker', () => {
   it('a released call counts as neither success nor failure, and a report after the release is ignored', () => {
     const clock = new ManualClock();
     const b = new SreBreaker({ clock, random: () => 0, forcePassMs: 1e9 });
-    for (let i = 0; i < 3; i++) b.allow().failure(new Error('down'));
-    for (let i = 0; i < 100; i++) b.allow().release();
-    const t = b.allow();
+    for (let i = 0; i < 3; i++) b.admit().failure(new Error('down'));
+    for (let i = 0; i < 100; i++) b.admit().release();
+    const t = b.admit();
     t.release();
     t.success(); // ignored: a released token reports nothing
     t.failure(new Error('late'));
@@ -55,7 +55,7 @@ describe('SreBreaker', () => {
     // Had release counted as a success, these would pull the drop ratio down.
     const admitted = [];
     for (let i = 0; i < 50; i++) {
-      const t = b.tryAllow();
+      const t = b.tryAdmit();
       if (t !== undefined) admitted.push(t);
     }
     assert.ok(admitted.length > 0 && admitted.length < 50, `some admitted, some dropped (${admitted.length})`);
@@ -130,13 +130,13 @@ describe('SreBreaker', () => {
     const clock = new ManualClock();
     const b = new SreBreaker({ clock, random: () => 0, name: 'payments' });
     for (let i = 1; i <= 7; i++) {
-      const t = b.allow();
+      const t = b.admit();
       t.failure(Object.assign(new Error(`reason ${i}`), { code: 'ECONNRESET' }));
     }
     let err: unknown;
     for (let i = 0; i < 100 && err === undefined; i++) {
       try {
-        b.allow().failure(new Error(`reason ${8 + i}`));
+        b.admit().failure(new Error(`reason ${8 + i}`));
       } catch (e) {
         err = e;
       }
@@ -164,7 +164,7 @@ describe('SreBreaker', () => {
 
   it('counts each token once: a second report is ignored', () => {
     const b = new SreBreaker({ clock: new ManualClock() });
-    const t = b.allow();
+    const t = b.admit();
     t.success();
     t.failure(new Error('late'));
     t.success();

@@ -20,9 +20,9 @@ import { BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
-import { coarseClock } from './coarse-clock.js';
+import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions } from './index.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAllow, RejectionCache, type InternalToken } from './shared.js';
+import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAdmit, RejectionCache, type InternalToken } from './shared.js';
 import { SreWindow } from './sre-window.js';
 
 /** The floor w falls to as buckets keep failing (go-zero `minK`). */
@@ -44,7 +44,7 @@ export interface SreBreakerOptions {
   forcePassMs?: number;
   /** Whether calls this breaker dropped count as requests; see the module comment. Defaults to false. */
   countRejections?: boolean;
-  /** The time source. Defaults to the shared `coarseClock`. */
+  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
   clock?: Clock;
   /** Random numbers in [0, 1) for the drop decision. Defaults to Math.random. */
   random?: () => number;
@@ -106,7 +106,7 @@ export class SreBreaker implements Breaker {
     const countRejections = o.countRejections ?? d.countRejections;
     if (typeof countRejections !== 'boolean') throw new TypeError(`SreBreaker: countRejections must be a boolean, got ${showValue(countRejections)}`);
     this.countRejections = countRejections;
-    this.clock = clockOption('SreBreaker', o.clock, coarseClock);
+    this.clock = clockOption('SreBreaker', o.clock, getDefaultCoarseClock());
     this.random = o.random === undefined ? Math.random : fnOption('SreBreaker', 'random', o.random);
     this.minK = Math.min(MIN_K, this.k);
     this.window = new SreWindow(buckets, this.windowMs / buckets, this.clock.now());
@@ -114,23 +114,23 @@ export class SreBreaker implements Breaker {
   }
 
   /**
-   * allow admits a call and returns the token to report its outcome, or throws `BreakerOpenError`.
+   * admit lets in a call and returns the token to report its outcome, or throws `BreakerOpenError`.
    *
-   * Kept tiny on purpose: all the admission work is in `tryAllow()`, which never throws, so the function
+   * Kept tiny on purpose: all the admission work is in `tryAdmit()`, which never throws, so the function
    * that throws is small enough for V8 to inline into the caller's `try`, where a throw is cheapest.
    */
-  allow(): SreToken {
-    const t = this.tryAllow();
+  admit(): SreToken {
+    const t = this.tryAdmit();
     if (t === undefined) throw this.rejections.error();
     return t;
   }
 
   /**
-   * tryAllow is allow() that answers undefined instead of throwing: for hot paths that turn a
+   * tryAdmit is admit() that answers undefined instead of throwing: for hot paths that turn a
    * rejection into something else anyway (a 503, a fallback). A JavaScript throw costs a few hundred
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
-  tryAllow(): SreToken | undefined {
+  tryAdmit(): SreToken | undefined {
     return this.admits() ? new SreToken(this) : undefined;
   }
 
@@ -295,4 +295,4 @@ export class SreToken implements InternalToken {
   }
 }
 
-primeAllow((clock) => new SreBreaker({ clock }));
+primeAdmit((clock) => new SreBreaker({ clock }));

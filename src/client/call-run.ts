@@ -157,7 +157,7 @@ export class CallRun<T> implements DeadlineNode {
     if (this.attemptsMade++ > 0) ctx.counters.retries++;
     let serviceToken: AdmissionToken;
     try {
-      serviceToken = service.breaker.allow();
+      serviceToken = service.breaker.admit();
     } catch (err) {
       if (err instanceof BreakerOpenError) ctx.counters.breakerRejections++;
       return Promise.reject(err);
@@ -174,7 +174,7 @@ export class CallRun<T> implements DeadlineNode {
         return Promise.reject(err);
       }
       try {
-        token = service.instanceBreaker(picked).allow();
+        token = service.instanceBreaker(picked).admit();
       } catch (err) {
         if (!(err instanceof BreakerOpenError)) {
           notRun(service.balancer, picked);

@@ -375,7 +375,7 @@ describe('ResilientClient.call', () => {
           const breakers = new BreakerGroup({
             factory: (name) => ({
               name,
-              allow() {
+              admit() {
                 if (name.includes('/') && next().refuse) throw new BreakerOpenError('refused');
                 const i = tokens.push(0) - 1;
                 return { success: () => void tokens[i]!++, failure: () => void tokens[i]!++, release: () => void tokens[i]!++ };

@@ -43,5 +43,5 @@ export interface AdmissionToken {
 
 /** CallBreaker admits a call (returning its token) or throws `BreakerOpenError`. */
 export interface CallBreaker {
-  allow(): AdmissionToken;
+  admit(): AdmissionToken;
 }

@@ -57,7 +57,7 @@ export function defaultBreakerGroup(): BreakerGroup {
 
 /** A breaker that admits everything: for names the group excludes. */
 const OPEN_DOOR: CallBreaker = Object.freeze({
-  allow: (): AdmissionToken => NOOP_TOKEN,
+  admit: (): AdmissionToken => NOOP_TOKEN,
 });
 const NOOP_TOKEN: AdmissionToken = Object.freeze({ success() {}, failure() {} });
 

@@ -1,17 +1,27 @@
 /**
  * AbortSignal helpers: the Node counterpart of Go's context.Context deadlines and cancellation.
  */
+import { systemClock, type Clock } from './clock.js';
 import { AbortedError } from './errors.js';
 
-/** delay resolves after `ms` milliseconds, or rejects with `AbortedError` when `signal` aborts first. */
-export function delay(ms: number, signal?: AbortSignal, options?: { unref?: boolean }): Promise<void> {
+/** DelayOptions configures one `delay`. */
+export interface DelayOptions {
+  /** Let the process exit while waiting. Defaults to false. */
+  unref?: boolean;
+  /** The clock whose timer waits. Defaults to the system clock. */
+  clock?: Clock;
+}
+
+/** delay resolves after `ms` milliseconds of clock time, or rejects with `AbortedError` when `signal` aborts first. */
+export function delay(ms: number, signal?: AbortSignal, options?: DelayOptions): Promise<void> {
+  const clock = options?.clock ?? systemClock;
   if (signal?.aborted) return Promise.reject(new AbortedError('delay aborted', { cause: signal.reason }));
   return new Promise<void>((resolve, reject) => {
     const onAbort = () => {
-      clearTimeout(timer);
+      clock.clearTimeout(timer);
       reject(new AbortedError('delay aborted', { cause: signal!.reason }));
     };
-    const timer = setTimeout(() => {
+    const timer = clock.setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
       resolve();
     }, ms);

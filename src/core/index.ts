@@ -2,13 +2,15 @@
  * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
  * singleflight, rolling window, backoff, shared deadlines, hashing and the hash ring. Imports only `node:` built-ins.
  */
-export { systemClock, ManualClock, type Clock } from './clock.js';
+export { systemClock, wallClock, ManualClock, isClock, MAX_TIMER_MS, type Clock, type TimerHandle } from './clock.js';
+export { CoarseClock, coarseClockDefaults, getDefaultCoarseClock, setDefaultCoarseClock, type CoarseClockOptions } from './coarse-clock.js';
 export * from './errors.js';
+export type { AdmissionToken, LimitDecision } from './admission.js';
 export { Emitter, type Disposer, type Listener } from './events.js';
 export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type FlightFn } from './singleflight.js';
 export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions } from './rolling-window.js';
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
-export { delay, throwIfAborted, linkSignal } from './abort.js';
+export { delay, throwIfAborted, linkSignal, type DelayOptions } from './abort.js';
 export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
 export { Deadlines, Granule, deadlinesDefaults, type DeadlineNode, type DeadlinesOptions } from './deadline.js';
 export { hash32, type HashFn } from './hash.js';

@@ -2,6 +2,7 @@
  * Option validation shared by every constructor: bad options throw TypeError / RangeError naming the
  * option and the value received (STYLE.md §9).
  */
+import { isClock, type Clock } from './clock.js';
 
 function show(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
@@ -57,11 +58,11 @@ export function options<T extends object>(owner: string, value: T | undefined): 
   return value;
 }
 
-/** clockOption checks that `value` looks like a Clock. */
-export function clockOption<C extends { now(): number }>(owner: string, value: unknown, fallback: C): C {
+/** clockOption checks that `value` is a Clock (now, setTimeout, setInterval, clearTimeout), or answers `fallback` when undefined. */
+export function clockOption<C extends Clock>(owner: string, value: unknown, fallback: C, name = 'clock'): C {
   if (value === undefined) return fallback;
-  if (value === null || typeof value !== 'object' || typeof (value as { now?: unknown }).now !== 'function') {
-    throw new TypeError(`${owner}: clock must have a now() method, got ${show(value)}`);
+  if (!isClock(value)) {
+    throw new TypeError(`${owner}: ${name} must be a Clock (now, setTimeout, setInterval, clearTimeout), got ${show(value)}`);
   }
   return value as C;
 }

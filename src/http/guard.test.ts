@@ -32,7 +32,7 @@ const asRes = (r: FakeRes) => r as unknown as ServerResponse;
 
 function tokens(log: string[], name: string) {
   return {
-    allow(): Completion {
+    admit(): Completion {
       log.push(`${name}.allow`);
       return { success: () => void log.push(`${name}.success`), failure: () => void log.push(`${name}.failure`) };
     },
@@ -63,14 +63,14 @@ describe('HttpGuard', () => {
     let overQuota = true;
     const g = new HttpGuard({
       shedder: {
-        allow: () => {
+        admit: () => {
           if (overloaded) throw new OverloadedError();
-          return tokens(log, 'shed').allow();
+          return tokens(log, 'shed').admit();
         },
       },
       limiter: { decide: () => (log.push('limit'), { ...allowAll, allowed: !overQuota }) },
       breaker: {
-        allow: () => {
+        admit: () => {
           log.push('breaker');
           throw new BreakerOpenError();
         },
@@ -98,7 +98,7 @@ describe('HttpGuard', () => {
 
   it('answers the breaker refusal with the Retry-After the error carries', () => {
     const err = Object.assign(new BreakerOpenError(), { retryAfterMs: 4200 });
-    const g = new HttpGuard({ breaker: { allow: () => { throw err; } } });
+    const g = new HttpGuard({ breaker: { admit: () => { throw err; } } });
     const res = new FakeRes();
     assert.equal(g.check(req(), asRes(res)), BREAKER_OPEN);
     assert.equal(res.headers['retry-after'], 5);
@@ -107,8 +107,8 @@ describe('HttpGuard', () => {
   it('fails open when a shedder or breaker throws something that is not a BulwarkError', () => {
     const events: string[] = [];
     const g = new HttpGuard({
-      shedder: { allow: () => { throw new TypeError('bug in shedder'); } },
-      breaker: { allow: () => { throw new RangeError('bug in breaker'); } },
+      shedder: { admit: () => { throw new TypeError('bug in shedder'); } },
+      breaker: { admit: () => { throw new RangeError('bug in breaker'); } },
     });
     g.onError((e) => events.push(`${e.source}:${(e.error as Error).message}`));
     assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
@@ -172,7 +172,7 @@ describe('HttpGuard', () => {
   });
 
   it('reports a token that throws on completion instead of throwing into the close listener', () => {
-    const g = new HttpGuard({ breaker: { allow: () => ({ success: () => { throw new Error('token bug'); }, failure: () => undefined }) } });
+    const g = new HttpGuard({ breaker: { admit: () => ({ success: () => { throw new Error('token bug'); }, failure: () => undefined }) } });
     const sources: string[] = [];
     g.onError((e) => sources.push(e.source));
     const res = new FakeRes();
@@ -228,13 +228,13 @@ describe('HttpGuard', () => {
     ['no guard at all', {}, /at least one of limiter, shedder, breaker/],
     ['a limiter without decide', { limiter: {} as never }, /limiter must have a decide\(\) method/],
     ['a shedder without allow', { shedder: { check: 1 } as never }, /shedder must have a allow\(\) method/],
-    ['a header key without a name', { breaker: { allow: () => ({ success() {}, failure() {} }) }, key: { header: 'bad header' } }, /key must be 'ip'/],
-    ['a key that is a number', { breaker: { allow: () => ({ success() {}, failure() {} }) }, key: 7 as never }, /key must be 'ip'/],
-    ['trustProxy -1', { breaker: { allow: () => ({ success() {}, failure() {} }) }, trustProxy: -1 }, /trustProxy must be an integer in \[0, 32\], got -1/],
-    ['trustProxy 1.5', { breaker: { allow: () => ({ success() {}, failure() {} }) }, trustProxy: 1.5 }, /trustProxy/],
-    ['shedRetryAfterMs NaN', { breaker: { allow: () => ({ success() {}, failure() {} }) }, shedRetryAfterMs: NaN }, /shedRetryAfterMs/],
-    ['skip that is not a function', { breaker: { allow: () => ({ success() {}, failure() {} }) }, skip: true as never }, /skip must be a function/],
-    ['rateLimitHeaders "yes"', { breaker: { allow: () => ({ success() {}, failure() {} }) }, rateLimitHeaders: 'yes' as never }, /rateLimitHeaders must be a boolean/],
+    ['a header key without a name', { breaker: { admit: () => ({ success() {}, failure() {} }) }, key: { header: 'bad header' } }, /key must be 'ip'/],
+    ['a key that is a number', { breaker: { admit: () => ({ success() {}, failure() {} }) }, key: 7 as never }, /key must be 'ip'/],
+    ['trustProxy -1', { breaker: { admit: () => ({ success() {}, failure() {} }) }, trustProxy: -1 }, /trustProxy must be an integer in \[0, 32\], got -1/],
+    ['trustProxy 1.5', { breaker: { admit: () => ({ success() {}, failure() {} }) }, trustProxy: 1.5 }, /trustProxy/],
+    ['shedRetryAfterMs NaN', { breaker: { admit: () => ({ success() {}, failure() {} }) }, shedRetryAfterMs: NaN }, /shedRetryAfterMs/],
+    ['skip that is not a function', { breaker: { admit: () => ({ success() {}, failure() {} }) }, skip: true as never }, /skip must be a function/],
+    ['rateLimitHeaders "yes"', { breaker: { admit: () => ({ success() {}, failure() {} }) }, rateLimitHeaders: 'yes' as never }, /rateLimitHeaders must be a boolean/],
   ];
   for (const [what, o, msg] of bad) {
     it(`rejects ${what} at construction, naming the option`, () => {

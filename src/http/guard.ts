@@ -46,9 +46,9 @@ export interface HttpGuardOptions {
    * server except through those proxies. Defaults to false (the socket's peer address).
    */
   trustProxy?: boolean | number | undefined;
-  /** Protects the process (`allow()` → token, or throws OverloadedError); refusals answer 503. Defaults to none. */
+  /** Protects the process (`admit()` → token, or throws OverloadedError); refusals answer 503. Defaults to none. */
   shedder?: HttpShedder | undefined;
-  /** A server-side breaker (`allow()` → token, or throws BreakerOpenError); refusals answer 503. Defaults to none. */
+  /** A server-side breaker (`admit()` → token, or throws BreakerOpenError); refusals answer 503. Defaults to none. */
   breaker?: HttpBreaker | undefined;
   /** `Retry-After` of a shed request, unless the error carries `retryAfterMs`. Defaults to 1000 (go-zero's cool-off). */
   shedRetryAfterMs?: number | undefined;
@@ -174,7 +174,7 @@ export class HttpGuard implements TokenSink {
     if (this.shedder !== undefined) {
       let token: Completion | undefined;
       try {
-        token = this.shedder.allow();
+        token = this.shedder.admit();
       } catch (err) {
         if (err instanceof BulwarkError) return this.refuse(res, OVERLOADED, carriedRetryAfter(err, this.shedRetryAfterMs), undefined);
         this.failOpen('shedder', err);
@@ -256,7 +256,7 @@ export class HttpGuard implements TokenSink {
     if (this.breaker !== undefined) {
       let token: Completion | undefined;
       try {
-        token = this.breaker.allow();
+        token = this.breaker.admit();
       } catch (err) {
         if (err instanceof BulwarkError) {
           pass?.release();

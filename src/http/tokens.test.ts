@@ -52,9 +52,9 @@ describe('token completion (property)', () => {
         const decision: RateDecision = { allowed: sc.allowed, limit: 5, remaining: sc.allowed ? 1 : 0, retryAfterMs: sc.allowed ? 0 : 300, resetMs: 1000 };
         const make = () =>
           new HttpGuard({
-            shedder: { allow: () => (sc.overloaded ? throwing(new OverloadedError()) : token('shed')) },
+            shedder: { admit: () => (sc.overloaded ? throwing(new OverloadedError()) : token('shed')) },
             limiter: { decide: () => (sc.asyncLimiter ? Promise.resolve(decision) : decision) },
-            breaker: { allow: () => (sc.open ? throwing(new BreakerOpenError()) : token('breaker')) },
+            breaker: { admit: () => (sc.open ? throwing(new BreakerOpenError()) : token('breaker')) },
           });
         const guards = sc.nested ? [make(), make()] : [make()];
         const res = new FakeRes();

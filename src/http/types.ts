@@ -34,19 +34,19 @@ export interface Completion {
 }
 
 /**
- * HttpShedder protects the process: `allow()` answers a token, or throws a BulwarkError
+ * HttpShedder protects the process: `admit()` answers a token, or throws a BulwarkError
  * (`OverloadedError`) when the process is overloaded. bulwark/limit's `AdaptiveShedder` fits.
  */
 export interface HttpShedder {
-  allow(): Completion;
+  admit(): Completion;
 }
 
 /**
- * HttpBreaker is a server-side breaker around the handlers: `allow()` answers a token, or throws a
+ * HttpBreaker is a server-side breaker around the handlers: `admit()` answers a token, or throws a
  * BulwarkError (`BreakerOpenError`) while open. bulwark/breaker's `SreBreaker` and `CircuitBreaker` fit.
  */
 export interface HttpBreaker {
-  allow(): Completion;
+  admit(): Completion;
 }
 
 /** KeyFn names the limiter key of a request; a result that is not a non-empty string means "use the IP". */

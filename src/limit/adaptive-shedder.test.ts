@@ -21,7 +21,7 @@ function setup(extra: Record<string, unknown> = {}) {
 function warm(clock: ManualClock, shedder: AdaptiveShedder, perBucket: number, rtMs: number): void {
   for (let b = 0; b < 20; b++) {
     const tokens: ShedderToken[] = [];
-    for (let i = 0; i < perBucket; i++) tokens.push(shedder.allow());
+    for (let i = 0; i < perBucket; i++) tokens.push(shedder.admit());
     clock.advance(rtMs);
     for (const t of tokens) t.success();
     clock.advance(100 - rtMs);
@@ -33,7 +33,7 @@ function fill(shedder: AdaptiveShedder, n: number): { tokens: ShedderToken[]; dr
   let dropped = 0;
   for (let i = 0; i < n; i++) {
     try {
-      tokens.push(shedder.allow());
+      tokens.push(shedder.admit());
     } catch (err) {
       assert.ok(err instanceof OverloadedError);
       assert.equal(err.code, 'ERR_OVERLOADED');
@@ -56,7 +56,7 @@ describe('AdaptiveShedder', () => {
     setLoad({ utilization: 0.99, delayP99Ms: 1 });
     const s = shedder.stats();
     assert.equal(s.maxInFlight, 1);
-    const t = shedder.allow();
+    const t = shedder.admit();
     t.success();
     assert.equal(shedder.stats().dropped, 0);
   });
@@ -100,7 +100,7 @@ describe('AdaptiveShedder', () => {
 
   it('ends a token once: a second success() or failure() changes nothing', () => {
     const { shedder } = setup();
-    const t = shedder.allow();
+    const t = shedder.admit();
     t.success();
     t.success();
     t.failure();
@@ -143,7 +143,7 @@ describe('AdaptiveShedder', () => {
     assert.ok(s.utilization >= 0 && s.utilization <= 1);
     assert.ok(s.delayP99Ms >= 0);
     const shedder = new AdaptiveShedder();
-    shedder.allow().success();
+    shedder.admit().success();
     await shedder.close();
   });
 });

@@ -10,7 +10,7 @@
  *    and minRt the lowest bucket average response time, over the rolling window (current bucket left out).
  * So a busy loop with few calls in flight does not drop, and a burst of calls on an idle loop does not.
  *
- * `allow()` answers a token whose `success()` / `failure()` ends the call, or throws OverloadedError.
+ * `admit()` answers a token whose `success()` / `failure()` ends the call, or throws OverloadedError.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { OverloadedError, withoutStack } from '../core/errors.js';
@@ -112,8 +112,8 @@ export class AdaptiveShedder implements Guard {
     }
   }
 
-  /** allow admits a call and answers its token, or throws OverloadedError (code ERR_OVERLOADED). */
-  allow(): ShedderToken {
+  /** admit lets in a call and answers its token, or throws OverloadedError (code ERR_OVERLOADED). */
+  admit(): ShedderToken {
     const now = this.clock.now();
     if (this.shouldDrop(now)) {
       this.dropTime = now;
@@ -128,7 +128,7 @@ export class AdaptiveShedder implements Guard {
   async execute<T>(task: Task<T>, options?: ExecuteOptions): Promise<T> {
     const signal = options?.signal;
     throwIfAborted(signal);
-    const token = this.allow();
+    const token = this.admit();
     try {
       const value = await task(signal ?? neverAborted);
       token.success();

@@ -13,7 +13,7 @@
  * Keys are bounded like KeyedLimiter's: at most `maxKeys`, least recently used evicted first.
  */
 import { LRUCache } from 'lru-cache';
-import { systemClock, type Clock } from '../core/clock.js';
+import { systemClock, type Clock, wallClock } from '../core/clock.js';
 import { clockOption, finite, integer, options as optionsOf, positive } from '../core/validate.js';
 import type { KeyedRateLimiter, LimitDecision, PeriodAnswer } from './index.js';
 import { checkKey } from './keys.js';
@@ -41,8 +41,6 @@ export interface PeriodLimiterOptions {
 
 /** Defaults for PeriodLimiterOptions. */
 export const periodLimiterDefaults = Object.freeze({ window: 'fixed' as const, align: false, alignOffsetMs: 0, maxKeys: 10_000 });
-
-const wallClock: Clock = Object.freeze({ now: () => Date.now() });
 
 /** One key's windows. */
 class Window {

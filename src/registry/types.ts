@@ -17,8 +17,14 @@ export interface ServiceInstance {
   readonly metadata?: Readonly<Record<string, string>>;
 }
 
+/** CallOptions are the per-call options every registry call takes. */
+export interface CallOptions {
+  /** Aborts the call: it rejects with `AbortedError` (what it already started may still complete). */
+  signal?: AbortSignal | undefined;
+}
+
 /** RegisterOptions configures one registration. */
-export interface RegisterOptions {
+export interface RegisterOptions extends CallOptions {
   /** The instance expires unless registered again within this time. Defaults to the registry's own TTL (none for MemoryRegistry). */
   ttlMs?: number;
 }
@@ -59,15 +65,15 @@ export interface Registry {
   /** register adds or updates an instance (and renews its TTL). */
   register(instance: ServiceInstance, options?: RegisterOptions): Promise<void>;
   /** deregister removes an instance. */
-  deregister(instance: ServiceInstance): Promise<void>;
+  deregister(instance: ServiceInstance, options?: CallOptions): Promise<void>;
   /** getService answers the service's instances; rejects NotFoundError when it has none. */
-  getService(name: string): Promise<ServiceInstance[]>;
+  getService(name: string, options?: CallOptions): Promise<ServiceInstance[]>;
   /**
    * getServiceListing (optional) answers the instances with the revision they were read at, an empty
    * list when there are none. A registry whose events carry revisions implements it, so that RegistryCache
    * knows exactly which events a listing already reflects.
    */
-  getServiceListing?(name: string): Promise<ServiceListing>;
+  getServiceListing?(name: string, options?: CallOptions): Promise<ServiceListing>;
   /** listServices answers the names of services with at least one instance. */
   listServices(): Promise<string[]>;
   /** watch yields changes until `signal` aborts or the registry closes. */

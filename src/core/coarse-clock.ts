@@ -13,11 +13,13 @@
  * macrotask, when a single task runs longer), so durations measured with it (slow-call detection) are
  * accurate to about ±`resolutionMs`. Readings never go backwards.
  *
- * Breakers use the shared `coarseClock` by default; pass `clock: systemClock` for a precise reading
- * per call, or a `ManualClock` in tests (read on every call, exactly).
+ * Breakers and the registry cache use the process-wide default (`getDefaultCoarseClock()`, made on
+ * first use, replaceable with `setDefaultCoarseClock()`) unless given a clock; pass `clock: systemClock`
+ * for a precise reading per call, or a `ManualClock` in tests (read on every call, exactly). The refresh
+ * timer runs on the source clock, so a CoarseClock over a ManualClock is driven by `advance()` too.
  */
-import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, integer, options as optionsObject, positive } from '../core/validate.js';
+import { systemClock, type Clock, type TimerHandle } from './clock.js';
+import { clockOption, integer, options as optionsObject, positive } from './validate.js';
 
 /** CoarseClockOptions configures a CoarseClock. */
 export interface CoarseClockOptions {
@@ -48,7 +50,7 @@ export class CoarseClock implements Clock {
   /** Reads seen at the last tick, and ticks in a row without reads. */
   private readsAtTick = 0;
   private idleTicks = 0;
-  private timer: ReturnType<typeof setInterval> | undefined;
+  private timer: TimerHandle | undefined;
 
   constructor(options?: CoarseClockOptions) {
     const o = optionsObject('CoarseClock', options);
@@ -70,6 +72,18 @@ export class CoarseClock implements Clock {
     return this.timer !== undefined;
   }
 
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    return this.source.setTimeout(fn, ms);
+  }
+
+  setInterval(fn: () => void, ms: number): TimerHandle {
+    return this.source.setInterval(fn, ms);
+  }
+
+  clearTimeout(handle: TimerHandle | undefined): void {
+    this.source.clearTimeout(handle);
+  }
+
   /** close stops the refresh timer; the next read starts it again. */
   async close(): Promise<void> {
     this.stop();
@@ -87,12 +101,12 @@ export class CoarseClock implements Clock {
   private start(): void {
     this.idleTicks = 0;
     this.readsAtTick = this.reads;
-    this.timer = setInterval(this.tick, this.resolutionMs);
+    this.timer = this.source.setInterval(this.tick, this.resolutionMs);
     this.timer.unref();
   }
 
   private stop(): void {
-    if (this.timer !== undefined) clearInterval(this.timer);
+    this.source.clearTimeout(this.timer);
     this.timer = undefined;
     this.next = 0; // the next read goes to the source and restarts the timer
   }
@@ -109,5 +123,21 @@ export class CoarseClock implements Clock {
   };
 }
 
-/** coarseClock is the shared CoarseClock over the system clock: the default clock of the breakers. */
-export const coarseClock: CoarseClock = new CoarseClock();
+let defaultCoarseClock: CoarseClock | undefined;
+
+/**
+ * getDefaultCoarseClock answers the process-wide CoarseClock over the system clock (made on first use):
+ * the default clock of the breakers and the registry cache.
+ */
+export function getDefaultCoarseClock(): CoarseClock {
+  return (defaultCoarseClock ??= new CoarseClock());
+}
+
+/**
+ * setDefaultCoarseClock replaces the process-wide CoarseClock for parts constructed from now on (parts
+ * already made keep theirs); `undefined` goes back to a fresh one made on next use. The old one is not closed.
+ */
+export function setDefaultCoarseClock(clock: CoarseClock | undefined): void {
+  if (clock !== undefined && !(clock instanceof CoarseClock)) throw new TypeError('setDefaultCoarseClock: expected a CoarseClock or undefined');
+  defaultCoarseClock = clock;
+}
