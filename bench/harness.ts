@@ -15,6 +15,8 @@
  *
  * Run compiled: `npm run bench` (all) or `npm run bench -- example` (files whose names contain "example").
  * `node --import tsx bench/example.bench.ts` works too, but tsx's keepNames slows closures: use it only while iterating.
+ * A section may state its `targets` (see `Target`, `atMost`, `fasterBy`): each is printed ✓/✗ after the table.
+ * A subject whose child crashes makes the run exit non-zero.
  * Environment: BENCH_RUNS (default 5), BENCH_MS (measured time per child, default 1 000),
  * BENCH_FILTER (substring of subject names).
  */
@@ -35,12 +37,43 @@ export interface Subject {
   extra?: () => Record<string, number> | Promise<Record<string, number>>;
 }
 
+/** Medians is what a target is checked against: the medians of the subjects of one section. */
+export interface Medians {
+  /** ns per op of `subject` (NaN when it failed or was filtered out). */
+  ns(subject: string): number;
+  /** The median of an extra number `key` of `subject`. */
+  extra(subject: string, key: string): number;
+}
+
+/**
+ * Target is one number a bench's header promises. After the table the harness prints each as ✓ or ✗
+ * with the measured value; a target whose subjects did not run prints `–` (filtered out) or ✗ (failed).
+ */
+export interface Target {
+  /** What is promised, e.g. `SreBreaker.execute ≤ 2× bare await`. */
+  label: string;
+  /** The measured value (a ratio, a time) and whether it meets the target; NaN values count as not met. */
+  check(m: Medians): { value: number; ok: boolean; unit?: string };
+}
+
+/** atMost: `subject` takes at most `max` × the time of `than` (ns/op ratio). */
+export function atMost(label: string, subject: string, than: string, max: number): Target {
+  return { label, check: (m) => { const value = m.ns(subject) / m.ns(than); return { value, ok: value <= max, unit: '×' }; } };
+}
+
+/** fasterBy: `subject` is at least `min` × faster than `than` (their time ratio `than / subject` ≥ min). */
+export function fasterBy(label: string, subject: string, than: string, min: number): Target {
+  return { label, check: (m) => { const value = m.ns(than) / m.ns(subject); return { value, ok: value >= min, unit: '× faster' }; } };
+}
+
 /** BenchSpec names the subjects of one bench file and the baseline the ratios are taken against. */
 export interface BenchSpec {
   baseline?: string;
   subjects: Record<string, () => Subject | Promise<Subject>>;
   /** Measured time per child in ms. Defaults to BENCH_MS or 1 000. */
   durationMs?: number;
+  /** The numbers this section promises, checked and printed ✓/✗ after its table. Defaults to none. */
+  targets?: Target[];
 }
 
 interface Result {
@@ -123,6 +156,7 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
       const line = child.stdout.split('\n').find((l) => l.startsWith('@@RESULT '));
       if (child.status !== 0 || line === undefined) {
         process.stdout.write(`  ${name}: child failed (status ${child.status})\n${child.stderr.slice(-2000)}\n`);
+        process.exitCode = 1; // a crashed subject fails the run (npm run bench exits non-zero)
         continue;
       }
       results.get(name)!.push(JSON.parse(line.slice(9)) as Result);
@@ -144,4 +178,31 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   for (const r of rows) process.stdout.write(`  ${r.map((c, i) => c.padEnd(widths[i]!)).join('  ')}\n`);
+  if (spec.targets?.length) printTargets(spec.targets, results, names);
+}
+
+function printTargets(targets: Target[], results: Map<string, Result[]>, ran: string[]): void {
+  const pick = (subject: string, f: (r: Result) => number) => {
+    const rs = results.get(subject);
+    return rs && rs.length ? median(rs.map(f)) : NaN;
+  };
+  let missing = false;
+  const m: Medians = {
+    ns: (s) => {
+      if (!ran.includes(s)) missing = true;
+      return pick(s, (r) => r.nsPerOp);
+    },
+    extra: (s, k) => {
+      if (!ran.includes(s)) missing = true;
+      return pick(s, (r) => r.extra[k] ?? NaN);
+    },
+  };
+  process.stdout.write('  targets:\n');
+  for (const t of targets) {
+    missing = false;
+    const { value, ok, unit = '' } = t.check(m);
+    const mark = missing ? '–' : ok && !Number.isNaN(value) ? '✓' : '✗';
+    const shown = Number.isNaN(value) ? (missing ? 'not run' : 'failed') : `${+value.toPrecision(3)}${unit}`;
+    process.stdout.write(`  ${mark} ${t.label}: ${shown}\n`);
+  }
 }

@@ -5,13 +5,12 @@
  * deadline that reject `RegistryUnavailableError` naming the endpoint, and the key/value codec.
  */
 import { Etcd3, type IKeyValue, type IOptions } from 'etcd3';
-import type { ChannelOptions } from '@grpc/grpc-js';
 import { RegistryUnavailableError } from '../core/errors.js';
 import type { ServiceInstance } from './types.js';
 import { checkInstance } from './validate.js';
 
 /** gRPC reconnects fast after etcd returns (gRPC's default first backoff is 1 s, growing to 120 s). */
-const GRPC_OPTIONS: ChannelOptions = {
+const GRPC_OPTIONS: NonNullable<IOptions['grpcOptions']> = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
   'grpc.keepalive_time_ms': 10_000,
