@@ -1,0 +1,214 @@
+#!/usr/bin/env node
+/**
+ * A/B of the library's hot paths between two builds, in one run: each (subject, build) pair runs in its
+ * own child process, alternating A and B (and which goes first) round after round, so that machine
+ * noise falls on both alike; it prints the median ns/op of each and the ratio B / A.
+ *
+ *   node scripts/ab-bench.mjs <dist A> <dist B> [rounds]      e.g. /tmp/base/dist dist 7
+ *
+ * A build is a `dist/` folder of this package (npm run build). Subjects adapt to renamed verbs (a
+ * breaker's `allow()` became `admit()`), so a build from before a rename compares with one after it.
+ * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names).
+ */
+import { spawnSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { resolve } from 'node:path';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+
+const noop = () => undefined;
+const task = () => Promise.resolve(1);
+const admit = (b) => (typeof b.admit === 'function' ? b.admit() : b.allow());
+const instances = (n) => Array.from({ length: n }, (_, i) => ({ id: `i${i}`, name: 'svc', address: `127.0.0.1:${9000 + i}` }));
+
+/** Each subject: (load(module) → Promise<module namespace>) → { op, async? , teardown? }. */
+const SUBJECTS = {
+  'SreBreaker.execute success': async (load) => {
+    const { SreBreaker } = await load('breaker');
+    const b = new SreBreaker();
+    return { op: () => b.execute(task), async: true };
+  },
+  'CircuitBreaker.execute success': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const b = new CircuitBreaker();
+    return { op: () => b.execute(task), async: true };
+  },
+  'SreBreaker admit+success': async (load) => {
+    const { SreBreaker } = await load('breaker');
+    const b = new SreBreaker();
+    return { op: () => admit(b).success() };
+  },
+  'CircuitBreaker admit+success': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const b = new CircuitBreaker();
+    return { op: () => admit(b).success() };
+  },
+  'open CircuitBreaker.execute rejects': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const b = new CircuitBreaker({ minimumCalls: 1 });
+    for (let i = 0; i < 5; i++) await b.execute(() => Promise.reject(new Error('x'))).catch(noop);
+    return { op: () => b.execute(task).catch(noop), async: true };
+  },
+  'TokenLimiter.allow admit': async (load) => {
+    const { TokenLimiter } = await load('limit');
+    const l = new TokenLimiter({ rate: 1e12, burst: 1e12 });
+    return { op: () => l.allow() };
+  },
+  'TokenLimiter.allow reject': async (load) => {
+    const { TokenLimiter } = await load('limit');
+    const l = new TokenLimiter({ rate: 1e-9, burst: 1 });
+    l.allow();
+    return { op: () => l.allow() };
+  },
+  'LruCache.get hit (4 096 keys)': async (load) => {
+    const { LruCache } = await load('cache');
+    const c = new LruCache({ maxBytes: 1 << 24 });
+    const keys = Array.from({ length: 4096 }, (_, i) => `key-${i}`);
+    for (const k of keys) c.add(k, k);
+    let i = 0;
+    return { op: () => c.get(keys[i++ & 4095]) };
+  },
+  'HashRing.get (core, 16 members × 160)': async (load) => {
+    const { HashRing } = await load('core');
+    const ring = new HashRing({ replicas: 160 });
+    const members = Array.from({ length: 16 }, (_, i) => `10.0.0.${i}:80`);
+    if (typeof ring.set === 'function') ring.set(members);
+    else for (const m of members) ring.add(m);
+    const keys = Array.from({ length: 4096 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => ring.get(keys[i++ & 4095]) };
+  },
+  'RingHash.pick (balancer, 16 instances)': async (load) => {
+    const { RingHash } = await load('balancer');
+    const p = new RingHash();
+    const list = instances(16);
+    const keys = Array.from({ length: 4096 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => p.pick(list, keys[i++ & 4095]) };
+  },
+  'P2C.pick + report (16 instances)': async (load) => {
+    const { P2C } = await load('balancer');
+    const p = new P2C();
+    const list = instances(16);
+    const outcome = { ok: true, latencyMs: 1 };
+    return {
+      op: () => {
+        const x = p.pick(list);
+        p.start?.(x);
+        p.report?.(x, outcome);
+      },
+    };
+  },
+  'RoundRobin.pick (16 instances)': async (load) => {
+    const { RoundRobin } = await load('balancer');
+    const p = new RoundRobin();
+    const list = instances(16);
+    return { op: () => p.pick(list) };
+  },
+  'RegistryCache.getService hit': async (load) => {
+    const { MemoryRegistry, RegistryCache } = await load('registry');
+    const reg = new MemoryRegistry();
+    const names = Array.from({ length: 16 }, (_, i) => `svc-${i}`);
+    for (const n of names) for (let j = 0; j < 8; j++) await reg.register({ id: `i${j}`, name: n, address: `127.0.0.1:${9000 + j}` });
+    const cache = new RegistryCache(reg);
+    for (const n of names) await cache.getService(n);
+    let i = 0;
+    return { op: () => cache.getService(names[i++ & 15]), async: true, teardown: async () => (await cache.close(), await reg.close()) };
+  },
+  'ResilientClient.call (defaults)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry });
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
+  'Timeout.execute (10 s)': async (load) => {
+    const { Timeout } = await load('policy');
+    const t = new Timeout({ timeoutMs: 10_000 });
+    return { op: () => t.execute(task), async: true };
+  },
+  'Retry.execute success': async (load) => {
+    const { Retry } = await load('policy');
+    const r = new Retry({ maxAttempts: 3 });
+    return { op: () => r.execute(task), async: true };
+  },
+  'Bulkhead.execute': async (load) => {
+    const { Bulkhead } = await load('policy');
+    const b = new Bulkhead({ maxConcurrent: 1_000 });
+    return { op: () => b.execute(task), async: true };
+  },
+};
+
+async function measure(subject, ms) {
+  const batch = subject.async ? 100 : 1_000;
+  const runFor = async (limit) => {
+    let ops = 0;
+    const start = performance.now();
+    let now = start;
+    while (now - start < limit) {
+      if (subject.async) for (let i = 0; i < batch; i++) await subject.op();
+      else for (let i = 0; i < batch; i++) subject.op();
+      ops += batch;
+      now = performance.now();
+    }
+    return ((now - start) * 1e6) / ops;
+  };
+  await runFor(Math.min(300, ms / 2));
+  const ns = await runFor(ms);
+  await subject.teardown?.();
+  return ns;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+const self = fileURLToPath(import.meta.url);
+if (process.argv[2] === '--child') {
+  const [, , , dist, name] = process.argv;
+  const load = (mod) => import(pathToFileURL(resolve(dist, mod, 'index.js')).href);
+  const ns = await measure(await SUBJECTS[name](load), Number(process.env.AB_MS ?? 700));
+  process.stdout.write(`@@NS ${ns}\n`);
+  process.exit(0);
+}
+
+const [a, b] = [process.argv[2], process.argv[3]];
+if (!a || !b) {
+  console.error('usage: node scripts/ab-bench.mjs <dist A> <dist B> [rounds]');
+  process.exit(2);
+}
+const rounds = Number(process.argv[4] ?? 7);
+const names = Object.keys(SUBJECTS).filter((n) => !process.env.AB_FILTER || n.includes(process.env.AB_FILTER));
+const results = new Map(names.map((n) => [n, { A: [], B: [] }]));
+let failed = 0;
+for (let r = 0; r < rounds; r++) {
+  for (const name of names) {
+    const order = r % 2 === 0 ? [['A', a], ['B', b]] : [['B', b], ['A', a]];
+    for (const [label, dist] of order) {
+      const child = spawnSync(process.execPath, [self, '--child', dist, name], { encoding: 'utf8', timeout: 60_000 });
+      const line = child.stdout?.split('\n').find((l) => l.startsWith('@@NS '));
+      if (child.status !== 0 || !line) {
+        failed++;
+        process.stderr.write(`${name} [${label}] failed (status ${child.status}): ${child.stderr?.slice(-600)}\n`);
+        continue;
+      }
+      results.get(name)[label].push(Number(line.slice(5)));
+    }
+  }
+}
+const fmt = (ns) => (ns >= 1e3 ? `${(ns / 1e3).toFixed(2)} µs` : `${ns.toFixed(1)} ns`);
+console.log(`A = ${a}\nB = ${b}\n${rounds} rounds, alternating, each (subject, build) in its own process\n`);
+console.log('| hot path | A median | B median | B / A |');
+console.log('| --- | --- | --- | --- |');
+for (const name of names) {
+  const { A, B } = results.get(name);
+  if (!A.length || !B.length) {
+    console.log(`| ${name} | ${A.length ? fmt(median(A)) : 'failed'} | ${B.length ? fmt(median(B)) : 'failed'} | – |`);
+    continue;
+  }
+  console.log(`| ${name} | ${fmt(median(A))} | ${fmt(median(B))} | ${(median(B) / median(A)).toFixed(3)} |`);
+}
+process.exit(failed ? 1 : 0);
