@@ -177,7 +177,8 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
       assert.equal(w.failure, undefined);
       assert.equal(watcher.stats().watchResyncs, 0);
       await w.stop();
-      process.stdout.write(`# leader kill: ${pending} of 100 register/deregister pending at first, slowest lookup ${Math.round(Math.max(...latencies))} ms\n`);
+      const ws = writer.stats();
+      process.stdout.write(`# leader kill: ${pending} of 100 register/deregister pending at first, slowest lookup ${Math.round(Math.max(...latencies))} ms, writer leases lost ${ws.leasesLost}, keep-alive failures ${ws.keepAliveFailures}\n`);
     } finally {
       raw.close();
       await cache.close();
