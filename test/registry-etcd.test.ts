@@ -253,6 +253,26 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     await waitFor('nothing pending', () => r.stats().pending === 0, 5000);
   });
 
+  it('keeps its lease through keep-alives no member answered, while the TTL has not passed', async () => {
+    const p = prefix();
+    const r = make({ prefix: p, ttlMs: 5000, dialTimeoutMs: 1500 });
+    await r.register(inst('kept', 'k1'));
+    const lease = (await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease;
+    etcd.process.signal('SIGSTOP');
+    try {
+      // the keep-alive due at TTL/3 gets no answer within the 1.5 s call deadline
+      await waitFor('a failed keep-alive', () => r.stats().keepAliveFailures >= 1, 10_000);
+    } finally {
+      etcd.process.signal('SIGCONT');
+    }
+    const failedAt = r.stats();
+    assert.equal(failedAt.leasesLost, 0, 'one unanswered keep-alive is no reason to give the lease up');
+    await waitFor('a keep-alive answered again', () => r.stats().keepAlives > failedAt.keepAlives, 10_000);
+    const s = r.stats();
+    assert.deepEqual({ lost: s.leasesLost, granted: s.leasesGranted, rewrites: s.rewrites }, { lost: 0, granted: 1, rewrites: 0 });
+    assert.equal((await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease, lease, 'the same lease');
+  });
+
   it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', async () => {
     const p = prefix();
     const writer = make({ prefix: p, ttlMs: 3000 });
