@@ -11,6 +11,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { Etcd3 } from 'etcd3';
 import { AbortedError, ClosedError, NotFoundError, RegistryPendingError, RegistryUnavailableError } from '../src/core/errors.js';
@@ -60,6 +61,24 @@ async function collect(r: Registry, service?: string) {
 }
 
 const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''}`);
+
+/**
+ * sigstop stops etcd and waits until every thread of it is stopped: a stop takes effect when the thread
+ * the kernel chose for the signal next runs, and on a busy machine another thread may answer a request first.
+ */
+async function sigstop(): Promise<void> {
+  etcd.process.signal('SIGSTOP');
+  const pid = etcd.process.pid!;
+  const state = (task: string) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    } catch {
+      return 'T'; // the thread is gone
+    }
+  };
+  await waitFor('every etcd thread stopped', () => readdirSync(`/proc/${pid}/task`).every((t) => 'Tt'.includes(state(t))), 5000);
+}
 
 /** A TCP proxy in front of etcd that a test can cut and restore, to cut one client off. */
 async function proxy(target: number): Promise<{ endpoint: string; cut(): void; restore(): void; close(): Promise<void> }> {
@@ -229,7 +248,7 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
   it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', async () => {
     const r = make({ dialTimeoutMs: 1500, prefix: prefix() });
     await r.register(inst('api', 'a1'));
-    etcd.process.signal('SIGSTOP');
+    await sigstop();
     try {
       const t0 = Date.now();
       await assert.rejects(r.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(etcd.endpoint));
@@ -258,7 +277,7 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     const r = make({ prefix: p, ttlMs: 5000, dialTimeoutMs: 1500 });
     await r.register(inst('kept', 'k1'));
     const lease = (await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease;
-    etcd.process.signal('SIGSTOP');
+    await sigstop();
     try {
       // the keep-alive due at TTL/3 gets no answer within the 1.5 s call deadline
       await waitFor('a failed keep-alive', () => r.stats().keepAliveFailures >= 1, 10_000);
