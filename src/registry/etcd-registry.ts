@@ -22,15 +22,15 @@
  * never costs a new lease. A lost lease is replaced and every instance under it written again, with no help
  * from the application. Values that are not JSON instances are skipped with one warning each.
  */
-import { EtcdLeaseInvalidError, type Etcd3 } from 'etcd3';
+import { EtcdLeaseInvalidError } from 'etcd3';
 import { throwIfAborted } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryPendingError } from '../core/errors.js';
 import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
-import { EtcdPool, type AttemptOptions } from './etcd-pool.js';
-import { createClient, decode, defaultWarning, rangeEnd, Warner } from './etcd-support.js';
+import { EtcdPool } from './etcd-pool.js';
+import { createClient, decode, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
 import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
@@ -68,6 +68,8 @@ export interface EtcdRegistryOptions {
   onWarning?: (message: string) => void;
   /** The clock of every timer (keep-alives, repairs, deadlines, cooldowns, watch backoff). Defaults to `systemClock`. */
   clock?: Clock;
+  /** @internal Builds the client of one member: tests pass fakes. Defaults to an etcd3 client. */
+  createClient?: (host: string) => EtcdClient;
 }
 
 /** Defaults for EtcdRegistryOptions. */
@@ -144,7 +146,7 @@ interface Lease {
 export class EtcdRegistry implements Registry {
   /** The first endpoint. */
   readonly endpoint: string;
-  private readonly pool: EtcdPool<Etcd3>;
+  private readonly pool: EtcdPool<EtcdClient>;
   private readonly clock: Clock;
   private readonly warner: Warner;
   private readonly root: string;
@@ -187,7 +189,7 @@ export class EtcdRegistry implements Registry {
     this.endpoint = hosts[0]!;
     this.warner = new Warner(sink);
     this.pool = new EtcdPool(
-      hosts.map((h) => ({ endpoint: h, client: createClient(h) })),
+      hosts.map((h) => ({ endpoint: h, client: (o.createClient ?? createClient)(h) })),
       { clock: this.clock, callTimeoutMs: this.timeoutMs, attemptTimeoutMs: attemptMs, cooldownMs },
     );
   }
@@ -544,7 +546,7 @@ export class EtcdRegistry implements Registry {
     const sentAt = this.clock.now();
     let ttl: number;
     try {
-      ttl = await this.pool.call('lease keep-alive', (c, o) => keepAliveOnce(c, id, o));
+      ttl = await this.pool.call('lease keep-alive', (c, o) => c.keepAlive(id, o));
     } catch (err) {
       if ((err as Error).cause instanceof EtcdLeaseInvalidError) {
         this.loseLease(lease); // etcd answered: the lease is gone
@@ -564,25 +566,6 @@ export class EtcdRegistry implements Registry {
     lease.confirmedAt = sentAt;
     lease.dueAt = sentAt + Math.max(100, lease.grantedMs / 3);
   }
-}
-
-/**
- * keepAliveOnce sends one keep-alive on a member's stream and answers the TTL etcd granted (≤ 0: the
- * lease is gone). The stream carries the attempt's gRPC deadline, so gRPC ends it when EtcdPool has given
- * up on the attempt; it is cancelled as soon as the answer is in.
- */
-function keepAliveOnce(client: Etcd3, id: string, options: AttemptOptions): Promise<number> {
-  return client.leaseClient.leaseKeepAlive(options).then(
-    (stream) =>
-      new Promise<number>((resolve, reject) => {
-        stream.on('error', reject);
-        stream.on('data', (res: { TTL: string }) => {
-          resolve(Number(res.TTL));
-          (stream as unknown as { cancel(): void }).cancel();
-        });
-        stream.write({ ID: id });
-      }),
-  );
 }
 
 function noop(): void {}

@@ -3,7 +3,8 @@
  * runs once on that member (failover, deadlines and retries are EtcdPool's: see etcd-pool.ts for why not
  * etcd3's own), and the key/value codec.
  */
-import { Etcd3, type IKeyValue, type IOptions } from 'etcd3';
+import { Etcd3, type IKeyValue, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
+import type { AttemptOptions } from './etcd-pool.js';
 import type { ServiceInstance } from './types.js';
 import { checkInstance } from './validate.js';
 
@@ -21,10 +22,46 @@ const once = {
     Promise.resolve().then(() => fn({ signal: new AbortController().signal, attempt: 1 })),
 };
 
-/** createClient builds the etcd3 client for one member. */
-export function createClient(host: string): Etcd3 {
+/** EtcdClient is what EtcdRegistry uses of one member's client: the seam where tests put a fake. */
+export interface EtcdClient {
+  readonly kv: Pick<KVClient, 'range' | 'put' | 'txn' | 'deleteRange'>;
+  readonly leaseClient: Pick<LeaseClient, 'leaseGrant' | 'leaseRevoke'>;
+  /** keepAlive sends one keep-alive for lease `id` and answers the TTL etcd granted, in seconds (≤ 0: the lease is gone). */
+  keepAlive(id: string, options: AttemptOptions): Promise<number>;
+  watch(): WatchBuilder;
+  close(): void;
+}
+
+/** createClient builds the client of one member on etcd3. */
+export function createClient(host: string): EtcdClient {
   const options: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never } };
-  return new Etcd3(options);
+  const client = new Etcd3(options);
+  return {
+    kv: client.kv,
+    leaseClient: client.leaseClient,
+    keepAlive: (id, o) => keepAliveOnce(client, id, o),
+    watch: () => client.watch(),
+    close: () => client.close(),
+  };
+}
+
+/**
+ * keepAliveOnce sends one keep-alive on a member's stream and answers the TTL etcd granted. The stream
+ * carries the attempt's gRPC deadline, so gRPC ends it when EtcdPool has given up on the attempt; it is
+ * cancelled as soon as the answer is in.
+ */
+function keepAliveOnce(client: Etcd3, id: string, options: AttemptOptions): Promise<number> {
+  return client.leaseClient.leaseKeepAlive(options).then(
+    (stream) =>
+      new Promise<number>((resolve, reject) => {
+        stream.on('error', reject);
+        stream.on('data', (res: { TTL: string }) => {
+          resolve(Number(res.TTL));
+          (stream as unknown as { cancel(): void }).cancel(); // grpc-js streams cancel; etcd3's type leaves it out
+        });
+        stream.write({ ID: id });
+      }),
+  );
 }
 
 /** rangeEnd is the end of the key range holding every key that starts with `prefix`. */

@@ -10,12 +10,12 @@
  *   lists again and emits the difference between the view and the new list as events, then watches on
  *   from the new list's revision + 1.
  */
-import type { Etcd3, IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
+import type { IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
 import { Backoff } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { EventQueue } from './event-queue.js';
 import type { EtcdPool, PoolMember } from './etcd-pool.js';
-import { rangeEnd, decode, type Warner } from './etcd-support.js';
+import { rangeEnd, decode, type EtcdClient, type Warner } from './etcd-support.js';
 import type { RegistryEvent, ServiceInstance } from './types.js';
 import { sameInstance } from './validate.js';
 
@@ -25,7 +25,7 @@ interface Seen {
 
 /** EtcdWatchDeps is what a watch needs from its registry. */
 export interface EtcdWatchDeps {
-  pool: EtcdPool<Etcd3>;
+  pool: EtcdPool<EtcdClient>;
   clock: Clock;
   warner: Warner;
   /** `<prefix>/` of the registry. */
@@ -42,7 +42,7 @@ export class EtcdWatch {
   private readonly keyPrefix: string;
   private watcher: Watcher | undefined;
   /** The member serving the stream (undefined while none is attached). */
-  member: PoolMember<Etcd3> | undefined;
+  member: PoolMember<EtcdClient> | undefined;
   /** The highest revision whose changes are reflected in `view`. */
   private revision = 0;
   private stopped = false;
