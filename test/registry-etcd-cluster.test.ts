@@ -116,7 +116,8 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
 
   it('answers every lookup across a leader SIGKILL (those in the election wait, within their deadline), ends equal to the truth, and the watch delivers exactly etcd\'s history', async () => {
     const p = prefix();
-    const writer = make(p);
+    // keep-alives every 2 s: one due during the election (followers answer them once the new leader serves)
+    const writer = make(p, { ttlMs: 6000 });
     const reader = make(p);
     const cachedReader = make(p);
     const watcher = make(p, { onWarning: () => {} }); // the end-of-history sentinel is not an instance
@@ -178,6 +179,7 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
       assert.equal(watcher.stats().watchResyncs, 0);
       await w.stop();
       const ws = writer.stats();
+      assert.equal(ws.leasesLost, 0, `the writer kept its lease through the election: ${JSON.stringify(ws)}`);
       process.stdout.write(`# leader kill: ${pending} of 100 register/deregister pending at first, slowest lookup ${Math.round(Math.max(...latencies))} ms, writer leases lost ${ws.leasesLost}, keep-alive failures ${ws.keepAliveFailures}\n`);
     } finally {
       raw.close();

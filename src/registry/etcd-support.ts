@@ -3,7 +3,7 @@
  * runs once on that member (failover, deadlines and retries are EtcdPool's: see etcd-pool.ts for why not
  * etcd3's own), and the key/value codec.
  */
-import { Etcd3, type IKeyValue, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
+import { castGrpcError, Etcd3, type IKeyValue, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
 import type { AttemptOptions } from './etcd-pool.js';
 import type { ServiceInstance } from './types.js';
 import { checkInstance } from './validate.js';
@@ -54,7 +54,9 @@ function keepAliveOnce(client: Etcd3, id: string, options: AttemptOptions): Prom
   return client.leaseClient.leaseKeepAlive(options).then(
     (stream) =>
       new Promise<number>((resolve, reject) => {
-        stream.on('error', reject);
+        // etcd3 types the errors of unary calls (GRPCUnavailableError …) but not those of streams: type them
+        // here, so that EtcdPool tells a dead member (retried elsewhere) from a refusal
+        stream.on('error', (err: Error) => reject(castGrpcError(err)));
         stream.on('data', (res: { TTL: string }) => {
           resolve(Number(res.TTL));
           (stream as unknown as { cancel(): void }).cancel(); // grpc-js streams cancel; etcd3's type leaves it out
