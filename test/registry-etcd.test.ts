@@ -1,16 +1,20 @@
 /**
  * EtcdRegistry against a real etcd: a dead process's instance expires with its lease, a lost lease is
- * replaced and everything re-registered, registrations come back after etcd is killed and restarted with
- * the same data dir, a watch across that restart loses and repeats nothing, a compacted resume revision
- * leads to a resync with exactly the right events, bad values are skipped with one warning, and an
- * unreachable (or stopped) etcd rejects RegistryUnavailableError naming the endpoint within the dial timeout.
+ * replaced and everything re-registered, instances with their own TTL get a lease per TTL, registrations
+ * come back after etcd is killed and restarted with the same data dir, a watch across that restart loses
+ * and repeats nothing, a compacted resume revision leads to a resync with exactly the right events, bad
+ * values are skipped with one warning, an unreachable (or stopped) etcd rejects RegistryUnavailableError
+ * naming the endpoint within the dial timeout (RegistryPendingError for register/deregister, which are
+ * carried out later), calls take an AbortSignal, and close() revokes the leases.
+ * (Clusters of three members: registry-etcd-cluster.test.ts.)
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { Etcd3 } from 'etcd3';
-import { NotFoundError, RegistryUnavailableError } from '../src/core/errors.js';
+import { AbortedError, ClosedError, NotFoundError, RegistryPendingError, RegistryUnavailableError } from '../src/core/errors.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
@@ -57,6 +61,24 @@ async function collect(r: Registry, service?: string) {
 }
 
 const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''}`);
+
+/**
+ * sigstop stops etcd and waits until every thread of it is stopped: a stop takes effect when the thread
+ * the kernel chose for the signal next runs, and on a busy machine another thread may answer a request first.
+ */
+async function sigstop(): Promise<void> {
+  etcd.process.signal('SIGSTOP');
+  const pid = etcd.process.pid!;
+  const state = (task: string) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    } catch {
+      return 'T'; // the thread is gone
+    }
+  };
+  await waitFor('every etcd thread stopped', () => readdirSync(`/proc/${pid}/task`).every((t) => 'Tt'.includes(state(t))), 5000);
+}
 
 /** A TCP proxy in front of etcd that a test can cut and restore, to cut one client off. */
 async function proxy(target: number): Promise<{ endpoint: string; cut(): void; restore(): void; close(): Promise<void> }> {
@@ -218,6 +240,7 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
       await assert.rejects(call(), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(`127.0.0.1:${port}`));
       assert.ok(Date.now() - t0 < 5000, 'bounded by the dial timeout (with slack for a loaded machine)');
     }
+    await assert.rejects(r.register(inst('api', 'a2')), { code: 'ERR_REGISTRY_PENDING' });
     const it = r.watch({ service: 'api' })[Symbol.asyncIterator]();
     await assert.rejects(it.next(), RegistryUnavailableError);
   });
@@ -225,20 +248,48 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
   it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', async () => {
     const r = make({ dialTimeoutMs: 1500, prefix: prefix() });
     await r.register(inst('api', 'a1'));
-    etcd.process.signal('SIGSTOP');
+    await sigstop();
     try {
       const t0 = Date.now();
       await assert.rejects(r.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(etcd.endpoint));
       assert.ok(Date.now() - t0 < 5000);
       const t1 = Date.now();
-      await assert.rejects(r.register(inst('api', 'a2')), RegistryUnavailableError);
-      await assert.rejects(r.deregister(inst('api', 'a1')), RegistryUnavailableError);
+      await assert.rejects(r.register(inst('api', 'a2')), RegistryPendingError);
+      await assert.rejects(r.deregister(inst('api', 'a1')), RegistryPendingError);
       assert.ok(Date.now() - t1 < 8000);
+      assert.equal(r.stats().pending, 2);
+      // the caller's signal ends the wait at once (the change is still carried out)
+      const t2 = Date.now();
+      await assert.rejects(r.getService('api', { signal: AbortSignal.timeout(50) }), AbortedError);
+      await assert.rejects(r.register(inst('api', 'a3'), { signal: AbortSignal.timeout(50) }), AbortedError);
+      await assert.rejects(r.deregister(inst('api', 'a3'), { signal: AbortSignal.timeout(50) }), AbortedError);
+      assert.ok(Date.now() - t2 < 1000, 'aborted, not timed out');
     } finally {
       etcd.process.signal('SIGCONT');
     }
     // the register and the deregister made while etcd was stopped are carried out once it answers
     await waitFor('a2 written and a1 deleted', async () => (await r.getService('api').catch(() => [])).map((i) => i.id).join() === 'a2', 10_000);
+    await waitFor('nothing pending', () => r.stats().pending === 0, 5000);
+  });
+
+  it('keeps its lease through keep-alives no member answered, while the TTL has not passed', async () => {
+    const p = prefix();
+    const r = make({ prefix: p, ttlMs: 5000, dialTimeoutMs: 1500 });
+    await r.register(inst('kept', 'k1'));
+    const lease = (await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease;
+    await sigstop();
+    try {
+      // the keep-alive due at TTL/3 gets no answer within the 1.5 s call deadline
+      await waitFor('a failed keep-alive', () => r.stats().keepAliveFailures >= 1, 10_000);
+    } finally {
+      etcd.process.signal('SIGCONT');
+    }
+    const failedAt = r.stats();
+    assert.equal(failedAt.leasesLost, 0, 'one unanswered keep-alive is no reason to give the lease up');
+    await waitFor('a keep-alive answered again', () => r.stats().keepAlives > failedAt.keepAlives, 10_000);
+    const s = r.stats();
+    assert.deepEqual({ lost: s.leasesLost, granted: s.leasesGranted, rewrites: s.rewrites }, { lost: 0, granted: 1, rewrites: 0 });
+    assert.equal((await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease, lease, 'the same lease');
   });
 
   it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', async () => {
@@ -250,7 +301,7 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     await writer.register(inst('api', 'a2'));
     await waitFor('two creates', () => w.events.length === 2, 5000);
     await etcd.kill();
-    await assert.rejects(writer.register(inst('api', 'a3')), RegistryUnavailableError); // remembered, written on return
+    await assert.rejects(writer.register(inst('api', 'a3')), RegistryPendingError); // remembered, written on return
     await new Promise((r) => setTimeout(r, 1500));
     await etcd.restart();
     await waitFor('all three instances', async () => (await writer.getService('api').catch(() => [])).length === 3, 15_000);
@@ -294,5 +345,70 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     } finally {
       await px.close();
     }
+  });
+
+  it('gives instances with their own ttlMs a lease of that TTL (one lease per distinct TTL), and drops a lease nothing uses', async () => {
+    const p = prefix();
+    const r = make({ prefix: p, ttlMs: 2000 });
+    await r.register(inst('ttl', 'short'));
+    await r.register(inst('ttl', 'long1'), { ttlMs: 5000 });
+    await r.register(inst('ttl', 'long2'), { ttlMs: 4500 }); // rounded up to 5 s, etcd's unit: the same lease
+    const lease = async (id: string) => (await raw.get(`${p}/ttl/${id}`).exec()).kvs[0]!.lease;
+    const [short, long1, long2] = await Promise.all([lease('short'), lease('long1'), lease('long2')]);
+    assert.notEqual(short, long1);
+    assert.equal(long1, long2);
+    const ttl = async (id: string) => Number((await raw.leaseClient.leaseTimeToLive({ ID: id })).grantedTTL);
+    assert.deepEqual([await ttl(short), await ttl(long1)], [2, 5]);
+    assert.equal(r.stats().leases, 2);
+    await r.deregister(inst('ttl', 'short'));
+    // the next keep-alive tick (every TTL/3) finds the 2 s lease unused and revokes it
+    await waitFor('the unused lease revoked', async () => r.stats().leases === 1 && (await ttl(short)) <= 0, 5000);
+    assert.deepEqual((await r.getService('ttl')).map((i) => i.id).sort(), ['long1', 'long2']);
+  });
+
+  it('rejects a ttlMs etcd cannot hold with a RangeError (TypeError for a non-number) and records nothing', async () => {
+    const r = make({ prefix: prefix() });
+    for (const ttlMs of [999, 0, -1, Number.NaN, Infinity, 86_400_001]) {
+      await assert.rejects(r.register(inst('bad', 'b1'), { ttlMs }), RangeError, String(ttlMs));
+    }
+    await assert.rejects(r.register(inst('bad', 'b1'), { ttlMs: '5000' as unknown as number }), TypeError);
+    assert.equal(r.stats().pending, 0);
+    await assert.rejects(r.getService('bad'), NotFoundError);
+  });
+
+  it('rejects AbortedError for a signal aborted before the call, and records nothing', async () => {
+    const r = make({ prefix: prefix() });
+    const signal = AbortSignal.abort();
+    await assert.rejects(r.getService('api', { signal }), AbortedError);
+    await assert.rejects(r.getServiceListing('api', { signal }), AbortedError);
+    await assert.rejects(r.register(inst('api', 'x1'), { signal }), AbortedError);
+    await assert.rejects(r.deregister(inst('api', 'x1'), { signal }), AbortedError);
+    assert.equal(r.stats().pending, 0);
+  });
+
+  it('uses the endpoints that answer when one of its hosts is dead', async () => {
+    const dead = `http://127.0.0.1:${await freePort()}`;
+    const r = make({ prefix: prefix(), hosts: [dead, etcd.endpoint] });
+    for (let i = 0; i < 20; i++) await r.register(inst('two', `t${i}`));
+    for (let i = 0; i < 20; i++) assert.equal((await r.getService('two')).length, 20);
+    const s = r.stats();
+    assert.equal(s.unavailable, 0);
+    assert.deepEqual(s.members.map((m) => m.live), [false, true]);
+    assert.ok(s.members[0]!.failures >= 1 && s.members[0]!.failures <= 3, `the dead host is skipped while cooling down: ${JSON.stringify(s.members)}`);
+  });
+
+  it('revokes its leases on close (await using), and rejects ClosedError after', async () => {
+    const p = prefix();
+    let closed: EtcdRegistry;
+    {
+      await using r = new EtcdRegistry({ hosts: etcd.endpoint, prefix: p, ttlMs: 30_000 });
+      closed = r;
+      await r.register(inst('bye', 'b1'));
+      assert.equal((await raw.getAll().prefix(`${p}/`).keys()).length, 1);
+    }
+    assert.equal((await raw.getAll().prefix(`${p}/`).keys()).length, 0, 'the lease went, and its key with it');
+    await assert.rejects(closed.getService('bye'), ClosedError);
+    await assert.rejects(closed.register(inst('bye', 'b2')), ClosedError);
+    await closed.close();
   });
 });

@@ -96,10 +96,19 @@ export class NotFoundError extends BulwarkError {
 
 /** RegistryUnavailableError: the registry could not be asked (down, throttled with nothing cached). */
 export class RegistryUnavailableError extends BulwarkError {
-  static readonly code = 'ERR_REGISTRY_UNAVAILABLE';
+  static readonly code: string = 'ERR_REGISTRY_UNAVAILABLE';
   constructor(message = 'registry unavailable', options?: BulwarkErrorOptions) {
-    super(RegistryUnavailableError.code, message, options);
+    super(new.target.code, message, options);
   }
+}
+
+/**
+ * RegistryPendingError: a register/deregister was not confirmed within its deadline (or failed for now),
+ * and the registry keeps trying in the background until a later register/deregister of the same instance.
+ * A RegistryUnavailableError, so code that handles that one keeps working.
+ */
+export class RegistryPendingError extends RegistryUnavailableError {
+  static override readonly code: string = 'ERR_REGISTRY_PENDING';
 }
 
 /** WatchResyncError: a watcher fell behind (or its history was compacted); list again before watching on. */
@@ -180,6 +189,7 @@ export const errorClasses = [
   AbortedError,
   NotFoundError,
   RegistryUnavailableError,
+  RegistryPendingError,
   WatchResyncError,
   RateLimitedError,
   OverloadedError,

@@ -1,91 +1,96 @@
 /**
- * EtcdRegistry keeps instances in etcd (reference 004 §一): keys `<prefix>/<name>/<id>`, JSON values,
- * one lease per registry kept alive every TTL/3.
+ * EtcdRegistry keeps instances in etcd: keys `<prefix>/<name>/<id>`, JSON values, one lease per distinct
+ * TTL kept alive every TTL/3 (go-zero's discov publisher does the same with one lease per publisher).
  *
- * Lease loss is noticed at the first failed keep-alive or a keep-alive answered with TTL ≤ 0 (not etcd3's
- * `lost` event, which waits 2 × TTL): a new lease is granted and every instance this registry registered
- * is written again, with no help from the application. An instance whose write fails (etcd down) is
- * remembered and written as soon as etcd answers again, until it is deregistered.
+ * Calls go to a live member of the cluster (etcd-pool.ts): a member that does not answer is skipped for
+ * the call and for `cooldownMs` after, the call goes on with the others within its own deadline
+ * (`dialTimeoutMs`), and only "no member answered in time" rejects `RegistryUnavailableError`.
  *
- * Every call is bounded by `dialTimeoutMs`: an unreachable etcd rejects `RegistryUnavailableError` naming the
- * endpoint, never hangs. Values that are not JSON instances are skipped with one warning each.
+ * `register()` and `deregister()` change the desired state at once and then confirm it in etcd:
+ * - they resolve once etcd holds the change;
+ * - they reject `RegistryPendingError` (a `RegistryUnavailableError`) when it is not confirmed within
+ *   `dialTimeoutMs`: the registry keeps trying in the background (100–400 ms apart) until it is written,
+ *   or until a later `register()`/`deregister()` of the same instance replaces the wish;
+ * - `AbortedError` when the caller's signal aborts the wait: the change is still being made the same way;
+ * - `TypeError`/`RangeError` for a bad argument and `ClosedError` after `close()`: then nothing is recorded.
+ * A rejection is never "no", always "not confirmed yet, still trying" (go-zero's publisher keeps its key
+ * registered until it is stopped in the same way).
+ *
+ * A lease counts as lost only when etcd says so (a keep-alive answered TTL ≤ 0, a write refused with
+ * "lease not found") or when its TTL has passed since the last keep-alive etcd confirmed. A keep-alive that
+ * no member answered is retried (100 ms growing to 400 ms) and does not give up the lease: one dead member
+ * never costs a new lease. A lost lease is replaced and every instance under it written again, with no help
+ * from the application. Values that are not JSON instances are skipped with one warning each.
  */
-import { EtcdLeaseInvalidError, type Etcd3 } from 'etcd3';
+import { EtcdLeaseInvalidError } from 'etcd3';
+import { throwIfAborted } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
-import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
-import { fn, integer, options as checkOptions, positive } from '../core/validate.js';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
+import { AbortedError, ClosedError, NotFoundError, RegistryPendingError } from '../core/errors.js';
+import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
-import { Caller, createClient, decode, defaultWarning, rangeEnd, Warner } from './etcd-support.js';
+import { EtcdPool } from './etcd-pool.js';
+import { etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
+import { createClient, decode, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
 import { EtcdWatch } from './etcd-watch.js';
-import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
+import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
 
 /** etcd's default --max-txn-ops. */
 const MAX_TXN_OPS = 128;
 /** Well under etcd's default --max-request-bytes (1.5 MiB): instances may carry 64 KiB of metadata each. */
 const MAX_TXN_BYTES = 1024 * 1024;
+/** Lease TTLs etcd accepts from us: 1 s (its unit) to one day. */
+const MIN_TTL_MS = 1000;
+const MAX_TTL_MS = 24 * 3600 * 1000;
+/** Leases given up but not yet revoked, at most. */
+const MAX_OLD_LEASES = 16;
 
-/** EtcdRegistryOptions configures an EtcdRegistry. */
-export interface EtcdRegistryOptions {
-  /** etcd endpoints, e.g. `http://127.0.0.1:2379`. Required. */
-  hosts: string | string[];
-  /** Key prefix; keys are `<prefix>/<name>/<id>`. Defaults to `/bulwark/services`. */
-  prefix?: string;
-  /** The lease TTL (rounded up to whole seconds, etcd's unit; etcd may raise it to its minimum). Defaults to 15 000. */
-  ttlMs?: number;
-  /** How long any etcd call may take before it rejects `RegistryUnavailableError`. Defaults to 3 000. */
-  dialTimeoutMs?: number;
-  /** Events a watcher may have waiting before it is told to resync (`WatchResyncError`). Defaults to 1 024. */
-  watchQueueSize?: number;
-  /** Receives one message per skipped bad value. Defaults to `process.emitWarning`. */
-  onWarning?: (message: string) => void;
+export { etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
+
+interface Owned {
+  readonly instance: ServiceInstance;
+  readonly ttlSeconds: number;
 }
 
-/** Defaults for EtcdRegistryOptions. */
-export const etcdRegistryDefaults = Object.freeze({
-  prefix: '/bulwark/services',
-  ttlMs: 15_000,
-  dialTimeoutMs: 3_000,
-  watchQueueSize: 1024,
-});
-
-/** EtcdRegistryStats are plain counters, read as a snapshot. */
-export interface EtcdRegistryStats {
-  /** Leases granted (the first one and every replacement). */
-  leasesGranted: number;
-  /** Leases given up: a keep-alive failed or answered TTL ≤ 0. */
-  leasesLost: number;
-  /** Keep-alives etcd answered with TTL > 0. */
-  keepAlives: number;
-  /** Times every owned instance was written again (after a lease loss or failed write). */
-  rewrites: number;
-  /** Watches that listed again and emitted the difference (etcd cancelled them: a compacted revision). */
-  watchResyncs: number;
+/** Lease is the lease of one TTL: its id (undefined until granted or after it was lost) and its keep-alive times. */
+interface Lease {
+  readonly ttlSeconds: number;
+  id: string | undefined;
+  /** The TTL etcd granted, ms. */
+  grantedMs: number;
+  /** When the last keep-alive etcd answered was sent (or the grant): the lease lives until this + grantedMs. */
+  confirmedAt: number;
+  /** When the next keep-alive is due. */
+  dueAt: number;
+  /** Instances under it must be written again. */
+  dirty: boolean;
 }
 
 /** EtcdRegistry is a Registry on etcd; see the module comment. */
 export class EtcdRegistry implements Registry {
-  /** The first endpoint, as named in errors. */
+  /** The first endpoint. */
   readonly endpoint: string;
-  private readonly client: Etcd3;
-  private readonly caller: Caller;
+  private readonly pool: EtcdPool<EtcdClient>;
+  private readonly clock: Clock;
   private readonly warner: Warner;
   private readonly root: string;
   private readonly ttlSeconds: number;
+  private readonly timeoutMs: number;
   private readonly queueSize: number;
-  private readonly owned = new Map<string, ServiceInstance>();
+  private readonly owned = new Map<string, Owned>();
+  private readonly leases = new Map<number, Lease>();
   private readonly pendingDeletes = new Set<string>();
+  private readonly unconfirmed = new Set<string>();
   private readonly oldLeases: string[] = [];
   private readonly watches = new Set<EtcdWatch>();
-  /** Repair attempts while etcd is unreachable: 100 ms growing to 400 ms, so a returning etcd is used at once. */
+  /** Repairs while no member answers: 100 ms growing to 400 ms, so a returning cluster is used at once. */
   private readonly retry = new Backoff({ initialMs: 100, maxMs: 400, jitter: 'decorrelated' });
-  private lease: string | undefined;
-  private keepAliveMs = 0;
-  private dirty = false;
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timer: TimerHandle | undefined;
+  private timerAt = Infinity;
   private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
-  private readonly counters: EtcdRegistryStats = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, rewrites: 0, watchResyncs: 0 };
+  private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0 };
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options);
@@ -97,75 +102,95 @@ export class EtcdRegistry implements Registry {
     if (typeof prefix !== 'string' || !/^\/?[A-Za-z0-9._:/-]*[A-Za-z0-9._:-]$/.test(prefix)) {
       throw new TypeError(`EtcdRegistry: prefix must be a key path like "/bulwark/services" (no trailing slash), got ${JSON.stringify(prefix)}`);
     }
-    const ttlMs = integer('EtcdRegistry', 'ttlMs', o.ttlMs ?? etcdRegistryDefaults.ttlMs, 1000, 24 * 3600 * 1000);
-    const dial = integer('EtcdRegistry', 'dialTimeoutMs', o.dialTimeoutMs ?? etcdRegistryDefaults.dialTimeoutMs, 1);
+    const ttlMs = integer('EtcdRegistry', 'ttlMs', o.ttlMs ?? etcdRegistryDefaults.ttlMs, MIN_TTL_MS, MAX_TTL_MS);
+    this.timeoutMs = integer('EtcdRegistry', 'dialTimeoutMs', o.dialTimeoutMs ?? etcdRegistryDefaults.dialTimeoutMs, 1);
+    const attemptMs = integer('EtcdRegistry', 'attemptTimeoutMs', o.attemptTimeoutMs ?? etcdRegistryDefaults.attemptTimeoutMs, 1);
+    const cooldownMs = integer('EtcdRegistry', 'cooldownMs', o.cooldownMs ?? etcdRegistryDefaults.cooldownMs, 0);
     this.queueSize = integer('EtcdRegistry', 'watchQueueSize', o.watchQueueSize ?? etcdRegistryDefaults.watchQueueSize, 1);
     const sink = o.onWarning === undefined ? defaultWarning : fn<(m: string) => void>('EtcdRegistry', 'onWarning', o.onWarning);
+    this.clock = clockOption('EtcdRegistry', o.clock, systemClock);
     this.root = `${prefix}/`;
     this.ttlSeconds = Math.ceil(ttlMs / 1000);
     this.endpoint = hosts[0]!;
-    this.client = createClient(hosts);
-    this.caller = new Caller(hosts.join(','), dial);
     this.warner = new Warner(sink);
+    this.pool = new EtcdPool(
+      hosts.map((h) => ({ endpoint: h, client: (o.createClient ?? createClient)(h) })),
+      { clock: this.clock, callTimeoutMs: this.timeoutMs, attemptTimeoutMs: attemptMs, cooldownMs },
+    );
   }
 
-  /** stats answers a snapshot of the lease counters. */
+  /** stats answers a fresh snapshot of the counters, and what each member has seen. */
   stats(): EtcdRegistryStats {
-    return { ...this.counters };
+    const now = this.clock.now();
+    const members = this.pool.members.map((m) => {
+      let watches = 0;
+      for (const w of this.watches) if (w.member === m) watches++;
+      return { endpoint: m.endpoint, live: m.downUntil <= now, attempts: m.attempts, failures: m.failures, watches };
+    });
+    let leases = 0;
+    for (const l of this.leases.values()) if (l.id !== undefined) leases++;
+    return { ...this.counters, leases, retried: this.pool.retried, unavailable: this.pool.failed, pending: this.unconfirmed.size, members };
   }
 
   /**
-   * register writes the instance under this registry's lease. `options.ttlMs` is not used: one lease
-   * serves every instance of the registry (set `ttlMs` on the registry). When etcd cannot be reached it
-   * rejects RegistryUnavailableError, and the instance is still written once etcd answers again.
+   * register writes the instance under the lease of its TTL (`options.ttlMs`, rounded up to whole
+   * seconds, else the registry's) and keeps it there until `deregister()` or `close()`. See the module
+   * comment for what its rejections mean: RegistryPendingError says "still trying".
    */
   async register(instance: ServiceInstance, options?: RegisterOptions): Promise<void> {
     const inst = checkInstance('EtcdRegistry.register', instance);
-    if (options?.ttlMs !== undefined) positive('EtcdRegistry.register', 'ttlMs', options.ttlMs);
+    const o = checkOptions('EtcdRegistry.register', options);
+    const ttlSeconds = o.ttlMs === undefined ? this.ttlSeconds : Math.ceil(finite('EtcdRegistry.register', 'ttlMs', o.ttlMs, MIN_TTL_MS, MAX_TTL_MS) / 1000);
+    throwIfAborted(o.signal);
     this.open();
     const key = this.keyOf(inst.name, inst.id);
-    this.owned.set(key, inst);
+    const entry: Owned = { instance: inst, ttlSeconds };
+    this.owned.set(key, entry);
     this.pendingDeletes.delete(key);
-    try {
-      await this.bounded('register', this.exclusive(async () => {
-        await this.ensureLease();
-        await this.put(key, inst);
-      }));
-    } catch (err) {
-      this.dirty = true;
-      this.schedule(this.retry.next());
-      throw this.caller.unavailable('register', err);
-    }
+    this.unconfirmed.add(key);
+    const work = this.exclusive(async () => {
+      if (this.owned.get(key) !== entry) return; // replaced or deregistered meanwhile: that later call writes
+      const lease = this.leaseFor(ttlSeconds);
+      try {
+        await this.ensureLease(lease);
+        await this.put(key, inst, lease);
+      } catch (err) {
+        lease.dirty = true;
+        throw err;
+      }
+      if (this.owned.get(key) === entry) this.unconfirmed.delete(key);
+    });
+    return this.confirm(`register of ${inst.name}/${inst.id}`, work, o.signal);
   }
 
-  /** deregister deletes the instance's key; when etcd cannot be reached it rejects and the delete is retried. */
-  async deregister(instance: ServiceInstance): Promise<void> {
+  /** deregister deletes the instance's key; rejections mean the same as register's (the delete goes on). */
+  async deregister(instance: ServiceInstance, options?: CallOptions): Promise<void> {
     const name = checkName('EtcdRegistry.deregister', 'instance.name', instance?.name);
     const id = checkName('EtcdRegistry.deregister', 'instance.id', instance.id);
+    const signal = checkOptions('EtcdRegistry.deregister', options).signal;
+    throwIfAborted(signal);
     this.open();
     const key = this.keyOf(name, id);
     this.owned.delete(key);
     this.pendingDeletes.add(key);
-    try {
-      await this.bounded('deregister', this.exclusive(() => this.remove(key)));
-    } catch (err) {
-      this.schedule(this.retry.next());
-      throw this.caller.unavailable('deregister', err);
-    }
+    this.unconfirmed.add(key);
+    return this.confirm(`deregister of ${name}/${id}`, this.exclusive(() => this.remove(key)), signal);
   }
 
-  async getService(name: string): Promise<ServiceInstance[]> {
-    const { instances } = await this.getServiceListing(name);
+  /** getService answers the service's instances; NotFoundError when it has none. */
+  async getService(name: string, options?: CallOptions): Promise<ServiceInstance[]> {
+    const { instances } = await this.getServiceListing(name, options);
     if (instances.length === 0) throw new NotFoundError(`service ${name} has no instances`);
     return instances;
   }
 
   /** getServiceListing answers the instances (possibly none) and the etcd revision they were read at; watch events carry mod revisions. */
-  async getServiceListing(name: string): Promise<ServiceListing> {
+  async getServiceListing(name: string, options?: CallOptions): Promise<ServiceListing> {
     checkName('EtcdRegistry.getService', 'name', name);
+    const signal = checkOptions('EtcdRegistry.getService', options).signal;
     this.open();
     const p = `${this.root}${name}/`;
-    const res = await this.caller.call('range', (o) => this.client.kv.range({ key: Buffer.from(p), range_end: rangeEnd(p) }, o));
+    const res = await this.pool.call('range', (c, o) => c.kv.range({ key: Buffer.from(p), range_end: rangeEnd(p) }, o), signal);
     const out: ServiceInstance[] = [];
     for (const kv of res.kvs) {
       const d = decode(this.root, kv);
@@ -175,11 +200,10 @@ export class EtcdRegistry implements Registry {
     return { instances: out, revision: Number(res.header.revision) };
   }
 
+  /** listServices answers the names of services with at least one instance. */
   async listServices(): Promise<string[]> {
     this.open();
-    const res = await this.caller.call('range', (o) =>
-      this.client.kv.range({ key: Buffer.from(this.root), range_end: rangeEnd(this.root), keys_only: true }, o),
-    );
+    const res = await this.pool.call('range', (c, o) => c.kv.range({ key: Buffer.from(this.root), range_end: rangeEnd(this.root), keys_only: true }, o));
     const names = new Set<string>();
     for (const kv of res.kvs) {
       const parts = kv.key.toString().slice(this.root.length).split('/');
@@ -188,7 +212,7 @@ export class EtcdRegistry implements Registry {
     return [...names];
   }
 
-  /** watch lists, then watches from the list's revision + 1; see etcd-watch.ts for resume and compaction. */
+  /** watch lists, then watches from the list's revision + 1; see etcd-watch.ts for moving between members, resume and compaction. */
   watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
     const o = checkOptions('EtcdRegistry.watch', options);
     const service = o.service === undefined ? undefined : checkName('EtcdRegistry.watch', 'service', o.service);
@@ -199,11 +223,12 @@ export class EtcdRegistry implements Registry {
       void w.stop();
     });
     w = new EtcdWatch({
-      client: this.client,
-      caller: this.caller,
+      pool: this.pool,
+      clock: this.clock,
       warner: this.warner,
       root: this.root,
       onResync: () => void this.counters.watchResyncs++,
+      onMove: () => void this.counters.watchMoves++,
     }, service, queue, o.onReady);
     if (this.closed) queue.end();
     if (queue.closed) return queue;
@@ -212,21 +237,29 @@ export class EtcdRegistry implements Registry {
     return queue;
   }
 
-  /** close stops keep-alives and watches, revokes the lease (its keys go with it) and closes the client. */
+  /** close stops keep-alives and watches, revokes the leases (their keys go with them) and closes the clients; idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.clock.clearTimeout(this.timer);
+    this.timer = undefined;
     await Promise.all([...this.watches].map((w) => w.stop()));
     this.watches.clear();
-    // bounded as a whole: closing never waits longer than about one dial timeout for a dead etcd
+    // bounded as a whole: closing never waits longer than about one call deadline for a dead cluster
     const revoke = this.exclusive(async () => {
-      const leases = this.lease === undefined ? this.oldLeases : [this.lease, ...this.oldLeases];
-      this.lease = undefined;
-      await Promise.all(leases.map((id) => this.caller.call('lease revoke', (o) => this.client.leaseClient.leaseRevoke({ ID: id }, o)).catch(noop)));
+      const ids = [...this.oldLeases];
+      for (const l of this.leases.values()) if (l.id !== undefined) ids.push(l.id);
+      this.leases.clear();
+      this.oldLeases.length = 0;
+      await Promise.all(ids.map((id) => this.revoke(id)));
     });
-    await this.bounded('close', revoke).catch(noop);
-    this.client.close();
+    await this.confirm('close', revoke, undefined).catch(noop);
+    for (const m of this.pool.members) m.client.close();
+  }
+
+  /** Symbol.asyncDispose closes the registry, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   private keyOf(name: string, id: string): string {
@@ -238,163 +271,225 @@ export class EtcdRegistry implements Registry {
   }
 
   /**
-   * bounded rejects when `work` has not settled within the dial timeout: a register queued behind a
-   * repair that waits on a stopped etcd must not wait for both. The work itself goes on (and is retried).
+   * confirm waits for `work` at most the call deadline (and until `signal` aborts). When it fails or takes
+   * longer, the repair loop carries the change out: the caller hears RegistryPendingError (or AbortedError).
    */
-  private bounded<T>(what: string, work: Promise<T>): Promise<T> {
-    work.catch(noop);
-    return this.caller.call(what, () => work);
+  private confirm(what: string, work: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+    work.catch(() => this.wake(this.retry.next()));
+    return new Promise<void>((resolve, reject) => {
+      const finish = () => {
+        this.clock.clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onAbort = () => {
+        finish();
+        reject(new AbortedError(`${what} aborted (etcd is still being updated)`, { cause: signal!.reason }));
+      };
+      const timer = this.clock.setTimeout(() => {
+        finish();
+        reject(new RegistryPendingError(`${what} not confirmed by etcd within ${this.timeoutMs} ms (${this.pool.endpoints}); still trying`));
+      }, this.timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      work.then(
+        () => {
+          finish();
+          resolve();
+        },
+        (err: unknown) => {
+          finish();
+          const msg = err instanceof Error ? err.message : String(err);
+          reject(new RegistryPendingError(`${what} not confirmed by etcd: ${msg}; still trying`, { cause: err }));
+        },
+      );
+    });
   }
 
-  /** exclusive runs lease and write work one at a time, so a re-register never races a register. */
+  /** exclusive runs lease and write work one at a time, so a repair never races a register. */
   private exclusive<T>(work: () => Promise<T>): Promise<T> {
     const run = this.serial.then(work, work);
     this.serial = run.catch(noop);
     return run;
   }
 
-  private async ensureLease(): Promise<void> {
-    if (this.lease !== undefined) return;
-    const res = await this.caller.call('lease grant', (o) => this.client.leaseClient.leaseGrant({ TTL: this.ttlSeconds }, o));
-    this.lease = res.ID;
-    this.counters.leasesGranted++;
-    this.keepAliveMs = Math.max(100, (Number(res.TTL) * 1000) / 3);
-    this.schedule(this.keepAliveMs);
+  /** leaseFor answers the lease of a TTL, creating its record (not yet granted) on first use. */
+  private leaseFor(ttlSeconds: number): Lease {
+    let lease = this.leases.get(ttlSeconds);
+    if (lease === undefined) {
+      lease = { ttlSeconds, id: undefined, grantedMs: ttlSeconds * 1000, confirmedAt: 0, dueAt: Infinity, dirty: false };
+      this.leases.set(ttlSeconds, lease);
+    }
+    return lease;
   }
 
-  /** put writes under the current lease; a lease etcd no longer knows (expired while we were paused) is replaced at once. */
-  private async put(key: string, inst: ServiceInstance): Promise<void> {
+  private async ensureLease(lease: Lease): Promise<void> {
+    if (lease.id !== undefined) return;
+    const sentAt = this.clock.now();
+    const res = await this.pool.call('lease grant', (c, o) => c.leaseClient.leaseGrant({ TTL: lease.ttlSeconds }, o));
+    lease.id = res.ID;
+    lease.grantedMs = Number(res.TTL) * 1000;
+    lease.confirmedAt = sentAt;
+    lease.dueAt = sentAt + Math.max(100, lease.grantedMs / 3);
+    this.counters.leasesGranted++;
+    this.wake(lease.dueAt - this.clock.now());
+  }
+
+  private loseLease(lease: Lease): void {
+    if (lease.id === undefined) return;
+    this.counters.leasesLost++;
+    if (this.oldLeases.length < MAX_OLD_LEASES) this.oldLeases.push(lease.id);
+    lease.id = undefined;
+    lease.dirty = true;
+  }
+
+  /** put writes under the lease; a lease etcd no longer knows (expired while we were paused) is replaced at once. */
+  private async put(key: string, inst: ServiceInstance, lease: Lease): Promise<void> {
     const value = Buffer.from(JSON.stringify(inst));
-    for (let attempt = 0; ; attempt++) {
-      const req = { key: Buffer.from(key), value, lease: this.lease };
-      try {
-        await this.caller.call('put', (o) => this.client.kv.put(req, o));
-        return;
-      } catch (err) {
-        if (attempt > 0 || !((err as Error).cause instanceof EtcdLeaseInvalidError)) throw err;
-        this.loseLease();
-        await this.ensureLease();
-      }
-    }
+    await this.underLease(lease, (id) => this.pool.call('put', (c, o) => c.kv.put({ key: Buffer.from(key), value, lease: id }, o)));
   }
 
   /**
    * putAll writes many instances in as few transactions as etcd allows (one round trip each instead of
    * one per instance: after etcd returns, the last of 20 sequential puts landed ~60 ms after the first).
    */
-  private async putAll(entries: ReadonlyArray<readonly [string, ServiceInstance]>): Promise<void> {
+  private async putAll(entries: ReadonlyArray<readonly [string, ServiceInstance]>, lease: Lease): Promise<void> {
     let batch: Array<{ key: Buffer; value: Buffer }> = [];
     let bytes = 0;
     for (const [key, inst] of entries) {
       const op = { key: Buffer.from(key), value: Buffer.from(JSON.stringify(inst)) };
       if (batch.length > 0 && (batch.length >= MAX_TXN_OPS || bytes + op.key.length + op.value.length > MAX_TXN_BYTES)) {
-        await this.putBatch(batch);
+        await this.putBatch(batch, lease);
         batch = [];
         bytes = 0;
       }
       batch.push(op);
       bytes += op.key.length + op.value.length;
     }
-    if (batch.length > 0) await this.putBatch(batch);
+    if (batch.length > 0) await this.putBatch(batch, lease);
   }
 
-  /** putBatch writes `ops` in one transaction under the current lease, replacing a lease etcd no longer knows once. */
-  private async putBatch(ops: ReadonlyArray<{ key: Buffer; value: Buffer }>): Promise<void> {
+  /** putBatch writes `ops` in one transaction under the lease. */
+  private putBatch(ops: ReadonlyArray<{ key: Buffer; value: Buffer }>, lease: Lease): Promise<unknown> {
+    return this.underLease(lease, (id) => {
+      const success = ops.map((op) => ({ request_put: { key: op.key, value: op.value, lease: id } }));
+      return this.pool.call('put', (c, o) => c.kv.txn({ success }, o));
+    });
+  }
+
+  /** underLease runs `write` with the lease's id; when etcd answers "lease not found", it takes a new lease and writes once more. */
+  private async underLease<T>(lease: Lease, write: (id: string) => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      const success = ops.map((op) => ({ request_put: { key: op.key, value: op.value, lease: this.lease } }));
+      await this.ensureLease(lease);
       try {
-        await this.caller.call('put', (o) => this.client.kv.txn({ success }, o));
-        return;
+        return await write(lease.id!);
       } catch (err) {
         if (attempt > 0 || !((err as Error).cause instanceof EtcdLeaseInvalidError)) throw err;
-        this.loseLease();
-        await this.ensureLease();
+        this.loseLease(lease);
       }
     }
   }
 
   private async remove(key: string): Promise<void> {
-    await this.caller.call('delete', (o) => this.client.kv.deleteRange({ key: Buffer.from(key) }, o));
+    await this.pool.call('delete', (c, o) => c.kv.deleteRange({ key: Buffer.from(key) }, o));
     this.pendingDeletes.delete(key);
+    if (!this.owned.has(key)) this.unconfirmed.delete(key);
   }
 
-  private schedule(ms: number): void {
+  private revoke(id: string): Promise<void> {
+    return this.pool.call('lease revoke', (c, o) => c.leaseClient.leaseRevoke({ ID: id }, o)).then(noop, noop);
+  }
+
+  /** wake makes the maintenance tick run within `ms` (an earlier tick already set is kept). */
+  private wake(ms: number): void {
     if (this.closed) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.maintain(), ms);
-    this.timer.unref();
+    const at = this.clock.now() + Math.max(0, ms);
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    this.clock.clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = this.clock.setTimeout(() => void this.maintain(), Math.max(0, ms)).unref();
   }
 
-  /** maintain is the keep-alive tick; it also repairs: new lease, rewrites, pending deletes, old leases. */
+  /** maintain is the keep-alive tick; it also repairs: new leases, rewrites, pending deletes, unused and old leases. */
   private async maintain(): Promise<void> {
     this.timer = undefined;
+    this.timerAt = Infinity;
     if (this.closed) return;
-    try {
-      await this.exclusive(async () => {
-        if (this.lease !== undefined) {
-          let ttl: number;
-          try {
-            ttl = await this.keepAliveOnce(this.lease);
-          } catch (err) {
-            this.loseLease();
-            throw err;
-          }
-          if (ttl <= 0) this.loseLease();
-          else this.counters.keepAlives++;
+    const ok = await this.exclusive(async () => {
+      let ok = true;
+      for (const lease of [...this.leases.values()]) {
+        try {
+          await this.tend(lease);
+        } catch {
+          ok = false;
         }
-        if (this.lease === undefined && this.owned.size > 0) await this.ensureLease();
-        if (this.dirty) {
-          this.counters.rewrites++;
-          await this.putAll([...this.owned]);
-          this.dirty = false;
+      }
+      for (const key of [...this.pendingDeletes]) {
+        try {
+          await this.remove(key);
+        } catch {
+          ok = false;
         }
-        for (const key of [...this.pendingDeletes]) await this.remove(key);
-        while (this.oldLeases.length > 0) {
-          const id = this.oldLeases[0]!;
-          await this.caller.call('lease revoke', (o) => this.client.leaseClient.leaseRevoke({ ID: id }, o)).catch(noop);
-          this.oldLeases.shift();
-        }
-      });
-      this.retry.reset();
-      if (this.lease !== undefined) this.schedule(this.keepAliveMs);
-    } catch {
-      this.schedule(this.retry.next());
+      }
+      // revoke given-up leases only once every instance is written under its new lease: revoking deletes the keys still on them
+      if (ok) while (this.oldLeases.length > 0) await this.revoke(this.oldLeases.shift()!);
+      return ok;
+    });
+    if (this.closed) return;
+    if (!ok) return this.wake(this.retry.next()); // a failed keep-alive is due again: retry soon, not at once
+    this.retry.reset();
+    let next = Infinity;
+    for (const l of this.leases.values()) if (l.id !== undefined) next = Math.min(next, l.dueAt - this.clock.now());
+    if (next !== Infinity) this.wake(next);
+  }
+
+  /** tend keeps one lease alive when due, replaces it when lost, writes its instances again when needed, and drops it when unused. */
+  private async tend(lease: Lease): Promise<void> {
+    const entries: Array<[string, ServiceInstance]> = [];
+    for (const [key, o] of this.owned) if (o.ttlSeconds === lease.ttlSeconds) entries.push([key, o.instance]);
+    if (entries.length === 0) {
+      this.leases.delete(lease.ttlSeconds);
+      if (lease.id !== undefined && this.oldLeases.length < MAX_OLD_LEASES) this.oldLeases.push(lease.id);
+      return;
+    }
+    if (lease.id !== undefined && this.clock.now() >= lease.dueAt) await this.keepAlive(lease);
+    if (lease.id === undefined || lease.dirty) {
+      lease.dirty = true;
+      await this.ensureLease(lease);
+      this.counters.rewrites++;
+      await this.putAll(entries, lease);
+      lease.dirty = false;
+      for (const [key, inst] of entries) if (this.owned.get(key)?.instance === inst) this.unconfirmed.delete(key);
     }
   }
 
-  private loseLease(): void {
-    if (this.lease === undefined) return;
-    this.counters.leasesLost++;
-    if (this.oldLeases.length < 16) this.oldLeases.push(this.lease);
-    this.lease = undefined;
-    this.dirty = true;
-  }
-
-  /** keepAliveOnce sends one keep-alive and answers the TTL etcd granted (≤ 0: the lease is gone). */
-  private keepAliveOnce(id: string): Promise<number> {
-    return this.caller.call('lease keep-alive', async (o) => {
-      const stream = await this.client.leaseClient.leaseKeepAlive(o);
-      return new Promise<number>((resolve, reject) => {
-        const cancel = () => (stream as unknown as { cancel?: () => void }).cancel?.();
-        const timer = setTimeout(() => {
-          cancel();
-          reject(new RegistryUnavailableError(`etcd at ${this.caller.endpoint} did not answer a keep-alive`));
-        }, this.caller.timeoutMs);
-        stream.on('error', (err: Error) => {
-          clearTimeout(timer);
-          reject(err);
-        });
-        let answered = false;
-        stream.on('data', (res: { TTL: string }) => {
-          if (answered) return;
-          answered = true;
-          clearTimeout(timer);
-          resolve(Number(res.TTL));
-          cancel();
-        });
-        stream.write({ ID: id });
-      });
-    });
+  /**
+   * keepAlive renews the lease on any member that answers. The lease is lost only when etcd answers that
+   * it is gone (TTL ≤ 0) or when its TTL has passed since the last renewal etcd confirmed; a keep-alive
+   * no member answered just fails (and is tried again soon).
+   */
+  private async keepAlive(lease: Lease): Promise<void> {
+    const id = lease.id!;
+    const sentAt = this.clock.now();
+    let ttl: number;
+    try {
+      ttl = await this.pool.call('lease keep-alive', (c, o) => c.keepAlive(id, o));
+    } catch (err) {
+      if ((err as Error).cause instanceof EtcdLeaseInvalidError) {
+        this.loseLease(lease); // etcd answered: the lease is gone
+        return;
+      }
+      this.counters.keepAliveFailures++;
+      if (this.clock.now() - lease.confirmedAt >= lease.grantedMs) this.loseLease(lease);
+      throw err;
+    }
+    if (lease.id !== id) return;
+    if (ttl <= 0) {
+      this.loseLease(lease);
+      return;
+    }
+    this.counters.keepAlives++;
+    lease.grantedMs = ttl * 1000;
+    lease.confirmedAt = sentAt;
+    lease.dueAt = sentAt + Math.max(100, lease.grantedMs / 3);
   }
 }
 

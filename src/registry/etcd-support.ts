@@ -1,15 +1,14 @@
 /**
- * The small seam between EtcdRegistry and the `etcd3` client: a client built for fail-fast use (our own
- * deadlines and retries instead of etcd3's — its `dialTimeout` is documented but not applied, microsoft/etcd3
- * #137, and its default host breaker would keep refusing for 5 s after etcd returns), calls bounded by a
- * deadline that reject `RegistryUnavailableError` naming the endpoint, and the key/value codec.
+ * The small seam between EtcdRegistry and the `etcd3` client: one client per member, built so that a call
+ * runs once on that member (failover, deadlines and retries are EtcdPool's: see etcd-pool.ts for why not
+ * etcd3's own), and the key/value codec.
  */
-import { Etcd3, type IKeyValue, type IOptions } from 'etcd3';
-import { RegistryUnavailableError } from '../core/errors.js';
+import { castGrpcError, Etcd3, type IKeyValue, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
+import type { AttemptOptions } from './etcd-pool.js';
 import type { ServiceInstance } from './types.js';
 import { checkInstance } from './validate.js';
 
-/** gRPC reconnects fast after etcd returns (gRPC's default first backoff is 1 s, growing to 120 s). */
+/** gRPC reconnects fast after a member returns (gRPC's default first backoff is 1 s, growing to 120 s). */
 const GRPC_OPTIONS: NonNullable<IOptions['grpcOptions']> = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
@@ -17,67 +16,54 @@ const GRPC_OPTIONS: NonNullable<IOptions['grpcOptions']> = {
   'grpc.keepalive_timeout_ms': 5_000,
 };
 
-/** A fault-handling policy that runs the call once: retries and breaking are ours to decide. */
+/** A fault-handling policy that runs the call once: moving to another member is EtcdPool's to decide. */
 const once = {
   execute: <T>(fn: (ctx: { signal: AbortSignal; attempt: number }) => PromiseLike<T> | T) =>
     Promise.resolve().then(() => fn({ signal: new AbortController().signal, attempt: 1 })),
 };
 
-/** Watch streams reconnect after 50 ms, doubling to at most 500 ms (etcd3's default grows to 30 s). */
-function watchBackoff(ms: number): { duration: number; next(): ReturnType<typeof watchBackoff> } {
-  return { duration: ms, next: () => watchBackoff(Math.min(500, ms * 2)) };
+/** EtcdClient is what EtcdRegistry uses of one member's client: the seam where tests put a fake. */
+export interface EtcdClient {
+  readonly kv: Pick<KVClient, 'range' | 'put' | 'txn' | 'deleteRange'>;
+  readonly leaseClient: Pick<LeaseClient, 'leaseGrant' | 'leaseRevoke'>;
+  /** keepAlive sends one keep-alive for lease `id` and answers the TTL etcd granted, in seconds (≤ 0: the lease is gone). */
+  keepAlive(id: string, options: AttemptOptions): Promise<number>;
+  watch(): WatchBuilder;
+  close(): void;
 }
 
-/** createClient builds the etcd3 client EtcdRegistry uses. */
-export function createClient(hosts: string[]): Etcd3 {
-  const options: IOptions = {
-    hosts,
-    grpcOptions: GRPC_OPTIONS,
-    faultHandling: { host: () => once as never, global: once as never, watchBackoff: watchBackoff(50) as never },
+/** createClient builds the client of one member on etcd3. */
+export function createClient(host: string): EtcdClient {
+  const options: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never } };
+  const client = new Etcd3(options);
+  return {
+    kv: client.kv,
+    leaseClient: client.leaseClient,
+    keepAlive: (id, o) => keepAliveOnce(client, id, o),
+    watch: () => client.watch(),
+    close: () => client.close(),
   };
-  return new Etcd3(options);
 }
 
-/** Caller runs etcd calls under a deadline; every failure becomes RegistryUnavailableError naming the endpoint. */
-export class Caller {
-  constructor(
-    readonly endpoint: string,
-    readonly timeoutMs: number,
-  ) {}
-
-  /** call runs `fn` with a gRPC deadline and its own timer (a stopped server may never answer). */
-  call<T>(what: string, fn: (options: { deadline: Date }) => Promise<T>): Promise<T> {
-    const deadline = new Date(Date.now() + this.timeoutMs);
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new RegistryUnavailableError(`etcd at ${this.endpoint} did not answer ${what} within ${this.timeoutMs} ms`)),
-        this.timeoutMs,
-      );
-      let p: Promise<T>;
-      try {
-        p = fn({ deadline });
-      } catch (err) {
-        p = Promise.reject(err);
-      }
-      p.then(
-        (v) => {
-          clearTimeout(timer);
-          resolve(v);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(this.unavailable(what, err));
-        },
-      );
-    });
-  }
-
-  /** unavailable wraps `err` (kept as cause) in a RegistryUnavailableError naming the endpoint. */
-  unavailable(what: string, err: unknown): RegistryUnavailableError {
-    if (err instanceof RegistryUnavailableError) return err;
-    const msg = err instanceof Error ? err.message : String(err);
-    return new RegistryUnavailableError(`etcd at ${this.endpoint} unavailable (${what}): ${msg}`, { cause: err });
-  }
+/**
+ * keepAliveOnce sends one keep-alive on a member's stream and answers the TTL etcd granted. The stream
+ * carries the attempt's gRPC deadline, so gRPC ends it when EtcdPool has given up on the attempt; it is
+ * cancelled as soon as the answer is in.
+ */
+function keepAliveOnce(client: Etcd3, id: string, options: AttemptOptions): Promise<number> {
+  return client.leaseClient.leaseKeepAlive(options).then(
+    (stream) =>
+      new Promise<number>((resolve, reject) => {
+        // etcd3 types the errors of unary calls (GRPCUnavailableError …) but not those of streams: type them
+        // here, so that EtcdPool tells a dead member (retried elsewhere) from a refusal
+        stream.on('error', (err: Error) => reject(castGrpcError(err)));
+        stream.on('data', (res: { TTL: string }) => {
+          resolve(Number(res.TTL));
+          (stream as unknown as { cancel(): void }).cancel(); // grpc-js streams cancel; etcd3's type leaves it out
+        });
+        stream.write({ ID: id });
+      }),
+  );
 }
 
 /** rangeEnd is the end of the key range holding every key that starts with `prefix`. */

@@ -1,17 +1,21 @@
 /**
- * EtcdWatch is one watch of EtcdRegistry: list, then watch from the list's revision + 1 (reference 004 §一:
- * full pull first, then increments). It keeps the view it has reported, so that
+ * EtcdWatch is one watch of EtcdRegistry: list, then watch from the list's revision + 1 (a full pull
+ * first, then increments, as go-zero's discov does). It keeps the view it has reported, so that
  * - an event already applied (mod revision ≤ the last one applied) is never repeated after a reconnect;
- * - a reconnect resumes from the last revision seen (not from the revision etcd3 noted at reconnect
- *   time, which would skip events replayed after it);
+ * - when the member serving the stream goes away, the watch moves to another live member (EtcdPool's
+ *   choice) and resumes from the last revision seen: no listing, no resync, nothing lost or repeated
+ *   (etcd3 alone would retry the same member, or a random one, and resume from the revision it noted at
+ *   reconnect time, which skips events replayed after it);
  * - when etcd has compacted the revision to resume from (or cancels the watch for any other reason), it
  *   lists again and emits the difference between the view and the new list as events, then watches on
  *   from the new list's revision + 1.
  */
-import type { Etcd3, IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
+import type { IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
 import { Backoff } from '../core/backoff.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { EventQueue } from './event-queue.js';
-import { rangeEnd, decode, type Caller, type Warner } from './etcd-support.js';
+import type { EtcdPool, PoolMember } from './etcd-pool.js';
+import { rangeEnd, decode, type EtcdClient, type Warner } from './etcd-support.js';
 import type { RegistryEvent, ServiceInstance } from './types.js';
 import { sameInstance } from './validate.js';
 
@@ -21,13 +25,15 @@ interface Seen {
 
 /** EtcdWatchDeps is what a watch needs from its registry. */
 export interface EtcdWatchDeps {
-  client: Etcd3;
-  caller: Caller;
+  pool: EtcdPool<EtcdClient>;
+  clock: Clock;
   warner: Warner;
   /** `<prefix>/` of the registry. */
   root: string;
   /** Called on every resync (a cancelled watch listed again). */
   onResync: () => void;
+  /** Called each time the stream moves to another member (or tries its member again) after a disconnect. */
+  onMove: () => void;
 }
 
 /** EtcdWatch feeds one EventQueue from etcd; see the module comment. */
@@ -35,11 +41,13 @@ export class EtcdWatch {
   private readonly view = new Map<string, Seen>();
   private readonly keyPrefix: string;
   private watcher: Watcher | undefined;
+  /** The member serving the stream (undefined while none is attached). */
+  member: PoolMember<EtcdClient> | undefined;
   /** The highest revision whose changes are reflected in `view`. */
   private revision = 0;
   private stopped = false;
   private readonly retry = new Backoff({ initialMs: 50, maxMs: 1000, jitter: 'decorrelated' });
-  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private retryTimer: TimerHandle | undefined;
 
   constructor(
     private readonly deps: EtcdWatchDeps,
@@ -77,26 +85,34 @@ export class EtcdWatch {
   /** stop cancels the etcd watcher. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.deps.clock.clearTimeout(this.retryTimer);
     this.queue.end();
     const w = this.watcher;
     this.watcher = undefined;
+    this.member = undefined;
     if (w !== undefined) {
       w.removeAllListeners();
       w.on('error', noop);
-      await Promise.race([w.cancel().catch(noop), new Promise((r) => setTimeout(r, 1000).unref())]);
+      let timer: TimerHandle | undefined;
+      await Promise.race([w.cancel().catch(noop), new Promise((r) => (timer = this.deps.clock.setTimeout(() => r(undefined), 1000).unref()))]);
+      this.deps.clock.clearTimeout(timer);
     }
   }
 
   private list(): Promise<IRangeResponse> {
     const key = Buffer.from(this.keyPrefix);
-    return this.deps.caller.call('range', (o) => this.deps.client.kv.range({ key, range_end: rangeEnd(this.keyPrefix) }, o));
+    return this.deps.pool.call('range', (c, o) => c.kv.range({ key, range_end: rangeEnd(this.keyPrefix) }, o));
   }
 
+  /** attach starts the etcd watcher on a live member, from the last revision seen + 1. */
   private attach(): void {
+    this.retryTimer = undefined;
     if (this.stopped) return;
-    const w = this.deps.client.watch().prefix(this.keyPrefix).startRevision(String(this.revision + 1)).watcher();
+    const m = this.deps.pool.pick()!; // never undefined without exclusions
+    const w = m.client.watch().prefix(this.keyPrefix).startRevision(String(this.revision + 1)).watcher();
     this.watcher = w;
+    this.member = m;
+    let connected = false;
     w.on('data', (res: IWatchResponse) => {
       if (this.watcher !== w) return;
       for (const ev of res.events) this.apply(ev.type === 'Delete' ? 'delete' : 'put', ev.kv);
@@ -106,19 +122,39 @@ export class EtcdWatch {
     // etcd3 moves its resume revision to the server's current revision when a watch (re)connects, before
     // the replayed events arrive; resume from what we have really seen instead.
     w.on('connected', () => {
-      if (this.watcher === w) (w.request as { start_revision?: string }).start_revision = String(this.revision + 1);
+      if (this.watcher !== w) return;
+      (w.request as { start_revision?: string }).start_revision = String(this.revision + 1);
+      connected = true;
+      this.retry.reset();
+      this.deps.pool.answeredOn(m);
+    });
+    // The stream broke (the member died, or the connection did): move to another live member at once and
+    // resume from the last revision seen. A stream that never connected waits a backoff first, so that a
+    // cluster entirely down is not asked in a tight loop.
+    w.on('disconnected', (err: Error) => {
+      if (this.watcher !== w) return;
+      this.drop(w);
+      this.deps.pool.failedOn(m, err);
+      this.deps.onMove();
+      this.retryTimer = this.deps.clock.setTimeout(() => this.attach(), connected ? 0 : this.retry.next()).unref();
     });
     // etcd cancels a watch whose start revision was compacted; etcd3 reports it as an 'error' without the
     // compact revision (the cancel reason is empty). Whatever the cause, listing again and emitting the
     // difference is correct, so every cancellation leads to a resync (retried with backoff).
     w.on('error', () => {
       if (this.watcher !== w) return;
-      this.watcher = undefined;
-      w.removeAllListeners();
-      w.on('error', noop);
-      void w.cancel().catch(noop);
+      this.drop(w);
       void this.resync();
     });
+  }
+
+  /** drop detaches `w` from etcd3 (which would otherwise reconnect it on its own). */
+  private drop(w: Watcher): void {
+    this.watcher = undefined;
+    this.member = undefined;
+    w.removeAllListeners();
+    w.on('error', noop);
+    void w.cancel().catch(noop);
   }
 
   private apply(type: 'put' | 'delete', kv: IKeyValue): void {
@@ -155,8 +191,7 @@ export class EtcdWatch {
     try {
       res = await this.list();
     } catch {
-      this.retryTimer = setTimeout(() => void this.resync(), this.retry.next());
-      this.retryTimer.unref();
+      this.retryTimer = this.deps.clock.setTimeout(() => void this.resync(), this.retry.next()).unref();
       return;
     }
     if (this.stopped) return;

@@ -1,0 +1,84 @@
+/**
+ * The options, defaults and stats of EtcdRegistry (etcd-registry.ts), kept apart so that the registry's
+ * file holds its mechanics.
+ */
+import type { Clock } from '../core/clock.js';
+import type { EtcdClient } from './etcd-support.js';
+
+/** EtcdRegistryOptions configures an EtcdRegistry. */
+export interface EtcdRegistryOptions {
+  /** etcd endpoints (every member of the cluster), e.g. `http://127.0.0.1:2379`. Required. */
+  hosts: string | string[];
+  /** Key prefix; keys are `<prefix>/<name>/<id>`. Defaults to `/bulwark/services`. */
+  prefix?: string;
+  /**
+   * The lease TTL of instances registered without their own `ttlMs` (rounded up to whole seconds, etcd's
+   * unit; etcd may raise it to its minimum). Defaults to 15 000.
+   */
+  ttlMs?: number;
+  /** How long a call may take over every member it tries before it rejects `RegistryUnavailableError`. Defaults to 3 000. */
+  dialTimeoutMs?: number;
+  /** How long one attempt on one member may take before the call moves to the next. Defaults to 1 000. */
+  attemptTimeoutMs?: number;
+  /** How long a member that did not answer is skipped by later calls. Defaults to 1 000. */
+  cooldownMs?: number;
+  /** Events a watcher may have waiting before it is told to resync (`WatchResyncError`). Defaults to 1 024. */
+  watchQueueSize?: number;
+  /** Receives one message per skipped bad value. Defaults to `process.emitWarning`. */
+  onWarning?: (message: string) => void;
+  /** The clock of every timer (keep-alives, repairs, deadlines, cooldowns, watch backoff). Defaults to `systemClock`. */
+  clock?: Clock;
+  /** @internal Builds the client of one member: tests pass fakes. Defaults to an etcd3 client. */
+  createClient?: (host: string) => EtcdClient;
+}
+
+/** Defaults for EtcdRegistryOptions. */
+export const etcdRegistryDefaults = Object.freeze({
+  prefix: '/bulwark/services',
+  ttlMs: 15_000,
+  dialTimeoutMs: 3_000,
+  attemptTimeoutMs: 1_000,
+  cooldownMs: 1_000,
+  watchQueueSize: 1024,
+});
+
+/** EtcdMemberStats is what one member of the cluster has seen of this registry. */
+export interface EtcdMemberStats {
+  endpoint: string;
+  /** False while calls skip it (it failed within the last `cooldownMs`). */
+  live: boolean;
+  /** Attempts sent to it. */
+  attempts: number;
+  /** Attempts that failed on it. */
+  failures: number;
+  /** Watch streams it serves now. */
+  watches: number;
+}
+
+/** EtcdRegistryStats are plain counters, read as a snapshot. */
+export interface EtcdRegistryStats {
+  /** Leases granted (first ones and replacements). */
+  leasesGranted: number;
+  /** Leases given up: etcd answered that they are gone, or their TTL passed with no confirmed keep-alive. */
+  leasesLost: number;
+  /** Leases held now (one per distinct TTL in use). */
+  leases: number;
+  /** Keep-alives etcd answered with TTL > 0. */
+  keepAlives: number;
+  /** Keep-alives no member answered (retried; the lease is kept). */
+  keepAliveFailures: number;
+  /** Times every instance under a lease was written again (after a lease loss or a failed write). */
+  rewrites: number;
+  /** Watches that listed again and emitted the difference (etcd cancelled them: a compacted revision). */
+  watchResyncs: number;
+  /** Times a watch stream broke and resumed on a member (another one when there is one), without listing. */
+  watchMoves: number;
+  /** Attempts that failed on a member and were retried (on another member, or later). */
+  retried: number;
+  /** Calls no member answered within their deadline. */
+  unavailable: number;
+  /** register/deregister changes not yet confirmed in etcd. */
+  pending: number;
+  /** One entry per member, in `hosts` order. */
+  members: EtcdMemberStats[];
+}
