@@ -7,6 +7,7 @@ import { KeyedLimiter } from '../src/limit/keyed-limiter.js';
 import { AdaptiveShedder } from '../src/limit/adaptive-shedder.js';
 import { SreBreaker } from '../src/breaker/sre-breaker.js';
 import { HttpGuard } from '../src/http/index.js';
+import { shedderSeam } from '../test/http-seams.js';
 
 const ips = Array.from({ length: 1024 }, (_, i) => `127.0.${i >> 8}.${i & 255}`);
 function reqs(): http.IncomingMessage[] {
@@ -37,7 +38,7 @@ await bench('http: HttpGuard.check per request, in process (1 024 client IPs, al
     },
     'guard.check: shedder + limiter + breaker, tokens completed': () => {
       const shedder = new AdaptiveShedder({ load: () => ({ utilization: 0, delayP99Ms: 0 }) });
-      const g = new HttpGuard({ limiter: new KeyedLimiter(big), shedder, breaker: new SreBreaker() });
+      const g = new HttpGuard({ limiter: new KeyedLimiter(big), shedder: shedderSeam(shedder), breaker: new SreBreaker() });
       const rq = reqs();
       const r = res();
       let i = 0;
