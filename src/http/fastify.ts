@@ -9,13 +9,10 @@
  * `onError` records a handler's error so the breaker sees it. Tokens are completed when the raw
  * response closes, which also covers clients that go away (Fastify's `onResponse` does not run then).
  */
-import { toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { toGuard, type HttpGuard, type HttpGuardOptions } from './guard.js';
 import { noteError } from './pass.js';
 import { JSON_TYPE } from './refusal.js';
-import type { FastifyDone, FastifyGuardPlugin, FastifyLike, FastifyReplyLike, FastifyRequestLike, Refusal } from './types.js';
-
-/** FastifyGuardOptions are the plugin's options: an HttpGuard to share, or the options of a new one. */
-export type FastifyGuardOptions = HttpGuardOptions | { guard: HttpGuard };
+import type { FastifyDone, FastifyGuardOptions, FastifyGuardPlugin, FastifyLike, FastifyReplyLike, FastifyRequestLike, Refusal, Verdict } from './types.js';
 
 function send(reply: FastifyReplyLike, r: Refusal): void {
   reply.code(r.status).type(JSON_TYPE).send(r.body);

@@ -36,7 +36,7 @@ import { Pass } from './pass.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter } from './refusal.js';
 import type {
   GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, TokenSink,
+  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, TokenSink, Verdict,
 } from './types.js';
 
 /** HttpGuardOptions configures an HttpGuard; give at least one of limiter, shedder, breaker. */
@@ -79,13 +79,6 @@ export const httpGuardDefaults = Object.freeze({
   breakerRetryAfterMs: 1000,
   rateLimitHeaders: true,
 });
-
-/**
- * Verdict is what `check` answers: `undefined` — go on to the handler; a Refusal — answer it (its
- * headers are already set on the response); `null` — the client went away while an async limiter was
- * deciding: do nothing more.
- */
-export type Verdict = Refusal | null | undefined;
 
 const OWNER = 'HttpGuard';
 type Counters = { -readonly [K in keyof HttpGuardStats]: HttpGuardStats[K] };

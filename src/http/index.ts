@@ -7,15 +7,15 @@
  * (`takeDecision(key)`: the Redis limiters); the shedder and breaker seams `admit()` an
  * `AdmissionToken`. Neither Express nor Fastify is imported: both are optional peer dependencies.
  */
-export { HttpGuard, httpGuardDefaults, type HttpGuardOptions, type Verdict } from './guard.js';
+export { HttpGuard, httpGuardDefaults, type HttpGuardOptions } from './guard.js';
 export { noteError } from './pass.js';
-export { wrapHandler, type NodeHandler } from './node-http.js';
-export { expressGuard, expressErrors, type ExpressMiddleware, type ExpressErrorMiddleware } from './express.js';
-export { fastifyGuard, type FastifyGuardOptions } from './fastify.js';
+export { wrapHandler } from './node-http.js';
+export { expressGuard, expressErrors } from './express.js';
+export { fastifyGuard } from './fastify.js';
 export { MAX_KEY_LENGTH, clientAddress } from './client-key.js';
 export { JSON_TYPE } from './refusal.js';
 export type {
-  GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
+  ExpressErrorMiddleware, ExpressMiddleware, FastifyGuardOptions, NodeHandler, Verdict, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
   HttpShedder, HttpSyncLimiter, FastifyGuardPlugin, FastifyLike, KeyFn, KeyOption, Refusal, RejectCode,
 } from './types.js';
 export type { AdmissionToken, LimitDecision } from '../core/admission.js';

@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AdmissionToken, LimitDecision } from '../core/admission.js';
-import type { FastifyGuardOptions } from './fastify.js';
+import type { HttpGuard, HttpGuardOptions } from './guard.js';
 
 /**
  * HttpSyncLimiter is an in-process limit per key (client IP, API key, user): `decide(key, n)` takes
@@ -141,3 +141,24 @@ export interface FastifyGuardPlugin {
   (fastify: FastifyLike, options: FastifyGuardOptions, done: FastifyDone): void;
 }
 
+/** ExpressMiddleware is the shape Express calls: `(req, res, next)`. */
+export type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** ExpressErrorMiddleware is the shape of an Express error handler: `(err, req, res, next)`. */
+export type ExpressErrorMiddleware = (err: unknown, req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** FastifyGuardOptions are the plugin's options: an HttpGuard to share, or the options of a new one. */
+export type FastifyGuardOptions = HttpGuardOptions | { guard: HttpGuard };
+
+/** NodeHandler is a node:http request listener; it may return a promise. */
+export type NodeHandler<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse> = (
+  req: Req,
+  res: Res,
+) => unknown;
+
+/**
+ * Verdict is what `check` answers: `undefined` — go on to the handler; a Refusal — answer it (its
+ * headers are already set on the response); `null` — the client went away while an async limiter was
+ * deciding: do nothing more.
+ */
+export type Verdict = Refusal | null | undefined;
