@@ -13,8 +13,9 @@
  *    a line-by-line diff. Within a text, `…` stands for any run of characters (for what changes from run
  *    to run: a port, a duration). A block with no `// →` line is run, but what it prints is not checked.
  *
- * 3. **Fragments type-check.** A ```ts no-run block is shown and not run, but it is type-checked: each
- *    is written to .tmp/docs-check/ as a module of its own and one TypeScript program checks them all, with
+ * 3. **They type-check.** Every block is type-checked, runnable ones (tsx runs them without) and
+ *    ```ts no-run fragments (shown, never run) alike: each is written to .tmp/docs-check/ as a module
+ *    of its own and one TypeScript program checks them all, with
  *    'bulwark' and 'bulwark/<module>' mapped to src/ (unused names are allowed). A fragment may use
  *    names it does not define when it declares them, in either of two ways:
  *      - leading lines `// declare: const app: import('express').Express` (shown to the reader as a
@@ -49,28 +50,41 @@ const NOT_MODULE_PAGES = new Set(['conventions.md', 'README.md']);
  * contains. Such an example is still checked: while it fails it is reported as a todo (the run stays
  * green); once it passes, or once no block contains the string, the test fails until the entry is deleted.
  */
-const PENDING: ReadonlyArray<{ page: string; contains: string; reason: string }> = [
+const PENDING: ReadonlyArray<{ page: string; contains: string; checks: ReadonlyArray<Check>; reason: string }> = [
   {
     page: 'http.md',
     contains: 'new RedisPeriodLimiter({ redis: process.env.REDIS_URL!',
+    checks: ['run', 'type-check'],
     reason: 'passes once RedisPeriodLimiter answers takeDecision(key, n) (its decide(key) answers a promise today)',
   },
   {
     page: 'http.md',
     contains: "declare: const limiter: import('bulwark/limit').KeyedLimiter, shedder:",
-    reason: "passes once AdaptiveShedder.admit() answers an AdmissionToken (its token has no release() today)",
+    checks: ['type-check'],
+    reason: 'passes once AdaptiveShedder.admit() answers an AdmissionToken (its token has no release() today)',
+  },
+  {
+    page: 'http.md',
+    contains: 'const shedder = new AdaptiveShedder();',
+    checks: ['type-check'],
+    reason: 'passes once AdaptiveShedder.admit() answers an AdmissionToken (its token has no release() today)',
   },
   {
     page: 'balancer.md',
     contains: 'await callIt(instance);',
+    checks: ['type-check'],
     reason: 'the fragment uses names it does not declare (registry, callIt): add `// declare:` lines',
   },
   {
     page: 'policy.md',
     contains: 'execute<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>, options?',
+    checks: ['type-check'],
     reason: 'a bare signature is not TypeScript: write it as an interface member',
   },
 ];
+
+/** Check is what is checked of an example: that it runs (and prints its `// →` lines), or that it type-checks. */
+type Check = 'run' | 'type-check';
 
 /** Expected is one `// →` line: the text and the page line it is written on. */
 interface Expected {
@@ -132,11 +146,12 @@ function examples(): Example[] {
   return out;
 }
 
-const pendingOf = (ex: Example) => PENDING.find((p) => p.page === ex.page && ex.code.includes(p.contains));
+const pendingOf = (ex: Example, what: Check) =>
+  PENDING.find((p) => p.page === ex.page && ex.code.includes(p.contains) && p.checks.includes(what));
 
-/** checked runs `check` under the example's PENDING entry, if it has one (see PENDING). */
-async function checked(t: TestContext, ex: Example, check: () => unknown): Promise<void> {
-  const pending = pendingOf(ex);
+/** checked runs `check` under the example's PENDING entry for `what`, if it has one (see PENDING). */
+async function checked(t: TestContext, ex: Example, what: Check, check: () => unknown): Promise<void> {
+  const pending = pendingOf(ex, what);
   if (pending === undefined) {
     await check();
     return;
@@ -207,7 +222,7 @@ function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise
   });
 }
 
-/** Fragment is a no-run block as the module tsc checks: its file and how its lines map back to the page. */
+/** Fragment is a block as the module TypeScript checks: its file and how its lines map back to the page. */
 interface Fragment {
   ex: Example;
   file: string;
@@ -305,7 +320,7 @@ describe('docs examples', { concurrency: 2 }, () => {
     const skip = (needsEtcd && etcdBinary === undefined) || (needsRedis && redisBinary === undefined);
     if (ex.expected.length === 0) unchecked.push(name(ex));
     const what = ex.expected.length > 0 ? `runs and prints its ${ex.expected.length} \`// →\` line(s)` : 'runs';
-    it(`${name(ex)} ${what}`, { skip: skip ? 'server not installed' : false }, (t) => checked(t, ex, async () => {
+    it(`${name(ex)} ${what}`, { skip: skip ? 'server not installed' : false }, (t) => checked(t, ex, 'run', async () => {
       mkdirSync(scratch, { recursive: true });
       const file = join(scratch, `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.ts`);
       writeFileSync(file, ex.code);
@@ -329,12 +344,10 @@ describe('docs examples', { concurrency: 2 }, () => {
     }));
   }
 
-  const fragments: Fragment[] = all
-    .filter((e) => !e.runnable)
-    .map((ex) => ({ ex, file: `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.ts`, offset: fragmentSource(ex.code).offset }));
+  const fragments: Fragment[] = all.map((ex) => ({ ex, file: `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.ts`, offset: fragmentSource(ex.code).offset }));
   let diagnostics: Map<string, string[]> | undefined;
   for (const f of fragments) {
-    it(`${name(f.ex)} type-checks (no-run)`, (t) => checked(t, f.ex, () => {
+    it(`${name(f.ex)} type-checks${f.ex.runnable ? '' : ' (no-run)'}`, (t) => checked(t, f.ex, 'type-check', () => {
       diagnostics ??= typeCheck(fragments);
       const errors = [...(diagnostics.get(f.file) ?? []), ...(diagnostics.get('*') ?? [])];
       assert.equal(errors.length, 0, `${name(f.ex)} does not type-check:\n${errors.join('\n')}`);
