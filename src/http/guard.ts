@@ -15,8 +15,9 @@
  *    error becomes one) or a connection closed before the response finished count as failures.
  *
  * A shedder token is completed with `success()` when the response finished with any status but 503,
- * and `failure()` otherwise (refused by a later check, 503, or the client went away): as go-zero's
- * shedding handler, only work actually done feeds the shedder's latency and throughput figures.
+ * `failure()` when it was a 503 or the client went away mid-handler, and `release()` when the request
+ * was never handled (refused by a later check, or the client left while an asynchronous limiter
+ * decided): as go-zero's shedding handler, only work actually done feeds the shedder's figures.
  *
  * The limiter is synchronous (`decide(key)`, an in-process limiter) or asynchronous (`takeDecision(key)`,
  * a Redis limiter); which one is settled at construction, so the synchronous path never makes or tests
