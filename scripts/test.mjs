@@ -2,6 +2,7 @@
 // Runs every test (unit tests beside the code in src/, cross-module and real-server tests in test/)
 // with node:test, TypeScript loaded through tsx. Arguments filter files by substring:
 //   node scripts/test.mjs breaker registry
+// A file gets 240 s: the docs test runs ~35 example programs, each a process of its own.
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -28,7 +29,7 @@ if (files.length === 0) {
 }
 const child = spawn(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=120000', ...files],
+  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=240000', ...files],
   { cwd: root, stdio: 'inherit' },
 );
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

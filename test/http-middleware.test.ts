@@ -1,5 +1,5 @@
 /**
- * The HTTP middleware on real loopback servers, once per framework (node:http, Express 5, Fastify 5):
+ * The HTTP middleware on real loopback servers, once per framework (node:http, Express 4 and 5, Fastify 4 and 5):
  * 429 + RateLimit-* / Retry-After, 503 from the shedder and the breaker, keying, X-Forwarded-For,
  * fail-open, and the completion of the shedder's and breaker's tokens exactly once.
  * The shedder and breaker here are hand-written fakes of our own small interfaces (counting every
@@ -10,20 +10,21 @@ import assert from 'node:assert/strict';
 import { ManualClock } from '../src/core/clock.js';
 import { BreakerOpenError, OverloadedError } from '../src/core/errors.js';
 import { KeyedLimiter } from '../src/limit/keyed-limiter.js';
-import { HttpGuard, type Completion, type HttpGuardOptions, type RateDecision } from '../src/http/index.js';
-import { frameworks, request, until, type Server } from './http-harness.js';
+import { HttpGuard, fastifyGuard, type AdmissionToken, type HttpGuardOptions, type LimitDecision } from '../src/http/index.js';
+import { fastifyMajors, frameworks, request, until, type Server } from './http-harness.js';
 
 /** Tokens counts every completion; `calls` of a token must never exceed 1. */
 class Tokens {
-  readonly log: Array<{ id: number; outcome: 'success' | 'failure'; err?: unknown }> = [];
+  readonly log: Array<{ id: number; outcome: 'success' | 'failure' | 'release'; err?: unknown }> = [];
   private next = 0;
   issued = 0;
-  make(): Completion {
+  make(): AdmissionToken {
     const id = this.next++;
     this.issued++;
     return {
       success: () => void this.log.push({ id, outcome: 'success' }),
       failure: (err?: unknown) => void this.log.push({ id, outcome: 'failure', err }),
+      release: () => void this.log.push({ id, outcome: 'release' }),
     };
   }
   outcomes(): string[] {
@@ -38,7 +39,7 @@ class Tokens {
 class FakeShedder {
   overloaded = false;
   readonly tokens = new Tokens();
-  admit(): Completion {
+  admit(): AdmissionToken {
     if (this.overloaded) throw new OverloadedError();
     return this.tokens.make();
   }
@@ -47,7 +48,7 @@ class FakeShedder {
 class FakeBreaker {
   open = false;
   readonly tokens = new Tokens();
-  admit(): Completion {
+  admit(): AdmissionToken {
     if (this.open) throw new BreakerOpenError();
     return this.tokens.make();
   }
@@ -92,7 +93,7 @@ for (const fw of frameworks) {
     });
 
     it('rounds Retry-After up to whole seconds and leaves it out when the request can never pass', async () => {
-      const answers: RateDecision[] = [
+      const answers: LimitDecision[] = [
         { allowed: false, limit: 10, remaining: 0, retryAfterMs: 1001, resetMs: 2500 },
         { allowed: false, limit: 10, remaining: 0, retryAfterMs: 0.2, resetMs: 0 },
         { allowed: false, limit: 10, remaining: 0, retryAfterMs: Infinity, resetMs: 900 },
@@ -164,7 +165,7 @@ for (const fw of frameworks) {
       clock.advance(1000);
       assert.equal((await request(s.url)).status, 200);
       await until(() => shedder.tokens.log.length === 3);
-      assert.deepEqual(shedder.tokens.outcomes(), ['success', 'failure', 'success']);
+      assert.deepEqual(shedder.tokens.outcomes(), ['success', 'release', 'success'], 'a 429 releases the shed token');
       assert.equal(shedder.tokens.issued, 3);
       shedder.tokens.assertOnce();
       assert.deepEqual({ ...g.stats() }, { passed: 2, skipped: 0, limited: 1, shed: 1, broken: 0, failedOpen: 0, aborted: 0 });
@@ -218,27 +219,30 @@ for (const fw of frameworks) {
     });
 
     it('lets requests through and reports the error when the limiter throws or rejects (fail open)', async () => {
-      let mode: 'throw' | 'reject' | 'garbage' = 'throw';
-      const g = new HttpGuard({
+      let garbage = false;
+      const sync = new HttpGuard({
         limiter: {
           decide: () => {
-            if (mode === 'throw') throw new Error('limiter bug');
-            if (mode === 'reject') return Promise.reject(new Error('redis down'));
-            return 'yes' as unknown as RateDecision;
+            if (!garbage) throw new Error('limiter bug');
+            return 'yes' as unknown as LimitDecision; // a broken limiter, not a decision
           },
         },
       });
+      const async = new HttpGuard({ limiter: { takeDecision: () => Promise.reject(new Error('redis down')) } });
       const errors: string[] = [];
-      g.onError((e) => errors.push(`${e.source}: ${(e.error as Error).message}`));
-      const s = await start(g);
+      for (const g of [sync, async]) g.onError((e) => errors.push(`${e.source}: ${(e.error as Error).message}`));
+      const s = await start(sync);
       assert.equal((await request(s.url)).status, 200);
-      mode = 'reject';
+      garbage = true;
       assert.equal((await request(s.url)).status, 200);
-      mode = 'garbage';
-      assert.equal((await request(s.url)).status, 200);
-      assert.deepEqual(errors.slice(0, 2), ['limiter: limiter bug', 'limiter: redis down']);
-      assert.match(errors[2]!, /^limiter: limiter answered "yes"/);
-      assert.equal(g.stats().failedOpen, 3);
+      const a = await start(async);
+      assert.equal((await request(a.url)).status, 200);
+      assert.equal(errors[0], 'limiter: limiter bug');
+      assert.match(errors[1]!, /^limiter: limiter answered "yes"/);
+      assert.equal(errors[2], 'limiter: redis down');
+      assert.equal(sync.stats().failedOpen, 2);
+      assert.equal(async.stats().failedOpen, 1);
+      assert.equal(s.handled() + a.handled(), 3);
     });
 
     it('waits for an async limiter, and skips the handler when the client left meanwhile', async () => {
@@ -249,7 +253,7 @@ for (const fw of frameworks) {
       const g = new HttpGuard({
         shedder,
         limiter: {
-          decide: async (k: string) => {
+          takeDecision: async (k: string) => {
             if (gate === undefined) return local.decide(k);
             await new Promise<void>((r) => (gate = r));
             return local.decide(k);
@@ -273,48 +277,46 @@ for (const fw of frameworks) {
       gate();
       await until(() => g.stats().aborted === 1);
       assert.equal(s.handled(), 1, 'the handler never ran for the departed client');
-      assert.deepEqual(shedder.tokens.outcomes(), ['success', 'failure', 'failure']);
+      assert.deepEqual(shedder.tokens.outcomes(), ['success', 'release', 'release'], 'never handled: released, not failed');
       shedder.tokens.assertOnce();
     });
   });
 }
 
-describe('http middleware: Fastify scopes', () => {
-  it('guards only the routes of the scope the plugin is registered in', async () => {
-    const { default: Fastify } = await import('fastify');
-    const { fastifyGuard } = await import('../src/http/index.js');
-    const app = Fastify();
-    const limiter = new KeyedLimiter({ rate: 1, burst: 1, clock: new ManualClock() });
-    await app.register(async (scope) => {
-      await scope.register(fastifyGuard, { limiter });
-      scope.get('/guarded', async () => 'guarded');
+for (const { name, fastify } of fastifyMajors) {
+  describe(`http middleware: ${name} scopes`, () => {
+    it('guards only the routes of the scope the plugin is registered in', async () => {
+      const app = fastify();
+      const limiter = new KeyedLimiter({ rate: 1, burst: 1, clock: new ManualClock() });
+      await app.register(async (scope) => {
+        await scope.register(fastifyGuard, { limiter });
+        scope.get('/guarded', async () => 'guarded');
+      });
+      app.get('/open', async () => 'open');
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+        assert.equal((await request(`${url}/guarded`)).status, 200);
+        assert.equal((await request(`${url}/guarded`)).status, 429);
+        const open = await request(`${url}/open`);
+        assert.equal(open.status, 200);
+        assert.equal(open.headers['ratelimit-limit'], undefined);
+      } finally {
+        app.server.closeAllConnections();
+        await app.close();
+      }
     });
-    app.get('/open', async () => 'open');
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    try {
-      const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      assert.equal((await request(`${url}/guarded`)).status, 200);
-      assert.equal((await request(`${url}/guarded`)).status, 429);
-      const open = await request(`${url}/open`);
-      assert.equal(open.status, 200);
-      assert.equal(open.headers['ratelimit-limit'], undefined);
-    } finally {
-      app.server.closeAllConnections();
-      await app.close();
-    }
-  });
 
-  it('fails registration with the TypeError of bad options', async () => {
-    const { default: Fastify } = await import('fastify');
-    const { fastifyGuard } = await import('../src/http/index.js');
-    const app = Fastify();
-    await assert.rejects(async () => {
-      await app.register(fastifyGuard, {});
-      await app.ready();
-    }, /at least one of limiter, shedder, breaker/);
-    await app.close();
+    it('fails registration with the TypeError of bad options', async () => {
+      const app = fastify();
+      await assert.rejects(async () => {
+        await app.register(fastifyGuard, {});
+        await app.ready();
+      }, /at least one of limiter, shedder, breaker/);
+      await app.close();
+    });
   });
-});
+}
 
 describe('http middleware: no framework is loaded by node:http users', () => {
   it('the bulwark/http module graph imports neither express nor fastify', async () => {

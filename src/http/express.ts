@@ -2,16 +2,11 @@
  * expressGuard: the Express adapter (Express 4 and 5). Express is an optional peer dependency and
  * this file does not import it: the middleware is a plain `(req, res, next)` function.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import type { ServerResponse } from 'node:http';
+import { toGuard, type HttpGuard, type HttpGuardOptions } from './guard.js';
+import type { ExpressErrorMiddleware, ExpressMiddleware, Verdict } from './types.js';
 import { noteError } from './pass.js';
 import { sendRefusal } from './refusal.js';
-
-/** ExpressMiddleware is the shape Express calls: `(req, res, next)`. */
-export type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
-
-/** ExpressErrorMiddleware is the shape of an Express error handler: `(err, req, res, next)`. */
-export type ExpressErrorMiddleware = (err: unknown, req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
 
 /**
  * expressGuard answers an Express middleware that runs `guard` (an HttpGuard, or its options): a

@@ -9,41 +9,16 @@
  * `onError` records a handler's error so the breaker sees it. Tokens are completed when the raw
  * response closes, which also covers clients that go away (Fastify's `onResponse` does not run then).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { toGuard, type HttpGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { toGuard, type HttpGuard, type HttpGuardOptions } from './guard.js';
 import { noteError } from './pass.js';
-import { JSON_TYPE, type Refusal } from './refusal.js';
+import { JSON_TYPE } from './refusal.js';
+import type { FastifyDone, FastifyGuardOptions, FastifyGuardPlugin, FastifyLike, FastifyReplyLike, FastifyRequestLike, Refusal, Verdict } from './types.js';
 
-/** FastifyGuardOptions are the plugin's options: an HttpGuard to share, or the options of a new one. */
-export type FastifyGuardOptions = HttpGuardOptions | { guard: HttpGuard };
-
-interface RequestLike {
-  raw: IncomingMessage;
-}
-interface ReplyLike {
-  raw: ServerResponse;
-  code(status: number): ReplyLike;
-  type(contentType: string): ReplyLike;
-  send(payload?: unknown): ReplyLike;
-}
-type Done = (err?: Error) => void;
-
-/** FastifyLike is the part of a Fastify instance the plugin uses. */
-export interface FastifyLike {
-  // Method syntax on purpose: Fastify's overloaded addHook must be assignable to it.
-  addHook(name: string, hook: (...args: never[]) => unknown): unknown;
-}
-
-/** FastifyGuardPlugin is the plugin function with fastify-plugin's marks. */
-export interface FastifyGuardPlugin {
-  (fastify: FastifyLike, options: FastifyGuardOptions, done: Done): void;
-}
-
-function send(reply: ReplyLike, r: Refusal): void {
+function send(reply: FastifyReplyLike, r: Refusal): void {
   reply.code(r.status).type(JSON_TYPE).send(r.body);
 }
 
-function plugin(fastify: FastifyLike, options: FastifyGuardOptions, done: Done): void {
+function plugin(fastify: FastifyLike, options: FastifyGuardOptions, done: FastifyDone): void {
   let g: HttpGuard;
   try {
     g = toGuard(options !== null && typeof options === 'object' && 'guard' in options ? options.guard : (options as HttpGuardOptions));
@@ -51,16 +26,16 @@ function plugin(fastify: FastifyLike, options: FastifyGuardOptions, done: Done):
     done(err as Error);
     return;
   }
-  const after = (reply: ReplyLike, next: Done, v: Verdict): void => {
+  const after = (reply: FastifyReplyLike, next: FastifyDone, v: Verdict): void => {
     if (v === undefined) next();
     else if (v !== null) send(reply, v);
   };
-  fastify.addHook('onRequest', (request: RequestLike, reply: ReplyLike, next: Done): void => {
+  fastify.addHook('onRequest', (request: FastifyRequestLike, reply: FastifyReplyLike, next: FastifyDone): void => {
     const v = g.check(request.raw, reply.raw);
     if (v instanceof Promise) v.then((x) => after(reply, next, x), next);
     else after(reply, next, v);
   });
-  fastify.addHook('onError', (_request: RequestLike, reply: ReplyLike, error: Error, next: Done): void => {
+  fastify.addHook('onError', (_request: FastifyRequestLike, reply: FastifyReplyLike, error: Error, next: FastifyDone): void => {
     noteError(reply.raw, error);
     next();
   });

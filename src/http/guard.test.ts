@@ -5,7 +5,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BreakerOpenError, OverloadedError, RateLimitedError } from '../core/errors.js';
 import { HttpGuard, type HttpGuardOptions } from './guard.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, seconds } from './refusal.js';
-import type { Completion, RateDecision } from './types.js';
+import { ManualClock } from '../core/clock.js';
+import type { AdmissionToken, LimitDecision } from '../core/admission.js';
+import { KeyedLimiter } from '../limit/keyed-limiter.js';
+import type { HttpAsyncLimiter } from './types.js';
 
 /** A response stand-in: headers, status, and 'close' emitted by the test. */
 class FakeRes extends EventEmitter {
@@ -32,14 +35,18 @@ const asRes = (r: FakeRes) => r as unknown as ServerResponse;
 
 function tokens(log: string[], name: string) {
   return {
-    admit(): Completion {
-      log.push(`${name}.allow`);
-      return { success: () => void log.push(`${name}.success`), failure: () => void log.push(`${name}.failure`) };
+    admit(): AdmissionToken {
+      log.push(`${name}.admit`);
+      return {
+        success: () => void log.push(`${name}.success`),
+        failure: () => void log.push(`${name}.failure`),
+        release: () => void log.push(`${name}.release`),
+      };
     },
   };
 }
 
-const allowAll: RateDecision = { allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetMs: 100 };
+const allowAll: LimitDecision = { allowed: true, limit: 10, remaining: 9, retryAfterMs: 0, resetMs: 100 };
 
 describe('HttpGuard', () => {
   it('checks shedder, then limiter, then breaker, and completes tokens when the response closes', () => {
@@ -51,7 +58,7 @@ describe('HttpGuard', () => {
     });
     const res = new FakeRes();
     assert.equal(g.check(req(), asRes(res)), undefined);
-    assert.deepEqual(log, ['shed.allow', 'limit(10.1.2.3)', 'breaker.allow']);
+    assert.deepEqual(log, ['shed.admit', 'limit(10.1.2.3)', 'breaker.admit']);
     res.finish(200);
     res.emit('close');
     assert.deepEqual(log.slice(3), ['breaker.success', 'shed.success']);
@@ -82,7 +89,7 @@ describe('HttpGuard', () => {
     overloaded = false;
     const limited = new FakeRes();
     assert.equal(g.check(req(), asRes(limited)), LIMITED);
-    assert.deepEqual(log, ['shed.allow', 'limit', 'shed.failure'], 'a 429 releases the shed token and never asks the breaker');
+    assert.deepEqual(log, ['shed.admit', 'limit', 'shed.release'], 'a 429 releases the shed token and never asks the breaker');
     limited.finish(429);
     assert.equal(log.length, 3, 'the close after a release completes nothing');
 
@@ -90,7 +97,7 @@ describe('HttpGuard', () => {
     log.length = 0;
     const broken = new FakeRes();
     assert.equal(g.check(req(), asRes(broken)), BREAKER_OPEN);
-    assert.deepEqual(log, ['shed.allow', 'limit', 'breaker', 'shed.failure']);
+    assert.deepEqual(log, ['shed.admit', 'limit', 'breaker', 'shed.release']);
     broken.finish(503);
     assert.equal(log.length, 4);
     assert.deepEqual(g.stats(), { passed: 0, skipped: 0, limited: 1, shed: 1, broken: 1, failedOpen: 0, aborted: 0 });
@@ -152,7 +159,7 @@ describe('HttpGuard', () => {
     assert.deepEqual(log, []);
     assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
     assert.equal(g.check({ ...req(), url: '/boom' } as IncomingMessage, asRes(new FakeRes())), undefined);
-    assert.deepEqual(log, ['shed.allow', 'shed.allow'], 'a skip() that throws does not skip');
+    assert.deepEqual(log, ['shed.admit', 'shed.admit'], 'a skip() that throws does not skip');
     assert.deepEqual(errors, ['skip']);
     assert.equal(g.stats().skipped, 1);
     assert.equal(g.stats().passed, 2);
@@ -168,11 +175,11 @@ describe('HttpGuard', () => {
     assert.equal(res.listenerCount('close'), 1);
     res.finish(500);
     res.emit('close');
-    assert.deepEqual(log, ['outer.allow', 'inner.shed.allow', 'inner.allow', 'outer.failure', 'inner.failure', 'inner.shed.success']);
+    assert.deepEqual(log, ['outer.admit', 'inner.shed.admit', 'inner.admit', 'outer.failure', 'inner.failure', 'inner.shed.success']);
   });
 
   it('reports a token that throws on completion instead of throwing into the close listener', () => {
-    const g = new HttpGuard({ breaker: { admit: () => ({ success: () => { throw new Error('token bug'); }, failure: () => undefined }) } });
+    const g = new HttpGuard({ breaker: { admit: () => ({ success: () => { throw new Error('token bug'); }, failure: () => undefined, release: () => undefined }) } });
     const sources: string[] = [];
     g.onError((e) => sources.push(e.source));
     const res = new FakeRes();
@@ -207,7 +214,7 @@ describe('HttpGuard', () => {
   });
 
   it('leaves out header values that are not finite numbers, and all of them with rateLimitHeaders: false', () => {
-    const d: RateDecision = { allowed: true, limit: Infinity, remaining: NaN, retryAfterMs: 0, resetMs: -1 };
+    const d: LimitDecision = { allowed: true, limit: Infinity, remaining: NaN, retryAfterMs: 0, resetMs: -1 };
     const res = new FakeRes();
     new HttpGuard({ limiter: { decide: () => d } }).check(req(), asRes(res));
     assert.deepEqual(res.headers, {});
@@ -224,17 +231,100 @@ describe('HttpGuard', () => {
     assert.ok(keys[0]!.length < 64);
   });
 
+  describe('the limiter seam: decide(key) or takeDecision(key), settled at construction', () => {
+    it('answers synchronously with a decide() limiter: the real KeyedLimiter, no promise made', () => {
+      const limiter = new KeyedLimiter({ rate: 1, burst: 2, clock: new ManualClock() });
+      const g = new HttpGuard({ limiter });
+      const verdicts = [0, 1, 2].map(() => g.check(req(), asRes(new FakeRes())));
+      assert.deepEqual(verdicts, [undefined, undefined, LIMITED]);
+      assert.deepEqual(g.stats(), { passed: 2, skipped: 0, limited: 1, shed: 0, broken: 0, failedOpen: 0, aborted: 0 });
+    });
+
+    it('waits for a takeDecision() limiter, asked with the key first', async () => {
+      const asked: unknown[][] = [];
+      const limiter: HttpAsyncLimiter = {
+        takeDecision: async (...args) => (asked.push(args), { ...allowAll, allowed: asked.length < 2 }),
+      };
+      const g = new HttpGuard({ limiter });
+      const first = g.check(req(), asRes(new FakeRes()));
+      assert.ok(first instanceof Promise, 'an asynchronous limiter makes check() answer a promise');
+      assert.equal(await first, undefined);
+      const res = new FakeRes();
+      assert.equal(await g.check(req(), asRes(res)), LIMITED);
+      assert.deepEqual(asked, [['10.1.2.3'], ['10.1.2.3']]);
+      assert.equal(res.headers['ratelimit-remaining'], 9);
+    });
+
+    it('takes a Redis-shaped limiter as it is (take, takeDecision, close), without an adapter', async () => {
+      const calls: string[] = [];
+      class RedisShaped {
+        take(key: string, n = 1): Promise<boolean> {
+          calls.push(`take(${key},${n})`);
+          return Promise.resolve(true);
+        }
+        takeDecision(key: string, n = 1): Promise<LimitDecision> {
+          calls.push(`takeDecision(${key},${n})`);
+          return Promise.resolve(allowAll);
+        }
+        async close(): Promise<void> {}
+      }
+      const g = new HttpGuard({ limiter: new RedisShaped() });
+      assert.equal(await g.check(req(), asRes(new FakeRes())), undefined);
+      assert.deepEqual(calls, ['takeDecision(10.1.2.3,1)']);
+    });
+
+    it('uses decide() when a limiter has both methods', () => {
+      const calls: string[] = [];
+      const g = new HttpGuard({
+        limiter: {
+          decide: () => (calls.push('decide'), allowAll),
+          takeDecision: () => (calls.push('takeDecision'), Promise.resolve(allowAll)),
+        },
+      });
+      assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
+      assert.deepEqual(calls, ['decide']);
+    });
+
+    it('fails open, naming takeDecision, when decide() answers a promise, and never leaves its rejection unhandled', async () => {
+      const unhandled: unknown[] = [];
+      const onUnhandled = (e: unknown) => void unhandled.push(e);
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        const g = new HttpGuard({ limiter: { decide: () => Promise.reject(new Error('redis down')) as never } });
+        const errors: string[] = [];
+        g.onError((e) => errors.push(`${e.source}: ${(e.error as Error).message}`));
+        assert.equal(g.check(req(), asRes(new FakeRes())), undefined, 'still synchronous: the request goes on');
+        await new Promise((r) => setImmediate(r));
+        assert.deepEqual(errors, ['limiter: limiter.decide() answered a promise: an asynchronous limiter answers takeDecision(key)']);
+        assert.deepEqual(unhandled, []);
+        assert.equal(g.stats().failedOpen, 1);
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
+      }
+    });
+
+    it('fails open when takeDecision() throws instead of rejecting', async () => {
+      const g = new HttpGuard({ limiter: { takeDecision: () => { throw new Error('not connected'); } } });
+      const errors: string[] = [];
+      g.onError((e) => errors.push((e.error as Error).message));
+      assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
+      assert.deepEqual(errors, ['not connected']);
+    });
+  });
+
   const bad: Array<[string, HttpGuardOptions, RegExp]> = [
     ['no guard at all', {}, /at least one of limiter, shedder, breaker/],
-    ['a limiter without decide', { limiter: {} as never }, /limiter must have a decide\(\) method/],
-    ['a shedder without allow', { shedder: { check: 1 } as never }, /shedder must have a allow\(\) method/],
-    ['a header key without a name', { breaker: { admit: () => ({ success() {}, failure() {} }) }, key: { header: 'bad header' } }, /key must be 'ip'/],
-    ['a key that is a number', { breaker: { admit: () => ({ success() {}, failure() {} }) }, key: 7 as never }, /key must be 'ip'/],
-    ['trustProxy -1', { breaker: { admit: () => ({ success() {}, failure() {} }) }, trustProxy: -1 }, /trustProxy must be an integer in \[0, 32\], got -1/],
-    ['trustProxy 1.5', { breaker: { admit: () => ({ success() {}, failure() {} }) }, trustProxy: 1.5 }, /trustProxy/],
-    ['shedRetryAfterMs NaN', { breaker: { admit: () => ({ success() {}, failure() {} }) }, shedRetryAfterMs: NaN }, /shedRetryAfterMs/],
-    ['skip that is not a function', { breaker: { admit: () => ({ success() {}, failure() {} }) }, skip: true as never }, /skip must be a function/],
-    ['rateLimitHeaders "yes"', { breaker: { admit: () => ({ success() {}, failure() {} }) }, rateLimitHeaders: 'yes' as never }, /rateLimitHeaders must be a boolean/],
+    ['a limiter without decide or takeDecision', { limiter: { allow: () => true } as never }, /limiter must have a decide\(\) or a takeDecision\(\) method/],
+    ['a limiter that is a number', { limiter: 5 as never }, /limiter must have a decide\(\) or a takeDecision\(\) method, got 5/],
+    ['a shedder without admit', { shedder: { allow: () => true } as never }, /shedder must have an admit\(\) method/],
+    ['a breaker without admit', { breaker: { allow: () => true } as never }, /breaker must have an admit\(\) method/],
+    ['a header key without a name', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, key: { header: 'bad header' } }, /key must be 'ip'/],
+    ['a key that is a number', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, key: 7 as never }, /key must be 'ip'/],
+    ['trustProxy -1', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, trustProxy: -1 }, /trustProxy must be an integer in \[0, 32\], got -1/],
+    ['trustProxy 1.5', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, trustProxy: 1.5 }, /trustProxy/],
+    ['shedRetryAfterMs NaN', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, shedRetryAfterMs: NaN }, /shedRetryAfterMs/],
+    ['skip that is not a function', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, skip: true as never }, /skip must be a function/],
+    ['rateLimitHeaders "yes"', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, rateLimitHeaders: 'yes' as never }, /rateLimitHeaders must be a boolean/],
   ];
   for (const [what, o, msg] of bad) {
     it(`rejects ${what} at construction, naming the option`, () => {

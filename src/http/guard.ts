@@ -15,28 +15,37 @@
  *    error becomes one) or a connection closed before the response finished count as failures.
  *
  * A shedder token is completed with `success()` when the response finished with any status but 503,
- * and `failure()` otherwise (refused by a later check, 503, or the client went away): as go-zero's
- * shedding handler, only work actually done feeds the shedder's latency and throughput figures.
+ * `failure()` when it was a 503 or the client went away mid-handler, and `release()` when the request
+ * was never handled (refused by a later check, or the client left while an asynchronous limiter
+ * decided): as go-zero's shedding handler, only work actually done feeds the shedder's figures.
+ *
+ * The limiter is synchronous (`decide(key)`, an in-process limiter) or asynchronous (`takeDecision(key)`,
+ * a Redis limiter); which one is settled at construction, so the synchronous path never makes or tests
+ * for a promise and `check` answers a promise only with an asynchronous limiter.
  *
  * Fail open: a key function or limiter that throws (or rejects, or answers no decision), and a shedder
  * or breaker that throws anything but a BulwarkError (their refusal), let the request through and are
  * reported on `onError` — a broken protection must not take the service down with it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AdmissionToken, LimitDecision } from '../core/admission.js';
 import { BulwarkError, InvalidResponseError } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { finite, fn, integer, options as optionsOf, showValue } from '../core/validate.js';
 import { boundKey, clientAddress } from './client-key.js';
-import { Pass, type TokenSink } from './pass.js';
-import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter, type Refusal } from './refusal.js';
+import { Pass } from './pass.js';
+import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter } from './refusal.js';
 import type {
-  Completion, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, KeyFn, KeyOption, RateDecision,
+  GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
+  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, TokenSink, Verdict,
 } from './types.js';
 
 /** HttpGuardOptions configures an HttpGuard; give at least one of limiter, shedder, breaker. */
 export interface HttpGuardOptions {
-  /** A limit per key (`decide(key)`, sync or async); refusals answer 429. Defaults to none. */
+  /**
+   * A limit per key: synchronous (`decide(key)`, e.g. `KeyedLimiter`) or asynchronous
+   * (`takeDecision(key)`, e.g. the Redis limiters); refusals answer 429. Defaults to none.
+   */
   limiter?: HttpLimiter | undefined;
   /** What the limiter is keyed by: `'ip'`, `{ header }` or a function. Defaults to `'ip'`. */
   key?: KeyOption | undefined;
@@ -72,18 +81,23 @@ export const httpGuardDefaults = Object.freeze({
   rateLimitHeaders: true,
 });
 
-/**
- * Verdict is what `check` answers: `undefined` — go on to the handler; a Refusal — answer it (its
- * headers are already set on the response); `null` — the client went away while an async limiter was
- * deciding: do nothing more.
- */
-export type Verdict = Refusal | null | undefined;
-
 const OWNER = 'HttpGuard';
 type Counters = { -readonly [K in keyof HttpGuardStats]: HttpGuardStats[K] };
 const MAX_PROXY_HOPS = 32;
 function isThenable(v: unknown): v is PromiseLike<unknown> {
   return v !== null && typeof v === 'object' && typeof (v as { then?: unknown }).then === 'function';
+}
+
+function hasMethod(v: unknown, name: string): boolean {
+  return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as Record<string, unknown>)[name] === 'function';
+}
+
+function isSyncLimiter(v: unknown): v is HttpSyncLimiter {
+  return hasMethod(v, 'decide');
+}
+
+function isAsyncLimiter(v: unknown): v is HttpAsyncLimiter {
+  return hasMethod(v, 'takeDecision');
 }
 
 function carriedRetryAfter(err: unknown, fallback: number): number {
@@ -93,7 +107,10 @@ function carriedRetryAfter(err: unknown, fallback: number): number {
 
 /** HttpGuard decides, per request, between the handler, a 429 and a 503. */
 export class HttpGuard implements TokenSink {
-  private readonly limiter: HttpLimiter | undefined;
+  /** The limiter when it answers synchronously (`decide`); at most one of the two is set. */
+  private readonly syncLimiter: HttpSyncLimiter | undefined;
+  /** The limiter when it answers with a promise (`takeDecision`). */
+  private readonly asyncLimiter: HttpAsyncLimiter | undefined;
   private readonly shedder: HttpShedder | undefined;
   private readonly breaker: HttpBreaker | undefined;
   private readonly keyFn: KeyFn | undefined;
@@ -110,10 +127,15 @@ export class HttpGuard implements TokenSink {
 
   constructor(options: HttpGuardOptions) {
     const o = optionsOf(OWNER, options);
-    this.limiter = seam(o.limiter, 'limiter', 'decide');
-    this.shedder = seam(o.shedder, 'shedder', 'allow');
-    this.breaker = seam(o.breaker, 'breaker', 'allow');
-    if (!this.limiter && !this.shedder && !this.breaker) {
+    const limiter: unknown = o.limiter;
+    if (limiter !== undefined && limiter !== null) {
+      if (isSyncLimiter(limiter)) this.syncLimiter = limiter;
+      else if (isAsyncLimiter(limiter)) this.asyncLimiter = limiter;
+      else throw new TypeError(`${OWNER}: limiter must have a decide() or a takeDecision() method, got ${showValue(limiter)}`);
+    }
+    this.shedder = seam(o.shedder, 'shedder', 'admit');
+    this.breaker = seam(o.breaker, 'breaker', 'admit');
+    if (!this.syncLimiter && !this.asyncLimiter && !this.shedder && !this.breaker) {
       throw new TypeError(`${OWNER}: give at least one of limiter, shedder, breaker, got none`);
     }
     const key = o.key ?? httpGuardDefaults.key;
@@ -172,7 +194,7 @@ export class HttpGuard implements TokenSink {
     if (this.skip !== undefined && this.skipped(req)) return undefined;
     let pass: Pass | undefined;
     if (this.shedder !== undefined) {
-      let token: Completion | undefined;
+      let token: AdmissionToken | undefined;
       try {
         token = this.shedder.admit();
       } catch (err) {
@@ -185,25 +207,40 @@ export class HttpGuard implements TokenSink {
         pass.attach(res);
       }
     }
-    if (this.limiter !== undefined) {
-      let key: string | undefined;
-      try {
-        key = this.keyOf(req);
-      } catch (err) {
-        this.failOpen('key', err);
-      }
+    if (this.syncLimiter !== undefined) {
+      const key = this.keyOrNothing(req);
       if (key !== undefined) {
-        let d: RateDecision | PromiseLike<RateDecision> | undefined;
+        let d: LimitDecision | undefined;
         try {
-          d = this.limiter.decide(key);
+          d = this.syncLimiter.decide(key);
         } catch (err) {
           this.failOpen('limiter', err);
         }
-        if (isThenable(d)) return this.settle(d, res, pass, key);
         if (d !== undefined && this.decided(d, res, pass, key)) return LIMITED;
+      }
+    } else if (this.asyncLimiter !== undefined) {
+      const key = this.keyOrNothing(req);
+      if (key !== undefined) {
+        let p: Promise<LimitDecision> | undefined;
+        try {
+          p = this.asyncLimiter.takeDecision(key);
+        } catch (err) {
+          this.failOpen('limiter', err);
+        }
+        if (p !== undefined) return this.settle(p, res, pass, key);
       }
     }
     return this.admit(res, pass);
+  }
+
+  /** keyOrNothing answers the key, or undefined when the key function threw (reported; the request goes on). */
+  private keyOrNothing(req: IncomingMessage): string | undefined {
+    try {
+      return this.keyOf(req);
+    } catch (err) {
+      this.failOpen('key', err);
+      return undefined;
+    }
   }
 
   private skipped(req: IncomingMessage): boolean {
@@ -217,8 +254,8 @@ export class HttpGuard implements TokenSink {
     return skip;
   }
 
-  private async settle(p: PromiseLike<RateDecision>, res: ServerResponse, pass: Pass | undefined, key: string): Promise<Verdict> {
-    let d: RateDecision | undefined;
+  private async settle(p: Promise<LimitDecision>, res: ServerResponse, pass: Pass | undefined, key: string): Promise<Verdict> {
+    let d: LimitDecision | undefined;
     try {
       d = await p;
     } catch (err) {
@@ -234,12 +271,12 @@ export class HttpGuard implements TokenSink {
   }
 
   /** decided applies a limiter decision; true when the request is refused (429). */
-  private decided(d: RateDecision, res: ServerResponse, pass: Pass | undefined, key: string): boolean {
+  private decided(d: LimitDecision, res: ServerResponse, pass: Pass | undefined, key: string): boolean {
     let allowed: unknown;
     let retryAfterMs = 0;
     try {
       allowed = d !== null && typeof d === 'object' ? d.allowed : undefined;
-      if (typeof allowed !== 'boolean') throw new InvalidResponseError(`limiter answered ${showValue(d)}, not a decision`);
+      if (typeof allowed !== 'boolean') throw notADecision(d);
       if (this.headers) setRateLimitHeaders(res, d);
       if (!allowed) retryAfterMs = d.retryAfterMs;
     } catch (err) {
@@ -254,7 +291,7 @@ export class HttpGuard implements TokenSink {
 
   private admit(res: ServerResponse, pass: Pass | undefined): Verdict {
     if (this.breaker !== undefined) {
-      let token: Completion | undefined;
+      let token: AdmissionToken | undefined;
       try {
         token = this.breaker.admit();
       } catch (err) {
@@ -272,6 +309,7 @@ export class HttpGuard implements TokenSink {
         pass.breaker = token;
       }
     }
+    if (pass !== undefined) pass.admitted = true;
     this.counts.passed++;
     return undefined;
   }
@@ -287,10 +325,15 @@ export class HttpGuard implements TokenSink {
     return r;
   }
 
-  /** complete ends one token; a token that throws is reported, never thrown into a 'close' listener. @internal */
-  complete(source: 'shedder' | 'breaker', token: Completion, ok: boolean, why: unknown): void {
+  /**
+   * complete ends one token: `true` → success(), `false` → failure(why), `undefined` → release() (the
+   * request was never handled). A token that throws is reported, never thrown into a 'close' listener.
+   * @internal
+   */
+  complete(source: 'shedder' | 'breaker', token: AdmissionToken, ok: boolean | undefined, why: unknown): void {
     try {
-      if (ok) token.success();
+      if (ok === undefined) token.release();
+      else if (ok) token.success();
       else token.failure(why);
     } catch (err) {
       this.report(source, err);
@@ -319,10 +362,18 @@ export class HttpGuard implements TokenSink {
 
 function seam<T>(value: T | undefined, name: string, method: string): T | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof (value as Record<string, unknown>)[method] !== 'function') {
-    throw new TypeError(`${OWNER}: ${name} must have a ${method}() method, got ${showValue(value)}`);
-  }
+  if (!hasMethod(value, method)) throw new TypeError(`${OWNER}: ${name} must have an ${method}() method, got ${showValue(value)}`);
   return value;
+}
+
+/** notADecision is the error of a limiter answer that is not a LimitDecision (a promise from decide() included). */
+function notADecision(d: unknown): InvalidResponseError {
+  if (isThenable(d)) {
+    // Whatever it settles to, nobody waits for it: keep its rejection from going unhandled.
+    Promise.resolve(d).catch(() => undefined);
+    return new InvalidResponseError('limiter.decide() answered a promise: an asynchronous limiter answers takeDecision(key)');
+  }
+  return new InvalidResponseError(`limiter answered ${showValue(d)}, not a decision`);
 }
 
 /** toGuard answers `g` when it is an HttpGuard, else a new HttpGuard of those options. */

@@ -3,16 +3,23 @@
  * node:http (`wrapHandler`), Express (`expressGuard`) and Fastify (`fastifyGuard`), all three on one
  * core (`HttpGuard`). Checks run shedder → limiter → breaker; refusals answer 429 (with `Retry-After`
  * and `RateLimit-*` headers) or 503 (with `Retry-After`) and a `{ error: { code, message } }` body.
- * Neither Express nor Fastify is imported: both are optional peer dependencies.
+ * The limiter seam is synchronous (`decide(key)`: `KeyedLimiter`) or asynchronous
+ * (`takeDecision(key)`: the Redis limiters); the shedder and breaker seams `admit()` an
+ * `AdmissionToken`. Neither Express nor Fastify is imported: both are optional peer dependencies.
  */
-export { HttpGuard, httpGuardDefaults, type HttpGuardOptions, type Verdict } from './guard.js';
+export { HttpGuard, httpGuardDefaults, type HttpGuardOptions } from './guard.js';
 export { noteError } from './pass.js';
-export { wrapHandler, type NodeHandler } from './node-http.js';
-export { expressGuard, expressErrors, type ExpressMiddleware, type ExpressErrorMiddleware } from './express.js';
-export { fastifyGuard, type FastifyGuardOptions, type FastifyGuardPlugin, type FastifyLike } from './fastify.js';
+export { wrapHandler } from './node-http.js';
+export { expressGuard, expressErrors } from './express.js';
+export { fastifyGuard } from './fastify.js';
 export { MAX_KEY_LENGTH, clientAddress } from './client-key.js';
-export { JSON_TYPE, type Refusal } from './refusal.js';
+export { JSON_TYPE } from './refusal.js';
 export type {
-  Completion, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, KeyFn, KeyOption, RateDecision, RejectCode,
+  ExpressErrorMiddleware, ExpressMiddleware, FastifyGuardOptions, NodeHandler, Verdict, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
+  HttpShedder, HttpSyncLimiter, FastifyGuardPlugin, FastifyLike, KeyFn, KeyOption, Refusal, RejectCode,
 } from './types.js';
+export type { AdmissionToken, LimitDecision } from '../core/admission.js';
+/** The errors whose codes the refusals carry, and those reported on `onError` or handed to a breaker's token. */
+export {
+  AbortedError, BreakerOpenError, BulwarkError, InvalidResponseError, OverloadedError, RateLimitedError,
+} from '../core/errors.js';

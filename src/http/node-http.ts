@@ -3,15 +3,10 @@
  * guard first; a refused request is answered 429 / 503 and never reaches the handler.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpGuard, toGuard, type HttpGuardOptions, type Verdict } from './guard.js';
+import { HttpGuard, toGuard, type HttpGuardOptions } from './guard.js';
+import type { NodeHandler, Verdict } from './types.js';
 import { noteError } from './pass.js';
 import { sendRefusal } from './refusal.js';
-
-/** NodeHandler is a node:http request listener; it may return a promise. */
-export type NodeHandler<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse> = (
-  req: Req,
-  res: Res,
-) => unknown;
 
 /**
  * wrapHandler answers a request listener that runs `guard` (an HttpGuard, or its options) before

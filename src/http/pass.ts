@@ -5,22 +5,20 @@
  */
 import type { ServerResponse } from 'node:http';
 import { AbortedError, withoutStack } from '../core/errors.js';
-import type { Completion } from './types.js';
-
-/** TokenSink completes a token and reports a token that throws (the HttpGuard). */
-export interface TokenSink {
-  complete(source: 'shedder' | 'breaker', token: Completion, ok: boolean, why: unknown): void;
-}
+import type { AdmissionToken } from '../core/admission.js';
+import type { TokenSink } from './types.js';
 
 const kPass = Symbol('bulwark.http.pass');
 const CLIENT_GONE = withoutStack(() => new AbortedError('client closed the connection before the response finished'));
 
 /** Pass holds the tokens of one admitted request. */
 export class Pass {
-  shed: Completion | undefined;
-  breaker: Completion | undefined;
+  shed: AdmissionToken | undefined;
+  breaker: AdmissionToken | undefined;
   error: unknown = undefined;
   done = false;
+  /** admitted: every check passed and the request went on to the handler (else a close releases the tokens). */
+  admitted = false;
   /** The pass of another guard on the same response (an app-wide guard and a route's own): finished with this one. */
   prev: Pass | undefined;
   constructor(readonly guard: TokenSink) {}
@@ -33,17 +31,25 @@ export class Pass {
     (res as WithPass)[kPass] = this;
   }
 
-  /** release completes the tokens of a request that will not be handled (refused later, or gone). */
+  /**
+   * release gives back the tokens of a request that will not be handled (a later check refused it, or
+   * the client left while an asynchronous limiter decided): `release()`, neither a success nor a failure.
+   */
   release(): void {
     if (this.done) return;
     this.done = true;
-    if (this.shed !== undefined) this.guard.complete('shedder', this.shed, false, undefined);
+    if (this.shed !== undefined) this.guard.complete('shedder', this.shed, undefined, undefined);
   }
 
   /** finish completes the tokens by the response's end (see docs/http.md for the outcome table). */
   finish(finished: boolean, status: number): void {
     this.prev?.finish(finished, status);
     if (this.done) return;
+    if (!this.admitted) {
+      // Closed while an asynchronous limiter was still deciding: the handler never ran.
+      this.release();
+      return;
+    }
     this.done = true;
     if (this.breaker !== undefined) {
       // The status judges: an error the framework answered 4xx (validation, not found) is the client's fault.

@@ -7,17 +7,8 @@
  */
 import type { ServerResponse } from 'node:http';
 import { BreakerOpenError, OverloadedError, RateLimitedError } from '../core/errors.js';
-import type { RateDecision, RejectCode } from './types.js';
-
-/** Refusal is a ready-made answer: status and `{ error: { code, message } }` JSON body. */
-export interface Refusal {
-  readonly status: number;
-  readonly code: RejectCode;
-  /** message is the body's message (the coded error's default message). */
-  readonly message: string;
-  /** body is the JSON body, encoded once. */
-  readonly body: Buffer;
-}
+import type { LimitDecision } from '../core/admission.js';
+import type { Refusal, RejectCode } from './types.js';
 
 /** JSON_TYPE is the content type of every refusal body. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
@@ -48,7 +39,7 @@ function wholeCount(n: number): number {
  * until the budget is whole) as in draft-ietf-httpapi-ratelimit-headers (up to -06, which defines these
  * three fields). A number that is not finite is left out rather than written as garbage.
  */
-export function setRateLimitHeaders(res: ServerResponse, d: RateDecision): void {
+export function setRateLimitHeaders(res: ServerResponse, d: LimitDecision): void {
   const limit = wholeCount(d.limit);
   if (limit >= 0) res.setHeader('ratelimit-limit', limit);
   const remaining = wholeCount(d.remaining);

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { BreakerOpenError, OverloadedError } from '../core/errors.js';
 import { HttpGuard } from './guard.js';
 import { noteError } from './pass.js';
-import type { Completion, RateDecision } from './types.js';
+import type { AdmissionToken, LimitDecision } from '../core/admission.js';
 
 class FakeRes extends EventEmitter {
   statusCode = 200;
@@ -24,7 +24,7 @@ class FakeRes extends EventEmitter {
 
 interface Issued {
   kind: 'shed' | 'breaker';
-  calls: Array<'success' | 'failure'>;
+  calls: Array<'success' | 'failure' | 'release'>;
 }
 
 const scenario = fc.record({
@@ -44,26 +44,32 @@ describe('token completion (property)', () => {
     await fc.assert(
       fc.asyncProperty(scenario, async (sc) => {
         const issued: Issued[] = [];
-        const token = (kind: Issued['kind']): Completion => {
+        const token = (kind: Issued['kind']): AdmissionToken => {
           const t: Issued = { kind, calls: [] };
           issued.push(t);
-          return { success: () => void t.calls.push('success'), failure: () => void t.calls.push('failure') };
+          return {
+            success: () => void t.calls.push('success'),
+            failure: () => void t.calls.push('failure'),
+            release: () => void t.calls.push('release'),
+          };
         };
-        const decision: RateDecision = { allowed: sc.allowed, limit: 5, remaining: sc.allowed ? 1 : 0, retryAfterMs: sc.allowed ? 0 : 300, resetMs: 1000 };
+        const decision: LimitDecision = { allowed: sc.allowed, limit: 5, remaining: sc.allowed ? 1 : 0, retryAfterMs: sc.allowed ? 0 : 300, resetMs: 1000 };
         const make = () =>
           new HttpGuard({
             shedder: { admit: () => (sc.overloaded ? throwing(new OverloadedError()) : token('shed')) },
-            limiter: { decide: () => (sc.asyncLimiter ? Promise.resolve(decision) : decision) },
+            limiter: sc.asyncLimiter ? { takeDecision: () => Promise.resolve(decision) } : { decide: () => decision },
             breaker: { admit: () => (sc.open ? throwing(new BreakerOpenError()) : token('breaker')) },
           });
         const guards = sc.nested ? [make(), make()] : [make()];
         const res = new FakeRes();
         const r = { headers: {}, socket: { remoteAddress: '10.0.0.1' } } as unknown as IncomingMessage;
         let handled = true;
+        let leftWhileDeciding = false;
         for (const g of guards) {
           const pending = g.check(r, res as unknown as ServerResponse);
           if (pending instanceof Promise && sc.leaveWhileDeciding) {
             res.destroyed = true;
+            leftWhileDeciding = true;
             res.emit('close');
           }
           const v = await pending;
@@ -81,6 +87,12 @@ describe('token completion (property)', () => {
         for (let i = 0; i < sc.extraCloses; i++) res.emit('close');
 
         for (const t of issued) assert.equal(t.calls.length, 1, `${t.kind} token completed ${t.calls.length} times`);
+        if (!handled) {
+          // Refused by a later check of this guard, or gone while the limiter decided: never handled, so released.
+          for (const t of issued) if (t.calls[0] === 'release') assert.equal(t.kind, 'shed', 'only a shed token is ever released');
+          const refusedAfterShed = !sc.overloaded && (!sc.allowed || sc.open || leftWhileDeciding);
+          if (refusedAfterShed) assert.ok(issued.some((t) => t.kind === 'shed' && t.calls[0] === 'release'), 'the shed token was released');
+        }
         if (handled && !res.destroyed) {
           const { finished, status } = sc.ending;
           for (const t of issued) {

@@ -1,44 +1,43 @@
 /**
- * The small seams the HTTP middleware needs from a limiter, a shedder and a breaker. They are
- * structural: `KeyedLimiter`, the Redis limiters, `AdaptiveShedder`, `SreBreaker` and `CircuitBreaker`
- * fit them as they are, and so does any hand-written object of the same shape.
+ * The small seams the HTTP middleware needs from a limiter, a shedder and a breaker, in the words of
+ * docs/conventions.md: a limiter answers a `LimitDecision` (synchronously through `decide`, or as a
+ * promise through `takeDecision`), a shedder or a breaker `admit()`s a request with an `AdmissionToken`
+ * or throws its coded refusal. They are structural: `KeyedLimiter`, the Redis limiters,
+ * `AdaptiveShedder`, `SreBreaker` and `CircuitBreaker` fit them as they are, and so does any
+ * hand-written object of the same shape.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AdmissionToken, LimitDecision } from '../core/admission.js';
+import type { HttpGuard, HttpGuardOptions } from './guard.js';
 
-/** RateDecision is one limiter answer: what the `RateLimit-*` and `Retry-After` headers are made of. */
-export interface RateDecision {
-  /** allowed is true when the request may go ahead (its quota was taken). */
-  readonly allowed: boolean;
-  /** limit is the budget: a bucket's burst, or a period's quota. */
-  readonly limit: number;
-  /** remaining is what is left after this decision, in whole requests. */
-  readonly remaining: number;
-  /** retryAfterMs is 0 when allowed; otherwise when the same request could pass (`Infinity`: never). */
-  readonly retryAfterMs: number;
-  /** resetMs is how long until the budget is whole again. */
-  readonly resetMs: number;
+/**
+ * HttpSyncLimiter is an in-process limit per key (client IP, API key, user): `decide(key, n)` takes
+ * `n` units (default 1) and answers at once. bulwark/limit's `KeyedLimiter` fits.
+ */
+export interface HttpSyncLimiter {
+  decide(key: string, n?: number): LimitDecision;
 }
 
 /**
- * HttpLimiter is a limit per key (client IP, API key, user): `decide(key)` answers synchronously
- * (in-process limiters) or with a promise (Redis limiters). bulwark/limit's `KeyedRateLimiter` fits.
+ * HttpAsyncLimiter is a limit per key shared by a fleet: `takeDecision(key, n)` takes `n` units
+ * (default 1) and answers a promise. bulwark/limit's Redis limiters fit.
  */
-export interface HttpLimiter {
-  decide(key: string): RateDecision | PromiseLike<RateDecision>;
+export interface HttpAsyncLimiter {
+  takeDecision(key: string, n?: number): Promise<LimitDecision>;
 }
 
-/** Completion is the token a shedder or a breaker hands out: complete it exactly once. */
-export interface Completion {
-  success(): void;
-  failure(err?: unknown): void;
-}
+/**
+ * HttpLimiter is either kind. HttpGuard tells which once, at construction, by the method it has
+ * (`decide` wins when both are there), so a synchronous limiter costs no promise per request.
+ */
+export type HttpLimiter = HttpSyncLimiter | HttpAsyncLimiter;
 
 /**
  * HttpShedder protects the process: `admit()` answers a token, or throws a BulwarkError
  * (`OverloadedError`) when the process is overloaded. bulwark/limit's `AdaptiveShedder` fits.
  */
 export interface HttpShedder {
-  admit(): Completion;
+  admit(): AdmissionToken;
 }
 
 /**
@@ -46,7 +45,15 @@ export interface HttpShedder {
  * BulwarkError (`BreakerOpenError`) while open. bulwark/breaker's `SreBreaker` and `CircuitBreaker` fit.
  */
 export interface HttpBreaker {
-  admit(): Completion;
+  admit(): AdmissionToken;
+}
+
+/**
+ * TokenSink completes a token and reports a token that throws (the HttpGuard, for its passes):
+ * `ok` true → success(), false → failure(why), undefined → release().
+ */
+export interface TokenSink {
+  complete(source: 'shedder' | 'breaker', token: AdmissionToken, ok: boolean | undefined, why: unknown): void;
 }
 
 /** KeyFn names the limiter key of a request; a result that is not a non-empty string means "use the IP". */
@@ -98,3 +105,60 @@ export interface HttpGuardStats {
   /** aborted: requests whose client went away while an async limiter was deciding. */
   readonly aborted: number;
 }
+
+/** Refusal is a ready-made answer: status and `{ error: { code, message } }` JSON body. */
+export interface Refusal {
+  readonly status: number;
+  readonly code: RejectCode;
+  /** message is the body's message (the coded error's default message). */
+  readonly message: string;
+  /** body is the JSON body, encoded once. */
+  readonly body: Buffer;
+}
+
+/** FastifyRequestLike is the part of a Fastify request the plugin uses. */
+export interface FastifyRequestLike {
+  raw: IncomingMessage;
+}
+/** FastifyReplyLike is the part of a Fastify reply the plugin uses. */
+export interface FastifyReplyLike {
+  raw: ServerResponse;
+  code(status: number): FastifyReplyLike;
+  type(contentType: string): FastifyReplyLike;
+  send(payload?: unknown): FastifyReplyLike;
+}
+/** FastifyDone is the callback of a Fastify hook or plugin. */
+export type FastifyDone = (err?: Error) => void;
+
+/** FastifyLike is the part of a Fastify instance the plugin uses. */
+export interface FastifyLike {
+  // Method syntax on purpose: Fastify's overloaded addHook must be assignable to it.
+  addHook(name: string, hook: (...args: never[]) => unknown): unknown;
+}
+
+/** FastifyGuardPlugin is the plugin function with fastify-plugin's marks. */
+export interface FastifyGuardPlugin {
+  (fastify: FastifyLike, options: FastifyGuardOptions, done: FastifyDone): void;
+}
+
+/** ExpressMiddleware is the shape Express calls: `(req, res, next)`. */
+export type ExpressMiddleware = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** ExpressErrorMiddleware is the shape of an Express error handler: `(err, req, res, next)`. */
+export type ExpressErrorMiddleware = (err: unknown, req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** FastifyGuardOptions are the plugin's options: an HttpGuard to share, or the options of a new one. */
+export type FastifyGuardOptions = HttpGuardOptions | { guard: HttpGuard };
+
+/** NodeHandler is a node:http request listener; it may return a promise. */
+export type NodeHandler<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse> = (
+  req: Req,
+  res: Res,
+) => unknown;
+
+/**
+ * Verdict is what `check` answers: `undefined` — go on to the handler; a Refusal — answer it (its
+ * headers are already set on the response); `null` — the client went away while an async limiter was
+ * deciding: do nothing more.
+ */
+export type Verdict = Refusal | null | undefined;
