@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
-import { flush, ids, inst, setup } from './cache-fixtures.test.js';
+import { flush, ids, inst, setup } from '../../test/support/registry-cache-fixtures.js';
 
 describe('RegistryCache: the wrapped registry and the pass-through methods', () => {
   it('leaves the wrapped registry open on close by default, and closes it (once) with closeRegistry', async () => {
@@ -19,7 +19,7 @@ describe('RegistryCache: the wrapped registry and the pass-through methods', () 
     assert.equal(owned.fake.closed, 1);
   });
 
-  it('passes register, deregister, listServices and watch to the wrapped registry, and refuses them after close', async () => {
+  it('passes register, deregister, listServices and a watch of every service to the wrapped registry, and refuses them after close', async () => {
     const { fake, cache } = setup();
     await cache.register(inst('a9'));
     assert.deepEqual(ids(fake.services.get('api')!), ['a1', 'a2', 'a9']);
@@ -27,7 +27,7 @@ describe('RegistryCache: the wrapped registry and the pass-through methods', () 
     assert.deepEqual(await cache.listServices(), ['api']);
     const seen: string[] = [];
     const watching = (async () => {
-      for await (const e of cache.watch({ service: 'api' })) seen.push(`${e.type}:${e.instance.id}`);
+      for await (const e of cache.watch()) seen.push(`${e.type}:${e.instance.id}`);
     })();
     await flush();
     fake.emit({ type: 'create', instance: inst('a5') });
@@ -40,6 +40,37 @@ describe('RegistryCache: the wrapped registry and the pass-through methods', () 
     await assert.rejects(cache.deregister(inst('a9')), ClosedError);
     await assert.rejects(cache.listServices(), ClosedError);
     for await (const _ of cache.watch()) assert.fail('a closed cache yields no events');
+  });
+
+  it('serves watches of one service from its own view: one registry watch however many watchers, relistings as events', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    const seen: string[][] = [[], []];
+    let ready = 0;
+    const watchers = seen.map((log) =>
+      (async () => {
+        for await (const e of cache.watch({ service: 'api', onReady: () => ready++ })) log.push(`${e.type}:${e.instance.id}`);
+      })(),
+    );
+    await flush();
+    assert.equal(ready, 2);
+    assert.equal(fake.watchCalls, 1, 'one registry watch of the service');
+    assert.equal(cache.stats().watchers, 2);
+    fake.emit({ type: 'create', instance: inst('a5') });
+    await flush();
+    // the registry watch breaks; what changed meanwhile arrives as the difference of the new listing
+    fake.services.set('api', [inst('a1'), { ...inst('a5'), address: '127.0.0.1:1' }, inst('a6')]);
+    fake.failWatches(new Error('stream broke'));
+    await clock.advanceAsync(2);
+    await flush();
+    for (const log of seen) assert.deepEqual(log, ['create:a5', 'update:a5', 'create:a6', 'delete:a2']);
+    // a watched service is not dropped as idle
+    clock.advance(700_000);
+    cache.sweep();
+    assert.equal(cache.stats().services, 1);
+    await cache.close();
+    await Promise.all(watchers);
+    assert.equal(fake.watches.size, 0);
   });
 });
 
