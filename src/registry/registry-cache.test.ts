@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { RegistryCache } from './registry-cache.js';
 import type { Registry, RegistryEvent, ServiceInstance } from './types.js';
 import { FakeRegistry, flush, ids, inst, setup } from '../../test/support/registry-cache-fixtures.js';
@@ -90,7 +90,7 @@ describe('RegistryCache: the seven behaviours of go-micro registry/cache', () =>
   });
 });
 
-describe('RegistryCache: the three scenarios of reference 000', () => {
+describe('RegistryCache: registry down, rolling release, no cache', () => {
   it('registry down with a stale entry: callers get the stale list, and the registry is not asked again inside the window', async () => {
     const { clock, fake, cache } = setup({ minRetryIntervalMs: 10_000 });
     await cache.getService('api');
@@ -340,5 +340,23 @@ describe('RegistryCache: what go-micro users ran into', () => {
     assert.throws(() => new RegistryCache({} as Registry), /registry/);
     assert.throws(() => new RegistryCache(fake, { closeRegistry: 'yes' as unknown as boolean }), /closeRegistry/);
   });
-});
 
+  it('getService with a signal: a hit answers, an aborted signal rejects AbortedError, and aborting a miss leaves the lookup to the others', async () => {
+    const { fake, cache } = setup();
+    await cache.getService('api');
+    const ac = new AbortController();
+    assert.equal((await cache.getService('api', { signal: ac.signal })).length, 2);
+    await assert.rejects(cache.getService('api', { signal: AbortSignal.abort() }), AbortedError);
+    fake.services.set('other', [inst('o1', 'other')]);
+    fake.hold = true;
+    const mine = cache.getService('other', { signal: ac.signal });
+    const theirs = cache.getService('other');
+    await flush();
+    ac.abort();
+    await assert.rejects(mine, AbortedError);
+    fake.release();
+    assert.deepEqual(ids(await theirs), ['o1']);
+    assert.equal(fake.calls, 2);
+    await cache[Symbol.asyncDispose]();
+  });
+});
