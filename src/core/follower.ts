@@ -24,7 +24,7 @@ import { clockOption, finite, fn, options as checkOptions } from './validate.js'
 
 /** FollowerSource is what a Follower follows: a watch and, usually, a listing. */
 export interface FollowerSource<L, E> {
-  /** watch opens a watch that ends when `signal` aborts; it calls `onReady` once it is established. */
+  /** watch opens a watch that must end when `signal` aborts (close() waits for it); it calls `onReady` once it is established. */
   watch(signal: AbortSignal, onReady: () => void): AsyncIterable<E>;
   /** list reads the whole current state; without it, the follower only watches (someone else lists). */
   list?(signal: AbortSignal): Promise<L>;
@@ -95,11 +95,11 @@ export class Follower<L, E> {
   private readonly readyWaitMs: number;
   private readonly name: string;
   private readonly abort = new AbortController();
-  /** Resolves (to ABORTED) when close() is called: raced with every wait so close never hangs on a source. */
-  private readonly aborted: Promise<typeof ABORTED>;
   private loaded = false;
   private firstError: unknown = undefined;
   private waiters: Waiter[] = [];
+  /** The current attempt's controller: aborting it ends the attempt's watch and listing. */
+  private attempt: AbortController | undefined;
   private readonly running: Promise<void>;
   private readonly counters = { watches: 0, listings: 0, events: 0, breaks: 0, watching: false };
 
@@ -119,7 +119,6 @@ export class Follower<L, E> {
     this.readyWaitMs = finite(this.name, 'readyWaitMs', o.readyWaitMs ?? followerDefaults.readyWaitMs, 0, 3_600_000);
     const b = checkOptions(`${this.name}.backoff`, o.backoff);
     this.backoff = new Backoff({ ...followerDefaults.backoff, ...b, random: o.random ?? b.random });
-    this.aborted = new Promise((resolve) => this.abort.signal.addEventListener('abort', () => resolve(ABORTED), { once: true }));
     this.running = this.follow();
   }
 
@@ -156,6 +155,7 @@ export class Follower<L, E> {
   async close(): Promise<void> {
     if (this.abort.signal.aborted) return this.running;
     this.abort.abort(new ClosedError(`${this.name} closed`));
+    this.attempt?.abort(this.abort.signal.reason);
     this.settle(new ClosedError(`${this.name} closed before its first listing`));
     await this.running;
   }
@@ -181,26 +181,28 @@ export class Follower<L, E> {
     this.settle();
   }
 
-  /** wait resolves after `ms` of clock time, when `until` settles, or at close — and clears its timer. */
-  private async wait(ms: number, until?: Promise<unknown>): Promise<void> {
-    let timer: TimerHandle | undefined;
-    const done = new Promise<void>((resolve) => {
-      timer = this.clock.setTimeout(resolve, ms);
+  /** wait resolves after `ms` of clock time, when `until` settles, or at close — and clears its timer and listener. */
+  private wait(ms: number, until?: Promise<unknown>): Promise<void> {
+    const signal = this.abort.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.clock.clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer: TimerHandle = this.clock.setTimeout(done, ms);
       timer.unref();
+      signal.addEventListener('abort', done, { once: true });
+      until?.then(done, done);
     });
-    try {
-      await Promise.race(until === undefined ? [done, this.aborted] : [done, this.aborted, until]);
-    } finally {
-      this.clock.clearTimeout(timer);
-    }
   }
 
   private async follow(): Promise<void> {
     const signal = this.abort.signal;
     for (let first = true; !signal.aborted; first = false) {
-      const attempt = new AbortController();
-      const onAbort = () => attempt.abort(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
+      // close() aborts the current attempt directly: no listener per attempt (each costs the GC on every scavenge)
+      const attempt = (this.attempt = new AbortController());
       let iterator: AsyncIterator<E> | undefined;
       let failure: unknown;
       try {
@@ -214,7 +216,7 @@ export class Follower<L, E> {
         if (signal.aborted) break;
         this.hooks.onEstablished?.(first);
         if (this.source.list !== undefined) {
-          const listing = await Promise.race([this.source.list(attempt.signal), this.aborted]);
+          const listing = await untilAborted(this.source.list(attempt.signal), attempt.signal);
           if (listing === ABORTED || signal.aborted) break;
           this.counters.listings++;
           this.hooks.onList?.(listing);
@@ -222,7 +224,8 @@ export class Follower<L, E> {
         this.loadedNow();
         const since = this.clock.now();
         this.counters.watching = true;
-        for (let r = await Promise.race([firstNext, this.aborted]); r !== ABORTED && !r.done; r = await Promise.race([iterator.next(), this.aborted])) {
+        // the source ends the watch when its signal aborts (close() aborts it): no race per event
+        for (let r = await firstNext; !r.done; r = await iterator.next()) {
           if (signal.aborted) break;
           this.backoff.reset();
           this.counters.events++;
@@ -239,7 +242,7 @@ export class Follower<L, E> {
           this.settle(err);
         }
       } finally {
-        signal.removeEventListener('abort', onAbort);
+        this.attempt = undefined;
         attempt.abort();
         iterator?.return?.()?.catch(noop);
       }
@@ -254,3 +257,22 @@ export class Follower<L, E> {
 }
 
 function noop(): void {}
+
+/** untilAborted answers `p`, or ABORTED as soon as `signal` aborts (a listing that hangs does not hold close() up). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) return Promise.resolve(ABORTED);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(ABORTED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
