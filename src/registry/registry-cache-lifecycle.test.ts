@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { flush, ids, inst, setup } from '../../test/support/registry-cache-fixtures.js';
+import { followService } from './follow.js';
 
 describe('RegistryCache: the wrapped registry and the pass-through methods', () => {
   it('leaves the wrapped registry open on close by default, and closes it (once) with closeRegistry', async () => {
@@ -175,6 +176,66 @@ describe('RegistryCache against a model (fast-check)', () => {
         }
       }),
       { numRuns: 150 },
+    );
+  });
+});
+
+describe('RegistryCache: following a service through the cache (property)', () => {
+  it('a follower of the cache ends with exactly the registry\'s instances after any changes, watch breaks and outages', async () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('register' as const), id: fc.integer({ min: 0, max: 5 }), v: fc.integer({ min: 0, max: 2 }) }),
+      fc.record({ kind: fc.constant('deregister' as const), id: fc.integer({ min: 0, max: 5 }) }),
+      fc.record({ kind: fc.constant('break' as const) }),
+      fc.record({ kind: fc.constant('fail' as const), on: fc.boolean() }),
+      fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 3_000 }) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { maxLength: 30 }), async (ops) => {
+        const { clock, fake, cache } = setup({ ttlMs: 60_000, minRetryIntervalMs: 1_000 });
+        const view = new Map<string, string | undefined>();
+        const follower = followService(cache, 'api', {
+          onList: (list) => {
+            view.clear();
+            for (const i of list) view.set(i.id, i.version);
+          },
+          onEvent: (e) => (e.type === 'delete' ? view.delete(e.instance.id) : view.set(e.instance.id, e.instance.version)),
+          clock,
+          random: () => 0.5,
+        });
+        const truth = () => (fake.services.get('api') ?? []).map((i) => `${i.id}@${i.version}`).sort();
+        try {
+          await follower.ready();
+          for (const o of ops) {
+            if (o.kind === 'register') {
+              const i = { ...inst(`n${o.id}`), version: String(o.v) };
+              const old = (fake.services.get('api') ?? []).find((x) => x.id === i.id);
+              await fake.register(i);
+              if (old === undefined) fake.emit({ type: 'create', instance: i });
+              else if (old.version !== i.version) fake.emit({ type: 'update', instance: i });
+            } else if (o.kind === 'deregister') {
+              const old = (fake.services.get('api') ?? []).find((x) => x.id === `n${o.id}`);
+              if (old !== undefined) {
+                await fake.deregister(old);
+                fake.emit({ type: 'delete', instance: old });
+              }
+            } else if (o.kind === 'break') fake.failWatches(new Error('stream broke'));
+            else if (o.kind === 'fail') fake.fail = o.on ? new Error('down') : undefined;
+            else await clock.advanceAsync(o.ms);
+            await flush(2);
+          }
+          // the registry answers again and the watch is whole: the follower converges on the truth
+          fake.fail = undefined;
+          fake.failWatches(new Error('resync'));
+          for (let i = 0; i < 20; i++) await clock.advanceAsync(1_000);
+          await flush(10);
+          const seen = [...view].map(([id, v]) => `${id}@${v}`).sort();
+          assert.deepEqual(seen, truth());
+        } finally {
+          await follower.close();
+          await cache.close();
+        }
+      }),
+      { numRuns: 100 },
     );
   });
 });
