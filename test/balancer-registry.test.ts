@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Balancer } from '../src/balancer/index.js';
 import { ManualClock } from '../src/core/clock.js';
+import { AbortedError } from '../src/core/errors.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
@@ -90,6 +91,31 @@ describe('Balancer on MemoryRegistry', () => {
       await Promise.all(Array.from({ length: 20 }, (_, i) => reg.register(inst(`n${i}`, 1000 + i))));
       await clock.advanceAsync(100); // the backoff before watching and listing again (random 0: the shortest wait)
       await settled(() => bal.instances().length === 20);
+    } finally {
+      await bal.close();
+      await reg.close();
+    }
+  });
+});
+
+describe('Balancer.ready with a signal', () => {
+  it('rejects AbortedError when the signal aborts before the first listing, and the balancer still becomes ready', async () => {
+    const clock = new ManualClock();
+    const reg = new MemoryRegistry({ clock });
+    await reg.register(inst('a', 1));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const slow = { watch: reg.watch.bind(reg), getService: async (name: string) => (await held, reg.getService(name)) };
+    const bal = new Balancer({ registry: slow as unknown as MemoryRegistry, service: 'payments', clock });
+    try {
+      await assert.rejects(bal.ready({ signal: AbortSignal.abort() }), AbortedError);
+      const ac = new AbortController();
+      const waiting = bal.ready({ signal: ac.signal });
+      ac.abort();
+      await assert.rejects(waiting, AbortedError);
+      release();
+      await bal.ready();
+      assert.equal(ids(bal), 'a');
     } finally {
       await bal.close();
       await reg.close();
