@@ -1,11 +1,15 @@
 /**
- * Registry numbers (issue 3 §6):
- * 1. RegistryCache.getService on a fresh entry (target ≥ 5 M lookups/s), against a bare Map.get.
- * 2. etcd put → RegistryCache updated through its watch, p50/p99, against a bare etcd3 watch's
+ * Registry numbers:
+ * 1. RegistryCache.getService on a fresh entry (target ≥ 5 M lookups/s), against a bare Map.get, and
+ *    against the code before this round (`BULWARK_BASE_DIST`, default /work/base/dist; target: within 3 %).
+ * 2. One registry event at 10 / 100 / 1 000 / 10 000 watched services (MemoryRegistry → RegistryCache,
+ *    one watch per service; each point in its own process): target, the event at 10 000 services costs
+ *    at most 2× the event at 10; the code before this round at 10 000 services is shown beside it.
+ * 3. etcd put → RegistryCache updated through its watch, p50/p99, against a bare etcd3 watch's
  *    put → event latency in the same run (target within 1.5×). Each subject starts its own etcd.
  */
 import { Etcd3 } from 'etcd3';
-import { bench } from './harness.js';
+import { atMost, bench } from './harness.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
@@ -22,12 +26,43 @@ async function warmCache() {
   return { cache, teardown: async () => (await cache.close(), await reg.close()) };
 }
 
+/** The compiled code before this round, for A/B in the same run. */
+const BASE = process.env.BULWARK_BASE_DIST ?? '/work/base/dist';
+
+interface CacheLike {
+  getService(name: string): Promise<unknown>;
+  onChange(listener: (change: { service: string }) => void): unknown;
+  close(): Promise<void>;
+}
+interface RegistryLike {
+  register(instance: ServiceInstance): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Builds (ours or the base's) a MemoryRegistry with `services` services of one instance each and a RegistryCache over it that has looked each up. */
+async function watchedServices(services: number, base: boolean) {
+  const { MemoryRegistry: Reg } = (base ? await import(`${BASE}/registry/memory-registry.js`) : { MemoryRegistry }) as { MemoryRegistry: new (o: object) => RegistryLike };
+  const { RegistryCache: Cache } = (base ? await import(`${BASE}/registry/registry-cache.js`) : { RegistryCache }) as { RegistryCache: new (r: RegistryLike) => CacheLike };
+  const reg = new Reg({ sweepIntervalMs: 0 });
+  for (let i = 0; i < services; i++) await reg.register({ id: 'i0', name: `svc${i}`, address: '10.0.0.1:80' });
+  const cache = new Cache(reg);
+  for (let i = 0; i < services; i++) await cache.getService(`svc${i}`);
+  await new Promise((r) => setImmediate(r));
+  return { reg, cache, teardown: async () => (await cache.close(), await reg.close()) };
+}
+
 // The harness runs each subject in a child that re-runs this file: run only the bench that has the subject.
 const child = process.argv.includes('--child') ? process.argv[process.argv.indexOf('--child') + 1] : undefined;
-const LOOKUP = ['Map.get', 'Map.get via awaited Promise.resolve', 'RegistryCache.peek', 'RegistryCache.getService', 'RegistryCache.getService awaited'];
+/** BENCH_SECTION=lookup|event|etcd runs one section only (while iterating). */
+const section = process.env.BENCH_SECTION;
+const runs = (name: string) => child === undefined && (section === undefined || section === name);
+const LOOKUP = ['Map.get', 'Map.get via awaited Promise.resolve', 'RegistryCache.peek', 'RegistryCache.getService', 'RegistryCache.getService (before)', 'RegistryCache.getService awaited'];
+const SCALE = [10, 100, 1_000, 10_000];
+const EVENT = [...SCALE.map((n) => `event at ${n} services`), 'event at 10000 services (before)', 'event at 10000 services, each in turn'];
 
-if (child === undefined || LOOKUP.includes(child)) await bench('registry: lookup of a fresh entry (16 services × 8 instances)', {
+if (runs('lookup') || (child !== undefined && LOOKUP.includes(child))) await bench('registry: lookup of a fresh entry (16 services × 8 instances)', {
   baseline: 'Map.get',
+  targets: [atMost('RegistryCache.getService within 3 % of before', 'RegistryCache.getService', 'RegistryCache.getService (before)', 1.03)],
   subjects: {
     'Map.get': () => {
       const m = new Map(NAMES.map((n) => [n, Object.freeze([{ id: 'x', name: n, address: '10.0.0.1:80' }])]));
@@ -48,6 +83,16 @@ if (child === undefined || LOOKUP.includes(child)) await bench('registry: lookup
       const { cache, teardown } = await warmCache();
       let i = 0;
       return { op: () => cache.getService(NAMES[i++ & 15]!), teardown };
+    },
+    'RegistryCache.getService (before)': async () => {
+      const { MemoryRegistry: Reg } = (await import(`${BASE}/registry/memory-registry.js`)) as { MemoryRegistry: new (o: object) => RegistryLike };
+      const { RegistryCache: Cache } = (await import(`${BASE}/registry/registry-cache.js`)) as { RegistryCache: new (r: RegistryLike) => CacheLike };
+      const reg = new Reg({ sweepIntervalMs: 0 });
+      for (const name of NAMES) for (let i = 0; i < 8; i++) await reg.register({ id: `i${i}`, name, address: `10.0.0.${i}:80` });
+      const cache = new Cache(reg);
+      for (const name of NAMES) await cache.getService(name);
+      let i = 0;
+      return { op: () => cache.getService(NAMES[i++ & 15]!), teardown: async () => (await cache.close(), await reg.close()) };
     },
     'RegistryCache.getService awaited': async () => {
       const { cache, teardown } = await warmCache();
@@ -70,7 +115,63 @@ function latencies() {
   };
 }
 
-if (child === undefined || !LOOKUP.includes(child)) await bench('registry: etcd put → change seen (loopback etcd, one key updated per op)', {
+/**
+ * An event subject: update the instance of one service after another, and wait until the cache has
+ * applied it. The updates go to 8 services spread over all of them (what the algorithm costs: the
+ * code before this round scanned every watcher on each event), or with `everyService` to each service
+ * in turn (adds a cold service per event: cache misses that grow with the memory the services take).
+ */
+async function eventSubject(services: number, base: boolean, everyService = false) {
+  const stride = Math.max(1, Math.floor(services / 8));
+  const { reg, cache, teardown } = await watchedServices(services, base);
+  let resolve: (() => void) | undefined;
+  let want = '';
+  cache.onChange((c) => {
+    if (c.service === want) resolve?.();
+  });
+  let n = 0;
+  // CPU time per event as well as wall time: on a loaded machine the process is descheduled between
+  // the awaits, which wall time counts and CPU time does not
+  let cpu0: NodeJS.CpuUsage | undefined;
+  let n0 = 0;
+  return {
+    async: true,
+    op: async () => {
+      if (cpu0 === undefined) (cpu0 = process.cpuUsage()), (n0 = n);
+      const k = everyService ? n++ % services : ((n++ & 7) * stride) % services;
+      want = `svc${k}`;
+      const seen = new Promise<void>((r) => (resolve = r));
+      await reg.register({ id: 'i0', name: want, address: '10.0.0.1:80', version: String(n) });
+      await seen;
+    },
+    extra: () => {
+      const used = process.cpuUsage(cpu0);
+      return { cpu_us_per_event: (used.user + used.system) / (n - n0) };
+    },
+    teardown,
+  };
+}
+
+if (runs('event') || (child !== undefined && EVENT.includes(child))) await bench('registry: one event (instance updated → RegistryCache applied) at 10 … 10 000 watched services', {
+  baseline: 'event at 10 services',
+  subjects: {
+    ...Object.fromEntries(SCALE.map((n) => [`event at ${n} services`, () => eventSubject(n, false)])),
+    'event at 10000 services (before)': () => eventSubject(10_000, true),
+    'event at 10000 services, each in turn': () => eventSubject(10_000, false, true),
+  },
+  targets: [
+    atMost('event at 10 000 services ≤ 2× the event at 10 (wall time)', 'event at 10000 services', 'event at 10 services', 2),
+    {
+      label: 'event at 10 000 services ≤ 2× the event at 10 (CPU time)',
+      check: (m) => {
+        const value = m.extra('event at 10000 services', 'cpu_us_per_event') / m.extra('event at 10 services', 'cpu_us_per_event');
+        return { value, ok: value <= 2, unit: '×' };
+      },
+    },
+  ],
+});
+
+if (runs('etcd') || (child !== undefined && !LOOKUP.includes(child) && !EVENT.includes(child))) await bench('registry: etcd put → change seen (loopback etcd, one key updated per op)', {
   baseline: 'etcd3 watch (bare)',
   durationMs: Number(process.env.BENCH_MS ?? 2_000),
   subjects: {

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Balancer } from '../src/balancer/index.js';
 import { ManualClock } from '../src/core/clock.js';
+import { AbortedError } from '../src/core/errors.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
@@ -20,6 +21,13 @@ const inst = (id: string, port: number, weight?: string): ServiceInstance => ({
   ...(weight === undefined ? {} : { metadata: { weight } }),
 });
 
+/** settled lets promise callbacks run (MemoryRegistry delivers through them; no timer is involved) until `cond()` holds. */
+async function settled(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !cond(); i++) await new Promise((r) => setImmediate(r));
+  assert.ok(cond(), 'condition not met');
+}
+
+/** until waits for a condition on a real server, polling, with a deadline. */
 async function until(cond: () => boolean, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   while (!cond()) {
@@ -43,12 +51,12 @@ describe('Balancer on MemoryRegistry', () => {
       const seq = () => bal.pick().id;
       assert.equal([seq(), seq(), seq()].join(''), 'AAB');
       await reg.register(inst('D', 4));
-      await until(() => ids(bal) === 'A,B,C,D');
+      await settled(() => ids(bal) === 'A,B,C,D');
       await reg.deregister(inst('D', 4));
-      await until(() => ids(bal) === 'A,B,C');
+      await settled(() => ids(bal) === 'A,B,C');
       assert.equal([seq(), seq(), seq(), seq()].join(''), 'ACAA', 'the cycle continues where it was');
       await reg.register(inst('B', 2, '3'));
-      await until(() => bal.instances().some((i) => i.metadata?.weight === '3'));
+      await settled(() => bal.instances().some((i) => i.metadata?.weight === '3'));
     } finally {
       await bal.close();
       await reg.close();
@@ -66,7 +74,7 @@ describe('Balancer on MemoryRegistry', () => {
       assert.equal(ids(bal), 'a,b');
       clock.advance(1_001);
       reg.expire();
-      await until(() => ids(bal) === 'b');
+      await settled(() => ids(bal) === 'b');
     } finally {
       await bal.close();
       await reg.close();
@@ -74,13 +82,40 @@ describe('Balancer on MemoryRegistry', () => {
   });
 
   it('resyncs by listing again when its watcher falls behind', async () => {
-    const reg = new MemoryRegistry({ watchQueueSize: 2 });
-    const bal = new Balancer({ registry: reg, service: 'payments', random: () => 0 });
+    const clock = new ManualClock();
+    const reg = new MemoryRegistry({ watchQueueSize: 2, clock });
+    const bal = new Balancer({ registry: reg, service: 'payments', random: () => 0, clock });
     try {
       await bal.ready();
       // Many changes at once overflow the 2-event queue: the watch ends with WatchResyncError.
       await Promise.all(Array.from({ length: 20 }, (_, i) => reg.register(inst(`n${i}`, 1000 + i))));
-      await until(() => bal.instances().length === 20);
+      await clock.advanceAsync(100); // the backoff before watching and listing again (random 0: the shortest wait)
+      await settled(() => bal.instances().length === 20);
+    } finally {
+      await bal.close();
+      await reg.close();
+    }
+  });
+});
+
+describe('Balancer.ready with a signal', () => {
+  it('rejects AbortedError when the signal aborts before the first listing, and the balancer still becomes ready', async () => {
+    const clock = new ManualClock();
+    const reg = new MemoryRegistry({ clock });
+    await reg.register(inst('a', 1));
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const slow = { watch: reg.watch.bind(reg), getService: async (name: string) => (await held, reg.getService(name)) };
+    const bal = new Balancer({ registry: slow as unknown as MemoryRegistry, service: 'payments', clock });
+    try {
+      await assert.rejects(bal.ready({ signal: AbortSignal.abort() }), AbortedError);
+      const ac = new AbortController();
+      const waiting = bal.ready({ signal: ac.signal });
+      ac.abort();
+      await assert.rejects(waiting, AbortedError);
+      release();
+      await bal.ready();
+      assert.equal(ids(bal), 'a');
     } finally {
       await bal.close();
       await reg.close();
@@ -90,25 +125,31 @@ describe('Balancer on MemoryRegistry', () => {
 
 describe('Balancer on RegistryCache', () => {
   it('follows changes through the cache, and keeps its list while the registry stops answering', async () => {
-    const reg = new MemoryRegistry();
+    const clock = new ManualClock();
+    const reg = new MemoryRegistry({ clock });
     await reg.register(inst('a', 1));
     await reg.register(inst('b', 2));
-    const cache = new RegistryCache(reg);
-    const bal = new Balancer({ registry: cache, service: 'payments', strategy: 'round-robin' });
+    const cache = new RegistryCache(reg, { clock });
+    const bal = new Balancer({ registry: cache, service: 'payments', strategy: 'round-robin', clock });
+    const other = new Balancer({ registry: cache, service: 'payments', clock });
     try {
       await bal.ready();
+      await other.ready();
       assert.equal(ids(bal), 'a,b');
+      assert.equal(reg.stats().watchers, 1, 'two balancers and the cache share one registry watch');
       await reg.register(inst('c', 3));
-      await until(() => ids(bal) === 'a,b,c');
+      await settled(() => ids(bal) === 'a,b,c' && ids(other) === 'a,b,c');
       const list = bal.instances();
-      // The registry goes away: the watch breaks, the balancer re-lists from the cache (stale but
-      // there) and keeps picking from the same list.
+      // The registry goes away: the cache's watch breaks and keeps retrying (backoff on the clock),
+      // its lookups fail, and the balancer keeps its list and picks from it.
       await reg.close();
-      await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 30; i++) await clock.advanceAsync(1_000);
+      assert.ok(cache.stats().watchReconnects >= 3, 'the cache kept trying');
       assert.equal(bal.instances(), list);
       assert.ok(['a', 'b', 'c'].includes(bal.pick().id));
     } finally {
       await bal.close();
+      await other.close();
       await cache.close();
     }
   });

@@ -67,7 +67,7 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       const name = svc();
       await r.register(inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }));
       await r.register(inst(name, 'a2'));
-      const got = (await r.getService(name)).sort((x, y) => x.id.localeCompare(y.id));
+      const got = [...(await r.getService(name))].sort((x, y) => x.id.localeCompare(y.id));
       assert.deepEqual(got, [inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }), inst(name, 'a2')]);
       assert.ok((await r.listServices()).includes(name));
     });
@@ -101,8 +101,12 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       const r = await fresh();
       const name = svc();
       await r.register(inst(name, 'a1', { metadata: { w: '1' } }));
-      const got = await r.getService(name);
-      got.length = 0;
+      const got = (await r.getService(name)) as ServiceInstance[];
+      try {
+        got.length = 0; // typed read-only; a registry may hand out a copy (allowed) or a frozen array (throws)
+      } catch {
+        // frozen: fine
+      }
       assert.equal((await r.getService(name)).length, 1);
       assert.equal((await r.getService(name))[0]!.metadata?.w, '1');
     });

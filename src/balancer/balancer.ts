@@ -2,9 +2,10 @@
  * Balancer binds one service of a `Registry` (or a `RegistryCache`, which is one) to health checks and
  * a strategy (reference 004 §2.4 and §五):
  *
- * 1. The instance list follows the registry (`RegistryFollower`): one listing, then the service's
- *    watch events; a broken watch is re-established after a backoff, listing again first. State of
- *    removed instances (health, strategy) is dropped.
+ * 1. The instance list follows the registry (registry `followService`, core's Follower): one listing,
+ *    then the service's watch events; a broken watch is re-established after a backoff, listing again
+ *    first. Through a RegistryCache it shares the cache's one watch of the service. State of removed
+ *    instances (health, strategy) is dropped.
  * 2. Health: passive outlier detection on every reported call (on by default) and, when configured,
  *    active HTTP probes. Ejected or down instances are left out of the list the strategy sees.
  * 3. Panic mode (Envoy's panic threshold, reference 004's "better than failing"): when fewer than
@@ -17,15 +18,16 @@
  * call was never made.
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { ClosedError, NoInstanceError } from '../core/errors.js';
+import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 import { Emitter } from '../core/events.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { sameInstance } from '../registry/validate.js';
+import { followService } from '../registry/follow.js';
+import type { Follower } from '../core/follower.js';
 import type { CallOutcome, ExcludeSet, Picker } from './index.js';
 import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
 import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
-import { RegistryFollower } from './registry-follower.js';
 import { createPicker, type StrategyOption } from './strategies.js';
 
 /** BalancerOptions configures a Balancer. Give either `registry` + `service`, or `instances`. */
@@ -92,7 +94,7 @@ export class Balancer {
   private inPanic = false;
   private closed = false;
   private rotate = 0;
-  private readonly follower: RegistryFollower | undefined;
+  private readonly follower: Follower<readonly ServiceInstance[], RegistryEvent> | undefined;
 
   constructor(options: BalancerOptions) {
     const o = checkOptions('Balancer', options);
@@ -123,19 +125,28 @@ export class Balancer {
       this.update(o.instances ?? EMPTY);
     } else {
       const service = o.service!;
-      const hooks = { onList: (l: readonly ServiceInstance[]) => this.onList(l, service), onEvent: (e: RegistryEvent) => this.onEvent(e, service) };
-      this.follower = new RegistryFollower(o.registry, service, hooks, this.clock, this.random);
+      this.follower = followService(o.registry, service, {
+        onList: (l) => this.onList(l, service),
+        onEvent: (e) => this.onEvent(e, service),
+        clock: this.clock,
+        random: this.random,
+      });
     }
   }
 
   /**
    * ready resolves once the first listing of the service has arrived (a service with no instances
    * counts), or at once without a registry; it rejects with the error of the first listing if that
-   * failed (the balancer keeps retrying in the background).
+   * failed (the balancer keeps retrying in the background), and with `AbortedError` when `signal`
+   * aborts first.
    */
-  ready(): Promise<void> {
-    if (this.follower === undefined) return this.closed ? Promise.reject(new ClosedError('balancer is closed')) : Promise.resolve();
-    return this.follower.ready();
+  ready(options?: { signal?: AbortSignal | undefined }): Promise<void> {
+    if (this.follower === undefined) {
+      if (this.closed) return Promise.reject(new ClosedError('balancer is closed'));
+      const signal = options?.signal;
+      return signal?.aborted ? Promise.reject(new AbortedError('Balancer.ready aborted', { cause: signal.reason })) : Promise.resolve();
+    }
+    return this.follower.ready(options);
   }
 
   /**

@@ -66,4 +66,3 @@ export { weightOf, instanceWeight } from './instance-table.js';
 export { OutlierDetector, outlierDefaults, type OutlierOptions, type OutlierEvent } from './health/outlier.js';
 export { ActiveHealthChecker, activeHealthDefaults, httpProbe, checkHealthPath, type ActiveHealthOptions, type HealthEvent, type Probe } from './health/active.js';
 export { Balancer, balancerDefaults, type BalancerOptions, type BalancerEvent, type InstanceHealth } from './balancer.js';
-export { RegistryFollower, followerDefaults, type FollowerHooks } from './registry-follower.js';

@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { ManualClock } from '../core/clock.js';
 import { WatchResyncError } from '../core/errors.js';
 import { MemoryRegistry } from '../registry/memory-registry.js';
 import type { Registry, RegistryEvent, WatchOptions } from '../registry/types.js';
@@ -32,8 +33,9 @@ class FlakyRegistry extends MemoryRegistry {
   }
 }
 
+/** until lets promise callbacks run (no timers: every timer is on a ManualClock) until `ok()` holds. */
 const until = async (what: string, ok: () => boolean) => {
-  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 50 && !ok(); i++) await new Promise((r) => setImmediate(r));
   assert.ok(ok(), what);
 };
 
@@ -65,14 +67,19 @@ describe('membership', () => {
     await registry.close();
   });
 
-  it('opens the watch again after it fails, and catches up on what changed meanwhile', async () => {
+  it('opens the watch again after the backoff on its clock, and catches up on what changed meanwhile', async () => {
+    const clock = new ManualClock();
     const registry = new FlakyRegistry();
     const pool = new PeerLog('http://127.0.0.1:9001');
-    const m = await bindRegistry(pool, registry as Registry);
+    const m = await bindRegistry(pool, registry as Registry, { clock, backoff: { initialMs: 50, jitter: 'none' } });
     await registry.register({ id: 'a', name: 'bulwark-cache', address: '127.0.0.1:9002' }); // delivered, then the watch fails
     await registry.register({ id: 'b', name: 'bulwark-cache', address: '127.0.0.1:9003' }); // missed by the failed watch
+    await until('a joins', () => pool.last.length === 2);
+    await clock.advanceAsync(49);
+    assert.equal(registry.watches, 1, 'not before the backoff');
+    await clock.advanceAsync(1);
     await until('catches up after the watch failed', () => pool.last.length === 3);
-    assert.ok(registry.watches >= 2);
+    assert.equal(registry.watches, 2);
     await registry.register({ id: 'c', name: 'bulwark-cache', address: '127.0.0.1:9004' });
     await until('follows the new watch', () => pool.last.length === 4);
     await m.close();
@@ -83,5 +90,19 @@ describe('membership', () => {
     const pool = new PeerLog('http://127.0.0.1:9001');
     await assert.rejects(bindRegistry(pool, {} as Registry), /registry/);
     await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { ttlMs: -1 }), /ttlMs/);
+  });
+
+  it('renews its registration every ttlMs / 3 on its clock, so it outlives the TTL, and deregisters on close', async () => {
+    const clock = new ManualClock();
+    const registry = new MemoryRegistry({ clock, sweepIntervalMs: 0 });
+    const pool = new PeerLog('http://127.0.0.1:9001');
+    const m = await bindRegistry(pool, registry, { clock, ttlMs: 3_000 });
+    for (let i = 0; i < 10; i++) await clock.advanceAsync(1_000);
+    assert.deepEqual((await registry.getService('bulwark-cache')).map((i) => i.id), ['127.0.0.1-9001']);
+    assert.deepEqual(pool.last, ['http://127.0.0.1:9001']);
+    await m.close();
+    assert.equal(registry.stats().instances, 0);
+    assert.equal(clock.pendingTimers, 0, 'no timer left behind');
+    await registry.close();
   });
 });

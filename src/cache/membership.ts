@@ -1,13 +1,16 @@
 /**
- * Membership from a Registry: a cache node registers itself (service `bulwark-cache`, its URL in the
- * instance metadata) and follows the service's watch, setting the pool's peers on every change. A watch
- * that ends or fails (a registry restart, `WatchResyncError`) is opened again after a backoff, and the
- * full list is read again, so no change is missed for long.
+ * Membership from a Registry: a cache node announces itself (service `bulwark-cache`, its URL in the
+ * instance metadata; registry `announce()`) and follows the service (registry `followService`, the one
+ * list → watch → back off → resync loop), setting the pool's peers on every change. A watch that ends
+ * or fails (a registry restart, `WatchResyncError`) is opened again after a backoff and the full list is
+ * read again, so no change is missed for long. close() stops following and deregisters this node.
  */
-import { delay } from '../core/abort.js';
-import { NotFoundError } from '../core/errors.js';
-import { integer, options as checkOptions } from '../core/validate.js';
-import type { Registry, ServiceInstance } from '../registry/types.js';
+import type { BackoffOptions } from '../core/backoff.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, integer, options as checkOptions } from '../core/validate.js';
+import { announce } from '../registry/announce.js';
+import { followService } from '../registry/follow.js';
+import type { Announcement, Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { normalizePeerUrl } from './peer-url.js';
 
 /** MembershipOptions configures `HttpPool.bindRegistry`. */
@@ -18,18 +21,20 @@ export interface MembershipOptions {
   id?: string;
   /** Registration TTL handed to the registry; when set, the node registers again every ttlMs / 3. Defaults to none (the registry's own). */
   ttlMs?: number;
-  /** The most time between two attempts to watch again after a failure. Defaults to 5 000. */
-  maxBackoffMs?: number;
+  /** Waits between attempts to watch again after a failure. Defaults to `{ initialMs: 50, maxMs: 5 000, multiplier: 2, jitter: 'full' }`. */
+  backoff?: BackoffOptions;
+  /** The clock of every timer (renewal, backoff). Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 /** Defaults for MembershipOptions. */
-export const membershipDefaults = Object.freeze({ service: 'bulwark-cache', maxBackoffMs: 5_000 });
+export const membershipDefaults = Object.freeze({
+  service: 'bulwark-cache',
+  backoff: Object.freeze({ initialMs: 50, maxMs: 5_000, multiplier: 2, jitter: 'full' }) as Readonly<BackoffOptions>,
+});
 
 /** How long to wait for a watch to say it is established before listing anyway. */
 const WATCH_READY_MS = 5_000;
-
-/** First wait before watching again after a failure; doubles up to `maxBackoffMs`. */
-const FIRST_BACKOFF_MS = 50;
 
 /** Membership is a live binding of a pool to a registry service. */
 export interface Membership {
@@ -39,6 +44,7 @@ export interface Membership {
   readonly closed: Promise<void>;
   /** close stops following the watch and deregisters this node. */
   close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** The part of a pool that membership drives. */
@@ -60,7 +66,8 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
   }
   const service = o.service ?? membershipDefaults.service;
   const ttlMs = o.ttlMs === undefined ? undefined : integer('HttpPool.bindRegistry', 'ttlMs', o.ttlMs, 1);
-  const maxBackoffMs = integer('HttpPool.bindRegistry', 'maxBackoffMs', o.maxBackoffMs ?? membershipDefaults.maxBackoffMs, 1);
+  const clock = clockOption('HttpPool.bindRegistry', o.clock, systemClock);
+  const backoff = { ...membershipDefaults.backoff, ...checkOptions('HttpPool.bindRegistry.backoff', o.backoff) };
   const url = new URL(pool.self);
   const port = url.port || (url.protocol === 'https:' ? '443' : '80');
   const instance: ServiceInstance = {
@@ -69,8 +76,6 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
     address: `${url.hostname}:${port}`,
     metadata: { url: pool.self },
   };
-  const controller = new AbortController();
-  const { signal } = controller;
   const members = new Map<string, string>();
   const apply = () => pool.setPeers(...new Set(members.values()));
   const put = (inst: ServiceInstance) => {
@@ -81,87 +86,38 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
       members.delete(inst.id);
     }
   };
-  const register = () => registry.register(instance, ttlMs === undefined ? undefined : { ttlMs });
-
-  // Watch first (and wait until it is established), then list: an instance that appears in between
-  // is in one or the other, and applying both is idempotent.
-  const openWatch = async () => {
-    let ready!: () => void;
-    const established = new Promise<void>((r) => (ready = r));
-    const it = registry.watch({ service, signal, onReady: () => ready() })[Symbol.asyncIterator]();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([established, new Promise<void>((r) => (timer = setTimeout(r, WATCH_READY_MS)))]);
-    clearTimeout(timer);
-    return it;
-  };
-  let events = await openWatch();
-  const relist = async () => {
-    let list: ServiceInstance[] = [];
-    try {
-      list = await registry.getService(service);
-    } catch (err) {
-      if (!(err instanceof NotFoundError)) throw err;
-    }
-    members.clear();
-    for (const inst of list) put(inst);
-    apply();
-  };
+  // Announce first, then follow: the listing (taken once the watch is established) includes this node.
+  const announcement: Announcement = await announce(registry, instance, { ttlMs, signals: [], clock });
+  const follower = followService(registry, service, {
+    onList: (list) => {
+      members.clear();
+      for (const inst of list) put(inst);
+      apply();
+    },
+    onEvent: (e: RegistryEvent) => {
+      if (e.type === 'delete') members.delete(e.instance.id);
+      else put(e.instance);
+      apply();
+    },
+    backoff,
+    readyWaitMs: WATCH_READY_MS,
+    clock,
+  });
   try {
-    await register();
-    await relist();
+    await follower.ready();
   } catch (err) {
-    controller.abort();
-    await events.return?.().catch(() => undefined);
+    await follower.close();
+    await announcement.close();
     throw err;
   }
-
-  let renew: ReturnType<typeof setInterval> | undefined;
-  if (ttlMs !== undefined) {
-    renew = setInterval(() => void register().catch(() => undefined), Math.max(1, Math.floor(ttlMs / 3)));
-    renew.unref();
-  }
-
-  const follow = async () => {
-    let backoff = FIRST_BACKOFF_MS;
-    while (!signal.aborted) {
-      try {
-        for (;;) {
-          const r = await events.next();
-          if (r.done) break;
-          backoff = FIRST_BACKOFF_MS;
-          if (r.value.type === 'delete') members.delete(r.value.instance.id);
-          else put(r.value.instance);
-          apply();
-        }
-      } catch {
-        // The watch failed: open it again below.
-      }
-      if (signal.aborted) return;
-      try {
-        await delay(backoff, signal, { unref: true });
-        backoff = Math.min(maxBackoffMs, backoff * 2);
-        events = await openWatch();
-        await register();
-        await relist();
-      } catch {
-        // Registry still down, or we were closed: the loop decides.
-      }
-    }
-  };
-  const closed = follow();
   let closing: Promise<void> | undefined;
-  return {
-    instance,
-    closed,
-    close() {
-      closing ??= (async () => {
-        controller.abort();
-        if (renew !== undefined) clearInterval(renew);
-        await events.return?.().catch(() => undefined);
-        await closed;
-        await registry.deregister(instance).catch(() => undefined);
-      })();
-      return closing;
-    },
-  };
+  let markClosed!: () => void;
+  const closed = new Promise<void>((resolve) => (markClosed = resolve));
+  const close = () =>
+    (closing ??= (async () => {
+      await follower.close();
+      await announcement.close();
+      markClosed();
+    })());
+  return { instance, closed, close, [Symbol.asyncDispose]: close };
 }

@@ -1,6 +1,7 @@
 /**
  * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
- * singleflight, rolling window, backoff, shared deadlines, hashing and the hash ring. Imports only `node:` built-ins.
+ * singleflight, rolling window, backoff, the follower (list → watch → resync), shared deadlines, hashing
+ * and the hash ring. Imports only `node:` built-ins.
  */
 export { systemClock, wallClock, ManualClock, isClock, MAX_TIMER_MS, type Clock, type TimerHandle } from './clock.js';
 export { CoarseClock, coarseClockDefaults, getDefaultCoarseClock, setDefaultCoarseClock, type CoarseClockOptions } from './coarse-clock.js';
@@ -10,6 +11,7 @@ export { Emitter, type Disposer, type Listener } from './events.js';
 export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type FlightFn } from './singleflight.js';
 export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions } from './rolling-window.js';
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
+export { Follower, followerDefaults, type FollowerOptions, type FollowerSource, type FollowerStats } from './follower.js';
 export { delay, throwIfAborted, linkSignal, type DelayOptions } from './abort.js';
 export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
 export { Deadlines, Granule, deadlinesDefaults, type DeadlineNode, type DeadlinesOptions } from './deadline.js';

@@ -5,11 +5,33 @@
  *   (etcd leases with keep-alive, list-then-watch from a revision) implement it and pass one contract test.
  * - `RegistryCache` wraps any Registry with go-micro's cache semantics (TTL, stale fallback,
  *   singleflight, throttled refreshes, watch-driven updates) and answers fresh lookups from memory.
+ * - `followService` keeps a live instance list of one service (core's Follower: list → watch → back
+ *   off → resync); through a RegistryCache, every follower of a service shares the cache's one watch.
+ * - `announce` registers this process's instance, keeps it registered, and at SIGTERM / SIGINT
+ *   deregisters it before the application drains and exits.
  * - `checkInstance` / `checkName` validate the model: bad input is a TypeError naming the field.
  */
-export type { ServiceInstance, RegisterOptions, RegistryEvent, ServiceListing, WatchOptions, Registry } from './types.js';
+export type {
+  ServiceInstance,
+  CallOptions,
+  RegisterOptions,
+  RegistryEvent,
+  ServiceListing,
+  WatchOptions,
+  Registry,
+  MemoryRegistryOptions,
+  MemoryRegistryStats,
+  RegistryCacheOptions,
+  RegistryCacheStats,
+  ServiceChange,
+  AnnounceOptions,
+  Announcement,
+  AnnouncementStats,
+} from './types.js';
 export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTES } from './validate.js';
-export { EventQueue } from './event-queue.js';
-export { MemoryRegistry, memoryRegistryDefaults, type MemoryRegistryOptions } from './memory-registry.js';
+export { MemoryRegistry, memoryRegistryDefaults } from './memory-registry.js';
 export { EtcdRegistry, etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry.js';
-export { RegistryCache, registryCacheDefaults, type RegistryCacheOptions, type RegistryCacheStats, type ServiceChange } from './registry-cache.js';
+export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
+export { announce, announceDefaults } from './announce.js';
+export { followService, serviceSource, type ServiceFollowerOptions } from './follow.js';
+export { NotFoundError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';

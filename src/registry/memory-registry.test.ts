@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
-import { ClosedError, NotFoundError, WatchResyncError } from '../core/errors.js';
+import { AbortedError, ClosedError, NotFoundError, WatchResyncError } from '../core/errors.js';
 import { MemoryRegistry } from './memory-registry.js';
 import type { RegistryEvent, ServiceInstance } from './types.js';
 
@@ -103,5 +103,49 @@ describe('MemoryRegistry', () => {
     assert.throws(() => new MemoryRegistry({ ttlMs: -1 }), /ttlMs/);
     assert.throws(() => new MemoryRegistry({ watchQueueSize: 0 }), /watchQueueSize/);
     assert.throws(() => new MemoryRegistry({ clock: {} as never }), /clock/);
+  });
+
+  it('hands an event only to the watchers of its service and to watchers of every service', async () => {
+    const reg = new MemoryRegistry({ sweepIntervalMs: 0 });
+    const queues = ['a', 'b', undefined].map((service) => reg.watch({ service })[Symbol.asyncIterator]());
+    assert.equal(reg.stats().watchers, 3);
+    await reg.register({ id: 'x', name: 'a', address: '127.0.0.1:1' });
+    await reg.register({ id: 'y', name: 'b', address: '127.0.0.1:2' });
+    const [a, b, all] = queues as [AsyncIterator<RegistryEvent>, AsyncIterator<RegistryEvent>, AsyncIterator<RegistryEvent>];
+    assert.equal((await a.next()).value.instance.id, 'x');
+    assert.equal((await b.next()).value.instance.id, 'y');
+    assert.deepEqual([(await all.next()).value.instance.id, (await all.next()).value.instance.id], ['x', 'y']);
+    await a.return!();
+    assert.equal(reg.stats().watchers, 2);
+    assert.deepEqual(reg.stats(), { services: 2, instances: 2, watchers: 2, events: 2, expired: 0 });
+    await reg.close();
+    assert.equal(reg.stats().watchers, 0);
+  });
+
+  it('runs its sweep on the injected clock, and counts what expired', async () => {
+    const clock = new ManualClock();
+    const reg = new MemoryRegistry({ clock, sweepIntervalMs: 1_000 });
+    await reg.register({ id: 'x', name: 'a', address: '127.0.0.1:1' }, { ttlMs: 1_500 });
+    const events = reg.watch({ service: 'a' })[Symbol.asyncIterator]();
+    clock.advance(1_999);
+    assert.equal(reg.stats().instances, 1, 'not yet swept');
+    clock.advance(1);
+    assert.equal(reg.stats().expired, 1, 'the sweep at 2 000 ms removed it');
+    assert.equal((await events.next()).value.type, 'delete');
+    await reg.close();
+    assert.equal(clock.pendingTimers, 0, 'close stops the sweep timer');
+  });
+
+  it('rejects AbortedError for calls whose signal is already aborted, without doing them', async () => {
+    const reg = new MemoryRegistry({ sweepIntervalMs: 0 });
+    const signal = AbortSignal.abort();
+    const i = { id: 'x', name: 'a', address: '127.0.0.1:1' };
+    await assert.rejects(reg.register(i, { signal }), AbortedError);
+    await assert.rejects(reg.getService('a', { signal }), AbortedError);
+    await reg.register(i);
+    await assert.rejects(reg.deregister(i, { signal }), AbortedError);
+    assert.equal((await reg.getService('a')).length, 1);
+    await reg[Symbol.asyncDispose]();
+    await assert.rejects(reg.getService('a'), ClosedError);
   });
 });

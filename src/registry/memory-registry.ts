@@ -3,26 +3,16 @@
  * It honours `ttlMs` (an instance not registered again in time expires, and its watchers get `delete`),
  * and its watchers never lose events silently: each has a bounded queue, and one that falls behind
  * gets `WatchResyncError` after its queued events (go-micro's memory registry drops events instead).
- * Time comes from the injected clock; expiry is checked on every call and by an unref'd sweep timer.
+ * Time comes from the injected clock; expiry is checked on every call and by an unref'd sweep timer set
+ * on that clock. An event costs O(watchers of its service): watchers are kept per service.
  */
-import { systemClock, type Clock } from '../core/clock.js';
+import { throwIfAborted } from '../core/abort.js';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { ClosedError, NotFoundError } from '../core/errors.js';
 import { clockOption, integer, options as checkOptions, positive } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
-import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import type { CallOptions, MemoryRegistryOptions, MemoryRegistryStats, RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
 import { checkInstance, checkName, sameInstance } from './validate.js';
-
-/** MemoryRegistryOptions configures a MemoryRegistry. */
-export interface MemoryRegistryOptions {
-  /** The TTL of registrations that give none; 0 means they never expire. Defaults to 0. */
-  ttlMs?: number;
-  /** Events a watcher may have waiting before it is told to resync (`WatchResyncError`). Defaults to 1 024. */
-  watchQueueSize?: number;
-  /** How often a timer looks for expired instances (calls check too); 0 disables the timer. Defaults to 1 000. */
-  sweepIntervalMs?: number;
-  /** The clock for TTLs. Defaults to `systemClock`. */
-  clock?: Clock;
-}
 
 /** Defaults for MemoryRegistryOptions. */
 export const memoryRegistryDefaults = Object.freeze({ ttlMs: 0, watchQueueSize: 1024, sweepIntervalMs: 1000 });
@@ -33,19 +23,19 @@ interface Entry {
   expiresAt: number;
 }
 
-interface Watcher {
-  service: string | undefined;
-  queue: EventQueue;
-}
 
 /** MemoryRegistry keeps instances in memory; see the module comment. */
 export class MemoryRegistry implements Registry {
   private readonly services = new Map<string, Map<string, Entry>>();
-  private readonly watchers = new Set<Watcher>();
+  /** Watchers of one service, by service; watchers of every service in `everything`. */
+  private readonly watchers = new Map<string, Set<EventQueue>>();
+  private readonly everything = new Set<EventQueue>();
+  private watcherCount = 0;
   private readonly clock: Clock;
   private readonly ttlMs: number;
   private readonly queueSize: number;
-  private readonly timer: ReturnType<typeof setInterval> | undefined;
+  private readonly timer: TimerHandle | undefined;
+  private readonly counters = { events: 0, expired: 0 };
   /** The earliest expiry of any entry (a lower bound), so most calls skip the scan. */
   private nextExpiry = Infinity;
   private closed = false;
@@ -57,14 +47,16 @@ export class MemoryRegistry implements Registry {
     this.queueSize = integer('MemoryRegistry', 'watchQueueSize', o.watchQueueSize ?? memoryRegistryDefaults.watchQueueSize, 1);
     const sweep = integer('MemoryRegistry', 'sweepIntervalMs', o.sweepIntervalMs ?? memoryRegistryDefaults.sweepIntervalMs, 0);
     if (sweep > 0) {
-      this.timer = setInterval(() => this.expire(), sweep);
+      this.timer = this.clock.setInterval(() => this.expire(), sweep);
       this.timer.unref();
     }
   }
 
+  /** register adds or updates an instance and renews its TTL; rejects AbortedError when `signal` is already aborted. */
   async register(instance: ServiceInstance, options?: RegisterOptions): Promise<void> {
     const inst = checkInstance('MemoryRegistry.register', instance);
     const ttl = options?.ttlMs === undefined ? this.ttlMs : positive('MemoryRegistry.register', 'ttlMs', options.ttlMs);
+    throwIfAborted(options?.signal);
     this.open();
     this.expire();
     const now = this.clock.now();
@@ -78,16 +70,20 @@ export class MemoryRegistry implements Registry {
     else if (!sameInstance(old.instance, inst)) this.emit(Object.freeze({ type: 'update', instance: inst }));
   }
 
-  async deregister(instance: ServiceInstance): Promise<void> {
+  /** deregister removes an instance (watchers get `delete`); rejects AbortedError when `signal` is already aborted. */
+  async deregister(instance: ServiceInstance, options?: CallOptions): Promise<void> {
     const name = checkName('MemoryRegistry.deregister', 'instance.name', instance?.name);
     const id = checkName('MemoryRegistry.deregister', 'instance.id', instance.id);
+    throwIfAborted(options?.signal);
     this.open();
     this.expire();
     this.remove(name, id);
   }
 
-  async getService(name: string): Promise<ServiceInstance[]> {
+  /** getService answers a fresh array of the service's instances; rejects NotFoundError when it has none, AbortedError when `signal` is already aborted. */
+  async getService(name: string, options?: CallOptions): Promise<ServiceInstance[]> {
     checkName('MemoryRegistry.getService', 'name', name);
+    throwIfAborted(options?.signal);
     this.open();
     this.expire();
     const byId = this.services.get(name);
@@ -106,12 +102,31 @@ export class MemoryRegistry implements Registry {
   watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
     const o = checkOptions('MemoryRegistry.watch', options);
     const service = o.service === undefined ? undefined : checkName('MemoryRegistry.watch', 'service', o.service);
-    const watcher: Watcher = { service, queue: undefined as unknown as EventQueue };
-    watcher.queue = new EventQueue(this.queueSize, o.signal, () => this.watchers.delete(watcher));
-    if (this.closed) watcher.queue.end();
-    else this.watchers.add(watcher);
+    let set = this.everything;
+    if (service !== undefined) {
+      const known = this.watchers.get(service);
+      if (known !== undefined) set = known;
+      else this.watchers.set(service, (set = new Set()));
+    }
+    const queue: EventQueue = new EventQueue(this.queueSize, o.signal, () => {
+      if (!set.delete(queue)) return;
+      this.watcherCount--;
+      if (set.size === 0 && service !== undefined && this.watchers.get(service) === set) this.watchers.delete(service);
+    });
+    if (this.closed) queue.end();
+    else {
+      set.add(queue);
+      this.watcherCount++;
+    }
     o.onReady?.();
-    return watcher.queue;
+    return queue;
+  }
+
+  /** stats answers a snapshot of the counters. */
+  stats(): MemoryRegistryStats {
+    let instances = 0;
+    for (const byId of this.services.values()) instances += byId.size;
+    return { services: this.services.size, instances, watchers: this.watcherCount, events: this.counters.events, expired: this.counters.expired };
   }
 
   /** expire removes every instance whose TTL has passed (watchers get `delete`). Calls run it; so does the sweep timer. */
@@ -121,19 +136,28 @@ export class MemoryRegistry implements Registry {
     let next = Infinity;
     for (const [name, byId] of this.services) {
       for (const [id, e] of byId) {
-        if (e.expiresAt <= now) this.remove(name, id);
+        if (e.expiresAt <= now) {
+          this.counters.expired++;
+          this.remove(name, id);
+        }
         else if (e.expiresAt < next) next = e.expiresAt;
       }
     }
     this.nextExpiry = next;
   }
 
+  /** close ends every watch and stops the sweep timer; later calls reject ClosedError. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.timer !== undefined) clearInterval(this.timer);
-    for (const w of [...this.watchers]) w.queue.end();
+    this.clock.clearTimeout(this.timer);
+    for (const q of [...this.everything]) q.end();
+    for (const set of [...this.watchers.values()]) for (const q of [...set]) q.end();
     this.watchers.clear();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   private remove(name: string, id: string): void {
@@ -146,9 +170,10 @@ export class MemoryRegistry implements Registry {
   }
 
   private emit(event: RegistryEvent): void {
-    for (const w of this.watchers) {
-      if (w.service === undefined || w.service === event.instance.name) w.queue.push(event);
-    }
+    this.counters.events++;
+    const set = this.watchers.get(event.instance.name);
+    if (set !== undefined) for (const q of set) q.push(event);
+    for (const q of this.everything) q.push(event);
   }
 
   private open(): void {

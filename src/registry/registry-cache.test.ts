@@ -1,9 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { RegistryCache } from './registry-cache.js';
-import type { Registry, RegistryEvent } from './types.js';
-import { FakeRegistry, flush, ids, inst, setup } from './cache-fixtures.test.js';
+import type { Registry, RegistryEvent, ServiceInstance } from './types.js';
+import { FakeRegistry, flush, ids, inst, setup } from '../../test/support/registry-cache-fixtures.js';
 describe('RegistryCache: the seven behaviours of go-micro registry/cache', () => {
   it('stampede: 10 concurrent lookups make 1 registry call', async () => {
     const { fake, cache } = setup();
@@ -90,7 +90,7 @@ describe('RegistryCache: the seven behaviours of go-micro registry/cache', () =>
   });
 });
 
-describe('RegistryCache: the three scenarios of reference 000', () => {
+describe('RegistryCache: registry down, rolling release, no cache', () => {
   it('registry down with a stale entry: callers get the stale list, and the registry is not asked again inside the window', async () => {
     const { clock, fake, cache } = setup({ minRetryIntervalMs: 10_000 });
     await cache.getService('api');
@@ -174,7 +174,9 @@ describe('RegistryCache: what go-micro users ran into', () => {
   it('hands out frozen results: a caller that mutates them cannot corrupt the cache', async () => {
     const { cache } = setup();
     const got = await cache.getService('api');
-    assert.throws(() => got.push(inst('evil')), TypeError);
+    // @ts-expect-error the answer is typed read-only: sorting it in place does not compile
+    assert.throws(() => got.sort(), TypeError);
+    assert.throws(() => (got as ServiceInstance[]).push(inst('evil')), TypeError);
     assert.throws(() => ((got[0] as { address: string }).address = 'evil:1'), TypeError);
     assert.equal((await cache.getService('api')).length, 2);
     await cache.close();
@@ -261,12 +263,14 @@ describe('RegistryCache: what go-micro users ran into', () => {
   });
 
   it('starts a failed watch again with backoff, and looks the service up once it is back', async () => {
-    const { fake, cache } = setup();
+    const { clock, fake, cache } = setup({ watchBackoff: { initialMs: 50, maxMs: 100, jitter: 'none' } });
     await cache.getService('api');
     assert.equal(fake.watchCalls, 1);
     fake.services.set('api', [inst('z9')]);
     fake.failWatches(new Error('stream broke'));
-    await new Promise((r) => setTimeout(r, 30));
+    await clock.advanceAsync(49);
+    assert.equal(fake.watchCalls, 1, 'not before the backoff');
+    await clock.advanceAsync(1);
     await flush();
     assert.equal(fake.watchCalls, 2);
     assert.equal(cache.stats().watchReconnects, 1);
@@ -336,5 +340,23 @@ describe('RegistryCache: what go-micro users ran into', () => {
     assert.throws(() => new RegistryCache({} as Registry), /registry/);
     assert.throws(() => new RegistryCache(fake, { closeRegistry: 'yes' as unknown as boolean }), /closeRegistry/);
   });
-});
 
+  it('getService with a signal: a hit answers, an aborted signal rejects AbortedError, and aborting a miss leaves the lookup to the others', async () => {
+    const { fake, cache } = setup();
+    await cache.getService('api');
+    const ac = new AbortController();
+    assert.equal((await cache.getService('api', { signal: ac.signal })).length, 2);
+    await assert.rejects(cache.getService('api', { signal: AbortSignal.abort() }), AbortedError);
+    fake.services.set('other', [inst('o1', 'other')]);
+    fake.hold = true;
+    const mine = cache.getService('other', { signal: ac.signal });
+    const theirs = cache.getService('other');
+    await flush();
+    ac.abort();
+    await assert.rejects(mine, AbortedError);
+    fake.release();
+    assert.deepEqual(ids(await theirs), ['o1']);
+    assert.equal(fake.calls, 2);
+    await cache[Symbol.asyncDispose]();
+  });
+});

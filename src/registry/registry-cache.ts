@@ -1,8 +1,8 @@
 /**
- * RegistryCache wraps a Registry with go-micro's registry cache semantics (references 000/001):
+ * RegistryCache wraps a Registry with go-micro's registry cache semantics (go-micro `registry/cache`):
  *
  * 1. Fresh entry (service TTL and every node TTL valid): answered from memory — a frozen array of frozen
- *    instances, shared by every caller (a caller cannot corrupt it; copy it before sorting).
+ *    instances, shared by every caller (typed read-only: copy it before sorting).
  * 2. A lookup for this service already in flight: join it (go-micro issue 2821: callers arriving during
  *    the first lookup were throttled and told "not found" for a service that exists).
  * 3. Expired, and the last failed (or empty) attempt was less than `minRetryIntervalMs` ago: the stale
@@ -13,36 +13,54 @@
  *    is one, else `RegistryUnavailableError`. An empty answer never replaces a non-empty list; only a
  *    confirmed delete event empties it.
  *
- * A watch per looked-up service (started before its first lookup, so no change falls between the two)
- * applies create / update / delete as they come. Events that arrive while a lookup of the service is in
- * flight are applied again on top of its answer (the listing may predate them), so a slow listing never
- * undoes a newer event. The watch reconnects with exponential backoff plus 0–100 ms
- * jitter (go-micro), looking the service up again once reconnected. Services nobody asked for within
- * `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good view is written
- * (debounced, atomically) and read at start, served as stale until the registry answers.
+ * A watch per looked-up service (core's Follower, started before its first lookup, so no change falls
+ * between the two) applies create / update / delete as they come. Events that arrive while a lookup of
+ * the service is in flight are applied again on top of its answer (the listing may predate them), so a
+ * slow listing never undoes a newer event. A broken watch starts again after the `watchBackoff`, and the
+ * service is looked up again once the new watch is established. `watch({ service })` is served from
+ * this view (one registry watch per service, however many followers). Services nobody asked for or
+ * watched within `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good
+ * view is written (debounced, atomically) and read at start, served as stale until the registry answers.
  */
 import { linkSignal } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
-import { systemClock, type Clock } from '../core/clock.js';
-import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
+import { getDefaultCoarseClock } from '../core/coarse-clock.js';
+import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError, WatchResyncError } from '../core/errors.js';
 import { Emitter, type Disposer } from '../core/events.js';
+import { Follower, followerDefaults } from '../core/follower.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
-import { CacheWatch, type WatchHost } from './cache-watch.js';
+import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
-import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
 import { ended, freezeList, replay, throttledError, untilDone } from './cache-support.js';
-import { registryCacheDefaults, type RegistryCacheOptions, type RegistryCacheStats, type ServiceChange } from './registry-cache-options.js';
 
-export { registryCacheDefaults, type RegistryCacheOptions, type RegistryCacheStats, type ServiceChange };
+/** Defaults for RegistryCacheOptions. */
+export const registryCacheDefaults = Object.freeze({
+  ttlMs: 60_000,
+  minRetryIntervalMs: 5_000,
+  idleMs: 600_000,
+  maxServices: 10_000,
+  watch: true,
+  watchBackoff: followerDefaults.backoff,
+  watchQueueSize: 1_024,
+  snapshotDebounceMs: 1_000,
+  closeRegistry: false,
+});
+
+/** The longest a first lookup waits for its watch to be established before asking the registry anyway. */
+const READY_WAIT_MS = 1_000;
+
+type CacheWatch = Follower<never, RegistryEvent>;
 
 /** Entry is one cached service. */
 interface Entry {
   /** What lookups answer: frozen, replaced (never mutated) on change. */
   instances: readonly ServiceInstance[];
   /** `Promise.resolve(instances)`, made once per change and handed to every hit (no allocation per lookup). */
-  answer: Promise<ServiceInstance[]> | undefined;
+  answer: Promise<readonly ServiceInstance[]> | undefined;
   /** Fresh until this time: the earliest of the service TTL and every node TTL. */
   validUntil: number;
   /** Per-instance expiry (go-micro's node TTLs), by id. */
@@ -65,11 +83,11 @@ const MAX_DURING = 10_000;
 /**
  * RegistryCache is a caching Registry; see the module comment for how getService answers.
  *
- * Only getService (and peek) are cached. register, deregister, listServices and watch pass straight to
- * the wrapped registry on every call: a registration is not written into the cache (a watched service
- * sees it when its watch event arrives), listServices asks each time, and watch is the registry's own
- * watch, not the cache's view. After close() they refuse (ClosedError; watch yields nothing) and watches
- * handed out earlier end. close() leaves the wrapped registry open unless `closeRegistry` is set: the
+ * getService (and peek) are cached, and `watch({ service })` is served from the cache's view of the
+ * service. register, deregister, listServices and a watch of every service pass straight to the wrapped
+ * registry on every call: a registration is not written into the cache (a watched service sees it when
+ * its watch event arrives), listServices asks each time. After close() they refuse (ClosedError; watch
+ * yields nothing) and watches handed out earlier end. close() leaves the wrapped registry open unless `closeRegistry` is set: the
  * application that made the registry usually uses it directly too, and closes it after the cache.
  */
 export class RegistryCache implements Registry {
@@ -84,6 +102,7 @@ export class RegistryCache implements Registry {
    */
   private readonly during = new Map<string, RegistryEvent[] | undefined>();
   private readonly changes = new Emitter<ServiceChange>();
+  private readonly fanout: ServiceFanout;
   private readonly clock: Clock;
   private readonly ttlMs: number;
   private readonly minRetryMs: number;
@@ -92,26 +111,13 @@ export class RegistryCache implements Registry {
   private readonly watchEnabled: boolean;
   private readonly warn: (message: string) => void;
   private readonly snapshot: SnapshotWriter | undefined;
-  private readonly newBackoff: () => Backoff;
+  private readonly watchBackoff: RegistryCacheOptions['watchBackoff'];
   private readonly random: () => number;
-  private readonly sweepTimer: ReturnType<typeof setInterval>;
+  private readonly sweepTimer: TimerHandle;
   private closed = false;
   private readonly closeRegistry: boolean;
   /** Aborted by close(): ends the watches handed out by watch(). */
   private readonly closing = new AbortController();
-  /**
-   * Hot-path time: with the default clock, one reading serves up to 64 lookups within one synchronous
-   * run (it is dropped at the next microtask), since reading the clock costs more than the whole lookup.
-   * TTLs are seconds long; a reading at most 64 lookups old changes nothing. Injected clocks are read every time.
-   */
-  private readonly coarse: boolean;
-  private coarseNow = 0;
-  private coarseLeft = 0;
-  private coarseClearing = false;
-  private readonly clearCoarse = () => {
-    this.coarseLeft = 0;
-    this.coarseClearing = false;
-  };
   private readonly counters = { hits: 0, misses: 0, stale: 0, registryCalls: 0, throttled: 0, watchReconnects: 0, watchEvents: 0 };
 
   constructor(
@@ -123,8 +129,7 @@ export class RegistryCache implements Registry {
     }
     const o = checkOptions('RegistryCache', options);
     const d = registryCacheDefaults;
-    this.clock = clockOption('RegistryCache', o.clock, systemClock);
-    this.coarse = this.clock === systemClock;
+    this.clock = clockOption('RegistryCache', o.clock, getDefaultCoarseClock());
     this.ttlMs = integer('RegistryCache', 'ttlMs', o.ttlMs ?? d.ttlMs, 1);
     this.minRetryMs = integer('RegistryCache', 'minRetryIntervalMs', o.minRetryIntervalMs ?? d.minRetryIntervalMs, 0);
     this.idleMs = integer('RegistryCache', 'idleMs', o.idleMs ?? d.idleMs, 1);
@@ -135,10 +140,10 @@ export class RegistryCache implements Registry {
       throw new TypeError(`RegistryCache: closeRegistry must be a boolean, got ${String(o.closeRegistry)}`);
     }
     this.closeRegistry = o.closeRegistry ?? d.closeRegistry;
-    const initialMs = integer('RegistryCache', 'watchRetryInitialMs', o.watchRetryInitialMs ?? d.watchRetryInitialMs, 1);
-    const maxMs = integer('RegistryCache', 'watchRetryMaxMs', o.watchRetryMaxMs ?? d.watchRetryMaxMs, initialMs);
     this.random = o.random === undefined ? Math.random : fn('RegistryCache', 'random', o.random);
-    this.newBackoff = () => new Backoff({ initialMs, maxMs, jitter: 'none' });
+    this.watchBackoff = { ...d.watchBackoff, ...checkOptions('RegistryCache.watchBackoff', o.watchBackoff) };
+    new Backoff({ ...this.watchBackoff, random: this.random }); // throws on a bad watchBackoff, naming it
+    this.fanout = new ServiceFanout(integer('RegistryCache', 'watchQueueSize', o.watchQueueSize ?? d.watchQueueSize, 1));
     this.warn = o.onWarning === undefined ? defaultWarn : fn('RegistryCache', 'onWarning', o.onWarning);
     if (o.snapshotPath !== undefined && (typeof o.snapshotPath !== 'string' || o.snapshotPath.length === 0)) {
       throw new TypeError(`RegistryCache: snapshotPath must be a non-empty string, got ${JSON.stringify(o.snapshotPath)}`);
@@ -146,9 +151,9 @@ export class RegistryCache implements Registry {
     const snapshotDebounceMs = integer('RegistryCache', 'snapshotDebounceMs', o.snapshotDebounceMs ?? d.snapshotDebounceMs, 0);
     if (o.snapshotPath !== undefined) {
       this.loadSnapshot(o.snapshotPath);
-      this.snapshot = new SnapshotWriter(o.snapshotPath, snapshotDebounceMs, () => this.liveServices(), this.warn);
+      this.snapshot = new SnapshotWriter(o.snapshotPath, snapshotDebounceMs, () => this.liveServices(), this.warn, this.clock);
     }
-    this.sweepTimer = setInterval(() => this.sweep(), Math.max(1000, Math.min(60_000, this.idleMs / 2)));
+    this.sweepTimer = this.clock.setInterval(() => this.sweep(), Math.max(1000, Math.min(60_000, this.idleMs / 2)));
     this.sweepTimer.unref();
   }
 
@@ -162,7 +167,7 @@ export class RegistryCache implements Registry {
 
   /** stats answers a snapshot of the counters. */
   stats(): RegistryCacheStats {
-    return { ...this.counters, services: this.entries.size };
+    return { ...this.counters, services: this.entries.size, watches: this.watches.size, watchers: this.fanout.watchers };
   }
 
   /**
@@ -172,7 +177,7 @@ export class RegistryCache implements Registry {
   peek(name: string): readonly ServiceInstance[] | undefined {
     const e = this.entries.get(name);
     if (e === undefined || e.instances.length === 0) return undefined;
-    const now = this.hotNow();
+    const now = this.clock.now();
     if (now >= e.validUntil) return undefined;
     e.lastUsed = now;
     return e.instances;
@@ -180,36 +185,23 @@ export class RegistryCache implements Registry {
 
   /**
    * getService answers the instances of `name` (see the module comment for when it asks the registry).
-   * The array is frozen and shared: copy it before changing it.
+   * The array is frozen and shared: copy it before changing it. `signal` abandons the wait (the lookup
+   * itself goes on for the callers that share it): the promise rejects with `AbortedError`.
    */
-  getService(name: string): Promise<ServiceInstance[]> {
+  getService(name: string, options?: CallOptions): Promise<readonly ServiceInstance[]> {
     const e = this.entries.get(name);
     if (e !== undefined && e.instances.length > 0) {
-      const now = this.hotNow();
-      if (now < e.validUntil) {
+      const now = this.clock.now();
+      if (now < e.validUntil && (options === undefined || options.signal?.aborted !== true)) {
         this.counters.hits++;
         e.lastUsed = now;
-        return (e.answer ??= Promise.resolve(e.instances as ServiceInstance[]));
+        return (e.answer ??= Promise.resolve(e.instances));
       }
     }
-    return this.lookup(name) as Promise<ServiceInstance[]>;
-  }
-
-  private hotNow(): number {
-    if (this.coarseLeft > 0) {
-      this.coarseLeft--;
-      return this.coarseNow;
-    }
-    const now = this.clock.now();
-    if (this.coarse) {
-      this.coarseNow = now;
-      this.coarseLeft = 63;
-      if (!this.coarseClearing) {
-        this.coarseClearing = true;
-        queueMicrotask(this.clearCoarse);
-      }
-    }
-    return now;
+    const signal = options?.signal;
+    if (signal === undefined) return this.lookup(name);
+    if (signal.aborted) return Promise.reject(new AbortedError('RegistryCache.getService aborted', { cause: signal.reason }));
+    return abortable(this.lookup(name), signal);
   }
 
   private async lookup(name: string): Promise<readonly ServiceInstance[]> {
@@ -241,7 +233,7 @@ export class RegistryCache implements Registry {
 
   /** refresh is the one registry call of a flight: it decides what every caller of the flight gets. */
   private async refresh(name: string): Promise<readonly ServiceInstance[]> {
-    if (this.watchEnabled) await this.ensureWatch(name).ready;
+    if (this.watchEnabled) await this.ensureWatch(name).ready().catch(noop);
     this.counters.registryCalls++;
     let list: readonly ServiceInstance[] | undefined;
     let failure: unknown;
@@ -301,6 +293,7 @@ export class RegistryCache implements Registry {
     const expiry = now + this.ttlMs;
     for (const i of instances) nodeExpiry.set(i.id, expiry);
     let e = this.entries.get(name);
+    const before = e?.instances ?? EMPTY;
     if (e === undefined) {
       this.makeRoom();
       e = { instances, answer: undefined, validUntil: expiry, nodeExpiry, serviceExpiry: expiry, lastUsed: now };
@@ -313,6 +306,7 @@ export class RegistryCache implements Registry {
       e.validUntil = expiry;
     }
     this.changed();
+    this.fanout.publishDiff(name, before, instances);
     if (this.changes.hasListeners) this.changes.emit({ service: name, instances });
     return e;
   }
@@ -333,14 +327,21 @@ export class RegistryCache implements Registry {
       this.entries.set(name, e);
     }
     const others = e.instances.filter((i) => i.id !== inst.id);
+    let published: RegistryEvent;
     if (event.type === 'delete') {
       if (others.length === e.instances.length) return;
       e.instances = others.length === 0 ? EMPTY : Object.freeze(others);
       e.nodeExpiry.delete(inst.id);
+      published = event;
     } else {
-      others.push(Object.isFrozen(inst) ? inst : Object.freeze({ ...inst }));
+      const frozen = freezeList([inst])[0]!;
+      const old = e.instances.length === others.length ? undefined : e.instances.find((i) => i.id === inst.id);
+      others.push(frozen);
       e.instances = Object.freeze(others);
       e.nodeExpiry.set(inst.id, now + this.ttlMs);
+      // what the cache's watchers see is what the entry became: a create of a known id is an update
+      const type = old === undefined ? 'create' : 'update';
+      published = frozen === inst && type === event.type && Object.isFrozen(event) ? event : Object.freeze({ ...event, type, instance: frozen });
     }
     e.answer = undefined;
     e.serviceExpiry = now + this.ttlMs;
@@ -348,17 +349,18 @@ export class RegistryCache implements Registry {
     for (const x of e.nodeExpiry.values()) if (x < v) v = x;
     e.validUntil = v;
     this.changed();
+    this.fanout.publish(name, published);
     if (this.changes.hasListeners) this.changes.emit({ service: name, instances: e.instances });
   }
 
   private ensureWatch(name: string): CacheWatch {
     let w = this.watches.get(name);
     if (w === undefined) {
-      const host: WatchHost = {
-        registry: this.registry,
-        backoff: this.newBackoff(),
-        random: this.random,
-        apply: (event) => {
+      const registry = this.registry;
+      w = new Follower<never, RegistryEvent>({
+        name: `RegistryCache watch of ${name}`,
+        source: { watch: (signal, onReady) => registry.watch({ service: name, signal, onReady }) },
+        onEvent: (event) => {
           if (this.during.has(name)) {
             const events = this.during.get(name);
             if (events !== undefined && events.length < MAX_DURING) events.push(event);
@@ -367,13 +369,16 @@ export class RegistryCache implements Registry {
           const t = this.throttles.get(name);
           this.apply(name, event, t !== undefined && t.error === undefined);
         },
-        restarted: () => void this.counters.watchReconnects++,
-        reconnected: () => {
+        onEstablished: (first) => {
           // changes made while the watch was down (or past a resync): look the service up again, through the flight
-          if (!this.closed) this.flights.do(name, () => this.refresh(name)).catch(noop);
+          if (!first && !this.closed) this.flights.do(name, () => this.refresh(name)).catch(noop);
         },
-      };
-      w = new CacheWatch(name, host);
+        onBroken: () => void this.counters.watchReconnects++,
+        backoff: this.watchBackoff,
+        random: this.random,
+        readyWaitMs: READY_WAIT_MS,
+        clock: this.clock,
+      });
       this.watches.set(name, w);
     }
     return w;
@@ -382,9 +387,12 @@ export class RegistryCache implements Registry {
   /** sweep drops services nobody looked up within `idleMs` (entry and watch), and old throttles. The timer calls it. */
   sweep(): void {
     const now = this.clock.now();
-    for (const [name, e] of this.entries) if (now - e.lastUsed >= this.idleMs) this.forget(name);
+    const fanout = this.fanout;
+    for (const [name, e] of this.entries) if (now - e.lastUsed >= this.idleMs && !fanout.has(name)) this.forget(name);
     for (const [name, t] of this.throttles) if (now - t.at >= this.minRetryMs && !this.entries.has(name)) this.throttles.delete(name);
-    for (const name of this.watches.keys()) if (!this.entries.has(name) && !this.throttles.has(name) && !this.flights.has(name)) this.forget(name);
+    for (const name of this.watches.keys()) {
+      if (!this.entries.has(name) && !this.throttles.has(name) && !this.flights.has(name) && !fanout.has(name)) this.forget(name);
+    }
   }
 
   private forget(name: string): void {
@@ -393,15 +401,19 @@ export class RegistryCache implements Registry {
     const w = this.watches.get(name);
     if (w !== undefined) {
       this.watches.delete(name);
-      w.stop();
+      void w.close();
     }
+    // watchers of a dropped service list again (which brings the entry and the watch back)
+    this.fanout.fail(name, new WatchResyncError(`RegistryCache dropped ${name} (maxServices): list again`));
   }
 
   private makeRoom(): void {
     if (this.entries.size < this.maxServices) return;
     let oldest: string | undefined;
     let at = Infinity;
-    for (const [name, e] of this.entries) if (e.lastUsed < at) (at = e.lastUsed), (oldest = name);
+    // the least recently used service that nobody watches through the cache; if all are watched, the least recently used
+    for (const [name, e] of this.entries) if (e.lastUsed < at && !this.fanout.has(name)) (at = e.lastUsed), (oldest = name);
+    if (oldest === undefined) for (const [name, e] of this.entries) if (e.lastUsed < at) (at = e.lastUsed), (oldest = name);
     if (oldest !== undefined) this.forget(oldest);
   }
 
@@ -415,9 +427,9 @@ export class RegistryCache implements Registry {
   }
 
   /** deregister passes straight to the wrapped registry, like register. Rejects ClosedError after close(). */
-  async deregister(instance: ServiceInstance): Promise<void> {
+  async deregister(instance: ServiceInstance, options?: CallOptions): Promise<void> {
     if (this.closed) throw new ClosedError('RegistryCache is closed');
-    return this.registry.deregister(instance);
+    return this.registry.deregister(instance, options);
   }
 
   /** listServices asks the wrapped registry every time (service names are not cached). Rejects ClosedError after close(). */
@@ -427,12 +439,31 @@ export class RegistryCache implements Registry {
   }
 
   /**
-   * watch is the wrapped registry's own watch (not served from the cache), ended by `options.signal` or
-   * by the cache's close(); after close() it yields nothing.
+   * watch of one service (`{ service }`) is served from the cache's view of it: the cache watches the
+   * registry once per service however many watch it here, the service stays cached while watched, and
+   * the events are the changes of the cache's list (a new listing arrives as the create / update /
+   * delete events between the old list and the new). `onReady` is called once the cache's own watch of
+   * the service is established. With `watch: false`, and for a watch of every service, it is the
+   * wrapped registry's own watch. It ends with `options.signal` or the cache's close(); after close()
+   * it yields nothing.
    */
   watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
     if (options !== undefined && (options === null || typeof options !== 'object')) return this.registry.watch(options); // its TypeError
     if (this.closed) return ended();
+    const service = options?.service;
+    if (service !== undefined && this.watchEnabled) {
+      checkName('RegistryCache.watch', 'service', service);
+      const queue = this.fanout.subscribe(service, options!.signal);
+      const onReady = options!.onReady;
+      const follower = this.ensureWatch(service);
+      if (onReady !== undefined) {
+        const ready = () => {
+          if (!queue.closed) onReady();
+        };
+        follower.ready().then(ready, ready);
+      }
+      return queue;
+    }
     const { controller, unlink } = linkSignal(options?.signal);
     const onClose = () => controller.abort(new ClosedError('RegistryCache is closed'));
     this.closing.signal.addEventListener('abort', onClose, { once: true });
@@ -461,12 +492,18 @@ export class RegistryCache implements Registry {
     if (this.closed) return;
     this.closed = true;
     this.closing.abort();
-    clearInterval(this.sweepTimer);
+    this.clock.clearTimeout(this.sweepTimer);
     this.changes.clear();
-    for (const w of this.watches.values()) w.stop();
+    this.fanout.endAll();
+    const watches = [...this.watches.values()];
     this.watches.clear();
+    await Promise.all(watches.map((w) => w.close()));
     await this.snapshot?.flush();
     if (this.closeRegistry) await this.registry.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   private changed(): void {
@@ -496,3 +533,21 @@ function defaultWarn(message: string): void {
 }
 
 function noop(): void {}
+
+/** abortable answers `p`, or rejects with AbortedError when `signal` aborts first. */
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new AbortedError('RegistryCache.getService aborted', { cause: signal.reason }));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { rename, writeFile, unlink } from 'node:fs/promises';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import type { ServiceInstance } from './types.js';
 import { checkInstance, checkName } from './validate.js';
 
@@ -59,10 +60,10 @@ export async function writeSnapshot(path: string, services: Iterable<[string, re
 
 /**
  * SnapshotWriter debounces snapshot writes: `changed()` schedules one write `debounceMs` later (an
- * unref'd timer), writes never overlap, and `flush()` writes a pending change at once and waits.
+ * unref'd timer on the cache's clock), writes never overlap, and `flush()` writes a pending change at once and waits.
  */
 export class SnapshotWriter {
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timer: TimerHandle | undefined;
   private writing: Promise<void> = Promise.resolve();
 
   constructor(
@@ -70,12 +71,13 @@ export class SnapshotWriter {
     private readonly debounceMs: number,
     private readonly collect: () => Iterable<[string, readonly ServiceInstance[]]>,
     private readonly warn: (message: string) => void,
+    private readonly clock: Clock,
   ) {}
 
   /** changed schedules a write unless one is already scheduled. */
   changed(): void {
     if (this.timer !== undefined) return;
-    this.timer = setTimeout(() => {
+    this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       this.write();
     }, this.debounceMs);
@@ -85,7 +87,7 @@ export class SnapshotWriter {
   /** flush writes a scheduled change now, and resolves when every write has ended. */
   async flush(): Promise<void> {
     if (this.timer !== undefined) {
-      clearTimeout(this.timer);
+      this.clock.clearTimeout(this.timer);
       this.timer = undefined;
       this.write();
     }

@@ -9,7 +9,7 @@ import type { ServiceInstance } from './types.js';
 const NAME = /^[A-Za-z0-9._:-]{1,255}$/;
 /** host:port, IPv6 hosts in brackets. */
 const ADDRESS = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/;
-/** Metadata bound per instance (issue 3): keys plus values, UTF-8 bytes. */
+/** Metadata bound per instance: keys plus values, UTF-8 bytes (64 KiB keeps one instance well inside one etcd request). */
 export const MAX_METADATA_BYTES = 64 * 1024;
 
 function show(value: unknown): string {

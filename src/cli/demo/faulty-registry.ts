@@ -35,7 +35,7 @@ export class FaultyRegistry implements Registry {
     return this.down ? this.refuse() : this.inner.deregister(instance);
   }
 
-  getService(name: string): Promise<ServiceInstance[]> {
+  getService(name: string): Promise<readonly ServiceInstance[]> {
     return this.down ? this.refuse() : this.inner.getService(name);
   }
 

@@ -1,9 +1,9 @@
 /** Fixtures shared by the RegistryCache tests: a fault-injecting fake registry and a cache over it. (No tests here.) */
-import { ManualClock } from '../core/clock.js';
-import { NotFoundError } from '../core/errors.js';
-import { EventQueue } from './event-queue.js';
-import { RegistryCache, type RegistryCacheOptions } from './registry-cache.js';
-import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import { ManualClock } from '../../src/core/clock.js';
+import { NotFoundError } from '../../src/core/errors.js';
+import { EventQueue } from '../../src/registry/event-queue.js';
+import { RegistryCache } from '../../src/registry/registry-cache.js';
+import type { Registry, RegistryCacheOptions, RegistryEvent, ServiceInstance, WatchOptions } from '../../src/registry/types.js';
 export const inst = (id: string, name = 'api'): ServiceInstance => Object.freeze({ id, name, address: `127.0.0.1:${8000 + id.length}` });
 export const flush = async (n = 5) => {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
@@ -68,7 +68,7 @@ export function setup(options: RegistryCacheOptions = {}) {
   const clock = new ManualClock(1_000_000);
   const fake = new FakeRegistry();
   fake.services.set('api', [inst('a1'), inst('a2')]);
-  const cache = new RegistryCache(fake, { clock, ttlMs: 60_000, minRetryIntervalMs: 5_000, watchRetryInitialMs: 1, watchRetryMaxMs: 2, random: () => 0, ...options });
+  const cache = new RegistryCache(fake, { clock, ttlMs: 60_000, minRetryIntervalMs: 5_000, watchBackoff: { initialMs: 1, maxMs: 2, jitter: 'none' }, ...options });
   return { clock, fake, cache };
 }
 export const ids = (l: readonly ServiceInstance[]) => l.map((i) => i.id).sort();
