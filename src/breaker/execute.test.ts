@@ -201,7 +201,7 @@ for (const s of subjects) {
       );
     });
 
-    it('tryAdmit answers undefined where allow throws, and lastRejection is the error allow throws', () => {
+    it('tryAdmit answers undefined where admit throws, and lastRejection is the error admit throws', () => {
       const b = s.make() as Breaker & { tryAdmit(): unknown; lastRejection(): BreakerOpenError };
       assert.notEqual(b.tryAdmit(), undefined);
       s.trip(b);
