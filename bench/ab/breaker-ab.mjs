@@ -5,6 +5,9 @@
  *
  *   node bench/ab/breaker-ab.mjs <dirA> <dirB> [rounds=7] [ms=600] [op-filter]
  *
+ * Each child measures its own CPU time (user + system), not wall time, so that a machine shared with
+ * other jobs slows neither build's numbers by waiting for a core.
+ *
  * `dirA` / `dirB` are `tsc -p tsconfig.bench.json --outDir <dir>` outputs. The trees may differ in names
  * (`allow`/`tryAllow` before the verbs were renamed, `admit`/`tryAdmit` after; RollingWindow's
  * `bucketMs` before, `windowMs` after): each op asks the tree what it has.
@@ -12,7 +15,6 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { join, resolve } from 'node:path';
-import { performance } from 'node:perf_hooks';
 
 const self = fileURLToPath(import.meta.url);
 
@@ -66,8 +68,31 @@ function catching(f) {
   };
 }
 
-/** Each op: (breaker module, core module) → { op, async }. */
+const prebuilt = new Error('prebuilt');
+const rejectedFloor = Promise.reject(prebuilt);
+rejectedFloor.catch(() => {});
+
+/** lookup: 100 000 names in a fixed pseudo-random order; `get` then read the breaker's `execute`. */
+function lookup(map, names) {
+  let seed = 12_345;
+  const order = Uint32Array.from({ length: 1 << 20 }, () => {
+    seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0;
+    return seed % names.length;
+  });
+  let i = 0;
+  let sink = 0;
+  return { op: () => { if (typeof map.get(names[order[i++ & 0xfffff]]).execute === 'function') sink++; } };
+}
+const lookupNames = () => Array.from({ length: 100_000 }, (_, i) => `service-${i % 1_000}/10.0.${(i >> 8) & 255}.${i & 255}:8080`);
+
+/**
+ * Each op: (breaker module, core module) → { op, async }. The floors do not depend on the build: their
+ * B / A shows the noise of the run.
+ */
 const OPS = {
+  'floor: bare await fn()': () => ({ op: () => task(), async: true }),
+  'floor: await prebuilt rejected promise': () => ({ op: swallowing(() => rejectedFloor), async: true }),
+  'floor: throw prebuilt error': () => ({ op: catching(() => { throw prebuilt; }) }),
   'SreBreaker.execute': (m) => {
     const b = new m.SreBreaker();
     return { op: () => b.execute(task), async: true };
@@ -120,15 +145,15 @@ const OPS = {
     const t = tryAdmitOf(tripCircuit(m));
     return { op: t };
   },
-  'BreakerGroup.get (100 000 names)': (m) => {
-    const names = Array.from({ length: 100_000 }, (_, i) => `service-${i}/10.0.${i >> 8}.${i & 255}:8080`);
-    const g = new m.BreakerGroup({ maxBreakers: 200_000 });
+  'floor: bare Map.get + read (100 000 SreBreakers)': (m) => {
+    const names = lookupNames();
+    return lookup(new Map(names.map((n) => [n, new m.SreBreaker({ name: n })])), names);
+  },
+  'BreakerGroup.get + read (100 000 names)': (m) => {
+    const names = lookupNames();
+    const g = new m.BreakerGroup({ maxBreakers: 100_000 });
     for (const n of names) g.get(n);
-    let i = 0;
-    let x = 0;
-    // random order, so that the lookups miss the CPU caches as a real mix of names does
-    const order = Uint32Array.from({ length: 1 << 20 }, () => Math.floor(Math.random() * names.length));
-    return { op: () => (x += g.get(names[order[i++ & 0xfffff]]).name.length), batch: 1_000 };
+    return lookup(g, names);
   },
   'RollingWindow.add+sum': (m, core) => {
     const w = 'windowMs' in core.rollingWindowDefaults
@@ -144,15 +169,21 @@ async function child(dir, name, ms) {
   const core = await import(pathToFileURL(join(dir, 'src/core/index.js')).href);
   const s = await OPS[name](m, core);
   const batch = s.batch ?? (s.async ? 100 : 1_000);
+  // CPU time of this process, not wall time: on a shared, overloaded machine a child spends much of
+  // its wall time waiting for a core, which says nothing about the code.
+  const cpuMs = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e3;
+  };
   const runFor = async (t) => {
     let ops = 0;
-    const start = performance.now();
+    const start = cpuMs();
     let now = start;
     while (now - start < t) {
       if (s.async) for (let i = 0; i < batch; i++) await s.op();
       else for (let i = 0; i < batch; i++) s.op();
       ops += batch;
-      now = performance.now();
+      now = cpuMs();
     }
     return ((now - start) * 1e6) / ops;
   };

@@ -95,7 +95,9 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   get(name: string): B | undefined {
     const b = this.entries.get(name);
     if (b !== undefined) {
-      b[GROUP_USED] = this.clock.now();
+      // Written only when the (coarse) time moved: most gets then dirty no cache line.
+      const now = this.clock.now();
+      if (b[GROUP_USED] !== now) b[GROUP_USED] = now;
       return b;
     }
     return this.make(name);
