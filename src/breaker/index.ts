@@ -32,7 +32,7 @@ export type {
 export type { AdmissionToken } from '../core/admission.js';
 export type { WindowOptions } from '../core/rolling-window.js';
 export { AbortedError, BreakerOpenError, BulwarkError, ClosedError } from '../core/errors.js';
-export { SreBreaker, SreToken, sreBreakerDefaults } from './sre-breaker.js';
+export { SreBreaker, sreBreakerDefaults } from './sre-breaker.js';
 export { CircuitBreaker } from './circuit-breaker.js';
 export { circuitBreakerDefaults } from './circuit-options.js';
 export { BreakerGroup, breakerGroupDefaults, getDefaultBreakerGroup, setDefaultBreakerGroup, type BreakerGroupArgs } from './breaker-group.js';

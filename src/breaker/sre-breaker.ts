@@ -16,6 +16,7 @@
  * dropped; `sre-breaker.test.ts` proves it with a ManualClock. The price: while the dependency is
  * down, about √(6·rate·window) calls per window still reach it instead of a handful.
  */
+import type { AdmissionToken } from '../core/admission.js';
 import type { ClosedError, BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
@@ -109,7 +110,7 @@ export class SreBreaker implements Breaker {
    * Kept tiny on purpose: all the admission work is in `tryAdmit()`, which never throws, so the function
    * that throws is small enough for V8 to inline into the caller's `try`, where a throw is cheapest.
    */
-  admit(): SreToken {
+  admit(): AdmissionToken {
     const t = this.tryAdmit();
     if (t === undefined) throw this.rejections.error();
     return t;
@@ -120,7 +121,7 @@ export class SreBreaker implements Breaker {
    * rejection into something else anyway (a 503, a fallback). A JavaScript throw costs a few hundred
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
-  tryAdmit(): SreToken | undefined {
+  tryAdmit(): AdmissionToken | undefined {
     return this.admits() ? new SreToken(this) : undefined;
   }
 
@@ -275,7 +276,7 @@ export class SreBreaker implements Breaker {
 }
 
 /** SreToken reports the outcome of one call an SreBreaker admitted (an AdmissionToken); only its first report counts. */
-export class SreToken implements InternalToken {
+class SreToken implements InternalToken {
   private b: SreBreaker | undefined;
 
   constructor(b: SreBreaker) {
