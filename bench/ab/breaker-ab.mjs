@@ -3,7 +3,7 @@
  * after it), in one run: every (op, build) pair runs in its own child process, the builds alternate op by
  * op and round by round, and the table shows the median ns/op of each and the ratio B / A.
  *
- *   node bench/ab/breaker-ab.mjs <dirA> <dirB> [rounds=7] [ms=600] [op-filter]
+ *   node bench/ab/breaker-ab.mjs <dirA> <dirB> [rounds=7] [ms=600] [op-filter, or !text to leave out ops naming text]
  *
  * Each child measures its own CPU time (user + system), not wall time, so that a machine shared with
  * other jobs slows neither build's numbers by waiting for a core.
@@ -204,7 +204,7 @@ if (process.argv[2] === '--child') {
   const rounds = Number(process.argv[4] ?? 7);
   const ms = Number(process.argv[5] ?? 600);
   const filter = process.argv[6];
-  const names = Object.keys(OPS).filter((n) => !filter || n.includes(filter));
+  const names = Object.keys(OPS).filter((n) => !filter || (filter.startsWith('!') ? !n.includes(filter.slice(1)) : n.includes(filter)));
   const res = new Map(names.map((n) => [n, { a: [], b: [] }]));
   for (let r = 0; r < rounds; r++) {
     for (const name of names) {
