@@ -1,9 +1,17 @@
 /**
- * breaker: success path, allow()+success() pairs, and rejection while open, for SreBreaker and
+ * breaker: success path, admit()+success() pairs, and rejection while open, for SreBreaker and
  * CircuitBreaker against a bare `await fn()`, an already-rejected promise, cockatiel 3 and opossum 9;
- * plus the heap of a BreakerGroup holding 10 000 breakers. Every subject runs in its own process.
+ * the heap of a BreakerGroup holding 10 000 breakers; and BreakerGroup.get among 100 000 names against
+ * a bare Map of the same breakers. Every subject runs in its own process.
  *
- *   BENCH_RUNS=5 node --import tsx bench/breaker.bench.ts
+ *   npm run bench -- breaker        (BENCH_RUNS=3 BENCH_MS=500 while iterating)
+ *
+ * What it promises, checked as `targets` and printed ✓/✗ after each table:
+ * - the success path (`execute`) at most 2× a bare `await fn()`, at least 1.5× faster than cockatiel
+ *   and 10× faster than opossum's default `fire`;
+ * - `admit()` + `success()` at least 10 M pairs/s; while open, `admit()` throws at least 5 M/s and a
+ *   rejected `execute` costs at most 1.5× awaiting a prebuilt rejected promise;
+ * - `BreakerGroup.get` among 100 000 names at most 1.2× a bare `Map.get` of the same breakers.
  *
  * Rejection subjects all consume the promise the same way (`try { await p } catch {}`), so the
  * ratios compare what the libraries do, not how the bench catches.
@@ -12,8 +20,8 @@ import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import * as cockatiel from 'cockatiel';
 import Opossum from 'opossum';
-import { bench, type Subject } from './harness.js';
-import { BreakerGroup, CircuitBreaker, SreBreaker } from '../src/breaker/index.js';
+import { atMost, bench, fasterBy, type Medians, type Subject, type Target } from './harness.js';
+import { BreakerGroup, CircuitBreaker, SreBreaker, type Breaker } from '../src/breaker/index.js';
 import { BreakerOpenError } from '../src/core/errors.js';
 
 /** The guarded work: an async function that answers at once. */
@@ -41,9 +49,10 @@ function asyncSubject(op: () => unknown): Subject {
 }
 
 /**
- * tripSre drops from the 8th admission on: allow() has returned normally only 7 times in this process,
- * fewer than V8 wants before it gives a function feedback. That is what kept allow() interpreted (and
- * its throw ~3x dearer) before the breakers primed it at load; see primeAdmit in src/breaker/shared.ts.
+ * tripSre drops from the 8th admission on: admit() has returned normally only 7 times in this process,
+ * fewer than V8 wants before it gives a function feedback. That is what kept admit() interpreted (and
+ * its throw ~3x dearer) before the breakers warmed it on their first construction; see primeAdmit in
+ * src/breaker/shared.ts.
  */
 function tripSre(): SreBreaker {
   const b = new SreBreaker({ forcePassMs: 3_600_000, random: () => 0 });
@@ -83,16 +92,27 @@ function gc(): void {
   (runInNewContext('gc') as () => void)();
 }
 
-function heapSubject(make: (name: string) => unknown): Subject {
+function heapSubject(make: (name: string) => Breaker): Subject {
   const names = Array.from({ length: 10_000 }, (_, i) => `service-${i}/instance-${i % 97}:8080`);
   gc();
   const before = process.memoryUsage().heapUsed;
-  const group = new BreakerGroup({ factory: make as (name: string) => SreBreaker });
+  const group = new BreakerGroup({ factory: make });
   for (const n of names) group.get(n);
   gc();
   const bytes = process.memoryUsage().heapUsed - before;
   let i = 0;
   return { op: () => group.get(names[i++ % names.length]!), extra: () => ({ heapMB: bytes / 1e6, breakers: group.size }) };
+}
+
+/** rate answers the ops per second of `subject` in millions. */
+function mega(label: string, subject: string, min: number): Target {
+  return {
+    label,
+    check: (m: Medians) => {
+      const value = 1e3 / m.ns(subject);
+      return { value, ok: value >= min, unit: ' M/s' };
+    },
+  };
 }
 
 const rejectedFloor = Promise.reject(new BreakerOpenError('prebuilt'));
@@ -121,7 +141,7 @@ await bench('breaker', {
       return asyncSubject(() => b.execute(task));
     },
     'CircuitBreaker.execute (count window)': () => {
-      const b = new CircuitBreaker({ window: { kind: 'count', size: 100 } });
+      const b = new CircuitBreaker({ window: { calls: 100 } });
       return asyncSubject(() => b.execute(task));
     },
     'CircuitBreaker.execute (slowCallMs: 1000)': () => {
@@ -152,12 +172,12 @@ await bench('breaker', {
       return asyncSubject(() => b.fire());
     },
 
-    // The primitive: allow() + success(), no promise.
-    'SreBreaker allow+success': () => {
+    // The primitive: admit() + success(), no promise.
+    'SreBreaker admit+success': () => {
       const b = new SreBreaker();
       return { op: () => b.admit().success() };
     },
-    'CircuitBreaker allow+success': () => {
+    'CircuitBreaker admit+success': () => {
       const b = new CircuitBreaker();
       return { op: () => b.admit().success() };
     },
@@ -190,7 +210,7 @@ await bench('breaker', {
         }
       },
     }),
-    'open: SreBreaker allow throws': () => {
+    'open: SreBreaker admit throws': () => {
       const b = tripSre();
       return {
         op: () => {
@@ -202,7 +222,7 @@ await bench('breaker', {
         },
       };
     },
-    'open: CircuitBreaker allow throws': () => {
+    'open: CircuitBreaker admit throws': () => {
       const b = tripCircuit();
       return {
         op: () => {
@@ -228,4 +248,66 @@ await bench('breaker', {
     'BreakerGroup 10 000 SreBreakers (get)': () => heapSubject((name) => new SreBreaker({ name })),
     'BreakerGroup 10 000 CircuitBreakers (get)': () => heapSubject((name) => new CircuitBreaker({ name })),
   },
+  targets: [
+    atMost('SreBreaker.execute ≤ 2× bare await', 'SreBreaker.execute', 'bare await fn()', 2),
+    atMost('CircuitBreaker.execute ≤ 2× bare await', 'CircuitBreaker.execute', 'bare await fn()', 2),
+    fasterBy('SreBreaker.execute ≥ 1.5× faster than cockatiel', 'SreBreaker.execute', 'cockatiel execute (ConsecutiveBreaker)', 1.5),
+    fasterBy('CircuitBreaker.execute ≥ 1.5× faster than cockatiel', 'CircuitBreaker.execute', 'cockatiel execute (ConsecutiveBreaker)', 1.5),
+    fasterBy('SreBreaker.execute ≥ 10× faster than opossum (default)', 'SreBreaker.execute', 'opossum fire (default)', 10),
+    fasterBy('CircuitBreaker.execute ≥ 10× faster than opossum (default)', 'CircuitBreaker.execute', 'opossum fire (default)', 10),
+    mega('SreBreaker admit+success ≥ 10 M pairs/s', 'SreBreaker admit+success', 10),
+    mega('CircuitBreaker admit+success ≥ 10 M pairs/s', 'CircuitBreaker admit+success', 10),
+    mega('open: SreBreaker admit throws ≥ 5 M/s', 'open: SreBreaker admit throws', 5),
+    mega('open: CircuitBreaker admit throws ≥ 5 M/s', 'open: CircuitBreaker admit throws', 5),
+    atMost('open: SreBreaker.execute ≤ 1.5× the rejected-promise floor', 'open: SreBreaker.execute rejects', 'floor: await prebuilt rejected promise', 1.5),
+    atMost('open: CircuitBreaker.execute ≤ 1.5× the rejected-promise floor', 'open: CircuitBreaker.execute rejects', 'floor: await prebuilt rejected promise', 1.5),
+  ],
+});
+
+/** Names for the lookup section: 100 000 breakers, looked up in a fixed pseudo-random order (a real mix of names misses the CPU caches). */
+const LOOKUP_NAMES = 100_000;
+function lookupSubject<V extends { execute: unknown }>(fill: (names: string[]) => { get(name: string): V | undefined }): Subject {
+  const names = Array.from({ length: LOOKUP_NAMES }, (_, i) => `service-${i % 1_000}/10.0.${(i >> 8) & 255}.${i & 255}:8080`);
+  const map = fill(names);
+  let seed = 12_345;
+  const order = Uint32Array.from({ length: 1 << 20 }, () => {
+    seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0;
+    return seed % LOOKUP_NAMES;
+  });
+  let i = 0;
+  let sink = 0;
+  return {
+    // get, then read the breaker (its `execute`), as a caller does
+    op: () => {
+      if (typeof map.get(names[order[i++ & 0xfffff]!]!)!.execute === 'function') sink++;
+    },
+    extra: () => ({ sink: sink > 0 ? 1 : 0 }),
+  };
+}
+
+await bench('breaker: BreakerGroup.get among 100 000 names', {
+  baseline: 'bare Map.get + read (100 000 SreBreakers)',
+  subjects: {
+    'bare Map.get + read (100 000 SreBreakers)': () => lookupSubject((names) => new Map(names.map((n) => [n, new SreBreaker({ name: n })]))),
+    'BreakerGroup.get + read': () =>
+      lookupSubject((names) => {
+        const g = new BreakerGroup({ maxBreakers: LOOKUP_NAMES });
+        for (const n of names) g.get(n);
+        return g;
+      }),
+    'BreakerGroup.get + read (CircuitBreakers)': () =>
+      lookupSubject((names) => {
+        const g = new BreakerGroup({ maxBreakers: LOOKUP_NAMES, factory: (name) => new CircuitBreaker({ name }) });
+        for (const n of names) g.get(n);
+        return g;
+      }),
+    // cockatiel has no group: a Map of one policy per name is what a user writes. (opossum is left out:
+    // 100 000 opossum breakers each run their own rolling-window timer, which is what such a run would measure.)
+    'cockatiel per-name Map.get + read': () =>
+      lookupSubject(
+        (names) =>
+          new Map(names.map((n) => [n, cockatiel.circuitBreaker(cockatiel.handleAll, { halfOpenAfter: 10_000, breaker: new cockatiel.ConsecutiveBreaker(5) })])),
+      ),
+  },
+  targets: [atMost('BreakerGroup.get ≤ 1.2× a bare Map.get', 'BreakerGroup.get + read', 'bare Map.get + read (100 000 SreBreakers)', 1.2)],
 });

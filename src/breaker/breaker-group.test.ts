@@ -1,12 +1,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
-import { BreakerOpenError } from '../core/errors.js';
+import { BreakerOpenError, ClosedError } from '../core/errors.js';
 import { BreakerGroup, getDefaultBreakerGroup, setDefaultBreakerGroup } from './breaker-group.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { SreBreaker } from './sre-breaker.js';
 import { neverAborted } from '../core/guard.js';
-import type { Breaker } from './index.js';
+import type { Breaker } from './types.js';
 
 describe('BreakerGroup', () => {
   it('makes one breaker per name on first use and reuses it', () => {
@@ -114,5 +114,46 @@ describe('BreakerGroup', () => {
     setDefaultBreakerGroup(undefined);
     assert.notEqual(getDefaultBreakerGroup(), mine);
     assert.throws(() => setDefaultBreakerGroup({} as never), TypeError);
+  });
+
+  it('takes a factory: a group of CircuitBreakers needs one, and hands out what it makes', () => {
+    // @ts-expect-error without a factory the group would make SreBreakers, which are not CircuitBreakers
+    assert.throws(() => new BreakerGroup<CircuitBreaker>().get('x')!.onStateChange(() => {}), TypeError);
+    const g = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name }) });
+    const b: CircuitBreaker | undefined = g.get('payments');
+    assert.ok(b instanceof CircuitBreaker);
+    assert.equal(typeof b.onStateChange, 'function');
+  });
+
+  it('stats() counts breakers held, made and evicted', () => {
+    const clock = new ManualClock();
+    const g = new BreakerGroup({ clock, idleMs: 1_000, maxBreakers: 16 });
+    g.get('a');
+    g.get('b');
+    clock.advance(2_000);
+    g.get('c');
+    const st = g.stats();
+    assert.deepEqual(st, { size: 1, created: 3, evicted: 2 });
+    assert.notEqual(g.stats(), st, 'a fresh object each time');
+  });
+
+  it('close() closes every breaker it holds and refuses later calls with ClosedError', async () => {
+    const g = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name }) });
+    const b = g.get('a')!;
+    await g[Symbol.asyncDispose]();
+    await g.close();
+    assert.equal(g.size, 0);
+    assert.throws(() => b.admit(), ClosedError);
+    assert.throws(() => g.get('a'), ClosedError);
+    await assert.rejects(g.execute('b', () => 1), ClosedError);
+  });
+
+  it('refuses a frozen breaker from the factory (it marks its use on each breaker)', () => {
+    const frozen = Object.freeze({ name: 'f', admit: () => ({ success() {}, failure() {}, release() {} }), execute: (fn: () => unknown) => Promise.resolve(fn()) });
+    assert.throws(() => new BreakerGroup({ factory: () => frozen as never }).get('x'), /extensible/);
+  });
+
+  it('rejects a task that is not a function for an excluded name too', async () => {
+    await assert.rejects(new BreakerGroup({ exclude: ['x'] }).execute('x', undefined as never), TypeError);
   });
 });

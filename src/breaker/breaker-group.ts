@@ -1,45 +1,50 @@
 /**
- * BreakerGroup: breakers by name (go-zero `breakers.go`): one per downstream, instance or method, made
- * on first use by a factory. Names can opt out (go-zero `NoBreakerFor`). Unlike go-zero's global map,
- * the group is bounded: a breaker unused for `idleMs` is evicted when new breakers are made, and the
- * group never holds more than `maxBreakers`, so a million distinct names (a key made from user input,
- * a churning fleet) cannot grow memory without bound. No timers: eviction happens on creation.
+ * BreakerGroup: breakers by name (go-zero `core/breaker/breakers.go`): one per downstream, instance or
+ * method, made on first use by a factory. Names can opt out (go-zero `NoBreakerFor`). Unlike go-zero's
+ * global map, the group is bounded: a breaker unused for `idleMs` is evicted when new breakers are made,
+ * and the group never holds more than `maxBreakers`, so a million distinct names (a key made from user
+ * input, a churning fleet) cannot grow memory without bound. No timers: eviction happens on creation.
  *
- * Map order approximates recency without touching the map on every call: each entry records when it
- * was last used and when it was (re)inserted; the sweep looks at the oldest insertions, evicts those
- * idle, and moves those used since to the back.
+ * `get` is a bare `Map.get` plus one write: the map holds the breakers themselves (no entry object, so
+ * a lookup among 100 000 names touches one object fewer), and the group notes when it last handed a
+ * breaker out in a field the breaker carries (`GROUP_USED`, declared by both breakers; added to a
+ * breaker of your own when it joins). Map order approximates recency without touching the map on every
+ * call: the sweep looks at the oldest insertions, evicts those idle, and moves those used since they
+ * were placed (`GROUP_PLACED`) to the back.
  */
 import type { Clock } from '../core/clock.js';
+import { ClosedError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
-import type { Breaker, BreakerExecuteOptions } from './index.js';
+import type { Breaker, BreakerExecuteOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
+import { GROUP_PLACED, GROUP_USED } from './shared.js';
 import { SreBreaker } from './sre-breaker.js';
 
 /** Entries a sweep may examine beyond the ones it must evict (bounds the pause). */
 const SWEEP_STEPS = 64;
 
-/** BreakerGroupOptions configures a BreakerGroup. */
-export interface BreakerGroupOptions<B extends Breaker = Breaker> {
-  /** Makes the breaker for a name. Defaults to `(name) => new SreBreaker({ name })` (go-zero). */
-  factory?: (name: string) => B;
-  /** Names that get no breaker: their calls run unguarded. A list or a predicate. Defaults to none. */
-  exclude?: readonly string[] | ((name: string) => boolean);
-  /** A breaker unused for this many milliseconds may be evicted (isolated breakers never are). Defaults to 600 000. */
-  idleMs?: number;
-  /** The most breakers the group holds; the least recently used goes first. Defaults to 100 000. */
-  maxBreakers?: number;
-  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
-  clock?: Clock;
-}
-
 /** Defaults for BreakerGroupOptions. */
 export const breakerGroupDefaults = Object.freeze({ idleMs: 600_000, maxBreakers: 100_000 });
 
-interface Entry<B> {
-  breaker: B;
-  used: number;
-  placed: number;
+/** Marks is what the group keeps on each breaker it holds. */
+interface Marks {
+  [GROUP_USED]: number;
+  [GROUP_PLACED]: number;
+}
+
+/**
+ * BreakerGroupArgs is the constructor's argument: the factory may be left out only when the default
+ * breaker (an SreBreaker) is a `B`, so `new BreakerGroup<CircuitBreaker>()` does not compile.
+ */
+export type BreakerGroupArgs<B extends Breaker> = SreBreaker extends B
+  ? [options?: BreakerGroupOptions<B>]
+  : [options: BreakerGroupOptions<B> & { factory: (name: string) => B }];
+
+/** The default factory; the constructor's type lets it stand in for a factory of B only when an SreBreaker is a B. */
+function sreFactory<B extends Breaker>(name: string): B {
+  const b: Breaker = new SreBreaker({ name });
+  return b as B;
 }
 
 /** BreakerGroup holds breakers by name; see the module comment. */
@@ -49,15 +54,17 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   private readonly factory: (name: string) => B;
   private readonly excluded: (name: string) => boolean;
   private readonly clock: Clock;
-  private readonly entries = new Map<string, Entry<B>>();
+  private readonly entries = new Map<string, B & Marks>();
   private evictions = 0;
+  private made = 0;
+  private closed = false;
   /** Breakers made since the last sweep, and how many a sweep may make room for at once. */
   private created = 0;
   private readonly slack: number;
 
-  constructor(options?: BreakerGroupOptions<B>) {
-    const o = optionsObject('BreakerGroup', options);
-    this.factory = o.factory === undefined ? (name) => new SreBreaker({ name }) as unknown as B : fnOption('BreakerGroup', 'factory', o.factory);
+  constructor(...[options]: BreakerGroupArgs<B>) {
+    const o: BreakerGroupOptions<B> = optionsObject('BreakerGroup', options);
+    this.factory = o.factory === undefined ? sreFactory : fnOption('BreakerGroup', 'factory', o.factory);
     const ex = o.exclude;
     if (ex === undefined) this.excluded = () => false;
     else if (typeof ex === 'function') this.excluded = ex;
@@ -81,26 +88,19 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     return this.evictions;
   }
 
-  /** get answers the breaker for `name`, making it on first use; undefined when the name is excluded. */
+  /**
+   * get answers the breaker for `name`, making it on first use; undefined when the name is excluded.
+   * Throws ClosedError after `close()`, TypeError for a name that is not a string.
+   */
   get(name: string): B | undefined {
-    const now = this.clock.now();
-    const e = this.entries.get(name);
-    if (e !== undefined) {
-      e.used = now;
-      return e.breaker;
+    const b = this.entries.get(name);
+    if (b !== undefined) {
+      // Written only when the (coarse) time moved: most gets then dirty no cache line.
+      const now = this.clock.now();
+      if (b[GROUP_USED] !== now) b[GROUP_USED] = now;
+      return b;
     }
-    if (typeof name !== 'string') throw new TypeError(`BreakerGroup: name must be a string, got ${showValue(name)}`);
-    if (this.excluded(name)) return undefined;
-    if (++this.created >= this.slack || this.entries.size >= this.maxBreakers) {
-      this.created = 0;
-      this.sweep(now);
-    }
-    const breaker = this.factory(name);
-    if (breaker === null || typeof breaker !== 'object' || typeof breaker.execute !== 'function') {
-      throw new TypeError(`BreakerGroup: factory must return a Breaker, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
-    }
-    this.entries.set(name, { breaker, used: now, placed: now });
-    return breaker;
+    return this.make(name);
   }
 
   /** has tells whether the group holds a breaker for `name` (without making one). */
@@ -108,7 +108,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     return this.entries.has(name);
   }
 
-  /** delete drops the breaker for `name`; the next call makes a fresh one. */
+  /** delete drops the breaker for `name` (without closing it); the next call makes a fresh one. */
   delete(name: string): boolean {
     return this.entries.delete(name);
   }
@@ -118,9 +118,31 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     return [...this.entries.keys()];
   }
 
-  /** clear drops every breaker. */
+  /** clear drops every breaker (without closing them). */
   clear(): void {
     this.entries.clear();
+  }
+
+  /** stats answers a snapshot: breakers held, made and evicted. */
+  stats(): BreakerGroupStats {
+    return { size: this.entries.size, created: this.made, evicted: this.evictions };
+  }
+
+  /**
+   * close closes every breaker the group holds (those that have a `close`) and drops them; later
+   * `get` and `execute` calls are refused with ClosedError. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const held = [...this.entries.values()];
+    this.entries.clear();
+    await Promise.all(held.map((b) => b.close?.()));
+  }
+
+  /** Symbol.asyncDispose closes the group (`await using group = new BreakerGroup()`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** execute runs `fn` under the breaker for `name` (unguarded when the name is excluded). */
@@ -132,11 +154,35 @@ export class BreakerGroup<B extends Breaker = Breaker> {
       return Promise.reject(err);
     }
     if (b !== undefined) return b.execute(fn, options);
+    if (typeof fn !== 'function') return Promise.reject(new TypeError(`BreakerGroup.execute: fn must be a function, got ${showValue(fn)}`));
     try {
       return Promise.resolve(fn(options?.signal ?? neverAborted));
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  /** make answers the breaker for a name the group does not hold yet (the cold half of `get`). */
+  private make(name: string): B | undefined {
+    if (this.closed) throw new ClosedError('BreakerGroup is closed');
+    if (typeof name !== 'string') throw new TypeError(`BreakerGroup: name must be a string, got ${showValue(name)}`);
+    if (this.excluded(name)) return undefined;
+    const now = this.clock.now();
+    if (++this.created >= this.slack || this.entries.size >= this.maxBreakers) {
+      this.created = 0;
+      this.sweep(now);
+    }
+    const breaker = this.factory(name);
+    if (breaker === null || typeof breaker !== 'object' || typeof breaker.execute !== 'function') {
+      throw new TypeError(`BreakerGroup: factory must return a Breaker, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
+    }
+    if (!Object.isExtensible(breaker) && !(GROUP_USED in breaker)) {
+      throw new TypeError(`BreakerGroup: factory must return an extensible object (the group marks its use on it), got a frozen one for ${JSON.stringify(name)}`);
+    }
+    const marked = Object.assign(breaker, { [GROUP_USED]: now, [GROUP_PLACED]: now });
+    this.entries.set(name, marked);
+    this.made++;
+    return marked;
   }
 
   /**
@@ -150,21 +196,22 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     const idleBefore = now - this.idleMs;
     const target = entries.size >= this.maxBreakers ? this.maxBreakers - this.slack : Infinity;
     let budget = 4 * this.slack + SWEEP_STEPS;
-    for (const [name, e] of entries) {
+    for (const [name, b] of entries) {
       if (budget-- <= 0) break;
-      const pinned = isIsolated(e.breaker);
-      if (e.used <= idleBefore && !pinned) {
+      const pinned = isIsolated(b);
+      const used = b[GROUP_USED];
+      if (used <= idleBefore && !pinned) {
         entries.delete(name);
         this.evictions++;
       } else if (entries.size > target) {
         entries.delete(name);
-        if (e.used > e.placed || pinned) this.replace(name, e, now);
+        if (used > b[GROUP_PLACED] || pinned) this.replace(name, b, now);
         else this.evictions++;
-      } else if (e.placed > idleBefore) {
+      } else if (b[GROUP_PLACED] > idleBefore) {
         break; // every later entry was placed (so used) more recently: none is idle
       } else {
         entries.delete(name); // placed long ago but used since: to the back
-        this.replace(name, e, now);
+        this.replace(name, b, now);
       }
     }
     while (entries.size >= this.maxBreakers) {
@@ -174,10 +221,10 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   }
 
   /** replace puts an entry back at the end of the map order. */
-  private replace(name: string, e: Entry<B>, now: number): void {
-    e.placed = now;
-    e.used = now;
-    this.entries.set(name, e);
+  private replace(name: string, b: B & Marks, now: number): void {
+    b[GROUP_PLACED] = now;
+    b[GROUP_USED] = now;
+    this.entries.set(name, b);
   }
 }
 
@@ -192,7 +239,7 @@ export function getDefaultBreakerGroup(): BreakerGroup {
   return (defaultGroup ??= new BreakerGroup());
 }
 
-/** setDefaultBreakerGroup replaces the process-wide group (undefined: make a fresh one on next use). */
+/** setDefaultBreakerGroup replaces the process-wide group (undefined: make a fresh one on next use). The old one is not closed. */
 export function setDefaultBreakerGroup(group: BreakerGroup | undefined): void {
   if (group !== undefined && !(group instanceof BreakerGroup)) {
     throw new TypeError(`setDefaultBreakerGroup: group must be a BreakerGroup, got ${showValue(group)}`);

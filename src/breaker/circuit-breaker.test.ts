@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
 import { BreakerOpenError } from '../core/errors.js';
-import { CircuitBreaker, type StateChange } from './circuit-breaker.js';
-import type { CircuitBreakerOptions } from './circuit-options.js';
-import type { BreakerState, BreakerToken } from './index.js';
+import type { AdmissionToken } from '../core/admission.js';
+import { CircuitBreaker } from './circuit-breaker.js';
+import type { BreakerState, CircuitBreakerOptions, StateChange } from './types.js';
 
 function make(options: CircuitBreakerOptions = {}) {
   const clock = new ManualClock(1_000);
@@ -73,7 +73,7 @@ describe('CircuitBreaker', () => {
   });
 
   it('forgets outcomes older than the time window', () => {
-    const { b, clock } = make({ window: { kind: 'time', ms: 1_000, buckets: 10 } });
+    const { b, clock } = make({ window: { windowMs: 1_000, buckets: 10 } });
     fail(b, 3);
     clock.advance(1_000);
     fail(b); // the three earlier failures have left the window: 1 call
@@ -82,7 +82,7 @@ describe('CircuitBreaker', () => {
   });
 
   it('with a count window, judges the last `size` calls', () => {
-    const { b } = make({ window: { kind: 'count', size: 4 }, minimumCalls: 4 });
+    const { b } = make({ window: { calls: 4 }, minimumCalls: 4 });
     fail(b, 1);
     succeed(b, 4); // the failure has been pushed out
     assert.deepEqual([b.stats().calls, b.stats().failures], [4, 0]);
@@ -281,11 +281,11 @@ describe('CircuitBreaker', () => {
         fc.array(cmd, { minLength: 20, maxLength: 300, size: 'max' }),
         (halfOpenCalls, minimumCalls, probeTimeoutMs, cmds) => {
           const clock = new ManualClock();
-          const b = new CircuitBreaker({ clock, halfOpenCalls, minimumCalls, probeTimeoutMs, openMs: 500, window: { kind: 'count', size: 10 } });
+          const b = new CircuitBreaker({ clock, halfOpenCalls, minimumCalls, probeTimeoutMs, openMs: 500, window: { calls: 10 } });
           let transitions = 0;
           b.onStateChange(() => transitions++);
           // Outstanding tokens, with the half-open period they are probes of (or -1) and when admitted.
-          const open: { token: BreakerToken; period: number; at: number }[] = [];
+          const open: { token: AdmissionToken; period: number; at: number }[] = [];
           for (const c of cmds) {
             if (c.kind === 'advance') clock.advance(c.ms);
             else if (c.kind === 'allow') {

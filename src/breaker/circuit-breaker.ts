@@ -1,5 +1,6 @@
 /**
- * CircuitBreaker: the three-state breaker of reference 004 (§三), done right.
+ * CircuitBreaker: the three-state breaker (closed / open / half-open, as in Nygard's "Release It!" and
+ * resilience4j), tripping on the failure rate and on the slow-call rate.
  *
  * closed → open when, over the window, at least `minimumCalls` calls were seen and the failure rate
  * reached `failureRate` or the slow-call rate (calls slower than `slowCallMs`) reached `slowCallRate`.
@@ -12,18 +13,29 @@
  * The success path in the closed state allocates nothing but the promise and reads only the coarse
  * clock (see core/coarse-clock.ts); calls are timed only when `slowCallMs` is set.
  */
-import { BreakerOpenError } from '../core/errors.js';
+import type { AdmissionToken } from '../core/admission.js';
+import type { BreakerOpenError, ClosedError } from '../core/errors.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, options as optionsObject } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
-import type { Breaker, BreakerExecuteOptions, BreakerState, BreakerToken } from './index.js';
-import { CountWindow, TimeWindow, type OutcomeWindow } from './outcome-window.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAdmit, RejectionCache, runWithToken, type InternalToken } from './shared.js';
+import { OutcomeCountWindow, OutcomeTimeWindow, type OutcomeWindow } from '../core/outcome-window.js';
+import type { Breaker, BreakerExecuteOptions, BreakerState, CircuitBreakerOptions, CircuitBreakerStats, StateChange } from './types.js';
+import {
+  badTask,
+  executeWithOptions,
+  FailureReasons,
+  GROUP_PLACED,
+  GROUP_USED,
+  isPromiseLike,
+  isTimeout,
+  primeAdmit,
+  RejectionCache,
+  runWithToken,
+  type InternalToken,
+} from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
-export { circuitBreakerDefaults, type CircuitBreakerOptions, type CircuitWindow, type OpenBackoff } from './circuit-options.js';
-import type { CircuitBreakerOptions } from './circuit-options.js';
 
 const CLOSED = 0;
 const OPEN = 1;
@@ -33,36 +45,18 @@ const STATE_NAMES: readonly BreakerState[] = ['closed', 'open', 'half-open'];
 /** Marks a settled call that did not fail (an `undefined` error may still be a failure). */
 const NO_ERROR: unique symbol = Symbol('no error');
 
-/** StateChange is the event a CircuitBreaker emits on every transition. */
-export interface StateChange {
-  /** The breaker's name. */
-  name: string;
-  from: BreakerState;
-  to: BreakerState;
-  /** Clock time of the transition, in milliseconds. */
-  at: number;
-  /** Why: e.g. 'failure rate 60% ≥ 50% over 10 calls', 'probe failed', 'isolated', 'reset'. */
-  reason: string;
-}
-
-/** CircuitBreakerStats is a snapshot of a CircuitBreaker. */
-export interface CircuitBreakerStats {
-  state: BreakerState;
-  /** Calls, failures and slow calls in the current window (closed state). */
-  calls: number;
-  failures: number;
-  slowCalls: number;
-  /** Consecutive trips without closing in between. */
-  trips: number;
-  /** Whether an operator isolated the breaker (forced open until `reset()`). */
-  isolated: boolean;
-  /** Probes in flight and probes succeeded (half-open state). */
-  probesInFlight: number;
-  probeSuccesses: number;
-}
+/** Whether `admit()` was warmed up in this process (see primeAdmit). */
+let primed = false;
 
 /** CircuitBreaker is the closed / open / half-open breaker; see the module comment. */
 export class CircuitBreaker implements Breaker {
+  /**
+   * Where a BreakerGroup marks its use of this breaker: declared first, so that it sits in the object's
+   * first cache line, which a caller reading the breaker loads anyway. @internal
+   */
+  [GROUP_USED] = 0;
+  /** @internal */
+  [GROUP_PLACED] = 0;
   readonly name: string;
   readonly failureRate: number;
   readonly slowCallRate: number;
@@ -92,6 +86,8 @@ export class CircuitBreaker implements Breaker {
   private readonly probeGen: number[];
   private probesInFlight = 0;
   private probeSuccesses = 0;
+  /** Set by close(): the breaker stays open for good. */
+  private retired = false;
   /** The error and promise rejected calls get. @internal */
   readonly rejections: RejectionCache;
 
@@ -110,15 +106,20 @@ export class CircuitBreaker implements Breaker {
     this.clock = clockOption('CircuitBreaker', o.clock, getDefaultCoarseClock());
     this.timed = this.slowCallMs !== Infinity;
     const now = this.clock.now();
-    this.window = o.window.kind === 'count' ? new CountWindow(o.window.size) : new TimeWindow(o.window.buckets, o.window.ms / o.window.buckets, now);
+    const w = o.window;
+    this.window = 'calls' in w ? new OutcomeCountWindow(w.calls) : new OutcomeTimeWindow(w.windowMs, w.buckets, now);
     this.probeStart = new Array<number>(this.halfOpenCalls).fill(NaN);
     this.probeGen = new Array<number>(this.halfOpenCalls).fill(0);
     this.rejections = new RejectionCache(this.name, () => this.rejectionMessage());
+    if (!primed) {
+      primed = true;
+      primeAdmit((clock) => new CircuitBreaker({ clock }));
+    }
   }
 
   /** state is 'closed', 'open' or 'half-open' now (an open period that has passed reads as half-open). */
   get state(): BreakerState {
-    if (this.code === OPEN && !this.isolatedFlag) {
+    if (this.code === OPEN && !this.isolatedFlag && !this.retired) {
       const now = this.clock.now();
       if (now >= this.openUntil) this.toHalfOpen(now);
     }
@@ -137,9 +138,9 @@ export class CircuitBreaker implements Breaker {
 
   /**
    * admit lets in a call and returns the token to report its outcome, or throws `BreakerOpenError`.
-   * Kept tiny on purpose (see SreBreaker.allow): the admission is `tryAdmit()`, which never throws.
+   * Kept tiny on purpose (see SreBreaker.admit): the admission is `tryAdmit()`, which never throws.
    */
-  admit(): BreakerToken {
+  admit(): AdmissionToken {
     const t = this.tryAdmit();
     if (t === undefined) throw this.rejections.error();
     return t;
@@ -162,9 +163,11 @@ export class CircuitBreaker implements Breaker {
 
   /**
    * execute runs `fn` unless the breaker rejects the call, and counts its outcome. `fn` receives the
-   * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw.
+   * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw. A `fn` that
+   * is not a function rejects with a TypeError and counts nothing (the caller's error, not the dependency's).
    */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
+    if (typeof fn !== 'function') return badTask('CircuitBreaker', fn);
     let signal: AbortSignal = neverAborted;
     if (options !== undefined) {
       const s = options.signal;
@@ -207,7 +210,7 @@ export class CircuitBreaker implements Breaker {
 
   /** isolate forces the breaker open until `reset()` (an operator's switch). */
   isolate(): void {
-    if (this.isolatedFlag) return;
+    if (this.isolatedFlag || this.retired) return;
     const now = this.clock.now();
     const from = this.code;
     this.isolatedFlag = true;
@@ -220,13 +223,36 @@ export class CircuitBreaker implements Breaker {
 
   /** reset closes the breaker with a fresh window, ends an isolation and forgets consecutive trips. */
   reset(): void {
+    if (this.retired) return;
     this.isolatedFlag = false;
-    this.close(this.clock.now(), 'reset');
+    this.toClosed(this.clock.now(), 'reset');
   }
 
   /** lastRejection answers the error a call rejected now would get (its message says why). */
-  lastRejection(): BreakerOpenError {
+  lastRejection(): BreakerOpenError | ClosedError {
     return this.rejections.error();
+  }
+
+  /**
+   * close retires the breaker: it stays open for good, every later call is refused with `ClosedError`,
+   * calls in flight no longer count, and its state-change listeners are dropped (no event is emitted).
+   * It holds no timer, so there is nothing else to release. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.retired) return;
+    this.retired = true;
+    this.code = OPEN;
+    this.epoch++;
+    this.openUntil = Infinity;
+    this.probeStart.fill(NaN);
+    this.probesInFlight = 0;
+    this.rejections.close();
+    this.changes.clear();
+  }
+
+  /** Symbol.asyncDispose closes the breaker (`await using b = new CircuitBreaker()`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** stats answers a snapshot. */
@@ -289,7 +315,7 @@ export class CircuitBreaker implements Breaker {
     } else if (this.timed && now - start >= this.slowCallMs) {
       this.trip(now, `a probe took ${Math.round(now - start)} ms (slow: ≥ ${this.slowCallMs} ms)`);
     } else if (++this.probeSuccesses >= this.halfOpenCalls) {
-      this.close(now, `all ${this.halfOpenCalls} probes succeeded`);
+      this.toClosed(now, `all ${this.halfOpenCalls} probes succeeded`);
     }
   }
 
@@ -354,7 +380,7 @@ export class CircuitBreaker implements Breaker {
     this.emit(OPEN, `open for ${this.openFor} ms`, now);
   }
 
-  private close(now: number, reason: string): void {
+  private toClosed(now: number, reason: string): void {
     const from = this.code;
     this.code = CLOSED;
     this.epoch++;
@@ -444,5 +470,3 @@ class ProbeToken implements InternalToken {
     b.reportProbe(this.epoch, this.slot, this.gen, failed, err);
   }
 }
-
-primeAdmit((clock) => new CircuitBreaker({ clock }));

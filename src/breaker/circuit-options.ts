@@ -1,50 +1,11 @@
 /**
- * CircuitBreaker options, their defaults (reference 004 §三 and the governance chapter's table) and
- * their validation: bad options throw TypeError / RangeError naming the option and the value.
+ * CircuitBreaker options: their defaults (resilience4j's failure rate and minimum calls, a one-minute
+ * window, 30 s open) and their validation: bad options throw TypeError / RangeError naming the option
+ * and the value.
  */
 import type { Clock } from '../core/clock.js';
 import { finite, integer, positive, ratio, showValue } from '../core/validate.js';
-
-/** CircuitWindow is what the failure and slow-call rates are computed over. */
-export type CircuitWindow =
-  /** The last `size` calls, however long ago. */
-  | { kind: 'count'; size: number }
-  /** The calls of the last `ms` milliseconds, kept in `buckets` buckets. */
-  | { kind: 'time'; ms: number; buckets: number };
-
-/** OpenBackoff makes each consecutive trip (a failed half-open) stay open longer, up to a cap. */
-export interface OpenBackoff {
-  /** Multiplier applied to the open period on each consecutive trip (> 1). Defaults to 2. */
-  factor?: number;
-  /** The longest open period in milliseconds (≥ openMs). */
-  maxMs: number;
-}
-
-/** CircuitBreakerOptions configures a CircuitBreaker. */
-export interface CircuitBreakerOptions {
-  /** Name used in errors and events. Defaults to 'circuit'. */
-  name?: string;
-  /** Trip when this share of the window's calls failed, in (0, 1]. Defaults to 0.5. */
-  failureRate?: number;
-  /** Trip when this share of the window's calls were slow, in (0, 1]. Defaults to 1 (all of them). */
-  slowCallRate?: number;
-  /** A call taking at least this many milliseconds is slow (> 0; Infinity turns slow-call detection off). Defaults to Infinity. */
-  slowCallMs?: number;
-  /** Calls the window must hold before either rate can trip the breaker (≥ 1). Defaults to 10. */
-  minimumCalls?: number;
-  /** The window the rates are computed over. Defaults to `{ kind: 'time', ms: 60_000, buckets: 10 }`. */
-  window?: CircuitWindow;
-  /** How long the breaker stays open before probing, in milliseconds. Defaults to 30 000. */
-  openMs?: number;
-  /** Growth of the open period over consecutive trips. Defaults to none (always `openMs`). */
-  openBackoff?: OpenBackoff;
-  /** Probes half-open admits; all must succeed to close (≥ 1). Defaults to 5. */
-  halfOpenCalls?: number;
-  /** A probe not reported within this many milliseconds frees its permit (Infinity: never). Defaults to 10 000. */
-  probeTimeoutMs?: number;
-  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
-  clock?: Clock;
-}
+import type { CircuitBreakerOptions, CircuitWindow } from './types.js';
 
 /** Defaults for CircuitBreakerOptions. */
 export const circuitBreakerDefaults = Object.freeze({
@@ -53,7 +14,7 @@ export const circuitBreakerDefaults = Object.freeze({
   slowCallRate: 1,
   slowCallMs: Infinity,
   minimumCalls: 10,
-  window: Object.freeze({ kind: 'time', ms: 60_000, buckets: 10 }) as CircuitWindow,
+  window: Object.freeze({ windowMs: 60_000, buckets: 10 }) as CircuitWindow,
   openMs: 30_000,
   halfOpenCalls: 5,
   probeTimeoutMs: 10_000,
@@ -101,8 +62,8 @@ export function validateCircuitOptions(o: Partial<CircuitBreakerOptions>): Valid
   }
   const window = validateWindow(o.window ?? d.window);
   const minimumCalls = integer(OWNER, 'minimumCalls', o.minimumCalls ?? d.minimumCalls, 1, MAX_SLOTS);
-  if (window.kind === 'count' && minimumCalls > window.size) {
-    throw new RangeError(`${OWNER}: minimumCalls must be ≤ window.size (${window.size}) or the breaker can never trip, got ${minimumCalls}`);
+  if ('calls' in window && minimumCalls > window.calls) {
+    throw new RangeError(`${OWNER}: minimumCalls must be ≤ window.calls (${window.calls}) or the breaker can never trip, got ${minimumCalls}`);
   }
   return {
     name,
@@ -121,13 +82,12 @@ export function validateCircuitOptions(o: Partial<CircuitBreakerOptions>): Valid
 
 function validateWindow(w: unknown): CircuitWindow {
   if (w === null || typeof w !== 'object') throw new TypeError(`${OWNER}: window must be an object, got ${showValue(w)}`);
-  const kind = (w as { kind?: unknown }).kind;
-  if (kind === 'count') {
-    return { kind, size: integer(OWNER, 'window.size', (w as { size?: unknown }).size, 1, MAX_SLOTS) };
+  const t = w as { calls?: unknown; windowMs?: unknown; buckets?: unknown };
+  if (t.calls !== undefined) {
+    if (t.windowMs !== undefined || t.buckets !== undefined) {
+      throw new TypeError(`${OWNER}: window takes either { calls } or { windowMs, buckets }, got ${showValue(w)}`);
+    }
+    return { calls: integer(OWNER, 'window.calls', t.calls, 1, MAX_SLOTS) };
   }
-  if (kind === 'time') {
-    const t = w as { ms?: unknown; buckets?: unknown };
-    return { kind, ms: positive(OWNER, 'window.ms', t.ms), buckets: integer(OWNER, 'window.buckets', t.buckets, 1, 10_000) };
-  }
-  throw new TypeError(`${OWNER}: window.kind must be 'count' or 'time', got ${showValue(kind)}`);
+  return { windowMs: positive(OWNER, 'window.windowMs', t.windowMs), buckets: integer(OWNER, 'window.buckets', t.buckets, 1, 10_000) };
 }

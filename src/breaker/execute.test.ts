@@ -4,10 +4,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
-import { AbortedError, BreakerOpenError, TimeoutError } from '../core/errors.js';
+import { AbortedError, BreakerOpenError, ClosedError, TimeoutError } from '../core/errors.js';
 import { neverAborted } from '../core/guard.js';
 import { CircuitBreaker } from './circuit-breaker.js';
-import type { Breaker } from './index.js';
+import type { Breaker } from './types.js';
 import { SreBreaker } from './sre-breaker.js';
 
 interface Subject {
@@ -39,7 +39,7 @@ const subjects: Subject[] = [
   },
   {
     name: 'CircuitBreaker',
-    make: () => new CircuitBreaker({ clock: new ManualClock(), minimumCalls: 3 }),
+    make: () => new CircuitBreaker({ clock: new ManualClock(), minimumCalls: 1 }),
     failures: (b) => (b as CircuitBreaker).stats().failures,
     successes: (b) => {
       const s = (b as CircuitBreaker).stats();
@@ -201,7 +201,7 @@ for (const s of subjects) {
       );
     });
 
-    it('tryAdmit answers undefined where allow throws, and lastRejection is the error allow throws', () => {
+    it('tryAdmit answers undefined where admit throws, and lastRejection is the error admit throws', () => {
       const b = s.make() as Breaker & { tryAdmit(): unknown; lastRejection(): BreakerOpenError };
       assert.notEqual(b.tryAdmit(), undefined);
       s.trip(b);
@@ -227,6 +227,34 @@ for (const s of subjects) {
         /task/,
       );
       assert.equal(called, false);
+    });
+
+    it('rejects a task that is not a function with a TypeError, counting nothing (the caller\'s error)', async () => {
+      const b = s.make();
+      for (const bad of [undefined, null, 42, 'fn', {}]) {
+        await assert.rejects(b.execute(bad as never), (e) => e instanceof TypeError && /fn must be a function/.test(e.message));
+        await assert.rejects(b.execute(bad as never, { isFailure: () => true }), TypeError);
+      }
+      assert.equal(s.failures(b), 0);
+      assert.equal(s.successes(b), 0);
+      // Still healthy: a CircuitBreaker with minimumCalls: 1 would have opened on one counted failure.
+      assert.equal(await b.execute(() => 'still admitted'), 'still admitted');
+      if (b instanceof CircuitBreaker) assert.equal(b.state, 'closed');
+    });
+
+    it('after close() refuses every call with ClosedError and ignores late outcomes; close is idempotent', async () => {
+      const b = s.make() as Breaker & { close(): Promise<void>; tryAdmit(): unknown; [Symbol.asyncDispose](): Promise<void> };
+      const inFlight = b.admit();
+      await b.close();
+      await b[Symbol.asyncDispose]();
+      inFlight.failure(new Error('late'));
+      assert.throws(() => b.admit(), ClosedError);
+      assert.equal(b.tryAdmit(), undefined);
+      await assert.rejects(b.execute(() => 1), ClosedError);
+      let fellBack = false;
+      const fallback = () => ((fellBack = true), 0);
+      await assert.rejects(b.execute(() => 1, { fallback }), ClosedError);
+      assert.equal(fellBack, false, 'the fallback answers for an open breaker, not a closed one');
     });
   });
 }

@@ -38,17 +38,18 @@ const rows: Row[] = [
   ['cb slowCallMs NaN', () => new CircuitBreaker({ slowCallMs: NaN }), RangeError, /slowCallMs.*NaN/],
   ['cb minimumCalls zero', () => new CircuitBreaker({ minimumCalls: 0 }), RangeError, /minimumCalls.*0/],
   ['cb minimumCalls non-integer', () => new CircuitBreaker({ minimumCalls: 3.5 }), RangeError, /minimumCalls.*3\.5/],
-  ['cb minimumCalls above count window', () => new CircuitBreaker({ minimumCalls: 20, window: { kind: 'count', size: 10 } }), RangeError, /minimumCalls.*20/],
+  ['cb minimumCalls above count window', () => new CircuitBreaker({ minimumCalls: 20, window: { calls: 10 } }), RangeError, /minimumCalls.*20/],
   ['cb openMs negative', () => new CircuitBreaker({ openMs: -1 }), RangeError, /openMs.*-1/],
   ['cb openMs NaN', () => new CircuitBreaker({ openMs: NaN }), RangeError, /openMs.*NaN/],
   ['cb halfOpenCalls zero', () => new CircuitBreaker({ halfOpenCalls: 0 }), RangeError, /halfOpenCalls.*0/],
   ['cb halfOpenCalls non-integer', () => new CircuitBreaker({ halfOpenCalls: 1.5 }), RangeError, /halfOpenCalls.*1\.5/],
   ['cb probeTimeoutMs negative', () => new CircuitBreaker({ probeTimeoutMs: -10 }), RangeError, /probeTimeoutMs.*-10/],
-  ['cb window kind unknown', () => new CircuitBreaker({ window: { kind: 'sliding' } as never }), TypeError, /window\.kind.*"sliding"/],
+  ['cb window of neither shape', () => new CircuitBreaker({ window: { kind: 'sliding' } as never }), TypeError, /window\.windowMs.*undefined/],
+  ['cb window of both shapes', () => new CircuitBreaker({ window: { calls: 10, windowMs: 1_000, buckets: 10 } as never }), TypeError, /either \{ calls \} or \{ windowMs, buckets \}/],
   ['cb window not an object', () => new CircuitBreaker({ window: 60_000 as never }), TypeError, /window.*60000/],
-  ['cb count window size 0', () => new CircuitBreaker({ window: { kind: 'count', size: 0 } }), RangeError, /window\.size.*0/],
-  ['cb time window buckets non-integer', () => new CircuitBreaker({ window: { kind: 'time', ms: 1_000, buckets: 2.5 } }), RangeError, /window\.buckets.*2\.5/],
-  ['cb time window ms negative', () => new CircuitBreaker({ window: { kind: 'time', ms: -1, buckets: 10 } }), RangeError, /window\.ms.*-1/],
+  ['cb count window calls 0', () => new CircuitBreaker({ window: { calls: 0 } }), RangeError, /window\.calls.*0/],
+  ['cb time window buckets non-integer', () => new CircuitBreaker({ window: { windowMs: 1_000, buckets: 2.5 } }), RangeError, /window\.buckets.*2\.5/],
+  ['cb time window windowMs negative', () => new CircuitBreaker({ window: { windowMs: -1, buckets: 10 } }), RangeError, /window\.windowMs.*-1/],
   ['cb openBackoff maxMs below openMs', () => new CircuitBreaker({ openMs: 1_000, openBackoff: { maxMs: 500 } }), RangeError, /openBackoff\.maxMs.*500/],
   ['cb openBackoff factor below 1', () => new CircuitBreaker({ openBackoff: { factor: 0.5, maxMs: 60_000 } }), RangeError, /openBackoff\.factor.*0\.5/],
   ['cb clock not a clock', () => new CircuitBreaker({ clock: 'now' as never }), TypeError, /clock.*"now"/],
@@ -80,7 +81,7 @@ describe('breaker option validation', () => {
     new SreBreaker({ k: 1, protection: 0, buckets: 1 });
     new CircuitBreaker();
     new CircuitBreaker({ failureRate: 1, slowCallRate: 1, slowCallMs: Infinity, probeTimeoutMs: Infinity, halfOpenCalls: 1, minimumCalls: 1 });
-    new CircuitBreaker({ window: { kind: 'count', size: 1 }, minimumCalls: 1, openBackoff: { maxMs: 30_000 } });
+    new CircuitBreaker({ window: { calls: 1 }, minimumCalls: 1, openBackoff: { maxMs: 30_000 } });
     new BreakerGroup({ exclude: (name) => name.startsWith('internal/') });
   });
 });

@@ -1,12 +1,15 @@
 /**
- * Mechanics both breakers share: the last failure reasons, the cheap rejection error, and the general
- * (`options`-carrying) path of `execute` built on tokens.
+ * Mechanics both breakers share: the last failure reasons, the cheap rejection error, the check of
+ * `execute`'s task, the lazy warm-up of `admit()`, and the general (`options`-carrying) path of
+ * `execute` built on tokens.
  */
-import { AbortedError, BreakerOpenError, withoutStack } from '../core/errors.js';
+import type { AdmissionToken } from '../core/admission.js';
+import { AbortedError, BreakerOpenError, ClosedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { CoarseClock } from '../core/coarse-clock.js';
-import type { BreakerExecuteOptions, BreakerToken } from './index.js';
+import { showValue } from '../core/validate.js';
+import type { BreakerExecuteOptions } from './types.js';
 
 /** How many failure reasons a breaker keeps for its rejection message (go-zero keeps 5). */
 export const REASONS_KEPT = 5;
@@ -82,8 +85,9 @@ export function openError(message: string, breaker: string): BreakerOpenError {
 const PRIME_CALLS = 32;
 
 /**
- * primeAdmit calls `admit()` of a throwaway healthy breaker a few times when the module loads, so that
- * a breaker whose `admit()` throws from its first calls still throws cheaply.
+ * primeAdmit calls `admit()` of a throwaway healthy breaker a few times, so that a breaker whose
+ * `admit()` throws from its first calls still throws cheaply. Each breaker class calls it once, from
+ * its first constructor call (nothing runs when the module is imported: the package has no side effects).
  *
  * Why (measured with `--trace-opt`, `--trace-turbo-inlining` and `%GetOptimizationStatus`): V8
  * charges a function's tier-up budget when it *returns* (or loops), never when it throws. It gives a
@@ -94,7 +98,7 @@ const PRIME_CALLS = 32;
  * (~520 ns against ~190 ns for a throw inlined into the caller's `try`). The clock is a private
  * CoarseClock (same class as the default, so the call sites stay monomorphic), stopped at once.
  */
-export function primeAdmit(make: (clock: Clock) => { admit(): BreakerToken }): void {
+export function primeAdmit(make: (clock: Clock) => { admit(): AdmissionToken }): void {
   const clock = new CoarseClock();
   try {
     const b = make(clock);
@@ -104,8 +108,27 @@ export function primeAdmit(make: (clock: Clock) => { admit(): BreakerToken }): v
   }
 }
 
-/** InternalToken is the token the breakers hand out (the public BreakerToken; `release` is part of it). */
-export type InternalToken = BreakerToken;
+/** InternalToken is the token the breakers hand out: core's AdmissionToken. */
+export type InternalToken = AdmissionToken;
+
+/**
+ * GROUP_USED and GROUP_PLACED are where a BreakerGroup keeps, on each breaker it holds, when the
+ * breaker was last handed out and when it was (re)placed in the group's order. Both breakers declare
+ * them, so that grouped and ungrouped breakers share one object shape. @internal
+ */
+export const GROUP_USED: unique symbol = Symbol('bulwark.breakerGroup.used');
+/** See GROUP_USED. @internal */
+export const GROUP_PLACED: unique symbol = Symbol('bulwark.breakerGroup.placed');
+
+/** badTask answers the rejection for an `execute` whose task is not a function (the caller's error, never counted). */
+export function badTask(owner: string, fn: unknown): Promise<never> {
+  return Promise.reject(new TypeError(`${owner}.execute: fn must be a function, got ${showValue(fn)}`));
+}
+
+/** closedError builds the error a closed breaker refuses calls with. */
+export function closedError(breaker: string): ClosedError {
+  return withoutStack(() => new ClosedError(`breaker "${breaker}" is closed`));
+}
 
 /** Admitter is what the shared execute path needs from a breaker. */
 export interface Admitter {
@@ -123,8 +146,9 @@ export interface Admitter {
  * it is reported as unhandled only if the first caller it went to leaves it unhandled.
  */
 export class RejectionCache {
-  private err: BreakerOpenError | undefined;
+  private err: BreakerOpenError | ClosedError | undefined;
   private promise: Promise<never> | undefined;
+  private closed = false;
 
   /** `message` builds the message of the next error, when the cached one was cleared. */
   constructor(
@@ -132,15 +156,15 @@ export class RejectionCache {
     private readonly message: () => string,
   ) {}
 
-  /** error answers the current rejection error. */
-  error(): BreakerOpenError {
+  /** error answers the current rejection error (a ClosedError once the breaker is closed). */
+  error(): BreakerOpenError | ClosedError {
     const err = this.err;
     return err !== undefined ? err : this.build();
   }
 
   /** build makes the error (kept out of `error()` so that the hot path stays small enough to inline). */
-  private build(): BreakerOpenError {
-    return (this.err = openError(this.message(), this.breaker));
+  private build(): BreakerOpenError | ClosedError {
+    return (this.err = this.closed ? closedError(this.breaker) : openError(this.message(), this.breaker));
   }
 
   /** rejected answers the promise rejected with the current error. */
@@ -150,8 +174,16 @@ export class RejectionCache {
 
   /** clear forgets the error and the promise (the state or the reasons changed). */
   clear(): void {
+    if (this.closed) return;
     this.err = undefined;
     this.promise = undefined;
+  }
+
+  /** close makes every later rejection a ClosedError. */
+  close(): void {
+    this.err = undefined;
+    this.promise = undefined;
+    this.closed = true;
   }
 }
 
@@ -191,9 +223,10 @@ export function executeWithOptions<T>(b: Admitter, fn: Task<T>, options: Breaker
   const token = b.tryAdmit();
   if (token === undefined) {
     const fallback = options.fallback;
-    if (fallback === undefined) return b.rejections.rejected();
+    const err = b.rejections.error();
+    if (fallback === undefined || !(err instanceof BreakerOpenError)) return b.rejections.rejected();
     try {
-      return Promise.resolve(fallback(b.rejections.error()));
+      return Promise.resolve(fallback(err));
     } catch (err) {
       return Promise.reject(err);
     }

@@ -1,6 +1,6 @@
 /**
  * SreBreaker: Google SRE adaptive throttling ("Handling Overload", client-side throttling) as go-zero's
- * `googlebreaker` builds it (reference 002). No states: each call is dropped with probability
+ * `googlebreaker` builds it (core/breaker/googlebreaker.go). No states: each call is dropped with probability
  *
  *   max(0, (total − protection − w·accepts) / (total + 1))
  *
@@ -16,39 +16,29 @@
  * dropped; `sre-breaker.test.ts` proves it with a ManualClock. The price: while the dependency is
  * down, about √(6·rate·window) calls per window still reach it instead of a handful.
  */
-import { BreakerOpenError } from '../core/errors.js';
+import type { AdmissionToken } from '../core/admission.js';
+import type { ClosedError, BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
-import type { Breaker, BreakerExecuteOptions } from './index.js';
-import { executeWithOptions, FailureReasons, isPromiseLike, isTimeout, primeAdmit, RejectionCache, type InternalToken } from './shared.js';
-import { SreWindow } from './sre-window.js';
+import { ThrottleWindow } from '../core/throttle-window.js';
+import type { Breaker, BreakerExecuteOptions, SreBreakerOptions, SreBreakerStats } from './types.js';
+import {
+  badTask,
+  executeWithOptions,
+  FailureReasons,
+  GROUP_PLACED,
+  GROUP_USED,
+  isPromiseLike,
+  isTimeout,
+  primeAdmit,
+  RejectionCache,
+  type InternalToken,
+} from './shared.js';
 
 /** The floor w falls to as buckets keep failing (go-zero `minK`). */
 const MIN_K = 1.1;
-
-/** SreBreakerOptions configures an SreBreaker. */
-export interface SreBreakerOptions {
-  /** Name used in errors. Defaults to 'sre'. */
-  name?: string;
-  /** Length of the window in milliseconds. Defaults to 10 000 (go-zero). */
-  windowMs?: number;
-  /** Number of buckets the window is made of. Defaults to 40 (go-zero: 250 ms each). */
-  buckets?: number;
-  /** Multiplier k on accepts (≥ 1; the SRE book suggests 2, go-zero 1.5): higher tolerates more failures. Defaults to 1.5. */
-  k?: number;
-  /** Calls a window may fail before anything is dropped (protects a quiet window). Defaults to 5. */
-  protection?: number;
-  /** While dropping, one call passes if none has for this many milliseconds. Defaults to 1 000 (go-zero). */
-  forcePassMs?: number;
-  /** Whether calls this breaker dropped count as requests; see the module comment. Defaults to false. */
-  countRejections?: boolean;
-  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
-  clock?: Clock;
-  /** Random numbers in [0, 1) for the drop decision. Defaults to Math.random. */
-  random?: () => number;
-}
 
 /** Defaults for SreBreakerOptions. */
 export const sreBreakerDefaults = Object.freeze({
@@ -61,22 +51,18 @@ export const sreBreakerDefaults = Object.freeze({
   countRejections: false,
 });
 
-/** SreBreakerStats is a snapshot of an SreBreaker's window. */
-export interface SreBreakerStats {
-  /** Successful calls in the window. */
-  successes: number;
-  /** Failed calls in the window. */
-  failures: number;
-  /** Calls dropped by the breaker in the window. */
-  drops: number;
-  /** The probability the next call is dropped (0 when nothing would be). */
-  dropRatio: number;
-  /** Consecutive failing buckets up to now. */
-  failingBuckets: number;
-}
+/** Whether `admit()` was warmed up in this process (see primeAdmit). */
+let primed = false;
 
 /** SreBreaker drops calls with a probability that follows the dependency's recent failure share. */
 export class SreBreaker implements Breaker {
+  /**
+   * Where a BreakerGroup marks its use of this breaker: declared first, so that it sits in the object's
+   * first cache line, which a caller reading the breaker loads anyway. @internal
+   */
+  [GROUP_USED] = 0;
+  /** @internal */
+  [GROUP_PLACED] = 0;
   readonly name: string;
   readonly windowMs: number;
   readonly k: number;
@@ -86,9 +72,10 @@ export class SreBreaker implements Breaker {
   private readonly minK: number;
   private readonly clock: Clock;
   private readonly random: () => number;
-  private readonly window: SreWindow;
+  private readonly window: ThrottleWindow;
   private readonly reasons = new FailureReasons();
   private lastPass = -Infinity;
+  private closed = false;
   /** The error and promise rejected calls get. @internal */
   readonly rejections: RejectionCache;
 
@@ -109,8 +96,12 @@ export class SreBreaker implements Breaker {
     this.clock = clockOption('SreBreaker', o.clock, getDefaultCoarseClock());
     this.random = o.random === undefined ? Math.random : fnOption('SreBreaker', 'random', o.random);
     this.minK = Math.min(MIN_K, this.k);
-    this.window = new SreWindow(buckets, this.windowMs / buckets, this.clock.now());
+    this.window = new ThrottleWindow(this.windowMs, buckets, this.clock.now());
     this.rejections = new RejectionCache(name, () => `breaker "${name}" is dropping calls to a failing dependency${this.reasons.suffix()}`);
+    if (!primed) {
+      primed = true;
+      primeAdmit((clock) => new SreBreaker({ clock }));
+    }
   }
 
   /**
@@ -119,7 +110,7 @@ export class SreBreaker implements Breaker {
    * Kept tiny on purpose: all the admission work is in `tryAdmit()`, which never throws, so the function
    * that throws is small enough for V8 to inline into the caller's `try`, where a throw is cheapest.
    */
-  admit(): SreToken {
+  admit(): AdmissionToken {
     const t = this.tryAdmit();
     if (t === undefined) throw this.rejections.error();
     return t;
@@ -130,15 +121,17 @@ export class SreBreaker implements Breaker {
    * rejection into something else anyway (a 503, a fallback). A JavaScript throw costs a few hundred
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
-  tryAdmit(): SreToken | undefined {
+  tryAdmit(): AdmissionToken | undefined {
     return this.admits() ? new SreToken(this) : undefined;
   }
 
   /**
    * execute runs `fn` unless the breaker drops the call, and counts its outcome. `fn` receives the
-   * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw.
+   * caller's signal (or `neverAborted`); it may return a plain value, a promise, or throw. A `fn` that
+   * is not a function rejects with a TypeError and counts nothing (the caller's error, not the dependency's).
    */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
+    if (typeof fn !== 'function') return badTask('SreBreaker', fn);
     let signal: AbortSignal = neverAborted;
     if (options !== undefined) {
       const s = options.signal;
@@ -169,8 +162,24 @@ export class SreBreaker implements Breaker {
   }
 
   /** lastRejection answers the error a call rejected now would get (its message says why). */
-  lastRejection(): BreakerOpenError {
+  lastRejection(): BreakerOpenError | ClosedError {
     return this.rejections.error();
+  }
+
+  /**
+   * close retires the breaker: every later call is refused with `ClosedError`, and outcomes reported
+   * after it no longer count. It holds no timer, so there is nothing else to release. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.window.seal();
+    this.rejections.close();
+  }
+
+  /** Symbol.asyncDispose closes the breaker (`await using b = new SreBreaker()`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** stats answers a snapshot of the window. */
@@ -242,6 +251,7 @@ export class SreBreaker implements Breaker {
 
   /** accept decides one call at `now`; a dropped call is counted as a drop. */
   private accept(now: number): boolean {
+    if (this.closed) return false;
     const w = this.window;
     w.advance(now);
     const accepts = w.successes;
@@ -265,8 +275,8 @@ export class SreBreaker implements Breaker {
   }
 }
 
-/** SreToken reports the outcome of one call an SreBreaker admitted; only its first report counts. */
-export class SreToken implements InternalToken {
+/** SreToken reports the outcome of one call an SreBreaker admitted (an AdmissionToken); only its first report counts. */
+class SreToken implements InternalToken {
   private b: SreBreaker | undefined;
 
   constructor(b: SreBreaker) {
@@ -294,5 +304,3 @@ export class SreToken implements InternalToken {
     this.b = undefined;
   }
 }
-
-primeAdmit((clock) => new SreBreaker({ clock }));

@@ -9,7 +9,7 @@ export * from './errors.js';
 export type { AdmissionToken, LimitDecision } from './admission.js';
 export { Emitter, type Disposer, type Listener } from './events.js';
 export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type FlightFn } from './singleflight.js';
-export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions } from './rolling-window.js';
+export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions, type WindowOptions } from './rolling-window.js';
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
 export { Follower, followerDefaults, type FollowerOptions, type FollowerSource, type FollowerStats } from './follower.js';
 export { delay, throwIfAborted, linkSignal, type DelayOptions } from './abort.js';

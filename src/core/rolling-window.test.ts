@@ -3,11 +3,13 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { ManualClock } from './clock.js';
 import { RollingWindow } from './rolling-window.js';
+import { OutcomeTimeWindow } from './outcome-window.js';
+import { ThrottleWindow } from './throttle-window.js';
 
 describe('RollingWindow', () => {
   it('sums what was added within the window and forgets older buckets', () => {
     const clock = new ManualClock(0);
-    const w = new RollingWindow({ buckets: 4, bucketMs: 100, channels: 2, clock });
+    const w = new RollingWindow({ windowMs: 400, buckets: 4, channels: 2, clock });
     w.add(0, 1);
     w.add(1, 5);
     clock.advance(100);
@@ -23,7 +25,7 @@ describe('RollingWindow', () => {
 
   it('clears everything after a gap longer than the window', () => {
     const clock = new ManualClock(0);
-    const w = new RollingWindow({ buckets: 3, bucketMs: 10, clock });
+    const w = new RollingWindow({ windowMs: 30, buckets: 3, clock });
     for (let i = 0; i < 5; i++) w.add(0, 1);
     clock.advance(1_000);
     assert.equal(w.sum(0), 0);
@@ -33,7 +35,7 @@ describe('RollingWindow', () => {
 
   it('reduce visits buckets oldest first with their age', () => {
     const clock = new ManualClock(0);
-    const w = new RollingWindow({ buckets: 3, bucketMs: 10, clock });
+    const w = new RollingWindow({ windowMs: 30, buckets: 3, clock });
     w.add(0, 1);
     clock.advance(10);
     w.add(0, 2);
@@ -44,7 +46,7 @@ describe('RollingWindow', () => {
   });
 
   it('accepts a time the caller already read', () => {
-    const w = new RollingWindow({ buckets: 2, bucketMs: 10, clock: new ManualClock(0) });
+    const w = new RollingWindow({ windowMs: 20, buckets: 2, clock: new ManualClock(0) });
     w.add(0, 1, 0);
     w.add(0, 1, 15);
     assert.equal(w.sum(0, 15), 2);
@@ -59,7 +61,7 @@ describe('RollingWindow', () => {
         fc.array(fc.tuple(fc.integer({ min: 0, max: 40 }), fc.integer({ min: 0, max: 9 })), { maxLength: 100 }),
         (buckets, bucketMs, steps) => {
           const clock = new ManualClock(0);
-          const w = new RollingWindow({ buckets, bucketMs, clock });
+          const w = new RollingWindow({ windowMs: buckets * bucketMs, buckets, clock });
           const log: Array<[number, number]> = [];
           for (const [dt, v] of steps) {
             clock.advance(dt);
@@ -77,8 +79,51 @@ describe('RollingWindow', () => {
   it('rejects bad options naming them', () => {
     assert.throws(() => new RollingWindow({ buckets: 0 }), /buckets/);
     assert.throws(() => new RollingWindow({ buckets: 1.5 }), RangeError);
-    assert.throws(() => new RollingWindow({ bucketMs: -1 }), /bucketMs/);
-    assert.throws(() => new RollingWindow({ bucketMs: Number.NaN }), RangeError);
+    assert.throws(() => new RollingWindow({ windowMs: -1 }), /windowMs/);
+    assert.throws(() => new RollingWindow({ windowMs: Number.NaN }), RangeError);
     assert.throws(() => new RollingWindow({ clock: {} as never }), TypeError);
+  });
+
+  it('the breakers\' windows keep the same totals as the general one (property: one roll logic)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 1, max: 50 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 3 })), { maxLength: 120 }),
+        (buckets, bucketMs, steps) => {
+          const clock = new ManualClock(0);
+          const windowMs = buckets * bucketMs;
+          const general = new RollingWindow({ windowMs, buckets, channels: 3, clock });
+          const outcome = new OutcomeTimeWindow(windowMs, buckets, 0);
+          const throttle = new ThrottleWindow(windowMs, buckets, 0);
+          for (const [dt, kind] of steps) {
+            clock.advance(dt);
+            const now = clock.now();
+            if (kind === 0) {
+              general.add(0, 1);
+              outcome.success(now);
+              throttle.addSuccess(now);
+            } else if (kind === 1) {
+              general.add(0, 1);
+              general.add(1, 1);
+              outcome.record(true, false, now);
+              throttle.addFailure(now);
+            } else if (kind === 2) {
+              general.add(0, 1);
+              general.add(2, 1);
+              outcome.record(false, true, now);
+              throttle.addDrop(now);
+            } else {
+              outcome.advance(now);
+              throttle.advance(now);
+            }
+            outcome.advance(now);
+            throttle.advance(now);
+            assert.deepEqual([outcome.calls, outcome.failures, outcome.slow], [general.sum(0), general.sum(1), general.sum(2)]);
+            assert.deepEqual([throttle.successes + throttle.failures + throttle.drops, throttle.failures, throttle.drops], [general.sum(0), general.sum(1), general.sum(2)]);
+          }
+        },
+      ),
+    );
   });
 });

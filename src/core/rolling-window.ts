@@ -1,112 +1,175 @@
 /**
- * RollingWindow keeps per-bucket sums of one or more channels over the last `buckets × bucketMs`
- * milliseconds (go-zero `collection.RollingWindow`). `add` is O(1) and allocates nothing: buckets that
- * time has passed are cleared lazily, and running totals are kept so that `sum` is O(1) too.
+ * The rolling window family: counts kept per bucket over the last `windowMs` milliseconds, split into
+ * `buckets` buckets (go-zero `collection.RollingWindow`). Adding is O(1) and allocates nothing: buckets
+ * that time has passed are cleared lazily, on the first add or read after their time, and running totals
+ * are kept so that reading a sum is O(1) too.
+ *
+ * `BucketRing` is the one roll loop; `RollingWindow` is the general window (any number of channels, sums
+ * and a walk over the buckets). The breakers' windows (`outcome-window.ts`, `throttle-window.ts`) are
+ * specialisations of the same ring that keep their totals in named fields, because their success path
+ * is a handful of nanoseconds and a named field is the cheapest thing to read and bump.
  *
  * Time comes from the clock, or from a `now` the caller already read (so that a hot path reads the
  * clock once for several parts).
  */
 import { systemClock, type Clock } from './clock.js';
-import { clockOption, integer, positive } from './validate.js';
+import { clockOption, integer, options as optionsObject, positive } from './validate.js';
+
+/** WindowOptions is the one shape every bucketed window's size takes in bulwark. */
+export interface WindowOptions {
+  /** Length of the window in milliseconds. */
+  windowMs: number;
+  /** Number of buckets the window is made of (each `windowMs / buckets` wide). */
+  buckets: number;
+}
+
+/**
+ * BucketRing is the roll logic every window shares: a ring of `buckets` buckets of `channels` numbers
+ * each (`v[slot * channels + channel]`), the slot of the newest bucket and the time it ends. A
+ * specialisation keeps its own totals: `expire` subtracts a bucket about to be cleared, `clearTotals`
+ * zeroes them when the whole window has passed. @internal
+ */
+export abstract class BucketRing {
+  readonly buckets: number;
+  readonly bucketMs: number;
+  readonly windowMs: number;
+  /** Numbers per bucket. */
+  protected readonly channels: number;
+  /**
+   * The buckets, newest at `head`. A plain array, not a typed array: for the breakers' few dozen
+   * small integers V8 keeps it on the heap with the object, where a typed array this size costs more.
+   */
+  protected readonly v: number[];
+  /** Slot of the newest bucket. */
+  protected head = 0;
+  /** The newest bucket's absolute number (floor(now / bucketMs)). */
+  protected headAbs: number;
+  /** When the newest bucket ends: a time at or past this needs a roll. */
+  protected headEnd: number;
+
+  constructor(windowMs: number, buckets: number, channels: number, now: number) {
+    this.buckets = buckets;
+    this.windowMs = windowMs;
+    this.bucketMs = windowMs / buckets;
+    this.channels = channels;
+    this.v = new Array<number>(buckets * channels).fill(0);
+    this.headAbs = Math.floor(now / this.bucketMs);
+    this.headEnd = (this.headAbs + 1) * this.bucketMs;
+  }
+
+  /** advance moves the window to `now`, clearing the buckets time has passed. */
+  advance(now: number): void {
+    if (now >= this.headEnd) this.roll(now);
+  }
+
+  /** reset empties the window; its newest bucket is the one of `now`. */
+  reset(now: number): void {
+    this.v.fill(0);
+    this.clearTotals();
+    this.head = 0;
+    this.headAbs = Math.floor(now / this.bucketMs);
+    this.headEnd = (this.headAbs + 1) * this.bucketMs;
+  }
+
+  /** roll clears the buckets between the newest and `now` (call only when `now >= headEnd`). */
+  protected roll(now: number): void {
+    const abs = Math.floor(now / this.bucketMs);
+    const passed = abs - this.headAbs;
+    const n = this.buckets;
+    const v = this.v;
+    if (passed >= n) {
+      v.fill(0);
+      this.clearTotals();
+    } else if (passed > 0) {
+      const c = this.channels;
+      for (let i = 1; i <= passed; i++) {
+        const base = ((this.head + i) % n) * c;
+        this.expire(base);
+        for (let ch = 0; ch < c; ch++) v[base + ch] = 0;
+      }
+    }
+    if (passed > 0) this.head = (this.head + passed) % n;
+    this.headAbs = abs;
+    this.headEnd = (abs + 1) * this.bucketMs;
+  }
+
+  /** slotOf answers the slot of the bucket `age` buckets older than the newest. */
+  protected slotOf(age: number): number {
+    const n = this.buckets;
+    return (((this.head - age) % n) + n) % n;
+  }
+
+  /** expire subtracts the bucket at `v[base…]` from the totals before it is cleared. */
+  protected abstract expire(base: number): void;
+  /** clearTotals zeroes the totals (the whole window has passed). */
+  protected abstract clearTotals(): void;
+}
 
 /** RollingWindowOptions configures a RollingWindow. */
-export interface RollingWindowOptions {
-  /** Number of buckets. Defaults to 10. */
-  buckets?: number;
-  /** Width of one bucket in milliseconds. Defaults to 1 000. */
-  bucketMs?: number;
+export interface RollingWindowOptions extends Partial<WindowOptions> {
   /** Number of independent channels summed per bucket (e.g. total, failures, slow). Defaults to 1. */
   channels?: number;
   /** The time source. Defaults to the monotonic system clock. */
   clock?: Clock;
 }
 
-/** Defaults for RollingWindowOptions. */
-export const rollingWindowDefaults = Object.freeze({ buckets: 10, bucketMs: 1_000, channels: 1 });
+/** Defaults for RollingWindowOptions: 10 000 ms in 10 buckets, one channel. */
+export const rollingWindowDefaults = Object.freeze({ windowMs: 10_000, buckets: 10, channels: 1 });
 
-/** RollingWindow sums values over a sliding time window made of buckets. */
-export class RollingWindow {
-  readonly buckets: number;
-  readonly bucketMs: number;
-  readonly channels: number;
+/** RollingWindow sums values of one or more channels over a sliding time window made of buckets. */
+export class RollingWindow extends BucketRing {
   private readonly clock: Clock;
-  /** values[bucket * channels + channel] */
-  private readonly values: Float64Array;
-  private readonly totals: Float64Array;
-  /** The absolute bucket number (floor(now / bucketMs)) the newest bucket stands for. */
-  private head: number;
+  private readonly totals: number[];
 
-  constructor(options: RollingWindowOptions = {}) {
-    this.buckets = integer('RollingWindow', 'buckets', options.buckets ?? rollingWindowDefaults.buckets, 1, 1 << 20);
-    this.bucketMs = positive('RollingWindow', 'bucketMs', options.bucketMs ?? rollingWindowDefaults.bucketMs);
-    this.channels = integer('RollingWindow', 'channels', options.channels ?? rollingWindowDefaults.channels, 1, 64);
-    this.clock = clockOption('RollingWindow', options.clock, systemClock);
-    this.values = new Float64Array(this.buckets * this.channels);
-    this.totals = new Float64Array(this.channels);
-    this.head = Math.floor(this.clock.now() / this.bucketMs);
+  constructor(options?: RollingWindowOptions) {
+    const o = optionsObject('RollingWindow', options);
+    const d = rollingWindowDefaults;
+    const windowMs = positive('RollingWindow', 'windowMs', o.windowMs ?? d.windowMs);
+    const buckets = integer('RollingWindow', 'buckets', o.buckets ?? d.buckets, 1, 1 << 20);
+    const channels = integer('RollingWindow', 'channels', o.channels ?? d.channels, 1, 64);
+    const clock = clockOption('RollingWindow', o.clock, systemClock);
+    super(windowMs, buckets, channels, clock.now());
+    this.clock = clock;
+    this.totals = new Array<number>(channels).fill(0);
   }
 
   /** add adds `value` to `channel` in the current bucket. */
   add(channel: number, value: number, now: number = this.clock.now()): void {
-    const bucket = this.advance(now);
-    this.values[bucket * this.channels + channel]! += value;
+    if (now >= this.headEnd) this.roll(now);
+    this.v[this.head * this.channels + channel]! += value;
     this.totals[channel]! += value;
   }
 
   /** sum is the total of `channel` over the window. */
   sum(channel: number, now: number = this.clock.now()): number {
-    this.advance(now);
+    if (now >= this.headEnd) this.roll(now);
     return this.totals[channel]!;
   }
 
   /**
-   * reduce calls `fn` for every bucket still in the window, oldest first, with the bucket's values
-   * for `channel`, and its age in buckets (0 = the current bucket).
+   * reduce calls `fn` for every bucket still in the window, oldest first, with the bucket's value for
+   * `channel` and its age in buckets (0 = the current bucket).
    */
   reduce<T>(channel: number, init: T, fn: (acc: T, value: number, age: number) => T, now: number = this.clock.now()): T {
-    this.advance(now);
+    if (now >= this.headEnd) this.roll(now);
     let acc = init;
-    const n = this.buckets;
-    for (let age = n - 1; age >= 0; age--) {
-      const bucket = mod(this.head - age, n);
-      acc = fn(acc, this.values[bucket * this.channels + channel]!, age);
-    }
+    const c = this.channels;
+    for (let age = this.buckets - 1; age >= 0; age--) acc = fn(acc, this.v[this.slotOf(age) * c + channel]!, age);
     return acc;
   }
 
   /** reset empties the window. */
-  reset(now: number = this.clock.now()): void {
-    this.values.fill(0);
+  override reset(now: number = this.clock.now()): void {
+    super.reset(now);
+  }
+
+  protected expire(base: number): void {
+    const v = this.v;
+    const t = this.totals;
+    for (let ch = 0; ch < this.channels; ch++) t[ch]! -= v[base + ch]!;
+  }
+
+  protected clearTotals(): void {
     this.totals.fill(0);
-    this.head = Math.floor(now / this.bucketMs);
   }
-
-  /** advance clears the buckets time has passed and returns the slot of the current bucket. */
-  private advance(now: number): number {
-    const abs = Math.floor(now / this.bucketMs);
-    const passed = abs - this.head;
-    if (passed > 0) {
-      const n = this.buckets;
-      if (passed >= n) {
-        this.values.fill(0);
-        this.totals.fill(0);
-      } else {
-        const c = this.channels;
-        for (let i = 1; i <= passed; i++) {
-          const base = mod(this.head + i, n) * c;
-          for (let ch = 0; ch < c; ch++) {
-            this.totals[ch]! -= this.values[base + ch]!;
-            this.values[base + ch] = 0;
-          }
-        }
-      }
-      this.head = abs;
-    }
-    return mod(this.head, this.buckets);
-  }
-}
-
-function mod(a: number, n: number): number {
-  const r = a % n;
-  return r < 0 ? r + n : r;
 }

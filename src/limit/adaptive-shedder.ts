@@ -100,7 +100,7 @@ export class AdaptiveShedder implements Guard {
     const windowMs = positive('AdaptiveShedder', 'windowMs', o.windowMs ?? adaptiveShedderDefaults.windowMs);
     const buckets = integer('AdaptiveShedder', 'buckets', o.buckets ?? adaptiveShedderDefaults.buckets, 2, 10_000);
     this.clock = clockOption('AdaptiveShedder', o.clock, systemClock);
-    this.window = new RollingWindow({ buckets, bucketMs: windowMs / buckets, channels: 2, clock: this.clock });
+    this.window = new RollingWindow({ windowMs, buckets, channels: 2, clock: this.clock });
     this.scratch = new Float64Array(buckets);
     if (o.load !== undefined) {
       this.load = fn<() => LoadSample>('AdaptiveShedder', 'load', o.load);

@@ -84,7 +84,7 @@ export class RetryBudget {
     this.minRetriesPerSec = finite('RetryBudget', 'minRetriesPerSec', o.minRetriesPerSec ?? retryBudgetDefaults.minRetriesPerSec, 0, 1e9);
     this.clock = clockOption('RetryBudget', o.clock, systemClock);
     this.reserve = (this.minRetriesPerSec * this.windowMs) / 1000;
-    this.window = new RollingWindow({ buckets: buckets + 1, bucketMs: this.windowMs / buckets, channels: 2, clock: this.clock });
+    this.window = new RollingWindow({ windowMs: (this.windowMs / buckets) * (buckets + 1), buckets: buckets + 1, channels: 2, clock: this.clock });
     this.lastFlush = this.clock.now();
   }
 

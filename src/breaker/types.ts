@@ -1,0 +1,172 @@
+/**
+ * The shapes of bulwark/breaker: what every breaker offers, the per-call options of `execute`, the
+ * options of each breaker and of BreakerGroup, and the snapshots their `stats()` answer.
+ */
+import type { AdmissionToken } from '../core/admission.js';
+import type { Clock } from '../core/clock.js';
+import type { BreakerOpenError } from '../core/errors.js';
+import type { ExecuteOptions, Guard, Task } from '../core/guard.js';
+import type { WindowOptions } from '../core/rolling-window.js';
+
+/** BreakerExecuteOptions are the per-call options of a breaker's `execute`. */
+export interface BreakerExecuteOptions<T = unknown> extends ExecuteOptions {
+  /**
+   * isFailure decides whether an error the task threw counts against the dependency (go-zero's
+   * "acceptable"): return false for errors that are the caller's fault (a 404, a validation error), which
+   * then count as successes. The error is still passed on to the caller. Defaults to every error counting.
+   */
+  isFailure?: ((err: unknown) => boolean) | undefined;
+  /**
+   * fallback answers instead of the `BreakerOpenError` when the breaker rejects the call (go-zero
+   * `DoWithFallback`). It is not called when the task itself fails (use the policy module's fallback
+   * for that), nor after `close()`. Defaults to none: the rejection reaches the caller.
+   */
+  fallback?: ((err: BreakerOpenError) => T | PromiseLike<T>) | undefined;
+}
+
+/** BreakerState is the state of a three-state breaker. */
+export type BreakerState = 'closed' | 'open' | 'half-open';
+
+/** Breaker is what every breaker offers; a BreakerGroup holds any kind of Breaker. */
+export interface Breaker extends Guard {
+  /** The breaker's name, used in its errors and events. */
+  readonly name: string;
+  /**
+   * admit lets in one call and returns the token to report its outcome (`success`, `failure` or
+   * `release`), or throws `BreakerOpenError`.
+   */
+  admit(): AdmissionToken;
+  /** execute runs `fn` under the breaker: rejects with `BreakerOpenError` (or answers `fallback`) when it rejects the call. */
+  execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T>;
+  /** close retires the breaker: later calls are refused with `ClosedError`. Optional for breakers of your own. */
+  close?(): Promise<void>;
+}
+
+/** SreBreakerOptions configures an SreBreaker. */
+export interface SreBreakerOptions extends Partial<WindowOptions> {
+  /** Name used in errors. Defaults to 'sre'. */
+  name?: string;
+  /** Length of the window in milliseconds. Defaults to 10 000 (go-zero). */
+  windowMs?: number;
+  /** Number of buckets the window is made of. Defaults to 40 (go-zero: 250 ms each). */
+  buckets?: number;
+  /** Multiplier k on accepts (≥ 1; the SRE book suggests 2, go-zero 1.5): higher tolerates more failures. Defaults to 1.5. */
+  k?: number;
+  /** Calls a window may fail before anything is dropped (protects a quiet window). Defaults to 5. */
+  protection?: number;
+  /** While dropping, one call passes if none has for this many milliseconds. Defaults to 1 000 (go-zero). */
+  forcePassMs?: number;
+  /** Whether calls this breaker dropped count as requests; see the SreBreaker module comment. Defaults to false. */
+  countRejections?: boolean;
+  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
+  clock?: Clock;
+  /** Random numbers in [0, 1) for the drop decision. Defaults to Math.random. */
+  random?: () => number;
+}
+
+/** SreBreakerStats is a snapshot of an SreBreaker's window. */
+export interface SreBreakerStats {
+  /** Successful calls in the window. */
+  successes: number;
+  /** Failed calls in the window. */
+  failures: number;
+  /** Calls dropped by the breaker in the window. */
+  drops: number;
+  /** The probability the next call is dropped (0 when nothing would be). */
+  dropRatio: number;
+  /** Consecutive failing buckets up to now. */
+  failingBuckets: number;
+}
+
+/**
+ * CircuitWindow is what the failure and slow-call rates are computed over: the calls of the last
+ * `windowMs` milliseconds kept in `buckets` buckets (`{ windowMs, buckets }`, the window shape every
+ * module uses), or the last `calls` calls however long ago (`{ calls }`).
+ */
+export type CircuitWindow = WindowOptions | { calls: number };
+
+/** OpenBackoff makes each consecutive trip (a failed half-open) stay open longer, up to a cap. */
+export interface OpenBackoff {
+  /** Multiplier applied to the open period on each consecutive trip (> 1). Defaults to 2. */
+  factor?: number;
+  /** The longest open period in milliseconds (≥ openMs). */
+  maxMs: number;
+}
+
+/** CircuitBreakerOptions configures a CircuitBreaker. */
+export interface CircuitBreakerOptions {
+  /** Name used in errors and events. Defaults to 'circuit'. */
+  name?: string;
+  /** Trip when this share of the window's calls failed, in (0, 1]. Defaults to 0.5. */
+  failureRate?: number;
+  /** Trip when this share of the window's calls were slow, in (0, 1]. Defaults to 1 (all of them). */
+  slowCallRate?: number;
+  /** A call taking at least this many milliseconds is slow (> 0; Infinity turns slow-call detection off). Defaults to Infinity. */
+  slowCallMs?: number;
+  /** Calls the window must hold before either rate can trip the breaker (≥ 1). Defaults to 10. */
+  minimumCalls?: number;
+  /** The window the rates are computed over. Defaults to `{ windowMs: 60_000, buckets: 10 }`. */
+  window?: CircuitWindow;
+  /** How long the breaker stays open before probing, in milliseconds. Defaults to 30 000. */
+  openMs?: number;
+  /** Growth of the open period over consecutive trips. Defaults to none (always `openMs`). */
+  openBackoff?: OpenBackoff;
+  /** Probes half-open admits; all must succeed to close (≥ 1). Defaults to 5. */
+  halfOpenCalls?: number;
+  /** A probe not reported within this many milliseconds frees its permit (Infinity: never). Defaults to 10 000. */
+  probeTimeoutMs?: number;
+  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
+  clock?: Clock;
+}
+
+/** StateChange is the event a CircuitBreaker emits on every transition. */
+export interface StateChange {
+  /** The breaker's name. */
+  name: string;
+  from: BreakerState;
+  to: BreakerState;
+  /** Clock time of the transition, in milliseconds. */
+  at: number;
+  /** Why: e.g. 'failure rate 60% ≥ 50% over 10 calls', 'probe failed', 'isolated', 'reset'. */
+  reason: string;
+}
+
+/** CircuitBreakerStats is a snapshot of a CircuitBreaker. */
+export interface CircuitBreakerStats {
+  state: BreakerState;
+  /** Calls, failures and slow calls in the current window (closed state). */
+  calls: number;
+  failures: number;
+  slowCalls: number;
+  /** Consecutive trips without closing in between. */
+  trips: number;
+  /** Whether an operator isolated the breaker (forced open until `reset()`). */
+  isolated: boolean;
+  /** Probes in flight and probes succeeded (half-open state). */
+  probesInFlight: number;
+  probeSuccesses: number;
+}
+
+/** BreakerGroupOptions configures a BreakerGroup that makes breakers of type `B`. */
+export interface BreakerGroupOptions<B extends Breaker = Breaker> {
+  /** Makes the breaker for a name. Defaults to `(name) => new SreBreaker({ name })` (go-zero), allowed only when an SreBreaker is a `B`. */
+  factory?: (name: string) => B;
+  /** Names that get no breaker: their calls run unguarded. A list or a predicate. Defaults to none. */
+  exclude?: readonly string[] | ((name: string) => boolean);
+  /** A breaker unused for this many milliseconds may be evicted (isolated breakers never are). Defaults to 600 000. */
+  idleMs?: number;
+  /** The most breakers the group holds; the least recently used goes first. Defaults to 100 000. */
+  maxBreakers?: number;
+  /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
+  clock?: Clock;
+}
+
+/** BreakerGroupStats is a snapshot of a BreakerGroup. */
+export interface BreakerGroupStats {
+  /** Breakers held now. */
+  size: number;
+  /** Breakers made so far. */
+  created: number;
+  /** Breakers evicted so far (idle, or over `maxBreakers`). */
+  evicted: number;
+}

@@ -1,0 +1,93 @@
+/**
+ * ThrottleWindow: the adaptive-throttling breaker's window (go-zero `googlebreaker` buckets), a
+ * specialisation of the rolling window's `BucketRing` counting successes, failures and local drops
+ * per bucket. Totals live in named fields and the run of failing buckets is kept up to date, so the
+ * breaker's decision is O(1) and its success path bumps two numbers.
+ *
+ * A bucket is "failing" when it saw failures and no success; `failingBuckets` counts those since the
+ * newest bucket with a success, skipping empty buckets (go-zero's `history()`).
+ */
+import { BucketRing } from './rolling-window.js';
+
+/** Channel offsets within a bucket. */
+const SUCCESS = 0;
+const FAILURE = 1;
+const DROP = 2;
+const CHANNELS = 3;
+
+/** ThrottleWindow sums successes, failures and drops over the last `windowMs` milliseconds. @internal */
+export class ThrottleWindow extends BucketRing {
+  /** Totals over the window. */
+  successes = 0;
+  failures = 0;
+  drops = 0;
+  /** failingBuckets computed over every bucket but the newest. */
+  private olderFailing = 0;
+
+  constructor(windowMs: number, buckets: number, now: number) {
+    super(windowMs, buckets, CHANNELS, now);
+  }
+
+  addSuccess(now: number): void {
+    if (now >= this.headEnd) this.roll(now);
+    this.v[this.head * CHANNELS + SUCCESS]!++;
+    this.successes++;
+  }
+
+  addFailure(now: number): void {
+    if (now >= this.headEnd) this.roll(now);
+    this.v[this.head * CHANNELS + FAILURE]!++;
+    this.failures++;
+  }
+
+  addDrop(now: number): void {
+    if (now >= this.headEnd) this.roll(now);
+    this.v[this.head * CHANNELS + DROP]!++;
+    this.drops++;
+  }
+
+  /** failingBuckets is the run of failing buckets up to the newest (call after `advance`). */
+  failingBuckets(): number {
+    const base = this.head * CHANNELS;
+    if (this.v[base + SUCCESS]! > 0) return 0;
+    return this.v[base + FAILURE]! > 0 ? this.olderFailing + 1 : this.olderFailing;
+  }
+
+  /**
+   * seal stops the window for good (its breaker was closed): it never rolls again and never reads as
+   * free of failures, so every later admission takes the breaker's slow path, which refuses it.
+   */
+  seal(): void {
+    this.headEnd = Infinity;
+    if (this.failures === 0) this.failures = 1;
+  }
+
+  override reset(now: number): void {
+    super.reset(now);
+    this.olderFailing = 0;
+  }
+
+  protected override roll(now: number): void {
+    super.roll(now);
+    // The run of failing buckets over the older buckets, oldest first (the new head is empty).
+    const v = this.v;
+    let run = 0;
+    for (let age = this.buckets - 1; age >= 1; age--) {
+      const base = this.slotOf(age) * CHANNELS;
+      if (v[base + SUCCESS]! > 0) run = 0;
+      else if (v[base + FAILURE]! > 0) run++;
+    }
+    this.olderFailing = run;
+  }
+
+  protected expire(base: number): void {
+    const v = this.v;
+    this.successes -= v[base + SUCCESS]!;
+    this.failures -= v[base + FAILURE]!;
+    this.drops -= v[base + DROP]!;
+  }
+
+  protected clearTotals(): void {
+    this.successes = this.failures = this.drops = 0;
+  }
+}
