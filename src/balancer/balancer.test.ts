@@ -7,8 +7,8 @@ import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError }
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
 import { Balancer, type BalancerEvent } from './balancer.js';
 import { P2C } from './p2c.js';
-import type { Picker } from './index.js';
-import { inst, instances, seeded } from './fixtures.test.js';
+import type { Picker } from './types.js';
+import { inst, instances, seeded } from './test-fixtures.js';
 
 /** FakeRegistry is a Registry of our own for unit tests: a map, scripted failures, pushable watches. */
 class FakeRegistry implements Registry {

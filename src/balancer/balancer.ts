@@ -22,7 +22,7 @@ import { Emitter } from '../core/events.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { sameInstance } from '../registry/validate.js';
-import type { CallOutcome, ExcludeSet, Picker } from './index.js';
+import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
 import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
 import { RegistryFollower } from './registry-follower.js';

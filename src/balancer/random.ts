@@ -4,7 +4,7 @@
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { ExcludeSet, Picker } from './index.js';
+import type { ExcludeSet, Picker } from './types.js';
 import { InstanceTable, allowedCount, noInstance, nthAllowed, type Entry } from './instance-table.js';
 
 /** RandomOptions configures a Random. */
@@ -15,7 +15,7 @@ export interface RandomOptions {
 
 /** Random is a Picker that chooses uniformly at random. */
 export class Random implements Picker {
-  private readonly table = new InstanceTable<Entry>((instance) => ({ instance }));
+  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
   private readonly random: () => number;
 
   constructor(options?: RandomOptions) {

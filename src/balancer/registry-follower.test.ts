@@ -5,7 +5,7 @@ import { ManualClock } from '../core/clock.js';
 import { ClosedError, NotFoundError } from '../core/errors.js';
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
 import { RegistryFollower } from './registry-follower.js';
-import { inst } from './fixtures.test.js';
+import { inst } from './test-fixtures.js';
 
 /**
  * LateRegistry behaves as an etcd watch does: a watch misses every change until it is established

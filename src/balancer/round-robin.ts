@@ -5,7 +5,7 @@
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { ExcludeSet, Picker } from './index.js';
+import type { ExcludeSet, Picker } from './types.js';
 import { InstanceTable, noInstance, type Entry } from './instance-table.js';
 
 /** RoundRobinOptions configures a RoundRobin. */
@@ -16,7 +16,7 @@ export interface RoundRobinOptions {
 
 /** RoundRobin is a Picker that takes instances in turn. */
 export class RoundRobin implements Picker {
-  private readonly table = new InstanceTable<Entry>((instance) => ({ instance }));
+  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
   private next: number;
 
   constructor(options?: RoundRobinOptions) {
