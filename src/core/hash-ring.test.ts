@@ -143,6 +143,19 @@ describe('HashRing', () => {
     );
   });
 
+  it('answers each member\'s share of the hash space, summing to 1, in proportion to its points', () => {
+    const ring = new HashRing({ replicas: 500 });
+    ring.set(['a', 'b']);
+    ring.setPoints('c', 1000);
+    const shares = ring.shares();
+    const sum = [...shares.values()].reduce((x, y) => x + y, 0);
+    assert.ok(Math.abs(sum - 1) < 1e-9, `sum ${sum}`);
+    assert.ok(shares.get('c')! > 0.4 && shares.get('c')! < 0.6, `c ${shares.get('c')}`);
+    let hits = 0;
+    for (let i = 0; i < 20_000; i++) if (ring.get(`k${i}`) === 'c') hits++;
+    assert.ok(Math.abs(hits / 20_000 - shares.get('c')!) < 0.02);
+  });
+
   it('rejects bad members and options', () => {
     assert.throws(() => new HashRing({ replicas: 0 }), RangeError);
     assert.throws(() => new HashRing({ hash: 1 as never }), TypeError);

@@ -170,6 +170,21 @@ export class HashRing {
     return this.slots.get(member) ?? -1;
   }
 
+  /**
+   * shares answers each member's share of the hash space (the arcs that end at its points), summing
+   * to 1: how evenly the ring spreads uniformly hashed keys, measured exactly instead of by sampling.
+   */
+  shares(): Map<string, number> {
+    const out = new Map<string, number>();
+    const n = this.length;
+    for (let i = 0; i < n; i++) {
+      const arc = i === 0 ? this.points[0]! + 2 ** 32 - this.points[n - 1]! : this.points[i]! - this.points[i - 1]!;
+      const m = this.names[this.owners[i]!]!;
+      out.set(m, (out.get(m) ?? 0) + arc / 2 ** 32);
+    }
+    return out;
+  }
+
   /** search finds the first virtual node with hash ≥ h, wrapping to 0. */
   private search(h: number): number {
     const pts = this.points;
@@ -312,7 +327,7 @@ export class HashRing {
     }
     packed.sort();
     const n = this.length;
-    if (n + k > this.points.length) this.resize(Math.max(n + k, Math.ceil(this.points.length * 1.5), 64));
+    if (n + k > this.points.length) this.resize(Math.max(Math.ceil((n + k) * 1.25), 64)); // headroom: growth reallocates rarely
     const { points, owners } = this;
     // Merge from the back: each new point finds its place among the old ones not yet placed by binary
     // search, and the old block above that place moves up in one copy.
