@@ -170,7 +170,7 @@ export class RegistryFollower {
         iterator?.return?.()?.catch(() => {});
       }
       if (signal.aborted) break;
-      await delay(backoff.next(), signal, { unref: true }).catch(() => {});
+      await delay(backoff.next(), signal, { unref: true, clock: this.clock }).catch(() => {});
     }
   }
 }
