@@ -235,6 +235,18 @@ export class P2C implements Picker {
     return this.table.get(id)?.inFlight;
   }
 
+  /** stats answers the number of instances, the calls in flight to them and their mean latency EWMA (ms). */
+  stats(): { instances: number; inFlight: number; meanEwmaMs: number } {
+    let inFlight = 0;
+    let sum = 0;
+    const entries = this.table.entries;
+    for (const e of entries) {
+      inFlight += e.inFlight;
+      sum += e.ewma;
+    }
+    return { instances: entries.length, inFlight, meanEwmaMs: entries.length > 0 ? sum / entries.length : 0 };
+  }
+
   private cost(e: P2CEntry): number {
     return (e.ewma > MIN_LATENCY_MS ? e.ewma : MIN_LATENCY_MS) * (e.inFlight + 1);
   }

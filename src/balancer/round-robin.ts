@@ -1,5 +1,5 @@
 /**
- * RoundRobin hands out instances in turn (reference 004 §2.2). The first turn starts at a random
+ * RoundRobin hands out instances in turn. The first turn starts at a random
  * offset, so that many clients started together do not all begin with the same instance (gRPC's
  * round_robin does the same).
  */
@@ -42,5 +42,10 @@ export class RoundRobin implements Picker {
     }
     this.next = i + 1;
     return entries[i]!.instance;
+  }
+
+  /** stats answers the number of instances in the list last picked from. */
+  stats(): { instances: number } {
+    return { instances: this.table.entries.length };
   }
 }
