@@ -11,7 +11,8 @@
  *    of one (on a loaded machine the p99 is mostly the scheduler). Target: the median update ≤ 5 ms
  *    at 10 000 instances, for every strategy and kind of update.
  * 2. Picks by each strategy alone (LeastRequest with a call in flight to every instance, where a scan
- *    would be slowest). Target: a pick at 10 000 within 3× its cost at 10 (flat: O(1) or O(log n)).
+ *    would be slowest). Targets: a pick at 10 000 within 3× its cost at 10 for the O(1) strategies,
+ *    within 6× for the O(log n) ones (smooth WRR's tree, the ring's binary search).
  * 3. RingHash's ring at its bound (`maxRingSize` 2²⁰): points per instance and the busiest instance's
  *    share of the hash space ÷ the mean (`maxShare`, exact arcs, no sampling).
  *
@@ -23,8 +24,9 @@ import { Balancer, LeastRequest, P2C, Random, RingHash, RoundRobin, SmoothWeight
 import { ManualClock } from '../src/core/clock.js';
 import type { ServiceInstance } from '../src/registry/types.js';
 
-/** The `hashring` npm package (no type declarations). */
-const HashRingPkg = createRequire(import.meta.url)('hashring') as new (servers: string[]) => { add(s: string): unknown; remove(s: string): unknown; get(key: string): string | undefined };
+/** The `hashring` npm package (no type declarations), loaded by the subjects that measure it. */
+type HashRingPkg = new (servers: string[]) => { add(s: string): unknown; remove(s: string): unknown; get(key: string): string | undefined };
+const hashRingPkg = () => createRequire(import.meta.url)('hashring') as HashRingPkg;
 
 const SIZES = [10, 100, 1_000, 10_000];
 const STRATEGIES: StrategyName[] = ['round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request'];
@@ -66,7 +68,9 @@ function alternate(a: () => void, b: () => void, teardown?: () => unknown): Subj
     }
   };
   const q = (xs: number[], f: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor(xs.length * f))] ?? NaN;
-  return { batch: 1, op, teardown, extra: () => ({ p50Ms: q(wall, 0.5), p99Ms: q(wall, 0.99), cpuMs: q(cpu, 0.5) }) };
+  // The first half of the samples includes the harness's warm-up (code not yet optimised): use the second.
+  const late = (xs: number[]) => xs.slice(xs.length >> 1);
+  return { batch: 1, op, teardown, extra: () => ({ p50Ms: q(late(wall), 0.5), p99Ms: q(late(wall), 0.99), cpuMs: q(late(cpu), 0.5) }) };
 }
 
 function updateSubjects(): Record<string, () => Subject> {
@@ -111,6 +115,7 @@ function updateSubjects(): Record<string, () => Subject> {
   // update at 10 000 servers on the bench machine, too slow to run here.
   for (const n of SIZES.filter((s) => s <= 1_000)) {
     out[`hashring (npm) add/remove N=${n}`] = () => {
+      const HashRingPkg = hashRingPkg();
       const ring = new HashRingPkg(fleet(n).map((x) => x.id));
       const extra = instance(n).id;
       return alternate(() => (ring.add(extra), ring.get('k')), () => (ring.remove(extra), ring.get('k')));
@@ -182,8 +187,12 @@ const updateTargets: Target[] = Object.keys(updates)
   .filter((s) => s.endsWith('N=10000') && !s.startsWith('hashring'))
   .map((s) => within(`${s.replace(' N=10000', '')}: median update ≤ ${UPDATE_BUDGET_MS} ms at 10 000`, s, UPDATE_BUDGET_MS));
 const picks = pickSubjects();
+/** O(log n) pickers may grow with the depth of their tree or binary search: log₂ 10 000 ÷ log₂ 10 = 4, plus cache misses. */
+const logarithmic = new Set(['SmoothWeightedRoundRobin', 'RingHash']);
 const pickTargets: Target[] = [...new Set(Object.keys(picks).map((s) => s.replace(/ N=\d+$/, '')))].map((name) =>
-  atMost(`${name} pick at 10 000 ≤ 3× at 10 (flat)`, `${name} N=10000`, `${name} N=10`, 3),
+  logarithmic.has(name)
+    ? atMost(`${name} pick at 10 000 ≤ 6× at 10 (O(log n))`, `${name} N=10000`, `${name} N=10`, 6)
+    : atMost(`${name} pick at 10 000 ≤ 3× at 10 (O(1))`, `${name} N=10000`, `${name} N=10`, 3),
 );
 
 const childAt = process.argv.indexOf('--child');

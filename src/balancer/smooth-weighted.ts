@@ -11,6 +11,11 @@
  * re-weighted updates one path. With integer weights the arithmetic is exact, so the sequence is
  * nginx's own; ties go to the instance that joined first (list order, for a list seen at once).
  *
+ * Small integer weights (total ≤ 1 024) take a shortcut: the tree plays one cycle of `total` turns
+ * ahead into an array, and when the cycle leaves every current weight as it found it (each instance
+ * won exactly its weight's turns, the usual case) picks read that array: an array read per pick, as
+ * with nginx's own precomputed schedules. A change ends the cycle where it stands (O(total + n)).
+ *
  * Weights come from `metadata.weight` (a positive finite number, else 1 with one warning per instance).
  * Current weights are kept by instance id, so they survive list updates for instances that stay.
  */
@@ -23,6 +28,8 @@ import { defaultWarn, InstanceTable, noInstance, weightOf, type Entry } from './
 const MAX_WARNED = 10_000;
 /** Turns are counted from a new origin past this, so `wᵢ·x` stays an exact integer in a double (weights ≤ 2²⁰). */
 const MAX_TURN = 2 ** 32;
+/** Cycles are played ahead when the weights are integers summing to at most this. */
+const MAX_CYCLE = 1024;
 
 /** SmoothWeightedRoundRobinOptions configures a SmoothWeightedRoundRobin. */
 export interface SmoothWeightedRoundRobinOptions {
@@ -55,6 +62,16 @@ export class SmoothWeightedRoundRobin implements Picker {
   private win = new Int32Array(0);
   /** …and the earliest turn at which a winner in the subtree may change. */
   private fail = new Float64Array(0);
+  /** Instances whose weight is not an integer (no cycles while any is). */
+  private fractional = 0;
+  /**
+   * A cycle of turns played ahead (slots), or undefined. The tree holds the state at the cycle's start;
+   * `pos` turns of it have been taken. Only periodic cycles (ending in the state they began in) are kept.
+   */
+  private cycle: Uint32Array | undefined;
+  private pos = 0;
+  /** No cycle until the list or a weight changes (the last attempt was not periodic). */
+  private noCycle = false;
 
   constructor(options?: SmoothWeightedRoundRobinOptions) {
     const o = checkOptions('SmoothWeightedRoundRobin', options);
@@ -90,7 +107,23 @@ export class SmoothWeightedRoundRobin implements Picker {
   /** pick returns the instance with the largest current weight; throws NoInstanceError when `instances` is empty. */
   pick(instances: readonly ServiceInstance[]): ServiceInstance {
     if (instances !== this.table.source) this.sync(instances);
+    const cycle = this.cycle;
+    if (cycle !== undefined) {
+      let p = this.pos;
+      if (p === cycle.length) p = 0; // periodic: the state is back where the cycle began
+      this.pos = p + 1;
+      return this.bySlot[cycle[p]!]!.instance;
+    }
     if (this.table.entries.length === 0) throw noInstance();
+    if (!this.noCycle && this.fractional === 0 && this.total <= MAX_CYCLE) {
+      this.play();
+      if (this.cycle !== undefined) return this.pick(instances);
+    }
+    return this.bySlot[this.step()]!.instance;
+  }
+
+  /** step takes one turn on the tree and answers the slot that won it. */
+  private step(): number {
     let x = ++this.x;
     if (x >= MAX_TURN) {
       this.rebase();
@@ -100,22 +133,74 @@ export class SmoothWeightedRoundRobin implements Picker {
     const i = this.win[1]!;
     this.c[i] += this.total;
     this.path(i, x);
-    return this.bySlot[i]!.instance;
+    return i;
   }
 
-  /** stats answers the number of instances, their total weight and the turns taken. */
-  stats(): { instances: number; totalWeight: number; picks: number } {
-    return { instances: this.table.entries.length, totalWeight: this.total, picks: this.x };
+  /**
+   * play takes one cycle of `total` turns on the tree. When every instance won exactly its weight's
+   * turns, the current weights are as they were: the cycle is kept (the tree rolled back to its start)
+   * and repeats. Otherwise the turns stand, as if picked, and cycles stay off until the next change.
+   */
+  private play(): void {
+    const total = this.total;
+    const turns = new Uint32Array(total);
+    const won = new Float64Array(this.cap);
+    for (let k = 0; k < total; k++) won[(turns[k] = this.step())]!++;
+    let periodic = true;
+    for (let s = 0; s < this.used && periodic; s++) if (this.bySlot[s] !== undefined && won[s] !== this.w[s]) periodic = false;
+    if (!periodic) {
+      // The turns were taken for nothing: undo them (same state either way, and no pick is lost).
+      this.unplay(turns, 0);
+      this.noCycle = true;
+      return;
+    }
+    this.unplay(turns, 0);
+    this.cycle = turns;
+    this.pos = 0;
+  }
+
+  /** unplay takes back turns `from` … end of `turns` (the last ones taken on the tree), and rebuilds it. */
+  private unplay(turns: Uint32Array, from: number): void {
+    for (let k = from; k < turns.length; k++) this.c[turns[k]!] -= this.total;
+    this.x -= turns.length - from;
+    this.build();
+  }
+
+  /** endCycle brings the tree to the state the cycle has reached (its first `pos` turns taken) and drops it. */
+  private endCycle(): void {
+    const cycle = this.cycle;
+    if (cycle === undefined) return;
+    this.cycle = undefined;
+    const taken = this.pos === cycle.length ? 0 : this.pos; // a whole periodic cycle changes nothing
+    for (let k = 0; k < taken; k++) this.c[cycle[k]!] += this.total;
+    this.x += taken;
+    this.build();
+  }
+
+  /** stats answers the number of instances and their total weight. */
+  stats(): { instances: number; totalWeight: number } {
+    return { instances: this.table.entries.length, totalWeight: this.total };
   }
 
   /** currentWeight answers nginx's current weight of `id` (for tests and status pages), or undefined. */
   currentWeight(id: string): number | undefined {
     const e = this.table.get(id);
-    return e === undefined || e.slot < 0 ? undefined : this.w[e.slot]! * this.x - this.c[e.slot]!;
+    if (e === undefined || e.slot < 0) return undefined;
+    let x = this.x;
+    let c = this.c[e.slot]!;
+    const cycle = this.cycle;
+    if (cycle !== undefined && this.pos < cycle.length) {
+      // The tree holds the cycle's start: add the turns taken since.
+      x += this.pos;
+      for (let k = 0; k < this.pos; k++) if (cycle[k] === e.slot) c += this.total;
+    }
+    return this.w[e.slot]! * x - c;
   }
 
   /** sync applies what changed in the list: instances added (current weight 0) and removed. */
   private sync(instances: readonly ServiceInstance[]): void {
+    this.endCycle();
+    this.noCycle = false;
     const t = this.table;
     t.sync(instances);
     for (const e of t.removed) this.leave(e);
@@ -133,6 +218,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.w[s] = e.weight;
     this.c[s] = e.weight * this.x; // current weight 0
     this.total += e.weight;
+    if (!Number.isInteger(e.weight)) this.fractional++;
     if (update) this.path(s, this.x);
   }
 
@@ -140,6 +226,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     const s = e.slot;
     if (s < 0) return;
     this.total -= this.w[s]!;
+    if (!Number.isInteger(this.w[s]!)) this.fractional--;
     this.bySlot[s] = undefined;
     this.w[s] = 0;
     this.c[s] = 0;
@@ -154,6 +241,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     if (s >= 0) {
       const current = this.w[s]! * this.x - this.c[s]!;
       this.total += weight - this.w[s]!;
+      this.fractional += (Number.isInteger(weight) ? 0 : 1) - (Number.isInteger(this.w[s]!) ? 0 : 1);
       this.w[s] = weight;
       this.c[s] = weight * this.x - current;
       this.path(s, this.x);
