@@ -10,7 +10,7 @@
  *   BENCH_RUNS=5 node --import tsx bench/balancer.bench.ts
  */
 import { createRequire } from 'node:module';
-import { bench, type Subject } from './harness.js';
+import { bench, fasterBy, type Subject, type Target } from './harness.js';
 import { Balancer, LeastRequest, P2C, Random, RingHash, RoundRobin, SmoothWeightedRoundRobin } from '../src/balancer/index.js';
 import { HashRing } from '../src/core/hash-ring.js';
 import type { ServiceInstance } from '../src/registry/types.js';
@@ -23,6 +23,8 @@ const list: readonly ServiceInstance[] = Object.freeze(
   Array.from({ length: N }, (_, i) => Object.freeze({ id: `10.0.0.${i}:8080`, name: 'payments', address: `10.0.0.${i}:8080`, metadata: { weight: String(1 + (i % 3)) } })),
 );
 const ids = list.map((i) => i.id);
+/** The same instances without weights: RingHash gives each its share of the ring by weight, and evenness is measured on equal ones. */
+const plain: readonly ServiceInstance[] = Object.freeze(list.map((i) => Object.freeze({ id: i.id, name: i.name, address: i.address })));
 
 /** 1 M distinct keys, cycled: more than hashring's 5 000-entry lookup cache, so every lookup hashes. */
 const KEYS = 1 << 20;
@@ -83,12 +85,12 @@ const ringSubjects: Record<string, () => Subject> = {
   'RingHash.pick (1 280 vnodes)': () => {
     const p = new RingHash();
     let i = 0;
-    return { op: () => p.pick(list, keyAt(i++)), extra: () => ({ maxShare: maxShare((k) => p.pick(list, k).id) }) };
+    return { op: () => p.pick(plain, keyAt(i++)), extra: () => ({ maxShare: maxShare((k) => p.pick(plain, k).id) }) };
   },
   'RingHash.pick (160 vnodes)': () => {
-    const p = new RingHash({ replicas: 160 });
+    const p = new RingHash({ replicas: 160, minRingSize: 1 });
     let i = 0;
-    return { op: () => p.pick(list, keyAt(i++)), extra: () => ({ maxShare: maxShare((k) => p.pick(list, k).id) }) };
+    return { op: () => p.pick(plain, keyAt(i++)), extra: () => ({ maxShare: maxShare((k) => p.pick(plain, k).id) }) };
   },
   'RingHash.pick bounded (c = 1.25)': () => {
     const p = new RingHash({ boundedLoad: true });
@@ -96,7 +98,7 @@ const ringSubjects: Record<string, () => Subject> = {
     let i = 0;
     return {
       op: () => {
-        const x = p.pick(list, keyAt(i++));
+        const x = p.pick(plain, keyAt(i++));
         p.start(x);
         p.report(x, outcome);
       },
@@ -110,12 +112,20 @@ const ringSubjects: Record<string, () => Subject> = {
   },
 };
 
+/** At least 10 M picks/s: at most 100 ns per pick. */
+const tenMillion = (subject: string): Target => ({ label: `${subject} ≥ 10 M picks/s`, check: (m) => { const v = 1e3 / m.ns(subject); return { value: v, ok: v >= 10, unit: ' M/s' }; } });
+const pickTargets = ['RoundRobin', 'SmoothWeightedRoundRobin', 'P2C'].map(tenMillion);
+const ringTargets: Target[] = [
+  fasterBy('RingHash.pick ≥ 10× hashring.get', 'RingHash.pick (1 280 vnodes)', 'hashring.get (npm, md5)', 10),
+  { label: 'RingHash (1 280 vnodes) busiest member ≤ 1.10 × the mean', check: (m) => { const v = m.extra('RingHash.pick (1 280 vnodes)', 'maxShare'); return { value: v, ok: v <= 1.1, unit: '×' }; } },
+];
+
 const childAt = process.argv.indexOf('--child');
 const child = childAt >= 0 ? process.argv[childAt + 1] : undefined;
 if (child === undefined || child in pickSubjects) {
-  await bench(`balancer: pick() with ${N} instances`, { baseline: 'array index (baseline)', subjects: pickSubjects });
+  await bench(`balancer: pick() with ${N} instances`, { baseline: 'array index (baseline)', subjects: pickSubjects, targets: pickTargets });
 }
 if (child === undefined || child in ringSubjects) {
   keyAt(0); // build the keys before measuring
-  await bench(`balancer: ring-hash lookups of distinct keys, ${N} members`, { baseline: 'hashring.get (npm, md5)', subjects: ringSubjects });
+  await bench(`balancer: ring-hash lookups of distinct keys, ${N} members`, { baseline: 'hashring.get (npm, md5)', subjects: ringSubjects, targets: ringTargets });
 }

@@ -9,6 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Balancer, type BalancerEvent } from '../src/balancer/index.js';
 import { httpProbe } from '../src/balancer/health/active.js';
+import { ManualClock } from '../src/core/clock.js';
 import { freePort } from './support/servers.js';
 import type { ServiceInstance } from '../src/registry/types.js';
 
@@ -95,12 +96,21 @@ describe('active health checks on real HTTP servers', () => {
   it('stops probing an instance as soon as it leaves the list', async () => {
     const a = server(await freePort());
     await a.start();
-    const bal = new Balancer({ instances: [instance('a', a.port)], activeHealth: { intervalMs: 20 } });
+    const clock = new ManualClock();
+    const bal = new Balancer({ instances: [instance('a', a.port)], activeHealth: { intervalMs: 20 }, clock });
     try {
-      await until(() => a.hits >= 2);
+      // Probes run on the balancer's clock: step it until two have reached the server.
+      for (let end = Date.now() + 10_000; a.hits < 2; ) {
+        if (Date.now() > end) throw new Error('no probes in time');
+        await clock.advanceAsync(20);
+        await new Promise((r) => setTimeout(r, 5)); // let the probe's request reach the server
+      }
+      assert.ok(clock.pendingTimers >= 1, 'the next probe is scheduled');
       bal.update([]);
+      // The schedule is cleared at once; a probe still on the wire is aborted and then clears its timeout.
+      await until(() => clock.pendingTimers === 0, 2_000);
       const hits = a.hits;
-      await new Promise((r) => setTimeout(r, 150));
+      await clock.advanceAsync(1_000); // fifty intervals
       assert.ok(a.hits <= hits + 1, `probes after removal: ${a.hits - hits}`); // at most one already on the wire
     } finally {
       await bal.close();

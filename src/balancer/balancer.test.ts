@@ -7,8 +7,8 @@ import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError }
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
 import { Balancer, type BalancerEvent } from './balancer.js';
 import { P2C } from './p2c.js';
-import type { Picker } from './index.js';
-import { inst, instances, seeded } from './fixtures.test.js';
+import type { Picker } from './types.js';
+import { inst, instances, seeded } from './test-fixtures.js';
 
 /** FakeRegistry is a Registry of our own for unit tests: a map, scripted failures, pushable watches. */
 class FakeRegistry implements Registry {
@@ -117,9 +117,11 @@ describe('Balancer', () => {
     const reg = new FakeRegistry();
     await reg.register(inst('a'));
     reg.listFailures.push(new RegistryUnavailableError('down'));
-    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0 }); // backoff waits 0 ms
+    const clock = new ManualClock();
+    const b = new Balancer({ registry: reg, service: 'svc', clock, random: () => 0 }); // backoff waits 0 ms (a timer of 1 ms)
     await assert.rejects(b.ready(), RegistryUnavailableError);
-    for (let i = 0; i < 50 && b.instances().length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(b.instances().length, 0);
+    await clock.advanceAsync(1);
     assert.deepEqual(ids(b.instances()), ['a']);
     await b.ready();
     await b.close();
@@ -128,12 +130,13 @@ describe('Balancer', () => {
   it('lists again and watches again after the watch breaks, catching up on missed changes', async () => {
     const reg = new FakeRegistry();
     await reg.register(inst('a'));
-    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0 });
+    const clock = new ManualClock();
+    const b = new Balancer({ registry: reg, service: 'svc', clock, random: () => 0 });
     await b.ready();
     await settle();
     reg.byId.set('b', inst('b')); // a change the watch never reports…
     reg.emit(new Error('stream reset')); // …because it breaks
-    for (let i = 0; i < 50 && b.instances().length < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    await clock.advanceAsync(1);
     assert.deepEqual(ids(b.instances()), ['a', 'b']);
     assert.equal(reg.lists, 2);
     await b.close();
@@ -145,10 +148,13 @@ describe('Balancer', () => {
     reg.watch = () => ({
       [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(new Error('watch refused')) }),
     });
-    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0.01 }); // waits 1, 2, 4, 8 … ms
+    const clock = new ManualClock();
+    const b = new Balancer({ registry: reg, service: 'svc', clock, random: () => 0.01 }); // full jitter: waits 1, 2, 4, 8, 16, 32 … ms
     await b.ready();
-    await new Promise((r) => setTimeout(r, 50));
-    assert.ok(reg.lists >= 2 && reg.lists <= 8, `listed ${reg.lists} times in 50 ms`);
+    assert.equal(reg.lists, 1);
+    await clock.advanceAsync(50);
+    // Lists at 0, then after waits of 1, 2, 4, 8 and 16 ms (at 1, 3, 7, 15 and 31 ms); the next is at 63 ms.
+    assert.equal(reg.lists, 6, `listed ${reg.lists} times in 50 ms`);
     await b.close();
   });
 
@@ -156,12 +162,13 @@ describe('Balancer', () => {
     const reg = new FakeRegistry();
     await reg.register(inst('a'));
     await reg.register(inst('b'));
-    const b = new Balancer({ registry: reg, service: 'svc', random: () => 0 });
+    const clock = new ManualClock();
+    const b = new Balancer({ registry: reg, service: 'svc', clock, random: () => 0 });
     await b.ready();
     const before = b.instances();
     await settle();
     reg.emit(new Error('stream reset'));
-    for (let i = 0; i < 50 && reg.lists < 2; i++) await new Promise((r) => setTimeout(r, 2));
+    await clock.advanceAsync(1);
     await settle();
     assert.equal(reg.lists, 2);
     assert.equal(b.instances(), before);

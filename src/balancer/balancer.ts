@@ -1,6 +1,6 @@
 /**
  * Balancer binds one service of a `Registry` (or a `RegistryCache`, which is one) to health checks and
- * a strategy (reference 004 §2.4 and §五):
+ * a strategy:
  *
  * 1. The instance list follows the registry (registry `followService`, core's Follower): one listing,
  *    then the service's watch events; a broken watch is re-established after a backoff, listing again
@@ -8,10 +8,14 @@
  *    instances (health, strategy) is dropped.
  * 2. Health: passive outlier detection on every reported call (on by default) and, when configured,
  *    active HTTP probes. Ejected or down instances are left out of the list the strategy sees.
- * 3. Panic mode (Envoy's panic threshold, reference 004's "better than failing"): when fewer than
- *    `panicThreshold` of the instances are healthy, the strategy picks among all of them.
+ * 3. Panic mode (Envoy's panic threshold: picking an unhealthy instance beats failing every call):
+ *    when fewer than `panicThreshold` of the instances are healthy, the strategy picks among all of them.
  * 4. `pick(key?)` answers synchronously from memory; the list handed to the strategy keeps its
  *    identity until something changes, so strategies pick without allocating.
+ * 5. Changes cost what changed: one watch event or one ejection updates the health bookkeeping in
+ *    O(1) and hands the strategy a new list that differs by one instance, which it applies
+ *    incrementally (a pointer comparison per instance, then work for the one that changed): well
+ *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts).
  *
  * Every `pick` must be followed by exactly one `report(instance, { ok, latencyMs })`: it ends the
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
@@ -25,7 +29,8 @@ import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types
 import { sameInstance } from '../registry/validate.js';
 import { followService } from '../registry/follow.js';
 import type { Follower } from '../core/follower.js';
-import type { CallOutcome, ExcludeSet, Picker } from './index.js';
+import type { CallOutcome, ExcludeSet, Picker } from './types.js';
+import { InstanceTable, type Entry } from './instance-table.js';
 import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
 import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
@@ -77,6 +82,20 @@ export interface InstanceHealth {
 
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
 
+/** BalancerStats is what `Balancer.stats()` answers. */
+export interface BalancerStats {
+  /** Instances known, healthy or not. */
+  instances: number;
+  /** Instances picks are made from now (all of them in panic mode). */
+  available: number;
+  /** Instances ejected by outlier detection now. */
+  ejected: number;
+  /** Instances down according to active probes. */
+  down: number;
+  /** True while too few instances are healthy and picks go to all of them. */
+  panic: boolean;
+}
+
 /** Balancer picks instances of one service, following the registry and leaving unhealthy ones out. */
 export class Balancer {
   readonly service: string | undefined;
@@ -87,7 +106,10 @@ export class Balancer {
   private readonly outlier: OutlierDetector | undefined;
   private readonly active: ActiveHealthChecker | undefined;
   private readonly events = new Emitter<BalancerEvent>();
-  private byId = new Map<string, ServiceInstance>();
+  /** The instances by id, diffed against each new list so that only what changed is handled. */
+  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
+  /** Ids of instances ejected or down (only ids in the list). */
+  private readonly out = new Set<string>();
   private all: readonly ServiceInstance[] = EMPTY;
   private available: readonly ServiceInstance[] = EMPTY;
   private nextExpiry = Infinity;
@@ -113,11 +135,15 @@ export class Balancer {
     this.service = o.service;
     this.outlier = o.outlier === false ? undefined : new OutlierDetector({ ...(o.outlier ?? {}), clock: this.clock });
     const activeOpts = o.activeHealth ?? false;
-    this.active = activeOpts === false ? undefined : new ActiveHealthChecker({ random: o.random, ...activeOpts });
+    this.active = activeOpts === false ? undefined : new ActiveHealthChecker({ random: o.random, clock: this.clock, ...activeOpts });
     this.outlier?.onChange((e) => {
+      if (e.ejected) this.out.add(e.id);
+      else if (this.active?.isHealthy(e.id) ?? true) this.out.delete(e.id);
       this.events.emit(e.ejected ? { type: 'ejected', id: e.id, untilMs: e.untilMs! } : { type: 'returned', id: e.id });
     });
     this.active?.onChange((e) => {
+      if (!e.healthy) this.out.add(e.id);
+      else if (!(this.outlier?.isEjected(e.id) ?? false)) this.out.delete(e.id);
       this.events.emit({ type: e.healthy ? 'up' : 'down', id: e.id });
       this.recompute();
     });
@@ -188,16 +214,18 @@ export class Balancer {
     this.picker.report?.(instance);
   }
 
-  /** update replaces the instance list (for balancers without a registry). Duplicate ids: the last wins. */
+  /**
+   * update replaces the instance list (for balancers without a registry). Duplicate ids: the last
+   * object wins, in the place of the first. Instances that stay keep their health and strategy state;
+   * the cost is a pointer comparison per instance plus work for the instances that changed.
+   */
   update(instances: readonly ServiceInstance[]): void {
     if (!Array.isArray(instances)) throw new TypeError('Balancer.update: instances must be an array');
-    const byId = new Map<string, ServiceInstance>();
     for (const inst of instances) {
       if (inst === null || typeof inst !== 'object' || typeof inst.id !== 'string' || inst.id.length === 0) throw new TypeError('Balancer.update: every instance needs a non-empty string id');
-      byId.set(inst.id, inst);
     }
-    this.byId = byId;
-    this.rebuild();
+    if (this.closed) return;
+    this.apply(instances);
   }
 
   /** instances returns every known instance, healthy or not. */
@@ -214,6 +242,18 @@ export class Balancer {
   /** panic is true while too few instances are healthy and picks go to all of them. */
   get panic(): boolean {
     return this.inPanic;
+  }
+
+  /** stats answers the counts of instances known, available, ejected and down, and panic mode. */
+  stats(): BalancerStats {
+    const available = this.healthy().length;
+    return {
+      instances: this.all.length,
+      available,
+      ejected: this.outlier?.stats().ejected ?? 0,
+      down: this.active?.stats().down ?? 0,
+      panic: this.inPanic,
+    };
   }
 
   /** health returns a snapshot of every instance's health. */
@@ -237,7 +277,12 @@ export class Balancer {
     await this.active?.checkNow();
   }
 
-  /** close stops the watch and the probes; later picks throw ClosedError. */
+  /** [Symbol.asyncDispose] closes the balancer (`await using b = new Balancer(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** close stops the watch and the probes; later picks throw ClosedError. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -263,29 +308,46 @@ export class Balancer {
     return first; // every instance was tried: the same one again beats failing
   }
 
-  private rebuild(): void {
-    this.all = Object.freeze([...this.byId.values()]);
-    this.outlier?.retain(this.byId.keys());
-    this.active?.update(this.all);
+  /**
+   * apply makes `list` the instance list: the table reports what changed, and only those instances'
+   * health state is added or dropped.
+   */
+  private apply(list: readonly ServiceInstance[]): void {
+    const t = this.table;
+    t.sync(list);
+    if (t.added.length === 0 && t.removed.length === 0 && t.updated.length === 0 && t.entries.length === this.all.length) return;
+    const entries = t.entries;
+    const all = new Array<ServiceInstance>(entries.length);
+    for (let i = 0; i < entries.length; i++) all[i] = entries[i]!.instance;
+    this.all = Object.freeze(all);
+    for (const e of t.removed) {
+      const id = e.instance.id;
+      this.out.delete(id);
+      this.outlier?.remove(id);
+      this.active?.remove(id);
+    }
+    for (const e of t.added) {
+      this.outlier?.add(e.instance.id);
+      this.active?.add(e.instance);
+    }
+    for (const e of t.updated) this.active?.add(e.instance); // takes the new object (address)
     this.events.emit({ type: 'instances', count: this.all.length });
     this.recompute();
   }
 
-  /** recompute derives the list the strategy sees from the instances and their health. */
+  /**
+   * recompute derives the list the strategy sees from the instances and the set of those ejected or
+   * down: the whole list while none is (no copy), else the others (a new array only when it differs).
+   */
   private recompute(): void {
     const all = this.all;
-    const now = this.clock.now();
-    this.outlier?.expire(now);
-    let healthy: ServiceInstance[] | undefined;
-    for (let i = 0; i < all.length; i++) {
-      const inst = all[i]!;
-      const ok = !(this.outlier?.isEjected(inst.id, now) ?? false) && (this.active?.isHealthy(inst.id) ?? true);
-      if (!ok && healthy === undefined) healthy = all.slice(0, i);
-      else if (ok && healthy !== undefined) healthy.push(inst);
-    }
+    this.outlier?.expire(this.clock.now()); // returns update `out` through the change listener
     let next: readonly ServiceInstance[] = all;
     let panic = false;
-    if (healthy !== undefined) {
+    if (this.out.size > 0) {
+      const out = this.out;
+      const healthy: ServiceInstance[] = [];
+      for (let i = 0; i < all.length; i++) if (!out.has(all[i]!.id)) healthy.push(all[i]!);
       if (healthy.length < this.panicThreshold * all.length) panic = true;
       else next = healthy;
     }
@@ -300,37 +362,31 @@ export class Balancer {
   /** onList replaces the instance list with a registry listing, unless it changes nothing. */
   private onList(instances: readonly ServiceInstance[], service: string): void {
     if (this.closed) return;
-    const byId = new Map<string, ServiceInstance>();
-    for (const inst of instances) if (inst?.name === service && typeof inst.id === 'string' && inst.id.length > 0) byId.set(inst.id, inst);
-    // A listing that changes nothing (a re-list after a broken watch) keeps the list and its identity,
-    // so strategies keep their state and the ring is not rebuilt.
-    if (sameMembers(this.byId, byId)) return;
-    this.byId = byId;
-    this.rebuild();
+    // Instances equal to the ones known keep their objects, so a listing that changes nothing (a
+    // re-list after a broken watch) keeps the list and its identity: strategies keep their state.
+    const list: ServiceInstance[] = [];
+    for (const inst of instances) {
+      if (inst?.name !== service || typeof inst.id !== 'string' || inst.id.length === 0) continue;
+      const known = this.table.get(inst.id)?.instance;
+      list.push(known !== undefined && (known === inst || sameInstance(known, inst)) ? known : inst);
+    }
+    this.apply(list);
   }
 
   /** onEvent applies one watch event; events that change nothing are ignored. */
   private onEvent(event: RegistryEvent, service: string): void {
     const inst = event?.instance;
     if (this.closed || inst === undefined || inst === null || inst.name !== service || typeof inst.id !== 'string' || inst.id.length === 0) return;
+    const known = this.table.get(inst.id)?.instance;
     if (event.type === 'delete') {
-      if (!this.byId.delete(inst.id)) return;
-    } else {
-      const known = this.byId.get(inst.id);
-      if (known !== undefined && (known === inst || sameInstance(known, inst))) return;
-      this.byId.set(inst.id, inst);
+      if (known === undefined) return;
+      this.apply(this.all.filter((x) => x.id !== inst.id));
+    } else if (known === undefined) {
+      this.apply([...this.all, inst]);
+    } else if (known !== inst && !sameInstance(known, inst)) {
+      this.apply(this.all.map((x) => (x.id === inst.id ? inst : x)));
     }
-    this.rebuild();
   }
-}
-
-function sameMembers(a: Map<string, ServiceInstance>, b: Map<string, ServiceInstance>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [id, x] of b) {
-    const y = a.get(id);
-    if (y === undefined || (y !== x && !sameInstance(x, y))) return false;
-  }
-  return true;
 }
 
 function sameList(a: readonly ServiceInstance[], b: readonly ServiceInstance[]): boolean {

@@ -2,6 +2,11 @@
  * InstanceTable: the per-list state every picker keeps. A picker syncs it only when it is handed a
  * different array than last time (identity check), so `pick` on an unchanged list is allocation-free.
  * Per-instance state is keyed by id: kept for instances that stay, dropped for instances that leave.
+ *
+ * A sync walks the new list beside the old one comparing objects, and looks ids up only where they
+ * differ: an instance added, removed or ejected at N = 10 000 costs one pass of pointer comparisons
+ * (tens of µs) plus map work for what changed. It reports what changed (`added`, `removed`,
+ * `updated`) so that pickers with derived structures (a ring, a scheduler) update only those.
  */
 import { NoInstanceError } from '../core/errors.js';
 import type { ServiceInstance } from '../registry/types.js';
@@ -12,6 +17,10 @@ export const MAX_WEIGHT = 1_000_000;
 /** Entry is the state a picker keeps for one instance; `instance` is the latest object for its id. */
 export interface Entry {
   instance: ServiceInstance;
+  /** The sync that last saw the entry (the table's bookkeeping; start at 0). */
+  seen: number;
+  /** The entry's index in `entries` (the table's bookkeeping; start at 0). */
+  index: number;
 }
 
 /**
@@ -67,14 +76,20 @@ export function noInstance(): NoInstanceError {
 
 /**
  * InstanceTable maps the last list a picker saw to one entry per distinct id. `make(instance, previous)`
- * builds the entry for an id, given the entry it had in the previous list (undefined when new).
+ * builds the entry for an id, given the entry it had in the previous list (undefined when new); it is
+ * called only for ids that are new or whose instance object changed.
  */
 export class InstanceTable<E extends Entry> {
   /** The array the entries were built from. */
   source: readonly ServiceInstance[] | undefined = undefined;
   /** One entry per distinct id, in order of first appearance (the object of the last appearance). */
   entries: E[] = [];
-  private byId = new Map<string, E>();
+  /** What the last sync changed: entries new to the list, gone from it, and given a new instance object. */
+  added: E[] = [];
+  removed: E[] = [];
+  updated: E[] = [];
+  private readonly byId = new Map<string, E>();
+  private generation = 0;
 
   constructor(private readonly make: (instance: ServiceInstance, previous: E | undefined) => E) {}
 
@@ -82,24 +97,70 @@ export class InstanceTable<E extends Entry> {
   sync(list: readonly ServiceInstance[]): E[] {
     if (list === this.source) return this.entries;
     if (!Array.isArray(list)) throw new TypeError(`pick: instances must be an array, got ${list === null ? 'null' : typeof list}`);
-    const last = new Map<string, ServiceInstance>();
-    for (const inst of list) {
+    const gen = ++this.generation;
+    const old = this.entries;
+    const entries: E[] = [];
+    const added: E[] = [];
+    const updated: E[] = [];
+    let i = 0; // the old entry expected next
+    for (let j = 0; j < list.length; j++) {
+      const inst = list[j]!;
+      const expected = i < old.length ? old[i]! : undefined;
+      if (expected !== undefined && expected.instance === inst && expected.seen !== gen) {
+        expected.seen = gen;
+        expected.index = entries.length;
+        entries.push(expected);
+        i++;
+        continue;
+      }
       if (inst === null || typeof inst !== 'object' || typeof inst.id !== 'string') {
         throw new TypeError(`pick: every instance must be an object with a string id, got ${inst === null ? 'null' : typeof inst}`);
       }
-      last.set(inst.id, inst);
-    }
-    const byId = new Map<string, E>();
-    const entries: E[] = [];
-    for (const [id, inst] of last) {
-      const e = this.make(inst, this.byId.get(id));
-      byId.set(id, e);
+      let e = this.byId.get(inst.id);
+      if (e === undefined) {
+        e = this.make(inst, undefined);
+        e.seen = gen;
+        e.index = entries.length;
+        this.byId.set(inst.id, e);
+        entries.push(e);
+        added.push(e);
+        continue;
+      }
+      if (e.seen === gen) {
+        // A duplicate id (rare): the later object wins, the first place stays.
+        if (e.instance !== inst) {
+          this.update(e, inst);
+          if (!added.includes(e) && !updated.includes(e)) updated.push(e);
+        }
+        continue;
+      }
+      if (e.instance !== inst) {
+        this.update(e, inst);
+        updated.push(e);
+      }
+      if (e.seen === gen - 1 && old[e.index] === e) i = e.index + 1; // resynchronise the walk after it
+      e.seen = gen;
+      e.index = entries.length;
       entries.push(e);
     }
-    this.byId = byId;
+    const removed: E[] = [];
+    for (let k = 0; k < old.length; k++) {
+      const e = old[k]!;
+      if (e.seen !== gen) {
+        this.byId.delete(e.instance.id);
+        removed.push(e);
+      }
+    }
     this.entries = entries;
+    this.added = added;
+    this.removed = removed;
+    this.updated = updated;
     this.source = list;
     return entries;
+  }
+
+  private update(e: E, inst: ServiceInstance): void {
+    if (this.make(inst, e) !== e) throw new Error('InstanceTable: make must update and return the previous entry');
   }
 
   /** get returns the entry for `id` in the current list. */

@@ -1,36 +1,57 @@
 /**
- * LeastRequest sends each call to the instance with the fewest calls in flight (Envoy's
- * LEAST_REQUEST, full scan). Ties go round robin: the scan starts one place further each pick, so
- * idle instances share the traffic instead of the first one taking it all.
+ * LeastRequest sends each call to the instance with the fewest calls in flight among `choiceCount`
+ * drawn at random (Envoy's LEAST_REQUEST with its `choice_count`, default 2: "the power of two
+ * choices"). A full scan would find the true least-loaded instance but costs O(n) per pick once every
+ * instance has calls in flight (15 µs at 10 000 instances); sampling two is O(1) and, by the power of
+ * two choices result (Mitzenmacher 2001), keeps the busiest instance within O(log log n) of the mean
+ * instead of the O(log n / log log n) of one random choice. Ties go to the first drawn, so idle
+ * instances share the traffic at random.
  * In-flight counts come from `start` / `report` (the Balancer calls both).
  */
+import { fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { CallOutcome, ExcludeSet, Picker } from './index.js';
-import { InstanceTable, allowedCount, noInstance } from './instance-table.js';
+import type { CallOutcome, ExcludeSet, Picker } from './types.js';
+import { InstanceTable, noInstance, type Entry } from './instance-table.js';
 
-/** LeastRequestOptions configures a LeastRequest (no options yet; reserved). */
-export interface LeastRequestOptions {}
+/** LeastRequestOptions configures a LeastRequest. */
+export interface LeastRequestOptions {
+  /** How many instances each pick draws and compares, in [2, 100] (Envoy's `choice_count`). Defaults to 2. */
+  choiceCount?: number;
+  /** Uniform random numbers in [0, 1). Defaults to a xorshift32 generator seeded from `Math.random`. */
+  random?: () => number;
+}
 
-interface CountEntry {
-  instance: ServiceInstance;
+/** Defaults for LeastRequestOptions. */
+export const leastRequestDefaults = Object.freeze({ choiceCount: 2 });
+
+/** Draws per chosen instance before a pick with `exclude` falls back to a scan. */
+const EXCLUDE_TRIES = 4;
+
+interface CountEntry extends Entry {
   inFlight: number;
 }
 
-/** LeastRequest is a Picker choosing the instance with the fewest calls in flight. */
+/** LeastRequest is a Picker choosing the instance with the fewest calls in flight among a few drawn at random. */
 export class LeastRequest implements Picker {
+  readonly choiceCount: number;
   private readonly table = new InstanceTable<CountEntry>((instance, prev) => {
-    if (prev === undefined) return { instance, inFlight: 0 };
+    if (prev === undefined) return { instance, seen: 0, index: 0, inFlight: 0 };
     prev.instance = instance;
     return prev;
   });
-  private next = 0;
+  private readonly random: (() => number) | undefined;
+  private seed = ((Math.random() * 0x100000000) | 0) || 1;
   private last: CountEntry | undefined;
 
-  constructor(_options?: LeastRequestOptions) {}
+  constructor(options?: LeastRequestOptions) {
+    const o = checkOptions('LeastRequest', options);
+    this.choiceCount = integer('LeastRequest', 'choiceCount', o.choiceCount ?? leastRequestDefaults.choiceCount, 2, 100);
+    this.random = o.random === undefined ? undefined : fn<() => number>('LeastRequest', 'random', o.random);
+  }
 
   /**
-   * pick returns the instance with the fewest calls in flight (among those `exclude` lacks, while
-   * there is one); throws NoInstanceError when empty.
+   * pick returns the instance with the fewest calls in flight among `choiceCount` drawn at random
+   * (among those `exclude` lacks, while there is one); throws NoInstanceError when empty.
    */
   pick(instances: readonly ServiceInstance[], _key?: string, exclude?: ExcludeSet): ServiceInstance {
     const t = this.table;
@@ -41,36 +62,57 @@ export class LeastRequest implements Picker {
     }
     const n = entries.length;
     if (n === 0) throw noInstance();
-    let start = this.next;
-    if (start >= n) start %= n;
-    this.next = start + 1;
-    if (exclude !== undefined) {
-      const m = allowedCount(entries, exclude);
-      if (m > 0 && m < n) return this.pickAllowed(entries, exclude, start);
-    }
-    let best = entries[start]!;
-    for (let k = 1; k < n && best.inFlight > 0; k++) {
-      let i = start + k;
-      if (i >= n) i -= n;
-      const e = entries[i]!;
+    if (n === 1) return (this.last = entries[0]!).instance;
+    if (exclude !== undefined) return this.pickAllowed(entries, exclude);
+    let best = entries[this.draw(n)]!;
+    for (let c = 1; c < this.choiceCount && best.inFlight > 0; c++) {
+      const e = entries[this.draw(n)]!;
       if (e.inFlight < best.inFlight) best = e;
     }
     this.last = best;
     return best.instance;
   }
 
-  /** pickAllowed is `pick`'s scan from `start`, over the entries `exclude` lacks. */
-  private pickAllowed(entries: CountEntry[], exclude: ExcludeSet, start: number): ServiceInstance {
+  /**
+   * pickAllowed is `pick` over the entries `exclude` lacks: draws skip excluded ones; when draws keep
+   * landing on excluded ones (most are), one scan finds the least loaded of the others.
+   */
+  private pickAllowed(entries: CountEntry[], exclude: ExcludeSet): ServiceInstance {
     const n = entries.length;
     let best: CountEntry | undefined;
-    for (let k = 0; k < n; k++) {
-      let i = start + k;
-      if (i >= n) i -= n;
-      const e = entries[i]!;
-      if (!exclude.has(e.instance.id) && (best === undefined || e.inFlight < best.inFlight)) best = e;
+    let chosen = 0;
+    for (let tries = 0; chosen < this.choiceCount && tries < EXCLUDE_TRIES * this.choiceCount; tries++) {
+      const e = entries[this.draw(n)]!;
+      if (exclude.has(e.instance.id)) continue;
+      chosen++;
+      if (best === undefined || e.inFlight < best.inFlight) best = e;
     }
-    this.last = best!;
-    return best!.instance;
+    if (best === undefined) {
+      for (let i = 0; i < n; i++) {
+        const e = entries[i]!;
+        if (!exclude.has(e.instance.id) && (best === undefined || e.inFlight < best.inFlight)) best = e;
+      }
+      best ??= entries[this.draw(n)]!; // every instance excluded: pick as usual
+    }
+    this.last = best;
+    return best.instance;
+  }
+
+  /** draw returns a uniform index in [0, n). */
+  private draw(n: number): number {
+    const r = this.random;
+    let u: number;
+    if (r !== undefined) u = r();
+    else {
+      let x = this.seed;
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      this.seed = x;
+      u = (x >>> 0) / 0x100000000;
+    }
+    const i = Math.floor(u * n);
+    return i >= 0 && i < n ? i : 0;
   }
 
   /** start counts a call in flight to `instance`. */
@@ -89,5 +131,12 @@ export class LeastRequest implements Picker {
   /** inFlightOf returns the calls in flight to `id`, or undefined. */
   inFlightOf(id: string): number | undefined {
     return this.table.get(id)?.inFlight;
+  }
+
+  /** stats answers the number of instances and of calls in flight to them. */
+  stats(): { instances: number; inFlight: number } {
+    let inFlight = 0;
+    for (const e of this.table.entries) inFlight += e.inFlight;
+    return { instances: this.table.entries.length, inFlight };
   }
 }

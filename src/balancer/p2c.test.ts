@@ -5,7 +5,7 @@ import { ManualClock } from '../core/clock.js';
 import { NoInstanceError } from '../core/errors.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { P2C } from './p2c.js';
-import { inst, instances, seeded } from './fixtures.test.js';
+import { inst, instances, seeded } from './test-fixtures.js';
 
 /** drive makes `calls` calls, one per `stepMs`, each finishing at once with the instance's latency. */
 function drive(p: P2C, clock: ManualClock, list: readonly ServiceInstance[], latency: (id: string) => number, calls: number, stepMs = 1, ok: (id: string) => boolean = () => true) {

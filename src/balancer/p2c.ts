@@ -18,8 +18,8 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { CallOutcome, ExcludeSet, Picker } from './index.js';
-import { InstanceTable, noInstance } from './instance-table.js';
+import type { CallOutcome, ExcludeSet, Picker } from './types.js';
+import { InstanceTable, noInstance, type Entry } from './instance-table.js';
 
 /** P2COptions configures a P2C picker. */
 export interface P2COptions {
@@ -56,8 +56,7 @@ const MIN_LATENCY_MS = 0.001;
 /** The clock is read once per this many picks. */
 const CLOCK_EVERY = 16;
 
-interface P2CEntry {
-  instance: ServiceInstance;
+interface P2CEntry extends Entry {
   ewma: number;
   lastReport: number;
   inFlight: number;
@@ -236,6 +235,18 @@ export class P2C implements Picker {
     return this.table.get(id)?.inFlight;
   }
 
+  /** stats answers the number of instances, the calls in flight to them and their mean latency EWMA (ms). */
+  stats(): { instances: number; inFlight: number; meanEwmaMs: number } {
+    let inFlight = 0;
+    let sum = 0;
+    const entries = this.table.entries;
+    for (const e of entries) {
+      inFlight += e.inFlight;
+      sum += e.ewma;
+    }
+    return { instances: entries.length, inFlight, meanEwmaMs: entries.length > 0 ? sum / entries.length : 0 };
+  }
+
   private cost(e: P2CEntry): number {
     return (e.ewma > MIN_LATENCY_MS ? e.ewma : MIN_LATENCY_MS) * (e.inFlight + 1);
   }
@@ -264,6 +275,8 @@ export class P2C implements Picker {
     const now = this.now;
     return {
       instance,
+      seen: 0,
+      index: 0,
       ewma: this.seeded ? this.prior : this.initialLatencyMs,
       lastReport: now,
       inFlight: 0,

@@ -1,10 +1,10 @@
 /**
- * Random picks an instance uniformly at random (reference 004 §2.2: with many instances it spreads
- * about as well as round robin, and needs no shared turn).
+ * Random picks an instance uniformly at random: with many instances it spreads about as well as
+ * round robin, and needs no shared turn.
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { ExcludeSet, Picker } from './index.js';
+import type { ExcludeSet, Picker } from './types.js';
 import { InstanceTable, allowedCount, noInstance, nthAllowed, type Entry } from './instance-table.js';
 
 /** RandomOptions configures a Random. */
@@ -15,7 +15,7 @@ export interface RandomOptions {
 
 /** Random is a Picker that chooses uniformly at random. */
 export class Random implements Picker {
-  private readonly table = new InstanceTable<Entry>((instance) => ({ instance }));
+  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
   private readonly random: () => number;
 
   constructor(options?: RandomOptions) {
@@ -36,5 +36,10 @@ export class Random implements Picker {
     let i = Math.floor(this.random() * (m === 0 ? n : m));
     if (!(i >= 0 && i < n)) i = i >= n ? n - 1 : 0; // a random() outside [0, 1) still picks a real instance
     return (m === 0 || m === n ? entries[i]! : nthAllowed(entries, exclude!, Math.min(i, m - 1))).instance;
+  }
+
+  /** stats answers the number of instances in the list last picked from. */
+  stats(): { instances: number } {
+    return { instances: this.table.entries.length };
   }
 }

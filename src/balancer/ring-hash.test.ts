@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { NoInstanceError } from '../core/errors.js';
 import { HashRing } from '../core/hash-ring.js';
 import type { ServiceInstance } from '../registry/types.js';
+import fc from 'fast-check';
 import { RingHash } from './ring-hash.js';
-import { inst, instances, seeded } from './fixtures.test.js';
+import { inst, instances, seeded } from './test-fixtures.js';
 
 const KEYS = 1_000_000;
 
@@ -60,7 +61,7 @@ describe('RingHash', () => {
 
   it('routes like a core HashRing of the instance ids with the same replicas (one ring for balancer and cache)', () => {
     const list = instances(5);
-    const p = new RingHash({ replicas: 160 });
+    const p = new RingHash({ replicas: 160, minRingSize: 1 });
     const ring = new HashRing({ replicas: 160 });
     ring.set(list.map((x) => x.id));
     for (let i = 0; i < 5_000; i++) assert.equal(p.pick(list, `k${i}`).id, ring.get(`k${i}`));
@@ -105,11 +106,87 @@ describe('RingHash', () => {
     assert.equal(seen.size, 4);
   });
 
+  it('after any sequence of joins, leaves, ejections, returns and weight changes, owns every key as a ring built from scratch (property)', () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constantFrom('join' as const, 'leave' as const, 'eject' as const, 'return' as const), id: fc.integer({ min: 0, max: 11 }) }),
+      fc.record({ kind: fc.constant('weight' as const), id: fc.integer({ min: 0, max: 11 }), w: fc.integer({ min: 1, max: 4 }) }),
+    );
+    fc.assert(
+      fc.property(fc.boolean(), fc.array(op, { minLength: 1, maxLength: 40 }), (small, ops) => {
+        // small: a ring bound that forces rescaling (64 → 32 → … points per unit of weight).
+        const options = small ? { replicas: 64, minRingSize: 1, maxRingSize: 200 } : { replicas: 16, minRingSize: 1 };
+        const p = new RingHash(options);
+        const weights = new Map<string, number>();
+        const ejected = new Set<string>();
+        let list: ServiceInstance[] = [];
+        const apply = () => {
+          list = [...weights].filter(([id]) => !ejected.has(id)).map(([id, w]) => inst(id, String(w)));
+          if (list.length > 0) p.pick(list, 'warm'); // the picker sees every intermediate list
+        };
+        for (const o of ops) {
+          const id = `i${o.id}`;
+          if (o.kind === 'join') weights.set(id, weights.get(id) ?? 1);
+          else if (o.kind === 'leave') (weights.delete(id), ejected.delete(id));
+          else if (o.kind === 'eject') weights.has(id) && ejected.add(id);
+          else if (o.kind === 'return') ejected.delete(id);
+          else if (o.kind === 'weight' && weights.has(id)) weights.set(id, o.w);
+          apply();
+        }
+        if (list.length === 0) return;
+        const scale = p.stats().pointsPerWeight;
+        const fresh = new RingHash({ replicas: scale, minRingSize: 1, maxRingSize: 1 << 24 });
+        for (let i = 0; i < 300; i++) assert.equal(p.pick(list, `k${i}`).id, fresh.pick(list, `k${i}`).id, `key k${i}`);
+        if (small) assert.ok(p.stats().points <= 200 + p.stats().absentPoints, `ring of ${p.stats().points} points`);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('routes a key of an ejected instance to its next instance clockwise, and back when it returns, without touching the ring', () => {
+    const list = instances(10);
+    const p = new RingHash({ replicas: 50, minRingSize: 1 });
+    const before = Array.from({ length: 5_000 }, (_, i) => p.pick(list, `k${i}`).id);
+    const points = p.stats().points;
+    const healthy = list.filter((x) => x.id !== 'i4');
+    const fresh = new RingHash({ replicas: 50, minRingSize: 1 });
+    for (let i = 0; i < 5_000; i++) {
+      const id = p.pick(healthy, `k${i}`).id;
+      assert.equal(id, fresh.pick(healthy, `k${i}`).id);
+      if (before[i] !== 'i4') assert.equal(id, before[i]);
+    }
+    assert.equal(p.stats().points, points, 'the ejected instance keeps its points');
+    assert.equal(p.stats().absentPoints, 50);
+    for (let i = 0; i < 5_000; i++) assert.equal(p.pick(list, `k${i}`).id, before[i]);
+    assert.equal(p.stats().absentPoints, 0);
+  });
+
+  it('gives an instance points in proportion to its weight', () => {
+    const list = [inst('a', '1'), inst('b', '3')];
+    const p = new RingHash({ replicas: 100 });
+    p.pick(list, 'k');
+    assert.equal(p.ring.pointsOf('a') * 3, p.ring.pointsOf('b'));
+    const counts = loads(p, list, (i) => `user:${i}`, 100_000);
+    const share = counts.get('b')! / 100_000;
+    assert.ok(share > 0.7 && share < 0.8, `b's share ${share}`);
+  });
+
+  it('keeps the ring within maxRingSize and at least minRingSize points', () => {
+    const p = new RingHash({ maxRingSize: 10_000, minRingSize: 1_000 });
+    p.pick(instances(100), 'k');
+    assert.ok(p.stats().points <= 10_000 && p.stats().points >= 5_000, `${p.stats().points} points`);
+    assert.equal(p.stats().pointsPerWeight, 80);
+    const q = new RingHash({ replicas: 10, minRingSize: 1_000 });
+    q.pick(instances(3), 'k');
+    assert.ok(q.stats().points >= 1_000, `${q.stats().points} points`);
+  });
+
   it('rejects bad options and bad input', () => {
     assert.throws(() => new RingHash({ replicas: 0 }), RangeError);
     assert.throws(() => new RingHash({ replicas: 1.5 }), RangeError);
     assert.throws(() => new RingHash({ loadFactor: 1 }), RangeError);
     assert.throws(() => new RingHash({ boundedLoad: 'yes' as never }), TypeError);
+    assert.throws(() => new RingHash({ maxRingSize: 0 }), RangeError);
+    assert.throws(() => new RingHash({ minRingSize: 2_000, maxRingSize: 1_000 }), RangeError);
     const p = new RingHash();
     assert.throws(() => p.pick([], 'k'), NoInstanceError);
     assert.throws(() => p.pick(instances(2), 42 as never), TypeError);

@@ -2,9 +2,10 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { NoInstanceError } from '../core/errors.js';
 import { LeastRequest } from './least-request.js';
+import type { ServiceInstance } from '../registry/types.js';
 import { Random } from './random.js';
 import { RoundRobin } from './round-robin.js';
-import { inst, instances, seeded } from './fixtures.test.js';
+import { inst, instances, seeded } from './test-fixtures.js';
 import { weightOf } from './instance-table.js';
 
 describe('RoundRobin', () => {
@@ -61,19 +62,50 @@ describe('Random', () => {
 });
 
 describe('LeastRequest', () => {
-  it('picks the instance with the fewest calls in flight, ties in turn', () => {
-    const p = new LeastRequest();
-    const list = instances(3);
-    const a = p.pick(list);
-    p.start(a);
-    const b = p.pick(list);
-    p.start(b);
-    const c = p.pick(list);
-    p.start(c);
-    assert.equal(new Set([a.id, b.id, c.id]).size, 3);
-    p.report(b, { ok: true, latencyMs: 1 });
-    assert.equal(p.pick(list).id, b.id);
-    assert.equal(p.inFlightOf(a.id), 1);
+  it('picks the one with fewer calls in flight of the two it draws', () => {
+    const list = instances(4);
+    // Every pick draws i0, then i1: with i0 busy, each goes to i1.
+    const draws = [0, 0.3];
+    let k = 0;
+    const p = new LeastRequest({ random: () => draws[k++ % draws.length]! });
+    p.pick(list); // learns the list
+    k = 0;
+    p.start(list[0]!);
+    for (let i = 0; i < 3; i++) assert.equal(p.pick(list).id, 'i1');
+    p.report(list[0]!, { ok: true, latencyMs: 1 });
+    assert.equal(p.inFlightOf('i0'), 0);
+    assert.equal(p.pick(list).id, 'i0', 'idle and drawn first: ties go to the first drawn');
+  });
+
+  it('keeps in-flight counts even under load: the busiest stays near the mean (power of two choices)', () => {
+    const list = instances(100);
+    const p = new LeastRequest({ random: seeded(5) });
+    const random = seeded(6);
+    const open: ServiceInstance[] = [];
+    for (let i = 0; i < 50_000; i++) {
+      const x = p.pick(list);
+      p.start(x);
+      open.push(x);
+      if (open.length > 1_000) {
+        const j = Math.floor(random() * open.length);
+        p.report(open[j]!, { ok: true, latencyMs: 1 });
+        open[j] = open[open.length - 1]!;
+        open.pop();
+      }
+    }
+    const loads = list.map((x) => p.inFlightOf(x.id)!);
+    assert.equal(loads.reduce((a, b) => a + b, 0), open.length);
+    assert.ok(Math.max(...loads) <= 10 + 4, `busiest ${Math.max(...loads)} with mean 10`);
+    assert.deepEqual(p.stats(), { instances: 100, inFlight: open.length });
+  });
+
+  it('avoids excluded instances while others are available, and rejects bad options', () => {
+    const list = instances(5);
+    const p = new LeastRequest({ random: seeded(2) });
+    const exclude = new Set(['i0', 'i1', 'i2', 'i3']);
+    for (let i = 0; i < 20; i++) assert.equal(p.pick(list, undefined, exclude).id, 'i4');
+    assert.throws(() => new LeastRequest({ choiceCount: 1 }), RangeError);
+    assert.throws(() => new LeastRequest({ random: 3 as never }), TypeError);
   });
 
   it('never counts below zero and throws NoInstanceError when empty', () => {

@@ -1,11 +1,11 @@
 /**
- * RoundRobin hands out instances in turn (reference 004 §2.2). The first turn starts at a random
+ * RoundRobin hands out instances in turn. The first turn starts at a random
  * offset, so that many clients started together do not all begin with the same instance (gRPC's
  * round_robin does the same).
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { ExcludeSet, Picker } from './index.js';
+import type { ExcludeSet, Picker } from './types.js';
 import { InstanceTable, noInstance, type Entry } from './instance-table.js';
 
 /** RoundRobinOptions configures a RoundRobin. */
@@ -16,7 +16,7 @@ export interface RoundRobinOptions {
 
 /** RoundRobin is a Picker that takes instances in turn. */
 export class RoundRobin implements Picker {
-  private readonly table = new InstanceTable<Entry>((instance) => ({ instance }));
+  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
   private next: number;
 
   constructor(options?: RoundRobinOptions) {
@@ -42,5 +42,10 @@ export class RoundRobin implements Picker {
     }
     this.next = i + 1;
     return entries[i]!.instance;
+  }
+
+  /** stats answers the number of instances in the list last picked from. */
+  stats(): { instances: number } {
+    return { instances: this.table.entries.length };
   }
 }

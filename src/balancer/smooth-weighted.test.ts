@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { NoInstanceError } from '../core/errors.js';
 import { SmoothWeightedRoundRobin } from './smooth-weighted.js';
-import { inst } from './fixtures.test.js';
+import type { ServiceInstance } from '../registry/types.js';
+import { inst } from './test-fixtures.js';
 
 const seq = (p: SmoothWeightedRoundRobin, list: readonly ReturnType<typeof inst>[], n: number) =>
   Array.from({ length: n }, () => p.pick(list).id).join(' ');
@@ -80,30 +81,57 @@ describe('SmoothWeightedRoundRobin', () => {
     assert.throws(() => p.pick([null] as never), TypeError);
   });
 
-  it('picks exactly what the plain nginx turn picks, through list changes, integer or not (property)', () => {
-    /** The reference: nginx's loop on a Map of current weights kept by id. */
-    function reference() {
-      const cur = new Map<string, number>();
-      return (list: ReturnType<typeof inst>[]) => {
-        const ids = new Set(list.map((i) => i.id));
-        for (const id of [...cur.keys()]) if (!ids.has(id)) cur.delete(id);
-        let total = 0;
-        let best: string | undefined;
-        for (const i of list) {
-          const w = Number(i.metadata!.weight);
-          total += w;
-          const c = (cur.get(i.id) ?? 0) + w;
-          cur.set(i.id, c);
-          if (best === undefined || c > cur.get(best)!) best = i.id;
+  /**
+   * reference is nginx's loop on a Map of current weights kept by id, ties to the instance that joined
+   * first (for one list: the first in it, as nginx).
+   */
+  function reference() {
+    const cur = new Map<string, number>();
+    const joined = new Map<string, number>();
+    let seq = 0;
+    return (list: readonly ServiceInstance[]) => {
+      const ids = new Set(list.map((i) => i.id));
+      for (const id of [...cur.keys()]) {
+        if (!ids.has(id)) {
+          cur.delete(id);
+          joined.delete(id);
         }
-        cur.set(best!, cur.get(best!)! - total);
-        return best!;
-      };
-    }
-    const weight = fc.oneof(fc.integer({ min: 1, max: 9 }).map(String), fc.constantFrom('0.5', '2.25', '1000'));
-    const list = fc.uniqueArray(fc.record({ id: fc.constantFrom('a', 'b', 'c', 'd', 'e'), w: weight }), { selector: (r) => r.id, minLength: 1, maxLength: 5 });
+      }
+      for (const i of list) if (!joined.has(i.id)) joined.set(i.id, seq++);
+      let total = 0;
+      let best: string | undefined;
+      for (const i of list) {
+        const w = Number(i.metadata!.weight);
+        total += w;
+        const c = (cur.get(i.id) ?? 0) + w;
+        cur.set(i.id, c);
+      }
+      for (const i of list) {
+        const c = cur.get(i.id)!;
+        if (best === undefined || c > cur.get(best)! || (c === cur.get(best)! && joined.get(i.id)! < joined.get(best)!)) best = i.id;
+      }
+      cur.set(best!, cur.get(best!)! - total);
+      return best!;
+    };
+  }
+
+  it('picks exactly what the plain nginx turn picks for one list of small integer weights (property)', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(list, fc.integer({ min: 0, max: 60 })), { minLength: 1, maxLength: 6 }), (phases) => {
+      fc.property(fc.array(fc.integer({ min: 1, max: 50 }), { minLength: 1, maxLength: 40 }), fc.integer({ min: 1, max: 400 }), (weights, picks) => {
+        const p = new SmoothWeightedRoundRobin();
+        const ref = reference();
+        const l = weights.map((w, i) => inst(`n${i}`, String(w)));
+        for (let k = 0; k < picks; k++) assert.equal(p.pick(l).id, ref(l), `turn ${k}`);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('picks exactly what nginx picks through list and weight changes, integer weights (property)', () => {
+    const weight = fc.integer({ min: 1, max: 9 }).map(String);
+    const list = fc.uniqueArray(fc.record({ id: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'), w: weight }), { selector: (r) => r.id, minLength: 1, maxLength: 7 });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(list, fc.integer({ min: 0, max: 60 })), { minLength: 1, maxLength: 8 }), (phases) => {
         const p = new SmoothWeightedRoundRobin();
         const ref = reference();
         for (const [spec, picks] of phases) {
@@ -112,5 +140,40 @@ describe('SmoothWeightedRoundRobin', () => {
         }
       }),
     );
+  });
+
+  it('gives every instance its share of any weights, within one pick per instance of nginx (property)', () => {
+    const weight = fc.oneof(fc.integer({ min: 1, max: 1_000_000 }), fc.double({ min: 0.01, max: 1000, noNaN: true }));
+    fc.assert(
+      fc.property(fc.array(weight, { minLength: 1, maxLength: 30 }), fc.integer({ min: 1, max: 2000 }), (weights, picks) => {
+        const p = new SmoothWeightedRoundRobin();
+        const l = weights.map((w, i) => inst(`n${i}`, String(w)));
+        const total = weights.reduce((a, b) => a + b, 0);
+        const counts = new Map<string, number>();
+        for (let k = 0; k < picks; k++) {
+          const id = p.pick(l).id;
+          counts.set(id, (counts.get(id) ?? 0) + 1);
+        }
+        // nginx's smoothness: after t picks each instance has its exact share ± 1 (rounding aside).
+        weights.forEach((w, i) => {
+          const got = counts.get(`n${i}`) ?? 0;
+          const share = (picks * w) / total;
+          assert.ok(Math.abs(got - share) <= 1 + 1e-6 * picks, `n${i}: ${got} picks, share ${share.toFixed(3)}`);
+        });
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('picks among 10 000 instances in O(log n) and keeps their shares (weights 1 … 3)', () => {
+    const l = Array.from({ length: 10_000 }, (_, i) => inst(`n${i}`, String(1 + (i % 3))));
+    const p = new SmoothWeightedRoundRobin();
+    const counts = new Map<string, number>();
+    for (let k = 0; k < 20_000 * 3; k++) {
+      const id = p.pick(l).id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    // 60 000 picks = 3 × the total weight 20 000: every instance 3 × its weight, ± 1 (nginx's smoothness).
+    for (let i = 0; i < 10_000; i++) assert.ok(Math.abs(counts.get(`n${i}`)! - 3 * (1 + (i % 3))) <= 1, `n${i}: ${counts.get(`n${i}`)}`);
   });
 });

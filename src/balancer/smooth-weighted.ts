@@ -1,26 +1,35 @@
 /**
- * SmoothWeightedRoundRobin is nginx's smooth weighted round robin (ngx_http_upstream_round_robin.c,
- * reference 004 §2.2): each turn every instance's current weight grows by its weight, the largest wins
+ * SmoothWeightedRoundRobin is nginx's smooth weighted round robin (ngx_http_upstream_round_robin.c):
+ * each turn every instance's current weight grows by its weight, the largest wins (the first on ties)
  * and gives back the total. Weights 5, 1, 1 give A A B A C A A, never A A A A A B C.
+ *
+ * nginx's loop is O(n) per pick. Here the same turn is answered in O(log n): after t turns instance i's
+ * current weight is `wᵢ·t − cᵢ`, where `cᵢ` is the total it gave back, so the next winner is the
+ * highest of n lines `wᵢ·x − cᵢ` at x = t + 1. A kinetic tournament tree keeps the winner of every
+ * subtree and the turn at which that could change (when a steeper line overtakes); a pick re-checks
+ * only the nodes whose turn has come and the picked instance's path, and an instance added, removed or
+ * re-weighted updates one path. With integer weights the arithmetic is exact, so the sequence is
+ * nginx's own; ties go to the instance that joined first (list order, for a list seen at once).
+ *
+ * Small integer weights (total ≤ 1 024) take a shortcut: the tree plays one cycle of `total` turns
+ * ahead into an array, and when the cycle leaves every current weight as it found it (each instance
+ * won exactly its weight's turns, the usual case) picks read that array: an array read per pick, as
+ * with nginx's own precomputed schedules. A change ends the cycle where it stands (O(total + n)).
  *
  * Weights come from `metadata.weight` (a positive finite number, else 1 with one warning per instance).
  * Current weights are kept by instance id, so they survive list updates for instances that stay.
- *
- * Speed: with integer weights of modest total (≤ 65 536), one cycle of picks is precomputed when the
- * list changes and a pick is an array read; otherwise each pick is the O(n) nginx turn.
  */
 import { fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { Picker } from './index.js';
-import { defaultWarn, InstanceTable, noInstance, weightOf } from './instance-table.js';
-
-/** Cycles are precomputed when the total weight is at most this… */
-const MAX_CYCLE = 1 << 16;
-/** …and computing one costs at most this many steps (total × instances): ~2 ms. */
-const MAX_CYCLE_WORK = 1 << 21;
+import type { Picker } from './types.js';
+import { defaultWarn, InstanceTable, noInstance, weightOf, type Entry } from './instance-table.js';
 
 /** The most (instance, bad weight) pairs remembered for warn-once. */
 const MAX_WARNED = 10_000;
+/** Turns are counted from a new origin past this, so `wᵢ·x` stays an exact integer in a double (weights ≤ 2²⁰). */
+const MAX_TURN = 2 ** 32;
+/** Cycles are played ahead when the weights are integers summing to at most this. */
+const MAX_CYCLE = 1024;
 
 /** SmoothWeightedRoundRobinOptions configures a SmoothWeightedRoundRobin. */
 export interface SmoothWeightedRoundRobinOptions {
@@ -28,29 +37,41 @@ export interface SmoothWeightedRoundRobinOptions {
   warn?: (message: string) => void;
 }
 
-interface WeightedEntry {
-  instance: ServiceInstance;
+interface WeightedEntry extends Entry {
   /** The raw metadata.weight the weight was parsed from (re-parsed, and warned about, only when it changes). */
   raw: string | undefined;
   weight: number;
-  /** The current weight, kept here only across list changes (the pick loop works on `current[]`). */
-  current: number;
+  /** The entry's leaf in the tournament tree (−1 before it has one). */
+  slot: number;
 }
 
 /** SmoothWeightedRoundRobin is a Picker implementing nginx's smooth weighted round robin. */
 export class SmoothWeightedRoundRobin implements Picker {
   private readonly table: InstanceTable<WeightedEntry>;
+  /** Turns taken (the x of the lines). */
+  private x = 0;
   private total = 0;
-  /** weights[i] and current[i] belong to table.entries[i]; typed arrays keep the turn loop tight. */
-  private weights = new Float64Array(0);
-  private current = new Float64Array(0);
-  /** The next turns, precomputed (indexes into table.entries), when weights are small integers. */
+  /** Leaves: weight and given-back total per slot; bySlot[s] is the entry there (undefined: a hole). */
+  private w = new Float64Array(0);
+  private c = new Float64Array(0);
+  private bySlot: (WeightedEntry | undefined)[] = [];
+  /** Slots are handed out in order (so ties go to the earlier arrival); `used` is the next one. */
+  private used = 0;
+  private cap = 0;
+  /** Tournament nodes in heap order (root 1, leaves cap … 2·cap − 1): winner slot (−1: none)… */
+  private win = new Int32Array(0);
+  /** …and the earliest turn at which a winner in the subtree may change. */
+  private fail = new Float64Array(0);
+  /** Instances whose weight is not an integer (no cycles while any is). */
+  private fractional = 0;
+  /**
+   * A cycle of turns played ahead (slots), or undefined. The tree holds the state at the cycle's start;
+   * `pos` turns of it have been taken. Only periodic cycles (ending in the state they began in) are kept.
+   */
   private cycle: Uint32Array | undefined;
   private pos = 0;
-  /** The current weights when the cycle began; `current` holds them at its end. */
-  private cycleStart = new Float64Array(0);
-  /** The cycle ends in the state it began with, so it repeats as it is. */
-  private periodic = false;
+  /** No cycle until the list or a weight changes (the last attempt was not periodic). */
+  private noCycle = false;
 
   constructor(options?: SmoothWeightedRoundRobinOptions) {
     const o = checkOptions('SmoothWeightedRoundRobin', options);
@@ -76,10 +97,10 @@ export class SmoothWeightedRoundRobin implements Picker {
       if (prev !== undefined) {
         prev.instance = instance;
         prev.raw = raw;
-        prev.weight = weight;
+        this.reweight(prev, weight);
         return prev;
       }
-      return { instance, raw, weight, current: 0 };
+      return { instance, seen: 0, index: 0, raw, weight, slot: -1 };
     });
   }
 
@@ -89,80 +110,232 @@ export class SmoothWeightedRoundRobin implements Picker {
     const cycle = this.cycle;
     if (cycle !== undefined) {
       let p = this.pos;
-      if (p === cycle.length) {
-        if (!this.periodic) this.plan(); // the next cycle starts where this one ended
-        p = 0;
-      }
+      if (p === cycle.length) p = 0; // periodic: the state is back where the cycle began
       this.pos = p + 1;
-      return this.table.entries[cycle[p]!]!.instance;
+      return this.bySlot[cycle[p]!]!.instance;
     }
-    if (this.weights.length === 0) throw noInstance();
-    return this.table.entries[this.step(this.current)]!.instance;
+    if (this.table.entries.length === 0) throw noInstance();
+    if (!this.noCycle && this.fractional === 0 && this.total <= MAX_CYCLE) {
+      this.play();
+      if (this.cycle !== undefined) return this.pick(instances);
+    }
+    return this.bySlot[this.step()]!.instance;
   }
 
-  /** step is one turn of nginx's algorithm on `current`; returns the index picked. */
-  private step(current: Float64Array): number {
-    const weights = this.weights;
-    const n = weights.length;
-    // Every current weight grows by its weight; the largest (first on ties) gives back the total.
-    let best = 0;
-    let bestCurrent = (current[0] += weights[0]!);
-    for (let i = 1; i < n; i++) {
-      const c = (current[i] += weights[i]!);
-      if (c > bestCurrent) {
-        bestCurrent = c;
-        best = i;
-      }
+  /** step takes one turn on the tree and answers the slot that won it. */
+  private step(): number {
+    let x = ++this.x;
+    if (x >= MAX_TURN) {
+      this.rebase();
+      x = this.x;
     }
-    current[best] = bestCurrent - this.total;
-    return best;
+    if (this.fail[1]! <= x) this.fix(1, x);
+    const i = this.win[1]!;
+    this.c[i] += this.total;
+    this.path(i, x);
+    return i;
   }
 
   /**
-   * plan precomputes the next `total` turns from the state in `current` (which it leaves at the end
-   * state). With integer weights a cycle of `total` turns usually returns to its start state (always
-   * from all zeros): then the same cycle serves forever and a pick is one array read.
+   * play takes one cycle of `total` turns on the tree. When every instance won exactly its weight's
+   * turns, the current weights are as they were: the cycle is kept (the tree rolled back to its start)
+   * and repeats. Otherwise the turns stand, as if picked, and cycles stay off until the next change.
    */
-  private plan(): void {
+  private play(): void {
     const total = this.total;
-    this.cycleStart = this.current.slice();
-    const cycle = this.cycle !== undefined && this.cycle.length === total ? this.cycle : new Uint32Array(total);
-    for (let k = 0; k < total; k++) cycle[k] = this.step(this.current);
-    this.cycle = cycle;
-    this.periodic = sameState(this.cycleStart, this.current);
+    const turns = new Uint32Array(total);
+    const won = new Float64Array(this.cap);
+    for (let k = 0; k < total; k++) won[(turns[k] = this.step())]!++;
+    let periodic = true;
+    for (let s = 0; s < this.used && periodic; s++) if (this.bySlot[s] !== undefined && won[s] !== this.w[s]) periodic = false;
+    if (!periodic) {
+      // The turns were taken for nothing: undo them (same state either way, and no pick is lost).
+      this.unplay(turns, 0);
+      this.noCycle = true;
+      return;
+    }
+    this.unplay(turns, 0);
+    this.cycle = turns;
     this.pos = 0;
   }
 
-  /** sync moves the current weights of instances that stay into arrays laid out for the new list. */
-  private sync(instances: readonly ServiceInstance[]): void {
-    // The state as of now: in cycle mode, replay the turns taken in this cycle from its start.
-    if (this.cycle !== undefined) {
-      const state = this.cycleStart.slice();
-      for (let k = 0; k < this.pos; k++) this.step(state);
-      this.current = state;
-    }
-    const old = this.table.entries;
-    for (let i = 0; i < old.length; i++) old[i]!.current = this.current[i]!;
-    const entries = this.table.sync(instances);
-    const n = entries.length;
-    this.weights = new Float64Array(n);
-    this.current = new Float64Array(n);
-    let total = 0;
-    let integral = true;
-    for (let i = 0; i < n; i++) {
-      const e = entries[i]!;
-      this.weights[i] = e.weight;
-      this.current[i] = e.current;
-      total += e.weight;
-      integral &&= Number.isInteger(e.weight);
-    }
-    this.total = total;
-    this.cycle = undefined;
-    if (n > 0 && integral && total <= MAX_CYCLE && total * n <= MAX_CYCLE_WORK) this.plan();
+  /** unplay takes back turns `from` … end of `turns` (the last ones taken on the tree), and rebuilds it. */
+  private unplay(turns: Uint32Array, from: number): void {
+    for (let k = from; k < turns.length; k++) this.c[turns[k]!] -= this.total;
+    this.x -= turns.length - from;
+    this.build();
   }
-}
 
-function sameState(a: Float64Array, b: Float64Array): boolean {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+  /** endCycle brings the tree to the state the cycle has reached (its first `pos` turns taken) and drops it. */
+  private endCycle(): void {
+    const cycle = this.cycle;
+    if (cycle === undefined) return;
+    this.cycle = undefined;
+    const taken = this.pos === cycle.length ? 0 : this.pos; // a whole periodic cycle changes nothing
+    for (let k = 0; k < taken; k++) this.c[cycle[k]!] += this.total;
+    this.x += taken;
+    this.build();
+  }
+
+  /** stats answers the number of instances and their total weight. */
+  stats(): { instances: number; totalWeight: number } {
+    return { instances: this.table.entries.length, totalWeight: this.total };
+  }
+
+  /** currentWeight answers nginx's current weight of `id` (for tests and status pages), or undefined. */
+  currentWeight(id: string): number | undefined {
+    const e = this.table.get(id);
+    if (e === undefined || e.slot < 0) return undefined;
+    let x = this.x;
+    let c = this.c[e.slot]!;
+    const cycle = this.cycle;
+    if (cycle !== undefined && this.pos < cycle.length) {
+      // The tree holds the cycle's start: add the turns taken since.
+      x += this.pos;
+      for (let k = 0; k < this.pos; k++) if (cycle[k] === e.slot) c += this.total;
+    }
+    return this.w[e.slot]! * x - c;
+  }
+
+  /** sync applies what changed in the list: instances added (current weight 0) and removed. */
+  private sync(instances: readonly ServiceInstance[]): void {
+    this.endCycle();
+    this.noCycle = false;
+    const t = this.table;
+    t.sync(instances);
+    for (const e of t.removed) this.leave(e);
+    const added = t.added;
+    if (this.used + added.length > this.cap) this.grow(added.length);
+    const bulk = added.length * 4 > this.cap;
+    for (const e of added) this.join(e, !bulk);
+    if (bulk) this.build();
+  }
+
+  private join(e: WeightedEntry, update: boolean): void {
+    const s = this.used++;
+    e.slot = s;
+    this.bySlot[s] = e;
+    this.w[s] = e.weight;
+    this.c[s] = e.weight * this.x; // current weight 0
+    this.total += e.weight;
+    if (!Number.isInteger(e.weight)) this.fractional++;
+    if (update) this.path(s, this.x);
+  }
+
+  private leave(e: WeightedEntry): void {
+    const s = e.slot;
+    if (s < 0) return;
+    this.total -= this.w[s]!;
+    if (!Number.isInteger(this.w[s]!)) this.fractional--;
+    this.bySlot[s] = undefined;
+    this.w[s] = 0;
+    this.c[s] = 0;
+    e.slot = -1;
+    this.path(s, this.x);
+    if (this.table.entries.length === 0) this.total = 0; // no rounding left over
+  }
+
+  /** reweight changes an instance's weight, keeping its current weight. */
+  private reweight(e: WeightedEntry, weight: number): void {
+    const s = e.slot;
+    if (s >= 0) {
+      const current = this.w[s]! * this.x - this.c[s]!;
+      this.total += weight - this.w[s]!;
+      this.fractional += (Number.isInteger(weight) ? 0 : 1) - (Number.isInteger(this.w[s]!) ? 0 : 1);
+      this.w[s] = weight;
+      this.c[s] = weight * this.x - current;
+      this.path(s, this.x);
+    }
+    e.weight = weight;
+  }
+
+  /** grow makes room for `more` slots: compacts out the holes, doubling the tree when that is not enough. */
+  private grow(more: number): void {
+    const live: WeightedEntry[] = [];
+    for (let s = 0; s < this.used; s++) if (this.bySlot[s] !== undefined) live.push(this.bySlot[s]!);
+    let cap = Math.max(this.cap, 16);
+    while (cap < live.length + more) cap *= 2;
+    if (cap < 2 * (live.length + more)) cap *= 2; // keep half free, so compaction stays rare
+    const w = new Float64Array(cap);
+    const c = new Float64Array(cap);
+    const bySlot: (WeightedEntry | undefined)[] = new Array(cap).fill(undefined);
+    live.forEach((e, s) => {
+      w[s] = this.w[e.slot]!;
+      c[s] = this.c[e.slot]!;
+      e.slot = s;
+      bySlot[s] = e;
+    });
+    this.w = w;
+    this.c = c;
+    this.bySlot = bySlot;
+    this.used = live.length;
+    this.cap = cap;
+    this.win = new Int32Array(2 * cap);
+    this.fail = new Float64Array(2 * cap);
+    this.build();
+  }
+
+  /** rebase moves the origin of turns to now, keeping every current weight, so the numbers stay exact. */
+  private rebase(): void {
+    const x = this.x;
+    for (let s = 0; s < this.used; s++) if (this.bySlot[s] !== undefined) this.c[s] -= this.w[s]! * x;
+    this.x = 0;
+    this.build();
+  }
+
+  /** build computes every node from the leaves up. */
+  private build(): void {
+    const cap = this.cap;
+    for (let s = 0; s < cap; s++) {
+      this.win[cap + s] = this.bySlot[s] === undefined ? -1 : s;
+      this.fail[cap + s] = Infinity;
+    }
+    for (let n = cap - 1; n >= 1; n--) this.pull(n, this.x);
+  }
+
+  /** path recomputes the nodes above slot `s`. */
+  private path(s: number, x: number): void {
+    let n = this.cap + s;
+    this.win[n] = this.bySlot[s] === undefined ? -1 : s;
+    for (n >>= 1; n >= 1; n >>= 1) this.pull(n, x);
+  }
+
+  /** fix recomputes the nodes under `n` whose winner may have changed by turn x. */
+  private fix(n: number, x: number): void {
+    if (n >= this.cap) {
+      this.fail[n] = Infinity;
+      return;
+    }
+    const l = 2 * n;
+    if (this.fail[l]! <= x) this.fix(l, x);
+    if (this.fail[l + 1]! <= x) this.fix(l + 1, x);
+    this.pull(n, x);
+  }
+
+  /** pull sets node n's winner at turn x from its children, and when a steeper loser would overtake it. */
+  private pull(n: number, x: number): void {
+    const a = this.win[2 * n]!;
+    const b = this.win[2 * n + 1]!;
+    let f = Math.min(this.fail[2 * n]!, this.fail[2 * n + 1]!);
+    if (a < 0 || b < 0) {
+      this.win[n] = a < 0 ? b : a;
+    } else {
+      const w = this.w;
+      const c = this.c;
+      const va = w[a]! * x - c[a]!;
+      const vb = w[b]! * x - c[b]!;
+      // The larger current weight wins; on a tie the lower slot (a is always the lower).
+      const win = vb > va ? b : a;
+      const lose = win === a ? b : a;
+      this.win[n] = win;
+      const dw = w[lose]! - w[win]!;
+      if (dw > 0) {
+        // The loser's line is steeper: it overtakes near x = Δc / Δw. Checking from ⌊that⌋ (never
+        // later than the change) costs at most one spare re-check.
+        const at = Math.max(x + 1, Math.floor((c[lose]! - c[win]!) / dw));
+        if (at < f) f = at;
+      }
+    }
+    this.fail[n] = f;
+  }
 }

@@ -2,7 +2,7 @@
  * createPicker turns a strategy option (a name, a Picker, or a factory) into a Picker for one service.
  */
 import type { Clock } from '../core/clock.js';
-import type { Picker, StrategyName } from './index.js';
+import type { Picker, StrategyName } from './types.js';
 import { LeastRequest } from './least-request.js';
 import { P2C } from './p2c.js';
 import { Random } from './random.js';
@@ -39,7 +39,7 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
     case 'p2c':
       return new P2C({ clock: deps.clock, random });
     case 'least-request':
-      return new LeastRequest();
+      return new LeastRequest({ random });
     default:
       throw new RangeError(`strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
   }

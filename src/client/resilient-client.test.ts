@@ -12,7 +12,7 @@ import {
   TimeoutError,
 } from '../core/errors.js';
 import { Balancer } from '../balancer/balancer.js';
-import { seeded } from '../balancer/fixtures.test.js';
+import { seeded } from '../balancer/test-fixtures.js';
 import { ManualClock } from '../core/clock.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';

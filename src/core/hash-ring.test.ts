@@ -80,13 +80,80 @@ describe('HashRing', () => {
     assert.equal(ring.memberAt(pos), ring.get('some key'));
     assert.equal(ring.memberAt(pos + ring.pointCount), ring.memberAt(pos));
     assert.equal(ring.memberAt(-1), ring.memberAt(ring.pointCount - 1));
-    assert.equal(ring.members()[ring.memberIndexAt(pos)], ring.memberAt(pos));
+    assert.equal(ring.slotOf(ring.memberAt(pos)), ring.memberIndexAt(pos));
   });
 
   it('breaks hash ties by member name, so every node agrees', () => {
     const ring = new HashRing({ replicas: 3, hash: () => 7 }); // every point collides
     ring.set(['b', 'a', 'c']);
     assert.equal(ring.get('anything'), 'a');
+  });
+
+  /** naiveOwner is the ring built from scratch the obvious way: every point listed, sorted by (hash, name). */
+  function naiveOwner(counts: Map<string, number>, hash: (s: string) => number): (key: string) => string | undefined {
+    const pts: [number, string][] = [];
+    for (const [m, c] of counts) for (let r = 0; r < c; r++) pts.push([hash(`${r}-${m}`) >>> 0, m]);
+    pts.sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+    return (key) => {
+      if (pts.length === 0) return undefined;
+      const h = hash(key) >>> 0;
+      const p = pts.find((x) => x[0] >= h) ?? pts[0]!;
+      return p[1];
+    };
+  }
+
+  it('after any sequence of adds, removals and point counts, owns every key as a ring built from scratch (property)', () => {
+    // A weak 8-bit hash makes hash ties (between members and within one) common.
+    const weak = (s: string) => hash32(s) & 0xff;
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('add' as const), m: fc.integer({ min: 0, max: 11 }) }),
+      fc.record({ kind: fc.constant('remove' as const), m: fc.integer({ min: 0, max: 11 }) }),
+      fc.record({ kind: fc.constant('points' as const), m: fc.integer({ min: 0, max: 11 }), c: fc.integer({ min: 0, max: 40 }) }),
+      fc.record({ kind: fc.constant('set' as const), ms: fc.uniqueArray(fc.integer({ min: 0, max: 11 }), { maxLength: 6 }) }),
+    );
+    fc.assert(
+      fc.property(fc.boolean(), fc.array(op, { maxLength: 30 }), (useWeak, ops) => {
+        const hash = useWeak ? weak : hash32;
+        const ring = new HashRing({ replicas: 7, hash });
+        const counts = new Map<string, number>();
+        for (const o of ops) {
+          if (o.kind === 'add') {
+            ring.add(`m${o.m}`);
+            if (!counts.has(`m${o.m}`)) counts.set(`m${o.m}`, 7);
+          } else if (o.kind === 'remove') {
+            ring.remove(`m${o.m}`);
+            counts.delete(`m${o.m}`);
+          } else if (o.kind === 'points') {
+            ring.setPoints(`m${o.m}`, o.c);
+            if (o.c === 0) counts.delete(`m${o.m}`);
+            else counts.set(`m${o.m}`, o.c);
+          } else {
+            ring.set(o.ms.map((m) => `m${m}`));
+            counts.clear();
+            for (const m of o.ms) counts.set(`m${m}`, 7);
+          }
+        }
+        const expected = naiveOwner(counts, hash);
+        assert.equal(ring.size, counts.size);
+        assert.equal(ring.pointCount, [...counts.values()].reduce((a, b) => a + b, 0));
+        assert.deepEqual(ring.members(), [...counts.keys()].sort());
+        for (let i = 0; i < 300; i++) assert.equal(ring.get(`k${i}`), expected(`k${i}`), `key k${i}`);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('answers each member\'s share of the hash space, summing to 1, in proportion to its points', () => {
+    const ring = new HashRing({ replicas: 500 });
+    ring.set(['a', 'b']);
+    ring.setPoints('c', 1000);
+    const shares = ring.shares();
+    const sum = [...shares.values()].reduce((x, y) => x + y, 0);
+    assert.ok(Math.abs(sum - 1) < 1e-9, `sum ${sum}`);
+    assert.ok(shares.get('c')! > 0.4 && shares.get('c')! < 0.6, `c ${shares.get('c')}`);
+    let hits = 0;
+    for (let i = 0; i < 20_000; i++) if (ring.get(`k${i}`) === 'c') hits++;
+    assert.ok(Math.abs(hits / 20_000 - shares.get('c')!) < 0.02);
   });
 
   it('rejects bad members and options', () => {

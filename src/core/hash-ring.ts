@@ -1,25 +1,33 @@
 /**
  * HashRing is consistent hashing with virtual nodes (groupcache `consistenthash`, GeeCache day 4):
- * each member is placed `replicas` times on a 32-bit ring; a key belongs to the first virtual node
- * clockwise from its hash. Adding or removing one of n members moves about 1/n of the keys.
+ * each member is placed `replicas` times on a 32-bit ring (virtual node i of member m at
+ * `hash("i-m")`); a key belongs to the first virtual node clockwise from its hash. Adding or removing
+ * one of n members moves about 1/n of the keys. Hash ties are broken by member name, so every node
+ * that holds the same members builds the same ring whatever order they came in.
  *
  * One ring serves both the ring-hash balancer and the cache's peer picker. Lookups are a binary search
- * over a sorted `Uint32Array` and allocate nothing.
+ * over a sorted `Uint32Array` and allocate nothing. Changes are incremental: adding a member hashes
+ * and sorts only its own points and merges them in (one binary search and one block move per point),
+ * removing one moves the blocks between its points out; neither re-sorts the ring. A member may hold
+ * any number of points (`setPoints`, for weights); its i-th point is the same whatever the count, so
+ * changing a count adds or drops only the difference.
  */
 import { hash32, type HashFn } from './hash.js';
 import { fn, integer } from './validate.js';
 
 /** HashRingOptions configures a HashRing. */
 export interface HashRingOptions {
-  /** Virtual nodes per member. Defaults to 50 (groupcache); 160+ evens out load balancing. */
+  /** Virtual nodes per member added with `add` / `set`. Defaults to 50 (groupcache); 160+ evens out load balancing. */
   replicas?: number;
   /** The hash for keys and virtual nodes. Defaults to `hash32` (MurmurHash3). */
   hash?: HashFn;
 }
 
-/** Member indexes are packed below hashes in one double: 2^20 members at most. */
+/** Member slots are packed below hashes in one double while sorting new points: 2^20 members at most. */
 const MEMBER_SPACE = 2 ** 20;
 const MAX_MEMBERS = MEMBER_SPACE;
+/** The most virtual nodes one member may hold (`setPoints`). */
+const MAX_POINTS_PER_MEMBER = 1 << 24;
 
 /** Defaults for HashRingOptions. */
 export const hashRingDefaults = Object.freeze({ replicas: 50 });
@@ -28,12 +36,19 @@ export const hashRingDefaults = Object.freeze({ replicas: 50 });
 export class HashRing {
   readonly replicas: number;
   private readonly hash: HashFn;
-  private readonly memberSet = new Set<string>();
-  private memberList: string[] = [];
-  /** Sorted hashes of the virtual nodes. */
+  /** Slot of each member; slots are reused after removal. */
+  private readonly slots = new Map<string, number>();
+  /** names[slot] and counts[slot] (virtual nodes) of each slot; '' and 0 when free. */
+  private names: string[] = [];
+  private counts: number[] = [];
+  private free: number[] = [];
+  /** The members sorted, built when asked after a change. */
+  private sorted: string[] | undefined = [];
+  /** Sorted hashes of the virtual nodes in [0, length); capacity beyond. */
   private points = new Uint32Array(0);
-  /** owners[i] indexes memberList: the member of points[i]. */
+  /** owners[i] is the slot of the member of points[i]. */
   private owners = new Uint32Array(0);
+  private length = 0;
 
   constructor(options: HashRingOptions = {}) {
     this.replicas = integer('HashRing', 'replicas', options.replicas ?? hashRingDefaults.replicas, 1, 1 << 16);
@@ -42,53 +57,83 @@ export class HashRing {
 
   /** size is the number of members. */
   get size(): number {
-    return this.memberList.length;
+    return this.slots.size;
   }
 
-  /** members lists the members, sorted (the index order used by `memberIndexAt`). */
+  /** members lists the members, sorted by name. */
   members(): readonly string[] {
-    return this.memberList;
+    return (this.sorted ??= [...this.slots.keys()].sort());
   }
 
   /** has tells whether `member` is on the ring. */
   has(member: string): boolean {
-    return this.memberSet.has(member);
+    return this.slots.has(member);
   }
 
-  /** add puts members on the ring; members already there are ignored. */
+  /** add puts members on the ring with `replicas` virtual nodes each; members already there are ignored. */
   add(...members: string[]): void {
-    let changed = false;
+    const fresh: [string, number][] = [];
     for (const m of members) {
-      if (typeof m !== 'string' || m.length === 0) throw new TypeError(`HashRing.add: a member must be a non-empty string, got ${String(m)}`);
-      if (!this.memberSet.has(m)) {
-        this.memberSet.add(m);
-        changed = true;
-      }
+      checkMember('HashRing.add', m);
+      if (!this.slots.has(m)) fresh.push([m, this.replicas]);
     }
-    if (changed) this.rebuild();
+    this.apply(fresh);
   }
 
   /** remove takes members off the ring; members not there are ignored. */
   remove(...members: string[]): void {
-    let changed = false;
-    for (const m of members) changed = this.memberSet.delete(m) || changed;
-    if (changed) this.rebuild();
+    const gone: [string, number][] = [];
+    for (const m of members) if (this.slots.has(m)) gone.push([m, 0]);
+    this.apply(gone);
   }
 
-  /** set replaces the membership with `members` in one rebuild. */
+  /** set makes the membership exactly `members` (`replicas` virtual nodes each): only the difference moves. */
   set(members: Iterable<string>): void {
-    this.memberSet.clear();
+    const want = new Set<string>();
     for (const m of members) {
-      if (typeof m !== 'string' || m.length === 0) throw new TypeError(`HashRing.set: a member must be a non-empty string, got ${String(m)}`);
-      this.memberSet.add(m);
+      checkMember('HashRing.set', m);
+      want.add(m);
     }
-    this.rebuild();
+    const changes: [string, number][] = [];
+    for (const m of this.slots.keys()) if (!want.has(m)) changes.push([m, 0]);
+    for (const m of want) if (this.counts[this.slots.get(m) ?? -1] !== this.replicas) changes.push([m, this.replicas]);
+    this.apply(changes);
+  }
+
+  /**
+   * setPoints gives `member` exactly `count` virtual nodes (its points 0 … count − 1), adding it when
+   * new; 0 removes it. For weighted rings: a member's share of the keys follows its share of points.
+   */
+  setPoints(member: string, count: number): void {
+    checkMember('HashRing.setPoints', member);
+    integer('HashRing.setPoints', 'count', count, 0, MAX_POINTS_PER_MEMBER);
+    this.apply([[member, count]]);
+  }
+
+  /**
+   * update applies several `[member, count]` changes at once (count 0 removes): one pass over the ring
+   * for all the points removed and one merge for all the points added.
+   */
+  update(changes: Iterable<readonly [string, number]>): void {
+    const list: [string, number][] = [];
+    for (const [m, c] of changes) {
+      checkMember('HashRing.update', m);
+      integer('HashRing.update', 'count', c, 0, MAX_POINTS_PER_MEMBER);
+      list.push([m, c]);
+    }
+    this.apply(list);
+  }
+
+  /** pointsOf answers how many virtual nodes `member` holds (0 when it is not on the ring). */
+  pointsOf(member: string): number {
+    const s = this.slots.get(member);
+    return s === undefined ? 0 : this.counts[s]!;
   }
 
   /** get returns the member that owns `key`, or undefined when the ring is empty. */
   get(key: string): string | undefined {
-    if (this.points.length === 0) return undefined;
-    return this.memberList[this.owners[this.search(this.hash(key) >>> 0)]!];
+    if (this.length === 0) return undefined;
+    return this.names[this.owners[this.search(this.hash(key) >>> 0)]!];
   }
 
   /**
@@ -96,63 +141,237 @@ export class HashRing {
    * `memberAt(position + i)` to visit the following virtual nodes clockwise (bounded-load hashing).
    */
   position(key: string): number {
-    if (this.points.length === 0) return -1;
+    if (this.length === 0) return -1;
     return this.search(this.hash(key) >>> 0);
   }
 
-  /** points is the number of virtual nodes on the ring. */
+  /** pointCount is the number of virtual nodes on the ring. */
   get pointCount(): number {
-    return this.points.length;
+    return this.length;
   }
 
   /** memberAt returns the member of virtual node `position` (taken modulo the ring's size). */
   memberAt(position: number): string {
-    const n = this.points.length;
-    return this.memberList[this.owners[((position % n) + n) % n]!]!;
+    return this.names[this.memberIndexAt(position)]!;
   }
 
-  /** memberIndexAt is `memberAt` as an index into `members()`, for callers that keep per-member arrays. */
+  /**
+   * memberIndexAt is `memberAt` as the member's slot: a small integer, stable while the member stays
+   * on the ring (`slotOf` answers it too), for callers that keep per-member arrays.
+   */
   memberIndexAt(position: number): number {
-    const n = this.points.length;
+    const n = this.length;
+    if (position >= 0 && position < n) return this.owners[position]!;
     return this.owners[((position % n) + n) % n]!;
+  }
+
+  /** slotOf answers the slot of `member` (see `memberIndexAt`), or −1 when it is not on the ring. */
+  slotOf(member: string): number {
+    return this.slots.get(member) ?? -1;
+  }
+
+  /**
+   * shares answers each member's share of the hash space (the arcs that end at its points), summing
+   * to 1: how evenly the ring spreads uniformly hashed keys, measured exactly instead of by sampling.
+   */
+  shares(): Map<string, number> {
+    const out = new Map<string, number>();
+    const n = this.length;
+    for (let i = 0; i < n; i++) {
+      const arc = i === 0 ? this.points[0]! + 2 ** 32 - this.points[n - 1]! : this.points[i]! - this.points[i - 1]!;
+      const m = this.names[this.owners[i]!]!;
+      out.set(m, (out.get(m) ?? 0) + arc / 2 ** 32);
+    }
+    return out;
   }
 
   /** search finds the first virtual node with hash ≥ h, wrapping to 0. */
   private search(h: number): number {
     const pts = this.points;
     let lo = 0;
-    let hi = pts.length;
+    let hi = this.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       if (pts[mid]! < h) lo = mid + 1;
       else hi = mid;
     }
-    return lo === pts.length ? 0 : lo;
+    return lo === this.length ? 0 : lo;
   }
 
-  private rebuild(): void {
-    const members = [...this.memberSet].sort();
-    const r = this.replicas;
-    const n = members.length * r;
-    if (members.length > MAX_MEMBERS) throw new RangeError(`HashRing: at most ${MAX_MEMBERS} members, got ${members.length}`);
-    // Each virtual node packed as hash × 2^20 + member index (exact in a double below 2^53), so one
-    // native typed-array sort orders by hash and breaks ties by member name order: every node agrees.
-    const packed = new Float64Array(n);
-    for (let m = 0; m < members.length; m++) {
-      const member = members[m]!;
-      for (let i = 0; i < r; i++) packed[m * r + i] = (this.hash(`${i}-${member}`) >>> 0) * MEMBER_SPACE + m;
+  /** apply sets each listed member's count: the points dropped go out in one pass, the new ones merge in. */
+  private apply(changes: [string, number][]): void {
+    if (changes.length === 0) return;
+    const drop = new Map<number, [keep: number, had: number]>();
+    const grow: [slot: number, from: number, to: number][] = [];
+    let removed = 0;
+    for (const [m, count] of changes) {
+      let slot = this.slots.get(m);
+      const had = slot === undefined ? 0 : this.counts[slot]!;
+      if (count === had) continue;
+      if (slot === undefined) {
+        if (this.slots.size >= MAX_MEMBERS) throw new RangeError(`HashRing: at most ${MAX_MEMBERS} members`);
+        slot = this.free.pop() ?? this.names.length;
+        this.slots.set(m, slot);
+        this.names[slot] = m;
+        this.sorted = undefined;
+      }
+      this.counts[slot] = count;
+      if (count < had) {
+        drop.set(slot, [count, had]);
+        removed += had - count;
+      } else grow.push([slot, had, count]);
+    }
+    if (removed > 0) this.dropPoints(drop, removed);
+    if (grow.length > 0) this.addPoints(grow);
+    for (const [slot, [keep]] of drop) {
+      if (keep > 0) continue;
+      this.slots.delete(this.names[slot]!);
+      this.names[slot] = '';
+      this.free.push(slot);
+      this.sorted = undefined;
+    }
+  }
+
+  /**
+   * dropPoints removes, for each slot in `drop`, its points `keep … had − 1`. A few points are found
+   * by their (recomputed) hashes and the blocks between them move down; many go in one filtering pass.
+   */
+  private dropPoints(drop: Map<number, [keep: number, had: number]>, removed: number): void {
+    const { points, owners } = this;
+    const n = this.length;
+    const few = removed * 16 < n;
+    // The points to drop as a multiset of hash × 2^20 + slot (a member's points may share a hash).
+    const want = new Map<number, number>();
+    for (const [slot, [keep, had]] of drop) {
+      if (keep === 0 && !few) continue; // the filtering pass drops every point of the slot
+      const name = this.names[slot]!;
+      for (let r = keep; r < had; r++) {
+        const key = (this.hash(`${r}-${name}`) >>> 0) * MEMBER_SPACE + slot;
+        want.set(key, (want.get(key) ?? 0) + 1);
+      }
+    }
+    if (few) {
+      const at: number[] = [];
+      for (const [key, count] of want) {
+        const slot = key % MEMBER_SPACE;
+        const h = (key - slot) / MEMBER_SPACE;
+        let need = count;
+        for (let i = this.lowerBound(h); i < n && points[i] === h && need > 0; i++) {
+          if (owners[i] === slot) {
+            at.push(i);
+            need--;
+          }
+        }
+      }
+      at.sort((a, b) => a - b);
+      let w = at[0]!;
+      for (let i = 0; i < at.length; i++) {
+        const from = at[i]! + 1;
+        const to = i + 1 < at.length ? at[i + 1]! : n;
+        points.copyWithin(w, from, to);
+        owners.copyWithin(w, from, to);
+        w += to - from;
+      }
+      this.length = w;
+    } else {
+      let w = 0;
+      for (let i = 0; i < n; i++) {
+        const o = owners[i]!;
+        const d = drop.get(o);
+        if (d !== undefined) {
+          if (d[0] === 0) continue;
+          const key = points[i]! * MEMBER_SPACE + o;
+          const c = want.get(key);
+          if (c !== undefined && c > 0) {
+            want.set(key, c - 1);
+            continue;
+          }
+        }
+        points[w] = points[i]!;
+        owners[w] = o;
+        w++;
+      }
+      this.length = w;
+    }
+    if (this.points.length > 1024 && this.length * 4 < this.points.length) this.resize(this.length * 2);
+  }
+
+  /** lowerBound is the first index whose hash is ≥ h (the ring's length when none is). */
+  private lowerBound(h: number): number {
+    const pts = this.points;
+    let lo = 0;
+    let hi = this.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (pts[mid]! < h) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** addPoints hashes the new points of each (slot, from, to), sorts them, and merges them in from the back. */
+  private addPoints(grow: [slot: number, from: number, to: number][]): void {
+    let k = 0;
+    for (const [, from, to] of grow) k += to - from;
+    // Sort the new points by (hash, member name) in one native sort of hash × 2^20 + the member's rank by name.
+    const names = this.names;
+    const ranked = grow.map((g) => g[0]).sort((a, b) => (names[a]! < names[b]! ? -1 : names[a]! > names[b]! ? 1 : 0));
+    const rank = new Map<number, number>();
+    for (let i = 0; i < ranked.length; i++) rank.set(ranked[i]!, i);
+    const packed = new Float64Array(k);
+    let p = 0;
+    for (const [slot, from, to] of grow) {
+      const name = names[slot]!;
+      const rk = rank.get(slot)!;
+      for (let r = from; r < to; r++) packed[p++] = (this.hash(`${r}-${name}`) >>> 0) * MEMBER_SPACE + rk;
     }
     packed.sort();
-    const points = new Uint32Array(n);
-    const owners = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      const v = packed[i]!;
-      const m = v % MEMBER_SPACE;
-      points[i] = (v - m) / MEMBER_SPACE;
-      owners[i] = m;
+    const n = this.length;
+    if (n + k > this.points.length) this.resize(Math.max(Math.ceil((n + k) * 1.25), 64)); // headroom: growth reallocates rarely
+    const { points, owners } = this;
+    // Merge from the back: each new point finds its place among the old ones not yet placed by binary
+    // search, and the old block above that place moves up in one copy.
+    let i = n;
+    let w = n + k;
+    for (let j = k - 1; j >= 0; j--) {
+      const v = packed[j]!;
+      const rk = v % MEMBER_SPACE;
+      const h = (v - rk) / MEMBER_SPACE;
+      const slot = ranked[rk]!;
+      const name = names[slot]!;
+      let lo = 0;
+      let hi = i;
+      if (i > 0 && (points[i - 1]! < h || (points[i - 1] === h && names[owners[i - 1]!]! <= name))) lo = i; // common at the top
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        const ph = points[mid]!;
+        if (ph < h || (ph === h && names[owners[mid]!]! <= name)) lo = mid + 1;
+        else hi = mid;
+      }
+      const moved = i - lo;
+      if (moved > 0) {
+        points.copyWithin(w - moved, lo, i);
+        owners.copyWithin(w - moved, lo, i);
+        w -= moved;
+        i = lo;
+      }
+      w--;
+      points[w] = h;
+      owners[w] = slot;
     }
-    this.memberList = members;
+    this.length = n + k;
+  }
+
+  private resize(capacity: number): void {
+    const points = new Uint32Array(capacity);
+    const owners = new Uint32Array(capacity);
+    points.set(this.points.subarray(0, this.length));
+    owners.set(this.owners.subarray(0, this.length));
     this.points = points;
     this.owners = owners;
   }
+}
+
+function checkMember(owner: string, m: unknown): asserts m is string {
+  if (typeof m !== 'string' || m.length === 0) throw new TypeError(`${owner}: a member must be a non-empty string, got ${String(m)}`);
 }

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { ManualClock } from '../../core/clock.js';
 import type { ServiceInstance } from '../../registry/types.js';
 import { ActiveHealthChecker, checkHealthPath, type HealthEvent } from './active.js';
 
@@ -34,7 +34,9 @@ describe('ActiveHealthChecker', () => {
   });
 
   it('counts a probe that throws or outlives its timeout as a failure', async () => {
+    const clock = new ManualClock();
     const c = new ActiveHealthChecker({
+      clock,
       intervalMs: LONG,
       timeoutMs: 20,
       unhealthyThreshold: 2,
@@ -42,10 +44,16 @@ describe('ActiveHealthChecker', () => {
         i.id === 'throws' ? Promise.reject(new Error('boom')) : new Promise((resolve) => signal.addEventListener('abort', () => resolve(true))),
     });
     c.update([inst('throws'), inst('hangs')]);
-    await c.checkNow();
-    await c.checkNow();
+    for (let round = 0; round < 2; round++) {
+      const done = c.checkNow();
+      await clock.advanceAsync(19);
+      assert.equal(c.stats().probing, 1, 'the hanging probe is still in flight before its timeout');
+      await clock.advanceAsync(1);
+      await done;
+    }
     assert.equal(c.isHealthy('throws'), false);
     assert.equal(c.isHealthy('hangs'), false, 'a probe answering only after its abort is a failure');
+    assert.deepEqual(c.stats(), { instances: 2, down: 2, probing: 0 });
     await c.close();
   });
 
@@ -69,23 +77,55 @@ describe('ActiveHealthChecker', () => {
     const round = c.checkNow();
     c.update([inst('b')]);
     assert.equal(aborted, 1);
-    assert.equal(c.size, 1);
+    assert.equal(c.stats().instances, 1);
     await c.close();
     await round;
     assert.equal(probes, 2);
     assert.equal(c.isHealthy('a'), true); // no state: not probed, counts as up
   });
 
-  it('probes on its own timer, with jitter, and stops on close', async () => {
-    let probes = 0;
-    const c = new ActiveHealthChecker({ intervalMs: 10, jitter: 0.5, probe: async () => (probes++, true) });
+  it('probes on its own timer, the first within one interval and then every interval ± jitter, and stops on close', async () => {
+    const clock = new ManualClock();
+    const times: number[] = [];
+    const random = (() => {
+      const seq = [0.5, 0, 0.75]; // first probe at half an interval, then spreads of 0.5 and 1.25 intervals
+      let k = 0;
+      return () => seq[Math.min(k++, seq.length - 1)]!;
+    })();
+    await using c = new ActiveHealthChecker({ clock, intervalMs: 1_000, jitter: 0.5, random, probe: async () => (times.push(clock.now()), true) });
     c.update([inst('a')]);
-    for (let i = 0; i < 100 && probes < 3; i++) await sleep(10);
-    assert.ok(probes >= 3, `probes ${probes}`);
+    await clock.advanceAsync(499);
+    assert.deepEqual(times, []);
+    await clock.advanceAsync(1);
+    assert.deepEqual(times, [500]);
+    await clock.advanceAsync(500); // 500 + 1 000 × (1 − 0.5)
+    assert.deepEqual(times, [500, 1_000]);
+    await clock.advanceAsync(1_249); // then 1 000 × 1.25, just under
+    assert.deepEqual(times, [500, 1_000]);
+    await clock.advanceAsync(1);
+    assert.deepEqual(times, [500, 1_000, 2_250]);
     await c.close();
-    const after = probes;
-    await sleep(40);
-    assert.equal(probes, after);
+    assert.equal(clock.pendingTimers, 0, 'close cleared the timer');
+    await clock.advanceAsync(10_000);
+    assert.equal(times.length, 3);
+  });
+
+  it('adds and removes one instance without touching the others', async () => {
+    const clock = new ManualClock();
+    let probes = 0;
+    const c = new ActiveHealthChecker({ clock, intervalMs: 1_000, probe: async () => (probes++, true) });
+    c.add(inst('a'));
+    c.add(inst('b'));
+    c.add(inst('a')); // already probed: only its object is taken
+    assert.equal(c.stats().instances, 2);
+    assert.equal(clock.pendingTimers, 2);
+    c.remove('a');
+    assert.equal(clock.pendingTimers, 1);
+    await clock.advanceAsync(1_000);
+    assert.equal(probes, 1);
+    await c.close();
+    c.add(inst('c')); // closed: ignored
+    assert.equal(c.stats().instances, 0);
   });
 
   const paths: [unknown, boolean][] = [

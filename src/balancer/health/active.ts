@@ -1,17 +1,20 @@
 /**
- * ActiveHealthChecker probes every instance with an HTTP GET on a health path (reference 004 §2.3):
+ * ActiveHealthChecker probes every instance with an HTTP GET on a health path (as Envoy's and nginx's
+ * active health checks do):
  * every `intervalMs` (±`jitter`, the first probe at a random point of the first interval so a fleet's
  * probes do not arrive together), each probe aborted after `timeoutMs`. `unhealthyThreshold` failures
  * in a row mark an instance down, `healthyThreshold` successes in a row mark it up again; a 2xx or
- * 3xx answer is a success. Instances start up (reference 004: "初始设为健康"). Probes of an instance
- * that leaves the list stop at once: its timer is cleared and a probe in flight is aborted.
+ * 3xx answer is a success. Instances start up, so a new fleet is usable before its first probes. Probes
+ * of an instance that leaves the list stop at once: its timer is cleared and a probe in flight is aborted.
+ * Every timer (the probe schedule and each probe's timeout) is set through the injected `clock`.
  *
  * Probing is one function (`probe`), so tests and other transports can replace it; `checkNow()` runs
  * one round immediately without waiting for the timers.
  */
 import http from 'node:http';
+import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { Emitter } from '../../core/events.js';
-import { finite, fn, integer, options as checkOptions } from '../../core/validate.js';
+import { clockOption, finite, fn, integer, options as checkOptions } from '../../core/validate.js';
 import type { ServiceInstance } from '../../registry/types.js';
 
 /** Probe answers whether `instance` is healthy; `signal` aborts it (timeout, removal, close). */
@@ -35,9 +38,11 @@ export interface ActiveHealthOptions {
   probe?: Probe;
   /** Uniform random numbers in [0, 1), for jitter. Defaults to `Math.random`. */
   random?: () => number;
+  /** Sets the probe schedule and timeouts. Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
-/** Defaults for ActiveHealthOptions (reference 004 §2.3, the architecture's defaults table). */
+/** Defaults for ActiveHealthOptions (3 failures down, 2 successes up: the architecture's defaults table). */
 export const activeHealthDefaults = Object.freeze({
   path: '/health',
   intervalMs: 10_000,
@@ -94,7 +99,7 @@ interface ProbeState {
   healthy: boolean;
   failures: number;
   successes: number;
-  timer: NodeJS.Timeout | undefined;
+  timer: TimerHandle | undefined;
   inFlight: AbortController | undefined;
   removed: boolean;
 }
@@ -109,6 +114,7 @@ export class ActiveHealthChecker {
   readonly healthyThreshold: number;
   private readonly probe: Probe;
   private readonly random: () => number;
+  private readonly clock: Clock;
   private readonly states = new Map<string, ProbeState>();
   private readonly changes = new Emitter<HealthEvent>();
   private closed = false;
@@ -123,6 +129,7 @@ export class ActiveHealthChecker {
     this.healthyThreshold = integer('ActiveHealthChecker', 'healthyThreshold', o.healthyThreshold ?? activeHealthDefaults.healthyThreshold, 1, 1000);
     this.probe = o.probe === undefined ? httpProbe(this.path) : fn<Probe>('ActiveHealthChecker', 'probe', o.probe);
     this.random = o.random === undefined ? Math.random : fn('ActiveHealthChecker', 'random', o.random);
+    this.clock = clockOption('ActiveHealthChecker', o.clock, systemClock);
   }
 
   /** onChange subscribes to up/down changes; the returned disposer unsubscribes. */
@@ -132,23 +139,36 @@ export class ActiveHealthChecker {
 
   /**
    * update sets the instances to probe: new ones start (up, first probe within one interval), removed
-   * ones stop at once (timer cleared, probe in flight aborted, state dropped).
+   * ones stop at once (timer cleared, probe in flight aborted, state dropped). O(instances); `add` and
+   * `remove` do the same for one instance in O(1).
    */
   update(instances: readonly ServiceInstance[]): void {
     if (this.closed) return;
     const keep = new Set<string>();
     for (const inst of instances) {
       keep.add(inst.id);
-      const s = this.states.get(inst.id);
-      if (s !== undefined) {
-        s.instance = inst;
-        continue;
-      }
-      const fresh: ProbeState = { instance: inst, healthy: true, failures: 0, successes: 0, timer: undefined, inFlight: undefined, removed: false };
-      this.states.set(inst.id, fresh);
-      this.schedule(fresh, this.random() * this.intervalMs);
+      this.add(inst);
     }
     for (const [id, s] of this.states) if (!keep.has(id)) this.stop(id, s);
+  }
+
+  /** add starts probing `instance` (up until probes say otherwise), or takes its new object when probed already. */
+  add(instance: ServiceInstance): void {
+    if (this.closed) return;
+    const s = this.states.get(instance.id);
+    if (s !== undefined) {
+      s.instance = instance;
+      return;
+    }
+    const fresh: ProbeState = { instance, healthy: true, failures: 0, successes: 0, timer: undefined, inFlight: undefined, removed: false };
+    this.states.set(instance.id, fresh);
+    this.schedule(fresh, this.random() * this.intervalMs);
+  }
+
+  /** remove stops probing `id` at once: its timer is cleared and a probe in flight aborted. */
+  remove(id: string): void {
+    const s = this.states.get(id);
+    if (s !== undefined) this.stop(id, s);
   }
 
   /** isHealthy tells whether `id` is up (instances not probed count as up). */
@@ -156,9 +176,15 @@ export class ActiveHealthChecker {
     return this.states.get(id)?.healthy ?? true;
   }
 
-  /** probing is how many instances are being probed. */
-  get size(): number {
-    return this.states.size;
+  /** stats answers how many instances are probed, how many of them are down, and how many probes are in flight. */
+  stats(): { instances: number; down: number; probing: number } {
+    let down = 0;
+    let probing = 0;
+    for (const s of this.states.values()) {
+      if (!s.healthy) down++;
+      if (s.inFlight !== undefined) probing++;
+    }
+    return { instances: this.states.size, down, probing };
   }
 
   /** checkNow probes every instance once, now, and resolves when all probes have settled. */
@@ -166,23 +192,28 @@ export class ActiveHealthChecker {
     await Promise.all([...this.states.values()].map((s) => this.run(s, false)));
   }
 
-  /** close stops every timer and aborts probes in flight. */
+  /** close stops every timer and aborts probes in flight; later updates are ignored. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
     for (const [id, s] of this.states) this.stop(id, s);
     this.changes.clear();
   }
 
+  /** [Symbol.asyncDispose] closes the checker (`await using checker = …`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   private stop(id: string, s: ProbeState): void {
     s.removed = true;
-    if (s.timer !== undefined) clearTimeout(s.timer);
+    if (s.timer !== undefined) this.clock.clearTimeout(s.timer);
     s.timer = undefined;
     s.inFlight?.abort(new Error('instance removed'));
     this.states.delete(id);
   }
 
   private schedule(s: ProbeState, ms: number): void {
-    s.timer = setTimeout(() => {
+    s.timer = this.clock.setTimeout(() => {
       s.timer = undefined;
       void this.run(s, true);
     }, ms);
@@ -194,14 +225,14 @@ export class ActiveHealthChecker {
     const controller = new AbortController();
     s.inFlight = controller;
     // Not unref'd: it lives only as long as the probe (whose socket holds the loop open anyway).
-    const timer = setTimeout(() => controller.abort(new Error('health probe timed out')), this.timeoutMs);
+    const timer = this.clock.setTimeout(() => controller.abort(new Error('health probe timed out')), this.timeoutMs);
     let ok: boolean;
     try {
       ok = (await this.probe(s.instance, controller.signal)) === true && !controller.signal.aborted;
     } catch {
       ok = false;
     } finally {
-      clearTimeout(timer);
+      this.clock.clearTimeout(timer);
       s.inFlight = undefined;
     }
     if (s.removed) return; // removed while probing: no verdict, no next probe

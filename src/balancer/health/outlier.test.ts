@@ -24,7 +24,7 @@ describe('OutlierDetector', () => {
     assert.equal(d.isEjected('a'), true);
     clock.advance(1);
     assert.equal(d.isEjected('a'), false);
-    assert.equal(d.ejected, 0);
+    assert.equal(d.stats().ejected, 0);
   });
 
   it('resets the count on a success: failures must be consecutive', () => {
@@ -73,10 +73,10 @@ describe('OutlierDetector', () => {
     const d = new OutlierDetector({ clock });
     d.retain(['a', 'b', 'c', 'd', 'e']);
     for (const id of ['a', 'b', 'c', 'd', 'e']) fail(d, id, 5);
-    assert.equal(d.ejected, 2);
+    assert.equal(d.stats().ejected, 2);
     assert.deepEqual(['a', 'b', 'c', 'd', 'e'].map((id) => d.isEjected(id)), [true, true, false, false, false]);
     clock.advance(30_000);
-    assert.equal(d.ejected, 0);
+    assert.equal(d.stats().ejected, 0);
     fail(d, 'c', 5);
     assert.equal(d.isEjected('c'), true);
   });
@@ -91,7 +91,7 @@ describe('OutlierDetector', () => {
     d.retain(['a', 'b', 'c']); // 2 of 3 ejected is over the cap: a (ending first) returns
     assert.deepEqual([d.isEjected('a'), d.isEjected('b')], [false, true]);
     d.retain(['b']);
-    assert.equal(d.ejected, 0);
+    assert.equal(d.stats().ejected, 0);
   });
 
   it('never ejects the only instance', () => {
@@ -106,9 +106,9 @@ describe('OutlierDetector', () => {
     const d = new OutlierDetector({ clock });
     d.retain(['a', 'b']);
     fail(d, 'a', 5);
-    assert.equal(d.ejected, 1);
+    assert.equal(d.stats().ejected, 1);
     d.retain(['b', 'c']);
-    assert.equal(d.ejected, 0);
+    assert.equal(d.stats().ejected, 0);
     assert.equal(d.record('a', false), false);
     d.retain(['a', 'b', 'c']);
     assert.equal(d.isEjected('a'), false);
@@ -148,7 +148,7 @@ describe('OutlierDetector', () => {
           else if (o.kind === 'advance') clock.advance(o.ms);
           else d.retain((members = o.keep));
           const ejected = members.filter((id) => d.isEjected(id)).length;
-          assert.equal(d.ejected, ejected);
+          assert.equal(d.stats().ejected, ejected);
           assert.ok(ejected <= members.length * 0.5);
           const next = d.nextExpiry();
           assert.ok(ejected === 0 ? next === Infinity || next <= clock.now() : next > clock.now() && next <= clock.now() + 300_000);

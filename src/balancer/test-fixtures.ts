@@ -1,6 +1,6 @@
 /**
- * Fixtures for the balancer's unit tests: instances and a seeded random source. No tests here; the
- * name ends in .test.ts so that the build leaves it out of dist/.
+ * Fixtures for the balancer's unit tests (and the client's): instances and a seeded random source.
+ * Not part of the public API: nothing in src/ outside tests imports it.
  */
 import type { ServiceInstance } from '../registry/types.js';
 
