@@ -102,9 +102,9 @@ describe('announce() with signals (child processes)', () => {
       const watching = (async () => {
         for await (const e of observer.watch({ service: 'announced', signal: ac.signal, onReady: ready })) events.push(e);
       })();
+      await established; // changes made from here on are delivered: the child's create among them
       const child = startChild('etcd', etcd.endpoint, prefix);
       try {
-        await established;
         await waitFor('child ready', () => child.lines.includes('ready'), 20_000);
         assert.equal((await observer.getService('announced')).length, 1);
         child.proc.kill('SIGTERM');
