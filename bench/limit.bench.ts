@@ -86,10 +86,10 @@ try {
       'EVALSHA return 1 (floor: any script)': async () => evalFloor('return 1'),
       'EVALSHA TIME+GET+SET (floor: a bucket)': async () => evalFloor(BUCKET_FLOOR),
       'RedisTokenLimiter.allow': async () => {
-        const lim = new RedisTokenLimiter({ redis: url(), key: `b1:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `b1:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
         return {
-          op: () => lim.allow(),
+          op: () => lim.take('k'),
           async: true,
           extra: () => ({ rescued: lim.stats().rescueDecisions }),
           teardown: () => lim.close(),
@@ -111,12 +111,12 @@ try {
         const floor = await scriptCall(redis, BUCKET_FLOOR);
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
-        const lim = new RedisTokenLimiter({ redis: url(), key: `bi:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `bi:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
         const calls = [
           () => redis.ping(),
           floor,
-          () => lim.allow(),
+          () => lim.take('k'),
           () => rlf.consume('k'),
         ];
         const busy = [0, 0, 0, 0];
@@ -168,10 +168,10 @@ try {
         return { op: many(() => redis.ping()), async: true, batch: 10, teardown: () => redis.disconnect() };
       },
       'RedisTokenLimiter.allow': async () => {
-        const lim = new RedisTokenLimiter({ redis: url(), key: `b64:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `b64:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
         return {
-          op: many(() => lim.allow()),
+          op: many(() => lim.take('k')),
           async: true,
           batch: 10,
           extra: () => ({ rescued: lim.stats().rescueDecisions }),

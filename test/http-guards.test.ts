@@ -124,11 +124,11 @@ describe('http middleware with RedisPeriodLimiter on a real redis-server', { ski
   for (const fw of frameworks) {
     it(`${fw.name}: a quota per client shared in Redis answers 429 with the RateLimit-* headers`, async () => {
       redis ??= await startRedis();
-      const limiter = new RedisPeriodLimiter({ redis: redis.url, key: `http-test-${fw.name}`, periodMs: 60_000, quota: 2, timeoutMs: 2000 });
+      const limiter = new RedisPeriodLimiter({ redis: redis.url, prefix: `http-test-${fw.name}:`, periodMs: 60_000, quota: 2, timeoutMs: 2000 });
       limiters.push(limiter);
       // A new limiter decides in process until its connection is up (by design): wait for Redis.
       await until(() => limiter.mode === 'redis');
-      const s = await fw.start({ limiter, key: { header: 'x-user' } });
+      const s = await fw.start({ limiter: { decide: (k: string) => limiter.takeDecision(k) }, key: { header: 'x-user' } });
       servers.push(s);
       const a1 = await request(s.url, { 'x-user': 'ann' });
       assert.equal(a1.status, 200);

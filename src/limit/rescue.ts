@@ -7,47 +7,18 @@
  *   in-process limiter at once;
  * - in rescue, no call touches Redis: decisions are synchronous local answers;
  * - a probe PINGs Redis every `probeIntervalMs` (one PING in flight at most, timer unref'd) and the
- *   first PONG switches back to Redis;
+ *   first PONG switches back to Redis (with a Cluster client: a PING to every master);
  * - one process warning per outage, a `modeChange` event per switch, counters in `stats()`.
  *
  * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO and a single
- * timer is armed for the oldest one's deadline (Redis answers a connection's calls in order).
+ * timer is armed for the oldest one's deadline (Redis answers a connection's calls in order). Every
+ * timer is set through the injected clock.
  */
-import type { Redis, Cluster } from 'ioredis';
-import type { Clock } from '../core/clock.js';
+import type { Redis } from 'ioredis';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
-import type { LimiterMode } from './index.js';
-
-/** RedisLimiterStats is a snapshot of a Redis limiter's counters. */
-export interface RedisLimiterStats {
-  /** Where decisions are made now. */
-  readonly mode: LimiterMode;
-  /** Decisions Redis answered. */
-  readonly redisDecisions: number;
-  /** Decisions the in-process rescue limiter answered. */
-  readonly rescueDecisions: number;
-  /** Redis calls that failed (errors, timeouts, bad replies), the one that started an outage included. */
-  readonly failures: number;
-  /** How many times decisions switched to rescue. */
-  readonly outages: number;
-  /** The failure that started the current (or last) outage: an ioredis error, TimeoutError or InvalidResponseError. */
-  readonly cause: unknown;
-  /** The clock's time at which the current outage started, or undefined while on Redis. */
-  readonly rescueSince: number | undefined;
-  /** The rate or quota divisor the rescue limiter uses now. */
-  readonly instances: number;
-}
-
-/** ModeChange is the event a Redis limiter emits when decisions switch between Redis and rescue. */
-export interface ModeChange {
-  readonly mode: LimiterMode;
-  /** What sent decisions to rescue (undefined when back on Redis). */
-  readonly cause: unknown;
-}
-
-/** RedisClient is what the Redis limiters take: an ioredis client or cluster. */
-export type RedisClient = Redis | Cluster;
+import type { LimiterMode, ModeChange, RedisClient } from './types.js';
 
 /** A decision waiting on Redis. A class, not a closure per call: cheaper to make and to keep. */
 class Pending<R> {
@@ -82,8 +53,8 @@ export class RedisRescue {
   private epoch = 0;
   private readonly queue: Pending<unknown>[] = [];
   private head = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private probe: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
+  private probe: TimerHandle | undefined;
   private probing = false;
   private corked = false;
   /** A warning was emitted for the current outage (or Redis was reached since the start). */
@@ -96,7 +67,7 @@ export class RedisRescue {
     private readonly timeoutMs: number,
     private readonly probeIntervalMs: number,
     private readonly clock: Clock,
-    private readonly lua: string,
+    private readonly lua: readonly string[],
   ) {
     // A (re)connect is the earliest sign Redis is back: load the script, so that the next decision
     // does not pay a NOSCRIPT round trip, and probe at once rather than at the next tick.
@@ -114,7 +85,9 @@ export class RedisRescue {
   }
 
   private readonly onReady = (): void => {
-    this.redis.script('LOAD', this.lua).catch(() => {});
+    // A Cluster runs a script on the master of its key's slot: load it on every master (a master that
+    // comes later, after a failover, answers NOSCRIPT once and gets it by EVAL; see redis-scripts.ts).
+    for (const node of nodesOf(this.redis)) for (const lua of this.lua) node.script('LOAD', lua).catch(() => {});
     if (this.mode === 'rescue') this.ping();
   };
 
@@ -186,8 +159,8 @@ export class RedisRescue {
   close(): void {
     this.closed = true;
     this.redis.off('ready', this.onReady);
-    if (this.probe !== undefined) clearInterval(this.probe);
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.clock.clearTimeout(this.probe);
+    this.clock.clearTimeout(this.timer);
     this.probe = this.timer = undefined;
     this.rescueAll();
   }
@@ -212,17 +185,17 @@ export class RedisRescue {
 
   private startProbe(): void {
     if (this.closed || this.probe !== undefined) return;
-    this.probe = setInterval(() => this.ping(), this.probeIntervalMs);
+    this.probe = this.clock.setInterval(() => this.ping(), this.probeIntervalMs);
     this.probe.unref();
   }
 
   private ping(): void {
     if (this.probing || this.mode !== 'rescue') return;
     this.probing = true;
-    this.redis.ping().then(
-      (reply) => {
+    Promise.all(nodesOf(this.redis).map((n) => n.ping())).then(
+      (replies) => {
         this.probing = false;
-        if (reply === 'PONG') this.recover();
+        if (replies.length > 0 && replies.every((r) => r === 'PONG')) this.recover();
       },
       (err: unknown) => {
         this.probing = false;
@@ -244,7 +217,7 @@ export class RedisRescue {
     this.warned = true;
     this.epoch++;
     this.rescueSince = undefined;
-    if (this.probe !== undefined) clearInterval(this.probe);
+    this.clock.clearTimeout(this.probe);
     this.probe = undefined;
     this.changes.emit({ mode: 'redis', cause: undefined });
   }
@@ -274,7 +247,7 @@ export class RedisRescue {
   }
 
   private arm(deadline: number): void {
-    this.timer = setTimeout(() => this.expire(), Math.max(1, Math.ceil(deadline - this.clock.now())));
+    this.timer = this.clock.setTimeout(() => this.expire(), Math.max(1, Math.ceil(deadline - this.clock.now())));
     this.timer.unref();
   }
 
@@ -292,6 +265,14 @@ export class RedisRescue {
   }
 }
 
+/** nodesOf answers the connections to ask: the client itself, or every master of a Cluster. */
+function nodesOf(redis: RedisClient): Redis[] {
+  if ('nodes' in redis && typeof redis.nodes === 'function') {
+    const masters = redis.nodes('master');
+    return masters.length > 0 ? masters : [];
+  }
+  return [redis as Redis];
+}
 
 function preview(reply: unknown): string {
   try {
