@@ -103,7 +103,14 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
       return Promise.reject(err);
     }
     const a = this.args;
-    return this.switch.run(() => script.run(this.client, k, a[0], a[1], String(n), a[2], a[3]), (r) => (isReply(r) ? answer(r) : undefined), local);
+    const count = String(n);
+    return this.switch.run(
+      () => script.evalsha(this.client, k, a[0], a[1], count, a[2], a[3]),
+      (r) => (isReply(r) ? answer(r) : undefined),
+      local,
+      1,
+      () => script.eval(this.client, k, a[0], a[1], count, a[2], a[3]),
+    );
   }
 
   protected makeRescue(instances: number): PeriodLimiter {

@@ -186,29 +186,29 @@ end
 return { allowed, quota - count, ttl, retry }
 `;
 
-/** Script is a Lua script with its SHA1, run by EVALSHA. */
+/** Script is a Lua script with its SHA1, run by EVALSHA (and EVAL when the node answers NOSCRIPT). */
 export class Script {
   readonly sha: string;
   constructor(readonly lua: string) {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
 
-  /** run runs the script by EVALSHA, and by EVAL when Redis does not have it (NOSCRIPT). */
-  run(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    const sent =
-      d === undefined
-        ? redis.evalsha(this.sha, 1, key, a, b, c)
-        : e === undefined
-          ? redis.evalsha(this.sha, 1, key, a, b, c, d)
-          : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
-    return sent.catch((err: unknown) => {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return d === undefined
-        ? redis.eval(this.lua, 1, key, a, b, c)
-        : e === undefined
-          ? redis.eval(this.lua, 1, key, a, b, c, d)
-          : redis.eval(this.lua, 1, key, a, b, c, d, e);
-    });
+  /** evalsha runs the script by its SHA1 on the node that owns `key` (rejects NOSCRIPT when the node lacks it). */
+  evalsha(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
+    return d === undefined
+      ? redis.evalsha(this.sha, 1, key, a, b, c)
+      : e === undefined
+        ? redis.evalsha(this.sha, 1, key, a, b, c, d)
+        : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
+  }
+
+  /** eval sends the script itself, which also caches it on that node. */
+  eval(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
+    return d === undefined
+      ? redis.eval(this.lua, 1, key, a, b, c)
+      : e === undefined
+        ? redis.eval(this.lua, 1, key, a, b, c, d)
+        : redis.eval(this.lua, 1, key, a, b, c, d, e);
   }
 }
 

@@ -148,7 +148,14 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       return Promise.reject(err);
     }
     if (n > this.burst) return Promise.resolve(false);
-    return this.switch.run(() => script.run(this.client, k, this.interval, this.burstArg, String(n), ANSWER_ONLY), parseAllowed, () => this.rescue().allow(key, n));
+    const count = String(n);
+    return this.switch.run(
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
+      parseAllowed,
+      () => this.rescue().allow(key, n),
+      1,
+      () => script.eval(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
+    );
   }
 
   /** takeDecision is `take` with the numbers behind the answer. */
@@ -164,10 +171,13 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     }
     if (n > this.burst) return Promise.resolve({ allowed: false, limit: this.burst, remaining: 0, retryAfterMs: Infinity, resetMs: 0 });
     const burst = this.burst;
+    const count = String(n);
     return this.switch.run(
-      () => script.run(this.client, k, this.interval, this.burstArg, String(n)),
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, count),
       (r) => parseDecision(r, burst),
       () => this.rescue().decide(key, n),
+      1,
+      () => script.eval(this.client, k, this.interval, this.burstArg, count),
     );
   }
 
@@ -215,36 +225,40 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   private flush(k: string, key: string, w: Waiter[]): void {
     if (w.length === 1) {
       const c = w[0]!;
-      void this.switch.run(
-        () => script.run(this.client, k, this.interval, this.burstArg, ONE, c.decide ? undefined : ANSWER_ONLY),
+      const mode = c.decide ? undefined : ANSWER_ONLY;
+      this.switch.start(
+        () => script.evalsha(this.client, k, this.interval, this.burstArg, ONE, mode),
         (r) => this.answerOne(c, r),
         () => this.rescueBatch(key, w),
+        1,
+        () => script.eval(this.client, k, this.interval, this.burstArg, ONE, mode),
       );
       return;
     }
     const count = String(w.length);
-    void this.switch.run(
-      () => script.run(this.client, k, this.interval, this.burstArg, count, BATCH),
+    this.switch.start(
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, count, BATCH),
       (r) => this.answerBatch(w, r),
       () => this.rescueBatch(key, w),
       w.length,
+      () => script.eval(this.client, k, this.interval, this.burstArg, count, BATCH),
     );
   }
 
   /** answerOne checks a one-token reply and answers the lone caller; undefined (not answered) for a bad shape. */
-  private answerOne(c: Waiter, r: unknown): true | undefined {
+  private answerOne(c: Waiter, r: unknown): boolean {
     const answer = c.decide ? parseDecision(r, this.burst) : parseAllowed(r);
-    if (answer === undefined) return undefined;
+    if (answer === undefined) return false;
     c.resolve(answer);
     return true;
   }
 
   /** answerBatch checks a batch reply and answers its callers; undefined (nobody answered) for a bad shape. */
-  private answerBatch(w: Waiter[], r: unknown): true | undefined {
+  private answerBatch(w: Waiter[], r: unknown): boolean {
     const k = w.length;
-    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return undefined;
+    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return false;
     const m = r[0]!;
-    if (m < k && r[2]! < 1) return undefined;
+    if (m < k && r[2]! < 1) return false;
     const burst = this.burst;
     const interval = 1000 / this.rate;
     const start = r[4]! / 1000;
@@ -263,13 +277,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   }
 
   /** rescueBatch decides each caller of a batch in process, in call order. */
-  private rescueBatch(key: string, w: Waiter[]): true {
+  private rescueBatch(key: string, w: Waiter[]): void {
     const local = this.rescue();
     for (let i = 0; i < w.length; i++) {
       const c = w[i]!;
       c.resolve(c.decide ? local.decide(key, 1) : local.allow(key, 1));
     }
-    return true;
   }
 
   /** fromLease spends a token of the key's lease, or waits for a new lease (one lease call per key in flight). */
@@ -290,10 +303,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
         return;
       }
       const waiting: Waiter[] = (l.waiting = [{ resolve, decide }]);
-      void this.switch.run(
-        () => script.run(this.client, k, this.interval, this.burstArg, this.leaseArg, LEASE),
+      const arg = this.leaseArg;
+      this.switch.start(
+        () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
         (r) => {
-          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return undefined;
+          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return false;
           this.switch.redisDecisions += waiting.length;
           this.settleLease(l, waiting, r[0]!, r[1]! / 1000);
           return true;
@@ -302,9 +316,10 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
           l.waiting = undefined;
           l.left = 0;
           this.switch.rescueDecisions += waiting.length;
-          return this.rescueBatch(key, waiting);
+          this.rescueBatch(key, waiting);
         },
         0, // counted when answered: callers join the wait while the call is in flight
+        () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
       );
     });
     return p;

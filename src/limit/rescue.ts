@@ -21,22 +21,27 @@ import { InvalidResponseError, TimeoutError } from '../core/errors.js';
 import type { LimiterMode, ModeChange, RedisClient } from './types.js';
 
 /** A decision waiting on Redis. A class, not a closure per call: cheaper to make and to keep. */
-class Pending<R> {
+class Pending {
   done = false;
   constructor(
     readonly deadline: number,
     readonly epoch: number,
     /** How many decisions this call carries (a batch carries several). */
     readonly count: number,
-    private readonly resolve: (answer: R) => void,
-    private readonly local: () => R,
+    /** Answers the call's callers from the in-process limiter. */
+    readonly local: () => void,
   ) {}
 
   /** rescue answers the decision from the in-process limiter. */
   rescue(): void {
     this.done = true;
-    this.resolve(this.local());
+    this.local();
   }
+}
+
+/** isNoScript tells whether `err` is Redis's NOSCRIPT (the node does not have the script cached). */
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
 /** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
@@ -51,7 +56,7 @@ export class RedisRescue {
   readonly changes = new Emitter<ModeChange>();
   /** Bumped at every switch: a late failure of a call sent before the switch does not count again. */
   private epoch = 0;
-  private readonly queue: Pending<unknown>[] = [];
+  private readonly queue: Pending[] = [];
   private head = 0;
   private timer: TimerHandle | undefined;
   private probe: TimerHandle | undefined;
@@ -94,42 +99,76 @@ export class RedisRescue {
   /**
    * run asks Redis (`send`), turns the reply into an answer (`parse`: undefined for a bad shape), and
    * answers from the rescue limiter (`local`) in rescue mode or when Redis fails. `count` is how many
-   * decisions the call carries (a batch: `parse` and `local` answer each of its callers), for the stats.
+   * decisions the call carries, for the stats. `resend` (EVAL) is tried once when `send` (EVALSHA)
+   * answers NOSCRIPT.
    */
-  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1): Promise<R> {
+  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1, resend?: () => Promise<unknown>): Promise<R> {
     if (this.mode === 'rescue') {
       this.rescueDecisions += count;
       return Promise.resolve(local());
     }
-    let resolve!: (answer: R) => void;
-    const answer = new Promise<R>((r) => (resolve = r));
-    const entry = new Pending<R>(this.clock.now() + this.timeoutMs, this.epoch, count, resolve, local);
+    return new Promise<R>((resolve) => {
+      this.start(
+        send,
+        (reply) => {
+          const value = parse(reply);
+          if (value === undefined) return false;
+          resolve(value);
+          return true;
+        },
+        () => resolve(local()),
+        count,
+        resend,
+      );
+    });
+  }
+
+  /**
+   * start is `run` without a promise of its own: `answer` answers the callers from a reply (false for a
+   * bad shape), `local` answers them in process (at once in rescue mode, or when Redis fails).
+   */
+  start(send: () => Promise<unknown>, answer: (reply: unknown) => boolean, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
+    if (this.mode === 'rescue') {
+      this.rescueDecisions += count;
+      local();
+      return;
+    }
+    const entry = new Pending(this.clock.now() + this.timeoutMs, this.epoch, count, local);
     if (this.queue.length > this.head) this.batch();
-    this.queue.push(entry as Pending<unknown>);
+    this.queue.push(entry);
     if (this.timer === undefined) this.arm(entry.deadline);
+    const onReply = (reply: unknown): void => {
+      if (entry.done) return; // answered from rescue already
+      if (!answer(reply)) {
+        this.fail(new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`), entry.epoch);
+        return;
+      }
+      entry.done = true;
+      this.redisDecisions += count;
+      this.compact();
+    };
+    const onError = (err: unknown): void => {
+      if (resend !== undefined && isNoScript(err) && !entry.done) {
+        let again: Promise<unknown>;
+        try {
+          again = resend();
+        } catch (e) {
+          this.fail(e, entry.epoch);
+          return;
+        }
+        again.then(onReply, (e: unknown) => this.fail(e, entry.epoch));
+        return;
+      }
+      this.fail(err, entry.epoch);
+    };
     let sent: Promise<unknown>;
     try {
       sent = send();
     } catch (err) {
       this.fail(err, entry.epoch);
-      return answer;
+      return;
     }
-    sent.then(
-      (reply) => {
-        if (entry.done) return; // answered from rescue already
-        const value = parse(reply);
-        if (value === undefined) {
-          this.fail(new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`), entry.epoch);
-          return;
-        }
-        entry.done = true;
-        this.redisDecisions += count;
-        this.compact();
-        resolve(value);
-      },
-      (err: unknown) => this.fail(err, entry.epoch),
-    );
-    return answer;
+    sent.then(onReply, onError);
   }
 
   /**
