@@ -61,6 +61,7 @@ export class RedisRescue {
   private timer: TimerHandle | undefined;
   private probe: TimerHandle | undefined;
   private probing = false;
+  private probeSeq = 0;
   private corked = false;
   /** A warning was emitted for the current outage (or Redis was reached since the start). */
   private warned = false;
@@ -231,13 +232,31 @@ export class RedisRescue {
   private ping(): void {
     if (this.probing || this.mode !== 'rescue') return;
     this.probing = true;
-    Promise.all(nodesOf(this.redis).map((n) => n.ping())).then(
-      (replies) => {
-        this.probing = false;
-        if (replies.length > 0 && replies.every((r) => r === 'PONG')) this.recover();
+    const seq = ++this.probeSeq;
+    // A PING to a node that went away may wait in a client's offline queue: give up on it after
+    // max(timeoutMs, probeIntervalMs), so that the next probe can ask again (a Cluster's new masters).
+    const giveUp = this.clock.setTimeout(() => {
+      if (this.probeSeq === seq) this.probing = false;
+    }, Math.max(this.timeoutMs, this.probeIntervalMs));
+    giveUp.unref();
+    const settled = (): boolean => {
+      this.clock.clearTimeout(giveUp);
+      if (this.probeSeq !== seq || !this.probing) return false;
+      this.probing = false;
+      return true;
+    };
+    let replies: Promise<unknown[]>;
+    try {
+      replies = Promise.all(nodesOf(this.redis).map((n) => n.ping()));
+    } catch (err) {
+      replies = Promise.reject(err);
+    }
+    replies.then(
+      (r) => {
+        if (settled() && r.length > 0 && r.every((x) => x === 'PONG')) this.recover();
       },
       (err: unknown) => {
-        this.probing = false;
+        if (!settled()) return;
         if (!this.warned) {
           // Redis was never reached since the start: say so once.
           this.warned = true;
