@@ -17,14 +17,22 @@ import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { bench, fasterBy, type Target } from './harness.js';
 import { KeyedLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
+import { Cluster } from 'ioredis';
 import { onRedis, startRedis, type RedisServer } from '../test/support/redis.js';
+import { startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.js';
 
 const isChild = process.argv.includes('--child');
 let server: RedisServer | undefined;
+let cluster: RedisCluster | undefined;
 if (!isChild) {
   server = await startRedis();
   process.env.BENCH_REDIS_URL = server.url;
+  if (!process.env.BENCH_FILTER || /cluster/i.test(process.env.BENCH_FILTER)) {
+    cluster = await startRedisCluster({ masters: 3 });
+    process.env.BENCH_CLUSTER_SEEDS = JSON.stringify(cluster.seeds);
+  }
 }
+const clusterClient = () => new Cluster(JSON.parse(process.env.BENCH_CLUSTER_SEEDS!) as { host: string; port: number }[]);
 const url = () => process.env.BENCH_REDIS_URL!;
 
 /** scriptCall loads `lua` on `redis` and answers a call that runs it by EVALSHA on one key of its own. */
@@ -246,6 +254,38 @@ try {
     targets: [fasterBy(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys`, 'RedisTokenLimiter.take', 'RateLimiterRedis.consume', 1.5)],
   });
 
+  await bench(`limit: Redis Cluster of 3 masters vs one Redis, ${C} concurrent callers on ${KEYS_R} keys (ns/op is per ${C} calls)`, {
+    baseline: 'RedisTokenLimiter.take, one Redis',
+    subjects: {
+      'RedisTokenLimiter.take, one Redis': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `bc1:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return { op: manyKeys((k) => lim.take(k)), async: true, batch: 10, extra: () => ({ rescued: lim.stats().rescueDecisions }), teardown: () => lim.close() };
+      },
+      'RedisTokenLimiter.take, Cluster': async () => {
+        const client = clusterClient();
+        const lim = new RedisTokenLimiter({ redis: client, prefix: `bc3:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return {
+          op: manyKeys((k) => lim.take(k)),
+          async: true,
+          batch: 10,
+          extra: () => ({ rescued: lim.stats().rescueDecisions }),
+          teardown: async () => {
+            await lim.close();
+            client.disconnect();
+          },
+        };
+      },
+      'RateLimiterRedis.consume, Cluster': async () => {
+        const client = clusterClient();
+        await client.ping();
+        const r = new RateLimiterRedis({ storeClient: client, points: BIG, duration: 1, keyPrefix: `rlfc:${process.pid}` });
+        return { op: manyKeys((k) => r.consume(k)), async: true, batch: 10, teardown: () => client.disconnect() };
+      },
+    },
+  });
+
   const KEYS = 1_000_000;
   await bench(`limit: KeyedLimiter with ${KEYS / 1e6} M keys (maxKeys ${KEYS / 1e6} M)`, {
     baseline: 'Map.get',
@@ -294,6 +334,7 @@ try {
   });
 } finally {
   await server?.stop();
+  await cluster?.stop();
 }
 
 /** ratioTarget checks an extra number of a section's only subject (an interleaved ratio) against a minimum. */
