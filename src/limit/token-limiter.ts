@@ -108,6 +108,11 @@ export class TokenLimiter implements Limiter {
     return ahead <= 0 ? this.burst : Math.max(0, this.burst - ahead / this.interval);
   }
 
+  /** stats is a snapshot: tokens in the bucket now (fractional), the rate and the burst. */
+  stats(): { readonly tokens: number; readonly rate: number; readonly burst: number } {
+    return { tokens: this.tokens(), rate: this.rate, burst: this.burst };
+  }
+
   /**
    * wait resolves once `n` tokens (default 1) were taken. The tokens are reserved at once, in call
    * order, so that waiters are served first-come first-served and `allow()` callers cannot starve
