@@ -35,6 +35,10 @@ import type { RedisClient } from './types.js';
  * alone would get (the first one refused), startUs is `ahead` before the batch in whole microseconds
  * (the admitted calls' numbers are derived from it).
  *
+ * With ARGV[4] = 'm' (one tick's `take()` callers of several keys, on a single Redis) KEYS are the
+ * keys and ARGV[4 + i] how many callers KEYS[i] has: each key admits as many as its bucket holds, as
+ * a batch does, and the reply is the list of how many each admitted.
+ *
  * With ARGV[4] = 'l' (a lease) it takes up to n tokens, as many as the bucket holds (at least one, or
  * none), and answers {taken, aheadUs after}: what a process then spends locally.
  */
@@ -47,6 +51,34 @@ local ceil, floor = math.ceil, math.floor
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
 local frac = tonumber(t[2]) / 1000
+local lim = (burst + 1e-9) * interval
+if mode == 'm' then
+  local out = {}
+  for i = 1, #KEYS do
+    local a = 0
+    local w = redis.call('GET', KEYS[i])
+    if w then
+      local p = string.find(w, ' ', 1, true)
+      if p then
+        a = (tonumber(string.sub(w, 1, p - 1)) - sec) * 1000 + (tonumber(string.sub(w, p + 1)) - frac)
+        if a < 0 then a = 0 end
+      end
+    end
+    local k, m = tonumber(ARGV[4 + i]), 0
+    while m < k do
+      local x = a + interval
+      if x > lim then break end
+      a, m = x, m + 1
+    end
+    if m > 0 then
+      local f = frac + a
+      local s = floor(f / 1000)
+      redis.call('SET', KEYS[i], string.format('%d %.17g', sec + s, f - s * 1000), 'PX', ceil(a) + 1000)
+    end
+    out[i] = m
+  end
+  return out
+end
 local ahead = 0
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -61,7 +93,6 @@ local function store(a)
   local s = floor(f / 1000)
   redis.call('SET', KEYS[1], string.format('%d %.17g', sec + s, f - s * 1000), 'PX', ceil(a) + 1000)
 end
-local lim = (burst + 1e-9) * interval
 if mode == '1' or mode == 'l' then
   local nxt, m = ahead, 0
   if mode == 'l' then

@@ -62,6 +62,7 @@ const ONE = '1';
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
 const LEASE = 'l';
+const MULTI = 'm';
 /** The most single-token decisions one script call carries; a full batch is sent at once. */
 const maxBatch = 1024;
 
@@ -105,10 +106,13 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       this.flush(k, this.oneClient, w);
     }
     if (this.batches.size > 0) {
+      if (this.multiKey) this.flushMulti();
       for (const [k, b] of this.batches) this.flush(k, b.client, b.waiters);
       this.batches.clear();
     }
   };
+  /** Several keys' `take()` batches of one tick may share one script call (a single Redis, not a Cluster, whose keys live on different masters). */
+  private readonly multiKey: boolean;
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options);
@@ -130,6 +134,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     this.interval = String(1000 / rate);
     this.burstArg = String(burst);
     this.leaseArg = String(lease?.tokens ?? 1);
+    this.multiKey = !('nodes' in this.client && typeof this.client.nodes === 'function');
   }
 
   /**
@@ -219,6 +224,54 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       this.flush(k, key, w);
     }
     return p;
+  }
+
+  /**
+   * flushMulti sends this tick's `take()` batches of several keys (the map's; the first key's batch
+   * was sent already) as ONE script call that decides each key as its own batch would, and removes
+   * them from the map. Batches with a `takeDecision()` caller stay for their own call.
+   */
+  private flushMulti(): void {
+    const keys: string[] = [];
+    const counts: string[] = [];
+    const groups: { client: string; waiters: Waiter[] }[] = [];
+    for (const [k, b] of this.batches) {
+      if (b.waiters.some((c) => c.decide)) continue;
+      keys.push(k);
+      counts.push(String(b.waiters.length));
+      groups.push(b);
+      this.batches.delete(k);
+      if (keys.length >= maxBatch) break;
+    }
+    if (keys.length === 0) return;
+    if (keys.length === 1) {
+      this.flush(keys[0]!, groups[0]!.client, groups[0]!.waiters);
+      return;
+    }
+    const args = [...keys, this.interval, this.burstArg, '0', MULTI, ...counts];
+    let total = 0;
+    for (const g of groups) total += g.waiters.length;
+    this.switch.start(
+      () => this.client.evalsha(script.sha, keys.length, ...args),
+      (r) => {
+        if (!Array.isArray(r) || r.length !== groups.length) return false;
+        for (let i = 0; i < groups.length; i++) {
+          const m = r[i] as unknown;
+          if (typeof m !== 'number' || !Number.isInteger(m) || m < 0 || m > groups[i]!.waiters.length) return false;
+        }
+        for (let i = 0; i < groups.length; i++) {
+          const w = groups[i]!.waiters;
+          const m = r[i] as number;
+          for (let j = 0; j < w.length; j++) w[j]!.resolve(j < m);
+        }
+        return true;
+      },
+      () => {
+        for (const g of groups) this.rescueBatch(g.client, g.waiters);
+      },
+      total,
+      () => this.client.eval(script.lua, keys.length, ...args),
+    );
   }
 
   /** flush sends a key's batch as one script call: the plain one-token call for a lone caller, else the batch call. */
