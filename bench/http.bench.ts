@@ -3,7 +3,6 @@
  * synchronous limiter (`decide`) and an asynchronous one (`takeDecision`, here a promise already resolved:
  * the cost of the async path itself, no Redis). Target: with a synchronous limiter, the guard (key, decision,
  * three RateLimit headers) stays faster than rate-limiter-flexible's consume() plus the same headers.
- * (The shedder goes through shedderSeam until AdaptiveShedder's token has release(): a few closures more.)
  */
 import http from 'node:http';
 import net from 'node:net';
@@ -13,7 +12,6 @@ import { KeyedLimiter } from '../src/limit/keyed-limiter.js';
 import { AdaptiveShedder } from '../src/limit/adaptive-shedder.js';
 import { SreBreaker } from '../src/breaker/sre-breaker.js';
 import { HttpGuard } from '../src/http/index.js';
-import { shedderSeam } from '../test/http-seams.js';
 
 const ips = Array.from({ length: 1024 }, (_, i) => `127.0.${i >> 8}.${i & 255}`);
 function reqs(): http.IncomingMessage[] {
@@ -55,7 +53,7 @@ await bench('http: HttpGuard.check per request, in process (1 024 client IPs, al
     },
     'guard.check: shedder + limiter + breaker, tokens completed': () => {
       const shedder = new AdaptiveShedder({ load: () => ({ utilization: 0, delayP99Ms: 0 }) });
-      const g = new HttpGuard({ limiter: new KeyedLimiter(big), shedder: shedderSeam(shedder), breaker: new SreBreaker() });
+      const g = new HttpGuard({ limiter: new KeyedLimiter(big), shedder, breaker: new SreBreaker() });
       const rq = reqs();
       const r = res();
       let i = 0;

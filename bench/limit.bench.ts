@@ -2,22 +2,37 @@
  * bench/limit: the limiters against a bare clock read and rate-limiter-flexible, in the same run.
  *   npm run bench -- limit        (BENCH_RUNS, BENCH_MS, BENCH_FILTER: see harness.ts)
  * The parent starts one redis-server (test/support/redis.ts) that every Redis subject's child shares.
+ *
+ * Targets (checked after each table):
+ * - TokenLimiter.allow ≥ 4× RateLimiterMemory.consume;
+ * - one caller at a time, interleaved in one process (the section to trust on a shared machine):
+ *   RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume and ≥ 0.9× the TIME+GET+SET floor script;
+ *   with a lease of 100, ≥ 10× the PING rate;
+ * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys.
  */
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
-import { bench } from './harness.js';
+import { bench, fasterBy, type Target } from './harness.js';
 import { KeyedLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
+import { Cluster } from 'ioredis';
 import { onRedis, startRedis, type RedisServer } from '../test/support/redis.js';
+import { startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.js';
 
 const isChild = process.argv.includes('--child');
 let server: RedisServer | undefined;
+let cluster: RedisCluster | undefined;
 if (!isChild) {
   server = await startRedis();
   process.env.BENCH_REDIS_URL = server.url;
+  if (!process.env.BENCH_FILTER || /cluster/i.test(process.env.BENCH_FILTER)) {
+    cluster = await startRedisCluster({ masters: 3 });
+    process.env.BENCH_CLUSTER_SEEDS = JSON.stringify(cluster.seeds);
+  }
 }
+const clusterClient = () => new Cluster(JSON.parse(process.env.BENCH_CLUSTER_SEEDS!) as { host: string; port: number }[]);
 const url = () => process.env.BENCH_REDIS_URL!;
 
 /** scriptCall loads `lua` on `redis` and answers a call that runs it by EVALSHA on one key of its own. */
@@ -39,9 +54,10 @@ async function evalFloor(lua: string) {
  */
 const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[2], 'PX', 60000) return 1";
 
+const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100, rotating';
 const BIG = 1e12; // a rate / quota so large that every call is admitted
-/** The Redis bucket's highest rate; with a BIG burst every call is admitted. */
-const REDIS_RATE = 100_000;
+/** A rate beyond what a single double of ms since 1970 could keep exact (the state is split); with a BIG burst every call is admitted. */
+const REDIS_RATE = 1_000_000;
 
 try {
   await bench('limit: local token bucket, admit and reject', {
@@ -71,6 +87,7 @@ try {
         return { op: () => r.consume('k').catch(() => undefined), async: true };
       },
     },
+    targets: [fasterBy('TokenLimiter.allow ≥ 4× RateLimiterMemory.consume (admit)', 'TokenLimiter.allow admit', 'RateLimiterMemory.consume admit', 4)],
   });
 
   await bench('limit: Redis, one caller at a time', {
@@ -85,11 +102,11 @@ try {
       // the least a bucket that meets the spec must do (BUCKET_FLOOR).
       'EVALSHA return 1 (floor: any script)': async () => evalFloor('return 1'),
       'EVALSHA TIME+GET+SET (floor: a bucket)': async () => evalFloor(BUCKET_FLOOR),
-      'RedisTokenLimiter.allow': async () => {
-        const lim = new RedisTokenLimiter({ redis: url(), key: `b1:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+      'RedisTokenLimiter.take': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `b1:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
         return {
-          op: () => lim.allow(),
+          op: () => lim.take('k'),
           async: true,
           extra: () => ({ rescued: lim.stats().rescueDecisions }),
           teardown: () => lim.close(),
@@ -106,29 +123,27 @@ try {
 
   await bench('limit: Redis, one caller at a time, interleaved in one process (robust to machine load)', {
     subjects: {
-      'PING | floor | RedisTokenLimiter.allow | RateLimiterRedis.consume, rotating': async () => {
+      [ROTATING]: async () => {
         const redis = new Redis(url());
         const floor = await scriptCall(redis, BUCKET_FLOOR);
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
-        const lim = new RedisTokenLimiter({ redis: url(), key: `bi:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `bi:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const leased = new RedisTokenLimiter({ redis: url(), prefix: `bl:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000, lease: { tokens: 100, maxMs: 1_000 } });
         await onRedis(lim);
-        const calls = [
-          () => redis.ping(),
-          floor,
-          () => lim.allow(),
-          () => rlf.consume('k'),
-        ];
-        const busy = [0, 0, 0, 0];
+        await onRedis(leased);
+        const calls = [() => redis.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k')];
+        const S = calls.length;
+        const busy = calls.map(() => 0);
         let n = 0;
         return {
           async: true,
           batch: 25,
           // Each op: one call of each subject, the order rotating, each call timed on its own.
           op: async () => {
-            const first = n++ % 4;
-            for (let j = 0; j < 4; j++) {
-              const s = (first + j) % 4;
+            const first = n++ % S;
+            for (let j = 0; j < S; j++) {
+              const s = (first + j) % S;
               const t = performance.now();
               await calls[s]!();
               busy[s]! += performance.now() - t;
@@ -136,20 +151,29 @@ try {
           },
           extra: () => ({
             ping_us: (busy[0]! / n) * 1000,
+            ours_us: (busy[2]! / n) * 1000,
             floor_vs_ping: busy[0]! / busy[1]!,
             ours_vs_ping: busy[0]! / busy[2]!,
             rateLimiterRedis_vs_ping: busy[0]! / busy[3]!,
             ours_vs_rateLimiterRedis: busy[3]! / busy[2]!,
-            rescued: lim.stats().rescueDecisions,
+            ours_vs_floor: busy[1]! / busy[2]!,
+            lease100_vs_ping: busy[0]! / busy[4]!,
+            rescued: lim.stats().rescueDecisions + leased.stats().rescueDecisions,
           }),
           teardown: async () => {
             await lim.close();
+            await leased.close();
             redis.disconnect();
             rlfClient.disconnect();
           },
         };
       },
     },
+    targets: [
+      ratioTarget('RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume', ROTATING, 'ours_vs_rateLimiterRedis', 1.0),
+      ratioTarget('RedisTokenLimiter.take ≥ 0.9× the TIME+GET+SET floor script', ROTATING, 'ours_vs_floor', 0.9),
+      ratioTarget('take with a lease of 100 ≥ 10× the PING rate', ROTATING, 'lease100_vs_ping', 10),
+    ],
   });
 
   const C = 64;
@@ -167,11 +191,11 @@ try {
         await redis.ping();
         return { op: many(() => redis.ping()), async: true, batch: 10, teardown: () => redis.disconnect() };
       },
-      'RedisTokenLimiter.allow': async () => {
-        const lim = new RedisTokenLimiter({ redis: url(), key: `b64:${process.pid}`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+      'RedisTokenLimiter.take': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `b64:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
         return {
-          op: many(() => lim.allow()),
+          op: many(() => lim.take('k')),
           async: true,
           batch: 10,
           extra: () => ({ rescued: lim.stats().rescueDecisions }),
@@ -189,6 +213,75 @@ try {
         await redis.ping();
         const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlfap:${process.pid}` });
         return { op: many(() => r.consume('k')), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+    },
+    targets: [fasterBy(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers`, 'RedisTokenLimiter.take', 'RateLimiterRedis.consume', 1.5)],
+  });
+
+  const KEYS_R = 1_000;
+  /** 64 callers at a time, each on the next of 1 000 keys (as many users at once). */
+  const manyKeys = (fn: (key: string) => Promise<unknown>) => {
+    const keys = Array.from({ length: KEYS_R }, (_, i) => `user:${i}`);
+    let i = 0;
+    return () => Promise.all(Array.from({ length: C }, () => fn(keys[(i = (i + 1) % KEYS_R)]!)));
+  };
+  await bench(`limit: Redis, ${C} concurrent callers on ${KEYS_R} keys (ns/op is per ${C} calls)`, {
+    baseline: 'ioredis PING',
+    subjects: {
+      'ioredis PING': async () => {
+        const redis = new Redis(url());
+        await redis.ping();
+        return { op: many(() => redis.ping()), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+      'RedisTokenLimiter.take': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `bk:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return {
+          op: manyKeys((k) => lim.take(k)),
+          async: true,
+          batch: 10,
+          extra: () => ({ rescued: lim.stats().rescueDecisions }),
+          teardown: () => lim.close(),
+        };
+      },
+      'RateLimiterRedis.consume': async () => {
+        const redis = new Redis(url());
+        await redis.ping();
+        const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlfk:${process.pid}` });
+        return { op: manyKeys((k) => r.consume(k)), async: true, batch: 10, teardown: () => redis.disconnect() };
+      },
+    },
+    targets: [fasterBy(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys`, 'RedisTokenLimiter.take', 'RateLimiterRedis.consume', 1.5)],
+  });
+
+  await bench(`limit: Redis Cluster of 3 masters vs one Redis, ${C} concurrent callers on ${KEYS_R} keys (ns/op is per ${C} calls)`, {
+    baseline: 'RedisTokenLimiter.take, one Redis',
+    subjects: {
+      'RedisTokenLimiter.take, one Redis': async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `bc1:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return { op: manyKeys((k) => lim.take(k)), async: true, batch: 10, extra: () => ({ rescued: lim.stats().rescueDecisions }), teardown: () => lim.close() };
+      },
+      'RedisTokenLimiter.take, Cluster': async () => {
+        const client = clusterClient();
+        const lim = new RedisTokenLimiter({ redis: client, prefix: `bc3:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(lim);
+        return {
+          op: manyKeys((k) => lim.take(k)),
+          async: true,
+          batch: 10,
+          extra: () => ({ rescued: lim.stats().rescueDecisions }),
+          teardown: async () => {
+            await lim.close();
+            client.disconnect();
+          },
+        };
+      },
+      'RateLimiterRedis.consume, Cluster': async () => {
+        const client = clusterClient();
+        await client.ping();
+        const r = new RateLimiterRedis({ storeClient: client, points: BIG, duration: 1, keyPrefix: `rlfc:${process.pid}` });
+        return { op: manyKeys((k) => r.consume(k)), async: true, batch: 10, teardown: () => client.disconnect() };
       },
     },
   });
@@ -241,6 +334,18 @@ try {
   });
 } finally {
   await server?.stop();
+  await cluster?.stop();
+}
+
+/** ratioTarget checks an extra number of a section's only subject (an interleaved ratio) against a minimum. */
+function ratioTarget(label: string, subject: string, key: string, min: number): Target {
+  return {
+    label,
+    check: (m) => {
+      const value = m.extra(subject, key);
+      return { value, ok: value >= min, unit: '×' };
+    },
+  };
 }
 
 function i32(s: string): number {

@@ -52,24 +52,6 @@ const NOT_MODULE_PAGES = new Set(['conventions.md', 'README.md']);
  */
 const PENDING: ReadonlyArray<{ page: string; contains: string; checks: ReadonlyArray<Check>; reason: string }> = [
   {
-    page: 'http.md',
-    contains: 'new RedisPeriodLimiter({ redis: process.env.REDIS_URL!',
-    checks: ['run', 'type-check'],
-    reason: 'passes once RedisPeriodLimiter answers takeDecision(key, n) (its decide(key) answers a promise today)',
-  },
-  {
-    page: 'http.md',
-    contains: "declare: const limiter: import('bulwark/limit').KeyedLimiter, shedder:",
-    checks: ['type-check'],
-    reason: 'passes once AdaptiveShedder.admit() answers an AdmissionToken (its token has no release() today)',
-  },
-  {
-    page: 'http.md',
-    contains: 'const shedder = new AdaptiveShedder();',
-    checks: ['type-check'],
-    reason: 'passes once AdaptiveShedder.admit() answers an AdmissionToken (its token has no release() today)',
-  },
-  {
     page: 'balancer.md',
     contains: 'await callIt(instance);',
     checks: ['type-check'],

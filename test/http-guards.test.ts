@@ -14,7 +14,6 @@ import { HttpGuard, type HttpGuardOptions } from '../src/http/index.js';
 import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
 import { skipReason } from './support/servers.js';
 import { frameworks, request, until, type Server } from './http-harness.js';
-import { redisSeam, shedderSeam } from './http-seams.js';
 
 for (const fw of frameworks) {
   describe(`http middleware with the real guards on ${fw.name}`, () => {
@@ -32,7 +31,7 @@ for (const fw of frameworks) {
       const clock = new ManualClock();
       let utilization = 0.1;
       const shedder = new AdaptiveShedder({ clock, load: () => ({ utilization, delayP99Ms: 0 }) });
-      const s = await start({ shedder: shedderSeam(shedder) });
+      const s = await start({ shedder });
       assert.equal((await request(s.url)).status, 200);
       await until(() => shedder.stats().inFlight === 0);
 
@@ -125,11 +124,11 @@ describe('http middleware with RedisPeriodLimiter on a real redis-server', { ski
   for (const fw of frameworks) {
     it(`${fw.name}: a quota per client shared in Redis answers 429 with the RateLimit-* headers`, async () => {
       redis ??= await startRedis();
-      const limiter = new RedisPeriodLimiter({ redis: redis.url, key: `http-test-${fw.name}`, periodMs: 60_000, quota: 2, timeoutMs: 2000 });
+      const limiter = new RedisPeriodLimiter({ redis: redis.url, prefix: `http-test-${fw.name}:`, periodMs: 60_000, quota: 2, timeoutMs: 2000 });
       limiters.push(limiter);
       // A new limiter decides in process until its connection is up (by design): wait for Redis.
       await until(() => limiter.mode === 'redis');
-      const s = await fw.start({ limiter: redisSeam(limiter), key: { header: 'x-user' } });
+      const s = await fw.start({ limiter, key: { header: 'x-user' } });
       servers.push(s);
       const a1 = await request(s.url, { 'x-user': 'ann' });
       assert.equal(a1.status, 200);

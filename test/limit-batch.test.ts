@@ -57,12 +57,12 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
   });
 
   it('sends one tick of callers as one script call, and allows exactly the first 5 of 8', async () => {
-    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:batch8', rate: 0.1, burst: 5, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:batch8:', rate: 0.1, burst: 5, timeoutMs: 2_000 });
     try {
       await onRedis(lim);
       const before = await scriptCalls(fx.admin);
       const calls: Promise<boolean | LimitDecision>[] = [];
-      for (let i = 0; i < 8; i++) calls.push(i % 2 === 0 ? lim.allow() : lim.decide());
+      for (let i = 0; i < 8; i++) calls.push(i % 2 === 0 ? lim.take('k') : lim.takeDecision('k'));
       const answers = (await Promise.all(calls)).map((a) => (typeof a === 'boolean' ? a : a.allowed));
       assert.deepEqual(answers, [true, true, true, true, true, false, false, false]);
       assert.equal((await scriptCalls(fx.admin)) - before, 1, 'one script call for the batch');
@@ -86,11 +86,11 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
       fc.asyncProperty(fc.integer({ min: 1, max: 30 }), fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 4 }), async (burst, sizes) => {
         run++;
         // rate 0.001/s: a token per 1 000 s, so the time between the two runs adds no token.
-        const batched = new RedisTokenLimiter({ redis: fx.admin, key: `p:b:${run}`, rate: 0.001, burst, timeoutMs: 5_000 });
+        const batched = new RedisTokenLimiter({ redis: fx.admin, prefix: `p:b:${run}:`, rate: 0.001, burst, timeoutMs: 5_000 });
         try {
           for (const k of sizes) {
             const b: Promise<LimitDecision>[] = [];
-            for (let i = 0; i < k; i++) b.push(batched.decide());
+            for (let i = 0; i < k; i++) b.push(batched.takeDecision('k'));
             const got = await Promise.all(b);
             for (let i = 0; i < k; i++) {
               // The plain one-token script call (no batch flag), as a limiter made before batching sent it.
@@ -116,10 +116,10 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
 
   it('decides each caller of a failed batch in process, in call order', async () => {
     const liar = await lyingClient(fx.srv.url, [1, 2, 3]);
-    const lim = new RedisTokenLimiter({ redis: liar.client, key: 't:badbatch', rate: 0.1, burst: 3, probeIntervalMs: 60_000, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: liar.client, prefix: 't:badbatch:', rate: 0.1, burst: 3, probeIntervalMs: 60_000, timeoutMs: 2_000 });
     try {
       assert.equal(lim.mode, 'redis');
-      const answers = await Promise.all(Array.from({ length: 10 }, () => lim.allow()));
+      const answers = await Promise.all(Array.from({ length: 10 }, () => lim.take('k')));
       assert.deepEqual(answers, [true, true, true, false, false, false, false, false, false, false]);
       const s = lim.stats();
       assert.equal(s.mode, 'rescue');
@@ -133,11 +133,11 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
   });
 
   it('caps a batch at 1 024 callers: 1 500 callers are two script calls', async () => {
-    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:cap', rate: 0.1, burst: 1_200, timeoutMs: 5_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:cap:', rate: 0.1, burst: 1_200, timeoutMs: 5_000 });
     try {
       await onRedis(lim);
       const before = await scriptCalls(fx.admin);
-      const answers = await Promise.all(Array.from({ length: 1_500 }, () => lim.allow()));
+      const answers = await Promise.all(Array.from({ length: 1_500 }, () => lim.take('k')));
       assert.equal((await scriptCalls(fx.admin)) - before, 2);
       assert.equal(answers.filter(Boolean).length, 1_200);
       assert.ok(answers.slice(0, 1_200).every(Boolean), 'the first 1 200 callers are the ones allowed');

@@ -20,20 +20,20 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   const fx = useRedis();
 
   it('shares one bucket: burst at once, then the rate, time taken from Redis', async () => {
-    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:basic', rate: 0.1, burst: 5, timeoutMs: 2_000 }); // a token per 10 s: no refill during the test
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:basic:', rate: 0.1, burst: 5, timeoutMs: 2_000 }); // a token per 10 s: no refill during the test
     try {
       await onRedis(lim);
       const answers = [];
-      for (let i = 0; i < 7; i++) answers.push(await lim.allow());
+      for (let i = 0; i < 7; i++) answers.push(await lim.take('k'));
       assert.deepEqual(answers, [true, true, true, true, true, false, false]);
-      const d = await lim.decide();
+      const d = await lim.takeDecision('k');
       assert.equal(d.allowed, false);
       assert.equal(d.limit, 5);
       assert.equal(d.remaining, 0);
       assert.ok(d.retryAfterMs > 9_000 && d.retryAfterMs <= 10_000, `retryAfterMs ${d.retryAfterMs}`);
       assert.ok(d.resetMs > 49_000 && d.resetMs <= 50_000, `resetMs ${d.resetMs}`);
-      assert.equal(await lim.allow(6), false, 'n > burst is false without asking');
-      await assert.rejects(lim.allow(-1), RangeError);
+      assert.equal(await lim.take('k', 6), false, 'n > burst is false without asking');
+      await assert.rejects(lim.take('k', -1), RangeError);
       assert.equal(lim.mode, 'redis');
       assert.equal(lim.stats().rescueDecisions, 0);
     } finally {
@@ -42,12 +42,12 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('loads the script again after SCRIPT FLUSH (NOSCRIPT)', async () => {
-    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:noscript', rate: 100, burst: 100, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:noscript:', rate: 100, burst: 100, timeoutMs: 2_000 });
     try {
       await onRedis(lim);
-      assert.equal(await lim.allow(), true);
+      assert.equal(await lim.take('k'), true);
       await fx.admin.script('FLUSH');
-      assert.equal(await lim.allow(), true);
+      assert.equal(await lim.take('k'), true);
       assert.equal(lim.stats().failures, 0);
     } finally {
       await lim.close();
@@ -55,24 +55,24 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('never sets an expiry of 0, even when burst < rate / 2', async () => {
-    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:ttl', rate: 1_000, burst: 1, timeoutMs: 2_000 });
-    const per = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:ttl', periodMs: 1, quota: 5, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:ttl:', rate: 1_000, burst: 1, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'p:ttl:', periodMs: 1, quota: 5, timeoutMs: 2_000 });
     try {
       await onRedis(lim);
       await onRedis(per);
-      assert.equal(await lim.allow(), true);
-      const ttl = await fx.admin.pttl('t:ttl');
+      assert.equal(await lim.take('k'), true);
+      const ttl = await fx.admin.pttl('t:ttl:{k}');
       assert.ok(ttl > 0, `PTTL ${ttl}`);
-      await per.allow('k');
-      const pttl = await fx.admin.pttl('p:ttl:k');
+      await per.take('k');
+      const pttl = await fx.admin.pttl('p:ttl:{k}');
       assert.notEqual(pttl, -1, 'a 1 ms window key has an expiry (or has expired already)');
       // A count left without expiry (by hand, by an old version) gets one instead of living forever.
-      const slow = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:ttl', periodMs: 60_000, quota: 5, timeoutMs: 2_000 });
+      const slow = new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'p:ttl:', periodMs: 60_000, quota: 5, timeoutMs: 2_000 });
       await onRedis(slow);
-      await fx.admin.set('p:ttl:stuck', '1');
-      assert.equal(await fx.admin.pttl('p:ttl:stuck'), -1);
-      assert.equal(await slow.allow('stuck'), true);
-      const stuck = await fx.admin.pttl('p:ttl:stuck');
+      await fx.admin.set('p:ttl:{stuck}', '1');
+      assert.equal(await fx.admin.pttl('p:ttl:{stuck}'), -1);
+      assert.equal(await slow.take('stuck'), true);
+      const stuck = await fx.admin.pttl('p:ttl:{stuck}');
       assert.ok(stuck > 0 && stuck <= 60_000, `PTTL ${stuck}`);
       await slow.close();
     } finally {
@@ -82,21 +82,27 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('never moves the stored time backwards: a bucket found ahead of now stays ahead', async () => {
-    const lim = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:fwd', rate: 10, burst: 2, timeoutMs: 2_000 });
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:fwd:', rate: 10, burst: 2, timeoutMs: 2_000 });
     try {
       await onRedis(lim);
       const [sec, usec] = (await fx.admin.time()) as unknown as [string, string];
-      const now = Number(sec) * 1000 + Number(usec) / 1000;
       // As if a call had emptied the bucket 5 s into the future (go-zero #4072: late calls rewound it).
-      await fx.admin.set('t:fwd', String(now + 5_000), 'PX', 60_000);
-      assert.equal(await lim.allow(), false);
-      assert.equal(Number(await fx.admin.get('t:fwd')), now + 5_000);
+      // The state is "<seconds> <ms within the second>" of Redis's clock.
+      const ahead = `${Number(sec) + 5} ${Number(usec) / 1000}`;
+      await fx.admin.set('t:fwd:{k}', ahead, 'PX', 60_000);
+      assert.equal(await lim.take('k'), false);
+      assert.equal(await fx.admin.get('t:fwd:{k}'), ahead);
+      const asMs = (v: string | null) => {
+        const [s, f] = (v ?? '0 0').split(' ').map(Number) as [number, number];
+        assert.ok(f >= 0 && f < 1000, `ms within the second: ${v}`);
+        return s * 1000 + f;
+      };
       let last = 0;
-      const fresh = new RedisTokenLimiter({ redis: fx.srv.url, key: 't:fwd2', rate: 1_000, burst: 50, timeoutMs: 2_000 });
+      const fresh = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:fwd2:', rate: 1_000, burst: 50, timeoutMs: 2_000 });
       await onRedis(fresh);
       for (let i = 0; i < 100; i++) {
-        await fresh.allow();
-        const v = Number(await fx.admin.get('t:fwd2'));
+        await fresh.take('k');
+        const v = asMs(await fx.admin.get('t:fwd2:{k}'));
         assert.ok(v >= last, `${v} < ${last}`);
         last = v;
       }
@@ -107,30 +113,30 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('counts a period quota per key with go-zero’s three answers', async () => {
-    const per = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:q', periodMs: 60_000, quota: 3, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'p:q:', periodMs: 60_000, quota: 3, timeoutMs: 2_000 });
     try {
       await onRedis(per);
       const answers = [];
-      for (let i = 0; i < 4; i++) answers.push(await per.take('u1'));
+      for (let i = 0; i < 4; i++) answers.push(await per.takeAnswer('u1'));
       assert.deepEqual(answers, ['allowed', 'allowed', 'hit-quota', 'over-quota']);
-      assert.equal(await per.take('u2'), 'allowed');
-      const d = await per.decide('u1');
+      assert.equal(await per.takeAnswer('u2'), 'allowed');
+      const d = await per.takeDecision('u1');
       assert.equal(d.allowed, false);
       assert.equal(d.remaining, 0);
       assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= 60_000);
-      assert.throws(() => per.take('x'.repeat(1_025)), TypeError);
+      await assert.rejects(per.takeAnswer('x'.repeat(1_025)), TypeError);
     } finally {
       await per.close();
     }
   });
 
   it('aligns period windows to Redis’s clock', async () => {
-    const per = new RedisPeriodLimiter({ redis: fx.srv.url, key: 'p:align', periodMs: 3_600_000, quota: 1, align: true, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'p:align:', periodMs: 3_600_000, quota: 1, align: true, timeoutMs: 2_000 });
     try {
       await onRedis(per);
       const [sec] = (await fx.admin.time()) as unknown as [string, string];
       const left = 3_600_000 - ((Number(sec) * 1000) % 3_600_000);
-      const d = await per.decide('k');
+      const d = await per.takeDecision('k');
       assert.equal(d.allowed, true);
       assert.ok(Math.abs(d.resetMs - left) < 2_000, `reset in ${d.resetMs}, expected ~${left}`);
     } finally {
@@ -149,10 +155,10 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   for (const [what, reply, method] of badReplies) {
     it(`treats a reply of the wrong shape (${what}) as a Redis failure, never a crash`, async () => {
       const liar = await lyingClient(fx.srv.url, reply);
-      const lim = new RedisTokenLimiter({ redis: liar.client, key: 't:shape', rate: 10, burst: 2, probeIntervalMs: 60_000, timeoutMs: 2_000 });
+      const lim = new RedisTokenLimiter({ redis: liar.client, prefix: 't:shape:', rate: 10, burst: 2, probeIntervalMs: 60_000, timeoutMs: 2_000 });
       try {
         assert.equal(lim.mode, 'redis');
-        const answer = method === 'allow' ? await lim.allow() : (await lim.decide()).allowed;
+        const answer = method === 'allow' ? await lim.take('k') : (await lim.takeDecision('k')).allowed;
         assert.equal(answer, true, 'answered by the rescue limiter, which is full');
         assert.equal(lim.mode, 'rescue');
         assert.ok(lim.stats().cause instanceof InvalidResponseError);
@@ -167,11 +173,11 @@ describe('Redis limiters on a real Redis', { skip }, () => {
     await fx.admin.call('ACL', 'SETUSER', 'noscripts', 'on', '>pw', '~*', '+@all', '-@scripting');
     const client = new Redis({ host: fx.srv.host, port: fx.srv.port, username: 'noscripts', password: 'pw', maxRetriesPerRequest: 1 });
     await client.ping();
-    const per = new RedisPeriodLimiter({ redis: client, key: 'p:acl', periodMs: 1_000, quota: 1, timeoutMs: 2_000 });
+    const per = new RedisPeriodLimiter({ redis: client, prefix: 'p:acl:', periodMs: 1_000, quota: 1, timeoutMs: 2_000 });
     try {
       assert.equal(per.mode, 'redis');
-      assert.equal(await per.take('k'), 'hit-quota');
-      assert.equal(await per.take('k'), 'over-quota', 'the rescue limiter counts');
+      assert.equal(await per.takeAnswer('k'), 'hit-quota');
+      assert.equal(await per.takeAnswer('k'), 'over-quota', 'the rescue limiter counts');
       const cause = per.stats().cause;
       assert.ok(cause instanceof Error && /NOPERM/.test(cause.message), String(cause));
     } finally {
@@ -181,37 +187,42 @@ describe('Redis limiters on a real Redis', { skip }, () => {
   });
 
   it('rejects bad options with TypeError / RangeError naming the option', () => {
-    const opts = { redis: fx.srv.url, key: 'k', rate: 1 };
+    const opts = { redis: fx.srv.url, prefix: 'k:', rate: 1 };
     for (const [o, err, name] of [
       [{ ...opts, rate: 0 }, RangeError, 'rate'],
-      [{ ...opts, rate: 100_001 }, RangeError, 'rate'],
-      [{ ...opts, rate: 1e12 }, RangeError, 'rate'],
+      [{ ...opts, rate: Infinity }, RangeError, 'rate'],
+      [{ ...opts, lease: { tokens: 0, maxMs: 10 } }, RangeError, 'lease.tokens'],
+      [{ ...opts, lease: { tokens: 2, maxMs: 10 } }, RangeError, 'lease.tokens'], // more than burst (1)
+      [{ ...opts, lease: { tokens: 1, maxMs: 0 } }, RangeError, 'lease.maxMs'],
+      [{ ...opts, prefix: 'a{b}' }, TypeError, 'prefix'],
+      [{ ...opts, prefix: undefined }, TypeError, 'prefix'],
+      [{ ...opts, maxKeys: 0 }, RangeError, 'maxKeys'],
       [{ ...opts, burst: 0 }, RangeError, 'burst'],
       [{ ...opts, timeoutMs: 0 }, RangeError, 'timeoutMs'],
       [{ ...opts, instances: 0 }, RangeError, 'instances'],
-      [{ ...opts, key: 'x'.repeat(2_000) }, TypeError, 'key'],
+      [{ ...opts, prefix: 'x:'.repeat(2_000) }, TypeError, 'prefix'],
       [{ ...opts, redis: 'localhost:6379' }, TypeError, 'redis'],
       [{ ...opts, redis: {} }, TypeError, 'redis'],
     ] as const) {
       assert.throws(() => new RedisTokenLimiter(o as never), (e: Error) => e instanceof err && e.message.includes(name), JSON.stringify(o).slice(0, 80));
     }
-    assert.throws(() => new RedisPeriodLimiter({ redis: fx.srv.url, key: 'k', periodMs: 1_000, quota: 0 }), RangeError);
+    assert.throws(() => new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'k:', periodMs: 1_000, quota: 0 }), RangeError);
   });
 });
 
 describe('Redis limiter rescue (chaos)', { skip }, () => {
   it('answers within timeoutMs from rescue when Redis hangs (SIGSTOP), and returns when it answers', async () => {
     const srv = await startRedis();
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:stop', rate: 100, burst: 10, timeoutMs: 50 });
+    const lim = new RedisTokenLimiter({ redis: srv.url, prefix: 't:stop:', rate: 100, burst: 10, timeoutMs: 50 });
     try {
       await onRedis(lim);
-      assert.equal(await lim.allow(), true);
+      assert.equal(await lim.take('k'), true);
       const warnings: unknown[] = [];
       const onWarning = (w: Error & { code?: string }) => w.code === 'BULWARK_LIMIT_RESCUE' && warnings.push(w);
       process.on('warning', onWarning);
       srv.pause();
       const start = performance.now();
-      const answers = await Promise.all(Array.from({ length: 10 }, () => lim.allow()));
+      const answers = await Promise.all(Array.from({ length: 10 }, () => lim.take('k')));
       const took = performance.now() - start;
       process.stdout.write(`# SIGSTOP: 10 pending decisions answered from rescue after ${took.toFixed(0)} ms (timeoutMs 50)\n`);
       assert.equal(answers.length, 10);
@@ -219,9 +230,9 @@ describe('Redis limiter rescue (chaos)', { skip }, () => {
       assert.ok(lim.stats().cause instanceof TimeoutError);
       assert.ok(took < 50 + 1_000, `answered after ${took} ms`);
       // In rescue no caller waits on Redis: the answer comes before the next turn of the event loop.
-      const first = await Promise.race([lim.allow().then(() => 'limiter'), tick().then(() => 'event loop')]);
+      const first = await Promise.race([lim.take('k').then(() => 'limiter'), tick().then(() => 'event loop')]);
       assert.equal(first, 'limiter');
-      for (let i = 0; i < 50; i++) await lim.allow();
+      for (let i = 0; i < 50; i++) await lim.take('k');
       await new Promise((r) => setTimeout(r, 300)); // probes keep failing: still one warning
       process.off('warning', onWarning);
       assert.equal(warnings.length, 1, 'one warning per outage');
@@ -238,7 +249,7 @@ describe('Redis limiter rescue (chaos)', { skip }, () => {
     const srv = await startRedis();
     const rate = 400;
     const instances = 2;
-    const lim = new RedisTokenLimiter({ redis: srv.url, key: 't:kill', rate, burst: 200, instances, timeoutMs: 50 });
+    const lim = new RedisTokenLimiter({ redis: srv.url, prefix: 't:kill:', rate, burst: 200, instances, timeoutMs: 50 });
     const decisions: { t: number; ok: boolean }[] = []; // decisions made in rescue, in order
     let errors = 0;
     let stop = false;
@@ -246,7 +257,7 @@ describe('Redis limiter rescue (chaos)', { skip }, () => {
       while (!stop) {
         try {
           const inRescue = lim.mode === 'rescue';
-          const ok = await lim.allow();
+          const ok = await lim.take('k');
           if (inRescue && lim.mode === 'rescue') decisions.push({ t: performance.now(), ok });
         } catch {
           errors++;

@@ -22,19 +22,23 @@ describe('Redis limiter rescue without Redis', () => {
       if ((w as { code?: string }).code === 'BULWARK_LIMIT_RESCUE') warnings.push(w);
     };
     process.on('warning', onWarning);
-    const lim = new RedisTokenLimiter({ redis: await deadUrl(), key: 'k', rate: 400, burst: 40, instances: 4, clock, probeIntervalMs: 10 });
+    const lim = new RedisTokenLimiter({ redis: await deadUrl(), prefix: 'k:', rate: 400, burst: 40, instances: 4, clock, probeIntervalMs: 10 });
     try {
       assert.equal(lim.mode, 'rescue');
       let n = 0;
-      for (let i = 0; i < 20; i++) if (await lim.allow()) n++;
+      for (let i = 0; i < 20; i++) if (await lim.take('k')) n++;
       assert.equal(n, 10, 'burst 40 / 4 instances');
       clock.advance(10); // 100/s → one token
-      assert.equal(await lim.allow(), true);
-      assert.equal(await lim.allow(), false);
-      assert.equal((await lim.decide()).limit, 10);
-      await waitFor('the failed probe to warn', () => warnings.length > 0, 10_000);
-      await new Promise((r) => setTimeout(r, 200)); // more failed probes: still one warning
+      assert.equal(await lim.take('k'), true);
+      assert.equal(await lim.take('k'), false);
+      assert.equal((await lim.takeDecision('k')).limit, 10);
+      // The probe runs on the limiter's clock: each advance sends a PING, which fails (nothing listens).
+      await waitFor('the failed probe to warn', async () => (await clock.advanceAsync(10), warnings.length > 0), 10_000);
+      const probes = lim.stats().failures;
+      for (let i = 0; i < 20; i++) await clock.advanceAsync(10); // more failed probes: still one warning
+      await new Promise((r) => setImmediate(r));
       assert.equal(warnings.length, 1);
+      assert.equal(lim.stats().failures, probes, 'a failed probe is not a failed decision');
       assert.equal(lim.stats().outages, 0, 'never reached Redis: not an outage');
       assert.ok(lim.stats().cause instanceof Error);
     } finally {
@@ -49,7 +53,7 @@ describe('Redis limiter rescue without Redis', () => {
     const clock = new ManualClock();
     const per = new RedisPeriodLimiter({
       redis: await deadUrl(),
-      key: 'p',
+      prefix: 'p:',
       periodMs: 1_000,
       quota: 50,
       registry,
@@ -58,15 +62,18 @@ describe('Redis limiter rescue without Redis', () => {
       clock,
     });
     try {
-      await waitFor('the instance count', () => per.stats().instances === 5, 5_000);
+      await waitFor('the instance count', () => per.stats().instances === 5, 5_000); // the first count, at construction
       let n = 0;
-      for (let i = 0; i < 20; i++) if (await per.allow('u')) n++;
+      for (let i = 0; i < 20; i++) if (await per.take('u')) n++;
       assert.equal(n, 10, 'quota 50 / 5 instances');
       await registry.deregister({ id: 'p0', name: 'payments', address: '127.0.0.1:9000' });
-      await waitFor('the new count', () => per.stats().instances === 4, 5_000);
-      await registry.close(); // now every lookup fails
-      await new Promise((r) => setTimeout(r, 100));
+      await clock.advanceAsync(19);
+      assert.equal(per.stats().instances, 5, 'counted again only every instancesRefreshMs, on the clock');
+      await clock.advanceAsync(1);
       assert.equal(per.stats().instances, 4);
+      await registry.close(); // now every lookup fails
+      await clock.advanceAsync(100);
+      assert.equal(per.stats().instances, 4, 'the last count stays');
     } finally {
       await per.close();
     }
@@ -74,11 +81,11 @@ describe('Redis limiter rescue without Redis', () => {
 
   it('takes the instance count from a function', async () => {
     const clock = new ManualClock();
-    const lim = new RedisTokenLimiter({ redis: await deadUrl(), key: 'k', rate: 100, burst: 10, instances: () => 2, clock });
+    const lim = new RedisTokenLimiter({ redis: await deadUrl(), prefix: 'k:', rate: 100, burst: 10, instances: () => 2, clock });
     try {
       assert.equal(lim.stats().instances, 2);
       let n = 0;
-      for (let i = 0; i < 10; i++) if (await lim.allow()) n++;
+      for (let i = 0; i < 10; i++) if (await lim.take('k')) n++;
       assert.equal(n, 5);
     } finally {
       await lim.close();
@@ -87,7 +94,7 @@ describe('Redis limiter rescue without Redis', () => {
 
   it('rejects instances together with a registry, and a registry without a service', () => {
     const registry = new MemoryRegistry();
-    assert.throws(() => new RedisTokenLimiter({ redis: 'redis://127.0.0.1:1', key: 'k', rate: 1, instances: 2, registry, service: 's' }), TypeError);
-    assert.throws(() => new RedisTokenLimiter({ redis: 'redis://127.0.0.1:1', key: 'k', rate: 1, registry }), /service/);
+    assert.throws(() => new RedisTokenLimiter({ redis: 'redis://127.0.0.1:1', prefix: 'k:', rate: 1, instances: 2, registry, service: 's' }), TypeError);
+    assert.throws(() => new RedisTokenLimiter({ redis: 'redis://127.0.0.1:1', prefix: 'k:', rate: 1, registry }), /service/);
   });
 });

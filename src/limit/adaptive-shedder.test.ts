@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
 import { OverloadedError } from '../core/errors.js';
-import { AdaptiveShedder, type ShedderToken } from './adaptive-shedder.js';
+import type { AdmissionToken } from '../core/admission.js';
+import { AdaptiveShedder } from './adaptive-shedder.js';
 import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
 
 /** A shedder on a manual clock and a load signal the test sets. */
@@ -20,7 +21,7 @@ function setup(extra: Record<string, unknown> = {}) {
 /** History: for 2 s, `perBucket` calls per 100 ms bucket, each taking `rtMs`. */
 function warm(clock: ManualClock, shedder: AdaptiveShedder, perBucket: number, rtMs: number): void {
   for (let b = 0; b < 20; b++) {
-    const tokens: ShedderToken[] = [];
+    const tokens: AdmissionToken[] = [];
     for (let i = 0; i < perBucket; i++) tokens.push(shedder.admit());
     clock.advance(rtMs);
     for (const t of tokens) t.success();
@@ -28,8 +29,8 @@ function warm(clock: ManualClock, shedder: AdaptiveShedder, perBucket: number, r
   }
 }
 
-function fill(shedder: AdaptiveShedder, n: number): { tokens: ShedderToken[]; dropped: number } {
-  const tokens: ShedderToken[] = [];
+function fill(shedder: AdaptiveShedder, n: number): { tokens: AdmissionToken[]; dropped: number } {
+  const tokens: AdmissionToken[] = [];
   let dropped = 0;
   for (let i = 0; i < n; i++) {
     try {
@@ -131,19 +132,29 @@ describe('AdaptiveShedder', () => {
     });
   }
 
-  it('samples the real event loop by default, and close() stops it', async () => {
-    const load = new EventLoopLoad({ sampleMs: 20 });
-    const start = Date.now();
-    while (Date.now() - start < 30) {
-      // keep the loop busy for a moment
+  it('samples the real event loop on its clock: a busy loop reads as busy and delayed; close() stops the timer', async () => {
+    const clock = new ManualClock();
+    const load = new EventLoopLoad({ sampleMs: 100, clock });
+    assert.equal(clock.pendingTimers, 1, 'one sampling timer, on the clock');
+    assert.deepEqual(load.read(), { utilization: 0, delayP99Ms: 0 }, 'zeros before the first sample');
+    // The delay monitor measures between its own (10 ms) ticks: let it tick once before and once after.
+    await new Promise((r) => setTimeout(r, 15));
+    const start = performance.now();
+    while (performance.now() - start < 60) {
+      // keep the loop busy: 60 ms without yielding
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 15));
+    clock.advance(100); // the sample is taken now, not when a real timer happens to fire
     const s = load.read();
-    load.close();
-    assert.ok(s.utilization >= 0 && s.utilization <= 1);
-    assert.ok(s.delayP99Ms >= 0);
-    const shedder = new AdaptiveShedder();
+    assert.ok(s.utilization > 0.5, `utilization ${s.utilization} after 60 ms of a blocked loop`);
+    assert.ok(s.delayP99Ms >= 20, `delay p99 ${s.delayP99Ms} ms after 60 ms of a blocked loop`);
+    await load.close();
+    assert.equal(clock.pendingTimers, 0, 'close() cleared the timer');
+    await load.close(); // idempotent
+    const shedder = new AdaptiveShedder({ clock });
+    assert.equal(clock.pendingTimers, 1, 'the shedder samples on its clock');
     shedder.admit().success();
-    await shedder.close();
+    await shedder[Symbol.asyncDispose]();
+    assert.equal(clock.pendingTimers, 0);
   });
 });

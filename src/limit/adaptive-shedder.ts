@@ -10,8 +10,10 @@
  *    and minRt the lowest bucket average response time, over the rolling window (current bucket left out).
  * So a busy loop with few calls in flight does not drop, and a burst of calls on an idle loop does not.
  *
- * `admit()` answers a token whose `success()` / `failure()` ends the call, or throws OverloadedError.
+ * `admit()` answers an AdmissionToken whose `success()` / `failure()` / `release()` ends the call, or
+ * throws OverloadedError.
  */
+import type { AdmissionToken } from '../core/admission.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { OverloadedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
@@ -19,12 +21,6 @@ import { throwIfAborted } from '../core/abort.js';
 import { RollingWindow } from '../core/rolling-window.js';
 import { clockOption, finite, fn, integer, options as optionsOf, positive, ratio } from '../core/validate.js';
 import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
-
-/** ShedderToken ends one admitted call: `success()` feeds the response time in, `failure()` only frees the slot. */
-export interface ShedderToken {
-  success(): void;
-  failure(): void;
-}
 
 /** AdaptiveShedderOptions configures an AdaptiveShedder. */
 export interface AdaptiveShedderOptions {
@@ -38,9 +34,9 @@ export interface AdaptiveShedderOptions {
   windowMs?: number;
   /** Buckets in the window (go-zero: 50). Defaults to 50. */
   buckets?: number;
-  /** The load signal: a function answering the latest LoadSample. Defaults to sampling this event loop every 250 ms. */
+  /** The load signal: a function answering the latest LoadSample. Defaults to sampling this event loop every 250 ms (on `clock`). */
   load?: () => LoadSample;
-  /** The time source. Defaults to the monotonic system clock. */
+  /** The time source, and the clock of the default load sampler's timer. Defaults to the monotonic system clock. */
   clock?: Clock;
 }
 
@@ -106,14 +102,17 @@ export class AdaptiveShedder implements Guard {
       this.load = fn<() => LoadSample>('AdaptiveShedder', 'load', o.load);
       this.ownLoad = undefined;
     } else {
-      const own = new EventLoopLoad();
+      const own = new EventLoopLoad({ clock: this.clock });
       this.ownLoad = own;
       this.load = () => own.read();
     }
   }
 
-  /** admit lets in a call and answers its token, or throws OverloadedError (code ERR_OVERLOADED). */
-  admit(): ShedderToken {
+  /**
+   * admit lets in a call and answers its token, or throws OverloadedError (code ERR_OVERLOADED).
+   * `success()` feeds the response time in; `failure()` and `release()` only free the slot.
+   */
+  admit(): AdmissionToken {
     const now = this.clock.now();
     if (this.shouldDrop(now)) {
       this.dropTime = now;
@@ -156,9 +155,14 @@ export class AdaptiveShedder implements Guard {
     };
   }
 
-  /** close stops sampling the event loop (when the shedder samples it itself). */
+  /** close stops sampling the event loop (when the shedder samples it itself). Idempotent. */
   async close(): Promise<void> {
-    this.ownLoad?.close();
+    await this.ownLoad?.close();
+  }
+
+  /** Symbol.asyncDispose closes the shedder (`await using shedder = new AdaptiveShedder()`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** @internal a token ended. */
@@ -218,7 +222,7 @@ export class AdaptiveShedder implements Guard {
   }
 }
 
-class Token implements ShedderToken {
+class Token implements AdmissionToken {
   private done = false;
   constructor(
     private readonly shedder: AdaptiveShedder,
@@ -235,5 +239,9 @@ class Token implements ShedderToken {
     if (this.done) return;
     this.done = true;
     this.shedder.finish(this.start, false);
+  }
+
+  release(): void {
+    this.failure(); // frees the slot, feeds nothing in: the same as a failure for the shedder
   }
 }

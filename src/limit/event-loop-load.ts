@@ -2,10 +2,12 @@
  * EventLoopLoad samples how busy this process's event loop is: the share of time it was busy
  * (`performance.eventLoopUtilization`, the right signal for one JS thread, where process CPU% is not)
  * and the p99 of event-loop delay (`monitorEventLoopDelay`), over the last `sampleMs`.
- * Sampling runs on one unref'd timer, so readers pay nothing per call.
+ * Sampling runs on one unref'd timer set through the clock, so readers pay nothing per call (and a
+ * ManualClock decides when a sample is taken).
  */
 import { monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
-import { finite, options as optionsOf } from '../core/validate.js';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
+import { clockOption, finite, options as optionsOf } from '../core/validate.js';
 
 /** LoadSample is one reading of the event loop's load. */
 export interface LoadSample {
@@ -19,6 +21,8 @@ export interface LoadSample {
 export interface EventLoopLoadOptions {
   /** Milliseconds per sample. Defaults to 250. */
   sampleMs?: number;
+  /** The clock whose timer takes the samples (what is measured is always this event loop). Defaults to the monotonic system clock. */
+  clock?: Clock;
 }
 
 /** Defaults for EventLoopLoadOptions. */
@@ -28,7 +32,8 @@ export const eventLoopLoadDefaults = Object.freeze({ sampleMs: 250 });
 export class EventLoopLoad {
   private last: EventLoopUtilization;
   private readonly histogram: IntervalHistogram;
-  private readonly timer: NodeJS.Timeout;
+  private readonly clock: Clock;
+  private timer: TimerHandle | undefined;
   private sample: LoadSample = { utilization: 0, delayP99Ms: 0 };
 
   constructor(options?: EventLoopLoadOptions) {
@@ -37,7 +42,8 @@ export class EventLoopLoad {
     this.last = performance.eventLoopUtilization();
     this.histogram = monitorEventLoopDelay({ resolution: 10 });
     this.histogram.enable();
-    this.timer = setInterval(() => this.tick(), sampleMs);
+    this.clock = clockOption('EventLoopLoad', o.clock, systemClock);
+    this.timer = this.clock.setInterval(() => this.tick(), sampleMs);
     this.timer.unref();
   }
 
@@ -46,10 +52,17 @@ export class EventLoopLoad {
     return this.sample;
   }
 
-  /** close stops sampling. */
-  close(): void {
-    clearInterval(this.timer);
+  /** close stops sampling; the last sample stays readable. Idempotent. */
+  async close(): Promise<void> {
+    if (this.timer === undefined) return;
+    this.clock.clearTimeout(this.timer);
+    this.timer = undefined;
     this.histogram.disable();
+  }
+
+  /** Symbol.asyncDispose closes the sampler (`await using load = new EventLoopLoad()`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   private tick(): void {

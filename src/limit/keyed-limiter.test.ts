@@ -11,6 +11,11 @@ describe('KeyedLimiter', () => {
     assert.deepEqual([k.allow('a'), k.allow('a'), k.allow('a'), k.allow('b')], [true, true, false, true]);
     assert.equal(k.decide('a').remaining, 0);
     assert.equal(k.size, 2);
+    const s = k.stats();
+    assert.deepEqual(s, { keys: 2, maxKeys: 10_000 });
+    k.allow('c');
+    assert.equal(s.keys, 2, 'stats() answers a fresh snapshot, not a live object');
+    assert.deepEqual((k.get('b') as TokenLimiter).stats(), { tokens: 1, rate: 1, burst: 2 });
   });
 
   it('keeps at most maxKeys keys under a flood of distinct keys', () => {

@@ -16,18 +16,18 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, integer, options as optionsOf } from '../core/validate.js';
-import type { KeyedRateLimiter, LimitDecision, Limiter } from './index.js';
+import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
 import { TokenLimiter } from './token-limiter.js';
 
 /** KeyedLimiterOptions configures a KeyedLimiter: `rate` (+ `burst`) for a token bucket per key, or `create`. */
-export interface KeyedLimiterOptions<L extends Limiter = Limiter> {
+export interface KeyedLimiterOptions {
   /** Tokens per second of each key's TokenLimiter (when `create` is not given). */
   rate?: number;
   /** Each key's bucket size. Defaults to `rate` (at least 1). */
   burst?: number;
   /** Makes the limiter of a key seen for the first time (or again after eviction). Defaults to a TokenLimiter of `rate` / `burst`. */
-  create?: (key: string) => L;
+  create?: (key: string) => Limiter;
   /** The most keys kept at once. Defaults to 10 000. */
   maxKeys?: number;
   /** The time source, handed to the TokenLimiters it makes. Defaults to the monotonic system clock. */
@@ -42,32 +42,35 @@ const MAX_KEYS = 1 << 24;
 /** Busy keys given a second chance per eviction, at most: keeps an insertion O(1). */
 const SECOND_CHANCES = 8;
 
-/** KeyedLimiter is a bounded map from key to limiter, and a limit per key. */
-export class KeyedLimiter<L extends Limiter = Limiter> implements KeyedRateLimiter {
+/**
+ * KeyedLimiter is a bounded map from key to limiter, and a limit per key. Its limiters are typed as
+ * `Limiter` (what `create` answers, or a TokenLimiter), which is what they are.
+ */
+export class KeyedLimiter implements KeyedRateLimiter {
   /** maxKeys is the most keys kept at once. */
   readonly maxKeys: number;
-  private readonly create: (key: string) => L;
-  private readonly limiters = new Map<string, L>();
+  private readonly create: (key: string) => Limiter;
+  private readonly limiters = new Map<string, Limiter>();
   /** Keys oldest first, from `head` on; may hold stale keys (deleted, or queued twice), skipped when met. */
   private queue: (string | undefined)[] = [];
   private head = 0;
 
-  constructor(options: KeyedLimiterOptions<L>) {
+  constructor(options: KeyedLimiterOptions) {
     const o = optionsOf('KeyedLimiter', options);
     this.maxKeys = integer('KeyedLimiter', 'maxKeys', o.maxKeys ?? keyedLimiterDefaults.maxKeys, 1, MAX_KEYS);
     const clock = clockOption('KeyedLimiter', o.clock, systemClock);
     if (o.create !== undefined) {
-      this.create = fn<(key: string) => L>('KeyedLimiter', 'create', o.create);
+      this.create = fn<(key: string) => Limiter>('KeyedLimiter', 'create', o.create);
     } else {
       if (o.rate === undefined) throw new TypeError('KeyedLimiter: give rate (a token bucket per key) or create, got neither');
       // Validate once here, so that a bad rate fails at construction rather than at the first key.
       const { rate, burst } = new TokenLimiter({ rate: o.rate, burst: o.burst, clock });
-      this.create = () => new TokenLimiter({ rate, burst, clock }) as unknown as L;
+      this.create = () => new TokenLimiter({ rate, burst, clock });
     }
   }
 
   /** get answers `key`'s limiter, making it when the key is new. Keys longer than 1 KiB throw TypeError. */
-  get(key: string): L {
+  get(key: string): Limiter {
     let l = this.limiters.get(key);
     if (l === undefined) {
       checkKey('KeyedLimiter', key);
@@ -97,6 +100,11 @@ export class KeyedLimiter<L extends Limiter = Limiter> implements KeyedRateLimit
   /** size is how many keys are kept now. */
   get size(): number {
     return this.limiters.size;
+  }
+
+  /** stats is a snapshot: keys kept now and the bound. */
+  stats(): { readonly keys: number; readonly maxKeys: number } {
+    return { keys: this.limiters.size, maxKeys: this.maxKeys };
   }
 
   /** purgeIdle drops every key whose limiter is idle (a full bucket) and answers how many it dropped. O(size). */

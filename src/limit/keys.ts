@@ -12,3 +12,24 @@ export function checkKey(owner: string, key: unknown): string {
   }
   return key;
 }
+
+/**
+ * checkPrefix throws TypeError unless `prefix` is a string of at most 256 bytes without `{` or `}`:
+ * the braces are the limiters' own (they hash-tag each client key, see redisKey).
+ */
+export function checkPrefix(owner: string, prefix: unknown): string {
+  if (typeof prefix !== 'string') throw new TypeError(`${owner}: prefix must be a string, got ${prefix === null ? 'null' : typeof prefix}`);
+  if (Buffer.byteLength(prefix) > 256 || /[{}]/.test(prefix)) {
+    throw new TypeError(`${owner}: prefix must be at most 256 bytes without { or }, got ${JSON.stringify(prefix.slice(0, 300))}`);
+  }
+  return prefix;
+}
+
+/**
+ * redisKey is the Redis key of a client key: `prefix{key}`. The braces are a Cluster hash tag, so a
+ * client key's Redis key lives on the master that owns the slot of the client key alone (keys spread
+ * over the masters; a prefix never decides the slot). At most 256 + 2 + 1 024 bytes.
+ */
+export function redisKey(owner: string, prefix: string, key: string): string {
+  return `${prefix}{${checkKey(owner, key)}}`;
+}

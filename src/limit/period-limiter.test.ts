@@ -7,22 +7,22 @@ import { PeriodLimiter } from './period-limiter.js';
 describe('PeriodLimiter (fixed window)', () => {
   it("answers go-zero's three answers: allowed, hit-quota for the last one, then over-quota", () => {
     const p = new PeriodLimiter({ periodMs: 1_000, quota: 3, clock: new ManualClock() });
-    assert.deepEqual(['a', 'a', 'a', 'a', 'a'].map((k) => p.take(k)), ['allowed', 'allowed', 'hit-quota', 'over-quota', 'over-quota']);
-    assert.equal(p.take('b'), 'allowed', 'keys are counted apart');
+    assert.deepEqual(['a', 'a', 'a', 'a', 'a'].map((k) => p.answer(k)), ['allowed', 'allowed', 'hit-quota', 'over-quota', 'over-quota']);
+    assert.equal(p.answer('b'), 'allowed', 'keys are counted apart');
   });
 
   it('is exact at aligned window edges: full until the last ms, fresh at the edge', () => {
     const clock = new ManualClock(5_000);
     const p = new PeriodLimiter({ periodMs: 1_000, quota: 2, align: true, clock });
     clock.set(5_999);
-    assert.equal(p.take('k'), 'allowed');
-    assert.equal(p.take('k'), 'hit-quota');
-    assert.equal(p.take('k'), 'over-quota');
+    assert.equal(p.answer('k'), 'allowed');
+    assert.equal(p.answer('k'), 'hit-quota');
+    assert.equal(p.answer('k'), 'over-quota');
     clock.set(6_000);
-    assert.equal(p.take('k'), 'allowed', 'a new window at 6 000');
-    assert.equal(p.take('k'), 'hit-quota');
+    assert.equal(p.answer('k'), 'allowed', 'a new window at 6 000');
+    assert.equal(p.answer('k'), 'hit-quota');
     clock.set(6_999);
-    assert.equal(p.take('k'), 'over-quota');
+    assert.equal(p.answer('k'), 'over-quota');
     assert.equal(p.decide('k').retryAfterMs, 1);
   });
 
@@ -31,21 +31,21 @@ describe('PeriodLimiter (fixed window)', () => {
     const offset = 8 * 3_600_000;
     const clock = new ManualClock(10 * day - offset - 1); // 23:59:59.999 local
     const p = new PeriodLimiter({ periodMs: day, quota: 1, align: true, alignOffsetMs: offset, clock });
-    assert.equal(p.take('sms'), 'hit-quota');
-    assert.equal(p.take('sms'), 'over-quota');
+    assert.equal(p.answer('sms'), 'hit-quota');
+    assert.equal(p.answer('sms'), 'over-quota');
     clock.advance(1); // midnight local
-    assert.equal(p.take('sms'), 'hit-quota');
+    assert.equal(p.answer('sms'), 'hit-quota');
   });
 
   it('without align, opens a key’s window at its first call', () => {
     const clock = new ManualClock(0);
     const p = new PeriodLimiter({ periodMs: 1_000, quota: 1, clock });
     clock.set(700);
-    assert.equal(p.take('k'), 'hit-quota');
+    assert.equal(p.answer('k'), 'hit-quota');
     clock.set(1_699);
-    assert.equal(p.take('k'), 'over-quota');
+    assert.equal(p.answer('k'), 'over-quota');
     clock.set(1_700);
-    assert.equal(p.take('k'), 'hit-quota');
+    assert.equal(p.answer('k'), 'hit-quota');
   });
 
   it('admits 2 × quota across a boundary (the reason for the sliding mode)', () => {
@@ -89,10 +89,10 @@ describe('PeriodLimiter (sliding window)', () => {
   it('forgets a window older than the previous one', () => {
     const clock = new ManualClock(0);
     const p = new PeriodLimiter({ periodMs: 100, quota: 2, window: 'sliding', clock });
-    assert.equal(p.take('k'), 'allowed');
-    assert.equal(p.take('k'), 'hit-quota');
+    assert.equal(p.answer('k'), 'allowed');
+    assert.equal(p.answer('k'), 'hit-quota');
     clock.set(250);
-    assert.equal(p.take('k'), 'allowed');
+    assert.equal(p.answer('k'), 'allowed');
   });
 
   it('decide says how long until the previous window has slid out enough', () => {
@@ -137,16 +137,16 @@ describe('PeriodLimiter (sliding window)', () => {
 describe('PeriodLimiter keys and options', () => {
   it('keeps at most maxKeys keys', () => {
     const p = new PeriodLimiter({ periodMs: 1_000, quota: 1, maxKeys: 100, clock: new ManualClock() });
-    for (let i = 0; i < 1_000; i++) p.take(`k${i}`);
+    for (let i = 0; i < 1_000; i++) p.answer(`k${i}`);
     assert.equal(p.size, 100);
   });
 
   it('rejects keys over 1 KiB with TypeError', () => {
     const p = new PeriodLimiter({ periodMs: 1_000, quota: 1, clock: new ManualClock() });
-    assert.throws(() => p.take('x'.repeat(1_025)), TypeError);
-    assert.throws(() => p.take('€'.repeat(400)), TypeError, '1 200 UTF-8 bytes');
-    assert.equal(p.take('x'.repeat(1_024)), 'hit-quota');
-    assert.throws(() => p.take(42 as never), TypeError);
+    assert.throws(() => p.answer('x'.repeat(1_025)), TypeError);
+    assert.throws(() => p.answer('€'.repeat(400)), TypeError, '1 200 UTF-8 bytes');
+    assert.equal(p.answer('x'.repeat(1_024)), 'hit-quota');
+    assert.throws(() => p.answer(42 as never), TypeError);
   });
 
   for (const [opts, err] of [

@@ -1,5 +1,5 @@
 /**
- * PeriodLimiter allows `quota` calls per key per `periodMs` (go-zero `PeriodLimit`): `take(key)`
+ * PeriodLimiter allows `quota` calls per key per `periodMs` (go-zero `PeriodLimit`): `answer(key)`
  * answers `allowed`, `hit-quota` (the last call allowed in this window) or `over-quota`.
  *
  * Two windows:
@@ -15,7 +15,7 @@
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock, wallClock } from '../core/clock.js';
 import { clockOption, finite, integer, options as optionsOf, positive } from '../core/validate.js';
-import type { KeyedRateLimiter, LimitDecision, PeriodAnswer } from './index.js';
+import type { KeyedRateLimiter, LimitDecision, PeriodAnswer, PeriodWindow } from './types.js';
 import { checkKey } from './keys.js';
 
 /** PeriodLimiterOptions configures a PeriodLimiter. */
@@ -25,7 +25,7 @@ export interface PeriodLimiterOptions {
   /** Calls allowed per key per window, an integer ≥ 1. Required. */
   quota: number;
   /** `fixed` (go-zero's) or `sliding` (sliding-window counter). Defaults to 'fixed'. */
-  window?: 'fixed' | 'sliding';
+  window?: PeriodWindow;
   /**
    * Fixed windows start at multiples of `periodMs` on the clock instead of at a key's first call.
    * Without a `clock`, aligned windows use wall time (`Date.now()`, UTC). Defaults to false.
@@ -58,7 +58,7 @@ class Window {
 export class PeriodLimiter implements KeyedRateLimiter {
   readonly periodMs: number;
   readonly quota: number;
-  readonly window: 'fixed' | 'sliding';
+  readonly window: PeriodWindow;
   readonly align: boolean;
   private readonly offset: number;
   private readonly clock: Clock;
@@ -79,8 +79,8 @@ export class PeriodLimiter implements KeyedRateLimiter {
     this.windows = new LRUCache<string, Window>({ max: maxKeys });
   }
 
-  /** take counts one call for `key` and answers go-zero's three answers. */
-  take(key: string): PeriodAnswer {
+  /** answer counts one call for `key` and answers go-zero's three answers (go-zero's `Take`). */
+  answer(key: string): PeriodAnswer {
     const now = this.clock.now();
     const w = this.current(key, now);
     const used = this.used(w, now);
@@ -128,6 +128,11 @@ export class PeriodLimiter implements KeyedRateLimiter {
   /** size is how many keys are kept now. */
   get size(): number {
     return this.windows.size;
+  }
+
+  /** stats is a snapshot: keys kept now. */
+  stats(): { readonly keys: number } {
+    return { keys: this.windows.size };
   }
 
   /** The key's window, moved on to the one `now` falls in. */

@@ -3,9 +3,9 @@
  * divides the rescue limit, and option checks.
  */
 import { Redis } from 'ioredis';
-import type { Registry } from '../registry/types.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { finite, fn, integer, positive } from '../core/validate.js';
-import type { RedisClient } from './rescue.js';
+import type { InstanceSource, RedisClient } from './types.js';
 
 /** RedisCommonOptions are the options both Redis limiters take. */
 export interface RedisCommonOptions {
@@ -25,16 +25,23 @@ export interface RedisCommonOptions {
    * function asked each time decisions go to rescue. Defaults to 1, or the registry's count.
    */
   instances?: number | (() => number);
-  /** A registry whose `service` instance count is `instances` (refreshed in the background). Defaults to none. */
-  registry?: Registry;
+  /**
+   * Anything that lists a service's instances (a bulwark `Registry` or `RegistryCache` fits): the count
+   * of `service` is `instances`, refreshed in the background. Defaults to none.
+   */
+  registry?: InstanceSource;
   /** The service to count in `registry`. Required with `registry`. */
   service?: string;
   /** Milliseconds between instance counts from `registry`. Defaults to 10 000. */
   instancesRefreshMs?: number;
+  /** The most client keys the rescue limiter keeps while Redis is down (least recently used go first). Defaults to 10 000. */
+  maxKeys?: number;
+  /** The time source for deadlines, probes, refreshes and the rescue limiter. Defaults to the monotonic system clock. */
+  clock?: Clock;
 }
 
 /** Defaults shared by the Redis limiters. */
-export const redisCommonDefaults = Object.freeze({ timeoutMs: 50, probeIntervalMs: 100, instances: 1, instancesRefreshMs: 10_000 });
+export const redisCommonDefaults = Object.freeze({ timeoutMs: 50, probeIntervalMs: 100, instances: 1, instancesRefreshMs: 10_000, maxKeys: 10_000 });
 
 /** ownClient makes the limiter's own ioredis client from a URL. */
 export function ownClient(url: string): Redis {
@@ -77,9 +84,13 @@ export function checkCommon(owner: string, o: Partial<RedisCommonOptions>): { ti
 export class Instances {
   private count: number;
   private readonly ask: (() => number) | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
 
-  constructor(owner: string, o: Partial<RedisCommonOptions>) {
+  constructor(
+    owner: string,
+    o: Partial<RedisCommonOptions>,
+    private readonly clock: Clock,
+  ) {
     const v = o.instances;
     this.count = 1;
     if (typeof v === 'function') {
@@ -92,21 +103,28 @@ export class Instances {
       if (v !== undefined) throw new TypeError(`${owner}: give instances or registry, not both`);
       const registry = o.registry;
       if (registry === null || typeof registry !== 'object' || typeof registry.getService !== 'function') {
-        throw new TypeError(`${owner}: registry must be a Registry, got ${registry === null ? 'null' : typeof registry}`);
+        throw new TypeError(`${owner}: registry must have getService(service) (a Registry), got ${registry === null ? 'null' : typeof registry}`);
       }
       const service = o.service;
       if (typeof service !== 'string' || service.length === 0) throw new TypeError(`${owner}: service must be a non-empty string with registry, got ${String(service)}`);
       const every = positive(owner, 'instancesRefreshMs', o.instancesRefreshMs ?? redisCommonDefaults.instancesRefreshMs);
       const poll = () => {
-        registry.getService(service).then(
+        let answer: PromiseLike<ArrayLike<unknown>>;
+        try {
+          answer = registry.getService(service);
+        } catch {
+          return; // keep the last count
+        }
+        Promise.resolve(answer).then(
           (list) => {
-            if (Array.isArray(list) && list.length > 0) this.count = list.length;
+            const n = list?.length;
+            if (typeof n === 'number' && Number.isInteger(n) && n > 0) this.count = n;
           },
           () => {}, // keep the last count: the registry may be down too
         );
       };
       poll();
-      this.timer = setInterval(poll, every);
+      this.timer = clock.setInterval(poll, every);
       this.timer.unref();
     }
   }
@@ -129,7 +147,7 @@ export class Instances {
   }
 
   close(): void {
-    if (this.timer !== undefined) clearInterval(this.timer);
+    this.clock.clearTimeout(this.timer);
     this.timer = undefined;
   }
 }

@@ -1,46 +1,54 @@
 /**
  * RedisLimiterBase is what RedisTokenLimiter and RedisPeriodLimiter share: the client (given, or made
- * from a URL and then owned), the Redis ⇄ rescue switch, the instance count that divides the rescue
- * limit, the in-process rescue limiter (made again when that count changes), `mode`, `stats()`,
- * `onModeChange()` and `close()`. The subclasses own their script, their arguments and their answers.
+ * from a URL and then owned), the key prefix, the Redis ⇄ rescue switch, the instance count that
+ * divides the rescue limit, the in-process rescue limiter — one budget per client key, made again
+ * when that count changes — `mode`, `stats()`, `onModeChange()` and `close()`. The subclasses own
+ * their script, their arguments and their answers.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { ClosedError } from '../core/errors.js';
 import type { Disposer } from '../core/events.js';
-import { clockOption } from '../core/validate.js';
-import type { LimiterMode } from './index.js';
-import { checkCommon, Instances, resolveClient, type RedisCommonOptions } from './redis-common.js';
-import { RedisRescue, type ModeChange, type RedisClient, type RedisLimiterStats } from './rescue.js';
+import { clockOption, integer } from '../core/validate.js';
+import { checkPrefix } from './keys.js';
+import { checkCommon, Instances, redisCommonDefaults, resolveClient, type RedisCommonOptions } from './redis-common.js';
+import { RedisRescue } from './rescue.js';
+import type { LimiterMode, ModeChange, RedisClient, RedisLimiterStats } from './types.js';
 
 /** RedisLimiterBase holds the client, the rescue switch and the rescue limiter of a Redis limiter. */
-export abstract class RedisLimiterBase<Rescue> {
-  /** The Redis key (or key prefix) the limiter counts at. */
-  readonly key: string;
+export abstract class RedisLimiterBase<Rescue extends { readonly size: number }> {
+  /** The prefix of the Redis keys: client key `k` is counted at `${prefix}{${k}}`. */
+  readonly prefix: string;
   /** Milliseconds a decision may wait for Redis before it is made in process. */
   readonly timeoutMs: number;
+  /** The most client keys the rescue limiter keeps. */
+  readonly maxKeys: number;
   protected readonly client: RedisClient;
   protected readonly clock: Clock;
   protected readonly switch: RedisRescue;
   protected readonly instances: Instances;
+  protected closed = false;
   private readonly owned: boolean;
   private rescueLimiter: Rescue | undefined;
   private rescueFor = 0;
+  private closing: Promise<void> | undefined;
 
   /** Subclasses validate their own options first, so that a bad option never opens a connection. */
-  protected constructor(owner: string, key: string, lua: string, o: Partial<RedisCommonOptions> & { clock?: Clock }) {
-    this.key = key;
+  protected constructor(owner: string, lua: readonly string[], o: Partial<RedisCommonOptions> & { prefix?: string }) {
+    this.prefix = checkPrefix(owner, o.prefix);
     this.clock = clockOption(owner, o.clock, systemClock);
     const { timeoutMs, probeIntervalMs } = checkCommon(owner, o);
     this.timeoutMs = timeoutMs;
+    this.maxKeys = integer(owner, 'maxKeys', o.maxKeys ?? redisCommonDefaults.maxKeys, 1, 1 << 24);
     const { client, owned } = resolveClient(owner, o.redis);
     try {
-      this.instances = new Instances(owner, o);
+      this.instances = new Instances(owner, o, this.clock);
     } catch (err) {
       if (owned) client.disconnect(); // a bad option must not leave a connection behind
       throw err;
     }
     this.client = client;
     this.owned = owned;
-    this.switch = new RedisRescue(`${owner}(${key})`, client, timeoutMs, probeIntervalMs, this.clock, lua);
+    this.switch = new RedisRescue(`${owner}(${this.prefix})`, client, timeoutMs, probeIntervalMs, this.clock, lua);
     this.switch.onModeChange((e) => {
       if (e.mode === 'rescue') this.instances.refresh();
     });
@@ -63,6 +71,7 @@ export abstract class RedisLimiterBase<Rescue> {
       cause: s.cause,
       rescueSince: s.rescueSince,
       instances: this.instances.get(),
+      rescueKeys: this.rescueLimiter?.size ?? 0,
     };
   }
 
@@ -71,11 +80,32 @@ export abstract class RedisLimiterBase<Rescue> {
     return this.switch.onModeChange(listener);
   }
 
-  /** close stops the probe and timers, and closes the client when the limiter made it from a URL. */
-  async close(): Promise<void> {
-    this.switch.close();
-    this.instances.close();
-    if (this.owned) await this.client.quit().catch(() => this.client.disconnect());
+  /**
+   * close stops the probe and timers, answers decisions still waiting on Redis from rescue, and closes
+   * the client when the limiter made it from a URL. Later `take…()` calls reject with ClosedError. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.closing === undefined) {
+      this.closed = true;
+      this.beforeClose();
+      this.switch.close();
+      this.instances.close();
+      this.closing = this.owned ? this.client.quit().then(() => {}, () => this.client.disconnect()) : Promise.resolve();
+    }
+    return this.closing;
+  }
+
+  /** Symbol.asyncDispose closes the limiter (`await using limiter = new RedisTokenLimiter(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** beforeClose lets a subclass settle what it holds (batches not sent yet, leases) before the switch closes. */
+  protected beforeClose(): void {}
+
+  /** closedError is what a call after close() rejects with. */
+  protected closedError(method: string): ClosedError {
+    return new ClosedError(`${this.constructor.name}.${method}: the limiter is closed`);
   }
 
   /** rescue is the in-process limiter for the current instance count, made again when the count changed. */

@@ -1,78 +1,184 @@
 /**
- * The Lua scripts of the Redis limiters, and how they are run: EVALSHA, and EVAL (which loads the
- * script again) when Redis answers NOSCRIPT — after a restart, a failover or SCRIPT FLUSH.
+ * The Lua scripts of the Redis limiters (internal: not exported from bulwark/limit), and how they are
+ * run: EVALSHA, and EVAL (which loads the script again, on the node that answered) when Redis answers
+ * NOSCRIPT — after a restart, a failover, a resharding to a new master or SCRIPT FLUSH.
  *
  * What go-zero's `tokenscript` gets wrong, and these do not:
  * - time comes from Redis (`TIME`, microseconds), not from each caller's clock in whole seconds:
  *   callers with skewed clocks, or a call delayed in a queue, cannot mint tokens (go-zero #4072);
  * - the stored state never moves backwards: a token bucket stores its "full again" time (GCRA), which
  *   only ever moves forward, even if Redis's clock steps back;
- * - expiry is never 0: a key expires a second after the bucket is full again, or at its window's end
+ * - expiry is never 0: a bucket's key expires a second after it is full again, a window's at its end
  *   (go-zero's `math.floor(capacity / rate * 2)` is 0 when burst < rate / 2, and the key never lives);
  * - Lua numbers become integer replies with fractions cut off, so the scripts round on purpose;
  *   a Lua number passed to a command is written with full precision (Redis ≥ 7: shortest exact form).
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient } from './rescue.js';
+import type { RedisClient } from './types.js';
 
 /**
- * TOKEN_SCRIPT: KEYS[1] holds the bucket's "full again" time (ms, Redis clock).
+ * TOKEN_SCRIPT: KEYS[1] holds the bucket's "full again" time (GCRA's theoretical arrival time) as
+ * "<seconds> <ms>": whole seconds of Redis's clock, and milliseconds within that second (a double in
+ * [0, 1000)). Split so that a step of 1 000 / rate ms is added to a number below 1 000, not to ms since
+ * 1970 (whose double is precise to only 0.24 µs): exact at any rate, where one number would round
+ * every step by more than 0.1 % of a token above 100 000 tokens/s and never empty from ~8 M/s.
+ * The arithmetic runs on `ahead`, how far that time is ahead of now (0 for a full bucket).
+ *
  * ARGV: interval (ms per token), burst, n[, mode]. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
  *
- * With ARGV[4] = 'a' (`allow()`, which needs only the answer) the reply is the integer 1 or 0: the
- * same decision, without computing and sending the numbers (measured 7 % faster per call, one caller
- * at a time: a Lua table, its RESP array and the reply's JS array are most of the script's own cost).
+ * With ARGV[4] = 'a' (`take()`, which needs only the answer) the reply is the integer 1 or 0: the
+ * same decision, without computing and sending the numbers.
  *
  * With ARGV[4] = '1' (a batch of n single-token decisions) it admits as many of the n as the bucket
  * holds, one token at a time with the same test and arithmetic as n calls of one token in a row, and
  * answers {admitted m, remaining, retryAfterMs, resetMs, startUs}: the middle three are what call m + 1
- * alone would get (the first one refused), startUs is the bucket's "full again" time before the batch,
- * relative to now, in whole microseconds (the admitted calls' numbers are derived from it).
+ * alone would get (the first one refused), startUs is `ahead` before the batch in whole microseconds
+ * (the admitted calls' numbers are derived from it).
+ *
+ * With ARGV[4] = 'm' (one tick's `take()` callers of several keys, on a single Redis) KEYS are the
+ * keys and ARGV[4 + i] how many callers KEYS[i] has: each key admits as many as its bucket holds, as
+ * a batch does, and the reply is the list of how many each admitted.
+ *
+ * With ARGV[4] = 'l' (a lease) it takes up to n tokens, as many as the bucket holds (at least one, or
+ * none), and answers {taken, aheadUs after}: what a process then spends locally.
  */
 export const TOKEN_SCRIPT = `
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+local mode = ARGV[4]
 local ceil, floor = math.ceil, math.floor
 local t = redis.call('TIME')
-local now = t[1] * 1000 + t[2] / 1000
-local tat = tonumber(redis.call('GET', KEYS[1]))
-if tat == nil or tat < now then tat = now end
-if ARGV[4] == '1' then
-  local lim = (burst + 1e-9) * interval
-  local nxt, m = tat, 0
-  while m < n do
-    local x = nxt + interval
-    if x - now > lim then break end
-    nxt, m = x, m + 1
+local sec = tonumber(t[1])
+local frac = tonumber(t[2]) / 1000
+local lim = (burst + 1e-9) * interval
+if mode == 'm' then
+  local out = {}
+  for i = 1, #KEYS do
+    local a = 0
+    local w = redis.call('GET', KEYS[i])
+    if w then
+      local p = string.find(w, ' ', 1, true)
+      if p then
+        a = (tonumber(string.sub(w, 1, p - 1)) - sec) * 1000 + (tonumber(string.sub(w, p + 1)) - frac)
+        if a < 0 then a = 0 end
+      end
+    end
+    local k, m = tonumber(ARGV[4 + i]), 0
+    while m < k do
+      local x = a + interval
+      if x > lim then break end
+      a, m = x, m + 1
+    end
+    if m > 0 then
+      local f = frac + a
+      local s = floor(f / 1000)
+      redis.call('SET', KEYS[i], string.format('%d %.17g', sec + s, f - s * 1000), 'PX', ceil(a) + 1000)
+    end
+    out[i] = m
   end
-  if m > 0 then redis.call('SET', KEYS[1], nxt, 'PX', ceil(nxt - now) + 1000) end
-  local left = floor(burst - (nxt - now) / interval + 1e-9)
+  return out
+end
+local ahead = 0
+local v = redis.call('GET', KEYS[1])
+if v then
+  local sp = string.find(v, ' ', 1, true)
+  if sp then
+    ahead = (tonumber(string.sub(v, 1, sp - 1)) - sec) * 1000 + (tonumber(string.sub(v, sp + 1)) - frac)
+    if ahead < 0 then ahead = 0 end
+  end
+end
+local function store(a)
+  local f = frac + a
+  local s = floor(f / 1000)
+  redis.call('SET', KEYS[1], string.format('%d %.17g', sec + s, f - s * 1000), 'PX', ceil(a) + 1000)
+end
+if mode == '1' or mode == 'l' then
+  local nxt, m = ahead, 0
+  if mode == 'l' then
+    m = floor((lim - ahead) / interval)
+    if m > n then m = n end
+    if m < 0 then m = 0 end
+    nxt = ahead + m * interval
+  else
+    while m < n do
+      local x = nxt + interval
+      if x > lim then break end
+      nxt, m = x, m + 1
+    end
+  end
+  if m > 0 then store(nxt) end
+  if mode == 'l' then return { m, floor(nxt * 1000) } end
+  local left = floor(burst - nxt / interval + 1e-9)
   if left < 0 then left = 0 end
-  return { m, left, ceil(nxt + interval - now - burst * interval), ceil(nxt - now), floor((tat - now) * 1000) }
+  return { m, left, ceil(nxt + interval - burst * interval), ceil(nxt), floor(ahead * 1000) }
 end
-local nxt = tat + n * interval
-if nxt - now <= (burst + 1e-9) * interval then
-  redis.call('SET', KEYS[1], nxt, 'PX', ceil(nxt - now) + 1000)
-  if ARGV[4] == 'a' then return 1 end
-  return { 1, floor(burst - (nxt - now) / interval + 1e-9), 0, ceil(nxt - now) }
+local nxt = ahead + n * interval
+if nxt <= lim then
+  store(nxt)
+  if mode == 'a' then return 1 end
+  return { 1, floor(burst - nxt / interval + 1e-9), 0, ceil(nxt) }
 end
-if ARGV[4] == 'a' then return 0 end
-local left = floor(burst - (tat - now) / interval + 1e-9)
+if mode == 'a' then return 0 end
+local left = floor(burst - ahead / interval + 1e-9)
 if left < 0 then left = 0 end
-if n > burst then return { 0, left, -1, ceil(tat - now) } end
-return { 0, left, ceil(nxt - now - burst * interval), ceil(tat - now) }
+if n > burst then return { 0, left, -1, ceil(ahead) } end
+return { 0, left, ceil(nxt - burst * interval), ceil(ahead) }
 `;
 
 /**
- * PERIOD_SCRIPT: KEYS[1] counts calls in the current window and expires at its end.
- * ARGV: periodMs, quota, n, align (0|1), alignOffsetMs. Reply: {allowed 0|1, count, ttlMs}.
- * Only admitted calls are counted; a count found without expiry gets one (it would never reset).
+ * PERIOD_SCRIPT: KEYS[1] counts calls of one client key.
+ * ARGV: periodMs, quota, n, window, alignOffsetMs. Reply: {allowed 0|1, remaining, resetMs, retryAfterMs (-1: never)}.
+ *
+ * Windows: '0' fixed from the key's first call, '1' fixed at multiples of periodMs of Redis's clock
+ * (plus alignOffsetMs) — the key holds the count and expires at the window's end, and a count found
+ * without expiry gets one (it would never reset); 's' the sliding-window counter — the key holds
+ * "<window index> <count> <previous window's count>", windows aligned like '1', and a call counts the
+ * current window plus the previous one weighted by how much of it still lies within the last periodMs.
+ * Only admitted calls are counted.
  */
 export const PERIOD_SCRIPT = `
 local period = tonumber(ARGV[1])
 local quota = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+local ceil, floor = math.ceil, math.floor
+if ARGV[4] == 's' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
+  local idx = floor(now / period)
+  local elapsed = now - idx * period
+  local c, p = 0, 0
+  local v = redis.call('GET', KEYS[1])
+  if v then
+    local w, vc, vp = string.match(v, '^(%d+) (%d+) (%d+)$')
+    w = tonumber(w)
+    if w == idx then c, p = tonumber(vc), tonumber(vp) elseif w == idx - 1 then p = tonumber(vc) end
+  end
+  local used = p * (1 - elapsed / period) + c
+  local allowed = 0
+  if used + n <= quota + 1e-9 then
+    allowed = 1
+    c = c + n
+    used = used + n
+    redis.call('SET', KEYS[1], string.format('%d %d %d', idx, c, p), 'PX', ceil(2 * period - elapsed))
+  end
+  local left = floor(quota - used + 1e-9)
+  if left < 0 then left = 0 end
+  local reset = 0
+  if c > 0 then reset = ceil(2 * period - elapsed) elseif p > 0 then reset = ceil(period - elapsed) end
+  local retry = 0
+  if allowed == 0 then
+    if n > quota then
+      retry = -1
+    elseif quota - c - n >= 0 then
+      retry = ceil((1 - (quota - c - n) / p) * period - elapsed)
+    else
+      retry = ceil((2 - (quota - n) / c) * period - elapsed)
+    end
+    if retry < 0 then retry = 0 end
+  end
+  return { allowed, left, reset, retry }
+end
 local count = tonumber(redis.call('GET', KEYS[1]))
 local ttl
 local fresh = false
@@ -81,16 +187,16 @@ if count == nil then
   fresh = true
   if ARGV[4] == '1' then
     local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
     ttl = period - (now + tonumber(ARGV[5])) % period
   else
     ttl = period
   end
-  ttl = math.max(1, math.ceil(ttl))
+  ttl = math.max(1, ceil(ttl))
 else
   ttl = redis.call('PTTL', KEYS[1])
   if ttl < 1 then
-    ttl = math.max(1, math.ceil(period))
+    ttl = math.max(1, ceil(period))
     redis.call('PEXPIRE', KEYS[1], ttl)
   end
 end
@@ -104,32 +210,36 @@ if count + n <= quota then
     redis.call('INCRBY', KEYS[1], n)
   end
 end
-return { allowed, count, ttl }
+local retry = 0
+if allowed == 0 then
+  if n > quota then retry = -1 else retry = ttl end
+end
+return { allowed, quota - count, ttl, retry }
 `;
 
-/** Script is a Lua script with its SHA1, run by EVALSHA. */
+/** Script is a Lua script with its SHA1, run by EVALSHA (and EVAL when the node answers NOSCRIPT). */
 export class Script {
   readonly sha: string;
   constructor(readonly lua: string) {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
 
-  /** run runs the script by EVALSHA, and by EVAL when Redis does not have it (NOSCRIPT). */
-  run(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    const sent =
-      d === undefined
-        ? redis.evalsha(this.sha, 1, key, a, b, c)
-        : e === undefined
-          ? redis.evalsha(this.sha, 1, key, a, b, c, d)
-          : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
-    return sent.catch((err: unknown) => {
-      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      return d === undefined
-        ? redis.eval(this.lua, 1, key, a, b, c)
-        : e === undefined
-          ? redis.eval(this.lua, 1, key, a, b, c, d)
-          : redis.eval(this.lua, 1, key, a, b, c, d, e);
-    });
+  /** evalsha runs the script by its SHA1 on the node that owns `key` (rejects NOSCRIPT when the node lacks it). */
+  evalsha(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
+    return d === undefined
+      ? redis.evalsha(this.sha, 1, key, a, b, c)
+      : e === undefined
+        ? redis.evalsha(this.sha, 1, key, a, b, c, d)
+        : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
+  }
+
+  /** eval sends the script itself, which also caches it on that node. */
+  eval(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
+    return d === undefined
+      ? redis.eval(this.lua, 1, key, a, b, c)
+      : e === undefined
+        ? redis.eval(this.lua, 1, key, a, b, c, d)
+        : redis.eval(this.lua, 1, key, a, b, c, d, e);
   }
 }
 

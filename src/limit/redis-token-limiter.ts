@@ -1,167 +1,317 @@
 /**
- * RedisTokenLimiter is one token bucket shared by every process that uses the same Redis key: `rate`
- * tokens per second, up to `burst`, decided by an atomic Lua script in Redis (see redis-scripts.ts).
+ * RedisTokenLimiter is a token bucket per client key shared by every process that uses the same Redis
+ * (and prefix): `rate` tokens per second per key, up to `burst`, decided by an atomic Lua script in
+ * Redis (see redis-scripts.ts). Each client key is one Redis key, `prefix{key}` (hash-tagged for
+ * Cluster), which expires a second after its bucket is full again: an idle key costs nothing.
  *
- * Single-token decisions (`allow()`, `decide()`) made on Redis in the same tick are batched: they go
- * to Redis as ONE script call for k tokens that admits as many as the bucket holds, up to k, and the
- * first m callers in call order are allowed, the rest refused — the answers k calls in a row would get
- * at that instant (GCRA: admitting m of k is taking m tokens). A batch is sent at the end of the tick
- * (process.nextTick), or at once when it reaches 1 024 callers. `allow(n)` for n ≠ 1 is one
- * script call of its own. If the batch's call fails, times out or answers a bad shape, each of its
- * callers is decided by the rescue limiter, one by one, in call order.
+ * Single-token decisions (`take(key)`, `takeDecision(key)`) made on Redis in the same tick for the same
+ * key are batched: they go to Redis as ONE script call for k tokens that admits as many as the bucket
+ * holds, up to k, and the first m callers in call order are allowed, the rest refused — the answers k
+ * calls in a row would get at that instant (GCRA: admitting m of k is taking m tokens). A batch is sent
+ * at the end of the tick (process.nextTick), or at once when it reaches 1 024 callers; batches of
+ * different keys share one socket write. `take(key, n)` for n ≠ 1 is one script call of its own. If a
+ * batch's call fails, times out or answers a bad shape, each of its callers is decided by the rescue
+ * limiter, one by one, in call order.
+ *
+ * With `lease: { tokens, maxMs }`, a process takes up to `tokens` of a key's tokens in one script call
+ * and spends them locally for at most `maxMs`; unspent ones expire (they are never given back, so a
+ * lease can only under-admit what it holds). Worst case over the limit, in any window: every instance
+ * spends a full lease taken just before the window, so a fleet admits at most
+ * `instances × lease.tokens` more than the bucket alone would (and never more than `rate × maxMs` more).
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
- * TokenLimiter of `rate / instances` (see rescue.ts) and come back to Redis at the first PONG.
+ * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis at the first PONG.
  */
 import type { Clock } from '../core/clock.js';
-import { checkKey } from './keys.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
-import type { LimitDecision } from './index.js';
+import { KeyedLimiter } from './keyed-limiter.js';
+import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-common.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, Script, TOKEN_SCRIPT } from './redis-scripts.js';
-import { TokenLimiter } from './token-limiter.js';
+import type { LimitDecision, SharedRateLimiter } from './types.js';
+
+/** LeaseOptions turns on token leasing: up to `tokens` tokens taken per script call, spent within `maxMs`. */
+export interface LeaseOptions {
+  /** The most tokens one script call takes for this process (at most `burst`), an integer ≥ 1. Required. */
+  tokens: number;
+  /** Milliseconds a lease may be spent for; what is left then expires. Required. */
+  maxMs: number;
+}
 
 /** RedisTokenLimiterOptions configures a RedisTokenLimiter. */
 export interface RedisTokenLimiterOptions extends RedisCommonOptions {
-  /** The Redis key that holds the bucket (≤ 1 KiB). Required. */
-  key: string;
-  /** Tokens per second for the whole fleet, fractions allowed, at most 100 000 (see MAX_REDIS_RATE). Required. */
+  /** The prefix of the Redis keys (≤ 256 bytes, no braces): client key `k` is counted at `${prefix}{${k}}`. Required. */
+  prefix: string;
+  /** Tokens per second per client key for the whole fleet, fractions allowed. Required. */
   rate: number;
-  /** The bucket's size, ≥ 1. Defaults to `rate` (at least 1). */
+  /** Each bucket's size, ≥ 1. Defaults to `rate` (at least 1). */
   burst?: number;
-  /** The time source for deadlines and the rescue limiter. Defaults to the monotonic system clock. */
+  /** Token leasing, for keys whose rate exceeds what one round trip per decision can carry. Defaults to none. */
+  lease?: LeaseOptions;
+  /** The time source for deadlines, probes, leases and the rescue limiter. Defaults to the monotonic system clock. */
   clock?: Clock;
 }
 
 /** Defaults for RedisTokenLimiterOptions (and see redisCommonDefaults). */
-export const redisTokenLimiterDefaults = Object.freeze({ timeoutMs: 50, probeIntervalMs: 100, instances: 1 });
+export const redisTokenLimiterDefaults = Object.freeze({});
 
 const script = new Script(TOKEN_SCRIPT);
 const ONE = '1';
-/** The script's 4th argument for a batch, and for a reply of 1 or 0 alone (`allow`). */
+/** The script's 4th argument for a batch, for a reply of 1 or 0 alone (`take`), and for a lease. */
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
-/**
- * The highest rate a Redis bucket takes. Its state is a time in ms since the epoch, a double precise to
- * 2.4e-4 ms (0.24 µs) until 2039; each token moves it by 1 000 / rate ms, so above 100 000 tokens/s
- * the rounding of every step would exceed 0.1 % of a token — 2.4 % at 1 M/s, and from ~8 M/s a step
- * rounds to nothing and the bucket never empties. (A local TokenLimiter counts from process start and
- * has no such bound.)
- */
-export const MAX_REDIS_RATE = 100_000;
+const LEASE = 'l';
+const MULTI = 'm';
 /** The most single-token decisions one script call carries; a full batch is sent at once. */
 const maxBatch = 1024;
 
-/** A caller in a batch: its resolve, and whether it asked for the numbers (decide) or a boolean (allow). */
+/** A caller in a batch: its resolve, and whether it asked for the numbers (takeDecision) or a boolean (take). */
 type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
 
-/** RedisTokenLimiter is a token bucket in Redis with an in-process rescue. */
-export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
+/** A key's lease: tokens left to spend until `until` (clock time), or callers waiting for one in flight. */
+class Lease {
+  left = 0;
+  until = -Infinity;
+  /** Callers waiting for the lease call in flight (undefined: none in flight). */
+  waiting: Waiter[] | undefined = undefined;
+  resetMs = 0;
+}
+
+/** RedisTokenLimiter is a token bucket per key in Redis with an in-process rescue. */
+export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements SharedRateLimiter {
+  /** rate is tokens per second per key. */
   readonly rate: number;
+  /** burst is each bucket's size. */
   readonly burst: number;
+  /** lease is the leasing configuration, or undefined without leasing. */
+  readonly lease: Readonly<LeaseOptions> | undefined;
   private readonly interval: string;
   private readonly burstArg: string;
-  /** One token, the answer alone (allow). */
-  private readonly send1: () => Promise<unknown>;
-  /** One token, the answer and its numbers (decide). */
-  private readonly decide1: () => Promise<unknown>;
-  private readonly local1: () => boolean;
-  /** The single-token callers of this tick, not sent yet (undefined: no batch open). */
-  private waiting: Waiter[] | undefined;
+  private readonly leaseArg: string;
+  /** This tick's batch, when it holds one key only (the common case: no Map). */
+  private oneKey: string | undefined;
+  private oneClient = '';
+  private oneBatch: Waiter[] | undefined;
+  /** This tick's batches of other keys. */
+  private readonly batches = new Map<string, { client: string; waiters: Waiter[] }>();
+  private scheduled = false;
+  private readonly leases = new Map<string, Lease>();
   private readonly flushTick = (): void => {
-    const w = this.waiting;
-    if (w !== undefined) this.flush(w);
+    this.scheduled = false;
+    const w = this.oneBatch;
+    if (w !== undefined) {
+      const k = this.oneKey!;
+      this.oneBatch = this.oneKey = undefined;
+      this.flush(k, this.oneClient, w);
+    }
+    if (this.batches.size > 0) {
+      if (this.multiKey) this.flushMulti();
+      for (const [k, b] of this.batches) this.flush(k, b.client, b.waiters);
+      this.batches.clear();
+    }
   };
+  /** Several keys' `take()` batches of one tick may share one script call (a single Redis, not a Cluster, whose keys live on different masters). */
+  private readonly multiKey: boolean;
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options);
-    const key = checkKey('RedisTokenLimiter', o.key);
     const rate = positive('RedisTokenLimiter', 'rate', o.rate);
-    if (rate > MAX_REDIS_RATE) {
-      throw new RangeError(`RedisTokenLimiter: rate must be ≤ ${MAX_REDIS_RATE} tokens per second (the bucket's time in Redis would round by more than 0.1 % of a token per step), got ${rate}`);
-    }
     const burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, rate), 1);
-    super('RedisTokenLimiter', key, script.lua, o);
+    let lease: LeaseOptions | undefined;
+    if (o.lease !== undefined) {
+      const l = optionsOf('RedisTokenLimiter.lease', o.lease);
+      lease = Object.freeze({
+        tokens: finite('RedisTokenLimiter', 'lease.tokens', l.tokens, 1, Math.floor(burst)),
+        maxMs: positive('RedisTokenLimiter', 'lease.maxMs', l.maxMs),
+      });
+      if (!Number.isInteger(lease.tokens)) throw new RangeError(`RedisTokenLimiter: lease.tokens must be an integer, got ${lease.tokens}`);
+    }
+    super('RedisTokenLimiter', [script.lua], o);
     this.rate = rate;
     this.burst = burst;
-    this.interval = String(1000 / this.rate);
-    this.burstArg = String(this.burst);
-    this.send1 = () => script.run(this.client, this.key, this.interval, this.burstArg, ONE, ANSWER_ONLY);
-    this.decide1 = () => script.run(this.client, this.key, this.interval, this.burstArg, ONE);
-    this.local1 = () => this.rescue().allow(1);
+    this.lease = lease;
+    this.interval = String(1000 / rate);
+    this.burstArg = String(burst);
+    this.leaseArg = String(lease?.tokens ?? 1);
+    this.multiKey = !('nodes' in this.client && typeof this.client.nodes === 'function');
   }
 
   /**
-   * allow takes `n` tokens (default 1) from the shared bucket when it holds them. n > burst answers
-   * false without asking Redis; n < 0 rejects with RangeError. Never rejects for a Redis failure.
+   * take takes `n` tokens (default 1) from `key`'s shared bucket when it holds them. n > burst answers
+   * false without asking Redis; n < 0 rejects with RangeError, a bad key with TypeError, a call after
+   * close() with ClosedError. Never rejects for a Redis failure.
    */
-  allow(n = 1): Promise<boolean> {
-    if (n === 1) {
-      if (this.switch.mode === 'rescue') return this.switch.run(this.send1, parseAllowed, this.local1);
-      return this.enqueue(false) as Promise<boolean>;
+  take(key: string, n = 1): Promise<boolean> {
+    if (n === 1) return this.one(key, false) as Promise<boolean>;
+    if (this.closed) return Promise.reject(this.closedError('take'));
+    if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.take: n must be a number ≥ 0, got ${String(n)}`));
+    let k: string;
+    try {
+      k = redisKey('RedisTokenLimiter', this.prefix, key);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.allow: n must be a number ≥ 0, got ${String(n)}`));
     if (n > this.burst) return Promise.resolve(false);
-    return this.switch.run(() => script.run(this.client, this.key, this.interval, this.burstArg, String(n), ANSWER_ONLY), parseAllowed, () => this.rescue().allow(n));
-  }
-
-  /** decide is `allow` with the numbers behind the answer. */
-  decide(n = 1): Promise<LimitDecision> {
-    if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.decide: n must be a number ≥ 0, got ${String(n)}`));
-    if (n > this.burst) return Promise.resolve({ allowed: false, limit: this.burst, remaining: 0, retryAfterMs: Infinity, resetMs: 0 });
-    if (n === 1 && this.switch.mode === 'redis') return this.enqueue(true) as Promise<LimitDecision>;
-    const burst = this.burst;
+    const count = String(n);
     return this.switch.run(
-      n === 1 ? this.decide1 : () => script.run(this.client, this.key, this.interval, this.burstArg, String(n)),
-      (r) => parseDecision(r, burst),
-      () => this.rescue().decide(n),
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
+      parseAllowed,
+      () => this.rescue().allow(key, n),
+      1,
+      () => script.eval(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
     );
   }
 
-  /** enqueue adds a single-token caller to this tick's batch (opening one if needed). */
-  private enqueue(decide: boolean): Promise<boolean | LimitDecision> {
-    let w = this.waiting;
-    if (w === undefined) {
-      w = this.waiting = [];
+  /** takeDecision is `take` with the numbers behind the answer. */
+  takeDecision(key: string, n = 1): Promise<LimitDecision> {
+    if (n === 1) return this.one(key, true) as Promise<LimitDecision>;
+    if (this.closed) return Promise.reject(this.closedError('takeDecision'));
+    if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.takeDecision: n must be a number ≥ 0, got ${String(n)}`));
+    let k: string;
+    try {
+      k = redisKey('RedisTokenLimiter', this.prefix, key);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (n > this.burst) return Promise.resolve({ allowed: false, limit: this.burst, remaining: 0, retryAfterMs: Infinity, resetMs: 0 });
+    const burst = this.burst;
+    const count = String(n);
+    return this.switch.run(
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, count),
+      (r) => parseDecision(r, burst),
+      () => this.rescue().decide(key, n),
+      1,
+      () => script.eval(this.client, k, this.interval, this.burstArg, count),
+    );
+  }
+
+  /** A single-token decision: from rescue, from the key's lease, or in this tick's batch for the key. */
+  private one(key: string, decide: boolean): Promise<boolean | LimitDecision> {
+    if (this.closed) return Promise.reject(this.closedError(decide ? 'takeDecision' : 'take'));
+    let k: string;
+    try {
+      k = redisKey('RedisTokenLimiter', this.prefix, key);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.switch.mode === 'rescue') {
+      this.switch.rescueDecisions++;
+      const local = this.rescue();
+      return Promise.resolve(decide ? local.decide(key, 1) : local.allow(key, 1));
+    }
+    if (this.lease !== undefined) return this.fromLease(key, k, decide);
+    let w: Waiter[] | undefined;
+    if (this.oneKey === k) {
+      w = this.oneBatch!;
+    } else if (this.oneKey === undefined) {
+      this.oneKey = k;
+      this.oneClient = key;
+      w = this.oneBatch = [];
+    } else {
+      let b = this.batches.get(k);
+      if (b === undefined) this.batches.set(k, (b = { client: key, waiters: [] }));
+      w = b.waiters;
+    }
+    if (!this.scheduled) {
+      this.scheduled = true;
       process.nextTick(this.flushTick);
     }
     const p = new Promise<boolean | LimitDecision>((resolve) => w.push({ resolve, decide }));
-    if (w.length >= maxBatch) this.flush(w);
+    if (w.length >= maxBatch) {
+      if (w === this.oneBatch) this.oneBatch = this.oneKey = undefined;
+      else this.batches.delete(k);
+      this.flush(k, key, w);
+    }
     return p;
   }
 
-  /** flush sends a batch as one script call: the plain one-token call for a lone caller, else the batch call. */
-  private flush(w: Waiter[]): void {
-    if (this.waiting === w) this.waiting = undefined;
+  /**
+   * flushMulti sends this tick's `take()` batches of several keys (the map's; the first key's batch
+   * was sent already) as ONE script call that decides each key as its own batch would, and removes
+   * them from the map. Batches with a `takeDecision()` caller stay for their own call.
+   */
+  private flushMulti(): void {
+    const keys: string[] = [];
+    const counts: string[] = [];
+    const groups: { client: string; waiters: Waiter[] }[] = [];
+    for (const [k, b] of this.batches) {
+      if (b.waiters.some((c) => c.decide)) continue;
+      keys.push(k);
+      counts.push(String(b.waiters.length));
+      groups.push(b);
+      this.batches.delete(k);
+      if (keys.length >= maxBatch) break;
+    }
+    if (keys.length === 0) return;
+    if (keys.length === 1) {
+      this.flush(keys[0]!, groups[0]!.client, groups[0]!.waiters);
+      return;
+    }
+    const args = [...keys, this.interval, this.burstArg, '0', MULTI, ...counts];
+    let total = 0;
+    for (const g of groups) total += g.waiters.length;
+    this.switch.start(
+      () => this.client.evalsha(script.sha, keys.length, ...args),
+      (r) => {
+        if (!Array.isArray(r) || r.length !== groups.length) return false;
+        for (let i = 0; i < groups.length; i++) {
+          const m = r[i] as unknown;
+          if (typeof m !== 'number' || !Number.isInteger(m) || m < 0 || m > groups[i]!.waiters.length) return false;
+        }
+        for (let i = 0; i < groups.length; i++) {
+          const w = groups[i]!.waiters;
+          const m = r[i] as number;
+          for (let j = 0; j < w.length; j++) w[j]!.resolve(j < m);
+        }
+        return true;
+      },
+      () => {
+        for (const g of groups) this.rescueBatch(g.client, g.waiters);
+      },
+      total,
+      () => this.client.eval(script.lua, keys.length, ...args),
+    );
+  }
+
+  /** flush sends a key's batch as one script call: the plain one-token call for a lone caller, else the batch call. */
+  private flush(k: string, key: string, w: Waiter[]): void {
     if (w.length === 1) {
       const c = w[0]!;
-      void this.switch.run(c.decide ? this.decide1 : this.send1, (r) => this.answerOne(c, r), () => this.rescueBatch(w));
+      const mode = c.decide ? undefined : ANSWER_ONLY;
+      this.switch.start(
+        () => script.evalsha(this.client, k, this.interval, this.burstArg, ONE, mode),
+        (r) => this.answerOne(c, r),
+        () => this.rescueBatch(key, w),
+        1,
+        () => script.eval(this.client, k, this.interval, this.burstArg, ONE, mode),
+      );
       return;
     }
     const count = String(w.length);
-    void this.switch.run(
-      () => script.run(this.client, this.key, this.interval, this.burstArg, count, BATCH),
+    this.switch.start(
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, count, BATCH),
       (r) => this.answerBatch(w, r),
-      () => this.rescueBatch(w),
+      () => this.rescueBatch(key, w),
       w.length,
+      () => script.eval(this.client, k, this.interval, this.burstArg, count, BATCH),
     );
   }
 
   /** answerOne checks a one-token reply and answers the lone caller; undefined (not answered) for a bad shape. */
-  private answerOne(c: Waiter, r: unknown): true | undefined {
+  private answerOne(c: Waiter, r: unknown): boolean {
     const answer = c.decide ? parseDecision(r, this.burst) : parseAllowed(r);
-    if (answer === undefined) return undefined;
+    if (answer === undefined) return false;
     c.resolve(answer);
     return true;
   }
 
   /** answerBatch checks a batch reply and answers its callers; undefined (nobody answered) for a bad shape. */
-  private answerBatch(w: Waiter[], r: unknown): true | undefined {
+  private answerBatch(w: Waiter[], r: unknown): boolean {
     const k = w.length;
-    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return undefined;
+    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return false;
     const m = r[0]!;
-    if (m < k && r[2]! < 1) return undefined;
+    if (m < k && r[2]! < 1) return false;
     const burst = this.burst;
     const interval = 1000 / this.rate;
     const start = r[4]! / 1000;
@@ -170,7 +320,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
       if (!c.decide) {
         c.resolve(i < m);
       } else if (i < m) {
-        const d = start + (i + 1) * interval; // the bucket's "full again" time after this caller's token
+        const d = start + (i + 1) * interval; // how far ahead the bucket's "full again" time is after this caller's token
         c.resolve({ allowed: true, limit: burst, remaining: Math.max(0, Math.floor(burst - d / interval + 1e-9)), retryAfterMs: 0, resetMs: Math.ceil(d) });
       } else {
         c.resolve({ allowed: false, limit: burst, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]! });
@@ -180,17 +330,106 @@ export class RedisTokenLimiter extends RedisLimiterBase<TokenLimiter> {
   }
 
   /** rescueBatch decides each caller of a batch in process, in call order. */
-  private rescueBatch(w: Waiter[]): true {
+  private rescueBatch(key: string, w: Waiter[]): void {
     const local = this.rescue();
     for (let i = 0; i < w.length; i++) {
       const c = w[i]!;
-      c.resolve(c.decide ? local.decide(1) : local.allow(1));
+      c.resolve(c.decide ? local.decide(key, 1) : local.allow(key, 1));
     }
-    return true;
   }
 
-  protected makeRescue(instances: number): TokenLimiter {
-    return new TokenLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), clock: this.clock });
+  /** fromLease spends a token of the key's lease, or waits for a new lease (one lease call per key in flight). */
+  private fromLease(key: string, k: string, decide: boolean): Promise<boolean | LimitDecision> {
+    let l = this.leases.get(k);
+    if (l === undefined) {
+      if (this.leases.size >= this.maxKeys) this.dropLeases();
+      this.leases.set(k, (l = new Lease()));
+    }
+    if (l.waiting === undefined && l.left > 0 && this.clock.now() < l.until) {
+      l.left--;
+      this.switch.redisDecisions++;
+      return Promise.resolve(decide ? this.leaseDecision(l) : true);
+    }
+    const p = new Promise<boolean | LimitDecision>((resolve) => {
+      if (l.waiting !== undefined) {
+        l.waiting.push({ resolve, decide });
+        return;
+      }
+      const waiting: Waiter[] = (l.waiting = [{ resolve, decide }]);
+      const arg = this.leaseArg;
+      this.switch.start(
+        () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
+        (r) => {
+          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return false;
+          this.switch.redisDecisions += waiting.length;
+          this.settleLease(l, waiting, r[0]!, r[1]! / 1000);
+          return true;
+        },
+        () => {
+          l.waiting = undefined;
+          l.left = 0;
+          this.switch.rescueDecisions += waiting.length;
+          this.rescueBatch(key, waiting);
+        },
+        0, // counted when answered: callers join the wait while the call is in flight
+        () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
+      );
+    });
+    return p;
+  }
+
+  /** settleLease answers the callers that waited for a lease of `taken` tokens, and keeps the rest for later ones. */
+  private settleLease(l: Lease, waiting: Waiter[], taken: number, aheadMs: number): void {
+    l.waiting = undefined;
+    l.left = taken;
+    l.until = this.clock.now() + this.lease!.maxMs;
+    l.resetMs = Math.ceil(aheadMs);
+    const interval = 1000 / this.rate;
+    const retryAfterMs = Math.max(0, Math.ceil(aheadMs + interval - this.burst * interval));
+    for (const c of waiting) {
+      if (l.left > 0) {
+        l.left--;
+        c.resolve(c.decide ? this.leaseDecision(l) : true);
+      } else {
+        c.resolve(c.decide ? { allowed: false, limit: this.burst, remaining: 0, retryAfterMs, resetMs: l.resetMs } : false);
+      }
+    }
+  }
+
+  private leaseDecision(l: Lease): LimitDecision {
+    return { allowed: true, limit: this.burst, remaining: l.left, retryAfterMs: 0, resetMs: l.resetMs };
+  }
+
+  /** dropLeases forgets expired leases, and the oldest half if that was not enough (bounded memory). */
+  private dropLeases(): void {
+    const now = this.clock.now();
+    for (const [k, l] of this.leases) if (l.waiting === undefined && (l.left === 0 || now >= l.until)) this.leases.delete(k);
+    if (this.leases.size < this.maxKeys) return;
+    let drop = this.leases.size >> 1;
+    for (const [k, l] of this.leases) {
+      if (drop-- <= 0) break;
+      if (l.waiting === undefined) this.leases.delete(k);
+    }
+  }
+
+  protected override beforeClose(): void {
+    // Batches not sent yet are answered from rescue, as calls still waiting on Redis are.
+    const w = this.oneBatch;
+    if (w !== undefined) {
+      this.switch.rescueDecisions += w.length;
+      this.rescueBatch(this.oneClient, w);
+    }
+    for (const b of this.batches.values()) {
+      this.switch.rescueDecisions += b.waiters.length;
+      this.rescueBatch(b.client, b.waiters);
+    }
+    this.oneBatch = this.oneKey = undefined;
+    this.batches.clear();
+    this.leases.clear();
+  }
+
+  protected makeRescue(instances: number): KeyedLimiter {
+    return new KeyedLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), maxKeys: this.maxKeys, clock: this.clock });
   }
 }
 

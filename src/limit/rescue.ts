@@ -7,65 +7,41 @@
  *   in-process limiter at once;
  * - in rescue, no call touches Redis: decisions are synchronous local answers;
  * - a probe PINGs Redis every `probeIntervalMs` (one PING in flight at most, timer unref'd) and the
- *   first PONG switches back to Redis;
+ *   first PONG switches back to Redis (with a Cluster client: a PING to every master);
  * - one process warning per outage, a `modeChange` event per switch, counters in `stats()`.
  *
  * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO and a single
- * timer is armed for the oldest one's deadline (Redis answers a connection's calls in order).
+ * timer is armed for the oldest one's deadline (Redis answers a connection's calls in order). Every
+ * timer is set through the injected clock.
  */
-import type { Redis, Cluster } from 'ioredis';
-import type { Clock } from '../core/clock.js';
+import type { Redis } from 'ioredis';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
-import type { LimiterMode } from './index.js';
-
-/** RedisLimiterStats is a snapshot of a Redis limiter's counters. */
-export interface RedisLimiterStats {
-  /** Where decisions are made now. */
-  readonly mode: LimiterMode;
-  /** Decisions Redis answered. */
-  readonly redisDecisions: number;
-  /** Decisions the in-process rescue limiter answered. */
-  readonly rescueDecisions: number;
-  /** Redis calls that failed (errors, timeouts, bad replies), the one that started an outage included. */
-  readonly failures: number;
-  /** How many times decisions switched to rescue. */
-  readonly outages: number;
-  /** The failure that started the current (or last) outage: an ioredis error, TimeoutError or InvalidResponseError. */
-  readonly cause: unknown;
-  /** The clock's time at which the current outage started, or undefined while on Redis. */
-  readonly rescueSince: number | undefined;
-  /** The rate or quota divisor the rescue limiter uses now. */
-  readonly instances: number;
-}
-
-/** ModeChange is the event a Redis limiter emits when decisions switch between Redis and rescue. */
-export interface ModeChange {
-  readonly mode: LimiterMode;
-  /** What sent decisions to rescue (undefined when back on Redis). */
-  readonly cause: unknown;
-}
-
-/** RedisClient is what the Redis limiters take: an ioredis client or cluster. */
-export type RedisClient = Redis | Cluster;
+import type { LimiterMode, ModeChange, RedisClient } from './types.js';
 
 /** A decision waiting on Redis. A class, not a closure per call: cheaper to make and to keep. */
-class Pending<R> {
+class Pending {
   done = false;
   constructor(
     readonly deadline: number,
     readonly epoch: number,
     /** How many decisions this call carries (a batch carries several). */
     readonly count: number,
-    private readonly resolve: (answer: R) => void,
-    private readonly local: () => R,
+    /** Answers the call's callers from the in-process limiter. */
+    readonly local: () => void,
   ) {}
 
   /** rescue answers the decision from the in-process limiter. */
   rescue(): void {
     this.done = true;
-    this.resolve(this.local());
+    this.local();
   }
+}
+
+/** isNoScript tells whether `err` is Redis's NOSCRIPT (the node does not have the script cached). */
+function isNoScript(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
 /** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
@@ -80,11 +56,12 @@ export class RedisRescue {
   readonly changes = new Emitter<ModeChange>();
   /** Bumped at every switch: a late failure of a call sent before the switch does not count again. */
   private epoch = 0;
-  private readonly queue: Pending<unknown>[] = [];
+  private readonly queue: Pending[] = [];
   private head = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private probe: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
+  private probe: TimerHandle | undefined;
   private probing = false;
+  private probeSeq = 0;
   private corked = false;
   /** A warning was emitted for the current outage (or Redis was reached since the start). */
   private warned = false;
@@ -96,7 +73,7 @@ export class RedisRescue {
     private readonly timeoutMs: number,
     private readonly probeIntervalMs: number,
     private readonly clock: Clock,
-    private readonly lua: string,
+    private readonly lua: readonly string[],
   ) {
     // A (re)connect is the earliest sign Redis is back: load the script, so that the next decision
     // does not pay a NOSCRIPT round trip, and probe at once rather than at the next tick.
@@ -114,49 +91,85 @@ export class RedisRescue {
   }
 
   private readonly onReady = (): void => {
-    this.redis.script('LOAD', this.lua).catch(() => {});
+    // A Cluster runs a script on the master of its key's slot: load it on every master (a master that
+    // comes later, after a failover, answers NOSCRIPT once and gets it by EVAL; see redis-scripts.ts).
+    for (const node of nodesOf(this.redis)) for (const lua of this.lua) node.script('LOAD', lua).catch(() => {});
     if (this.mode === 'rescue') this.ping();
   };
 
   /**
    * run asks Redis (`send`), turns the reply into an answer (`parse`: undefined for a bad shape), and
    * answers from the rescue limiter (`local`) in rescue mode or when Redis fails. `count` is how many
-   * decisions the call carries (a batch: `parse` and `local` answer each of its callers), for the stats.
+   * decisions the call carries, for the stats. `resend` (EVAL) is tried once when `send` (EVALSHA)
+   * answers NOSCRIPT.
    */
-  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1): Promise<R> {
+  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1, resend?: () => Promise<unknown>): Promise<R> {
     if (this.mode === 'rescue') {
       this.rescueDecisions += count;
       return Promise.resolve(local());
     }
-    let resolve!: (answer: R) => void;
-    const answer = new Promise<R>((r) => (resolve = r));
-    const entry = new Pending<R>(this.clock.now() + this.timeoutMs, this.epoch, count, resolve, local);
+    return new Promise<R>((resolve) => {
+      this.start(
+        send,
+        (reply) => {
+          const value = parse(reply);
+          if (value === undefined) return false;
+          resolve(value);
+          return true;
+        },
+        () => resolve(local()),
+        count,
+        resend,
+      );
+    });
+  }
+
+  /**
+   * start is `run` without a promise of its own: `answer` answers the callers from a reply (false for a
+   * bad shape), `local` answers them in process (at once in rescue mode, or when Redis fails).
+   */
+  start(send: () => Promise<unknown>, answer: (reply: unknown) => boolean, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
+    if (this.mode === 'rescue') {
+      this.rescueDecisions += count;
+      local();
+      return;
+    }
+    const entry = new Pending(this.clock.now() + this.timeoutMs, this.epoch, count, local);
     if (this.queue.length > this.head) this.batch();
-    this.queue.push(entry as Pending<unknown>);
+    this.queue.push(entry);
     if (this.timer === undefined) this.arm(entry.deadline);
+    const onReply = (reply: unknown): void => {
+      if (entry.done) return; // answered from rescue already
+      if (!answer(reply)) {
+        this.fail(new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`), entry.epoch);
+        return;
+      }
+      entry.done = true;
+      this.redisDecisions += count;
+      this.compact();
+    };
+    const onError = (err: unknown): void => {
+      if (resend !== undefined && isNoScript(err) && !entry.done) {
+        let again: Promise<unknown>;
+        try {
+          again = resend();
+        } catch (e) {
+          this.fail(e, entry.epoch);
+          return;
+        }
+        again.then(onReply, (e: unknown) => this.fail(e, entry.epoch));
+        return;
+      }
+      this.fail(err, entry.epoch);
+    };
     let sent: Promise<unknown>;
     try {
       sent = send();
     } catch (err) {
       this.fail(err, entry.epoch);
-      return answer;
+      return;
     }
-    sent.then(
-      (reply) => {
-        if (entry.done) return; // answered from rescue already
-        const value = parse(reply);
-        if (value === undefined) {
-          this.fail(new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`), entry.epoch);
-          return;
-        }
-        entry.done = true;
-        this.redisDecisions += count;
-        this.compact();
-        resolve(value);
-      },
-      (err: unknown) => this.fail(err, entry.epoch),
-    );
-    return answer;
+    sent.then(onReply, onError);
   }
 
   /**
@@ -186,8 +199,8 @@ export class RedisRescue {
   close(): void {
     this.closed = true;
     this.redis.off('ready', this.onReady);
-    if (this.probe !== undefined) clearInterval(this.probe);
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.clock.clearTimeout(this.probe);
+    this.clock.clearTimeout(this.timer);
     this.probe = this.timer = undefined;
     this.rescueAll();
   }
@@ -212,20 +225,38 @@ export class RedisRescue {
 
   private startProbe(): void {
     if (this.closed || this.probe !== undefined) return;
-    this.probe = setInterval(() => this.ping(), this.probeIntervalMs);
+    this.probe = this.clock.setInterval(() => this.ping(), this.probeIntervalMs);
     this.probe.unref();
   }
 
   private ping(): void {
     if (this.probing || this.mode !== 'rescue') return;
     this.probing = true;
-    this.redis.ping().then(
-      (reply) => {
-        this.probing = false;
-        if (reply === 'PONG') this.recover();
+    const seq = ++this.probeSeq;
+    // A PING to a node that went away may wait in a client's offline queue: give up on it after
+    // max(timeoutMs, probeIntervalMs), so that the next probe can ask again (a Cluster's new masters).
+    const giveUp = this.clock.setTimeout(() => {
+      if (this.probeSeq === seq) this.probing = false;
+    }, Math.max(this.timeoutMs, this.probeIntervalMs));
+    giveUp.unref();
+    const settled = (): boolean => {
+      this.clock.clearTimeout(giveUp);
+      if (this.probeSeq !== seq || !this.probing) return false;
+      this.probing = false;
+      return true;
+    };
+    let replies: Promise<unknown[]>;
+    try {
+      replies = Promise.all(nodesOf(this.redis).map((n) => n.ping()));
+    } catch (err) {
+      replies = Promise.reject(err);
+    }
+    replies.then(
+      (r) => {
+        if (settled() && r.length > 0 && r.every((x) => x === 'PONG')) this.recover();
       },
       (err: unknown) => {
-        this.probing = false;
+        if (!settled()) return;
         if (!this.warned) {
           // Redis was never reached since the start: say so once.
           this.warned = true;
@@ -244,7 +275,7 @@ export class RedisRescue {
     this.warned = true;
     this.epoch++;
     this.rescueSince = undefined;
-    if (this.probe !== undefined) clearInterval(this.probe);
+    this.clock.clearTimeout(this.probe);
     this.probe = undefined;
     this.changes.emit({ mode: 'redis', cause: undefined });
   }
@@ -274,7 +305,7 @@ export class RedisRescue {
   }
 
   private arm(deadline: number): void {
-    this.timer = setTimeout(() => this.expire(), Math.max(1, Math.ceil(deadline - this.clock.now())));
+    this.timer = this.clock.setTimeout(() => this.expire(), Math.max(1, Math.ceil(deadline - this.clock.now())));
     this.timer.unref();
   }
 
@@ -292,6 +323,14 @@ export class RedisRescue {
   }
 }
 
+/** nodesOf answers the connections to ask: the client itself, or every master of a Cluster. */
+function nodesOf(redis: RedisClient): Redis[] {
+  if ('nodes' in redis && typeof redis.nodes === 'function') {
+    const masters = redis.nodes('master');
+    return masters.length > 0 ? masters : [];
+  }
+  return [redis as Redis];
+}
 
 function preview(reply: unknown): string {
   try {

@@ -12,7 +12,7 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import { AbortedError } from '../core/errors.js';
 import { clockOption, finite, options as optionsOf, positive } from '../core/validate.js';
-import type { LimitDecision, Limiter } from './index.js';
+import type { LimitDecision, Limiter } from './types.js';
 
 /** TokenLimiterOptions configures a TokenLimiter. */
 export interface TokenLimiterOptions {
@@ -108,10 +108,15 @@ export class TokenLimiter implements Limiter {
     return ahead <= 0 ? this.burst : Math.max(0, this.burst - ahead / this.interval);
   }
 
+  /** stats is a snapshot: tokens in the bucket now (fractional), the rate and the burst. */
+  stats(): { readonly tokens: number; readonly rate: number; readonly burst: number } {
+    return { tokens: this.tokens(), rate: this.rate, burst: this.burst };
+  }
+
   /**
    * wait resolves once `n` tokens (default 1) were taken. The tokens are reserved at once, in call
    * order, so that waiters are served first-come first-served and `allow()` callers cannot starve
-   * them; the wait is the time the bucket needs to refill them (a real timer, measured by the clock).
+   * them; the wait is the time the bucket needs to refill them (a timer set through the clock).
    * Rejects with RangeError when n > burst (it could never be served), and with AbortedError when
    * `signal` aborts (the reserved tokens are given back).
    */
@@ -129,12 +134,13 @@ export class TokenLimiter implements Limiter {
     if (waitMs <= 0) return Promise.resolve();
     const give = n * this.interval;
     return new Promise<void>((resolve, reject) => {
+      const clock = this.clock;
       const onAbort = () => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         this.tat -= give;
         reject(new AbortedError('wait aborted', { cause: signal!.reason }));
       };
-      const timer = setTimeout(() => {
+      const timer = clock.setTimeout(() => {
         signal?.removeEventListener('abort', onAbort);
         resolve();
       }, Math.ceil(waitMs));
