@@ -3,7 +3,7 @@
  * key's owner; `HttpPeer`s (undici keep-alive pools) fetch from the others; `handler` serves their
  * requests for the groups registered with this pool. A request from a peer is always served locally and
  * never forwarded again, so peers that disagree about membership during a rolling deploy cannot wait on
- * each other forever (mailgun/groupcache issue 72).
+ * each other forever (the problem reported in mailgun/groupcache#72).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HashRing } from '../core/hash-ring.js';

@@ -69,8 +69,8 @@ export class Bulkhead implements Guard {
     return this.queuedCount;
   }
 
-  /** stats returns a snapshot of the counters. */
-  get stats(): BulkheadStats {
+  /** stats answers a fresh snapshot of the counters. */
+  stats(): BulkheadStats {
     return { active: this.activeCount, queued: this.queuedCount, rejected: this.rejectedCount };
   }
 

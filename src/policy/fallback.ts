@@ -1,6 +1,6 @@
 /**
- * Fallback answers in place of a failed call ("降级", reference 004 §3.4): a strategy that is worse than
- * the real answer but better than an error. The strategies of the reference, in the order they are tried:
+ * Fallback answers in place of a failed call (graceful degradation): a strategy that is worse than the
+ * real answer but better than an error. The strategies, in the order they are tried:
  *
  * 1. the last good value (the "cache" fallback), optionally only while younger than `maxAgeMs`;
  * 2. each strategy of `chain` in turn (a degraded service, a cache lookup …); a strategy throws or
@@ -12,8 +12,8 @@
  * own cancellation (`AbortedError`, or any error once the caller's signal is aborted): a caller who gave
  * up wants no answer.
  *
- * A fallback's dependencies must not share the fate of the main path (reference 004, pitfall 4: the
- * fallback cache lived on the machine that died with the service).
+ * A fallback's dependencies must not share the fate of the main path: a fallback cache on the machine
+ * that died with the service answers nothing.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { AbortedError } from '../core/errors.js';
@@ -58,8 +58,10 @@ export function defaultShouldFallback(err: unknown): boolean {
 }
 
 /**
- * Fallback answers a replacement value of type `R` when the call fails. It has the Guard shape, with its
- * result widened to `T | R` (what the task answers, or the fallback's value); `wrap` carries that through.
+ * Fallback answers a replacement value of type `R` when the call fails. It has the Guard shape for tasks
+ * whose results are `R`s (`execute<T extends R>`): the last good value it may answer is an earlier
+ * task's result, so every task it guards must answer the type it answers. For a default of another
+ * type, say so in `R`: `new Fallback<Profile | null>({ value: null })`.
  */
 export class Fallback<R = unknown> {
   private readonly hasValue: boolean;
@@ -94,6 +96,7 @@ export class Fallback<R = unknown> {
     this.chain = [...chain];
     this.shouldFallback = o.shouldFallback === undefined ? defaultShouldFallback : fnOption('Fallback', 'shouldFallback', o.shouldFallback);
     this.clock = clockOption('Fallback', o.clock, systemClock);
+    this.rememberValue = this.rememberValue.bind(this);
   }
 
   /** onFallback subscribes to calls that fell back; returns the disposer. */
@@ -110,7 +113,7 @@ export class Fallback<R = unknown> {
    * execute runs `fn`; when it fails with an error `shouldFallback` accepts, answers the last good
    * value, the first chain strategy that answers, or the default value — else rethrows the error.
    */
-  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
+  execute<T extends R>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
     const bad = checkCall('Fallback', fn, options);
     if (bad !== undefined) return Promise.reject(bad);
     const given = options?.signal;
@@ -122,19 +125,20 @@ export class Fallback<R = unknown> {
       return this.recover(err, signal);
     }
     if (result === null || typeof (result as PromiseLike<T>)?.then !== 'function') {
-      if (this.keepLastGood) this.remember(result as unknown as R);
+      if (this.keepLastGood) this.remember(result as T);
       return Promise.resolve(result as T);
     }
-    const p = Promise.resolve(result) as Promise<T | R>;
-    const ok = this.keepLastGood ? (this.rememberValue as (v: T | R) => T | R) : undefined;
+    const p: Promise<R> = Promise.resolve(result);
+    const ok = this.keepLastGood ? this.rememberValue : undefined;
     const onErr = signal === undefined ? this.recoverNoSignal : (err: unknown) => this.recover(err, signal);
     return p.then(ok, onErr);
   }
 
-  private readonly rememberValue = (value: R): R => {
+  /** rememberValue keeps a result and passes it on; bound once in the constructor (a method, so that Fallback<R> widens to Fallback<unknown>). */
+  private rememberValue(value: R): R {
     this.remember(value);
     return value;
-  };
+  }
 
   private readonly recoverNoSignal = (err: unknown): Promise<R> => this.recover(err, undefined);
 

@@ -16,6 +16,7 @@ export {
   type FallbackStrategy,
   type FallbackEvent,
 } from './fallback.js';
-export { wrap, type Wrapped, type GuardLike, type FallbackValue } from './wrap.js';
+export { wrap } from './wrap.js';
+export type { Wrapped, WrappedResult, GuardLike, FallbackValue } from './types.js';
 export type { Guard, Task, ExecuteOptions } from '../core/guard.js';
 export { AbortedError, BulkheadRejectedError, RetryBudgetExhaustedError, TimeoutError } from '../core/errors.js';

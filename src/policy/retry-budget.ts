@@ -9,7 +9,7 @@
  *     retries ≤ percentCanRetry × calls + minRetriesPerSec × windowMs / 1000
  *
  * With the defaults (10 s, 20 %, 10/s) that is 20 % of calls on top of 100 retries per 10 s. A retry
- * storm (reference 004's opening incident: every caller retrying 3 times against a failing downstream,
+ * storm (every caller retrying 3 times against a failing downstream,
  * quadrupling its load) cannot happen: once the budget is spent, retries fail fast with
  * `RetryBudgetExhaustedError` and the downstream sees at most 1.2× its normal calls plus the floor.
  *
@@ -108,8 +108,8 @@ export class RetryBudget {
     return false;
   }
 
-  /** stats returns a snapshot of the current window. */
-  get stats(): RetryBudgetStats {
+  /** stats answers a fresh snapshot of the current window. */
+  stats(): RetryBudgetStats {
     const now = this.clock.now();
     this.flush(now);
     return {

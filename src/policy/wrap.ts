@@ -15,25 +15,7 @@ import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../cor
 import { showValue } from '../core/validate.js';
 import type { Fallback } from './fallback.js';
 import { checkCall } from './check-call.js';
-
-/**
- * GuardLike is what `wrap` accepts: anything with an `execute(fn, { signal })` method — every Guard,
- * and a `Fallback<R>`, whose result widens to `T | R`.
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type GuardLike = Guard | Fallback<any>;
-
-/** FallbackValue is the union of the value types of the Fallbacks among `G` (never when there are none). */
-export type FallbackValue<G> = G extends Fallback<infer R> ? R : never;
-
-/**
- * Wrapped is what `wrap` returns: a guard whose result is the task's, widened by the value type `R` of
- * any Fallback inside (a `Guard` when there is none). `guards` lists what it composes, outermost first.
- */
-export interface Wrapped<R = never> {
-  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R>;
-  readonly guards: readonly GuardLike[];
-}
+import type { FallbackValue, GuardLike, Wrapped } from './types.js';
 
 /** wrap composes `guards` into one guard, the first outermost. With no guards it runs the task as it is. */
 export function wrap<G extends GuardLike[]>(...guards: G): Wrapped<FallbackValue<G[number]>> {
@@ -42,24 +24,33 @@ export function wrap<G extends GuardLike[]>(...guards: G): Wrapped<FallbackValue
       throw new TypeError(`wrap: guards[${i}] must have an execute(fn, options) method, got ${showValue(g)}`);
     }
   });
-  return new Wrap(Object.freeze([...guards]));
+  return new Wrap<FallbackValue<G[number]>>(Object.freeze([...guards]));
 }
 
-class Wrap {
+/**
+ * Step is how Wrap calls each guard: a task of `unknown` result. Every Guard is one; a Fallback<R> is
+ * one for tasks answering `R`s, which `Wrapped<R>.execute` requires of its callers (`T extends R`).
+ */
+type Step = (guard: GuardLike, fn: Task<unknown>, options: ExecuteOptions | undefined) => Promise<unknown>;
+
+const step: Step = (guard, fn, options) => (guard as Guard | Fallback<unknown>).execute(fn, options);
+
+class Wrap<R> implements Wrapped<R> {
   constructor(readonly guards: readonly GuardLike[]) {}
 
-  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
+  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
     const bad = checkCall('wrap', fn, options);
     if (bad !== undefined) return Promise.reject(bad);
-    return this.level(0, fn, options);
+    // Each guard answers the task's result or, for a Fallback<R>, an R: what Wrapped<R> promises.
+    return this.level(0, fn, options) as Promise<T | R>;
   }
 
-  private level<T>(i: number, fn: Task<T>, options: ExecuteOptions | undefined): Promise<T> {
-    const guards = this.guards as readonly Guard[];
-    if (i === guards.length - 1) return guards[i]!.execute(fn, options);
+  private level(i: number, fn: Task<unknown>, options: ExecuteOptions | undefined): Promise<unknown> {
+    const guards = this.guards;
+    if (i === guards.length - 1) return step(guards[i]!, fn, options);
     if (i >= guards.length) return runBare(fn, options?.signal);
     // neverAborted is "no signal": passing it on as one would make inner guards listen to it for nothing.
-    return guards[i]!.execute((signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
+    return step(guards[i]!, (signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
   }
 }
 
