@@ -20,6 +20,8 @@ import { LruCache } from '../src/cache/lru-cache.js';
 import { Group } from '../src/cache/group.js';
 import { HttpPool } from '../src/cache/http-pool.js';
 import { HttpPeer } from '../src/cache/http-peer.js';
+import { OriginPools } from '../src/internal/origin-pools.js';
+import { wallClock } from '../src/core/clock.js';
 import { encodeGetResponse } from '../src/cache/codec.js';
 
 const PEER_VALUE = 'x'.repeat(1024);
@@ -40,6 +42,16 @@ async function startPeerServer(mode: 'ours' | 'minimal'): Promise<{ url: string;
   return { url, child };
 }
 
+/** makePeer is an HttpPeer as HttpPool makes them: its own keep-alive pool (16 connections, 5 s deadlines) in a per-origin map. */
+function makePeer(url: string): HttpPeer {
+  const timeoutMs = 5_000;
+  const pools = new OriginPools({
+    owner: 'bench',
+    pool: { connections: 16, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: timeoutMs },
+  });
+  return new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools });
+}
+
 /** warmUp sends 3 200 requests, 16 at a time, so that the peer process's JIT has settled before measuring. */
 async function warmUp(peer: HttpPeer): Promise<void> {
   await Promise.all(Array.from({ length: 16 }, async () => {
@@ -50,7 +62,7 @@ async function warmUp(peer: HttpPeer): Promise<void> {
 /** peerSubject fetches one key from a peer process with HttpPeer (undici Pool), `parallel` requests per op. */
 async function peerSubject(mode: 'ours' | 'minimal', parallel: number) {
   const { url, child } = await startPeerServer(mode);
-  const peer = new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+  const peer = makePeer(url);
   await warmUp(peer);
   const lat: number[] = [];
   const one = async () => {
@@ -212,7 +224,7 @@ async function main(): Promise<void> {
     subjects: {
       'HttpPeer → minimal | HttpPool handler, alternating': async () => {
         const [mini, ours] = await Promise.all([startPeerServer('minimal'), startPeerServer('ours')]);
-        const make = (url: string) => new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+        const make = makePeer;
         const peers = [make(mini.url), make(ours.url)] as const;
         await Promise.all(peers.map(warmUp));
         const lat: [number[], number[]] = [[], []];

@@ -18,7 +18,7 @@ import { InvalidResponseError } from '../core/errors.js';
 import { showValue } from '../core/validate.js';
 import type { Fallback, FallbackStrategy } from '../policy/fallback.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { HttpPools } from './http-pools.js';
+import type { OriginPools } from '../internal/origin-pools.js';
 
 /** FetchInit is `fetch`'s init, with the client's per-call options. */
 export interface FetchInit {
@@ -111,7 +111,7 @@ export function originOf(protocol: string, instance: ServiceInstance): string {
  * fetchAttempt makes one request to `instance` and reads its body (at most `maxBytes`), answering a
  * Response. Network errors, an aborted signal and an oversized body reject.
  */
-export async function fetchAttempt(pools: HttpPools, plan: FetchPlan, instance: ServiceInstance, signal: AbortSignal, maxBytes: number): Promise<Response> {
+export async function fetchAttempt(pools: OriginPools, plan: FetchPlan, instance: ServiceInstance, signal: AbortSignal, maxBytes: number): Promise<Response> {
   const pool = pools.get(originOf(plan.protocol, instance));
   const res = await pool.request({
     path: plan.path,

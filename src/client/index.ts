@@ -9,6 +9,6 @@ export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, 
 export { ServiceState, serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions } from './service-state.js';
 export type { AttemptEvent, InstanceTask } from './call-run.js';
 export type { FetchInit } from './fetch.js';
-export { HttpPools, httpPoolsDefaults, type HttpPoolsOptions } from './http-pools.js';
+export { httpPoolsDefaults, type HttpPoolsOptions } from './http-pools.js';
 export type { ClientStats } from './stats.js';
 export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome } from './seams.js';

@@ -70,7 +70,7 @@ describe('ResilientClient.call', () => {
     const t = await setup(['a', 'b']);
     assert.equal(await t.client.call('svc', (inst) => `hello from ${inst.id}`), 'hello from a');
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
-    assert.equal(t.client.stats.succeeded, 1);
+    assert.equal(t.client.stats().succeeded, 1);
     await t.close();
   });
 
@@ -85,7 +85,7 @@ describe('ResilientClient.call', () => {
     assert.equal(v, 42);
     assert.deepEqual(seen, ['a', 'b', 'c']);
     assert.deepEqual(t.balancer.reports.map((r) => r.ok), [false, false, true]);
-    const s = t.client.stats;
+    const s = t.client.stats();
     assert.equal(s.attempts, 3);
     assert.equal(s.retries, 2);
     assert.equal(s.failedAttempts, 2);
@@ -103,7 +103,7 @@ describe('ResilientClient.call', () => {
       /boom/,
     );
     assert.equal(runs, 1);
-    assert.equal(t.client.stats.failed, 1);
+    assert.equal(t.client.stats().failed, 1);
     await t.close();
   });
 
@@ -120,8 +120,8 @@ describe('ResilientClient.call', () => {
     const err = await t.client.call('svc', () => Promise.reject(new Error('down'))).catch((e: unknown) => e);
     assert.ok(err instanceof RetryBudgetExhaustedError);
     assert.match(String((err.cause as Error).message), /down/);
-    assert.equal(t.client.stats.retriesRefused, 1);
-    assert.equal(t.client.stats.attempts, 1);
+    assert.equal(t.client.stats().retriesRefused, 1);
+    assert.equal(t.client.stats().attempts, 1);
     await t.close();
   });
 
@@ -135,8 +135,8 @@ describe('ResilientClient.call', () => {
     const t = await setup(['a', 'b']);
     const v = await t.client.call('svc', () => Promise.reject(new Error('down')), { fallback: (err) => `fallback after ${(err as Error).message}` });
     assert.equal(v, 'fallback after down');
-    assert.equal(t.client.stats.fallbacks, 1);
-    assert.equal(t.client.stats.failed, 0);
+    assert.equal(t.client.stats().fallbacks, 1);
+    assert.equal(t.client.stats().failed, 0);
     await t.close();
   });
 
@@ -145,8 +145,8 @@ describe('ResilientClient.call', () => {
     const fallback = new Fallback<number>({ lastGood: true });
     assert.equal(await t.client.call('svc', () => 7, { fallback }), 7);
     assert.equal(await t.client.call('svc', () => Promise.reject(new Error('down')), { fallback, retry: false }), 7);
-    assert.equal(t.client.stats.succeeded, 1);
-    assert.equal(t.client.stats.fallbacks, 1);
+    assert.equal(t.client.stats().succeeded, 1);
+    assert.equal(t.client.stats().fallbacks, 1);
     await t.close();
   });
 
@@ -168,7 +168,7 @@ describe('ResilientClient.call', () => {
     const refusals = t.balancer.reports.slice(before).filter((r) => r.id === 'a');
     assert.ok(refusals.length >= 1);
     assert.ok(refusals.every((r) => !r.ok), 'a refusal reached health as a success');
-    assert.equal(t.client.stats.breakerRejections, refusals.length);
+    assert.equal(t.client.stats().breakerRejections, refusals.length);
     assert.equal(t.balancer.reports.length, t.balancer.picks);
     await t.close();
   });
@@ -189,7 +189,7 @@ describe('ResilientClient.call', () => {
       }
       assert.equal((breakers.get('svc/a') as CircuitBreaker).state, 'open');
       const balancer = (await client.service('svc')).balancer as Balancer;
-      const failedBefore = client.stats.failed;
+      const failedBefore = client.stats().failed;
       const seen = new Map<string, number>();
       for (let i = 0; i < 200; i++) {
         clock.advance(1_001); // `a` lost every pick for over a second: P2C force-picks it, its breaker refuses
@@ -199,11 +199,11 @@ describe('ResilientClient.call', () => {
         });
       }
       assert.equal(seen.get('a'), undefined, 'no call reached the open instance');
-      const refusals = client.stats.breakerRejections;
+      const refusals = client.stats().breakerRejections;
       assert.ok(refusals >= 1 && refusals <= 2, `refusals ${refusals}: after the first, picks leave the open instance out`);
       const a = balancer.health().find((h) => h.instance.id === 'a')!;
       assert.equal(a.timesEjected, 0, 'refusals are no evidence for outlier detection');
-      assert.equal(client.stats.failed, failedBefore, 'every call found an instance');
+      assert.equal(client.stats().failed, failedBefore, 'every call found an instance');
       clock.advance(600_000); // the open period ends: the breaker half-opens and wants probes
       seen.clear();
       for (let i = 0; i < 50; i++) {
@@ -261,7 +261,7 @@ describe('ResilientClient.call', () => {
     assert.equal(v, 'b');
     await new Promise((r) => setTimeout(r, 100)); // a's late answer arrives: nothing may change
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }, { id: 'b', ok: true }]);
-    assert.equal(t.client.stats.succeeded, 1);
+    assert.equal(t.client.stats().succeeded, 1);
     await t.close();
   });
 
@@ -279,7 +279,7 @@ describe('ResilientClient.call', () => {
     assert.equal(signal?.aborted, true);
     // The caller's own cancellation is nobody's failure.
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
-    assert.equal(t.client.stats.failedAttempts, 0);
+    assert.equal(t.client.stats().failedAttempts, 0);
     await t.close();
   });
 
@@ -297,7 +297,7 @@ describe('ResilientClient.call', () => {
     const first = t.client.call('svc', () => new Promise<void>((r) => (release = r)));
     await new Promise((r) => setImmediate(r));
     await assert.rejects(t.client.call('svc', () => 1, { retry: false }), BulkheadRejectedError);
-    assert.equal(t.client.stats.bulkheadRejections, 1);
+    assert.equal(t.client.stats().bulkheadRejections, 1);
     release();
     await first;
     await t.close();
@@ -335,7 +335,7 @@ describe('ResilientClient.call', () => {
     await assert.rejects(t.client.call('svc', () => 1, { retry: 'yes' as unknown as boolean }), TypeError);
     await assert.rejects(t.client.call('svc', 'fn' as never), TypeError);
     await assert.rejects(t.client.call('', () => 1), TypeError);
-    assert.equal(t.client.stats.calls, 0);
+    assert.equal(t.client.stats().calls, 0);
     await t.close();
   });
 
@@ -355,7 +355,7 @@ describe('ResilientClient.call', () => {
           assert.equal(new Set(seen).size, seen.length, `an instance was retried: ${seen.join(',')}`);
         }
         assert.equal(t.balancer.reports.length, t.balancer.picks);
-        const s = t.client.stats;
+        const s = t.client.stats();
         assert.equal(s.calls, plan.length);
         assert.equal(s.succeeded + s.failed + s.fallbacks, s.calls);
         await t.close();

@@ -90,7 +90,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     for (const s of services) await memory.register({ id: s.id, name: SERVICE, address: s.address });
     state = await client.service(SERVICE);
     const snapshot = (): ViewSnapshot => {
-      const st = client.stats;
+      const st = client.stats();
       const health = healthById(state!);
       return {
         elapsedMs: performance.now() - start,
@@ -170,7 +170,7 @@ function row(s: DemoService, st: InstanceStats, state: ServiceState, ejected: bo
 }
 
 function summarize(client: ResilientClient, cache: RegistryCache, perInstance: Map<string, InstanceStats>): DemoSummary {
-  const st = client.stats;
+  const st = client.stats();
   return {
     calls: st.calls,
     succeeded: st.succeeded,
