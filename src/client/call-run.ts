@@ -104,9 +104,9 @@ function notRun(balancer: ServiceBalancer, instance: ServiceInstance): void {
   else balancer.report(instance, NOT_RUN);
 }
 
-/** drop lets go of a token without counting the call (breakers that cannot, learn nothing either way). */
+/** drop lets go of a token without counting the call as a success or a failure. */
 function drop(token: AdmissionToken): void {
-  token.release?.();
+  token.release();
 }
 
 /** Errors that failed an attempt without counting against the instance: retrying them cannot help. */

@@ -71,6 +71,8 @@ export function planFetch(url: string | URL, init: FetchInit | undefined): Fetch
     throw new TypeError(`ResilientClient.fetch: the URL's host names a service (the registry knows its ports); leave port and credentials out, got ${u.host}`);
   }
   if (init !== undefined && (init === null || typeof init !== 'object')) throw new TypeError(`ResilientClient.fetch: init must be an object, got ${showValue(init)}`);
+  const signal: unknown = init?.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`ResilientClient.fetch: init.signal must be an AbortSignal, got ${showValue(signal)}`);
   const method = (init?.method ?? 'GET').toUpperCase();
   if (!METHOD.test(method)) throw new TypeError(`ResilientClient.fetch: method must be an HTTP token, got ${showValue(init?.method)}`);
   const body = init?.body ?? null;

@@ -145,7 +145,18 @@ export class ResilientClient {
    * TimeoutError, RetryBudgetExhaustedError (cause: the last failure), or the task's own error.
    */
   call<T>(service: string, fn: InstanceTask<T>, options?: CallOptions<T>): Promise<T> {
+    // A bad argument is the caller's error: rejected before anything counts, retries or falls back.
+    if (typeof service !== 'string' || service.length === 0) {
+      return Promise.reject(new TypeError(`ResilientClient.call: service must be a non-empty string, got ${showValue(service)}`));
+    }
     if (typeof fn !== 'function') return Promise.reject(new TypeError(`ResilientClient.call: fn must be a function, got ${showValue(fn)}`));
+    if (options !== undefined) {
+      if (options === null || typeof options !== 'object') return Promise.reject(new TypeError(`ResilientClient.call: options must be an object, got ${showValue(options)}`));
+      const signal: unknown = options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        return Promise.reject(new TypeError(`ResilientClient.call: options.signal must be an AbortSignal, got ${showValue(signal)}`));
+      }
+    }
     return this.run(service, fn, options, undefined);
   }
 
@@ -203,6 +214,11 @@ export class ResilientClient {
       if (this.ownsRegistry) await this.registry.close();
     })();
     return this.closing;
+  }
+
+  /** Symbol.asyncDispose closes the client (`await using client = new ResilientClient(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** retainPools closes the pools of instances no service lists any more. */

@@ -1,9 +1,12 @@
 /**
  * The narrow seams ResilientClient drives, so that it can be tested with small fakes and so that a
  * team can bring its own strategy or breaker: a per-service balancer (pick / report / close) and a
- * breaker factory (allow → token).
+ * breaker (admit → core's AdmissionToken).
  */
+import type { AdmissionToken } from '../core/admission.js';
 import type { ServiceInstance } from '../registry/types.js';
+
+export type { AdmissionToken } from '../core/admission.js';
 
 /** AttemptOutcome is what one finished attempt tells the balancer. */
 export interface AttemptOutcome {
@@ -31,14 +34,6 @@ export interface ServiceBalancer {
   /** ejected tells whether health checks have taken `instance` out of rotation. Optional. */
   isEjected?(instance: ServiceInstance): boolean;
   close(): Promise<void>;
-}
-
-/** AdmissionToken marks the outcome of one admitted call. */
-export interface AdmissionToken {
-  success(): void;
-  failure(err?: unknown): void;
-  /** release lets go of the admission without counting the call (it did not run, or the caller gave up). Optional. */
-  release?(): void;
 }
 
 /** CallBreaker admits a call (returning its token) or throws `BreakerOpenError`. */
