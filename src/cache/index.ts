@@ -17,3 +17,4 @@ export { noPeers, type PeerGetter, type PeerPicker, type GroupServer, type GetRe
 export { PEER_STATUSES, MAX_REQUEST_BYTES } from './peer-handler.js';
 export { MAX_KEY_BYTES, keyProblem } from './key.js';
 export { TIMESTAMP_HEADER, SIGNATURE_HEADER, MAX_SKEW_MS } from './signing.js';
+export { AbortedError, ClosedError, InvalidResponseError, LoadError, NotFoundError, PeerError, TimeoutError } from '../core/errors.js';
