@@ -96,7 +96,6 @@ export class Fallback<R = unknown> {
     this.chain = [...chain];
     this.shouldFallback = o.shouldFallback === undefined ? defaultShouldFallback : fnOption('Fallback', 'shouldFallback', o.shouldFallback);
     this.clock = clockOption('Fallback', o.clock, systemClock);
-    this.rememberValue = this.rememberValue.bind(this);
   }
 
   /** onFallback subscribes to calls that fell back; returns the disposer. */
@@ -134,11 +133,14 @@ export class Fallback<R = unknown> {
     return p.then(ok, onErr);
   }
 
-  /** rememberValue keeps a result and passes it on; bound once in the constructor (a method, so that Fallback<R> widens to Fallback<unknown>). */
-  private rememberValue(value: R): R {
+  /**
+   * rememberValue keeps a result and passes it on. Typed as a method (checked bivariantly), so that a
+   * Fallback<R> still widens to Fallback<unknown>, which is how `wrap` holds it.
+   */
+  private readonly rememberValue: { method(value: R): R }['method'] = (value) => {
     this.remember(value);
     return value;
-  }
+  };
 
   private readonly recoverNoSignal = (err: unknown): Promise<R> => this.recover(err, undefined);
 

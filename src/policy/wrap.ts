@@ -11,9 +11,8 @@
  *
  * and docs/policy.md explains why.
  */
-import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
+import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
 import { showValue } from '../core/validate.js';
-import type { Fallback } from './fallback.js';
 import { checkCall } from './check-call.js';
 import type { FallbackValue, GuardLike, Wrapped } from './types.js';
 
@@ -28,15 +27,20 @@ export function wrap<G extends GuardLike[]>(...guards: G): Wrapped<FallbackValue
 }
 
 /**
- * Step is how Wrap calls each guard: a task of `unknown` result. Every Guard is one; a Fallback<R> is
- * one for tasks answering `R`s, which `Wrapped<R>.execute` requires of its callers (`T extends R`).
+ * Step is how Wrap calls each guard: with a task of `unknown` result. Every Guard is one, and so is a
+ * Fallback<R> widened to Fallback<unknown>; `Wrapped<R>.execute` requires its tasks to answer `R`s
+ * when a Fallback<R> is inside (`T extends R`), so what comes back is a `T | R`.
  */
-type Step = (guard: GuardLike, fn: Task<unknown>, options: ExecuteOptions | undefined) => Promise<unknown>;
-
-const step: Step = (guard, fn, options) => (guard as Guard | Fallback<unknown>).execute(fn, options);
+interface Step {
+  execute(fn: Task<unknown>, options?: ExecuteOptions): Promise<unknown>;
+}
 
 class Wrap<R> implements Wrapped<R> {
-  constructor(readonly guards: readonly GuardLike[]) {}
+  private readonly steps: readonly Step[];
+
+  constructor(readonly guards: readonly GuardLike[]) {
+    this.steps = guards;
+  }
 
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
     const bad = checkCall('wrap', fn, options);
@@ -46,11 +50,11 @@ class Wrap<R> implements Wrapped<R> {
   }
 
   private level(i: number, fn: Task<unknown>, options: ExecuteOptions | undefined): Promise<unknown> {
-    const guards = this.guards;
-    if (i === guards.length - 1) return step(guards[i]!, fn, options);
-    if (i >= guards.length) return runBare(fn, options?.signal);
+    const steps = this.steps;
+    if (i === steps.length - 1) return steps[i]!.execute(fn, options);
+    if (i >= steps.length) return runBare(fn, options?.signal);
     // neverAborted is "no signal": passing it on as one would make inner guards listen to it for nothing.
-    return step(guards[i]!, (signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
+    return steps[i]!.execute((signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
   }
 }
 
