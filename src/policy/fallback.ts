@@ -21,33 +21,12 @@ import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, finite, options as optionsObject, showValue } from '../core/validate.js';
 import { checkCall } from './check-call.js';
+import type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
 
-/** FallbackStrategy answers in place of a failed call, or throws (rejects) to pass to the next one. */
-export type FallbackStrategy<R> = (err: unknown, signal: AbortSignal) => R | PromiseLike<R>;
+export type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
 
-/** FallbackOptions configures a Fallback. */
-export interface FallbackOptions<R> {
-  /** The value answered when nothing before it did. Defaults to none (the original error is rethrown). */
-  value?: R;
-  /** Remember the last successful result and answer it; `{ maxAgeMs }` only while younger than that. Defaults to false. */
-  lastGood?: boolean | { maxAgeMs?: number };
-  /** Strategies tried in turn after the last good value and before `value`. Defaults to none. */
-  chain?: readonly FallbackStrategy<R>[];
-  /** Which errors fall back. Defaults to every error except `AbortedError`. */
-  shouldFallback?: (err: unknown) => boolean;
-  /** The time source for `lastGood.maxAgeMs`. Defaults to the monotonic system clock. */
-  clock?: Clock;
-}
 
-/** FallbackEvent describes a call that fell back. */
-export interface FallbackEvent {
-  /** The error the call failed with. */
-  error: unknown;
-  /** What answered: `'last-good'`, `'chain'` (with `index`), `'value'`, or `'none'` (the error was rethrown). */
-  source: 'last-good' | 'chain' | 'value' | 'none';
-  /** The chain strategy that answered, when `source` is `'chain'`. */
-  index?: number;
-}
+
 
 /** Defaults for FallbackOptions. */
 export const fallbackDefaults = Object.freeze({ lastGood: false, maxAgeMs: Infinity });

@@ -31,6 +31,9 @@ import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../cor
 import { clockOption, fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
+import type { RetryOptions, RetryEvent } from './types.js';
+
+export type { RetryOptions, RetryEvent } from './types.js';
 
 /** noRetryCodes lists the codes of the errors `defaultShouldRetry` never retries. */
 export const noRetryCodes: ReadonlySet<string> = new Set([
@@ -48,29 +51,7 @@ export function defaultShouldRetry(err: unknown): boolean {
   return !(err instanceof BulwarkError && noRetryCodes.has(err.code));
 }
 
-/** RetryEvent describes one retry about to happen. */
-export interface RetryEvent {
-  /** The attempt that failed (1 = the first call). */
-  attempt: number;
-  /** Why it failed. */
-  error: unknown;
-  /** How long Retry waits before the next attempt, in milliseconds. */
-  delayMs: number;
-}
 
-/** RetryOptions configures a Retry. */
-export interface RetryOptions {
-  /** Attempts in all, the first call included (1 = never retry). Defaults to 3. */
-  maxAttempts?: number;
-  /** Waits between attempts (core Backoff: exponential, capped, jittered). Defaults to 100 ms doubling up to 10 000 ms with full jitter. */
-  backoff?: BackoffOptions;
-  /** Whether the failure of attempt `attempt` (1-based) is worth another attempt. Defaults to `defaultShouldRetry`. */
-  shouldRetry?: (err: unknown, attempt: number) => boolean;
-  /** The budget every retry must be allowed by; share one per downstream. Defaults to none (attempts are the only cap). */
-  budget?: RetryBudget;
-  /** The clock whose timers wait out the backoff between attempts. Defaults to `systemClock`. */
-  clock?: Clock;
-}
 
 /** Defaults for RetryOptions. */
 export const retryDefaults = Object.freeze({ maxAttempts: 3 });

@@ -22,14 +22,10 @@ import { Deadlines } from '../core/deadline.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { clockOption, finite, options as optionsObject } from '../core/validate.js';
 import { checkCall } from './check-call.js';
+import type { TimeoutOptions } from './types.js';
 
-/** TimeoutOptions configures a Timeout. */
-export interface TimeoutOptions {
-  /** The deadline, in milliseconds from the start of `execute`. Defaults to 10 000. */
-  timeoutMs?: number;
-  /** Time source and timers of the deadlines (shared or per call). Defaults to `systemClock`. */
-  clock?: Clock;
-}
+export type { TimeoutOptions } from './types.js';
+
 
 /** Defaults for TimeoutOptions. */
 export const timeoutDefaults = Object.freeze({ timeoutMs: 10_000 });
