@@ -7,18 +7,10 @@
 import type { Clock } from '../core/clock.js';
 import { integer, options as checkOptions, positive } from '../core/validate.js';
 import type { OriginPoolsOptions } from '../internal/origin-pools.js';
+import type { HttpPoolsOptions } from './types.js';
 
-/** HttpPoolsOptions configures the per-instance connection pools of `fetch`. */
-export interface HttpPoolsOptions {
-  /** Most connections per instance. Defaults to 64. */
-  connectionsPerInstance?: number;
-  /** Idle keep-alive sockets are closed after this many milliseconds. Defaults to 4 000 (undici's). */
-  keepAliveTimeoutMs?: number;
-  /** Most pools kept open at once; the least recently used is closed beyond it. Defaults to 1 024. */
-  maxPools?: number;
-  /** Timeout for establishing a connection, in milliseconds. Defaults to 10 000. */
-  connectTimeoutMs?: number;
-}
+export type { HttpPoolsOptions } from './types.js';
+
 
 /** Defaults for HttpPoolsOptions. */
 export const httpPoolsDefaults = Object.freeze({

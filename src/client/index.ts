@@ -7,11 +7,8 @@
  */
 export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions } from './resilient-client.js';
 export { serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions } from './service-state.js';
-export type { AttemptEvent, InstanceTask } from './call-run.js';
-export type { FetchInit } from './fetch.js';
-export { httpPoolsDefaults, type HttpPoolsOptions } from './http-pools.js';
-export type { ClientStats } from './stats.js';
-export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome } from './seams.js';
+export { httpPoolsDefaults } from './http-pools.js';
+export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome, AttemptEvent, InstanceTask, ClientStats, FetchInit, HttpPoolsOptions } from './types.js';
 export {
   AbortedError,
   BreakerOpenError,

@@ -20,7 +20,7 @@ import { Fallback } from '../policy/fallback.js';
 import { MemoryRegistry } from '../registry/memory-registry.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { ResilientClient, type ResilientClientOptions } from './resilient-client.js';
-import type { AttemptOutcome, ServiceBalancer } from './seams.js';
+import type { AttemptOutcome, ServiceBalancer } from './types.js';
 
 /** FakeBalancer picks round robin, honours `exclude`, and records every pick and report. */
 class FakeBalancer implements ServiceBalancer {

@@ -18,7 +18,7 @@ import { Retry, defaultShouldRetry } from '../policy/retry.js';
 import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
 import { isRetryable, type ServiceParts } from './call-run.js';
-import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
+import type { AdmissionToken, CallBreaker, ServiceBalancer } from './types.js';
 
 /** ServiceStateOptions are the client options that shape each service's parts. */
 export interface ServiceStateOptions {
