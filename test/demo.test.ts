@@ -41,8 +41,11 @@ describe('bulwark demo', () => {
     const failed = /^\s+failed\s+(\d+) calls/m.exec(r.stdout);
     assert.ok(calls > 0 && byInstance !== null && byFallback !== null && failed !== null, r.stdout);
     assert.equal(Number(byInstance[2]) + Number(byFallback[2]) + Number(failed[1]), calls, 'instance + fallback + failed = calls');
-    assert.ok(Number(byInstance[1]) >= 95, `only ${byInstance[1]} % of calls answered by an instance`);
-    assert.ok(Number(byFallback[1]) <= 5, `${byFallback[1]} % of calls answered by the fallback`);
+    // On a quiet machine every call is answered by an instance; the bound leaves room for a machine so
+    // loaded that the demo's 1 s attempt timeouts fire.
+    assert.ok(Number(byInstance[1]) >= 50, `only ${byInstance[1]} % of calls answered by an instance`);
+    assert.ok(Number(byInstance[2]) > Number(byFallback[2]), 'the fallback answered more calls than the instances');
+    assert.equal(Number(failed[1]), 0, 'a call failed although every call has a fallback');
     for (const id of ['healthy', 'flaky', 'slow']) assert.match(r.stdout, new RegExp(`^${id}\\s+127\\.0\\.0\\.1:\\d+`, 'm'));
     assert.doesNotMatch(r.stdout, /\x1b\[/, 'ANSI codes written to a pipe');
   });

@@ -111,7 +111,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     };
     view = new LiveView(snapshot, { output, clock, ...(options.interactive === undefined ? {} : { interactive: options.interactive }) });
     view.start();
-    await drive(client, durationMs, concurrency, registry, clock, options.signal);
+    const shown = view;
+    await drive(client, durationMs, concurrency, registry, clock, options.signal, () => shown.redraw());
     view.stop();
     const summary = summarize(client, cache, perInstance);
     output.write(renderSummary(summary, snapshot(), clock.now() - start));
@@ -126,12 +127,21 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
 }
 
 /** drive runs the callers until the time is up, with the registry outage in the middle. */
-async function drive(client: ResilientClient, durationMs: number, concurrency: number, registry: FaultyRegistry, clock: Clock, signal: AbortSignal | undefined): Promise<void> {
+async function drive(
+  client: ResilientClient,
+  durationMs: number,
+  concurrency: number,
+  registry: FaultyRegistry,
+  clock: Clock,
+  signal: AbortSignal | undefined,
+  onOutage: () => void,
+): Promise<void> {
   const end = clock.now() + durationMs;
   // Half-way through, the registry stops answering for a quarter of the run (at most 5 s).
   const outageMs = Math.min(5_000, durationMs / 4);
-  const outageStart = clock.setTimeout(() => registry.setAnswering(false), durationMs / 2);
-  const outageEnd = clock.setTimeout(() => registry.setAnswering(true), durationMs / 2 + outageMs);
+  // The view shows each change at once, not at its next period (which may fall outside a short outage).
+  const outageStart = clock.setTimeout(() => (registry.setAnswering(false), onOutage()), durationMs / 2);
+  const outageEnd = clock.setTimeout(() => (registry.setAnswering(true), onOutage()), durationMs / 2 + outageMs);
   const degraded = () => new Response(JSON.stringify({ degraded: true }), { status: 200, headers: { 'content-type': 'application/json' } });
   const caller = async () => {
     while (clock.now() < end && signal?.aborted !== true) {

@@ -66,10 +66,12 @@ describe('view', () => {
 
   it('prints plain lines when the output is not a terminal', () => {
     const writes: string[] = [];
-    const view = new LiveView(() => snapshot, { output: { write: (t: string) => writes.push(t) } });
+    const view = new LiveView(() => snapshot, { output: { write: (t: string) => writes.push(t) }, clock: new ManualClock() });
     view.start();
+    view.redraw(); // a state change shown at once, between periods
     view.stop();
-    assert.equal(writes.length, 2);
+    view.redraw(); // stopped: draws nothing
+    assert.equal(writes.length, 3);
     assert.ok(writes.every((w) => w.endsWith('\n') && !w.includes('\x1b')));
   });
 });

@@ -141,6 +141,11 @@ export class LiveView {
     this.timer.unref();
   }
 
+  /** redraw draws a frame now (a state change worth showing at once), between the periodic ones. */
+  redraw(): void {
+    if (this.timer !== undefined) this.draw();
+  }
+
   /** stop draws the final frame and gives the cursor back. */
   stop(): void {
     if (this.timer === undefined) return;
