@@ -4,6 +4,13 @@
  * node:http server that reads the same small protobuf request body and answers the same bytes; heap per
  * cached value.
  *
+ * Targets (checked after each table): LruCache ≥ 1.2× the speed of lru-cache in maxSize +
+ * sizeCalculation mode (each in its own process) and ≥ 1× when both alternate in one process;
+ * Group.get local hits ≥ 2 M/s; a peer fetch from HttpPool's handler takes ≤ 1.2× the time of a
+ * minimal node:http server answering the same bytes (sequential and 16 in parallel), ≥ 0.8× its
+ * throughput when both alternate in one client; 1 M cached 100-byte values take ≤ 2.2× their payload
+ * on the heap.
+ *
  * Run with `--peer-server <ours|minimal>` this file is the peer process: it prints its port, then serves.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -14,12 +21,14 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { LRUCache } from 'lru-cache';
 import { LRUCache as MnemonistLRU } from 'mnemonist';
-import { bench } from './harness.js';
+import { atMost, bench, fasterBy, type Target } from './harness.js';
 import { CAPACITY, CAPACITY_BYTES, VALUE, keys, zipfStream } from './cache-workload.js';
 import { LruCache } from '../src/cache/lru-cache.js';
 import { Group } from '../src/cache/group.js';
 import { HttpPool } from '../src/cache/http-pool.js';
 import { HttpPeer } from '../src/cache/http-peer.js';
+import { OriginPools } from '../src/internal/origin-pools.js';
+import { wallClock } from '../src/core/clock.js';
 import { encodeGetResponse } from '../src/cache/codec.js';
 
 const PEER_VALUE = 'x'.repeat(1024);
@@ -40,6 +49,16 @@ async function startPeerServer(mode: 'ours' | 'minimal'): Promise<{ url: string;
   return { url, child };
 }
 
+/** makePeer is an HttpPeer as HttpPool makes them: its own keep-alive pool (16 connections, 5 s deadlines) in a per-origin map. */
+function makePeer(url: string): HttpPeer {
+  const timeoutMs = 5_000;
+  const pools = new OriginPools({
+    owner: 'bench',
+    pool: { connections: 16, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: timeoutMs },
+  });
+  return new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools });
+}
+
 /** warmUp sends 3 200 requests, 16 at a time, so that the peer process's JIT has settled before measuring. */
 async function warmUp(peer: HttpPeer): Promise<void> {
   await Promise.all(Array.from({ length: 16 }, async () => {
@@ -50,7 +69,7 @@ async function warmUp(peer: HttpPeer): Promise<void> {
 /** peerSubject fetches one key from a peer process with HttpPeer (undici Pool), `parallel` requests per op. */
 async function peerSubject(mode: 'ours' | 'minimal', parallel: number) {
   const { url, child } = await startPeerServer(mode);
-  const peer = new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+  const peer = makePeer(url);
   await warmUp(peer);
   const lat: number[] = [];
   const one = async () => {
@@ -112,9 +131,21 @@ function zipfOp(get: (k: string) => unknown, set: (k: string) => void) {
   };
 }
 
+/** extraAtLeast: the median of `subject`'s extra number `key` is at least `min`. */
+function extraAtLeast(label: string, subject: string, key: string, min: number, unit: string): Target {
+  return {
+    label,
+    check: (m) => {
+      const value = m.extra(subject, key);
+      return { value, ok: value >= min, unit };
+    },
+  };
+}
+
 async function main(): Promise<void> {
   await bench('cache: LRU on Zipf(1), 100 k keys, 10 k capacity (get, set on miss)', {
     baseline: 'lru-cache maxSize+sizeCalculation',
+    targets: [fasterBy('LruCache ≥ 1.2× lru-cache (maxSize + sizeCalculation)', 'LruCache (ours, typed-array slots)', 'lru-cache maxSize+sizeCalculation', 1.2)],
     subjects: {
       'lru-cache maxSize+sizeCalculation': () => {
         const c = new LRUCache<string, string>({ maxSize: CAPACITY_BYTES, sizeCalculation: (v, k) => k.length + v.length });
@@ -142,6 +173,7 @@ async function main(): Promise<void> {
   const HIT_KEYS = Array.from({ length: 1024 }, (_, i) => `user:${i}`);
 
   await bench('cache: LRU Zipf workload, ours and lru-cache interleaved in one process (robust to machine load)', {
+    targets: [extraAtLeast('LruCache ≥ 1× lru-cache, interleaved', 'LruCache | lru-cache maxSize+sizeCalculation, alternating 20 k-op chunks', 'speedup', 1, '×')],
     subjects: {
       'LruCache | lru-cache maxSize+sizeCalculation, alternating 20 k-op chunks': () => {
         const stream = zipfStream(STREAM);
@@ -183,6 +215,15 @@ async function main(): Promise<void> {
 
   await bench('cache: Group.get, local hit (1 024 keys, all cached)', {
     baseline: 'Map.get + Promise.resolve',
+    targets: [
+      {
+        label: 'Group.get local hits ≥ 2 M/s',
+        check: (m) => {
+          const value = 1e9 / m.ns('Group.get (hit)') / 1e6;
+          return { value, ok: value >= 2, unit: ' M/s' };
+        },
+      },
+    ],
     subjects: {
       'Map.get + Promise.resolve': () => {
         const m = new Map(HIT_KEYS.map((k) => [k, Buffer.from(k)]));
@@ -200,6 +241,10 @@ async function main(): Promise<void> {
 
   await bench('cache: peer fetch over HTTP, 1 KiB value (HttpPeer POST GetRequest → another process)', {
     baseline: 'minimal node:http server, sequential',
+    targets: [
+      atMost('HttpPool handler ≤ 1.2× the minimal server, sequential', 'HttpPool peer handler, sequential', 'minimal node:http server, sequential', 1.2),
+      atMost('HttpPool handler ≤ 1.2× the minimal server, 16 in parallel', 'HttpPool peer handler, 16 in parallel', 'minimal node:http server, 16 in parallel', 1.2),
+    ],
     subjects: {
       'minimal node:http server, sequential': () => peerSubject('minimal', 1),
       'HttpPool peer handler, sequential': () => peerSubject('ours', 1),
@@ -209,10 +254,11 @@ async function main(): Promise<void> {
   });
 
   await bench('cache: peer fetch, the two servers interleaved in one client process (robust to machine load)', {
+    targets: [extraAtLeast('HttpPool handler ≥ 0.8× the minimal server\'s throughput, interleaved', 'HttpPeer → minimal | HttpPool handler, alternating', 'throughput_ours_vs_minimal', 0.8, '×')],
     subjects: {
       'HttpPeer → minimal | HttpPool handler, alternating': async () => {
         const [mini, ours] = await Promise.all([startPeerServer('minimal'), startPeerServer('ours')]);
-        const make = (url: string) => new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, timeoutMs: 5_000, connections: 16, maxValueBytes: 1 << 20, wallClock: Date.now });
+        const make = makePeer;
         const peers = [make(mini.url), make(ours.url)] as const;
         await Promise.all(peers.map(warmUp));
         const lat: [number[], number[]] = [[], []];
@@ -264,6 +310,15 @@ async function main(): Promise<void> {
   });
 
   await bench('cache: heap with 1 M cached 100-byte values', {
+    targets: [
+      {
+        label: '1 M cached 100-byte values ≤ 2.2× their payload on the heap',
+        check: (m) => {
+          const value = m.extra('Group, 1 M entries', 'heapRatio');
+          return { value, ok: value <= 2.2, unit: '×' };
+        },
+      },
+    ],
     // Filling 1 M entries takes 20–60 s on a busy machine; a longer measured time lengthens the child's time limit.
     durationMs: 6_000,
     subjects: {

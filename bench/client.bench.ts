@@ -2,15 +2,16 @@
  * client: what `ResilientClient.call` adds over a bare call to an in-process function, on the success
  * path (discovery from memory, P2C pick over 3 instances, bulkhead, SreBreaker for the service,
  * CircuitBreaker for the instance, per-attempt timeout, retry with budget, balancer report), against
- * cockatiel 3's wrap of the same guards (without discovery or balancing). The issue's target: the
- * overhead (ns/op of a subject − ns/op of the bare call) ≤ 2 µs.
+ * cockatiel 3's wrap of the same guards (without discovery or balancing). Targets (checked after the
+ * table): the overhead of each ResilientClient subject (its ns/op − the bare call's) ≤ 2 µs, and the
+ * client with defaults faster than cockatiel's wrap(retry, bulkhead, breaker, timeout).
  *
  * Run it compiled (`npm run bench -- client`): under tsx, esbuild's `keepNames` wraps every named
  * closure in `__name()` (an `Object.defineProperty` per closure made), which costs more than the
  * client itself.
  */
 import * as cockatiel from 'cockatiel';
-import { bench } from './harness.js';
+import { bench, fasterBy, type Target } from './harness.js';
 
 import { MemoryRegistry } from '../src/registry/index.js';
 import { ResilientClient } from '../src/client/index.js';
@@ -38,11 +39,30 @@ async function client(options: Record<string, unknown>) {
   };
 }
 
+/** overheadAtMost: `subject`'s ns/op minus the bare call's is at most `maxNs`. */
+function overheadAtMost(subject: string, maxNs: number): Target {
+  return {
+    label: `${subject}: overhead ≤ ${maxNs / 1000} µs`,
+    check: (m) => {
+      const value = m.ns(subject) - m.ns('bare call');
+      return { value, ok: value <= maxNs, unit: ' ns' };
+    },
+  };
+}
+
+const DEFAULTS = 'ResilientClient.call (defaults: 10 s timeout, 3 attempts)';
+
 await bench('client: ResilientClient.call over a bare in-process call (success path, 3 instances)', {
   baseline: 'bare call',
+  targets: [
+    overheadAtMost(DEFAULTS, 2_000),
+    overheadAtMost('ResilientClient.call (no timeout)', 2_000),
+    overheadAtMost('ResilientClient.call (no timeout, no retry)', 2_000),
+    fasterBy('ResilientClient.call (defaults) ≥ 1× cockatiel wrap(retry, bulkhead, breaker, timeout)', DEFAULTS, 'cockatiel wrap(retry, bulkhead, breaker, timeout)', 1),
+  ],
   subjects: {
     'bare call': () => ({ op: () => task(anInstance, neverAborted), async: true }),
-    'ResilientClient.call (defaults: 10 s timeout, 3 attempts)': () => client({}),
+    [DEFAULTS]: () => client({}),
     'ResilientClient.call (no timeout)': () => client({ timeoutMs: 0 }),
     'ResilientClient.call (no timeout, no retry)': () => client({ timeoutMs: 0, maxAttempts: 1 }),
     'cockatiel wrap(retry, bulkhead, breaker, timeout)': () => {

@@ -151,13 +151,19 @@ describe('Group', () => {
     assert.equal(g.cacheStats().main.length, 0);
   });
 
-  it('cuts off a getter that never settles after timeoutMs with TimeoutError and aborts its signal', async () => {
+  it('cuts off a getter that never settles after timeoutMs (on its clock) with TimeoutError and aborts its signal', async () => {
     let aborted = false;
+    const clock = new ManualClock();
     const g = new Group({
-      name: 'g', cacheBytes: 1000, timeoutMs: 20,
+      name: 'g', cacheBytes: 1000, timeoutMs: 20, clock,
       getter: (_k, { signal }) => new Promise(() => signal.addEventListener('abort', () => (aborted = true))),
     });
-    await assert.rejects(g.get('k'), TimeoutError);
+    const p = g.get('k');
+    p.catch(() => {});
+    await clock.advanceAsync(19);
+    assert.equal(aborted, false, 'cut off early');
+    await clock.advanceAsync(1);
+    await assert.rejects(p, TimeoutError);
     assert.equal(aborted, true);
     assert.equal(g.cacheStats().main.length, 0);
   });

@@ -1,6 +1,6 @@
 /**
  * Group is a groupcache group: a named cache with a getter that loads a key from its origin, spread
- * over peers so that each key has one owner (reference 003; ARCHITECTURE.md "A cache read").
+ * over peers so that each key has one owner (golang/groupcache `Group`; ARCHITECTURE.md "A cache read").
  *
  * get(key): main cache, then hot cache; else one load per key per node (singleflight): the ring's owner
  * is asked over the pool, or, when this node owns the key or the owner fails to answer, the getter runs
@@ -44,7 +44,7 @@ export interface GroupOptions {
   maxValueBytes?: number;
   /** How long one getter call may run before its callers get `TimeoutError`. Defaults to 10 000. */
   timeoutMs?: number;
-  /** The clock for TTLs. Defaults to `systemClock`. */
+  /** The clock for TTLs and the getter's timeout. Defaults to `systemClock`. */
   clock?: Clock;
   /** Random numbers in [0, 1) for TTL jitter and hot-cache sampling. Defaults to `Math.random`. */
   random?: () => number;
@@ -126,7 +126,7 @@ export class Group implements GroupServer {
   /** Getter calls; shared by this node's callers and peers' requests, so one per key per node. */
   private readonly localFlight: SingleFlight<string, Loaded>;
   private readonly loading = new Map<string, LoadToken>();
-  private readonly unregister: (() => void) | undefined;
+  private unregister: (() => void) | undefined;
   private readonly counters: GroupStats = {
     gets: 0, cacheHits: 0, peerLoads: 0, peerErrors: 0, loads: 0,
     loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0,
@@ -150,8 +150,8 @@ export class Group implements GroupServer {
     this.hotCacheSample = finite('Group', 'hotCacheSample', o.hotCacheSample ?? groupDefaults.hotCacheSample, 0, 1);
     this.maxValueBytes = integer('Group', 'maxValueBytes', o.maxValueBytes ?? groupDefaults.maxValueBytes, 0);
     const timeoutMs = integer('Group', 'timeoutMs', o.timeoutMs ?? groupDefaults.timeoutMs, 1);
-    this.localFlight = new SingleFlight({ timeoutMs });
     this.clock = clockOption('Group', o.clock, systemClock);
+    this.localFlight = new SingleFlight({ timeoutMs, clock: this.clock });
     this.random = o.random === undefined ? Math.random : fn('Group', 'random', o.random);
     const hotBytes = Math.floor(cacheBytes * hotRatio);
     const onEvict = () => void this.counters.evictions++;
@@ -217,9 +217,19 @@ export class Group implements GroupServer {
     };
   }
 
-  /** close unregisters the group from its pool's handler; its caches stay readable. */
-  close(): void {
+  /**
+   * close unregisters the group from its pool's handler (peers asking for it get 404 from then on);
+   * its caches stay readable. Idempotent.
+   */
+  close(): Promise<void> {
     this.unregister?.();
+    this.unregister = undefined;
+    return Promise.resolve();
+  }
+
+  /** Symbol.asyncDispose closes the group (`await using group = new Group(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** serveGet answers a peer's request from this node alone: never forwarded, so peers that disagree about membership cannot deadlock. */

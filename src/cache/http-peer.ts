@@ -1,10 +1,11 @@
 /**
- * HttpPeer is the client side of the peer protocol: one undici `Pool` of keep-alive connections to one
- * peer, a deadline per request, a protobuf request body (`POST {basePath}` GetRequest, `DELETE
+ * HttpPeer is the client side of the peer protocol: the undici keep-alive `Pool` of one peer (from the
+ * pool's per-origin map), a deadline per request, a protobuf request body (`POST {basePath}` GetRequest, `DELETE
  * {basePath}` RemoveRequest), signed requests when a secret is set, and bounded, checked answers.
  */
-import { Pool } from 'undici';
+import type { Clock } from '../core/clock.js';
 import { AbortedError, PeerError } from '../core/errors.js';
+import type { OriginPools } from '../internal/origin-pools.js';
 import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest, type GetResponse } from './codec.js';
 import type { PeerGetter } from './peers.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, sign } from './signing.js';
@@ -13,10 +14,11 @@ import { SIGNATURE_HEADER, TIMESTAMP_HEADER, sign } from './signing.js';
 export interface HttpPeerConfig {
   readonly basePath: string;
   readonly secret: string | Uint8Array | undefined;
-  readonly timeoutMs: number;
-  readonly connections: number;
   readonly maxValueBytes: number;
-  readonly wallClock: () => number;
+  /** Wall time for request signatures. */
+  readonly clock: Clock;
+  /** The per-origin keep-alive pools, one per peer. */
+  readonly pools: OriginPools;
 }
 
 /** Room for the protobuf framing around a value. */
@@ -31,18 +33,9 @@ type Body = AsyncIterable<Buffer | Uint8Array> & { destroy?: (err?: Error) => vo
 /** HttpPeer fetches from one peer over HTTP. */
 export class HttpPeer implements PeerGetter {
   readonly url: string;
-  private readonly pool: Pool;
 
   constructor(url: string, private readonly config: HttpPeerConfig) {
     this.url = url;
-    this.pool = new Pool(url, {
-      connections: config.connections,
-      pipelining: 1,
-      keepAliveTimeout: 30_000,
-      headersTimeout: config.timeoutMs,
-      bodyTimeout: config.timeoutMs,
-      connectTimeout: config.timeoutMs,
-    });
   }
 
   /** get fetches `key` of `group`; rejects PeerError (status when the peer answered) or AbortedError. */
@@ -65,9 +58,9 @@ export class HttpPeer implements PeerGetter {
     }
   }
 
-  /** close ends the keep-alive connections. */
+  /** close ends the keep-alive connections to this peer (requests in flight may finish). */
   close(): Promise<void> {
-    return this.pool.close().catch(() => undefined);
+    return this.config.pools.delete(this.url);
   }
 
   private async request(method: 'POST' | 'DELETE', group: string, key: string, signal: AbortSignal | undefined, maxBytes: number): Promise<Uint8Array> {
@@ -75,12 +68,12 @@ export class HttpPeer implements PeerGetter {
     const body = encodePeerRequest(group, key);
     let headers: Record<string, string> = PROTOBUF_HEADERS;
     if (this.config.secret !== undefined) {
-      const ts = String(Math.floor(this.config.wallClock()));
+      const ts = String(Math.floor(this.config.clock.now()));
       headers = { ...PROTOBUF_HEADERS, [TIMESTAMP_HEADER]: ts, [SIGNATURE_HEADER]: sign(this.config.secret, method, path, ts, body) };
     }
     let res;
     try {
-      res = await this.pool.request({ path, method, headers, body, signal });
+      res = await this.config.pools.get(this.url).request({ path, method, headers, body, signal });
     } catch (err) {
       if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
       throw new PeerError(`peer ${this.url} unreachable: ${(err as Error)?.message ?? String(err)}`, { cause: err });

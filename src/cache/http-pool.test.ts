@@ -54,7 +54,7 @@ describe('HttpPool', () => {
     const pool = new HttpPool({ self: 'http://127.0.0.1:8001' });
     const g = new Group({ name: 'g', cacheBytes: 100, peers: pool, getter: () => 'v' });
     assert.throws(() => new Group({ name: 'g', cacheBytes: 100, peers: pool, getter: () => 'v' }), /already registered/);
-    g.close();
+    await g.close();
     new Group({ name: 'g', cacheBytes: 100, peers: pool, getter: () => 'v' });
     await pool.close();
   });

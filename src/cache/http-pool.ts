@@ -1,13 +1,16 @@
 /**
  * HttpPool is the PeerPicker over HTTP (groupcache `HTTPPool`): a hash ring of peer URLs names each
  * key's owner; `HttpPeer`s (undici keep-alive pools) fetch from the others; `handler` serves their
- * requests for the groups registered with this pool. A request from a peer is always served locally and
+ * requests for the groups registered with this pool. The connections to the peers are one undici
+ * keep-alive pool per peer origin, in the same per-origin pool map the client's `fetch` uses. A request from a peer is always served locally and
  * never forwarded again, so peers that disagree about membership during a rolling deploy cannot wait on
- * each other forever (mailgun/groupcache issue 72).
+ * each other forever (the problem reported in mailgun/groupcache#72).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { wallClock, type Clock } from '../core/clock.js';
 import { HashRing } from '../core/hash-ring.js';
-import { fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions } from '../core/validate.js';
+import { OriginPools } from '../internal/origin-pools.js';
 import type { Registry } from '../registry/types.js';
 import { HttpPeer, type HttpPeerConfig } from './http-peer.js';
 import { bindRegistry, type Membership, type MembershipOptions } from './membership.js';
@@ -33,8 +36,11 @@ export interface HttpPoolOptions {
   connections?: number;
   /** The largest value a peer may send. Defaults to 1 048 576 (1 MiB). */
   maxValueBytes?: number;
-  /** Wall-clock milliseconds since the epoch, for request signatures. Defaults to `Date.now`. */
-  wallClock?: () => number;
+  /**
+   * The clock: wall time (ms since the epoch) for request signatures, which peers compare with their
+   * own, and the timers that close a departed peer's connections. Defaults to `wallClock`.
+   */
+  clock?: Clock;
 }
 
 /** Defaults for HttpPoolOptions. */
@@ -45,6 +51,11 @@ export const httpPoolDefaults = Object.freeze({
   connections: 16,
   maxValueBytes: 1 << 20,
 });
+
+/** Idle keep-alive sockets to a peer are closed after this long (peers talk often; undici's 4 s would reconnect needlessly). */
+const PEER_KEEP_ALIVE_MS = 30_000;
+/** Most peer pools kept at once: far above any ring, only a bound against a membership gone wrong. */
+const MAX_PEER_POOLS = 65_536;
 
 /** HttpPool picks peers by consistent hashing and talks to them over HTTP. */
 export class HttpPool implements PeerPicker {
@@ -59,6 +70,7 @@ export class HttpPool implements PeerPicker {
   private getters = new Map<string, HttpPeer>();
   private others: HttpPeer[] = [];
   private readonly memberships = new Set<Membership>();
+  private readonly pools: OriginPools;
   private isClosed = false;
 
   constructor(options: HttpPoolOptions) {
@@ -74,16 +86,30 @@ export class HttpPool implements PeerPicker {
     if (secret !== undefined && !((typeof secret === 'string' || secret instanceof Uint8Array) && secret.length > 0)) {
       throw new TypeError('HttpPool: secret must be a non-empty string or Uint8Array');
     }
-    const wallClock = o.wallClock === undefined ? Date.now : fn<() => number>('HttpPool', 'wallClock', o.wallClock);
+    const clock = clockOption('HttpPool', o.clock, wallClock);
+    const timeoutMs = integer('HttpPool', 'timeoutMs', o.timeoutMs ?? httpPoolDefaults.timeoutMs, 1);
+    const connections = integer('HttpPool', 'connections', o.connections ?? httpPoolDefaults.connections, 1, 1024);
+    this.pools = new OriginPools({
+      owner: 'HttpPool',
+      pool: {
+        connections,
+        pipelining: 1,
+        keepAliveTimeout: PEER_KEEP_ALIVE_MS,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        connectTimeout: timeoutMs,
+      },
+      maxPools: MAX_PEER_POOLS,
+      clock,
+    });
     this.peerConfig = {
       basePath,
       secret,
-      wallClock,
-      timeoutMs: integer('HttpPool', 'timeoutMs', o.timeoutMs ?? httpPoolDefaults.timeoutMs, 1),
-      connections: integer('HttpPool', 'connections', o.connections ?? httpPoolDefaults.connections, 1, 1024),
+      clock,
+      pools: this.pools,
       maxValueBytes: integer('HttpPool', 'maxValueBytes', o.maxValueBytes ?? httpPoolDefaults.maxValueBytes, 0, 1 << 30),
     };
-    this.handlerConfig = { basePath, secret, groups: this.groups, wallClock, closed: () => this.isClosed };
+    this.handlerConfig = { basePath, secret, groups: this.groups, clock, closed: () => this.isClosed };
     this.ring.add(this.self);
     this.handler = this.handler.bind(this);
   }
@@ -155,13 +181,18 @@ export class HttpPool implements PeerPicker {
     return m;
   }
 
-  /** close stops memberships, refuses further peer requests (503) and closes connections to peers. */
+  /** close stops memberships, refuses further peer requests (503) and closes connections to peers. Idempotent. */
   async close(): Promise<void> {
     if (this.isClosed) return;
     this.isClosed = true;
     await Promise.all([...this.memberships].map((m) => m.close()));
-    await Promise.all([...this.getters.values()].map((p) => p.close()));
     this.getters = new Map();
     this.others = [];
+    await this.pools.close();
+  }
+
+  /** Symbol.asyncDispose closes the pool (`await using pool = new HttpPool(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 }

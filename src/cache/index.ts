@@ -1,5 +1,5 @@
 /**
- * bulwark/cache: a groupcache-style distributed cache (reference 003; ARCHITECTURE.md "A cache read").
+ * bulwark/cache: a groupcache-style distributed cache (golang/groupcache; ARCHITECTURE.md "A cache read").
  *
  * - `LruCache`: least-recently-used by bytes, typed-array slots, optional expiry per entry.
  * - `Group`: a named read-through cache: main cache, hot cache, one load per key per node, the owner by
@@ -17,3 +17,4 @@ export { noPeers, type PeerGetter, type PeerPicker, type GroupServer, type GetRe
 export { PEER_STATUSES, MAX_REQUEST_BYTES } from './peer-handler.js';
 export { MAX_KEY_BYTES, keyProblem } from './key.js';
 export { TIMESTAMP_HEADER, SIGNATURE_HEADER, MAX_SKEW_MS } from './signing.js';
+export { AbortedError, ClosedError, InvalidResponseError, LoadError, NotFoundError, PeerError, TimeoutError } from '../core/errors.js';

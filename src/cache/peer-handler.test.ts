@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events';
 import { Readable } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fc from 'fast-check';
+import { ManualClock } from '../core/clock.js';
 import { NotFoundError } from '../core/errors.js';
 import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest } from './codec.js';
 import { Group } from './group.js';
@@ -58,7 +59,7 @@ const SECRET = 'shh';
 
 function makePools() {
   const open = new HttpPool({ self: 'http://127.0.0.1:1' });
-  const signed = new HttpPool({ self: 'http://127.0.0.1:2', secret: SECRET, wallClock: () => NOW });
+  const signed = new HttpPool({ self: 'http://127.0.0.1:2', secret: SECRET, clock: new ManualClock(NOW) });
   for (const pool of [open, signed]) {
     new Group({
       name: 'scores',

@@ -13,6 +13,7 @@
  * is closed), 504 (the getter timed out here).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../core/clock.js';
 import { AbortedError, TimeoutError } from '../core/errors.js';
 import { decodePeerRequest, encodeGetResponse, encodeRemoveResponse } from './codec.js';
 import { keyProblem } from './key.js';
@@ -24,7 +25,8 @@ export interface HandlerConfig {
   readonly basePath: string;
   readonly secret: string | Uint8Array | undefined;
   readonly groups: ReadonlyMap<string, GroupServer>;
-  readonly wallClock: () => number;
+  /** Wall time for checking request signatures. */
+  readonly clock: Clock;
   readonly closed: () => boolean;
 }
 
@@ -67,7 +69,7 @@ async function serveBodyForm(config: HandlerConfig, req: IncomingMessage, res: S
   }
   const headers = req.headers ?? {};
   const secret = config.secret;
-  const now = secret === undefined ? 0 : config.wallClock();
+  const now = secret === undefined ? 0 : config.clock.now();
   if (secret !== undefined) {
     const why = headerProblem(headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], now);
     if (why !== undefined) return reply(res, 401, why, hasBody(req));
@@ -104,7 +106,7 @@ async function servePathForm(config: HandlerConfig, req: IncomingMessage, res: S
   }
   if (config.secret !== undefined) {
     const headers = req.headers ?? {};
-    const why = verify(config.secret, method, url, headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], config.wallClock());
+    const why = verify(config.secret, method, url, headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], config.clock.now());
     if (why !== undefined) return reply(res, 401, why, hasBody(req));
   }
   if (hasBody(req)) return reply(res, 400, 'a GET carries no body', true);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `bulwark` command line. Subcommands arrive with their modules: `serve` (a cache node),
- * `demo` (a local cluster with a live dashboard), `registry ls|watch`.
+ * The `bulwark` command line. It offers what is built: `demo` (a local cluster with a live view) and
+ * `help`; other subcommands are added with the modules they run.
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +13,6 @@ Usage: bulwark <command> [options]
 
 Commands:
   demo        run a local cluster on embedded defaults and show what bulwark does
-  serve       run a cache node (coming)
   help        show this help
 
 Run 'bulwark <command> --help' for a command's options.
@@ -36,8 +35,9 @@ instance within a retry budget, and a fallback answer as the last resort.
 The live view shows a progress bar and, per instance: calls, errors, p50/p99 latency,
 breaker state and whether health checks ejected it. Half-way through, the registry stops
 answering for a few seconds: the registry cache keeps serving the instances it knew
-(stale entries) and calls keep succeeding. The run ends with a summary: success rate,
-and the calls saved by retries, breakers and fallbacks. It exits 0 on its own.
+(stale entries) and calls keep succeeding. The run ends with a summary: the calls answered
+by an instance, those answered by the fallback, those that failed, and the calls saved by retries,
+breakers and the registry cache. It exits 0 on its own.
 
 Options:
   -d, --duration <time>     how long to call, e.g. 20s, 90s, 2m, 500ms (default 20s)
@@ -46,8 +46,6 @@ Options:
                             (the default when stdout is not a terminal)
   -h, --help                show this help
 `;
-
-const SERVE_HELP = `bulwark serve — run a cache node (not built yet)\n`;
 
 /** main runs the command line `argv` (without node and the script) and answers the exit code. */
 export async function main(argv: string[]): Promise<number> {
@@ -61,9 +59,6 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     case 'demo':
       return demo(rest);
-    case 'serve':
-      process.stdout.write(rest.includes('--help') || rest.includes('-h') ? SERVE_HELP : `bulwark serve: not built yet.\n\n${HELP}`);
-      return 0;
     default:
       process.stderr.write(`bulwark: unknown command '${command}'\n\n${HELP}`);
       return 2;

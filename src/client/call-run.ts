@@ -14,24 +14,12 @@ import type { Emitter } from '../core/events.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { DeadlineNode, Granule } from '../core/deadline.js';
 import type { AttemptTimeout } from './deadlines.js';
-import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
 import type { ClientCounters } from './stats.js';
+import type { AdmissionToken, AttemptEvent, CallBreaker, InstanceTask, ServiceBalancer } from './types.js';
 
-/** InstanceTask is the work of one attempt: call `instance`, honouring `signal`. */
-export type InstanceTask<T> = (instance: ServiceInstance, signal: AbortSignal) => T | PromiseLike<T>;
+export type { AttemptEvent, InstanceTask } from './types.js';
 
-/** AttemptEvent describes one finished (or refused) attempt, for live views and metrics. */
-export interface AttemptEvent {
-  readonly service: string;
-  /** The instance tried. */
-  readonly instance: ServiceInstance;
-  /** `ok`, `error` (the call failed), or `rejected` (its breaker refused it: the instance was not called). */
-  readonly outcome: 'ok' | 'error' | 'rejected';
-  /** How long the attempt took in ms (0 when rejected). */
-  readonly latencyMs: number;
-  /** The failure, when `outcome` is not `ok`. */
-  readonly error?: unknown;
-}
+
 
 /** ServiceParts is what CallRun needs of the service it calls. */
 export interface ServiceParts {
@@ -104,9 +92,9 @@ function notRun(balancer: ServiceBalancer, instance: ServiceInstance): void {
   else balancer.report(instance, NOT_RUN);
 }
 
-/** drop lets go of a token without counting the call (breakers that cannot, learn nothing either way). */
+/** drop lets go of a token without counting the call as a success or a failure. */
 function drop(token: AdmissionToken): void {
-  token.release?.();
+  token.release();
 }
 
 /** Errors that failed an attempt without counting against the instance: retrying them cannot help. */

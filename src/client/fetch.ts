@@ -16,29 +16,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { InvalidResponseError } from '../core/errors.js';
 import { showValue } from '../core/validate.js';
-import type { Fallback, FallbackStrategy } from '../policy/fallback.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { HttpPools } from './http-pools.js';
+import type { OriginPools } from '../internal/origin-pools.js';
+import type { FetchInit } from './types.js';
 
-/** FetchInit is `fetch`'s init, with the client's per-call options. */
-export interface FetchInit {
-  /** The HTTP method. Defaults to 'GET'. */
-  method?: string;
-  /** Request headers. Defaults to none. */
-  headers?: Record<string, string> | ReadonlyArray<readonly [string, string]>;
-  /** The request body: a string or bytes (a stream cannot be sent twice, so it is not accepted). Defaults to none. */
-  body?: string | Uint8Array | null;
-  /** Aborts the call. Defaults to none. */
-  signal?: AbortSignal;
-  /** Routing key for affinity strategies (ring hash). Defaults to none. */
-  key?: string;
-  /** Deadline of each attempt in ms, body included; 0 for none. Defaults to the client's `timeoutMs`. */
-  timeoutMs?: number;
-  /** Retry on another instance: true / false / `{ maxAttempts }`. Defaults to true for idempotent methods, false for others. */
-  retry?: boolean | { maxAttempts?: number };
-  /** Answers when the call fails in the end (5xx, network error, open breakers …). Defaults to none. */
-  fallback?: FallbackStrategy<Response> | Fallback<Response>;
-}
+export type { FetchInit } from './types.js';
+
 
 /** Methods that may be sent twice without changing the outcome (RFC 9110 §9.2.2). */
 const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
@@ -71,6 +54,8 @@ export function planFetch(url: string | URL, init: FetchInit | undefined): Fetch
     throw new TypeError(`ResilientClient.fetch: the URL's host names a service (the registry knows its ports); leave port and credentials out, got ${u.host}`);
   }
   if (init !== undefined && (init === null || typeof init !== 'object')) throw new TypeError(`ResilientClient.fetch: init must be an object, got ${showValue(init)}`);
+  const signal: unknown = init?.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`ResilientClient.fetch: init.signal must be an AbortSignal, got ${showValue(signal)}`);
   const method = (init?.method ?? 'GET').toUpperCase();
   if (!METHOD.test(method)) throw new TypeError(`ResilientClient.fetch: method must be an HTTP token, got ${showValue(init?.method)}`);
   const body = init?.body ?? null;
@@ -111,7 +96,7 @@ export function originOf(protocol: string, instance: ServiceInstance): string {
  * fetchAttempt makes one request to `instance` and reads its body (at most `maxBytes`), answering a
  * Response. Network errors, an aborted signal and an oversized body reject.
  */
-export async function fetchAttempt(pools: HttpPools, plan: FetchPlan, instance: ServiceInstance, signal: AbortSignal, maxBytes: number): Promise<Response> {
+export async function fetchAttempt(pools: OriginPools, plan: FetchPlan, instance: ServiceInstance, signal: AbortSignal, maxBytes: number): Promise<Response> {
   const pool = pools.get(originOf(plan.protocol, instance));
   const res = await pool.request({
     path: plan.path,

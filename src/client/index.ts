@@ -6,9 +6,18 @@
  * for any transport and `fetch('http://payments/api/x')` for HTTP over per-instance undici keep-alive pools.
  */
 export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions } from './resilient-client.js';
-export { ServiceState, serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions } from './service-state.js';
-export type { AttemptEvent, InstanceTask } from './call-run.js';
-export type { FetchInit } from './fetch.js';
-export { HttpPools, httpPoolsDefaults, type HttpPoolsOptions } from './http-pools.js';
-export type { ClientStats } from './stats.js';
-export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome } from './seams.js';
+export { serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions } from './service-state.js';
+export { httpPoolsDefaults } from './http-pools.js';
+export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome, AttemptEvent, InstanceTask, ClientStats, FetchInit, HttpPoolsOptions } from './types.js';
+export {
+  AbortedError,
+  BreakerOpenError,
+  BulkheadRejectedError,
+  ClosedError,
+  InvalidResponseError,
+  NoInstanceError,
+  NotFoundError,
+  PeerError,
+  RetryBudgetExhaustedError,
+  TimeoutError,
+} from '../core/errors.js';

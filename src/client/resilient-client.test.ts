@@ -20,7 +20,7 @@ import { Fallback } from '../policy/fallback.js';
 import { MemoryRegistry } from '../registry/memory-registry.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { ResilientClient, type ResilientClientOptions } from './resilient-client.js';
-import type { AttemptOutcome, ServiceBalancer } from './seams.js';
+import type { AttemptOutcome, ServiceBalancer } from './types.js';
 
 /** FakeBalancer picks round robin, honours `exclude`, and records every pick and report. */
 class FakeBalancer implements ServiceBalancer {
@@ -70,7 +70,7 @@ describe('ResilientClient.call', () => {
     const t = await setup(['a', 'b']);
     assert.equal(await t.client.call('svc', (inst) => `hello from ${inst.id}`), 'hello from a');
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
-    assert.equal(t.client.stats.succeeded, 1);
+    assert.equal(t.client.stats().succeeded, 1);
     await t.close();
   });
 
@@ -85,7 +85,7 @@ describe('ResilientClient.call', () => {
     assert.equal(v, 42);
     assert.deepEqual(seen, ['a', 'b', 'c']);
     assert.deepEqual(t.balancer.reports.map((r) => r.ok), [false, false, true]);
-    const s = t.client.stats;
+    const s = t.client.stats();
     assert.equal(s.attempts, 3);
     assert.equal(s.retries, 2);
     assert.equal(s.failedAttempts, 2);
@@ -103,7 +103,7 @@ describe('ResilientClient.call', () => {
       /boom/,
     );
     assert.equal(runs, 1);
-    assert.equal(t.client.stats.failed, 1);
+    assert.equal(t.client.stats().failed, 1);
     await t.close();
   });
 
@@ -120,8 +120,8 @@ describe('ResilientClient.call', () => {
     const err = await t.client.call('svc', () => Promise.reject(new Error('down'))).catch((e: unknown) => e);
     assert.ok(err instanceof RetryBudgetExhaustedError);
     assert.match(String((err.cause as Error).message), /down/);
-    assert.equal(t.client.stats.retriesRefused, 1);
-    assert.equal(t.client.stats.attempts, 1);
+    assert.equal(t.client.stats().retriesRefused, 1);
+    assert.equal(t.client.stats().attempts, 1);
     await t.close();
   });
 
@@ -135,8 +135,8 @@ describe('ResilientClient.call', () => {
     const t = await setup(['a', 'b']);
     const v = await t.client.call('svc', () => Promise.reject(new Error('down')), { fallback: (err) => `fallback after ${(err as Error).message}` });
     assert.equal(v, 'fallback after down');
-    assert.equal(t.client.stats.fallbacks, 1);
-    assert.equal(t.client.stats.failed, 0);
+    assert.equal(t.client.stats().fallbacks, 1);
+    assert.equal(t.client.stats().failed, 0);
     await t.close();
   });
 
@@ -145,8 +145,8 @@ describe('ResilientClient.call', () => {
     const fallback = new Fallback<number>({ lastGood: true });
     assert.equal(await t.client.call('svc', () => 7, { fallback }), 7);
     assert.equal(await t.client.call('svc', () => Promise.reject(new Error('down')), { fallback, retry: false }), 7);
-    assert.equal(t.client.stats.succeeded, 1);
-    assert.equal(t.client.stats.fallbacks, 1);
+    assert.equal(t.client.stats().succeeded, 1);
+    assert.equal(t.client.stats().fallbacks, 1);
     await t.close();
   });
 
@@ -168,7 +168,7 @@ describe('ResilientClient.call', () => {
     const refusals = t.balancer.reports.slice(before).filter((r) => r.id === 'a');
     assert.ok(refusals.length >= 1);
     assert.ok(refusals.every((r) => !r.ok), 'a refusal reached health as a success');
-    assert.equal(t.client.stats.breakerRejections, refusals.length);
+    assert.equal(t.client.stats().breakerRejections, refusals.length);
     assert.equal(t.balancer.reports.length, t.balancer.picks);
     await t.close();
   });
@@ -189,7 +189,7 @@ describe('ResilientClient.call', () => {
       }
       assert.equal((breakers.get('svc/a') as CircuitBreaker).state, 'open');
       const balancer = (await client.service('svc')).balancer as Balancer;
-      const failedBefore = client.stats.failed;
+      const failedBefore = client.stats().failed;
       const seen = new Map<string, number>();
       for (let i = 0; i < 200; i++) {
         clock.advance(1_001); // `a` lost every pick for over a second: P2C force-picks it, its breaker refuses
@@ -199,11 +199,11 @@ describe('ResilientClient.call', () => {
         });
       }
       assert.equal(seen.get('a'), undefined, 'no call reached the open instance');
-      const refusals = client.stats.breakerRejections;
+      const refusals = client.stats().breakerRejections;
       assert.ok(refusals >= 1 && refusals <= 2, `refusals ${refusals}: after the first, picks leave the open instance out`);
       const a = balancer.health().find((h) => h.instance.id === 'a')!;
       assert.equal(a.timesEjected, 0, 'refusals are no evidence for outlier detection');
-      assert.equal(client.stats.failed, failedBefore, 'every call found an instance');
+      assert.equal(client.stats().failed, failedBefore, 'every call found an instance');
       clock.advance(600_000); // the open period ends: the breaker half-opens and wants probes
       seen.clear();
       for (let i = 0; i < 50; i++) {
@@ -236,15 +236,23 @@ describe('ResilientClient.call', () => {
     await t.close();
   });
 
-  it('times out a task that ignores its signal with TimeoutError, and aborts that signal', async () => {
-    const t = await setup(['a'], { timeoutMs: 20 });
+  it('times out a task that ignores its signal with TimeoutError at the deadline on its clock, and aborts that signal', async () => {
+    const clock = new ManualClock();
+    const t = await setup(['a'], { timeoutMs: 20, clock });
     let signal: AbortSignal | undefined;
-    const err = await t.client
+    let settled = false;
+    const p = t.client
       .call('svc', (_i, s) => {
         signal = s;
         return new Promise(() => {});
       }, { retry: false })
-      .catch((e: unknown) => e);
+      .catch((e: unknown) => e)
+      .finally(() => (settled = true));
+    await clock.advanceAsync(19);
+    assert.equal(settled, false, 'timed out early');
+    assert.equal(signal?.aborted, false);
+    await clock.advanceAsync(2); // at most one granule (1 ms) late
+    const err = await p;
     assert.ok(err instanceof TimeoutError, String(err));
     assert.equal(signal?.aborted, true);
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }]);
@@ -252,16 +260,20 @@ describe('ResilientClient.call', () => {
   });
 
   it('ignores the late answer of a timed-out attempt: the retry that followed decides the call', async () => {
-    const t = await setup(['a', 'b'], { timeoutMs: 100 });
-    const v = await t.client.call('svc', (inst) =>
+    const clock = new ManualClock();
+    const t = await setup(['a', 'b'], { timeoutMs: 100, clock, retryBackoff: { initialMs: 0, maxMs: 0 } });
+    const p = t.client.call('svc', (inst) =>
       inst.id === 'a'
-        ? new Promise((r) => setTimeout(r, 150, 'late answer from a'))
-        : new Promise((r) => setTimeout(r, 80, 'b')),
+        ? new Promise((r) => clock.setTimeout(() => r('late answer from a'), 150))
+        : new Promise((r) => clock.setTimeout(() => r('b'), 80)),
     );
-    assert.equal(v, 'b');
-    await new Promise((r) => setTimeout(r, 100)); // a's late answer arrives: nothing may change
+    await clock.advanceAsync(101); // a's deadline: the retry goes to b, which answers 80 ms later
+    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }]);
+    await clock.advanceAsync(80);
+    assert.equal(await p, 'b');
+    await clock.advanceAsync(100); // a's late answer arrives (at 150 ms): nothing may change
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }, { id: 'b', ok: true }]);
-    assert.equal(t.client.stats.succeeded, 1);
+    assert.equal(t.client.stats().succeeded, 1);
     await t.close();
   });
 
@@ -273,13 +285,13 @@ describe('ResilientClient.call', () => {
       signal = s;
       return new Promise(() => {});
     }, { signal: caller.signal, timeoutMs: 5_000 });
-    await new Promise((r) => setTimeout(r, 5));
+    while (signal === undefined) await new Promise((r) => setImmediate(r));
     caller.abort(new Error('user left'));
     await assert.rejects(p, AbortedError);
     assert.equal(signal?.aborted, true);
     // The caller's own cancellation is nobody's failure.
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
-    assert.equal(t.client.stats.failedAttempts, 0);
+    assert.equal(t.client.stats().failedAttempts, 0);
     await t.close();
   });
 
@@ -297,7 +309,7 @@ describe('ResilientClient.call', () => {
     const first = t.client.call('svc', () => new Promise<void>((r) => (release = r)));
     await new Promise((r) => setImmediate(r));
     await assert.rejects(t.client.call('svc', () => 1, { retry: false }), BulkheadRejectedError);
-    assert.equal(t.client.stats.bulkheadRejections, 1);
+    assert.equal(t.client.stats().bulkheadRejections, 1);
     release();
     await first;
     await t.close();
@@ -329,14 +341,38 @@ describe('ResilientClient.call', () => {
     void registry.close();
   });
 
-  it('rejects a bad call option with TypeError', async () => {
+  it('rejects a bad argument with TypeError: the caller\'s error, never counted, retried or fallen back from', async () => {
     const t = await setup(['a']);
-    await assert.rejects(t.client.call('svc', () => 1, { timeoutMs: -5 }), RangeError);
-    await assert.rejects(t.client.call('svc', () => 1, { retry: 'yes' as unknown as boolean }), TypeError);
-    await assert.rejects(t.client.call('svc', 'fn' as never), TypeError);
+    let fellBack = 0;
+    const fallback = () => ((fellBack++), -1);
+    await assert.rejects(t.client.call('svc', () => 1, { timeoutMs: -5, fallback }), RangeError);
+    await assert.rejects(t.client.call('svc', () => 1, { retry: 'yes' as unknown as boolean, fallback }), TypeError);
+    await assert.rejects(t.client.call('svc', 'fn' as never, { fallback }), TypeError);
+    await assert.rejects(t.client.call('svc', undefined as never, { fallback }), /fn must be a function, got undefined/);
+    await assert.rejects(t.client.call('svc', () => 1, { signal: 'stop' as never, fallback }), /options\.signal must be an AbortSignal/);
+    await assert.rejects(t.client.call('svc', () => 1, 5 as never), /options must be an object/);
     await assert.rejects(t.client.call('', () => 1), TypeError);
-    assert.equal(t.client.stats.calls, 0);
+    await assert.rejects(t.client.call(undefined as never, () => 1), /service must be a non-empty string/);
+    await assert.rejects(t.client.fetch('http://svc/x', { signal: {} as never }), /init\.signal must be an AbortSignal/);
+    assert.deepEqual(t.client.stats(), { calls: 0, succeeded: 0, fallbacks: 0, failed: 0, attempts: 0, failedAttempts: 0, retries: 0, retriesRefused: 0, breakerRejections: 0, bulkheadRejections: 0 });
+    assert.equal(fellBack, 0);
+    assert.equal(t.balancer.picks, 0);
     await t.close();
+  });
+
+  it('closes with Symbol.asyncDispose, and refuses calls afterwards with ClosedError', async () => {
+    const registry = new MemoryRegistry();
+    await registry.register({ id: 'a', name: 'svc', address: '127.0.0.1:9000' });
+    const balancer = new FakeBalancer(instances('a'));
+    let client: ResilientClient;
+    {
+      await using c = new ResilientClient({ registry, balancerFactory: () => balancer });
+      client = c;
+      assert.equal(await c.call('svc', () => 1), 1);
+    }
+    assert.equal(balancer.closed, true);
+    await assert.rejects(client.call('svc', () => 1), ClosedError);
+    await registry.close();
   });
 
   it('reports every pick exactly once and never calls the same instance twice in one call while others are left (property)', async () => {
@@ -355,7 +391,7 @@ describe('ResilientClient.call', () => {
           assert.equal(new Set(seen).size, seen.length, `an instance was retried: ${seen.join(',')}`);
         }
         assert.equal(t.balancer.reports.length, t.balancer.picks);
-        const s = t.client.stats;
+        const s = t.client.stats();
         assert.equal(s.calls, plan.length);
         assert.equal(s.succeeded + s.failed + s.fallbacks, s.calls);
         await t.close();
@@ -383,16 +419,20 @@ describe('ResilientClient.call', () => {
               execute: () => Promise.reject(new Error('unused')),
             }),
           });
-          const t = await setup(['a', 'b', 'c'], { breakers, timeoutMs: 5 });
+          const clock = new ManualClock();
+          const t = await setup(['a', 'b', 'c'], { breakers, timeoutMs: 5, clock });
           for (let c = 0; c < 5; c++) {
-            await t.client
+            let done = false;
+            void t.client
               .call('svc', () => {
                 const o = next().outcome;
                 if (o === 'throw') throw new Error('sync');
                 if (o === 'hang') return new Promise(() => {});
                 return o === 'ok' ? 1 : Promise.reject(new Error('async'));
               })
-              .catch(() => {});
+              .catch(() => {})
+              .finally(() => (done = true));
+            while (!done) await clock.advanceAsync(5); // hung attempts time out, backoffs pass
           }
           assert.ok(tokens.every((n) => n === 1), `token settle counts: ${tokens.join(',')}`);
           assert.equal(t.balancer.reports.length, t.balancer.picks, 'a pick was not ended');

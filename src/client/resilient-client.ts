@@ -26,7 +26,8 @@ import type { Registry, RegistryCacheOptions } from '../registry/types.js';
 import { CallRun, ResultFailure, type AttemptEvent, type InstanceTask, type ResultJudge, type RunContext } from './call-run.js';
 import { AttemptTimeout } from './deadlines.js';
 import { failedStatus, fetchAttempt, originOf, planFetch, type FetchInit } from './fetch.js';
-import { HttpPools, type HttpPoolsOptions } from './http-pools.js';
+import { OriginPools, type OriginPoolsOptions } from '../internal/origin-pools.js';
+import { httpPoolsOptions, type HttpPoolsOptions } from './http-pools.js';
 import { ServiceState, type ServiceStateOptions } from './service-state.js';
 import { ClientCounters, type ClientStats } from './stats.js';
 
@@ -67,7 +68,7 @@ export interface ResilientClientOptions extends ServiceStateOptions {
   registry: Registry;
   /** Options of the RegistryCache the client wraps a plain Registry in. Defaults to the RegistryCache defaults. */
   registryCache?: RegistryCacheOptions;
-  /** The per-instance keep-alive pools of `fetch`. Defaults to the HttpPools defaults (64 connections per instance). */
+  /** The per-instance keep-alive pools of `fetch`. Defaults to `httpPoolsDefaults` (64 connections per instance). */
   http?: HttpPoolsOptions;
   /** The largest response body `fetch` reads, in bytes; a larger one fails the attempt. Defaults to 16 MiB. */
   maxResponseBytes?: number;
@@ -92,8 +93,8 @@ export class ResilientClient {
   readonly registry: Registry;
   readonly maxResponseBytes: number;
   private readonly ownsRegistry: boolean;
-  private readonly httpOptions: HttpPoolsOptions | undefined;
-  private pools: HttpPools | undefined;
+  private readonly poolsOptions: OriginPoolsOptions;
+  private pools: OriginPools | undefined;
   readonly timeoutMs: number;
   readonly maxAttempts: number;
   readonly maxServices: number;
@@ -114,12 +115,11 @@ export class ResilientClient {
       throw new TypeError(`ResilientClient: registry must be a Registry (getService and watch), got ${showValue(r)}`);
     }
     this.maxResponseBytes = integer('ResilientClient', 'maxResponseBytes', o.maxResponseBytes ?? resilientClientDefaults.maxResponseBytes, 0, 2 ** 31 - 1);
-    this.httpOptions = o.http;
-    if (o.http !== undefined) new HttpPools(o.http); // validate now, not at the first fetch
     this.timeoutMs = finite('ResilientClient', 'timeoutMs', o.timeoutMs ?? resilientClientDefaults.timeoutMs, 0, MAX_TIMER_MS);
     this.maxAttempts = integer('ResilientClient', 'maxAttempts', o.maxAttempts ?? resilientClientDefaults.maxAttempts, 1, 100);
     this.maxServices = integer('ResilientClient', 'maxServices', o.maxServices ?? resilientClientDefaults.maxServices, 1, 1_000_000);
     const clock = clockOption('ResilientClient', o.clock, systemClock);
+    this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
     this.stateOptions = ServiceState.validate({ ...o, clock });
     this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
@@ -128,8 +128,8 @@ export class ResilientClient {
     this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
   }
 
-  /** stats returns a snapshot of the client's counters. */
-  get stats(): ClientStats {
+  /** stats answers a fresh snapshot of the client's counters. */
+  stats(): ClientStats {
     return this.counters.snapshot();
   }
 
@@ -145,7 +145,18 @@ export class ResilientClient {
    * TimeoutError, RetryBudgetExhaustedError (cause: the last failure), or the task's own error.
    */
   call<T>(service: string, fn: InstanceTask<T>, options?: CallOptions<T>): Promise<T> {
+    // A bad argument is the caller's error: rejected before anything counts, retries or falls back.
+    if (typeof service !== 'string' || service.length === 0) {
+      return Promise.reject(new TypeError(`ResilientClient.call: service must be a non-empty string, got ${showValue(service)}`));
+    }
     if (typeof fn !== 'function') return Promise.reject(new TypeError(`ResilientClient.call: fn must be a function, got ${showValue(fn)}`));
+    if (options !== undefined) {
+      if (options === null || typeof options !== 'object') return Promise.reject(new TypeError(`ResilientClient.call: options must be an object, got ${showValue(options)}`));
+      const signal: unknown = options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) {
+        return Promise.reject(new TypeError(`ResilientClient.call: options.signal must be an AbortSignal, got ${showValue(signal)}`));
+      }
+    }
     return this.run(service, fn, options, undefined);
   }
 
@@ -164,7 +175,7 @@ export class ResilientClient {
       return Promise.reject(err);
     }
     if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
-    const pools = (this.pools ??= new HttpPools(this.httpOptions));
+    const pools = (this.pools ??= new OriginPools(this.poolsOptions));
     const maxBytes = this.maxResponseBytes;
     const options: CallOptions<Response> = {
       retry: init?.retry ?? plan.retryByDefault,
@@ -203,6 +214,11 @@ export class ResilientClient {
       if (this.ownsRegistry) await this.registry.close();
     })();
     return this.closing;
+  }
+
+  /** Symbol.asyncDispose closes the client (`await using client = new ResilientClient(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** retainPools closes the pools of instances no service lists any more. */

@@ -18,7 +18,7 @@ import { Retry, defaultShouldRetry } from '../policy/retry.js';
 import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
 import { isRetryable, type ServiceParts } from './call-run.js';
-import type { AdmissionToken, CallBreaker, ServiceBalancer } from './seams.js';
+import type { AdmissionToken, CallBreaker, ServiceBalancer } from './types.js';
 
 /** ServiceStateOptions are the client options that shape each service's parts. */
 export interface ServiceStateOptions {
@@ -59,7 +59,7 @@ export function defaultBreakerGroup(): BreakerGroup {
 const OPEN_DOOR: CallBreaker = Object.freeze({
   admit: (): AdmissionToken => NOOP_TOKEN,
 });
-const NOOP_TOKEN: AdmissionToken = Object.freeze({ success() {}, failure() {} });
+const NOOP_TOKEN: AdmissionToken = Object.freeze({ success() {}, failure() {}, release() {} });
 
 /**
  * shouldRetry: the policy default, but not when there is no instance at all (another try finds none
@@ -79,6 +79,7 @@ export class ServiceState implements ServiceParts {
   /** The Retry of calls that use the client's maxAttempts. */
   readonly retry: Retry | undefined;
   private readonly backoff: BackoffOptions;
+  private readonly clock: Clock | undefined;
   private readonly instanceBreakers = new Map<string, Breaker | undefined>();
   private readonly retries = new Map<number, Retry>();
   private readonly unsubscribe: (() => void) | undefined;
@@ -109,6 +110,7 @@ export class ServiceState implements ServiceParts {
     this.bulkhead = new Bulkhead({ ...serviceStateDefaults.bulkhead, ...options.bulkhead });
     this.budget = new RetryBudget({ ...options.retryBudget, clock: options.retryBudget?.clock ?? options.clock });
     this.backoff = { ...serviceStateDefaults.retryBackoff, ...options.retryBackoff };
+    this.clock = options.clock;
     this.retry = maxAttempts > 1 ? this.makeRetry(maxAttempts) : undefined;
     if (this.balancer instanceof Balancer) {
       const b = this.balancer;
@@ -209,7 +211,7 @@ export class ServiceState implements ServiceParts {
   }
 
   private makeRetry(maxAttempts: number): Retry {
-    return new Retry({ maxAttempts, budget: this.budget, backoff: this.backoff, shouldRetry });
+    return new Retry({ maxAttempts, budget: this.budget, backoff: this.backoff, shouldRetry, ...(this.clock === undefined ? {} : { clock: this.clock }) });
   }
 
   /** prune forgets the breakers of instances that left, here and in the group. */

@@ -1,30 +1,9 @@
 /**
- * ClientCounters: ResilientClient's plain counters (STYLE.md §16), read as a snapshot with `stats`.
+ * ClientCounters: ResilientClient's plain counters (STYLE.md §16), read as a snapshot with `stats()`.
  */
+import type { ClientStats } from './types.js';
 
-/** ClientStats is a snapshot of a ResilientClient's counters since it was made. */
-export interface ClientStats {
-  /** Calls made (`call` and `fetch`), each counted once however many attempts it took. */
-  calls: number;
-  /** Calls that answered a value from an instance. */
-  succeeded: number;
-  /** Calls that answered from their fallback instead. */
-  fallbacks: number;
-  /** Calls that failed: the caller got an error. */
-  failed: number;
-  /** Attempts sent to an instance (first tries and retries). */
-  attempts: number;
-  /** Of those, attempts that failed (errors, timeouts, HTTP 5xx). */
-  failedAttempts: number;
-  /** Retries sent (attempts after the first). */
-  retries: number;
-  /** Retries the retry budget refused. */
-  retriesRefused: number;
-  /** Attempts a breaker (the service's, or the picked instance's) refused without calling the instance. */
-  breakerRejections: number;
-  /** Calls the bulkhead refused because the service had too many in flight. */
-  bulkheadRejections: number;
-}
+export type { ClientStats } from './types.js';
 
 /** ClientCounters holds the live counters; `snapshot` copies them. */
 export class ClientCounters implements ClientStats {

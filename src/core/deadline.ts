@@ -20,19 +20,18 @@
  * flight. At the deadline every call still in the list gets `onDeadline(TimeoutError)` and the shared
  * signal aborts with that error as its reason.
  *
- * Time: granules are slots of the injected clock (`clock.now()`); the timer is a real `setTimeout` for
- * the time left to the deadline, so only differences of clock readings matter.
+ * Time: granules are slots of the injected clock (`clock.now()`), and each granule's timer is set
+ * through that clock (`clock.setTimeout`) for the time left to its deadline, so a `ManualClock` drives
+ * the deadlines in tests; only differences of clock readings matter.
  */
 import { setMaxListeners } from 'node:events';
-import { systemClock, type Clock } from './clock.js';
+import { MAX_TIMER_MS, systemClock, type Clock, type TimerHandle } from './clock.js';
 import { TimeoutError, withoutStack } from './errors.js';
 import type { Task } from './guard.js';
 import { clockOption, finite, options as checkOptions } from './validate.js';
 
 /** Granules per timeout: the most a deadline is late, as a fraction of the timeout. */
 const GRANULES_PER_TIMEOUT = 100;
-/** Timers cannot wait longer than 2^31 − 1 ms (Node turns larger delays into 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * DeadlineNode is a call waiting under a granule's deadline. The granule links nodes through their own
@@ -50,7 +49,7 @@ export interface DeadlineNode {
 export class Granule {
   readonly controller = new AbortController();
   readonly signal: AbortSignal;
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: TimerHandle;
   private head: DeadlineNode | undefined;
   private count = 0;
   /** The timer has fired: calls joining now need a new granule. */
@@ -60,10 +59,11 @@ export class Granule {
     readonly key: number,
     waitMs: number,
     private readonly message: string,
+    clock: Clock,
   ) {
     this.signal = this.controller.signal;
     setMaxListeners(0, this.signal); // many calls (and undici requests) listen to one signal
-    this.timer = setTimeout(this.fire, Math.min(Math.max(waitMs, 1), MAX_TIMER_MS));
+    this.timer = clock.setTimeout(this.fire, Math.min(Math.max(waitMs, 1), MAX_TIMER_MS));
     this.timer.unref(); // held open only while a call is in flight (see add/remove)
   }
 
@@ -135,7 +135,7 @@ export interface DeadlinesOptions {
   timeoutMs: number;
   /** What timed out, for the TimeoutError's message (`<what> timed out after <timeoutMs> ms`). Defaults to `'operation'`. */
   what?: string;
-  /** Time source for the granules. Defaults to `systemClock`. */
+  /** Time source for the granules and their timers. Defaults to `systemClock`. */
   clock?: Clock;
 }
 
@@ -169,7 +169,7 @@ export class Deadlines {
     const key = Math.floor(now / this.granuleMs);
     let g = this.current;
     if (g === undefined || g.key !== key || g.fired) {
-      g = new Granule(key, (key + 1) * this.granuleMs + this.timeoutMs - now, this.message);
+      g = new Granule(key, (key + 1) * this.granuleMs + this.timeoutMs - now, this.message, this.clock);
       this.current = g;
     }
     g.add(node);

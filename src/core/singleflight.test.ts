@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { ManualClock } from './clock.js';
 import { SingleFlight } from './singleflight.js';
 import { AbortedError, TimeoutError } from './errors.js';
 
@@ -40,18 +41,43 @@ describe('SingleFlight', () => {
     assert.equal(sf.size, 0);
   });
 
-  it('times out a leader that never settles and frees the key', async () => {
-    const sf = new SingleFlight<string, number>({ timeoutMs: 20 });
+  it('times out a leader that never settles on its clock, and frees the key', async () => {
+    const clock = new ManualClock();
+    const sf = new SingleFlight<string, number>({ timeoutMs: 20, clock });
     let aborted = false;
     const p = sf.do('k', (signal) => {
       signal.addEventListener('abort', () => (aborted = true));
       return new Promise<number>(() => {});
     });
     const q = sf.do('k', () => 2);
+    let settled = false;
+    p.catch(() => {}).finally(() => (settled = true));
+    await clock.advanceAsync(19);
+    assert.equal(settled, false, 'cut off early');
+    assert.equal(sf.has('k'), true);
+    await clock.advanceAsync(1);
     await assert.rejects(p, TimeoutError);
     await assert.rejects(q, TimeoutError);
     assert.ok(aborted);
     assert.equal(await sf.do('k', () => 3), 3);
+    assert.equal(clock.pendingTimers, 0, 'the settled call cleared its timer');
+  });
+
+  it('clears the timeout timer when the last waiter leaves', async () => {
+    const clock = new ManualClock();
+    const sf = new SingleFlight<string, number>({ timeoutMs: 1_000, clock });
+    const ac = new AbortController();
+    const a = sf.do('k', () => new Promise<number>(() => {}), { signal: ac.signal });
+    assert.equal(clock.pendingTimers, 1);
+    ac.abort();
+    await assert.rejects(a, AbortedError);
+    assert.equal(clock.pendingTimers, 0);
+  });
+
+  it('rejects bad options naming them', () => {
+    assert.throws(() => new SingleFlight({ timeoutMs: -1 }), /timeoutMs/);
+    assert.throws(() => new SingleFlight({ clock: { now: () => 0 } as never }), /clock/);
+    assert.throws(() => new SingleFlight(null as never), TypeError);
   });
 
   it("ends only the aborting caller's wait", async () => {

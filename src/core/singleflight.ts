@@ -9,13 +9,16 @@
  * - a caller's own `AbortSignal` ends only that caller's wait; when the last waiter has left, the shared
  *   call's signal is aborted and the key is freed, so a later caller never joins an abandoned call.
  */
+import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { AbortedError, TimeoutError } from './errors.js';
-import { integer } from './validate.js';
+import { clockOption, integer, options as checkOptions } from './validate.js';
 
 /** SingleFlightOptions configures a SingleFlight. */
 export interface SingleFlightOptions {
   /** How long a shared call may run before its waiters get `TimeoutError`; 0 means no limit. Defaults to 30 000. */
   timeoutMs?: number;
+  /** The clock whose timers cut off a call that runs past `timeoutMs`. Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 /** Defaults for SingleFlightOptions. */
@@ -28,16 +31,19 @@ interface Flight<V> {
   readonly promise: Promise<V>;
   readonly controller: AbortController;
   waiters: number;
-  timer: ReturnType<typeof setTimeout> | undefined;
+  timer: TimerHandle | undefined;
 }
 
 /** SingleFlight deduplicates concurrent calls by key. */
 export class SingleFlight<K, V> {
   private readonly flights = new Map<K, Flight<V>>();
   private readonly timeoutMs: number;
+  private readonly clock: Clock;
 
-  constructor(options: SingleFlightOptions = {}) {
-    this.timeoutMs = integer('SingleFlight', 'timeoutMs', options.timeoutMs ?? singleFlightDefaults.timeoutMs, 0);
+  constructor(options?: SingleFlightOptions) {
+    const o = checkOptions('SingleFlight', options);
+    this.timeoutMs = integer('SingleFlight', 'timeoutMs', o.timeoutMs ?? singleFlightDefaults.timeoutMs, 0);
+    this.clock = clockOption('SingleFlight', o.clock, systemClock);
   }
 
   /** size is the number of calls in flight. */
@@ -78,12 +84,13 @@ export class SingleFlight<K, V> {
     } catch (err) {
       run = Promise.reject(err);
     }
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let timer: TimerHandle | undefined;
     let settled: Promise<V> = run;
+    const clock = this.clock;
     if (this.timeoutMs > 0) {
       const timeoutMs = this.timeoutMs;
       settled = new Promise<V>((resolve, reject) => {
-        timer = setTimeout(() => {
+        timer = clock.setTimeout(() => {
           const err = new TimeoutError(`shared call did not settle within ${timeoutMs} ms`);
           controller.abort(err);
           reject(err);
@@ -93,7 +100,7 @@ export class SingleFlight<K, V> {
     }
     const flight: Flight<V> = {
       promise: settled.finally(() => {
-        if (timer !== undefined) clearTimeout(timer);
+        clock.clearTimeout(timer);
         if (this.flights.get(key) === flight) this.flights.delete(key);
       }),
       controller,
@@ -111,7 +118,7 @@ export class SingleFlight<K, V> {
       const onAbort = () => {
         flight.waiters--;
         if (flight.waiters === 0) {
-          if (flight.timer !== undefined) clearTimeout(flight.timer);
+          this.clock.clearTimeout(flight.timer);
           flight.controller.abort(new AbortedError('every waiter left'));
           if (this.flights.get(key) === flight) this.flights.delete(key);
         }

@@ -22,22 +22,22 @@ describe('Bulkhead', () => {
     const gates = [gate(), gate(), gate()];
     let started = 0;
     const ps = gates.map((g) => bulkhead.execute(() => (started++, g.promise)));
-    assert.deepEqual(bulkhead.stats, { active: 2, queued: 1, rejected: 0 });
+    assert.deepEqual(bulkhead.stats(), { active: 2, queued: 1, rejected: 0 });
     assert.equal(started, 2);
     const err = await bulkhead.execute(() => 'never').catch((e: unknown) => e);
     assert.ok(err instanceof BulkheadRejectedError);
     assert.match(err.message, /2 running, 1 queued/);
-    assert.equal(bulkhead.stats.rejected, 1);
+    assert.equal(bulkhead.stats().rejected, 1);
     gates[0]!.resolve('a');
     assert.equal(await ps[0], 'a');
     await tick();
     assert.equal(started, 3, 'the freed slot went to the queued call');
-    assert.deepEqual(bulkhead.stats, { active: 2, queued: 0, rejected: 1 });
+    assert.deepEqual(bulkhead.stats(), { active: 2, queued: 0, rejected: 1 });
     gates[1]!.reject(new Error('b'));
     gates[2]!.resolve('c');
     await assert.rejects(ps[1]!, /b/);
     assert.equal(await ps[2], 'c');
-    assert.deepEqual(bulkhead.stats, { active: 0, queued: 0, rejected: 1 });
+    assert.deepEqual(bulkhead.stats(), { active: 0, queued: 0, rejected: 1 });
   });
 
   it('serves the queue first come, first served', async () => {
@@ -83,7 +83,7 @@ describe('Bulkhead', () => {
     await running;
     assert.equal(await other, 'other');
     assert.equal(ran, false);
-    assert.deepEqual(bulkhead.stats, { active: 0, queued: 0, rejected: 0 });
+    assert.deepEqual(bulkhead.stats(), { active: 0, queued: 0, rejected: 0 });
   });
 
   it('removes its abort listener once a queued call starts', async () => {

@@ -11,27 +11,14 @@ import { AbortedError, BulkheadRejectedError, withoutStack } from '../core/error
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { integer, options as optionsObject } from '../core/validate.js';
 import { checkCall } from './check-call.js';
+import type { BulkheadOptions, BulkheadStats } from './types.js';
 
-/** BulkheadOptions configures a Bulkhead. */
-export interface BulkheadOptions {
-  /** Calls that may run at once. Defaults to 10. */
-  maxConcurrent?: number;
-  /** Calls that may wait for a slot; 0 rejects as soon as every slot is taken. Defaults to 0. */
-  maxQueued?: number;
-}
+export type { BulkheadOptions, BulkheadStats } from './types.js';
+
 
 /** Defaults for BulkheadOptions. */
 export const bulkheadDefaults = Object.freeze({ maxConcurrent: 10, maxQueued: 0 });
 
-/** BulkheadStats is a snapshot of a bulkhead's counters. */
-export interface BulkheadStats {
-  /** Calls running now. */
-  active: number;
-  /** Calls waiting for a slot now. */
-  queued: number;
-  /** Calls rejected because every slot and queue place was taken, since the bulkhead was made. */
-  rejected: number;
-}
 
 interface Waiter {
   fn: Task<unknown>;
@@ -69,8 +56,8 @@ export class Bulkhead implements Guard {
     return this.queuedCount;
   }
 
-  /** stats returns a snapshot of the counters. */
-  get stats(): BulkheadStats {
+  /** stats answers a fresh snapshot of the counters. */
+  stats(): BulkheadStats {
     return { active: this.activeCount, queued: this.queuedCount, rejected: this.rejectedCount };
   }
 

@@ -1,6 +1,6 @@
 /**
- * Fallback answers in place of a failed call ("降级", reference 004 §3.4): a strategy that is worse than
- * the real answer but better than an error. The strategies of the reference, in the order they are tried:
+ * Fallback answers in place of a failed call (graceful degradation): a strategy that is worse than the
+ * real answer but better than an error. The strategies, in the order they are tried:
  *
  * 1. the last good value (the "cache" fallback), optionally only while younger than `maxAgeMs`;
  * 2. each strategy of `chain` in turn (a degraded service, a cache lookup …); a strategy throws or
@@ -12,8 +12,8 @@
  * own cancellation (`AbortedError`, or any error once the caller's signal is aborted): a caller who gave
  * up wants no answer.
  *
- * A fallback's dependencies must not share the fate of the main path (reference 004, pitfall 4: the
- * fallback cache lived on the machine that died with the service).
+ * A fallback's dependencies must not share the fate of the main path: a fallback cache on the machine
+ * that died with the service answers nothing.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { AbortedError } from '../core/errors.js';
@@ -21,33 +21,12 @@ import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, finite, options as optionsObject, showValue } from '../core/validate.js';
 import { checkCall } from './check-call.js';
+import type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
 
-/** FallbackStrategy answers in place of a failed call, or throws (rejects) to pass to the next one. */
-export type FallbackStrategy<R> = (err: unknown, signal: AbortSignal) => R | PromiseLike<R>;
+export type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
 
-/** FallbackOptions configures a Fallback. */
-export interface FallbackOptions<R> {
-  /** The value answered when nothing before it did. Defaults to none (the original error is rethrown). */
-  value?: R;
-  /** Remember the last successful result and answer it; `{ maxAgeMs }` only while younger than that. Defaults to false. */
-  lastGood?: boolean | { maxAgeMs?: number };
-  /** Strategies tried in turn after the last good value and before `value`. Defaults to none. */
-  chain?: readonly FallbackStrategy<R>[];
-  /** Which errors fall back. Defaults to every error except `AbortedError`. */
-  shouldFallback?: (err: unknown) => boolean;
-  /** The time source for `lastGood.maxAgeMs`. Defaults to the monotonic system clock. */
-  clock?: Clock;
-}
 
-/** FallbackEvent describes a call that fell back. */
-export interface FallbackEvent {
-  /** The error the call failed with. */
-  error: unknown;
-  /** What answered: `'last-good'`, `'chain'` (with `index`), `'value'`, or `'none'` (the error was rethrown). */
-  source: 'last-good' | 'chain' | 'value' | 'none';
-  /** The chain strategy that answered, when `source` is `'chain'`. */
-  index?: number;
-}
+
 
 /** Defaults for FallbackOptions. */
 export const fallbackDefaults = Object.freeze({ lastGood: false, maxAgeMs: Infinity });
@@ -58,8 +37,10 @@ export function defaultShouldFallback(err: unknown): boolean {
 }
 
 /**
- * Fallback answers a replacement value of type `R` when the call fails. It has the Guard shape, with its
- * result widened to `T | R` (what the task answers, or the fallback's value); `wrap` carries that through.
+ * Fallback answers a replacement value of type `R` when the call fails. It has the Guard shape for tasks
+ * whose results are `R`s (`execute<T extends R>`): the last good value it may answer is an earlier
+ * task's result, so every task it guards must answer the type it answers. For a default of another
+ * type, say so in `R`: `new Fallback<Profile | null>({ value: null })`.
  */
 export class Fallback<R = unknown> {
   private readonly hasValue: boolean;
@@ -110,7 +91,7 @@ export class Fallback<R = unknown> {
    * execute runs `fn`; when it fails with an error `shouldFallback` accepts, answers the last good
    * value, the first chain strategy that answers, or the default value — else rethrows the error.
    */
-  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
+  execute<T extends R>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
     const bad = checkCall('Fallback', fn, options);
     if (bad !== undefined) return Promise.reject(bad);
     const given = options?.signal;
@@ -122,16 +103,20 @@ export class Fallback<R = unknown> {
       return this.recover(err, signal);
     }
     if (result === null || typeof (result as PromiseLike<T>)?.then !== 'function') {
-      if (this.keepLastGood) this.remember(result as unknown as R);
+      if (this.keepLastGood) this.remember(result as T);
       return Promise.resolve(result as T);
     }
-    const p = Promise.resolve(result) as Promise<T | R>;
-    const ok = this.keepLastGood ? (this.rememberValue as (v: T | R) => T | R) : undefined;
+    const p: Promise<R> = Promise.resolve(result);
+    const ok = this.keepLastGood ? this.rememberValue : undefined;
     const onErr = signal === undefined ? this.recoverNoSignal : (err: unknown) => this.recover(err, signal);
     return p.then(ok, onErr);
   }
 
-  private readonly rememberValue = (value: R): R => {
+  /**
+   * rememberValue keeps a result and passes it on. Typed as a method (checked bivariantly), so that a
+   * Fallback<R> still widens to Fallback<unknown>, which is how `wrap` holds it.
+   */
+  private readonly rememberValue: { method(value: R): R }['method'] = (value) => {
     this.remember(value);
     return value;
   };

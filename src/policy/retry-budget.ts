@@ -9,7 +9,7 @@
  *     retries ≤ percentCanRetry × calls + minRetriesPerSec × windowMs / 1000
  *
  * With the defaults (10 s, 20 %, 10/s) that is 20 % of calls on top of 100 retries per 10 s. A retry
- * storm (reference 004's opening incident: every caller retrying 3 times against a failing downstream,
+ * storm (every caller retrying 3 times against a failing downstream,
  * quadrupling its load) cannot happen: once the budget is spent, retries fail fast with
  * `RetryBudgetExhaustedError` and the downstream sees at most 1.2× its normal calls plus the floor.
  *
@@ -28,40 +28,19 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import { RollingWindow } from '../core/rolling-window.js';
 import { clockOption, finite, integer, options as optionsObject } from '../core/validate.js';
+import type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
+
+export type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
 
 /** Calls counted between two clock reads in `recordCall` (one clock read costs about a bare call). */
 const FLUSH_EVERY = 16;
 const CALLS = 0;
 const RETRIES = 1;
 
-/** RetryBudgetOptions configures a RetryBudget. */
-export interface RetryBudgetOptions {
-  /** How long a call's deposit counts (Finagle `ttl`), in milliseconds. Defaults to 10 000. */
-  windowMs?: number;
-  /** Buckets the window is counted in; more is finer and costs a little more memory. Defaults to 10. */
-  buckets?: number;
-  /** Retries allowed per call, as a fraction (0.2 = 20 %; Finagle `percentCanRetry`, may exceed 1). Defaults to 0.2. */
-  percentCanRetry?: number;
-  /** Retries per second always allowed, whatever the call count (Finagle `minRetriesPerSec`). Defaults to 10. */
-  minRetriesPerSec?: number;
-  /** The time source. Defaults to the monotonic system clock. */
-  clock?: Clock;
-}
 
 /** Defaults for RetryBudgetOptions (Finagle's `RetryBudget()` defaults). */
 export const retryBudgetDefaults = Object.freeze({ windowMs: 10_000, buckets: 10, percentCanRetry: 0.2, minRetriesPerSec: 10 });
 
-/** RetryBudgetStats is a snapshot of a budget over its current window. */
-export interface RetryBudgetStats {
-  /** Calls counted in the window. */
-  calls: number;
-  /** Retries allowed in the window. */
-  retries: number;
-  /** Retries that would be allowed right now. */
-  balance: number;
-  /** Retries refused since the budget was made. */
-  refused: number;
-}
 
 /** RetryBudget decides whether one more retry to a downstream is allowed. */
 export class RetryBudget {
@@ -108,8 +87,8 @@ export class RetryBudget {
     return false;
   }
 
-  /** stats returns a snapshot of the current window. */
-  get stats(): RetryBudgetStats {
+  /** stats answers a fresh snapshot of the current window. */
+  stats(): RetryBudgetStats {
     const now = this.clock.now();
     this.flush(now);
     return {

@@ -1,4 +1,4 @@
-import { describe, it, mock } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { ManualClock } from '../core/clock.js';
@@ -125,32 +125,23 @@ describe('Retry', () => {
     assert.deepEqual(delays, [2.5, 5]);
   });
 
-  it('waits the backoff delay before the next attempt (fake timers)', async () => {
-    mock.timers.enable({ apis: ['setTimeout'] });
-    try {
-      const retry = new Retry({ maxAttempts: 3, backoff: { initialMs: 100, multiplier: 2, jitter: 'none' } });
-      let calls = 0;
-      const p = retry.execute(() => (++calls < 3 ? Promise.reject(new Error('x')) : 'done'));
-      const settle = async () => {
-        for (let i = 0; i < 5; i++) await Promise.resolve();
-      };
-      await settle();
-      assert.equal(calls, 1);
-      mock.timers.tick(99);
-      await settle();
-      assert.equal(calls, 1, 'not before 100 ms');
-      mock.timers.tick(1);
-      await settle();
-      assert.equal(calls, 2);
-      mock.timers.tick(199);
-      await settle();
-      assert.equal(calls, 2, 'then not before 200 ms more');
-      mock.timers.tick(1);
-      assert.equal(await p, 'done');
-      assert.equal(calls, 3);
-    } finally {
-      mock.timers.reset();
-    }
+  it('waits the backoff delay on its clock before the next attempt', async () => {
+    const clock = new ManualClock();
+    const retry = new Retry({ maxAttempts: 3, backoff: { initialMs: 100, multiplier: 2, jitter: 'none' }, clock });
+    let calls = 0;
+    const p = retry.execute(() => (++calls < 3 ? Promise.reject(new Error('x')) : 'done'));
+    await clock.advanceAsync(0);
+    assert.equal(calls, 1);
+    await clock.advanceAsync(99);
+    assert.equal(calls, 1, 'not before 100 ms');
+    await clock.advanceAsync(1);
+    assert.equal(calls, 2);
+    await clock.advanceAsync(199);
+    assert.equal(calls, 2, 'then not before 200 ms more');
+    await clock.advanceAsync(1);
+    assert.equal(await p, 'done');
+    assert.equal(calls, 3);
+    assert.equal(clock.pendingTimers, 0);
   });
 
   it('stops waiting the moment the caller aborts, leaving no timer behind', async () => {
@@ -207,7 +198,7 @@ describe('Retry', () => {
     assert.equal(calls, 2);
   });
 
-  it('reproduces reference 004 retry storm without a budget, and caps it with one', async () => {
+  it('reproduces a retry storm without a budget, and caps it with one', async () => {
     // N callers, each allowed 3 retries, against a downstream that fails every call.
     const N = 1_000;
     const run = async (budget?: RetryBudget) => {

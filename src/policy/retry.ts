@@ -2,7 +2,7 @@
  * Retry runs a task again when it fails with a retryable error: up to `maxAttempts` attempts, waiting a
  * jittered exponential backoff between them, giving up at once when the caller's signal aborts, and
  * asking a shared `RetryBudget` before every retry so that retries can never multiply a failing
- * downstream's load (reference 004's retry storm).
+ * downstream's load (a retry storm: every caller retrying against a failing downstream multiplies its load).
  *
  * What is not retried by default (`defaultShouldRetry`): errors that mean "trying again now cannot help
  * or will hurt" — the caller gave up (`AbortedError`, or any error once the caller's signal is aborted),
@@ -14,6 +14,7 @@
  */
 import { delay } from '../core/abort.js';
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import { systemClock, type Clock } from '../core/clock.js';
 import {
   AbortedError,
   BreakerOpenError,
@@ -27,9 +28,12 @@ import {
 } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { clockOption, fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
+import type { RetryOptions, RetryEvent } from './types.js';
+
+export type { RetryOptions, RetryEvent } from './types.js';
 
 /** noRetryCodes lists the codes of the errors `defaultShouldRetry` never retries. */
 export const noRetryCodes: ReadonlySet<string> = new Set([
@@ -47,27 +51,7 @@ export function defaultShouldRetry(err: unknown): boolean {
   return !(err instanceof BulwarkError && noRetryCodes.has(err.code));
 }
 
-/** RetryEvent describes one retry about to happen. */
-export interface RetryEvent {
-  /** The attempt that failed (1 = the first call). */
-  attempt: number;
-  /** Why it failed. */
-  error: unknown;
-  /** How long Retry waits before the next attempt, in milliseconds. */
-  delayMs: number;
-}
 
-/** RetryOptions configures a Retry. */
-export interface RetryOptions {
-  /** Attempts in all, the first call included (1 = never retry). Defaults to 3. */
-  maxAttempts?: number;
-  /** Waits between attempts (core Backoff: exponential, capped, jittered). Defaults to 100 ms doubling up to 10 000 ms with full jitter. */
-  backoff?: BackoffOptions;
-  /** Whether the failure of attempt `attempt` (1-based) is worth another attempt. Defaults to `defaultShouldRetry`. */
-  shouldRetry?: (err: unknown, attempt: number) => boolean;
-  /** The budget every retry must be allowed by; share one per downstream. Defaults to none (attempts are the only cap). */
-  budget?: RetryBudget;
-}
 
 /** Defaults for RetryOptions. */
 export const retryDefaults = Object.freeze({ maxAttempts: 3 });
@@ -79,6 +63,7 @@ export class Retry implements Guard {
   private readonly backoffOptions: BackoffOptions;
   private readonly shouldRetry: (err: unknown, attempt: number) => boolean;
   private readonly retryEvents = new Emitter<RetryEvent>();
+  private readonly delayOptions: { clock: Clock };
 
   constructor(options?: RetryOptions) {
     const o = optionsObject('Retry', options);
@@ -93,6 +78,7 @@ export class Retry implements Guard {
       throw new TypeError(`Retry: budget must be a RetryBudget, got ${showValue(o.budget)}`);
     }
     this.budget = o.budget;
+    this.delayOptions = { clock: clockOption('Retry', o.clock, systemClock) };
   }
 
   /** onRetry subscribes to retries (one event before each wait); returns the disposer. */
@@ -136,7 +122,7 @@ export class Retry implements Guard {
       }
       const delayMs = backoff.next();
       if (this.retryEvents.hasListeners) this.retryEvents.emit({ attempt, error: err, delayMs });
-      if (delayMs > 0) await delay(delayMs, signal);
+      if (delayMs > 0) await delay(delayMs, signal, this.delayOptions);
       try {
         return await fn(taskSignal);
       } catch (next) {

@@ -17,35 +17,30 @@
  * caller's signal are removed as soon as it settles.
  */
 import { AbortedError, TimeoutError, withoutStack } from '../core/errors.js';
-import { systemClock, type Clock } from '../core/clock.js';
+import { MAX_TIMER_MS, systemClock, type Clock } from '../core/clock.js';
 import { Deadlines } from '../core/deadline.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { clockOption, finite, options as optionsObject } from '../core/validate.js';
 import { checkCall } from './check-call.js';
+import type { TimeoutOptions } from './types.js';
 
-/** TimeoutOptions configures a Timeout. */
-export interface TimeoutOptions {
-  /** The deadline, in milliseconds from the start of `execute`. Defaults to 10 000. */
-  timeoutMs?: number;
-  /** Time source of the shared deadlines (which calls share a signal). Defaults to `systemClock`. */
-  clock?: Clock;
-}
+export type { TimeoutOptions } from './types.js';
+
 
 /** Defaults for TimeoutOptions. */
 export const timeoutDefaults = Object.freeze({ timeoutMs: 10_000 });
-
-/** Timers cannot wait longer than 2^31 − 1 ms (Node turns larger delays into 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** Timeout is a Guard that aborts a task and rejects with `TimeoutError` at its deadline. */
 export class Timeout implements Guard {
   readonly timeoutMs: number;
   private readonly deadlines: Deadlines;
+  private readonly clock: Clock;
 
   constructor(options?: TimeoutOptions) {
     const o = optionsObject('Timeout', options);
     this.timeoutMs = finite('Timeout', 'timeoutMs', o.timeoutMs ?? timeoutDefaults.timeoutMs, 1, MAX_TIMER_MS);
-    this.deadlines = new Deadlines({ timeoutMs: this.timeoutMs, clock: clockOption('Timeout', o.clock, systemClock) });
+    this.clock = clockOption('Timeout', o.clock, systemClock);
+    this.deadlines = new Deadlines({ timeoutMs: this.timeoutMs, clock: this.clock });
   }
 
   /**
@@ -61,6 +56,7 @@ export class Timeout implements Guard {
     const parent = given;
     if (parent.aborted) return Promise.reject(new AbortedError('timeout: aborted before start', { cause: parent.reason }));
     const timeoutMs = this.timeoutMs;
+    const clock = this.clock;
     const controller = new AbortController();
     return new Promise<T>((resolve, reject) => {
       let done = false;
@@ -68,11 +64,11 @@ export class Timeout implements Guard {
       const settle = (): boolean => {
         if (done) return false;
         done = true;
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         if (onParentAbort !== undefined) parent!.removeEventListener('abort', onParentAbort);
         return true;
       };
-      const timer = setTimeout(() => {
+      const timer = clock.setTimeout(() => {
         if (!settle()) return;
         const err = withoutStack(() => new TimeoutError(`operation timed out after ${timeoutMs} ms`));
         controller.abort(err);

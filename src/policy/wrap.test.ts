@@ -158,10 +158,19 @@ describe('wrap', () => {
     assert.ok(attempts <= 500 * 1.2 + budget.reserve, `${attempts} attempts`);
   });
 
-  it('carries a Fallback value type into the result type', async () => {
-    const guard = wrap(new Fallback({ value: 0 }), new Retry({ maxAttempts: 1 }));
+  it('carries a Fallback value type into the result type, and requires tasks to answer it', async () => {
+    const guard = wrap(new Fallback<string | number>({ value: 0 }), new Retry({ maxAttempts: 1 }));
     const v: string | number = await guard.execute(() => Promise.reject<string>(new Error('x')));
     assert.equal(v, 0);
+    const numbers = wrap(new Fallback({ value: 0, lastGood: true }), new Retry({ maxAttempts: 1 }));
+    assert.equal(await numbers.execute(() => 7), 7);
+    // The last good value is an earlier task's result: a task of another type does not compile.
+    // @ts-expect-error string is not the Fallback's number
+    const wrong = await numbers.execute(() => Promise.reject<string>(new Error('x')));
+    assert.equal(wrong, 7);
+    const plain = wrap(new Retry({ maxAttempts: 1 }));
+    const s: string = await plain.execute(() => 'any type without a Fallback');
+    assert.equal(s.length, 27);
   });
 
   it('rejects anything without an execute method, naming its position', () => {

@@ -11,29 +11,10 @@
  *
  * and docs/policy.md explains why.
  */
-import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
+import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
 import { showValue } from '../core/validate.js';
-import type { Fallback } from './fallback.js';
 import { checkCall } from './check-call.js';
-
-/**
- * GuardLike is what `wrap` accepts: anything with an `execute(fn, { signal })` method — every Guard,
- * and a `Fallback<R>`, whose result widens to `T | R`.
- */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type GuardLike = Guard | Fallback<any>;
-
-/** FallbackValue is the union of the value types of the Fallbacks among `G` (never when there are none). */
-export type FallbackValue<G> = G extends Fallback<infer R> ? R : never;
-
-/**
- * Wrapped is what `wrap` returns: a guard whose result is the task's, widened by the value type `R` of
- * any Fallback inside (a `Guard` when there is none). `guards` lists what it composes, outermost first.
- */
-export interface Wrapped<R = never> {
-  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R>;
-  readonly guards: readonly GuardLike[];
-}
+import type { FallbackValue, GuardLike, Wrapped } from './types.js';
 
 /** wrap composes `guards` into one guard, the first outermost. With no guards it runs the task as it is. */
 export function wrap<G extends GuardLike[]>(...guards: G): Wrapped<FallbackValue<G[number]>> {
@@ -42,24 +23,38 @@ export function wrap<G extends GuardLike[]>(...guards: G): Wrapped<FallbackValue
       throw new TypeError(`wrap: guards[${i}] must have an execute(fn, options) method, got ${showValue(g)}`);
     }
   });
-  return new Wrap(Object.freeze([...guards]));
+  return new Wrap<FallbackValue<G[number]>>(Object.freeze([...guards]));
 }
 
-class Wrap {
-  constructor(readonly guards: readonly GuardLike[]) {}
+/**
+ * Step is how Wrap calls each guard: with a task of `unknown` result. Every Guard is one, and so is a
+ * Fallback<R> widened to Fallback<unknown>; `Wrapped<R>.execute` requires its tasks to answer `R`s
+ * when a Fallback<R> is inside (`T extends R`), so what comes back is a `T | R`.
+ */
+interface Step {
+  execute(fn: Task<unknown>, options?: ExecuteOptions): Promise<unknown>;
+}
 
-  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
-    const bad = checkCall('wrap', fn, options);
-    if (bad !== undefined) return Promise.reject(bad);
-    return this.level(0, fn, options);
+class Wrap<R> implements Wrapped<R> {
+  private readonly steps: readonly Step[];
+
+  constructor(readonly guards: readonly GuardLike[]) {
+    this.steps = guards;
   }
 
-  private level<T>(i: number, fn: Task<T>, options: ExecuteOptions | undefined): Promise<T> {
-    const guards = this.guards as readonly Guard[];
-    if (i === guards.length - 1) return guards[i]!.execute(fn, options);
-    if (i >= guards.length) return runBare(fn, options?.signal);
+  execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T | R> {
+    const bad = checkCall('wrap', fn, options);
+    if (bad !== undefined) return Promise.reject(bad);
+    // Each guard answers the task's result or, for a Fallback<R>, an R: what Wrapped<R> promises.
+    return this.level(0, fn, options) as Promise<T | R>;
+  }
+
+  private level(i: number, fn: Task<unknown>, options: ExecuteOptions | undefined): Promise<unknown> {
+    const steps = this.steps;
+    if (i === steps.length - 1) return steps[i]!.execute(fn, options);
+    if (i >= steps.length) return runBare(fn, options?.signal);
     // neverAborted is "no signal": passing it on as one would make inner guards listen to it for nothing.
-    return guards[i]!.execute((signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
+    return steps[i]!.execute((signal) => this.level(i + 1, fn, signal === neverAborted ? undefined : { signal }), options);
   }
 }
 

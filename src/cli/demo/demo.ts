@@ -5,6 +5,7 @@
  * ResilientClient for a bounded time, with a live view; half-way through the registry stops answering
  * for a few seconds and the RegistryCache serves what it knew. A summary ends it.
  */
+import { systemClock, type Clock } from '../../core/clock.js';
 import { BreakerGroup } from '../../breaker/breaker-group.js';
 import { CircuitBreaker } from '../../breaker/circuit-breaker.js';
 import { SreBreaker } from '../../breaker/sre-breaker.js';
@@ -29,6 +30,8 @@ export interface DemoOptions {
   interactive?: boolean;
   /** Stops the callers early (Ctrl-C); the summary is still printed. Defaults to none. */
   signal?: AbortSignal;
+  /** The clock of the run: its length, the registry outage, the view's redraws, the client's timers. Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 /** Defaults for DemoOptions. */
@@ -60,11 +63,12 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const durationMs = options.durationMs ?? demoDefaults.durationMs;
   const concurrency = options.concurrency ?? demoDefaults.concurrency;
   const output = options.output ?? process.stdout;
-  const services = await startDemoServices();
+  const clock = options.clock ?? systemClock;
+  const services = await startDemoServices({ clock });
   const memory = new MemoryRegistry();
   const registry = new FaultyRegistry(memory);
   // A short TTL, so that the registry cache has to ask the registry during the outage and answers stale.
-  const cache = new RegistryCache(registry, { ttlMs: 1_000, minRetryIntervalMs: 500 });
+  const cache = new RegistryCache(registry, { ttlMs: 1_000, minRetryIntervalMs: 500, clock });
   // Instance breakers tuned for a short demo: trip at 25 % failures over 5 s, probe again after 2 s.
   const breakers = new BreakerGroup({
     factory: (name) =>
@@ -72,7 +76,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
         ? new CircuitBreaker({ name, failureRate: 0.25, minimumCalls: 20, window: { windowMs: 5_000, buckets: 10 }, openMs: 2_000, halfOpenCalls: 3 })
         : new SreBreaker({ name }),
   });
-  const client = new ResilientClient({ registry: cache, breakers, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 3_000 } } });
+  const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 3_000 } } });
   const perInstance = new Map<string, InstanceStats>(services.map((s) => [s.id, { calls: 0, errors: 0, latency: new LatencyHistogram() }]));
   client.onAttempt((e) => {
     if (e.outcome === 'rejected') return;
@@ -85,18 +89,18 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
 
   let state: ServiceState | undefined;
   let view: LiveView | undefined;
-  const start = performance.now();
+  const start = clock.now();
   try {
     for (const s of services) await memory.register({ id: s.id, name: SERVICE, address: s.address });
     state = await client.service(SERVICE);
     const snapshot = (): ViewSnapshot => {
-      const st = client.stats;
+      const st = client.stats();
       const health = healthById(state!);
       return {
-        elapsedMs: performance.now() - start,
+        elapsedMs: clock.now() - start,
         durationMs,
         calls: st.succeeded + st.fallbacks + st.failed,
-        succeeded: st.succeeded + st.fallbacks,
+        succeeded: st.succeeded,
         fallbacks: st.fallbacks,
         retries: st.retries,
         breakerRejections: st.breakerRejections,
@@ -105,12 +109,13 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
         instances: services.map((s) => row(s, perInstance.get(s.id)!, state!, health.get(s.id) ?? false)),
       };
     };
-    view = new LiveView(snapshot, { output, ...(options.interactive === undefined ? {} : { interactive: options.interactive }) });
+    view = new LiveView(snapshot, { output, clock, ...(options.interactive === undefined ? {} : { interactive: options.interactive }) });
     view.start();
-    await drive(client, durationMs, concurrency, registry, options.signal);
+    const shown = view;
+    await drive(client, durationMs, concurrency, registry, clock, options.signal, () => shown.redraw());
     view.stop();
     const summary = summarize(client, cache, perInstance);
-    output.write(renderSummary(summary, snapshot(), performance.now() - start));
+    output.write(renderSummary(summary, snapshot(), clock.now() - start));
     return summary;
   } finally {
     view?.stop();
@@ -122,15 +127,24 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
 }
 
 /** drive runs the callers until the time is up, with the registry outage in the middle. */
-async function drive(client: ResilientClient, durationMs: number, concurrency: number, registry: FaultyRegistry, signal: AbortSignal | undefined): Promise<void> {
-  const end = performance.now() + durationMs;
+async function drive(
+  client: ResilientClient,
+  durationMs: number,
+  concurrency: number,
+  registry: FaultyRegistry,
+  clock: Clock,
+  signal: AbortSignal | undefined,
+  onOutage: () => void,
+): Promise<void> {
+  const end = clock.now() + durationMs;
   // Half-way through, the registry stops answering for a quarter of the run (at most 5 s).
   const outageMs = Math.min(5_000, durationMs / 4);
-  const outageStart = setTimeout(() => registry.setAnswering(false), durationMs / 2);
-  const outageEnd = setTimeout(() => registry.setAnswering(true), durationMs / 2 + outageMs);
+  // The view shows each change at once, not at its next period (which may fall outside a short outage).
+  const outageStart = clock.setTimeout(() => (registry.setAnswering(false), onOutage()), durationMs / 2);
+  const outageEnd = clock.setTimeout(() => (registry.setAnswering(true), onOutage()), durationMs / 2 + outageMs);
   const degraded = () => new Response(JSON.stringify({ degraded: true }), { status: 200, headers: { 'content-type': 'application/json' } });
   const caller = async () => {
-    while (performance.now() < end && signal?.aborted !== true) {
+    while (clock.now() < end && signal?.aborted !== true) {
       try {
         const res = await client.fetch(`http://${SERVICE}/pay`, { fallback: degraded });
         await res.arrayBuffer();
@@ -142,8 +156,8 @@ async function drive(client: ResilientClient, durationMs: number, concurrency: n
   try {
     await Promise.all(Array.from({ length: concurrency }, caller));
   } finally {
-    clearTimeout(outageStart);
-    clearTimeout(outageEnd);
+    clock.clearTimeout(outageStart);
+    clock.clearTimeout(outageEnd);
     registry.setAnswering(true);
   }
 }
@@ -170,7 +184,7 @@ function row(s: DemoService, st: InstanceStats, state: ServiceState, ejected: bo
 }
 
 function summarize(client: ResilientClient, cache: RegistryCache, perInstance: Map<string, InstanceStats>): DemoSummary {
-  const st = client.stats;
+  const st = client.stats();
   return {
     calls: st.calls,
     succeeded: st.succeeded,
@@ -189,12 +203,13 @@ function pct(part: number, whole: number): string {
 
 /** renderSummary is the text printed at the end. */
 export function renderSummary(s: DemoSummary, last: ViewSnapshot, elapsedMs: number): string {
-  const answered = s.succeeded + s.fallbacks;
   const lines = [
     '',
     'Summary',
     `  calls           ${s.calls} in ${(elapsedMs / 1000).toFixed(1)} s (${Math.round(s.calls / (elapsedMs / 1000))}/s)`,
-    `  success rate    ${pct(answered, s.calls)} answered (${s.succeeded} by an instance, ${s.fallbacks} by the fallback), ${s.failed} failed`,
+    `  by an instance  ${pct(s.succeeded, s.calls)} of calls (${s.succeeded}) answered by an instance`,
+    `  by the fallback ${pct(s.fallbacks, s.calls)} of calls (${s.fallbacks}) answered by the fallback instead`,
+    `  failed          ${s.failed} calls`,
     `  saved by retry  ${s.retries} retries on another instance`,
     `  saved by breakers  ${s.breakerRejections} attempts kept away from an instance whose breaker was open`,
     `  saved by fallbacks ${s.fallbacks} calls answered with a degraded response instead of an error`,

@@ -6,7 +6,8 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { finite, ratio } from '../../core/validate.js';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { clockOption, finite, ratio } from '../../core/validate.js';
 
 /** DemoServiceOptions describes how one demo service behaves. */
 export interface DemoServiceOptions {
@@ -20,6 +21,8 @@ export interface DemoServiceOptions {
   jitterMs?: number;
   /** Uniform random numbers in [0, 1). Defaults to `Math.random`. */
   random?: () => number;
+  /** The clock whose timers hold each answer for its latency. Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 /** DemoService is one running demo service. */
@@ -41,6 +44,7 @@ export async function startDemoService(options: DemoServiceOptions): Promise<Dem
   const latencyMs = finite('startDemoService', 'latencyMs', options.latencyMs ?? 2, 0, 60_000);
   const jitterMs = finite('startDemoService', 'jitterMs', options.jitterMs ?? 3, 0, 60_000);
   const random = options.random ?? Math.random;
+  const clock = clockOption('startDemoService', options.clock, systemClock);
   const id = options.id;
   const stats = { requests: 0, failures: 0 };
   const okBody = JSON.stringify({ instance: id, ok: true });
@@ -55,11 +59,11 @@ export async function startDemoService(options: DemoServiceOptions): Promise<Dem
     const fail = failureRate > 0 && random() < failureRate;
     if (fail) stats.failures++;
     const wait = latencyMs + jitterMs * random();
-    const timer = setTimeout(() => {
+    const timer = clock.setTimeout(() => {
       if (res.destroyed) return;
       res.writeHead(fail ? 500 : 200, { 'content-type': 'application/json' }).end(fail ? failBody : okBody);
     }, wait);
-    res.on('close', () => clearTimeout(timer));
+    res.on('close', () => clock.clearTimeout(timer));
     req.resume();
   });
   server.keepAliveTimeout = 10_000;
@@ -98,11 +102,11 @@ export const demoServiceSpecs: readonly DemoServiceOptions[] = Object.freeze([
   { id: 'slow', failureRate: 0, latencyMs: 200 },
 ]);
 
-/** startDemoServices starts the three demo services; on a failure it closes the ones already started. */
-export async function startDemoServices(random?: () => number): Promise<DemoService[]> {
+/** startDemoServices starts the three demo services (with `random` and `clock` when given); on a failure it closes the ones already started. */
+export async function startDemoServices(options: Pick<DemoServiceOptions, 'random' | 'clock'> = {}): Promise<DemoService[]> {
   const started: DemoService[] = [];
   try {
-    for (const spec of demoServiceSpecs) started.push(await startDemoService(random === undefined ? spec : { ...spec, random }));
+    for (const spec of demoServiceSpecs) started.push(await startDemoService({ ...spec, ...options }));
     return started;
   } catch (err) {
     await Promise.all(started.map((s) => s.close()));

@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { ManualClock } from '../../core/clock.js';
 import { LatencyHistogram } from './histogram.js';
 import { LiveView, progressBar, renderFrame, renderLine, type ViewSnapshot } from './view.js';
 
@@ -41,23 +42,36 @@ describe('view', () => {
     assert.match(line, /flaky=15\/5err p99=12ms breaker=open ejected/);
   });
 
-  it('redraws in place on a terminal (cursor up, clear line) and restores the cursor when stopped', () => {
+  it('redraws in place on a terminal (cursor up, clear line) every interval of its clock, and restores the cursor when stopped', () => {
+    const clock = new ManualClock();
     const writes: string[] = [];
-    const view = new LiveView(() => snapshot, { output: { write: (t: string) => writes.push(t), isTTY: true, columns: 200 }, intervalMs: 10_000 });
+    const view = new LiveView(() => snapshot, { output: { write: (t: string) => writes.push(t), isTTY: true, columns: 200 }, intervalMs: 200, clock });
+    const height = renderFrame(snapshot, true).length;
     view.start();
+    assert.equal(writes[0], '\x1b[?25l', 'the cursor is hidden first');
+    assert.ok(writes[1]!.startsWith('\r\x1b[2K'), 'the first frame starts on the current line');
+    assert.doesNotMatch(writes[1]!, /\x1b\[\d+A/, 'the first frame has nothing above it to move over');
+    assert.equal(writes[1]!.split('\n').length - 1, height);
+    clock.advance(199);
+    assert.equal(writes.length, 2, 'redrawn before its interval');
+    clock.advance(1);
+    assert.equal(writes.length, 3);
+    assert.ok(writes[2]!.startsWith(`\x1b[${height}A\r\x1b[2K`), 'later frames move up over the last one');
     view.stop();
-    assert.equal(writes[0], '\x1b[?25l');
-    assert.ok(!writes[1]!.startsWith('\x1b[') || writes[1]!.startsWith('\r'), 'first frame moved the cursor up');
-    assert.ok(writes[2]!.startsWith(`\x1b[${renderFrame(snapshot, true).length}A`));
+    assert.ok(writes[3]!.startsWith(`\x1b[${height}A`), 'the final frame');
     assert.equal(writes.at(-1), '\x1b[?25h');
+    assert.equal(writes.length, 5);
+    assert.equal(clock.pendingTimers, 0, 'stop cleared the timer');
   });
 
   it('prints plain lines when the output is not a terminal', () => {
     const writes: string[] = [];
-    const view = new LiveView(() => snapshot, { output: { write: (t: string) => writes.push(t) } });
+    const view = new LiveView(() => snapshot, { output: { write: (t: string) => writes.push(t) }, clock: new ManualClock() });
     view.start();
+    view.redraw(); // a state change shown at once, between periods
     view.stop();
-    assert.equal(writes.length, 2);
+    view.redraw(); // stopped: draws nothing
+    assert.equal(writes.length, 3);
     assert.ok(writes.every((w) => w.endsWith('\n') && !w.includes('\x1b')));
   });
 });

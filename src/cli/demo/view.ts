@@ -3,6 +3,7 @@
  * latency, breaker state, ejected or not). On a TTY the frame is redrawn in place with ANSI cursor
  * moves; otherwise (tests, CI, a pipe) one plain line is printed per period, so logs stay readable.
  */
+import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 
 /** InstanceRow is what the view shows for one instance. */
 export interface InstanceRow {
@@ -111,6 +112,8 @@ export interface LiveViewOptions {
   interactive?: boolean;
   /** Time between frames in milliseconds. Defaults to 200 (interactive) or 1 000 (plain). */
   intervalMs?: number;
+  /** The clock whose timer redraws. Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 /** LiveView redraws a snapshot periodically until stopped. */
@@ -118,10 +121,12 @@ export class LiveView {
   private readonly output: ViewOutput;
   private readonly interactive: boolean;
   private readonly intervalMs: number;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly clock: Clock;
+  private timer: TimerHandle | undefined;
   private drawnLines = 0;
 
   constructor(private readonly snapshot: () => ViewSnapshot, options: LiveViewOptions = {}) {
+    this.clock = options.clock ?? systemClock;
     this.output = options.output ?? process.stdout;
     this.interactive = options.interactive ?? this.output.isTTY === true;
     this.intervalMs = options.intervalMs ?? (this.interactive ? 200 : 1_000);
@@ -132,14 +137,19 @@ export class LiveView {
     if (this.timer !== undefined) return;
     if (this.interactive) this.output.write(`${ESC}?25l`); // hide the cursor while redrawing
     this.draw();
-    this.timer = setInterval(() => this.draw(), this.intervalMs);
+    this.timer = this.clock.setInterval(() => this.draw(), this.intervalMs);
     this.timer.unref();
+  }
+
+  /** redraw draws a frame now (a state change worth showing at once), between the periodic ones. */
+  redraw(): void {
+    if (this.timer !== undefined) this.draw();
   }
 
   /** stop draws the final frame and gives the cursor back. */
   stop(): void {
     if (this.timer === undefined) return;
-    clearInterval(this.timer);
+    this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     this.draw();
     if (this.interactive) this.output.write(`${ESC}?25h`);
