@@ -113,7 +113,8 @@ describe('ActiveHealthChecker', () => {
   it('adds and removes one instance without touching the others', async () => {
     const clock = new ManualClock();
     let probes = 0;
-    const c = new ActiveHealthChecker({ clock, intervalMs: 1_000, probe: async () => (probes++, true) });
+    // random 0.5: the first probe at half an interval, the next one a whole interval later (unseeded, two could land in 1 000 ms)
+    const c = new ActiveHealthChecker({ clock, intervalMs: 1_000, random: () => 0.5, probe: async () => (probes++, true) });
     c.add(inst('a'));
     c.add(inst('b'));
     c.add(inst('a')); // already probed: only its object is taken
