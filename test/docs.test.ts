@@ -51,18 +51,6 @@ const NOT_MODULE_PAGES = new Set(['conventions.md', 'README.md']);
  * green); once it passes, or once no block contains the string, the test fails until the entry is deleted.
  */
 const PENDING: ReadonlyArray<{ page: string; contains: string; checks: ReadonlyArray<Check>; reason: string }> = [
-  {
-    page: 'balancer.md',
-    contains: 'await callIt(instance);',
-    checks: ['type-check'],
-    reason: 'the fragment uses names it does not declare (registry, callIt): add `// declare:` lines',
-  },
-  {
-    page: 'policy.md',
-    contains: 'execute<T>(fn: (signal: AbortSignal) => T | PromiseLike<T>, options?',
-    checks: ['type-check'],
-    reason: 'a bare signature is not TypeScript: write it as an interface member',
-  },
 ];
 
 /** Check is what is checked of an example: that it runs (and prints its `// →` lines), or that it type-checks. */
