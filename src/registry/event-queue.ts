@@ -16,7 +16,7 @@ const DONE: IteratorResult<RegistryEvent> = Object.freeze({ done: true, value: u
 
 /** EventQueue buffers at most `capacity` events for one consumer. */
 export class EventQueue implements AsyncIterableIterator<RegistryEvent> {
-  private buf: RegistryEvent[] = [];
+  private buf: (RegistryEvent | undefined)[] = []; // consumed slots are cleared so the events can be collected
   private head = 0;
   private waiter: Waiter | undefined;
   private ended = false;
@@ -82,7 +82,7 @@ export class EventQueue implements AsyncIterableIterator<RegistryEvent> {
   next(): Promise<IteratorResult<RegistryEvent>> {
     if (this.head < this.buf.length) {
       const value = this.buf[this.head]!;
-      this.buf[this.head++] = undefined as unknown as RegistryEvent;
+      this.buf[this.head++] = undefined;
       if (this.head > 1024 && this.head * 2 > this.buf.length) {
         this.buf = this.buf.slice(this.head);
         this.head = 0;
