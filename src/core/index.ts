@@ -14,6 +14,6 @@ export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter }
 export { Follower, followerDefaults, type FollowerOptions, type FollowerSource, type FollowerStats } from './follower.js';
 export { delay, throwIfAborted, linkSignal, type DelayOptions } from './abort.js';
 export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
-export { Deadlines, Granule, deadlinesDefaults, type DeadlineNode, type DeadlinesOptions } from './deadline.js';
+export { Deadlines, deadlinesDefaults, type DeadlinesOptions } from './deadline.js';
 export { hash32, type HashFn } from './hash.js';
 export { HashRing, hashRingDefaults, type HashRingOptions } from './hash-ring.js';
