@@ -89,6 +89,10 @@ export class CoarseClock implements Clock {
     this.stop();
   }
 
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   private refresh(): number {
     const t = this.source.now();
     if (t > this.t) this.t = t;
