@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { delay, linkSignal, throwIfAborted } from './abort.js';
+import { delay, linkSignal, raceSignal, throwIfAborted } from './abort.js';
 import { AbortedError } from './errors.js';
 
 describe('abort helpers', () => {
@@ -32,5 +32,20 @@ describe('abort helpers', () => {
     assert.equal(b.controller.signal.aborted, false);
     const c = linkSignal(parent.signal);
     assert.equal(c.controller.signal.aborted, true);
+  });
+});
+
+describe('raceSignal', () => {
+  it('answers the promise when it settles first, and the abort answer (or throw) when the signal aborts first', async () => {
+    const ac = new AbortController();
+    assert.equal(await raceSignal(Promise.resolve(1), ac.signal, () => 'aborted'), 1);
+    let settle!: (v: number) => void;
+    const slow = new Promise<number>((r) => (settle = r));
+    const raced = raceSignal(slow, ac.signal, () => 'aborted');
+    ac.abort();
+    assert.equal(await raced, 'aborted');
+    settle(2);
+    await assert.rejects(raceSignal(slow, ac.signal, () => { throw new Error('gone'); }), /gone/);
+    await assert.rejects(raceSignal(Promise.reject(new Error('own')), new AbortController().signal, () => 0), /own/);
   });
 });

@@ -51,4 +51,32 @@ export function linkSignal(parent: AbortSignal | undefined): { controller: Abort
   return { controller, unlink: () => parent.removeEventListener('abort', onAbort) };
 }
 
+/**
+ * raceSignal answers `p`, or what `onAbort()` answers (or throws) as soon as `signal` aborts, whichever
+ * comes first; its listener is removed either way. `p` itself goes on: only the wait for it ends.
+ */
+export function raceSignal<T, U>(p: PromiseLike<T>, signal: AbortSignal, onAbort: () => U): Promise<T | U> {
+  if (signal.aborted) return Promise.resolve().then(onAbort);
+  return new Promise<T | U>((resolve, reject) => {
+    const aborted = () => {
+      try {
+        resolve(onAbort());
+      } catch (err) {
+        reject(err);
+      }
+    };
+    signal.addEventListener('abort', aborted, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', aborted);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', aborted);
+        reject(err);
+      },
+    );
+  });
+}
+
 function noop(): void {}

@@ -87,10 +87,11 @@ describe('ManualClock timers', () => {
 
   it('advanceAsync lets awaits between timers run, so a loop that awaits then re-arms is driven to the end', async () => {
     const c = new ManualClock(0);
+    const STEP_MS = 100; // manual-clock time: the test never waits on real time
     const ticks: number[] = [];
     const loop = async () => {
       for (let i = 0; i < 5; i++) {
-        await new Promise<void>((r) => c.setTimeout(r, 100));
+        await new Promise<void>((r) => c.setTimeout(r, STEP_MS));
         await Promise.resolve();
         ticks.push(c.now());
       }

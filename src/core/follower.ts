@@ -19,6 +19,7 @@
  */
 import { Backoff, backoffDefaults, type BackoffOptions } from './backoff.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
+import { raceSignal } from './abort.js';
 import { AbortedError, ClosedError, isBulwarkError } from './errors.js';
 import { clockOption, finite, fn, options as checkOptions } from './validate.js';
 
@@ -216,7 +217,7 @@ export class Follower<L, E> {
         if (signal.aborted) break;
         this.hooks.onEstablished?.(first);
         if (this.source.list !== undefined) {
-          const listing = await untilAborted(this.source.list(attempt.signal), attempt.signal);
+          const listing = await raceSignal(this.source.list(attempt.signal), attempt.signal, (): typeof ABORTED => ABORTED);
           if (listing === ABORTED || signal.aborted) break;
           this.counters.listings++;
           this.hooks.onList?.(listing);
@@ -258,21 +259,3 @@ export class Follower<L, E> {
 
 function noop(): void {}
 
-/** untilAborted answers `p`, or ABORTED as soon as `signal` aborts (a listing that hangs does not hold close() up). */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
-  if (signal.aborted) return Promise.resolve(ABORTED);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(ABORTED);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}

@@ -12,7 +12,7 @@ export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type Flig
 export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions, type WindowOptions } from './rolling-window.js';
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
 export { Follower, followerDefaults, type FollowerOptions, type FollowerSource, type FollowerStats } from './follower.js';
-export { delay, throwIfAborted, linkSignal, type DelayOptions } from './abort.js';
+export { delay, throwIfAborted, linkSignal, raceSignal, type DelayOptions } from './abort.js';
 export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
 export { Deadlines, deadlinesDefaults, type DeadlinesOptions } from './deadline.js';
 export { hash32, type HashFn } from './hash.js';

@@ -1,9 +1,70 @@
 /**
- * RegistryCache's pure helpers: freezing what it hands out, replaying watch events over a listing, and
- * wrapping the pass-through watch so that it ends with the cache.
+ * RegistryCache's defaults and pure helpers: freezing what it hands out, replaying watch events over a
+ * listing, and the pass-through watch that ends with the cache.
  */
-import { NotFoundError, RegistryUnavailableError } from '../core/errors.js';
-import type { RegistryEvent, ServiceInstance } from './types.js';
+import { linkSignal } from '../core/abort.js';
+import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
+import { followerDefaults } from '../core/follower.js';
+import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+
+/** Defaults for RegistryCacheOptions. */
+export const registryCacheDefaults = Object.freeze({
+  ttlMs: 60_000,
+  minRetryIntervalMs: 5_000,
+  idleMs: 600_000,
+  maxServices: 10_000,
+  watch: true,
+  watchBackoff: followerDefaults.backoff,
+  watchQueueSize: 1_024,
+  snapshotDebounceMs: 1_000,
+  closeRegistry: false,
+});
+
+/** Entry is one cached service. */
+export interface Entry {
+  /** What lookups answer: frozen, replaced (never mutated) on change. */
+  instances: readonly ServiceInstance[];
+  /** `Promise.resolve(instances)`, made once per change and handed to every hit (no allocation per lookup). */
+  answer: Promise<readonly ServiceInstance[]> | undefined;
+  /** Fresh until this time: the earliest of the service TTL and every node TTL. */
+  validUntil: number;
+  /** Per-instance expiry (go-micro's node TTLs), by id. */
+  nodeExpiry: Map<string, number>;
+  serviceExpiry: number;
+  lastUsed: number;
+}
+
+/** Throttle is the memory of the last failed or empty attempt of one service. */
+export interface Throttle {
+  at: number;
+  /** undefined: the registry said the service has no instances. */
+  error: unknown;
+}
+
+/**
+ * passThroughWatch is the wrapped registry's own watch (of every service, or with the cache's watch off),
+ * ended also when `closing` aborts (the cache closed).
+ */
+export function passThroughWatch(registry: Registry, options: WatchOptions | undefined, closing: AbortSignal): AsyncIterable<RegistryEvent> {
+    const { controller, unlink } = linkSignal(options?.signal);
+    const onClose = () => controller.abort(new ClosedError('RegistryCache is closed'));
+    closing.addEventListener('abort', onClose, { once: true });
+    const release = () => {
+      unlink();
+      closing.removeEventListener('abort', onClose);
+    };
+    let events: AsyncIterable<RegistryEvent>;
+    try {
+      events = registry.watch({ ...options, signal: controller.signal });
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return untilDone(events, () => {
+      release();
+      controller.abort();
+    });
+}
 
 /** replay answers `list` with `events` applied in order (create and update add or replace by id; delete removes). */
 export function replay(name: string, list: readonly ServiceInstance[], events: readonly RegistryEvent[]): ServiceInstance[] {

@@ -22,59 +22,27 @@
  * watched within `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good
  * view is written (debounced, atomically) and read at start, served as stale until the registry answers.
  */
-import { linkSignal } from '../core/abort.js';
+import { raceSignal } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError, WatchResyncError } from '../core/errors.js';
 import { Emitter, type Disposer } from '../core/events.js';
-import { Follower, followerDefaults } from '../core/follower.js';
+import { Follower } from '../core/follower.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
-import { ended, freezeList, replay, throttledError, untilDone } from './cache-support.js';
+import { ended, freezeList, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
 
-/** Defaults for RegistryCacheOptions. */
-export const registryCacheDefaults = Object.freeze({
-  ttlMs: 60_000,
-  minRetryIntervalMs: 5_000,
-  idleMs: 600_000,
-  maxServices: 10_000,
-  watch: true,
-  watchBackoff: followerDefaults.backoff,
-  watchQueueSize: 1_024,
-  snapshotDebounceMs: 1_000,
-  closeRegistry: false,
-});
+export { registryCacheDefaults };
 
 /** The longest a first lookup waits for its watch to be established before asking the registry anyway. */
 const READY_WAIT_MS = 1_000;
 
 type CacheWatch = Follower<never, RegistryEvent>;
-
-/** Entry is one cached service. */
-interface Entry {
-  /** What lookups answer: frozen, replaced (never mutated) on change. */
-  instances: readonly ServiceInstance[];
-  /** `Promise.resolve(instances)`, made once per change and handed to every hit (no allocation per lookup). */
-  answer: Promise<readonly ServiceInstance[]> | undefined;
-  /** Fresh until this time: the earliest of the service TTL and every node TTL. */
-  validUntil: number;
-  /** Per-instance expiry (go-micro's node TTLs), by id. */
-  nodeExpiry: Map<string, number>;
-  serviceExpiry: number;
-  lastUsed: number;
-}
-
-/** Throttle is the memory of the last failed or empty attempt of one service. */
-interface Throttle {
-  at: number;
-  /** undefined: the registry said the service has no instances. */
-  error: unknown;
-}
 
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
 /** The most watch events kept for one lookup in flight; past it the listing is not trusted over the events. */
@@ -201,7 +169,9 @@ export class RegistryCache implements Registry {
     const signal = options?.signal;
     if (signal === undefined) return this.lookup(name);
     if (signal.aborted) return Promise.reject(new AbortedError('RegistryCache.getService aborted', { cause: signal.reason }));
-    return abortable(this.lookup(name), signal);
+    return raceSignal(this.lookup(name), signal, () => {
+      throw new AbortedError('RegistryCache.getService aborted', { cause: signal.reason });
+    });
   }
 
   private async lookup(name: string): Promise<readonly ServiceInstance[]> {
@@ -464,24 +434,7 @@ export class RegistryCache implements Registry {
       }
       return queue;
     }
-    const { controller, unlink } = linkSignal(options?.signal);
-    const onClose = () => controller.abort(new ClosedError('RegistryCache is closed'));
-    this.closing.signal.addEventListener('abort', onClose, { once: true });
-    const release = () => {
-      unlink();
-      this.closing.signal.removeEventListener('abort', onClose);
-    };
-    let events: AsyncIterable<RegistryEvent>;
-    try {
-      events = this.registry.watch({ ...options, signal: controller.signal });
-    } catch (err) {
-      release();
-      throw err;
-    }
-    return untilDone(events, () => {
-      release();
-      controller.abort();
-    });
+    return passThroughWatch(this.registry, options, this.closing.signal);
   }
 
   /**
@@ -534,20 +487,3 @@ function defaultWarn(message: string): void {
 
 function noop(): void {}
 
-/** abortable answers `p`, or rejects with AbortedError when `signal` aborts first. */
-function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new AbortedError('RegistryCache.getService aborted', { cause: signal.reason }));
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}
