@@ -6,24 +6,15 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
 import { InvalidResponseError } from '../src/core/errors.js';
 import { RedisTokenLimiter, type LimitDecision } from '../src/limit/index.js';
 import { TOKEN_SCRIPT } from '../src/limit/redis-scripts.js';
 import { onRedis, redisBinary } from './support/redis.js';
-import { lyingClient, useRedis } from './support/use-redis.js';
+import { lyingClient, scriptCalls, useRedis } from './support/use-redis.js';
 import { skipReason } from './support/servers.js';
 
 const skip = skipReason(redisBinary, 'redis-server');
 process.on('warning', () => {}); // the rescue's warnings are expected here
-
-/** scriptCalls is how many EVALSHA + EVAL calls the server has run so far. */
-async function scriptCalls(admin: Redis): Promise<number> {
-  const info = await admin.info('commandstats');
-  let n = 0;
-  for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) n += Number(m[1]);
-  return n;
-}
 
 describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
   const fx = useRedis();

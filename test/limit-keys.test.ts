@@ -10,19 +10,11 @@ import { ManualClock } from '../src/core/clock.js';
 import { ClosedError } from '../src/core/errors.js';
 import { RedisPeriodLimiter, RedisTokenLimiter } from '../src/limit/index.js';
 import { onRedis, redisBinary } from './support/redis.js';
-import { useRedis } from './support/use-redis.js';
+import { scriptCalls, useRedis } from './support/use-redis.js';
 import { freePort, skipReason } from './support/servers.js';
 
 const skip = skipReason(redisBinary, 'redis-server');
 process.on('warning', () => {}); // the rescue's warnings are expected here
-
-/** scriptCalls is how many EVALSHA + EVAL calls the server has run so far. */
-async function scriptCalls(admin: Redis): Promise<number> {
-  const info = await admin.info('commandstats');
-  let n = 0;
-  for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) n += Number(m[1]);
-  return n;
-}
 
 async function redisNowMs(admin: Redis): Promise<number> {
   const [sec, usec] = (await admin.time()) as unknown as [string, string];

@@ -11,10 +11,11 @@ import { Etcd3, type IWatchResponse } from 'etcd3';
 import { RegistryPendingError } from '../src/core/errors.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
-import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
+import type { RegistryEvent, ServiceInstance } from '../src/registry/types.js';
 import { etcdBinary } from './support/etcd.js';
 import { startEtcdCluster, type EtcdCluster, type EtcdMember } from './support/etcd-cluster.js';
 import { skipReason, waitFor } from './support/servers.js';
+import { collect } from './support/collect-watch.js';
 
 const skip = skipReason(etcdBinary, 'etcd');
 let cluster: EtcdCluster;
@@ -41,32 +42,6 @@ async function run(count: number, concurrency: number, fn: (i: number) => Promis
   return failures;
 }
 
-/** collect drains a watch into an array in the background. */
-async function collect(r: Registry, service: string) {
-  const events: RegistryEvent[] = [];
-  let ready!: () => void;
-  const isReady = new Promise<void>((res) => (ready = res));
-  const ac = new AbortController();
-  let failure: unknown;
-  const done = (async () => {
-    try {
-      for await (const e of r.watch({ service, signal: ac.signal, onReady: ready })) events.push(e);
-    } catch (err) {
-      failure = err;
-    }
-  })();
-  await isReady;
-  return {
-    events,
-    get failure() {
-      return failure;
-    },
-    stop: async () => {
-      ac.abort();
-      await done;
-    },
-  };
-}
 
 const show = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''} r${e.revision}`);
 

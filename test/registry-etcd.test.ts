@@ -19,6 +19,7 @@ import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { freePort, skipReason, waitFor } from './support/servers.js';
+import { collect } from './support/collect-watch.js';
 
 const skip = skipReason(etcdBinary, 'etcd');
 let etcd: EtcdServer;
@@ -33,32 +34,6 @@ const make = (o: Partial<ConstructorParameters<typeof EtcdRegistry>[0]> = {}) =>
   return r;
 };
 
-/** Collector drains a watch into an array in the background. */
-async function collect(r: Registry, service?: string) {
-  const events: RegistryEvent[] = [];
-  let ready!: () => void;
-  const isReady = new Promise<void>((res) => (ready = res));
-  const ac = new AbortController();
-  let failure: unknown;
-  const done = (async () => {
-    try {
-      for await (const e of r.watch({ service, signal: ac.signal, onReady: ready })) events.push(e);
-    } catch (err) {
-      failure = err;
-    }
-  })();
-  await isReady;
-  return {
-    events,
-    get failure() {
-      return failure;
-    },
-    stop: async () => {
-      ac.abort();
-      await done;
-    },
-  };
-}
 
 const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''}`);
 

@@ -14,20 +14,11 @@ export function instances(n: number, prefix = 'i'): ServiceInstance[] {
   return Array.from({ length: n }, (_, i) => inst(`${prefix}${i}`));
 }
 
-/** seeded returns a deterministic uniform random source in [0, 1) (mulberry32). */
-export function seeded(seed = 1): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function hashId(id: string): number {
   let h = 0;
   for (let i = 0; i < id.length; i++) h = (h * 31 + id.charCodeAt(i)) >>> 0;
   return h;
 }
+
+export { seeded } from '../../test/support/random.js';

@@ -4,18 +4,8 @@ import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
 import { BreakerOpenError } from '../core/errors.js';
 import { SreBreaker } from './sre-breaker.js';
+import { seeded } from '../../test/support/random.js';
 
-/** seeded is a small deterministic random source (mulberry32). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** tryCall admits one call at the current time and reports `ok`; answers whether it was admitted. */
 function tryCall(b: SreBreaker, ok: boolean, err: unknown = new Error('down')): boolean {

@@ -43,3 +43,11 @@ export async function lyingClient(url: string, reply: unknown): Promise<{ client
   await real.ping();
   return { client, disconnect: () => real.disconnect() };
 }
+
+/** scriptCalls is how many EVALSHA + EVAL calls the server has run so far. */
+export async function scriptCalls(admin: Redis): Promise<number> {
+  const info = await admin.info('commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) n += Number(m[1]);
+  return n;
+}
