@@ -187,15 +187,8 @@ export class HashRing {
 
   /** search finds the first virtual node with hash ≥ h, wrapping to 0. */
   private search(h: number): number {
-    const pts = this.points;
-    let lo = 0;
-    let hi = this.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (pts[mid]! < h) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo === this.length ? 0 : lo;
+    const i = this.lowerBound(h);
+    return i === this.length ? 0 : i;
   }
 
   /** apply sets each listed member's count: the points dropped go out in one pass, the new ones merge in. */
