@@ -4,7 +4,8 @@ import { ManualClock } from '../core/clock.js';
 import { OverloadedError } from '../core/errors.js';
 import type { AdmissionToken } from '../core/admission.js';
 import { AdaptiveShedder } from './adaptive-shedder.js';
-import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
+import type { EventLoopUtilization } from 'node:perf_hooks';
+import { EventLoopLoad, type EventLoopMeters, type LoadSample } from './event-loop-load.js';
 
 /** A shedder on a manual clock and a load signal the test sets. */
 function setup(extra: Record<string, unknown> = {}) {
@@ -132,22 +133,38 @@ describe('AdaptiveShedder', () => {
     });
   }
 
-  it('samples the real event loop on its clock: a busy loop reads as busy and delayed; close() stops the timer', async () => {
+  it('samples on its clock: busy share and delay p99 of each interval, the histogram reset each time; close() stops the timer', async () => {
     const clock = new ManualClock();
-    const load = new EventLoopLoad({ sampleMs: 100, clock });
+    let busy = 0; // cumulative busy ms, as eventLoopUtilization reports it
+    const delays: number[] = []; // ns, what the delay histogram recorded since its last reset
+    const meters: EventLoopMeters = {
+      eventLoopUtilization: (current?: EventLoopUtilization, previous?: EventLoopUtilization) => {
+        if (current === undefined) return { idle: clock.now() - busy, active: busy, utilization: 0 };
+        const active = current.active - (previous?.active ?? 0);
+        const idle = current.idle - (previous?.idle ?? 0);
+        return { idle, active, utilization: active / (active + idle) };
+      },
+      delay: {
+        get count() {
+          return delays.length;
+        },
+        percentile: (p: number) => [...delays].sort((a, b) => a - b)[Math.min(delays.length - 1, Math.ceil((p / 100) * delays.length) - 1)]!,
+        reset: () => void (delays.length = 0),
+        enable: () => true,
+        disable: () => true,
+      },
+    };
+    const load = new EventLoopLoad({ sampleMs: 100, clock, meters });
     assert.equal(clock.pendingTimers, 1, 'one sampling timer, on the clock');
     assert.deepEqual(load.read(), { utilization: 0, delayP99Ms: 0 }, 'zeros before the first sample');
-    // The delay monitor measures between its own (10 ms) ticks: let it tick once before and once after.
-    await new Promise((r) => setTimeout(r, 15));
-    const start = performance.now();
-    while (performance.now() - start < 60) {
-      // keep the loop busy: 60 ms without yielding
-    }
-    await new Promise((r) => setTimeout(r, 15));
-    clock.advance(100); // the sample is taken now, not when a real timer happens to fire
-    const s = load.read();
-    assert.ok(s.utilization > 0.5, `utilization ${s.utilization} after 60 ms of a blocked loop`);
-    assert.ok(s.delayP99Ms >= 20, `delay p99 ${s.delayP99Ms} ms after 60 ms of a blocked loop`);
+    busy += 75; // 75 of the next 100 ms busy, one tick delayed by 60 ms
+    delays.push(10e6, 10e6, 60e6);
+    clock.advance(99);
+    assert.deepEqual(load.read(), { utilization: 0, delayP99Ms: 0 }, 'no sample before sampleMs');
+    clock.advance(1);
+    assert.deepEqual(load.read(), { utilization: 0.75, delayP99Ms: 60 });
+    clock.advance(100); // an idle interval: nothing recorded since the reset
+    assert.deepEqual(load.read(), { utilization: 0, delayP99Ms: 0 });
     await load.close();
     assert.equal(clock.pendingTimers, 0, 'close() cleared the timer');
     await load.close(); // idempotent

@@ -23,6 +23,22 @@ export interface EventLoopLoadOptions {
   sampleMs?: number;
   /** The clock whose timer takes the samples (what is measured is always this event loop). Defaults to the monotonic system clock. */
   clock?: Clock;
+  /**
+   * The two meters read at each sample. Defaults to Node's own (`performance.eventLoopUtilization` and a
+   * `monitorEventLoopDelay` histogram at 10 ms resolution): tests of the sampling logic pass fakes.
+   * @internal
+   */
+  meters?: EventLoopMeters;
+}
+
+/**
+ * EventLoopMeters are the readings an EventLoopLoad samples: cumulative busy time, and a delay histogram
+ * (nanoseconds) it reads and resets at each sample. `performance` and `monitorEventLoopDelay` fit.
+ * @internal
+ */
+export interface EventLoopMeters {
+  eventLoopUtilization(current?: EventLoopUtilization, previous?: EventLoopUtilization): EventLoopUtilization;
+  delay: Pick<IntervalHistogram, 'count' | 'percentile' | 'reset' | 'enable' | 'disable'>;
 }
 
 /** Defaults for EventLoopLoadOptions. */
@@ -31,7 +47,8 @@ export const eventLoopLoadDefaults = Object.freeze({ sampleMs: 250 });
 /** EventLoopLoad keeps the latest LoadSample of this process's event loop. */
 export class EventLoopLoad {
   private last: EventLoopUtilization;
-  private readonly histogram: IntervalHistogram;
+  private readonly meters: EventLoopMeters;
+  private readonly histogram: EventLoopMeters['delay'];
   private readonly clock: Clock;
   private timer: TimerHandle | undefined;
   private sample: LoadSample = { utilization: 0, delayP99Ms: 0 };
@@ -39,8 +56,9 @@ export class EventLoopLoad {
   constructor(options?: EventLoopLoadOptions) {
     const o = optionsOf('EventLoopLoad', options);
     const sampleMs = finite('EventLoopLoad', 'sampleMs', o.sampleMs ?? eventLoopLoadDefaults.sampleMs, 10, 60_000);
-    this.last = performance.eventLoopUtilization();
-    this.histogram = monitorEventLoopDelay({ resolution: 10 });
+    this.meters = o.meters ?? { eventLoopUtilization: performance.eventLoopUtilization, delay: monitorEventLoopDelay({ resolution: 10 }) };
+    this.last = this.meters.eventLoopUtilization();
+    this.histogram = this.meters.delay;
     this.histogram.enable();
     this.clock = clockOption('EventLoopLoad', o.clock, systemClock);
     this.timer = this.clock.setInterval(() => this.tick(), sampleMs);
@@ -66,8 +84,8 @@ export class EventLoopLoad {
   }
 
   private tick(): void {
-    const now = performance.eventLoopUtilization();
-    const delta = performance.eventLoopUtilization(now, this.last);
+    const now = this.meters.eventLoopUtilization();
+    const delta = this.meters.eventLoopUtilization(now, this.last);
     this.last = now;
     const p99 = this.histogram.count > 0 ? this.histogram.percentile(99) / 1e6 : 0;
     this.histogram.reset();
