@@ -64,6 +64,36 @@ describe('BreakerGroup', () => {
     assert.equal(g.evicted, 1);
   });
 
+  it('judges idleness in slices of idleMs / 16: never before idleMs, at most one slice after', () => {
+    const clock = new ManualClock();
+    const g = new BreakerGroup({ clock, idleMs: 1_600, maxBreakers: 16 }); // one slice = 100 ms
+    g.get('a');
+    clock.advance(1_599);
+    g.get('b'); // a sweep: 'a' is idle 1 599 ms, under idleMs
+    assert.ok(g.has('a'));
+    clock.advance(101 + 100); // 'a' idle 1 800 ms: past idleMs plus one slice
+    g.get('c');
+    assert.ok(!g.has('a'));
+    assert.ok(g.has('b'));
+  });
+
+  it('keeps working when the slice numbers are renumbered (after 2^30 slices)', () => {
+    const clock = new ManualClock();
+    const g = new BreakerGroup({ clock, idleMs: 16, maxBreakers: 16 }); // one slice = 1 ms
+    const hot = g.get('hot');
+    g.get('cold');
+    clock.advance(2 ** 30 + 5);
+    assert.equal(g.get('hot'), hot); // renumbers here
+    clock.advance(10);
+    assert.equal(g.get('hot'), hot);
+    clock.advance(10);
+    g.get('new'); // 'cold' idle for 2^30 ms, 'hot' used 10 ms ago
+    assert.deepEqual(g.names().sort(), ['hot', 'new']);
+    clock.advance(40);
+    g.get('newer');
+    assert.deepEqual(g.names().sort(), ['newer']);
+  });
+
   it('never evicts an isolated breaker for idleness', () => {
     const clock = new ManualClock();
     const g = new BreakerGroup({ clock, idleMs: 1_000, factory: (name) => new CircuitBreaker({ name, clock }) });

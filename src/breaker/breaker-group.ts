@@ -5,12 +5,16 @@
  * and the group never holds more than `maxBreakers`, so a million distinct names (a key made from user
  * input, a churning fleet) cannot grow memory without bound. No timers: eviction happens on creation.
  *
- * `get` is a bare `Map.get` plus one write: the map holds the breakers themselves (no entry object, so
+ * `get` is a bare `Map.get` plus a compare: the map holds the breakers themselves (no entry object, so
  * a lookup among 100 000 names touches one object fewer), and the group notes when it last handed a
- * breaker out in a field the breaker carries (`GROUP_USED`, declared by both breakers; added to a
- * breaker of your own when it joins). Map order approximates recency without touching the map on every
+ * breaker out in a field the breaker carries (`GROUP_USED`, declared first by both breakers so it sits
+ * in the cache line a caller loads anyway; added to a breaker of your own when it joins). The mark is
+ * a time slice number (a small integer, `idleMs / 16` per slice), not a time: V8 keeps an integer field
+ * inside the object but a fractional time in a separate box, one more cache miss per get, and a breaker
+ * is written at most once per slice. Map order approximates recency without touching the map on every
  * call: the sweep looks at the oldest insertions, evicts those idle, and moves those used since they
- * were placed (`GROUP_PLACED`) to the back.
+ * were placed (`GROUP_PLACED`) to the back. Idleness is judged in whole slices, so a breaker is evicted
+ * after `idleMs` to `idleMs × 17/16` without use.
  */
 import type { Clock } from '../core/clock.js';
 import { ClosedError } from '../core/errors.js';
@@ -23,6 +27,11 @@ import { SreBreaker } from './sre-breaker.js';
 
 /** Entries a sweep may examine beyond the ones it must evict (bounds the pause). */
 const SWEEP_STEPS = 64;
+
+/** Slices per `idleMs`: the resolution of idleness (see the module comment). */
+const SLICES_PER_IDLE = 16;
+/** Slice numbers stay below this (V8's small integers); past it the marks are renumbered (rare: 2³⁰ slices). */
+const SLICE_LIMIT = 2 ** 30;
 
 /** Defaults for BreakerGroupOptions. */
 export const breakerGroupDefaults = Object.freeze({ idleMs: 600_000, maxBreakers: 100_000 });
@@ -61,6 +70,11 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   /** Breakers made since the last sweep, and how many a sweep may make room for at once. */
   private created = 0;
   private readonly slack: number;
+  /** The current time slice (see the module comment), the time it ends, its length, and when slice 1 began. */
+  private slice = 1;
+  private sliceEnd: number;
+  private readonly sliceMs: number;
+  private origin: number;
 
   constructor(...[options]: BreakerGroupArgs<B>) {
     const o: BreakerGroupOptions<B> = optionsObject('BreakerGroup', options);
@@ -76,6 +90,9 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     this.maxBreakers = integer('BreakerGroup', 'maxBreakers', o.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1);
     this.clock = clockOption('BreakerGroup', o.clock, getDefaultCoarseClock());
     this.slack = Math.max(1, Math.floor(this.maxBreakers / 16));
+    this.sliceMs = this.idleMs / SLICES_PER_IDLE;
+    this.origin = this.clock.now();
+    this.sliceEnd = this.origin + this.sliceMs;
   }
 
   /** size is the number of breakers held. */
@@ -95,9 +112,11 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   get(name: string): B | undefined {
     const b = this.entries.get(name);
     if (b !== undefined) {
-      // Written only when the (coarse) time moved: most gets then dirty no cache line.
       const now = this.clock.now();
-      if (b[GROUP_USED] !== now) b[GROUP_USED] = now;
+      if (now >= this.sliceEnd) this.nextSlice(now);
+      // Written once per slice: most gets dirty no cache line.
+      const slice = this.slice;
+      if (b[GROUP_USED] !== slice) b[GROUP_USED] = slice;
       return b;
     }
     return this.make(name);
@@ -168,9 +187,11 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     if (typeof name !== 'string') throw new TypeError(`BreakerGroup: name must be a string, got ${showValue(name)}`);
     if (this.excluded(name)) return undefined;
     const now = this.clock.now();
+    if (now >= this.sliceEnd) this.nextSlice(now);
+    const slice = this.slice;
     if (++this.created >= this.slack || this.entries.size >= this.maxBreakers) {
       this.created = 0;
-      this.sweep(now);
+      this.sweep(slice);
     }
     const breaker = this.factory(name);
     if (breaker === null || typeof breaker !== 'object' || typeof breaker.execute !== 'function') {
@@ -179,10 +200,30 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     if (!Object.isExtensible(breaker) && !(GROUP_USED in breaker)) {
       throw new TypeError(`BreakerGroup: factory must return an extensible object (the group marks its use on it), got a frozen one for ${JSON.stringify(name)}`);
     }
-    const marked = Object.assign(breaker, { [GROUP_USED]: now, [GROUP_PLACED]: now });
+    // Placed now, not used since (used < placed): the next get marks it used.
+    const marked = breaker as B & Marks;
+    marked[GROUP_USED] = slice - 1;
+    marked[GROUP_PLACED] = slice;
     this.entries.set(name, marked);
     this.made++;
     return marked;
+  }
+
+  /** nextSlice moves to the slice the clock is in now (renumbering the marks before they outgrow small integers). */
+  private nextSlice(now: number): void {
+    let slice = Math.floor((now - this.origin) / this.sliceMs) + 1;
+    if (slice >= SLICE_LIMIT) {
+      // Renumber so the current slice becomes a small number again; marks older than any idleness test clamp to 0.
+      const shift = slice - 2 * SLICES_PER_IDLE - 2;
+      for (const b of this.entries.values()) {
+        b[GROUP_USED] = Math.max(0, b[GROUP_USED] - shift);
+        b[GROUP_PLACED] = Math.max(0, b[GROUP_PLACED] - shift);
+      }
+      this.origin += shift * this.sliceMs;
+      slice -= shift;
+    }
+    if (slice > this.slice) this.slice = slice;
+    this.sliceEnd = this.origin + this.slice * this.sliceMs;
   }
 
   /**
@@ -190,28 +231,30 @@ export class BreakerGroup<B extends Breaker = Breaker> {
    * at `maxBreakers` it evicts down to `maxBreakers − slack` with a second chance (CLOCK): an entry
    * used since it was placed moves to the back instead. One iterator per pass, and passes only every
    * `slack` creations or at the bound, because a fresh Map iterator walks past every deleted slot.
+   * An entry is idle when a whole `idleMs` of slices lies between the slice it was last used or placed in and this one.
    */
-  private sweep(now: number): void {
+  private sweep(slice: number): void {
     const entries = this.entries;
-    const idleBefore = now - this.idleMs;
+    const idleBefore = slice - SLICES_PER_IDLE - 1;
     const target = entries.size >= this.maxBreakers ? this.maxBreakers - this.slack : Infinity;
     let budget = 4 * this.slack + SWEEP_STEPS;
     for (const [name, b] of entries) {
       if (budget-- <= 0) break;
       const pinned = isIsolated(b);
+      const placed = b[GROUP_PLACED];
       const used = b[GROUP_USED];
-      if (used <= idleBefore && !pinned) {
+      if (used <= idleBefore && placed <= idleBefore && !pinned) {
         entries.delete(name);
         this.evictions++;
       } else if (entries.size > target) {
         entries.delete(name);
-        if (used > b[GROUP_PLACED] || pinned) this.replace(name, b, now);
+        if (used >= placed || pinned) this.replace(name, b, slice);
         else this.evictions++;
-      } else if (b[GROUP_PLACED] > idleBefore) {
+      } else if (placed > idleBefore) {
         break; // every later entry was placed (so used) more recently: none is idle
       } else {
         entries.delete(name); // placed long ago but used since: to the back
-        this.replace(name, b, now);
+        this.replace(name, b, slice);
       }
     }
     while (entries.size >= this.maxBreakers) {
@@ -220,10 +263,10 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     }
   }
 
-  /** replace puts an entry back at the end of the map order. */
-  private replace(name: string, b: B & Marks, now: number): void {
-    b[GROUP_PLACED] = now;
-    b[GROUP_USED] = now;
+  /** replace puts an entry back at the end of the map order, not used since. */
+  private replace(name: string, b: B & Marks, slice: number): void {
+    b[GROUP_PLACED] = slice;
+    b[GROUP_USED] = slice - 1;
     this.entries.set(name, b);
   }
 }
