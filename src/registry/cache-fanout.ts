@@ -7,7 +7,7 @@
  */
 import { EventQueue } from './event-queue.js';
 import type { RegistryEvent, ServiceInstance } from './types.js';
-import { sameInstance } from './validate.js';
+import { sameInstance, watchEvent } from './validate.js';
 
 export class ServiceFanout {
   private readonly byService = new Map<string, Set<EventQueue>>();
@@ -55,13 +55,13 @@ export class ServiceFanout {
     for (const i of before) old.set(i.id, i);
     for (const i of after) {
       const o = old.get(i.id);
-      if (o === undefined) this.publish(service, Object.freeze({ type: 'create', instance: i }));
+      if (o === undefined) this.publish(service, watchEvent('create', i));
       else {
         old.delete(i.id);
-        if (o !== i && !sameInstance(o, i)) this.publish(service, Object.freeze({ type: 'update', instance: i }));
+        if (o !== i && !sameInstance(o, i)) this.publish(service, watchEvent('update', i));
       }
     }
-    for (const i of old.values()) this.publish(service, Object.freeze({ type: 'delete', instance: i }));
+    for (const i of old.values()) this.publish(service, watchEvent('delete', i));
   }
 
   /** fail ends the watches of `service` with `err` (after what they have queued): they list again. */

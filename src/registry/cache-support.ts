@@ -5,7 +5,7 @@
 import { linkSignal } from '../core/abort.js';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { followerDefaults } from '../core/follower.js';
-import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import type { Registry, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 
 /** Defaults for RegistryCacheOptions. */
 export const registryCacheDefaults = Object.freeze({
@@ -95,6 +95,19 @@ export function freezeList(list: readonly ServiceInstance[]): readonly ServiceIn
   const out: ServiceInstance[] = [];
   for (const i of list) out.push(Object.isFrozen(i) && (i.metadata === undefined || Object.isFrozen(i.metadata)) ? i : freezeInstance(i));
   return Object.freeze(out);
+}
+
+/** serviceChange answers `{ service, instances }`, built from an empty literal (no allocation site: see watchEvent in validate.ts). */
+export function serviceChange(service: string, instances: readonly ServiceInstance[]): ServiceChange {
+  const c: { service: string; instances: readonly ServiceInstance[] } = {} as never;
+  c.service = service;
+  c.instances = instances;
+  return c;
+}
+
+/** frozenInstance answers `i` when it is frozen (metadata too), else a frozen copy: one instance, no list. */
+export function frozenInstance(i: ServiceInstance): ServiceInstance {
+  return Object.isFrozen(i) && (i.metadata === undefined || Object.isFrozen(i.metadata)) ? i : freezeInstance(i);
 }
 
 function freezeInstance(i: ServiceInstance): ServiceInstance {

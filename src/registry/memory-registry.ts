@@ -12,7 +12,7 @@ import { ClosedError, NotFoundError } from '../core/errors.js';
 import { clockOption, integer, options as checkOptions, positive } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
 import type { CallOptions, MemoryRegistryOptions, MemoryRegistryStats, RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
-import { checkInstance, checkName, sameInstance } from './validate.js';
+import { checkInstance, checkName, sameInstance, watchEvent } from './validate.js';
 
 /** Defaults for MemoryRegistryOptions. */
 export const memoryRegistryDefaults = Object.freeze({ ttlMs: 0, watchQueueSize: 1024, sweepIntervalMs: 1000 });
@@ -65,9 +65,17 @@ export class MemoryRegistry implements Registry {
     let byId = this.services.get(inst.name);
     if (byId === undefined) this.services.set(inst.name, (byId = new Map()));
     const old = byId.get(inst.id);
-    byId.set(inst.id, { instance: inst, expiresAt });
-    if (old === undefined) this.emit(Object.freeze({ type: 'create', instance: inst }));
-    else if (!sameInstance(old.instance, inst)) this.emit(Object.freeze({ type: 'update', instance: inst }));
+    if (old === undefined) {
+      byId.set(inst.id, { instance: inst, expiresAt });
+      this.emit(watchEvent('create', inst));
+    } else {
+      // Updated in place: an entry per update would come from the allocation site of the long-lived
+      // entries, which V8 then allocates straight into the old generation (see watchEvent).
+      const before = old.instance;
+      old.instance = inst;
+      old.expiresAt = expiresAt;
+      if (!sameInstance(before, inst)) this.emit(watchEvent('update', inst));
+    }
   }
 
   /** deregister removes an instance (watchers get `delete`); rejects AbortedError when `signal` is already aborted. */
@@ -166,7 +174,7 @@ export class MemoryRegistry implements Registry {
     if (byId === undefined || e === undefined) return;
     byId.delete(id);
     if (byId.size === 0) this.services.delete(name);
-    this.emit(Object.freeze({ type: 'delete', instance: e.instance }));
+    this.emit(watchEvent('delete', e.instance));
   }
 
   private emit(event: RegistryEvent): void {

@@ -35,7 +35,7 @@ import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
-import { ended, freezeList, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
+import { ended, freezeList, frozenInstance, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
 
 export { registryCacheDefaults };
 
@@ -277,7 +277,7 @@ export class RegistryCache implements Registry {
     }
     this.changed();
     this.fanout.publishDiff(name, before, instances);
-    if (this.changes.hasListeners) this.changes.emit({ service: name, instances });
+    if (this.changes.hasListeners) this.changes.emit(serviceChange(name, instances));
     return e;
   }
 
@@ -304,7 +304,7 @@ export class RegistryCache implements Registry {
       e.nodeExpiry.delete(inst.id);
       published = event;
     } else {
-      const frozen = freezeList([inst])[0]!;
+      const frozen = frozenInstance(inst);
       const old = e.instances.length === others.length ? undefined : e.instances.find((i) => i.id === inst.id);
       others.push(frozen);
       e.instances = Object.freeze(others);
@@ -320,7 +320,7 @@ export class RegistryCache implements Registry {
     e.validUntil = v;
     this.changed();
     this.fanout.publish(name, published);
-    if (this.changes.hasListeners) this.changes.emit({ service: name, instances: e.instances });
+    if (this.changes.hasListeners) this.changes.emit(serviceChange(name, e.instances));
   }
 
   private ensureWatch(name: string): CacheWatch {
