@@ -26,6 +26,8 @@ export interface HashRingOptions {
 /** Member slots are packed below hashes in one double while sorting new points: 2^20 members at most. */
 const MEMBER_SPACE = 2 ** 20;
 const MAX_MEMBERS = MEMBER_SPACE;
+/** New points merged at once: packed below their hash in one double while sorting. */
+const ADD_CHUNK = 2 ** 21;
 /** The most virtual nodes one member may hold (`setPoints`). */
 const MAX_POINTS_PER_MEMBER = 1 << 24;
 
@@ -48,6 +50,8 @@ export class HashRing {
   private points = new Uint32Array(0);
   /** owners[i] is the slot of the member of points[i]. */
   private owners = new Uint32Array(0);
+  /** ranks[i] is which of its member's points points[i] is (its i in `hash("i-m")`). */
+  private ranks = new Uint32Array(0);
   private length = 0;
 
   constructor(options: HashRingOptions = {}) {
@@ -227,32 +231,24 @@ export class HashRing {
 
   /**
    * dropPoints removes, for each slot in `drop`, its points `keep … had − 1`. A few points are found
-   * by their (recomputed) hashes and the blocks between them move down; many go in one filtering pass.
+   * by their (recomputed) hashes and the blocks between them move down; many go in one filtering pass
+   * that reads each point's replica index (no hashing: halving every member's points at 2²⁰ points
+   * takes one pass over the arrays).
    */
   private dropPoints(drop: Map<number, [keep: number, had: number]>, removed: number): void {
-    const { points, owners } = this;
+    const { points, owners, ranks } = this;
     const n = this.length;
-    const few = removed * 16 < n;
-    // The points to drop as a multiset of hash × 2^20 + slot (a member's points may share a hash).
-    const want = new Map<number, number>();
-    for (const [slot, [keep, had]] of drop) {
-      if (keep === 0 && !few) continue; // the filtering pass drops every point of the slot
-      const name = this.names[slot]!;
-      for (let r = keep; r < had; r++) {
-        const key = (this.hash(`${r}-${name}`) >>> 0) * MEMBER_SPACE + slot;
-        want.set(key, (want.get(key) ?? 0) + 1);
-      }
-    }
-    if (few) {
+    if (removed * 16 < n) {
       const at: number[] = [];
-      for (const [key, count] of want) {
-        const slot = key % MEMBER_SPACE;
-        const h = (key - slot) / MEMBER_SPACE;
-        let need = count;
-        for (let i = this.lowerBound(h); i < n && points[i] === h && need > 0; i++) {
-          if (owners[i] === slot) {
-            at.push(i);
-            need--;
+      for (const [slot, [keep, had]] of drop) {
+        const name = this.names[slot]!;
+        for (let r = keep; r < had; r++) {
+          const h = this.hash(`${r}-${name}`) >>> 0;
+          for (let i = this.lowerBound(h); i < n && points[i] === h; i++) {
+            if (owners[i] === slot && ranks[i] === r) {
+              at.push(i);
+              break;
+            }
           }
         }
       }
@@ -263,25 +259,22 @@ export class HashRing {
         const to = i + 1 < at.length ? at[i + 1]! : n;
         points.copyWithin(w, from, to);
         owners.copyWithin(w, from, to);
+        ranks.copyWithin(w, from, to);
         w += to - from;
       }
       this.length = w;
     } else {
+      // keepOf[slot]: how many points the slot keeps; members not changing keep all.
+      const keepOf = new Uint32Array(this.names.length).fill(MAX_POINTS_PER_MEMBER);
+      for (const [slot, [keep]] of drop) keepOf[slot] = keep;
       let w = 0;
       for (let i = 0; i < n; i++) {
         const o = owners[i]!;
-        const d = drop.get(o);
-        if (d !== undefined) {
-          if (d[0] === 0) continue;
-          const key = points[i]! * MEMBER_SPACE + o;
-          const c = want.get(key);
-          if (c !== undefined && c > 0) {
-            want.set(key, c - 1);
-            continue;
-          }
-        }
+        const r = ranks[i]!;
+        if (r >= keepOf[o]!) continue;
         points[w] = points[i]!;
         owners[w] = o;
+        ranks[w] = r;
         w++;
       }
       this.length = w;
@@ -302,35 +295,62 @@ export class HashRing {
     return lo;
   }
 
-  /** addPoints hashes the new points of each (slot, from, to), sorts them, and merges them in from the back. */
+  /**
+   * addPoints hashes the new points of each (slot, from, to), sorts them, and merges them in from the
+   * back. Each new point is packed as hash × 2²¹ + its index in a list ordered by member name then
+   * replica, so one native sort of doubles orders them by (hash, name) and the index gives back its
+   * member and replica; more than 2²¹ new points go in several merges.
+   */
   private addPoints(grow: [slot: number, from: number, to: number][]): void {
-    let k = 0;
-    for (const [, from, to] of grow) k += to - from;
-    // Sort the new points by (hash, member name) in one native sort of hash × 2^20 + the member's rank by name.
     const names = this.names;
-    const ranked = grow.map((g) => g[0]).sort((a, b) => (names[a]! < names[b]! ? -1 : names[a]! > names[b]! ? 1 : 0));
-    const rank = new Map<number, number>();
-    for (let i = 0; i < ranked.length; i++) rank.set(ranked[i]!, i);
+    grow.sort((a, b) => (names[a[0]]! < names[b[0]]! ? -1 : names[a[0]]! > names[b[0]]! ? 1 : 0));
+    let chunk: [slot: number, from: number, to: number][] = [];
+    let k = 0;
+    for (const [slot, from, to] of grow) {
+      for (let f = from; f < to; ) {
+        const t = Math.min(to, f + (ADD_CHUNK - k));
+        chunk.push([slot, f, t]);
+        k += t - f;
+        f = t;
+        if (k === ADD_CHUNK) {
+          this.mergePoints(chunk, k);
+          chunk = [];
+          k = 0;
+        }
+      }
+    }
+    if (k > 0) this.mergePoints(chunk, k);
+  }
+
+  /** mergePoints merges `k` ≤ 2²¹ new points, given in (name, replica) order, into the ring. */
+  private mergePoints(grow: [slot: number, from: number, to: number][], k: number): void {
+    const names = this.names;
     const packed = new Float64Array(k);
+    const slotOf = new Uint32Array(k);
+    const replicaOf = new Uint32Array(k);
     let p = 0;
     for (const [slot, from, to] of grow) {
       const name = names[slot]!;
-      const rk = rank.get(slot)!;
-      for (let r = from; r < to; r++) packed[p++] = (this.hash(`${r}-${name}`) >>> 0) * MEMBER_SPACE + rk;
+      for (let r = from; r < to; r++) {
+        slotOf[p] = slot;
+        replicaOf[p] = r;
+        packed[p] = (this.hash(`${r}-${name}`) >>> 0) * ADD_CHUNK + p;
+        p++;
+      }
     }
     packed.sort();
     const n = this.length;
     if (n + k > this.points.length) this.resize(Math.max(Math.ceil((n + k) * 1.25), 64)); // headroom: growth reallocates rarely
-    const { points, owners } = this;
+    const { points, owners, ranks } = this;
     // Merge from the back: each new point finds its place among the old ones not yet placed by binary
     // search, and the old block above that place moves up in one copy.
     let i = n;
     let w = n + k;
     for (let j = k - 1; j >= 0; j--) {
       const v = packed[j]!;
-      const rk = v % MEMBER_SPACE;
-      const h = (v - rk) / MEMBER_SPACE;
-      const slot = ranked[rk]!;
+      const at = v % ADD_CHUNK;
+      const h = (v - at) / ADD_CHUNK;
+      const slot = slotOf[at]!;
       const name = names[slot]!;
       let lo = 0;
       let hi = i;
@@ -345,12 +365,14 @@ export class HashRing {
       if (moved > 0) {
         points.copyWithin(w - moved, lo, i);
         owners.copyWithin(w - moved, lo, i);
+        ranks.copyWithin(w - moved, lo, i);
         w -= moved;
         i = lo;
       }
       w--;
       points[w] = h;
       owners[w] = slot;
+      ranks[w] = replicaOf[at]!;
     }
     this.length = n + k;
   }
@@ -358,10 +380,13 @@ export class HashRing {
   private resize(capacity: number): void {
     const points = new Uint32Array(capacity);
     const owners = new Uint32Array(capacity);
+    const ranks = new Uint32Array(capacity);
     points.set(this.points.subarray(0, this.length));
     owners.set(this.owners.subarray(0, this.length));
+    ranks.set(this.ranks.subarray(0, this.length));
     this.points = points;
     this.owners = owners;
+    this.ranks = ranks;
   }
 }
 
