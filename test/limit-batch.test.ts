@@ -6,6 +6,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { InvalidResponseError } from '../src/core/errors.js';
 import { RedisTokenLimiter, type LimitDecision } from '../src/limit/index.js';
 import { TOKEN_SCRIPT } from '../src/limit/redis-scripts.js';
@@ -47,18 +48,43 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
     );
   });
 
-  it('sends one tick of callers as one script call, and allows exactly the first 5 of 8', async () => {
+  it('sends a lone caller at once, with nothing in flight, and the callers of its tick behind it as one script call', async () => {
+    const client = new Redis(fx.srv.url);
+    let sent = 0;
+    const evalsha = client.evalsha.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    (client as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = (...args) => (sent++, evalsha(...args));
+    await using lim = new RedisTokenLimiter({ redis: client, prefix: 't:lone:', rate: 0.1, burst: 5, timeoutMs: 2_000 });
+    try {
+    await onRedis(lim);
+    const before = await scriptCalls(fx.admin);
+    const lone = lim.take('k');
+    assert.equal(sent, 1, 'the lone caller went out at once, not at the end of the tick');
+    assert.equal(await lone, true);
+    const first = lim.take('k');
+    const rest = Array.from({ length: 4 }, () => lim.take('k'));
+    assert.deepEqual(await Promise.all([first, ...rest]), [true, true, true, true, false]);
+    assert.equal((await scriptCalls(fx.admin)) - before, 3, 'the lone caller, then one for the first of the tick and one for the four behind it');
+    assert.equal(sent, 3);
+    } finally {
+      await lim.close();
+      client.disconnect();
+    }
+  });
+
+  it('sends one tick of callers behind a call in flight as one script call, and allows exactly the first 5 of 8', async () => {
     const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:batch8:', rate: 0.1, burst: 5, timeoutMs: 2_000 });
     try {
       await onRedis(lim);
       const before = await scriptCalls(fx.admin);
+      const inFlight = lim.take('other'); // sent at once: the callers of this tick batch behind it
       const calls: Promise<boolean | LimitDecision>[] = [];
       for (let i = 0; i < 8; i++) calls.push(i % 2 === 0 ? lim.take('k') : lim.takeDecision('k'));
       const answers = (await Promise.all(calls)).map((a) => (typeof a === 'boolean' ? a : a.allowed));
+      await inFlight;
       assert.deepEqual(answers, [true, true, true, true, true, false, false, false]);
-      assert.equal((await scriptCalls(fx.admin)) - before, 1, 'one script call for the batch');
+      assert.equal((await scriptCalls(fx.admin)) - before, 2, 'one script call for the call in flight, one for the batch');
       const s = lim.stats();
-      assert.equal(s.redisDecisions, 8, 'stats count decisions, not batches');
+      assert.equal(s.redisDecisions, 9, 'stats count decisions, not batches');
       assert.equal(s.rescueDecisions, 0);
       const d = (await calls[5]) as LimitDecision;
       assert.equal(d.remaining, 0);
@@ -128,8 +154,10 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
     try {
       await onRedis(lim);
       const before = await scriptCalls(fx.admin);
+      const inFlight = lim.take('other'); // sent at once: the callers of this tick batch behind it
       const answers = await Promise.all(Array.from({ length: 1_500 }, () => lim.take('k')));
-      assert.equal((await scriptCalls(fx.admin)) - before, 2);
+      await inFlight;
+      assert.equal((await scriptCalls(fx.admin)) - before, 3, 'the call in flight, then 1 024 + 476');
       assert.equal(answers.filter(Boolean).length, 1_200);
       assert.ok(answers.slice(0, 1_200).every(Boolean), 'the first 1 200 callers are the ones allowed');
     } finally {

@@ -7,8 +7,10 @@
  * Single-token decisions (`take(key)`, `takeDecision(key)`) made on Redis in the same tick for the same
  * key are batched: they go to Redis as ONE script call for k tokens that admits as many as the bucket
  * holds, up to k, and the first m callers in call order are allowed, the rest refused — the answers k
- * calls in a row would get at that instant (GCRA: admitting m of k is taking m tokens). A batch is sent
- * at the end of the tick (process.nextTick), or at once when it reaches 1 024 callers; batches of
+ * calls in a row would get at that instant (GCRA: admitting m of k is taking m tokens). A caller that
+ * finds no call in flight and no batch open is sent at once (a lone caller never waits for the tick);
+ * callers behind a call in flight batch. A batch is sent at the end of the tick (process.nextTick), or
+ * at once when it reaches 1 024 callers; batches of
  * different keys share one socket write. `take(key, n)` for n ≠ 1 is one script call of its own. If a
  * batch's call fails, times out or answers a bad shape, each of its callers is decided by the rescue
  * limiter, one by one, in call order.
@@ -201,6 +203,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       return Promise.resolve(decide ? local.decide(key, 1) : local.allow(key, 1));
     }
     if (this.lease !== undefined) return this.fromLease(key, k, decide);
+    if (!this.scheduled && this.switch.idle) {
+      // Nothing in flight and no batch this tick: a lone caller is sent at once rather than at the end
+      // of the tick (callers that follow in this tick batch behind it, as they would behind any call in flight).
+      return new Promise<boolean | LimitDecision>((resolve) => this.flush(k, key, [{ resolve, decide }]));
+    }
     let w: Waiter[] | undefined;
     if (this.oneKey === k) {
       w = this.oneBatch!;

@@ -90,6 +90,11 @@ export class RedisRescue {
     }
   }
 
+  /** idle is true while no call waits on Redis (a lone caller may then be sent at once). */
+  get idle(): boolean {
+    return this.head === this.queue.length;
+  }
+
   private readonly onReady = (): void => {
     // A Cluster runs a script on the master of its key's slot: load it on every master (a master that
     // comes later, after a failover, answers NOSCRIPT once and gets it by EVAL; see redis-scripts.ts).
