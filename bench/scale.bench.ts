@@ -14,7 +14,9 @@
  *    would be slowest). Targets: a pick at 10 000 within 3× its cost at 10 for the O(1) strategies,
  *    within 6× for the O(log n) ones (smooth WRR's tree, the ring's binary search).
  * 3. RingHash's ring at its bound (`maxRingSize` 2²⁰): points per instance and the busiest instance's
- *    share of the hash space ÷ the mean (`maxShare`, exact arcs, no sampling).
+ *    share of the hash space ÷ the mean (`maxShare`, exact arcs, no sampling). And its changes of
+ *    scale (halving every instance's points when the ring would pass 2²⁰, doubling them back), with the
+ *    first build of 13 107 instances against its floor (hashing and sorting the points alone).
  *
  *   BENCH_RUNS=3 BENCH_MS=300 npm run bench -- scale
  */
@@ -22,6 +24,7 @@ import { createRequire } from 'node:module';
 import { atMost, bench, type Subject, type Target } from './harness.js';
 import { Balancer, LeastRequest, P2C, Random, RingHash, RoundRobin, SmoothWeightedRoundRobin, type Picker, type StrategyName } from '../src/balancer/index.js';
 import { ManualClock } from '../src/core/clock.js';
+import { hash32 } from '../src/core/hash.js';
 import type { ServiceInstance } from '../src/registry/types.js';
 
 /** The `hashring` npm package (no type declarations), loaded by the subjects that measure it. */
@@ -170,6 +173,40 @@ function ringSubjects(): Record<string, () => Subject> {
       return { op: () => p.pick(list, keyAt(i++)), extra: () => ({ points: stats.points, perInstance: stats.points / n, maxShare, firstBuildMs: buildMs }) };
     };
   }
+  // A change of scale: the total weight crossing the ring's bound re-places points (halving each
+  // instance's points past 2^20 at 13 108 instances of 80 points; doubling them again when the list falls
+  // to 6 553). Each happens once per child, so the subject reports the times of the first and of a
+  // second round (code then optimised); the op is a plain pick. Floor: hashing and sorting the
+  // points of the first build alone (what any ring must do), against the first build itself.
+  out['RingHash rescale at 2^20 points'] = () => {
+    const big = Array.from({ length: 13_107 }, (_, i) => instance(i, 1));
+    const over = [...big, instance(13_107, 1)];
+    const small = big.slice(0, 6_553);
+    const p = new RingHash();
+    const time = (f: () => void) => {
+      const t = performance.now();
+      f();
+      return performance.now() - t;
+    };
+    const buildMs = time(() => p.pick(big, 'k'));
+    const rounds = [0, 1].map(() => ({
+      halveMs: time(() => p.pick(over, 'k')),
+      doubleMs: time(() => p.pick(small, 'k')),
+      regrowMs: time(() => p.pick(big, 'k')),
+    }));
+    const points = p.stats().points;
+    const floorMs = time(() => {
+      const packed = new Float64Array(points);
+      let j = 0;
+      for (const x of big) for (let r = 0; r < points / big.length; r++) packed[j++] = hash32(`${r}-${x.id}`) * 2 ** 21 + (j & 0xfffff);
+      packed.sort();
+    });
+    let i = 0;
+    return {
+      op: () => p.pick(big, keyAt(i++)),
+      extra: () => ({ buildMs, floorMs, halveMs: rounds[0]!.halveMs, doubleMs: rounds[0]!.doubleMs, halveWarmMs: rounds[1]!.halveMs, doubleWarmMs: rounds[1]!.doubleMs }),
+    };
+  };
   return out;
 }
 
