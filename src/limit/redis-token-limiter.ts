@@ -105,7 +105,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     if (w !== undefined) {
       const k = this.oneKey!;
       this.oneBatch = this.oneKey = undefined;
-      this.flush(k, this.oneClient, w);
+      // A lone caller was sent at once (see one()): with other keys this tick, this key's batch joins their one call.
+      if (this.multiKey && this.batches.size > 0 && !w.some((c) => c.decide)) this.batches.set(k, { client: this.oneClient, waiters: w });
+      else this.flush(k, this.oneClient, w);
     }
     if (this.batches.size > 0) {
       if (this.multiKey) this.flushMulti();
@@ -234,8 +236,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   }
 
   /**
-   * flushMulti sends this tick's `take()` batches of several keys (the map's; the first key's batch
-   * was sent already) as ONE script call that decides each key as its own batch would, and removes
+   * flushMulti sends this tick's `take()` batches of several keys as ONE script call that decides each key as its own batch would, and removes
    * them from the map. Batches with a `takeDecision()` caller stay for their own call.
    */
   private flushMulti(): void {
