@@ -2,7 +2,8 @@
 /**
  * A/B of the library's hot paths between two builds, in one run: each (subject, build) pair runs in its
  * own child process, alternating A and B (and which goes first) round after round, so that machine
- * noise falls on both alike; it prints the median ns/op of each and the ratio B / A.
+ * noise falls on both alike; it prints the median ns/op of each, the ratio B / A of the medians, and the
+ * median (and range) of the per-round ratios, which pair runs made back to back.
  *
  *   node scripts/ab-bench.mjs <dist A> <dist B> [rounds]      e.g. /tmp/base/dist dist 7
  *
@@ -182,11 +183,12 @@ if (!a || !b) {
 }
 const rounds = Number(process.argv[4] ?? 7);
 const names = Object.keys(SUBJECTS).filter((n) => !process.env.AB_FILTER || n.includes(process.env.AB_FILTER));
-const results = new Map(names.map((n) => [n, { A: [], B: [] }]));
+const results = new Map(names.map((n) => [n, { A: [], B: [], ratios: [] }]));
 let failed = 0;
 for (let r = 0; r < rounds; r++) {
   for (const name of names) {
     const order = r % 2 === 0 ? [['A', a], ['B', b]] : [['B', b], ['A', a]];
+    const round = {};
     for (const [label, dist] of order) {
       const child = spawnSync(process.execPath, [self, '--child', dist, name], { encoding: 'utf8', timeout: 60_000 });
       const line = child.stdout?.split('\n').find((l) => l.startsWith('@@NS '));
@@ -195,20 +197,24 @@ for (let r = 0; r < rounds; r++) {
         process.stderr.write(`${name} [${label}] failed (status ${child.status}): ${child.stderr?.slice(-600)}\n`);
         continue;
       }
-      results.get(name)[label].push(Number(line.slice(5)));
+      round[label] = Number(line.slice(5));
+      results.get(name)[label].push(round[label]);
     }
+    // The two builds of one round ran back to back: their ratio is the least noisy comparison.
+    if (round.A !== undefined && round.B !== undefined) results.get(name).ratios.push(round.B / round.A);
   }
 }
 const fmt = (ns) => (ns >= 1e3 ? `${(ns / 1e3).toFixed(2)} µs` : `${ns.toFixed(1)} ns`);
 console.log(`A = ${a}\nB = ${b}\n${rounds} rounds, alternating, each (subject, build) in its own process\n`);
-console.log('| hot path | A median | B median | B / A |');
-console.log('| --- | --- | --- | --- |');
+console.log('| hot path | A median | B median | B / A | median of round ratios (min–max) |');
+console.log('| --- | --- | --- | --- | --- |');
 for (const name of names) {
-  const { A, B } = results.get(name);
+  const { A, B, ratios } = results.get(name);
   if (!A.length || !B.length) {
-    console.log(`| ${name} | ${A.length ? fmt(median(A)) : 'failed'} | ${B.length ? fmt(median(B)) : 'failed'} | – |`);
+    console.log(`| ${name} | ${A.length ? fmt(median(A)) : 'failed'} | ${B.length ? fmt(median(B)) : 'failed'} | – | – |`);
     continue;
   }
-  console.log(`| ${name} | ${fmt(median(A))} | ${fmt(median(B))} | ${(median(B) / median(A)).toFixed(3)} |`);
+  const spread = ratios.length ? `${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : '–';
+  console.log(`| ${name} | ${fmt(median(A))} | ${fmt(median(B))} | ${(median(B) / median(A)).toFixed(3)} | ${spread} |`);
 }
 process.exit(failed ? 1 : 0);
