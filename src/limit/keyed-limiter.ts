@@ -15,6 +15,7 @@
  * `idle()` method are evicted oldest first.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { limitRefusedChannel, ownedDecision } from '../core/diagnostics.js';
 import { clockOption, fn, integer, options as optionsOf } from '../core/validate.js';
 import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
@@ -84,11 +85,13 @@ export class KeyedLimiter implements KeyedRateLimiter {
 
   /** allow takes `n` (default 1) from `key`'s limiter and answers whether it did. */
   allow(key: string, n = 1): boolean {
+    if (limitRefusedChannel.hasSubscribers) return ownedDecision('KeyedLimiter', this, key, n, () => this.get(key).allow(n));
     return this.get(key).allow(n);
   }
 
   /** decide is `allow` with the numbers behind the answer. */
   decide(key: string, n = 1): LimitDecision {
+    if (limitRefusedChannel.hasSubscribers) return ownedDecision('KeyedLimiter', this, key, n, () => this.get(key).decide(n));
     return this.get(key).decide(n);
   }
 

@@ -10,6 +10,7 @@
  * by a rate, a whole-millisecond interval (rate 100/s → 10 ms) keeps the arithmetic exact.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { publishRefusal, limitRefusedChannel } from '../core/diagnostics.js';
 import { AbortedError } from '../core/errors.js';
 import { clockOption, finite, options as optionsOf, positive } from '../core/validate.js';
 import type { LimitDecision, Limiter } from './types.js';
@@ -76,6 +77,7 @@ export class TokenLimiter implements Limiter {
       return true;
     }
     if (!(n >= 0)) throw badCount('allow', n);
+    if (limitRefusedChannel.hasSubscribers) publishRefusal('TokenLimiter', this, undefined, n);
     return false;
   }
 
@@ -87,6 +89,7 @@ export class TokenLimiter implements Limiter {
     const next = tat + n * this.interval;
     const allowed = next - now <= this.span;
     if (allowed) this.tat = next;
+    else if (limitRefusedChannel.hasSubscribers) publishRefusal('TokenLimiter', this, undefined, n);
     const ahead = (allowed ? next : tat) - now;
     return {
       allowed,
