@@ -1,6 +1,6 @@
 /**
  * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
- * singleflight, rolling window, backoff, the follower (list → watch → resync), shared deadlines, hashing
+ * singleflight, rolling window, backoff, the follower (list → watch → resync), shared deadlines, hashing,
  * the hash ring, and the names and message shapes of the diagnostics_channel channels every module
  * publishes on. Imports only `node:` built-ins.
  */
