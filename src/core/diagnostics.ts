@@ -2,9 +2,10 @@
  * diagnostics: bulwark's named `node:diagnostics_channel` channels, the one place where their names
  * and message shapes are defined (docs/diagnostics.md lists them with when each fires).
  *
- * This is Node's own instrumentation convention (undici publishes `undici:request:create`, lru-cache
- * `lru-cache:metrics`): an APM agent, an OpenTelemetry instrumentation or a log hook subscribes by
- * name, with no reference to the component and no dependency on bulwark:
+ * This is Node's own instrumentation convention (undici publishes `undici:request:create`; lru-cache
+ * `lru-cache:metrics`, and traces its fetches on a tracing channel): an APM agent, an OpenTelemetry
+ * instrumentation or a log hook subscribes by name, with no reference to the component and no
+ * dependency on bulwark:
  *
  *   import { subscribe } from 'node:diagnostics_channel';
  *   subscribe('bulwark:breaker:state', (m) => console.log(m));

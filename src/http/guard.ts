@@ -322,7 +322,7 @@ export class HttpGuard implements TokenSink {
     else this.counts.broken++;
     if (this.rejects.hasListeners || httpRefusedChannel.hasSubscribers) {
       const event: GuardRejectEvent = { status: r.status, code: r.code, retryAfterMs: sent ? retryAfterMs : undefined, key };
-      if (httpRefusedChannel.hasSubscribers) httpRefusedChannel.publish({ ...event });
+      if (httpRefusedChannel.hasSubscribers) httpRefusedChannel.publish(event);
       this.rejects.emit(event);
     }
     return r;
