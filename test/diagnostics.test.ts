@@ -143,11 +143,14 @@ describe('diagnostics_channel: limiters and the shedder', () => {
       { limiter: 'KeyedLimiter', source: keyed, key: 'alice', n: 1, mode: undefined },
       { limiter: 'KeyedLimiter', source: keyed, key: 'alice', n: 1, mode: undefined },
     ]);
-    // a bucket used on its own again publishes for itself
-    const bucket = keyed.get('alice');
-    assert.equal(bucket.allow(), false);
-    assert.equal(seen.length, 3);
-    assert.equal(seen[2]!.limiter, 'TokenLimiter');
+    // its buckets are its own: one taken out and used directly stays silent too
+    assert.equal(keyed.get('alice').allow(), false);
+    assert.equal(seen.length, 2);
+    // a KeyedLimiter whose `create` makes TokenLimiters owns them the same way
+    const made = new KeyedLimiter({ create: () => new TokenLimiter({ rate: 1, burst: 1, clock }) });
+    made.allow('carol');
+    assert.equal(made.allow('carol'), false);
+    assert.deepEqual(seen.slice(2).map((m) => [m.limiter, m.key]), [['KeyedLimiter', 'carol']]);
   });
 
   it('bulwark:limit:refused: a PeriodLimiter refuses over its quota from allow, decide and answer', () => {

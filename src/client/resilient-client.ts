@@ -238,11 +238,14 @@ export class ResilientClient {
 
   /** run is `call` with an optional result judge (fetch: an HTTP 5xx is a failed attempt). @internal */
   run<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
-    if (clientCallChannel.hasSubscribers) {
-      const key = options?.key;
-      return clientCallChannel.tracePromise(() => this.runUntraced(service, fn, options, judge), { service, key: typeof key === 'string' ? key : undefined });
-    }
+    if (clientCallChannel.hasSubscribers) return this.runTraced(service, fn, options, judge);
     return this.runUntraced(service, fn, options, judge);
+  }
+
+  /** runTraced is `run` traced on `bulwark:client:call` (a method of its own: no closure in `run`'s plain path). */
+  private runTraced<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
+    const key = options?.key;
+    return clientCallChannel.tracePromise(() => this.runUntraced(service, fn, options, judge), { service, key: typeof key === 'string' ? key : undefined });
   }
 
   /** runUntraced is `run` without the `bulwark:client:call` trace around it. */

@@ -236,11 +236,10 @@ export const cacheLoadChannel: TracingChannel<unknown, CacheLoadContext> = traci
 
 /**
  * quiet marks limiters whose refusals their owner publishes (a Redis limiter's rescue limiter, made
- * rarely), so that one refusal is one message. Read only when someone listens. @internal
+ * rarely), so that one refusal is one message. Read only when someone listens. (A KeyedLimiter's
+ * buckets are marked with a field instead: they are made per key.) @internal
  */
 const quiet = new WeakSet<object>();
-/** Depth of owned decisions running now (see ownedDecision): their inner limiters stay silent. */
-let owned = 0;
 
 /** quietLimiter marks `limiter` as one whose refusals its owner publishes; answers it. @internal */
 export function quietLimiter<L extends object>(limiter: L): L {
@@ -250,25 +249,8 @@ export function quietLimiter<L extends object>(limiter: L): L {
 
 /** publishRefusal publishes a limiter's refusal, unless an owner publishes it. Call only when someone listens. @internal */
 export function publishRefusal(limiter: LimiterKind, source: object, key: string | undefined, n: number, mode?: 'redis' | 'rescue'): void {
-  if (owned > 0 || quiet.has(source)) return;
+  if (quiet.has(source)) return;
   limitRefusedChannel.publish({ limiter, source, key, n, mode });
-}
-
-/**
- * ownedDecision runs `decide` — a decision of an inner limiter (a KeyedLimiter's bucket for `key`) —
- * with the inner limiter's refusal messages muted, and publishes the owner's refusal instead. Call
- * only when someone listens. @internal
- */
-export function ownedDecision<R extends boolean | { readonly allowed: boolean }>(limiter: LimiterKind, source: object, key: string, n: number, decide: () => R): R {
-  owned++;
-  let r: R;
-  try {
-    r = decide();
-  } finally {
-    owned--;
-  }
-  if (r === false || (typeof r === 'object' && !r.allowed)) publishRefusal(limiter, source, key, n);
-  return r;
 }
 
 /** refusedAnswer tells whether a limiter's answer is a refusal: false, `allowed: false`, or `over-quota`. @internal */
