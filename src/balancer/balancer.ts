@@ -23,6 +23,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
+import { balancerHealthChannel } from '../core/diagnostics.js';
 import { Emitter } from '../core/events.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
@@ -139,11 +140,14 @@ export class Balancer {
     this.outlier?.onChange((e) => {
       if (e.ejected) this.out.add(e.id);
       else if (this.active?.isHealthy(e.id) ?? true) this.out.delete(e.id);
-      this.events.emit(e.ejected ? { type: 'ejected', id: e.id, untilMs: e.untilMs! } : { type: 'returned', id: e.id });
+      const event: BalancerEvent = e.ejected ? { type: 'ejected', id: e.id, untilMs: e.untilMs! } : { type: 'returned', id: e.id };
+      if (balancerHealthChannel.hasSubscribers) balancerHealthChannel.publish({ service: this.service, ...event });
+      this.events.emit(event);
     });
     this.active?.onChange((e) => {
       if (!e.healthy) this.out.add(e.id);
       else if (!(this.outlier?.isEjected(e.id) ?? false)) this.out.delete(e.id);
+      if (balancerHealthChannel.hasSubscribers) balancerHealthChannel.publish({ service: this.service, type: e.healthy ? 'up' : 'down', id: e.id });
       this.events.emit({ type: e.healthy ? 'up' : 'down', id: e.id });
       this.recompute();
     });
@@ -355,6 +359,7 @@ export class Balancer {
     this.nextExpiry = this.outlier?.nextExpiry() ?? Infinity;
     if (panic !== this.inPanic) {
       this.inPanic = panic;
+      if (balancerHealthChannel.hasSubscribers) balancerHealthChannel.publish({ service: this.service, type: 'panic', panic });
       this.events.emit({ type: 'panic', panic });
     }
   }

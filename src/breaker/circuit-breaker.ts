@@ -15,6 +15,7 @@
  */
 import type { AdmissionToken } from '../core/admission.js';
 import type { BreakerOpenError, ClosedError } from '../core/errors.js';
+import { breakerRejectChannel, breakerStateChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
@@ -155,10 +156,17 @@ export class CircuitBreaker implements Breaker {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     const now = this.clock.now();
     if (this.code === OPEN) {
-      if (this.isolatedFlag || now < this.openUntil) return undefined;
+      if (this.isolatedFlag || now < this.openUntil) return breakerRejectChannel.hasSubscribers ? this.publishReject() : undefined;
       this.toHalfOpen(now);
     }
-    return this.admitProbe(now);
+    const probe = this.admitProbe(now);
+    return probe === undefined && breakerRejectChannel.hasSubscribers ? this.publishReject() : probe;
+  }
+
+  /** publishReject publishes a rejection on `bulwark:breaker:reject` (not after close()) and answers undefined. */
+  private publishReject(): undefined {
+    if (!this.retired) breakerRejectChannel.publish({ breaker: this.name, kind: 'CircuitBreaker', state: this.code === OPEN ? 'open' : 'half-open' });
+    return undefined;
   }
 
   /**
@@ -395,6 +403,9 @@ export class CircuitBreaker implements Breaker {
   }
 
   private emit(from: StateCode, reason: string, at: number): void {
+    if (breakerStateChannel.hasSubscribers) {
+      breakerStateChannel.publish({ breaker: this.name, from: STATE_NAMES[from]!, to: STATE_NAMES[this.code]!, reason, at });
+    }
     if (!this.changes.hasListeners) return;
     this.changes.emit({ name: this.name, from: STATE_NAMES[from]!, to: STATE_NAMES[this.code]!, at, reason });
   }

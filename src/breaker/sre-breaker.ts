@@ -23,6 +23,7 @@ import type { Clock } from '../core/clock.js';
 import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { ThrottleWindow } from '../core/throttle-window.js';
+import { breakerRejectChannel } from '../core/diagnostics.js';
 import type { Breaker, BreakerExecuteOptions, SreBreakerOptions, SreBreakerStats } from './types.js';
 import {
   badTask,
@@ -271,6 +272,7 @@ export class SreBreaker implements Breaker {
       return true;
     }
     w.addDrop(now);
+    if (breakerRejectChannel.hasSubscribers) breakerRejectChannel.publish({ breaker: this.name, kind: 'SreBreaker', state: 'dropping' });
     return false;
   }
 }

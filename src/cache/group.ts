@@ -11,6 +11,7 @@
  * removed value back), and a remote "not found" is an answer rather than a reason to load locally.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { cacheLoadChannel } from '../core/diagnostics.js';
 import { NotFoundError, PeerError, withoutStack } from '../core/errors.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
@@ -273,7 +274,9 @@ export class Group implements GroupServer {
     this.counters.loadsDeduped++;
     const token = this.begin(key);
     try {
-      const r = await peer.get(this.name, key, signal);
+      const r = await (cacheLoadChannel.hasSubscribers
+        ? cacheLoadChannel.tracePromise(() => peer.get(this.name, key, signal), { group: this.name, key, source: 'peer', peer: peer.url })
+        : peer.get(this.name, key, signal));
       this.counters.peerLoads++;
       if (r.notFound) throw this.notFound(key);
       if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
@@ -307,7 +310,9 @@ export class Group implements GroupServer {
         this.counters.localLoads++;
         let result;
         try {
-          result = await callGetter(this.getter, key, flightSignal, this.name);
+          result = await (cacheLoadChannel.hasSubscribers
+            ? cacheLoadChannel.tracePromise(() => callGetter(this.getter, key, flightSignal, this.name), { group: this.name, key, source: 'local' })
+            : callGetter(this.getter, key, flightSignal, this.name));
         } catch (err) {
           if (!(err instanceof NotFoundError)) {
             this.counters.localLoadErrs++;

@@ -8,6 +8,7 @@
  * own node in the deadline granule it waits in.
  */
 import { AbortedError, BreakerOpenError, BulwarkError, PeerError, type TimeoutError } from '../core/errors.js';
+import { clientAttemptChannel } from '../core/diagnostics.js';
 import { neverAborted } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
 import type { Emitter } from '../core/events.js';
@@ -174,7 +175,9 @@ export class CallRun<T> implements DeadlineNode {
         refused(service.balancer, picked);
         service.noteRefusal?.(picked.id);
         ctx.counters.breakerRejections++;
-        if (ctx.attempts.hasListeners) ctx.attempts.emit({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
+        if (ctx.attempts.hasListeners || clientAttemptChannel.hasSubscribers) {
+          this.emitAttempt({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
+        }
         if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) {
           drop(serviceToken);
           return Promise.reject(err);
@@ -278,13 +281,19 @@ export class CallRun<T> implements DeadlineNode {
       if (err !== null && typeof err === 'object') notRetryable.add(err);
     }
     this.service.balancer.report(instance, failed ? { ok: false, latencyMs } : { ok: true, latencyMs });
-    if (ctx.attempts.hasListeners) {
-      ctx.attempts.emit(
+    if (ctx.attempts.hasListeners || clientAttemptChannel.hasSubscribers) {
+      this.emitAttempt(
         failed
           ? { service: this.service.name, instance, outcome: 'error', latencyMs, error: err }
           : { service: this.service.name, instance, outcome: 'ok', latencyMs },
       );
     }
+  }
+
+  /** emitAttempt tells the client's `onAttempt` listeners and `bulwark:client:attempt` subscribers about an attempt. */
+  private emitAttempt(event: AttemptEvent): void {
+    if (clientAttemptChannel.hasSubscribers) clientAttemptChannel.publish(event);
+    this.ctx.attempts.emit(event);
   }
 
   /** byCaller tells whether `err` is the caller's own cancellation rather than the instance's failure. */

@@ -16,6 +16,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { BulkheadRejectedError, ClosedError, NotFoundError, RetryBudgetExhaustedError, isBulwarkError } from '../core/errors.js';
+import { clientCallChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
@@ -237,6 +238,18 @@ export class ResilientClient {
 
   /** run is `call` with an optional result judge (fetch: an HTTP 5xx is a failed attempt). @internal */
   run<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
+    if (clientCallChannel.hasSubscribers) return this.runTraced(service, fn, options, judge);
+    return this.runUntraced(service, fn, options, judge);
+  }
+
+  /** runTraced is `run` traced on `bulwark:client:call` (a method of its own: no closure in `run`'s plain path). */
+  private runTraced<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
+    const key = options?.key;
+    return clientCallChannel.tracePromise(() => this.runUntraced(service, fn, options, judge), { service, key: typeof key === 'string' ? key : undefined });
+  }
+
+  /** runUntraced is `run` without the `bulwark:client:call` trace around it. */
+  private runUntraced<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
     if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
     const state = this.services.get(service);
     if (state === undefined) return this.stateOf(service).then((s) => this.runOn(s, fn, options, judge));

@@ -1,7 +1,8 @@
 /**
  * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
- * singleflight, rolling window, backoff, the follower (list → watch → resync), shared deadlines, hashing
- * and the hash ring. Imports only `node:` built-ins.
+ * singleflight, rolling window, backoff, the follower (list → watch → resync), shared deadlines, hashing,
+ * the hash ring, and the names and message shapes of the diagnostics_channel channels every module
+ * publishes on. Imports only `node:` built-ins.
  */
 export { systemClock, wallClock, ManualClock, isClock, MAX_TIMER_MS, type Clock, type TimerHandle } from './clock.js';
 export { CoarseClock, coarseClockDefaults, getDefaultCoarseClock, setDefaultCoarseClock, type CoarseClockOptions } from './coarse-clock.js';
@@ -17,3 +18,20 @@ export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guar
 export { Deadlines, deadlinesDefaults, type DeadlinesOptions } from './deadline.js';
 export { hash32, type HashFn } from './hash.js';
 export { HashRing, hashRingDefaults, type HashRingOptions } from './hash-ring.js';
+export {
+  diagnosticsChannels,
+  type DiagnosticsChannel,
+  type InstanceRef,
+  type BreakerStateMessage,
+  type BreakerRejectMessage,
+  type LimiterKind,
+  type LimitRefusedMessage,
+  type LimitModeMessage,
+  type ShedderDropMessage,
+  type RegistryChangeMessage,
+  type BalancerHealthMessage,
+  type ClientCallContext,
+  type ClientAttemptMessage,
+  type CacheLoadContext,
+  type HttpRefusedMessage,
+} from './diagnostics.js';

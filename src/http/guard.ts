@@ -30,6 +30,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AdmissionToken, LimitDecision } from '../core/admission.js';
 import { BulwarkError, InvalidResponseError } from '../core/errors.js';
+import { httpRefusedChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { finite, fn, integer, options as optionsOf, showValue } from '../core/validate.js';
 import { boundKey, clientAddress } from './client-key.js';
@@ -319,8 +320,10 @@ export class HttpGuard implements TokenSink {
     if (r === LIMITED) this.counts.limited++;
     else if (r === OVERLOADED) this.counts.shed++;
     else this.counts.broken++;
-    if (this.rejects.hasListeners) {
-      this.rejects.emit({ status: r.status, code: r.code, retryAfterMs: sent ? retryAfterMs : undefined, key });
+    if (this.rejects.hasListeners || httpRefusedChannel.hasSubscribers) {
+      const event: GuardRejectEvent = { status: r.status, code: r.code, retryAfterMs: sent ? retryAfterMs : undefined, key };
+      if (httpRefusedChannel.hasSubscribers) httpRefusedChannel.publish(event);
+      this.rejects.emit(event);
     }
     return r;
   }

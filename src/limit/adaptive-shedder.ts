@@ -15,6 +15,7 @@
  */
 import type { AdmissionToken } from '../core/admission.js';
 import { systemClock, type Clock } from '../core/clock.js';
+import { shedderDropChannel } from '../core/diagnostics.js';
 import { OverloadedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { throwIfAborted } from '../core/abort.js';
@@ -117,6 +118,7 @@ export class AdaptiveShedder implements Guard {
     if (this.shouldDrop(now)) {
       this.dropTime = now;
       this.dropped++;
+      if (shedderDropChannel.hasSubscribers) shedderDropChannel.publish({ source: this, inFlight: this.flying, avgInFlight: this.avgFlying });
       throw withoutStack(() => new OverloadedError('service overloaded: call shed'));
     }
     this.addFlying(1);

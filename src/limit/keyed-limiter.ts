@@ -15,10 +15,11 @@
  * `idle()` method are evicted oldest first.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
 import { clockOption, fn, integer, options as optionsOf } from '../core/validate.js';
 import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
-import { TokenLimiter } from './token-limiter.js';
+import { OWNED, TokenLimiter } from './token-limiter.js';
 
 /** KeyedLimiterOptions configures a KeyedLimiter: `rate` (+ `burst`) for a token bucket per key, or `create`. */
 export interface KeyedLimiterOptions {
@@ -76,6 +77,7 @@ export class KeyedLimiter implements KeyedRateLimiter {
       checkKey('KeyedLimiter', key);
       if (this.limiters.size >= this.maxKeys) this.evict();
       l = this.create(key);
+      if (l instanceof TokenLimiter) l[OWNED] = true; // its refusals are published here, with the key
       this.limiters.set(key, l);
       this.enqueue(key);
     }
@@ -84,12 +86,16 @@ export class KeyedLimiter implements KeyedRateLimiter {
 
   /** allow takes `n` (default 1) from `key`'s limiter and answers whether it did. */
   allow(key: string, n = 1): boolean {
-    return this.get(key).allow(n);
+    const ok = this.get(key).allow(n);
+    if (!ok && limitRefusedChannel.hasSubscribers) publishRefusal('KeyedLimiter', this, key, n);
+    return ok;
   }
 
   /** decide is `allow` with the numbers behind the answer. */
   decide(key: string, n = 1): LimitDecision {
-    return this.get(key).decide(n);
+    const d = this.get(key).decide(n);
+    if (!d.allowed && limitRefusedChannel.hasSubscribers) publishRefusal('KeyedLimiter', this, key, n);
+    return d;
   }
 
   /** delete forgets `key` (its next call starts afresh). */

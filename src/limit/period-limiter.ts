@@ -15,6 +15,7 @@
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock, wallClock } from '../core/clock.js';
 import { clockOption, finite, integer, options as optionsOf, positive } from '../core/validate.js';
+import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
 import type { KeyedRateLimiter, LimitDecision, PeriodAnswer, PeriodWindow } from './types.js';
 import { checkKey } from './keys.js';
 
@@ -84,7 +85,10 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const now = this.clock.now();
     const w = this.current(key, now);
     const used = this.used(w, now);
-    if (used + 1 > this.quota + 1e-9) return 'over-quota';
+    if (used + 1 > this.quota + 1e-9) {
+      if (limitRefusedChannel.hasSubscribers) publishRefusal('PeriodLimiter', this, key, 1);
+      return 'over-quota';
+    }
     w.count += 1;
     return used + 2 > this.quota + 1e-9 ? 'hit-quota' : 'allowed';
   }
@@ -94,7 +98,10 @@ export class PeriodLimiter implements KeyedRateLimiter {
     if (!(n >= 0)) throw new RangeError(`PeriodLimiter.allow: n must be a number ≥ 0, got ${String(n)}`);
     const now = this.clock.now();
     const w = this.current(key, now);
-    if (this.used(w, now) + n > this.quota + 1e-9) return false;
+    if (this.used(w, now) + n > this.quota + 1e-9) {
+      if (limitRefusedChannel.hasSubscribers) publishRefusal('PeriodLimiter', this, key, n);
+      return false;
+    }
     w.count += n;
     return true;
   }
@@ -107,6 +114,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const used = this.used(w, now);
     const allowed = used + n <= this.quota + 1e-9;
     if (allowed) w.count += n;
+    else if (limitRefusedChannel.hasSubscribers) publishRefusal('PeriodLimiter', this, key, n);
     const after = allowed ? used + n : used;
     const end = w.start + this.periodMs;
     let retryAfterMs = 0;

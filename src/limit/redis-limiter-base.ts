@@ -6,6 +6,7 @@
  * their script, their arguments and their answers.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { limitRefusedChannel, publishRefusal, quietLimiter, refusedAnswer } from '../core/diagnostics.js';
 import { ClosedError } from '../core/errors.js';
 import type { Disposer } from '../core/events.js';
 import { clockOption, integer } from '../core/validate.js';
@@ -33,7 +34,7 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
   private closing: Promise<void> | undefined;
 
   /** Subclasses validate their own options first, so that a bad option never opens a connection. */
-  protected constructor(owner: string, lua: readonly string[], o: Partial<RedisCommonOptions> & { prefix?: string }) {
+  protected constructor(private readonly owner: 'RedisTokenLimiter' | 'RedisPeriodLimiter', lua: readonly string[], o: Partial<RedisCommonOptions> & { prefix?: string }) {
     this.prefix = checkPrefix(owner, o.prefix);
     this.clock = clockOption(owner, o.clock, systemClock);
     const { timeoutMs, probeIntervalMs } = checkCommon(owner, o);
@@ -113,9 +114,17 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
     const n = this.instances.get();
     if (this.rescueLimiter === undefined || n !== this.rescueFor) {
       this.rescueFor = n;
-      this.rescueLimiter = this.makeRescue(n);
+      this.rescueLimiter = quietLimiter(this.makeRescue(n)); // its refusals are this limiter's (see observe)
     }
     return this.rescueLimiter;
+  }
+
+  /** observe publishes `p`'s answer on `bulwark:limit:refused` when it is a refusal. Call only when someone listens. */
+  protected observe<R>(p: Promise<R>, key: string, n: number): Promise<R> {
+    return p.then((r) => {
+      if (refusedAnswer(r) && limitRefusedChannel.hasSubscribers) publishRefusal(this.owner, this, key, n, this.switch.mode);
+      return r;
+    });
   }
 
   /** makeRescue builds the in-process limiter that stands in for Redis, sized for `instances`. */

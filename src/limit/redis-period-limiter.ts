@@ -10,6 +10,7 @@
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis at the first PONG.
  */
+import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, integer, options as optionsOf, positive } from '../core/validate.js';
 import { redisKey } from './keys.js';
 import { PeriodLimiter } from './period-limiter.js';
@@ -69,17 +70,32 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
 
   /** takeAnswer counts one call for `key` and answers go-zero's three answers (`hit-quota`: the last one allowed). */
   takeAnswer(key: string): Promise<PeriodAnswer> {
+    const p = this.decideAnswer(key);
+    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, 1) : p;
+  }
+
+  private decideAnswer(key: string): Promise<PeriodAnswer> {
     return this.send('takeAnswer', key, 1, (r) => (r[0] === 0 ? 'over-quota' : r[1]! > 0 ? 'allowed' : 'hit-quota'), () => this.rescue().answer(key));
   }
 
   /** take counts `n` calls (default 1) for `key` when the quota has room for them. Never rejects for a Redis failure. */
   take(key: string, n = 1): Promise<boolean> {
+    const p = this.decideTake(key, n);
+    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+  }
+
+  private decideTake(key: string, n: number): Promise<boolean> {
     if (n > this.quota && !this.closed) return redisKeyOrReject(this.prefix, key).then(() => false);
     return this.send('take', key, n, (r) => r[0] === 1, () => this.rescue().allow(key, n));
   }
 
   /** takeDecision is `take` with the numbers behind the answer. */
   takeDecision(key: string, n = 1): Promise<LimitDecision> {
+    const p = this.decideTakeDecision(key, n);
+    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+  }
+
+  private decideTakeDecision(key: string, n: number): Promise<LimitDecision> {
     const quota = this.quota;
     if (n > quota && !this.closed) {
       return redisKeyOrReject(this.prefix, key).then(() => ({ allowed: false, limit: quota, remaining: 0, retryAfterMs: Infinity, resetMs: 0 }));

@@ -25,6 +25,7 @@
  * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis at the first PONG.
  */
 import type { Clock } from '../core/clock.js';
+import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
@@ -147,6 +148,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
    * close() with ClosedError. Never rejects for a Redis failure.
    */
   take(key: string, n = 1): Promise<boolean> {
+    const p = this.decideTake(key, n);
+    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+  }
+
+  private decideTake(key: string, n: number): Promise<boolean> {
     if (n === 1) return this.one(key, false) as Promise<boolean>;
     if (this.closed) return Promise.reject(this.closedError('take'));
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.take: n must be a number ≥ 0, got ${String(n)}`));
@@ -169,6 +175,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
 
   /** takeDecision is `take` with the numbers behind the answer. */
   takeDecision(key: string, n = 1): Promise<LimitDecision> {
+    const p = this.decideTakeDecision(key, n);
+    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+  }
+
+  private decideTakeDecision(key: string, n: number): Promise<LimitDecision> {
     if (n === 1) return this.one(key, true) as Promise<LimitDecision>;
     if (this.closed) return Promise.reject(this.closedError('takeDecision'));
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.takeDecision: n must be a number ≥ 0, got ${String(n)}`));

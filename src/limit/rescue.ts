@@ -16,6 +16,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Clock, TimerHandle } from '../core/clock.js';
+import { limitModeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
 import type { LimiterMode, ModeChange, RedisClient } from './types.js';
@@ -222,6 +223,7 @@ export class RedisRescue {
       `bulwark: ${this.owner}: Redis failed (${describe(err)}); deciding in process until it answers again`,
       { code: 'BULWARK_LIMIT_RESCUE' },
     );
+    if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'rescue', cause: err });
     this.rescueAll();
     this.warned = true;
     this.changes.emit({ mode: 'rescue', cause: err });
@@ -282,6 +284,7 @@ export class RedisRescue {
     this.rescueSince = undefined;
     this.clock.clearTimeout(this.probe);
     this.probe = undefined;
+    if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'redis', cause: undefined });
     this.changes.emit({ mode: 'redis', cause: undefined });
   }
 

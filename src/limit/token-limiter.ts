@@ -10,6 +10,7 @@
  * by a rate, a whole-millisecond interval (rate 100/s → 10 ms) keeps the arithmetic exact.
  */
 import { systemClock, type Clock } from '../core/clock.js';
+import { publishRefusal, limitRefusedChannel } from '../core/diagnostics.js';
 import { AbortedError } from '../core/errors.js';
 import { clockOption, finite, options as optionsOf, positive } from '../core/validate.js';
 import type { LimitDecision, Limiter } from './types.js';
@@ -39,8 +40,16 @@ export const tokenLimiterDefaults = Object.freeze({});
  */
 const SLACK = 1e-9;
 
+/**
+ * OWNED marks a TokenLimiter whose refusals its owner publishes on `bulwark:limit:refused` (a
+ * KeyedLimiter's bucket: the owner knows the key), so that one refusal is one message. @internal
+ */
+export const OWNED: unique symbol = Symbol('bulwark.limit.owned');
+
 /** TokenLimiter is an in-process token bucket with exact continuous refill. */
 export class TokenLimiter implements Limiter {
+  /** @internal see OWNED */
+  [OWNED] = false;
   /** rate is tokens per second. */
   readonly rate: number;
   /** burst is the bucket's size. */
@@ -76,6 +85,7 @@ export class TokenLimiter implements Limiter {
       return true;
     }
     if (!(n >= 0)) throw badCount('allow', n);
+    if (limitRefusedChannel.hasSubscribers && !this[OWNED]) publishRefusal('TokenLimiter', this, undefined, n);
     return false;
   }
 
@@ -87,6 +97,7 @@ export class TokenLimiter implements Limiter {
     const next = tat + n * this.interval;
     const allowed = next - now <= this.span;
     if (allowed) this.tat = next;
+    else if (limitRefusedChannel.hasSubscribers && !this[OWNED]) publishRefusal('TokenLimiter', this, undefined, n);
     const ahead = (allowed ? next : tat) - now;
     return {
       allowed,

@@ -27,6 +27,7 @@ import { Backoff } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError, WatchResyncError } from '../core/errors.js';
+import { registryChangeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { Follower } from '../core/follower.js';
 import { SingleFlight } from '../core/singleflight.js';
@@ -277,6 +278,7 @@ export class RegistryCache implements Registry {
     }
     this.changed();
     this.fanout.publishDiff(name, before, instances);
+    if (registryChangeChannel.hasSubscribers) registryChangeChannel.publish({ service: name, instances, cause: 'lookup', source: this });
     if (this.changes.hasListeners) this.changes.emit(serviceChange(name, instances));
     return e;
   }
@@ -320,6 +322,7 @@ export class RegistryCache implements Registry {
     e.validUntil = v;
     this.changed();
     this.fanout.publish(name, published);
+    if (registryChangeChannel.hasSubscribers) registryChangeChannel.publish({ service: name, instances: e.instances, cause: 'watch', source: this });
     if (this.changes.hasListeners) this.changes.emit(serviceChange(name, e.instances));
   }
 
