@@ -56,7 +56,7 @@ function makePeer(url: string): HttpPeer {
     owner: 'bench',
     pool: { connections: 16, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: timeoutMs },
   });
-  return new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools });
+  return new HttpPeer(url, { protocol: 'bulwark', basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools, timeoutFor: () => timeoutMs, removeTimeoutMs: timeoutMs });
 }
 
 /** warmUp sends 3 200 requests, 16 at a time, so that the peer process's JIT has settled before measuring. */

@@ -21,6 +21,11 @@ export interface HashRingOptions {
   replicas?: number;
   /** The hash for keys and virtual nodes. Defaults to `hash32` (MurmurHash3). */
   hash?: HashFn;
+  /**
+   * The string hashed for virtual node `index` of `member`. Defaults to `` `${index}-${member}` ``;
+   * golang/groupcache's `consistenthash` uses `` `${index}${member}` `` (with crc32 as the hash).
+   */
+  pointName?: (member: string, index: number) => string;
 }
 
 /** Member slots are packed below hashes in one double while sorting new points: 2^20 members at most. */
@@ -36,6 +41,7 @@ export const hashRingDefaults = Object.freeze({ replicas: 50 });
 export class HashRing {
   readonly replicas: number;
   private readonly hash: HashFn;
+  private readonly pointName: (member: string, index: number) => string;
   /** Slot of each member; slots are reused after removal. */
   private readonly slots = new Map<string, number>();
   /** names[slot] and counts[slot] (virtual nodes) of each slot; '' and 0 when free. */
@@ -53,6 +59,7 @@ export class HashRing {
   constructor(options: HashRingOptions = {}) {
     this.replicas = integer('HashRing', 'replicas', options.replicas ?? hashRingDefaults.replicas, 1, 1 << 16);
     this.hash = options.hash === undefined ? hash32 : fn('HashRing', 'hash', options.hash);
+    this.pointName = options.pointName === undefined ? defaultPointName : fn('HashRing', 'pointName', options.pointName);
   }
 
   /** size is the number of members. */
@@ -239,7 +246,7 @@ export class HashRing {
       if (keep === 0 && !few) continue; // the filtering pass drops every point of the slot
       const name = this.names[slot]!;
       for (let r = keep; r < had; r++) {
-        const key = (this.hash(`${r}-${name}`) >>> 0) * MEMBER_SPACE + slot;
+        const key = (this.hash(this.pointName(name, r)) >>> 0) * MEMBER_SPACE + slot;
         want.set(key, (want.get(key) ?? 0) + 1);
       }
     }
@@ -316,7 +323,7 @@ export class HashRing {
     for (const [slot, from, to] of grow) {
       const name = names[slot]!;
       const rk = rank.get(slot)!;
-      for (let r = from; r < to; r++) packed[p++] = (this.hash(`${r}-${name}`) >>> 0) * MEMBER_SPACE + rk;
+      for (let r = from; r < to; r++) packed[p++] = (this.hash(this.pointName(name, r)) >>> 0) * MEMBER_SPACE + rk;
     }
     packed.sort();
     const n = this.length;
@@ -363,6 +370,10 @@ export class HashRing {
     this.points = points;
     this.owners = owners;
   }
+}
+
+function defaultPointName(member: string, index: number): string {
+  return `${index}-${member}`;
 }
 
 function checkMember(owner: string, m: unknown): asserts m is string {
