@@ -25,16 +25,16 @@ async function waitFor(cond: () => boolean, ms: number, what: string): Promise<v
 }
 
 describe('peer deadlines', () => {
-  it("waits for an owner's load that takes longer than 2 s (the old peer deadline) instead of loading it again", async () => {
+  it("waits for an owner's load that takes 3.5 s, past the old 2 s peer deadline, (the old peer deadline) instead of loading it again", async () => {
     const loads: string[] = [];
-    // Origin latency of 2.3 s: the owner's getter (deadline 10 s by default) finishes; the asking node
+    // Origin latency of 3.5 s (undici checks deadlines on a ~1 s tick, so a 2 s deadline fires by 3 s): the owner's getter (deadline 10 s by default) finishes; the asking node
     // must still be waiting for it then.
     nodes = await startCluster(2, {}, () => ({
       name: 'g',
       cacheBytes: 1 << 20,
       getter: async (key) => {
         loads.push(key);
-        await new Promise((r) => setTimeout(r, 2_300));
+        await new Promise((r) => setTimeout(r, 3_500));
         return `v:${key}`;
       },
     }));
