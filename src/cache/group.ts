@@ -85,6 +85,8 @@ export interface GroupStats {
   serverRequests: number;
   /** Entries evicted from the main and hot caches to make room (or expired). */
   evictions: number;
+  /** Values this node loaded as a key's first owner and handed on to its other owners (replicated ownership). */
+  replications: number;
 }
 
 /** GetOptions are per-call options of `get` and `remove`. */
@@ -133,7 +135,7 @@ export class Group implements GroupServer {
   private unregister: (() => void) | undefined;
   private readonly counters: GroupStats = {
     gets: 0, cacheHits: 0, peerLoads: 0, peerErrors: 0, loads: 0,
-    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0,
+    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0, replications: 0,
   };
 
   constructor(options: GroupOptions) {
@@ -318,11 +320,13 @@ export class Group implements GroupServer {
   }
 
   /**
-   * loadAsOwner loads a key this node co-owns (replicated ownership), once per key in flight: the first
-   * healthy owner peeks into the other owners' caches (a node that joined finds what its co-owner
-   * holds) and runs the getter only when none holds the key; another owner asks the first healthy one
-   * to answer from its caches or its getter, so that only one getter runs per key in the cluster. The
-   * value goes into the main cache. When no co-owner answers, the getter runs here.
+   * loadAsOwner loads a key this node co-owns (replicated ownership), once per key in flight, so that
+   * every owner ends up holding it and only one getter runs per key in the cluster:
+   * - the first healthy owner peeks into the other owners' caches (a node that just joined finds what
+   *   its co-owner holds); when none holds the key it runs the getter, then hands the value on by
+   *   asking each other healthy owner for the key (in the background: they copy it from here);
+   * - another owner asks the first healthy one, which answers from its caches or its getter (`local`).
+   * The value goes into the main cache. When no co-owner answers, the getter runs here.
    */
   private loadAsOwner(key: string, pick: OwnerPick, signal: AbortSignal | undefined): Promise<Loaded> {
     return this.ownerFlight.do(key, async (flightSignal) => {
@@ -356,7 +360,18 @@ export class Group implements GroupServer {
       } finally {
         this.end(key, token);
       }
-      return this.loadLocally(key, flightSignal);
+      const loaded = await this.loadLocally(key, flightSignal);
+      // Hand the value on only when it was cached here: the co-owners copy it from this node's cache.
+      if (pick.primary && this.main.get(key) !== undefined) {
+        for (const peer of pick.peers) {
+          if (peer.healthy?.() === false) break;
+          peer.get(this.name, key).then(
+            () => void this.counters.replications++,
+            () => void this.counters.peerErrors++,
+          );
+        }
+      }
+      return loaded;
     }, { signal });
   }
 
