@@ -2,9 +2,15 @@
  * HttpPool is the PeerPicker over HTTP (groupcache `HTTPPool`): a hash ring of peer URLs names each
  * key's owner; `HttpPeer`s (undici keep-alive pools) fetch from the others; `handler` serves their
  * requests for the groups registered with this pool. The connections to the peers are one undici
- * keep-alive pool per peer origin, in the same per-origin pool map the client's `fetch` uses. A request from a peer is always served locally and
- * never forwarded again, so peers that disagree about membership during a rolling deploy cannot wait on
- * each other forever (the problem reported in mailgun/groupcache#72).
+ * keep-alive pool per peer origin, in the same per-origin pool map the client's `fetch` uses. A
+ * request from a peer is never forwarded to the owner, so peers that disagree about membership during
+ * a rolling deploy cannot wait on each other forever (the problem reported in mailgun/groupcache#72);
+ * with replicated ownership (`owners` > 1) one owner may ask another in a mode that goes no further.
+ *
+ * `protocol: 'groupcache'` makes the pool a member of a golang/groupcache cluster: Go's ring
+ * (src/cache/ring.ts), Go's `GET` protocol (src/cache/http-peer.ts) and answers Go can read
+ * (src/cache/peer-handler.ts). Peer deadlines follow the asking group's getter timeout, so a node
+ * never gives up on an owner that is still loading (and then loads the key a second time).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { wallClock, type Clock } from '../core/clock.js';
@@ -48,7 +54,7 @@ export interface HttpPoolOptions {
   basePath?: string;
   /**
    * Virtual nodes per peer on the ring. Defaults to 1 280 (the busiest of 10 peers holds ≤ 1.07 × the
-   * mean share at p95; groupcache's 50 gives 1.35 ×), and to 50 with protocol `groupcache`, which
+   * mean share at p95; groupcache's 50 gives 1.36 ×), and to 50 with protocol `groupcache`, which
    * also hashes as Go does (crc32, `strconv.Itoa(i) + peer`). Set 50 to keep groupcache's count.
    */
   replicas?: number;
