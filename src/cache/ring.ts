@@ -15,7 +15,7 @@ import { HashRing } from '../core/hash-ring.js';
  * `RingHash` chose its own: over 300 random peer sets the busiest peer's share of the keys, at p95, is
  * 1.25 / 1.30 / 1.36 × the mean for 3 / 5 / 10 peers with groupcache's 50, 1.07 / 1.09 / 1.11 with 640
  * and 1.05 / 1.06 / 1.07 with 1 280, the first that stays ≤ 1.10 up to 10 peers (bench/cache.bench.ts,
- * section "ring quality"). An owner lookup costs ~1.1× the 50-replica ring's; a rolling upgrade from
+ * section "ring quality"). An owner lookup costs 1.1–1.8× the 50-replica ring's (~100 ns more, and only on a cache miss); a rolling upgrade from
  * 50 must set `replicas: 50` until every node runs the new default, or the nodes disagree on owners.
  */
 export const CACHE_REPLICAS = 1_280;
