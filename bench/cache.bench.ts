@@ -9,7 +9,9 @@
  * Group.get local hits ≥ 2 M/s; a peer fetch from HttpPool's handler takes ≤ 1.2× the time of a
  * minimal node:http server answering the same bytes (sequential and 16 in parallel), ≥ 0.8× its
  * throughput when both alternate in one client; 1 M cached 100-byte values take ≤ 2.2× their payload
- * on the heap.
+ * on the heap; the default ring (1 280 virtual nodes per peer) keeps the busiest of 3, 5 or 10 peers
+ * at ≤ 1.10 × the mean share (p95 over 300 random peer sets; groupcache's 50 measures ~1.27–1.35 ×),
+ * at ≤ 2× the lookup time of a 50-replica ring.
  *
  * Run with `--peer-server <ours|minimal>` this file is the peer process: it prints its port, then serves.
  */
@@ -30,6 +32,7 @@ import { HttpPeer } from '../src/cache/http-peer.js';
 import { OriginPools } from '../src/internal/origin-pools.js';
 import { wallClock } from '../src/core/clock.js';
 import { encodeGetResponse } from '../src/cache/codec.js';
+import { CACHE_REPLICAS, cacheRing } from '../src/cache/ring.js';
 
 const PEER_VALUE = 'x'.repeat(1024);
 
@@ -56,7 +59,7 @@ function makePeer(url: string): HttpPeer {
     owner: 'bench',
     pool: { connections: 16, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: timeoutMs },
   });
-  return new HttpPeer(url, { basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools });
+  return new HttpPeer(url, { protocol: 'bulwark', basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools, timeoutFor: () => timeoutMs, removeTimeoutMs: timeoutMs });
 }
 
 /** warmUp sends 3 200 requests, 16 at a time, so that the peer process's JIT has settled before measuring. */
@@ -129,6 +132,44 @@ function zipfOp(get: (k: string) => unknown, set: (k: string) => void) {
       if (get(k) === undefined) set(k);
     },
   };
+}
+
+/** extraAtMost: the median of `subject`'s extra number `key` is at most `max`. */
+function extraAtMost(label: string, subject: string, key: string, max: number, unit: string): Target {
+  return {
+    label,
+    check: (m) => {
+      const value = m.extra(subject, key);
+      return { value, ok: value <= max, unit };
+    },
+  };
+}
+
+/**
+ * ringSubject measures a cache ring: the busiest peer's share × n (p50 / p95 / worst) over 300 random
+ * sets of n peer URLs, from the ring's exact arc shares; the timed op is `HttpPool.owner` on 10 peers.
+ */
+function ringSubject(protocol: 'bulwark' | 'groupcache', replicas: number) {
+  const extra: Record<string, number> = {};
+  let seed = 7;
+  const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+  for (const n of [3, 5, 10]) {
+    const busiest: number[] = [];
+    for (let t = 0; t < 300; t++) {
+      const ring = cacheRing(protocol, replicas);
+      const base = Math.floor(rand() * 60_000);
+      ring.set(Array.from({ length: n }, (_, i) => `http://10.0.${(base + i) >> 8 & 255}.${(base + i) & 255}:8080`));
+      busiest.push(Math.max(...ring.shares().values()) * n);
+    }
+    busiest.sort((a, b) => a - b);
+    extra[`busiest${n}_p50`] = busiest[150]!;
+    extra[`busiest${n}_p95`] = busiest[284]!;
+    extra[`busiest${n}_worst`] = busiest[299]!;
+  }
+  const pool = new HttpPool({ self: 'http://10.0.0.1:8080', protocol, replicas });
+  pool.setPeers(...Array.from({ length: 10 }, (_, i) => `http://10.0.0.${i + 1}:8080`));
+  let i = 0;
+  return { op: () => pool.owner(keys[i++ % keys.length]!), extra: () => extra, teardown: () => pool.close() };
 }
 
 /** extraAtLeast: the median of `subject`'s extra number `key` is at least `min`. */
@@ -306,6 +347,19 @@ async function main(): Promise<void> {
           },
         };
       },
+    },
+  });
+
+  await bench('cache: ring quality, busiest of 3 / 5 / 10 peers over 300 random peer sets (exact shares), and owner lookups on 10 peers', {
+    baseline: '50 replicas (groupcache)',
+    targets: [
+      ...[3, 5, 10].map((n) => extraAtMost(`default replicas: busiest of ${n} peers ≤ 1.10 × the mean share (p95)`, '1 280 replicas (default)', `busiest${n}_p95`, 1.1, '×')),
+      atMost('an owner lookup on the default ring ≤ 2× the time on 50 replicas', '1 280 replicas (default)', '50 replicas (groupcache)', 2),
+    ],
+    subjects: {
+      '50 replicas (groupcache)': () => ringSubject('bulwark', 50),
+      '1 280 replicas (default)': () => ringSubject('bulwark', CACHE_REPLICAS),
+      "groupcache protocol (Go's crc32 ring, 50)": () => ringSubject('groupcache', 50),
     },
   });
 

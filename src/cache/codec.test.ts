@@ -22,15 +22,24 @@ describe('peer protocol codec', () => {
 
   it('round-trips GetRequest / RemoveRequest for any well-formed group and key', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 200 }), (group, key) => {
-        assert.deepEqual(decodePeerRequest(encodePeerRequest(group, key)), { group, key });
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 200 }), fc.constantFrom('normal' as const, 'local' as const, 'peek' as const), (group, key, mode) => {
+        assert.deepEqual(decodePeerRequest(encodePeerRequest(group, key, mode)), { group, key, mode });
       }),
     );
   });
 
   it('encodes GetRequest with the field numbers of proto/cache.proto (group = 1, key = 2)', () => {
     assert.deepEqual([...encodePeerRequest('g', 'k')], [0x0a, 1, 0x67, 0x12, 1, 0x6b]);
-    assert.deepEqual(decodePeerRequest(new Uint8Array()), { group: '', key: '' });
+    assert.deepEqual(decodePeerRequest(new Uint8Array()), { group: '', key: '', mode: 'normal' });
+    // mode = 3 (varint), omitted when normal; an unknown mode is refused.
+    assert.deepEqual([...encodePeerRequest('g', 'k', 'peek')], [0x0a, 1, 0x67, 0x12, 1, 0x6b, 0x18, 2]);
+    assert.throws(() => decodePeerRequest(new Uint8Array([0x18, 7])), InvalidResponseError);
+  });
+
+  it('encodes not_held as field 5 and reads it back', () => {
+    const bytes = encodeGetResponse({ value: '', ttlMs: 0, notFound: false, notHeld: true });
+    assert.deepEqual([...bytes], [0x28, 1]);
+    assert.equal(decodeGetResponse(bytes, 10).notHeld, true);
   });
 
   it('refuses a request whose strings are not UTF-8 or whose fields have the wrong wire type', () => {

@@ -7,29 +7,44 @@
 import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { InvalidResponseError } from '../core/errors.js';
 
-/** PeerRequest mirrors proto `bulwark.cache.v1.GetRequest` and `RemoveRequest` (the same fields). */
+/**
+ * PeerMode says how far a peer may go to answer a GetRequest (proto `GetRequest.mode`): `normal` (its
+ * caches, a co-owner, or its getter), `local` (its caches or its getter, never another node), `peek`
+ * (its caches only: a miss is answered `notHeld`).
+ */
+export type PeerMode = 'normal' | 'local' | 'peek';
+
+const MODES: readonly PeerMode[] = ['normal', 'local', 'peek'];
+
+/** PeerRequest mirrors proto `bulwark.cache.v1.GetRequest` and `RemoveRequest` (the same fields; `mode` is GetRequest's). */
 export interface PeerRequest {
   group: string;
   key: string;
+  mode: PeerMode;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-/** encodePeerRequest writes a GetRequest or RemoveRequest: `group` = 1, `key` = 2. */
-export function encodePeerRequest(group: string, key: string): Uint8Array {
+/** encodePeerRequest writes a GetRequest or RemoveRequest: `group` = 1, `key` = 2, `mode` = 3 (omitted when normal). */
+export function encodePeerRequest(group: string, key: string, mode: PeerMode = 'normal'): Uint8Array {
   const w = new BinaryWriter();
   if (group.length > 0) w.tag(1, WireType.LengthDelimited).string(group);
   if (key.length > 0) w.tag(2, WireType.LengthDelimited).string(key);
+  if (mode !== 'normal') w.tag(3, WireType.Varint).uint32(MODES.indexOf(mode));
   return w.finish();
 }
 
 /** decodePeerRequest reads a GetRequest or RemoveRequest; a string that is not valid UTF-8 is refused. */
 export function decodePeerRequest(bytes: Uint8Array): PeerRequest {
-  const msg: PeerRequest = { group: '', key: '' };
+  const msg: PeerRequest = { group: '', key: '', mode: 'normal' };
   read(bytes, (r, field, type) => {
     if (field === 1 && type === WireType.LengthDelimited) msg.group = utf8.decode(r.bytes());
     else if (field === 2 && type === WireType.LengthDelimited) msg.key = utf8.decode(r.bytes());
-    else if (field === 1 || field === 2) throw new InvalidResponseError(`field ${field} has wire type ${type}, want length-delimited`);
+    else if (field === 3 && type === WireType.Varint) {
+      const m = MODES[r.uint32()];
+      if (m === undefined) throw new InvalidResponseError('unknown GetRequest mode');
+      msg.mode = m;
+    } else if (field === 1 || field === 2 || field === 3) throw new InvalidResponseError(`field ${field} has wire type ${type}, want length-delimited`);
     else return false;
     return true;
   });
@@ -41,6 +56,8 @@ export interface GetResponse {
   value: string;
   ttlMs: number;
   notFound: boolean;
+  /** The answer to a `peek` the peer's caches could not answer (no value, no not-found). */
+  notHeld?: boolean;
 }
 
 /**
@@ -52,6 +69,7 @@ export function encodeGetResponse(msg: GetResponse): Uint8Array {
   const w = new BinaryWriter();
   if (msg.ttlMs > 0) w.tag(3, WireType.Varint).int64(Math.ceil(msg.ttlMs));
   if (msg.notFound) w.tag(4, WireType.Varint).bool(true);
+  if (msg.notHeld === true) w.tag(5, WireType.Varint).bool(true);
   const small = w.finish();
   const n = msg.value.length;
   if (n === 0) return small;
@@ -85,6 +103,7 @@ export function decodeGetResponse(bytes: Uint8Array, maxValueBytes: number): Get
       if (!Number.isSafeInteger(t) || t < 0) throw new InvalidResponseError(`peer ttl_ms ${t} is out of range`);
       msg.ttlMs = t;
     } else if (field === 4 && type === WireType.Varint) msg.notFound = r.bool();
+    else if (field === 5 && type === WireType.Varint) msg.notHeld = r.bool();
     else return false;
     return true;
   });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
 import { AbortedError, LoadError, NotFoundError, PeerError, TimeoutError } from '../core/errors.js';
 import { Group } from './group.js';
-import type { GetResponse, GroupServer, PeerGetter, PeerPicker } from './peers.js';
+import type { GetResponse, GroupServer, OwnerPick, PeerGetter, PeerMode, PeerPicker } from './peers.js';
 
 /** FakePeer answers from another Group in the same process (or fails), as an HttpPeer would. */
 class FakePeer implements PeerGetter {
@@ -11,11 +11,13 @@ class FakePeer implements PeerGetter {
   removes: string[] = [];
   fail: Error | undefined;
   constructor(readonly url: string, public target?: GroupServer) {}
-  async get(_group: string, key: string, signal?: AbortSignal): Promise<GetResponse> {
+  modes: string[] = [];
+  async get(_group: string, key: string, signal?: AbortSignal, mode: PeerMode = 'normal'): Promise<GetResponse> {
     this.calls++;
+    this.modes.push(mode);
     await Promise.resolve();
     if (this.fail) throw this.fail;
-    return this.target!.serveGet(key, signal);
+    return this.target!.serveGet(key, signal, mode);
   }
   async remove(_group: string, key: string): Promise<boolean> {
     this.removes.push(key);
@@ -288,4 +290,68 @@ describe('Group', () => {
     assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, timeoutMs: 0 }), /timeoutMs/);
     assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, peers: {} as never }), /peers/);
   });
+
+  describe('replicated ownership (a picker with pickOwners)', () => {
+    /** Three nodes: a (first owner of every key), b (second owner), c (no copy). */
+    function cluster() {
+      let loads = 0;
+      const getter = (key: string) => (loads++, `v:${key}`);
+      const toA = new FakePeer('a');
+      const toB = new FakePeer('b');
+      const picks: Record<string, OwnerPick> = {
+        a: { self: true, primary: true, peers: [toB] },
+        b: { self: true, primary: false, peers: [toA] },
+        c: { self: false, primary: false, peers: [toB, toA] },
+      };
+      const make = (name: string) => {
+        const peers: PeerPicker = { pickPeer: () => toA, pickOwners: () => picks[name], peers: () => [toA, toB] };
+        return new Group({ name: 'g', cacheBytes: 1 << 16, getter, peers, hotCacheSample: 0 });
+      };
+      const [a, b, c] = [make('a'), make('b'), make('c')];
+      toA.target = a;
+      toB.target = b;
+      return { a, b, c, toA, toB, picks, loads: () => loads };
+    }
+
+    it('the first owner peeks at the other, loads once, and hands the value on', async () => {
+      const { a, b, toB, loads } = cluster();
+      assert.equal((await a.get('k')).toString(), 'v:k');
+      await tick();
+      assert.equal(loads(), 1);
+      assert.deepEqual(toB.modes, ['peek', 'normal'], 'a peeked at b, then handed the value on');
+      assert.equal(b.cacheStats().main.length, 1, 'b holds a copy');
+      assert.equal(a.stats().replications, 1);
+    });
+
+    it('another owner asks the first (local), and a node without a copy reads from an owner: one load for all', async () => {
+      const { a, b, c, toA, loads } = cluster();
+      const values = await Promise.all([a.get('k'), b.get('k'), c.get('k'), b.get('k'), a.get('k')]);
+      await tick();
+      assert.ok(values.every((v) => v.toString() === 'v:k'));
+      assert.equal(loads(), 1);
+      assert.ok(toA.modes.includes('local'));
+      assert.equal(a.cacheStats().main.length + b.cacheStats().main.length, 2);
+      assert.equal(c.cacheStats().main.length, 0, 'c keeps no owned copy');
+    });
+
+    it('a first owner that finds the key at its co-owner copies it instead of loading (a node that joined)', async () => {
+      const { a, b, loads } = cluster();
+      await b.serveGet('k', undefined, 'local'); // b held it before a joined
+      assert.equal(loads(), 1);
+      assert.equal((await a.get('k')).toString(), 'v:k');
+      assert.equal(loads(), 1);
+    });
+
+    it('skips an owner that is down: the first owner loads alone, a reader asks the next owner', async () => {
+      const { a, c, toB, loads } = cluster();
+      toB.fail = new PeerError('down');
+      assert.equal((await c.get('k')).toString(), 'v:k'); // b fails, a answers
+      assert.equal(loads(), 1);
+      assert.equal(a.cacheStats().main.length, 1);
+      assert.equal(c.stats().peerErrors, 1, 'the failed read at b');
+      await tick();
+      assert.equal(a.stats().replications, 0, 'nothing handed on to the owner that is down');
+    });
+  });
 });
+

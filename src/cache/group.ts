@@ -18,7 +18,7 @@ import { clockOption, finite, fn, integer, options as checkOptions } from '../co
 import { ByteView, toBinary } from './byte-view.js';
 import { keyProblem } from './key.js';
 import { LruCache } from './lru-cache.js';
-import { noPeers, type GetResponse, type GroupServer, type PeerGetter, type PeerPicker } from './peers.js';
+import { noPeers, type GetResponse, type GroupServer, type OwnerPick, type PeerGetter, type PeerMode, type PeerPicker } from './peers.js';
 import { callGetter, type Getter } from './getter.js';
 
 export type { Getter, GetterResult } from './getter.js';
@@ -86,6 +86,8 @@ export interface GroupStats {
   serverRequests: number;
   /** Entries evicted from the main and hot caches to make room (or expired). */
   evictions: number;
+  /** Values this node loaded as a key's first owner and handed on to its other owners (replicated ownership). */
+  replications: number;
 }
 
 /** GetOptions are per-call options of `get` and `remove`. */
@@ -112,6 +114,8 @@ const NAME = /^[A-Za-z0-9._:-]{1,255}$/;
 export class Group implements GroupServer {
   /** The group's name. */
   readonly name: string;
+  /** How long one getter call may run, in ms (peers asking this node wait a little longer). */
+  readonly timeoutMs: number;
   private readonly getter: Getter;
   private readonly peers: PeerPicker;
   private readonly ttlMs: number;
@@ -124,13 +128,15 @@ export class Group implements GroupServer {
   private readonly hot: LruCache<string | null>;
   /** Loads of this node on behalf of its callers (may go to a peer). */
   private readonly flight = new SingleFlight<string, string>({ timeoutMs: 0 });
+  /** Loads of keys this node co-owns (replicated ownership): ask a co-owner, else the getter. */
+  private readonly ownerFlight = new SingleFlight<string, Loaded>({ timeoutMs: 0 });
   /** Getter calls; shared by this node's callers and peers' requests, so one per key per node. */
   private readonly localFlight: SingleFlight<string, Loaded>;
   private readonly loading = new Map<string, LoadToken>();
   private unregister: (() => void) | undefined;
   private readonly counters: GroupStats = {
     gets: 0, cacheHits: 0, peerLoads: 0, peerErrors: 0, loads: 0,
-    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0,
+    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0, replications: 0,
   };
 
   constructor(options: GroupOptions) {
@@ -151,6 +157,7 @@ export class Group implements GroupServer {
     this.hotCacheSample = finite('Group', 'hotCacheSample', o.hotCacheSample ?? groupDefaults.hotCacheSample, 0, 1);
     this.maxValueBytes = integer('Group', 'maxValueBytes', o.maxValueBytes ?? groupDefaults.maxValueBytes, 0);
     const timeoutMs = integer('Group', 'timeoutMs', o.timeoutMs ?? groupDefaults.timeoutMs, 1);
+    this.timeoutMs = timeoutMs;
     this.clock = clockOption('Group', o.clock, systemClock);
     this.localFlight = new SingleFlight({ timeoutMs, clock: this.clock });
     this.random = o.random === undefined ? Math.random : fn('Group', 'random', o.random);
@@ -179,10 +186,15 @@ export class Group implements GroupServer {
     if (problem !== undefined) return Promise.reject(new TypeError(`Group ${this.name}: ${problem}`));
     this.counters.loads++;
     const signal = options?.signal;
+    const owners = this.peers.pickOwners?.(key);
+    if (owners !== undefined) {
+      if (owners.self) return this.loadAsOwner(key, owners, signal).then((r) => toView(this.valueOf(key, r.value)));
+      return this.flight.do(key, (s) => this.loadFromPeer(key, owners.peers, s), { signal }).then(toView);
+    }
     const peer = this.peers.pickPeer(key);
     // Keys this node owns go straight to the getter's singleflight: one shared load, one AbortController.
     if (peer === undefined) return this.loadLocally(key, signal).then((r) => toView(this.valueOf(key, r.value)));
-    return this.flight.do(key, (s) => this.loadFromPeer(key, peer, s), { signal }).then(toView);
+    return this.flight.do(key, (s) => this.loadFromPeer(key, [peer], s), { signal }).then(toView);
   }
 
   /**
@@ -233,8 +245,12 @@ export class Group implements GroupServer {
     return this.close();
   }
 
-  /** serveGet answers a peer's request from this node alone: never forwarded, so peers that disagree about membership cannot deadlock. */
-  async serveGet(key: string, signal?: AbortSignal): Promise<GetResponse> {
+  /**
+   * serveGet answers a peer's request from this node: never forwarded to the owner, so peers that
+   * disagree about membership cannot deadlock. With replicated ownership a `normal` request for a key
+   * this node co-owns may ask one co-owner, with a `local` or `peek` request, which goes no further.
+   */
+  async serveGet(key: string, signal?: AbortSignal, mode: PeerMode = 'normal'): Promise<GetResponse> {
     this.counters.serverRequests++;
     const problem = keyProblem(key);
     if (problem !== undefined) throw new TypeError(`Group ${this.name}: ${problem}`);
@@ -242,7 +258,9 @@ export class Group implements GroupServer {
     if (v !== undefined) return this.response(v, this.main.expiresAt(key) ?? 0);
     const h = this.hot.get(key);
     if (h !== undefined) return this.response(h, this.hot.expiresAt(key) ?? 0);
-    const loaded = await this.loadLocally(key, signal);
+    if (mode === 'peek') return { value: '', ttlMs: 0, notFound: false, notHeld: true };
+    const owners = mode === 'normal' ? this.peers.pickOwners?.(key) : undefined;
+    const loaded = owners?.self === true ? await this.loadAsOwner(key, owners, signal) : await this.loadLocally(key, signal);
     return this.response(loaded.value, loaded.expiresAt);
   }
 
@@ -256,6 +274,7 @@ export class Group implements GroupServer {
       this.loading.delete(key);
     }
     this.flight.forget(key);
+    this.ownerFlight.forget(key);
     this.localFlight.forget(key);
     return removed;
   }
@@ -265,8 +284,11 @@ export class Group implements GroupServer {
     return { value: value ?? '', ttlMs, notFound: value === null };
   }
 
-  /** loadFromPeer runs once per key in flight on this node: ask the owner; if it cannot answer, load here. */
-  private async loadFromPeer(key: string, peer: PeerGetter, signal: AbortSignal): Promise<string> {
+  /**
+   * loadFromPeer runs once per key in flight on this node: ask the owner (with replicated ownership,
+   * each owner in turn until one answers); if none can answer, load here.
+   */
+  private async loadFromPeer(key: string, owners: readonly PeerGetter[], signal: AbortSignal): Promise<string> {
     // A flight that just finished may have filled the cache (groupcache checks again here too).
     let cached = this.main.get(key);
     if (cached === undefined) cached = this.hot.get(key);
@@ -274,26 +296,86 @@ export class Group implements GroupServer {
     this.counters.loadsDeduped++;
     const token = this.begin(key);
     try {
-      const r = await (cacheLoadChannel.hasSubscribers
-        ? cacheLoadChannel.tracePromise(() => peer.get(this.name, key, signal), { group: this.name, key, source: 'peer', peer: peer.url })
-        : peer.get(this.name, key, signal));
-      this.counters.peerLoads++;
-      if (r.notFound) throw this.notFound(key);
-      if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
-        this.hot.add(key, r.value, r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0);
+      for (const peer of owners) {
+        try {
+          const r = await (cacheLoadChannel.hasSubscribers
+            ? cacheLoadChannel.tracePromise(() => peer.get(this.name, key, signal), { group: this.name, key, source: 'peer', peer: peer.url })
+            : peer.get(this.name, key, signal));
+          this.counters.peerLoads++;
+          if (r.notFound) throw this.notFound(key);
+          if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
+            this.hot.add(key, r.value, r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0);
+          }
+          return r.value;
+        } catch (err) {
+          if (err instanceof NotFoundError) throw err;
+          this.counters.peerErrors++;
+          // The owner answered that its getter failed: loading here would only hit the origin twice.
+          if (err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
+          if (signal.aborted) throw err;
+        }
       }
-      return r.value;
-    } catch (err) {
-      if (err instanceof NotFoundError) throw err;
-      this.counters.peerErrors++;
-      // The owner answered that its getter failed: loading here would only hit the origin twice.
-      if (err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
-      if (signal.aborted) throw err;
     } finally {
       this.end(key, token);
     }
     const loaded = await this.loadLocally(key, signal);
     return this.valueOf(key, loaded.value);
+  }
+
+  /**
+   * loadAsOwner loads a key this node co-owns (replicated ownership), once per key in flight, so that
+   * every owner ends up holding it and only one getter runs per key in the cluster:
+   * - the first healthy owner peeks into the other owners' caches (a node that just joined finds what
+   *   its co-owner holds); when none holds the key it runs the getter, then hands the value on by
+   *   asking each other healthy owner for the key (in the background: they copy it from here);
+   * - another owner asks the first healthy one, which answers from its caches or its getter (`local`).
+   * The value goes into the main cache. When no co-owner answers, the getter runs here.
+   */
+  private loadAsOwner(key: string, pick: OwnerPick, signal: AbortSignal | undefined): Promise<Loaded> {
+    return this.ownerFlight.do(key, async (flightSignal) => {
+      const hit = this.main.get(key);
+      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0 };
+      const mode: PeerMode = pick.primary ? 'peek' : 'local';
+      const asks = pick.primary ? pick.peers : pick.peers.slice(0, 1);
+      const token = this.begin(key);
+      try {
+        for (const peer of asks) {
+          if (peer.healthy?.() === false) break; // healthy owners come first: the rest are down
+          let r: GetResponse;
+          try {
+            r = await peer.get(this.name, key, flightSignal, mode);
+          } catch (err) {
+            this.counters.peerErrors++;
+            if (flightSignal.aborted) throw err;
+            if (!pick.primary && err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
+            continue;
+          }
+          if (r.notHeld === true) continue;
+          this.counters.peerLoads++;
+          const expiresAt = r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0;
+          if (r.notFound) {
+            if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
+            return { value: null, expiresAt };
+          }
+          if (!token.removed && r.value.length <= this.maxValueBytes) this.main.add(key, r.value, expiresAt);
+          return { value: r.value, expiresAt };
+        }
+      } finally {
+        this.end(key, token);
+      }
+      const loaded = await this.loadLocally(key, flightSignal);
+      // Hand the value on only when it was cached here: the co-owners copy it from this node's cache.
+      if (pick.primary && this.main.get(key) !== undefined) {
+        for (const peer of pick.peers) {
+          if (peer.healthy?.() === false) break;
+          peer.get(this.name, key).then(
+            () => void this.counters.replications++,
+            () => void this.counters.peerErrors++,
+          );
+        }
+      }
+      return loaded;
+    }, { signal });
   }
 
   /**

@@ -253,4 +253,68 @@ describe('peer handler', () => {
     );
     for (const s of [200, 400, 401, 404, 405, 413]) assert.ok(seen.has(s), `fuzzing never produced ${s}: ${[...seen]}`);
   });
+
+  describe('groupcache mode', () => {
+    const pool = new HttpPool({ self: 'http://127.0.0.1:3', protocol: 'groupcache' });
+    new Group({ name: 'scores', cacheBytes: 1 << 16, peers: pool, negativeTtlMs: 5_000, getter: (key) => {
+      if (key.startsWith('nf')) throw new NotFoundError();
+      return `v:${key}`;
+    } });
+    after(() => pool.close());
+
+    async function get(url: string): Promise<FakeRes> {
+      const res = new FakeRes();
+      await pool.handler(fakeReq('GET', url), res as unknown as ServerResponse);
+      return res;
+    }
+
+    it("decodes the path as Go's url.QueryUnescape does: + is a space, %2B a plus", async () => {
+      const table: [string, string][] = [
+        ['/_groupcache/scores/red+shoes', 'v:red shoes'],
+        ['/_groupcache/scores/a%2Bb', 'v:a+b'],
+        ['/_groupcache/scores/a%20b', 'v:a b'],
+        ['/_groupcache/scores/a%2Fb%25', 'v:a/b%'],
+        ['/_groupcache/scores/%C3%BC', 'v:ü'],
+      ];
+      for (const [url, value] of table) {
+        const res = await get(url);
+        assert.equal(res.statusCode, 200, url);
+        assert.equal(decodeGetResponse(res.body!, 1 << 20).value, Buffer.from(value, 'utf8').toString('latin1'), url);
+        assert.equal(res.headers['x-bulwark-node'], '1');
+      }
+    });
+
+    it('answers "not found" as a 404 marked with x-bulwark-not-found (the miss\'s TTL), and unknown groups as a plain 404', async () => {
+      const nf = await get('/_groupcache/scores/nf-1');
+      assert.equal(nf.statusCode, 404);
+      assert.ok(Number(nf.headers['x-bulwark-not-found']) > 0);
+      const unknown = await get('/_groupcache/nope/k');
+      assert.equal(unknown.statusCode, 404);
+      assert.equal(unknown.headers['x-bulwark-not-found'], undefined);
+    });
+
+    it("answers Go's bad request for a path without a key, as Go does (400)", async () => {
+      assert.equal((await get('/_groupcache/scores')).statusCode, 400);
+    });
+  });
+
+  it('answers a peek from the caches only: not_held on a miss, the value once held', async () => {
+    const pool = new HttpPool({ self: 'http://127.0.0.1:4' });
+    let loads = 0;
+    new Group({ name: 'scores', cacheBytes: 1 << 16, peers: pool, getter: (key) => (loads++, `v:${key}`) });
+    const ask = async (mode: 'peek' | 'local') => {
+      const body = encodePeerRequest('scores', 'k', mode);
+      const res = new FakeRes();
+      await pool.handler(fakeReq('POST', '/_bulwark/', { 'content-length': String(body.length) }, body), res as unknown as ServerResponse);
+      assert.equal(res.statusCode, 200);
+      return decodeGetResponse(res.body!, 1 << 20);
+    };
+    assert.deepEqual(await ask('peek'), { value: '', ttlMs: 0, notFound: false, notHeld: true });
+    assert.equal(loads, 0);
+    assert.equal((await ask('local')).value, 'v:k');
+    assert.equal((await ask('peek')).value, 'v:k');
+    assert.equal(loads, 1);
+    await pool.close();
+  });
 });
+

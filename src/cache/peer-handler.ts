@@ -6,32 +6,46 @@
  * body). For reading a node by hand, `GET {basePath}{group}/{key}` (percent-encoded, no body) answers
  * the same GetResponse. With a secret, both must be signed; the signature covers the body.
  *
+ * In groupcache mode (HttpPool `protocol: 'groupcache'`) the GET form is golang/groupcache's: the path
+ * is decoded as Go's `url.QueryUnescape` does (`+` is a space), "not found" is a 404 carrying the
+ * `x-bulwark-not-found` header (Go's client has no not-found answer and loads locally on any non-200),
+ * and every answer carries `x-bulwark-node`, so that bulwark peers know each other from Go peers.
+ *
+ * A request body must arrive within `bodyTimeoutMs` (on the pool's clock): a peer that declares
+ * `Content-Length: 100`, sends 5 bytes and stays open gets 408 and its connection is closed, instead
+ * of being held until the server's `requestTimeout` (300 s in Node).
+ *
  * Statuses: 200 (a value, a not-found answer, or a remove), 400 (malformed protobuf, bad path or
  * percent-encoding, bad key, a query, a body on the GET form), 401 (unsigned or badly signed, when a
- * secret is set), 404 (outside the base path, or unknown group), 405 (a method the path does not take),
- * 413 (a request body over MAX_REQUEST_BYTES), 500 (a bug), 502 (the getter failed here), 503 (the pool
- * is closed), 504 (the getter timed out here).
+ * secret is set), 404 (outside the base path, unknown group, or — groupcache mode — not found), 405 (a
+ * method the path does not take), 408 (the body did not arrive in time), 413 (a request body over
+ * MAX_REQUEST_BYTES), 500 (a bug), 502 (the getter failed here), 503 (the pool is closed), 504 (the
+ * getter timed out here).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../core/clock.js';
 import { AbortedError, TimeoutError } from '../core/errors.js';
-import { decodePeerRequest, encodeGetResponse, encodeRemoveResponse } from './codec.js';
+import { decodePeerRequest, encodeGetResponse, encodeRemoveResponse, type GetResponse, type PeerMode } from './codec.js';
+import { NODE_HEADER, NOT_FOUND_HEADER } from './http-peer.js';
 import { keyProblem } from './key.js';
 import type { GroupServer } from './peers.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER, headerProblem, verify } from './signing.js';
 
 /** HandlerConfig is what the handler needs from its pool. */
 export interface HandlerConfig {
+  readonly protocol: 'bulwark' | 'groupcache';
   readonly basePath: string;
+  /** How long a request body may take to arrive, in ms. */
+  readonly bodyTimeoutMs: number;
   readonly secret: string | Uint8Array | undefined;
   readonly groups: ReadonlyMap<string, GroupServer>;
-  /** Wall time for checking request signatures. */
+  /** Wall time for checking request signatures; the body deadline's timer. */
   readonly clock: Clock;
   readonly closed: () => boolean;
 }
 
 /** PEER_STATUSES lists every status the handler answers. */
-export const PEER_STATUSES = Object.freeze([200, 400, 401, 404, 405, 413, 500, 502, 503, 504]);
+export const PEER_STATUSES = Object.freeze([200, 400, 401, 404, 405, 408, 413, 500, 502, 503, 504]);
 
 /**
  * MAX_REQUEST_BYTES bounds a request body: a group name (≤ 255 bytes) and a key (≤ 1 KiB of UTF-8) with
@@ -43,6 +57,7 @@ const PROTOBUF = 'application/x-protobuf';
 
 /** servePeer answers one peer request; it never throws and settles once the response is written. */
 export async function servePeer(config: HandlerConfig, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (config.protocol === 'groupcache') res.setHeader(NODE_HEADER, '1');
   try {
     await route(config, req, res);
   } catch (err) {
@@ -78,8 +93,14 @@ async function serveBodyForm(config: HandlerConfig, req: IncomingMessage, res: S
   if (declared !== undefined && !(Number(declared) <= MAX_REQUEST_BYTES)) return reply(res, 413, `request body over ${MAX_REQUEST_BYTES} bytes`, true);
   let body: Uint8Array | undefined;
   try {
-    body = await readBody(req, MAX_REQUEST_BYTES);
-  } catch {
+    body = await readBody(req, MAX_REQUEST_BYTES, config);
+  } catch (err) {
+    if (err === BODY_TIMEOUT) {
+      reply(res, 408, `request body did not arrive within ${config.bodyTimeoutMs} ms`, true);
+      // The peer still owes body bytes: drop the connection rather than wait for them.
+      res.once('finish', () => req.socket?.destroy());
+      return;
+    }
     return reply(res, 400, 'request body ended early or was already read', true);
   }
   if (body === undefined) return reply(res, 413, `request body over ${MAX_REQUEST_BYTES} bytes`, true);
@@ -87,14 +108,13 @@ async function serveBodyForm(config: HandlerConfig, req: IncomingMessage, res: S
     const why = verify(secret, method, url, headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], now, body);
     if (why !== undefined) return reply(res, 401, why);
   }
-  let group: string;
-  let key: string;
+  let request;
   try {
-    ({ group, key } = decodePeerRequest(body));
+    request = decodePeerRequest(body);
   } catch {
     return reply(res, 400, 'malformed protobuf request');
   }
-  return serve(config, res, method === 'DELETE', group, key);
+  return serve(config, res, method === 'DELETE', request.group, request.key, request.mode);
 }
 
 /** servePathForm answers `GET {basePath}{group}/{key}`, the form for reading a node by hand. */
@@ -116,16 +136,22 @@ async function servePathForm(config: HandlerConfig, req: IncomingMessage, res: S
   if (slash <= 0) return reply(res, 400, `want ${config.basePath}<group>/<key>`);
   let group: string;
   let key: string;
+  const decode = config.protocol === 'groupcache' ? queryUnescape : decodeURIComponent;
   try {
-    group = decodeURIComponent(rest.slice(0, slash));
-    key = decodeURIComponent(rest.slice(slash + 1));
+    group = decode(rest.slice(0, slash));
+    key = decode(rest.slice(slash + 1));
   } catch {
     return reply(res, 400, 'bad percent-encoding');
   }
-  return serve(config, res, false, group, key);
+  return serve(config, res, false, group, key, 'normal');
 }
 
-async function serve(config: HandlerConfig, res: ServerResponse, remove: boolean, group: string, key: string): Promise<void> {
+/** queryUnescape is Go's `url.QueryUnescape` for UTF-8 text: `+` is a space, %XX a byte. */
+function queryUnescape(s: string): string {
+  return decodeURIComponent(s.includes('+') ? s.replace(/\+/g, ' ') : s);
+}
+
+async function serve(config: HandlerConfig, res: ServerResponse, remove: boolean, group: string, key: string, mode: PeerMode): Promise<void> {
   const problem = keyProblem(key);
   if (problem !== undefined) return reply(res, 400, problem);
   const target = config.groups.get(group);
@@ -135,7 +161,9 @@ async function serve(config: HandlerConfig, res: ServerResponse, remove: boolean
   // No signal: a load started for a peer goes on if the peer leaves (its result is cached for the next
   // asker), bounded by the group's getter timeout; and a cache hit allocates no AbortController.
   try {
-    replyBody(res, encodeGetResponse(await target.serveGet(key)));
+    const answer = await target.serveGet(key, undefined, mode);
+    if (answer.notFound && config.protocol === 'groupcache') return replyNotFound(res, answer);
+    replyBody(res, encodeGetResponse(answer));
   } catch (err) {
     if (err instanceof TimeoutError) reply(res, 504, err.message);
     else if (err instanceof AbortedError) reply(res, 503, err.message);
@@ -144,14 +172,23 @@ async function serve(config: HandlerConfig, res: ServerResponse, remove: boolean
   }
 }
 
-/** readBody reads the request body; undefined when it exceeds `limit` (the rest is left unread). */
-function readBody(req: IncomingMessage, limit: number): Promise<Uint8Array | undefined> {
+/** BODY_TIMEOUT is what readBody rejects with when the body did not arrive in time. */
+const BODY_TIMEOUT = new Error('request body timed out');
+
+/** readBody reads the request body within the body deadline; undefined when it exceeds `limit` (the rest is left unread). */
+function readBody(req: IncomingMessage, limit: number, config: HandlerConfig): Promise<Uint8Array | undefined> {
   // A body some middleware already consumed would never end again: refuse it rather than wait.
   if (req.readableEnded || req.destroyed) return Promise.reject(new Error('request body already read'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
+    const timer = config.clock.setTimeout(() => {
+      done();
+      reject(BODY_TIMEOUT);
+    }, config.bodyTimeoutMs);
+    timer.unref();
     const done = () => {
+      config.clock.clearTimeout(timer);
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
@@ -188,6 +225,13 @@ function hasBody(req: IncomingMessage): boolean {
   const h = req.headers ?? {};
   const len = h['content-length'];
   return h['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
+}
+
+/** replyNotFound is groupcache mode's "not found": a 404 Go reads as a failure, bulwark peers by its header. */
+function replyNotFound(res: ServerResponse, answer: GetResponse): void {
+  if (res.headersSent || res.writableEnded) return;
+  res.setHeader(NOT_FOUND_HEADER, String(Math.max(0, Math.floor(answer.ttlMs))));
+  reply(res, 404, 'not found');
 }
 
 function replyBody(res: ServerResponse, body: Uint8Array): void {

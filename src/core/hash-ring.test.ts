@@ -163,4 +163,15 @@ describe('HashRing', () => {
     assert.throws(() => ring.add(''), TypeError);
     assert.throws(() => ring.set([3 as never]), TypeError);
   });
+
+  it('hashes the virtual node names pointName gives, and refuses a pointName that is not a function', () => {
+    const names: string[] = [];
+    const ring = new HashRing({ replicas: 3, pointName: (m, i) => (names.push(`${i}${m}`), `${i}${m}`) });
+    ring.add('a');
+    assert.deepEqual(names.sort(), ['0a', '1a', '2a']);
+    ring.remove('a');
+    assert.equal(ring.size, 0);
+    assert.throws(() => new HashRing({ pointName: 5 as never }), /HashRing: pointName must be a function, got 5/);
+  });
 });
+

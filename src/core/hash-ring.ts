@@ -21,6 +21,11 @@ export interface HashRingOptions {
   replicas?: number;
   /** The hash for keys and virtual nodes. Defaults to `hash32` (MurmurHash3). */
   hash?: HashFn;
+  /**
+   * The string hashed for virtual node `index` of `member`. Defaults to `` `${index}-${member}` ``;
+   * golang/groupcache's `consistenthash` uses `` `${index}${member}` `` (with crc32 as the hash).
+   */
+  pointName?: (member: string, index: number) => string;
 }
 
 /** Member slots are packed below hashes in one double while sorting new points: 2^20 members at most. */
@@ -38,6 +43,7 @@ export const hashRingDefaults = Object.freeze({ replicas: 50 });
 export class HashRing {
   readonly replicas: number;
   private readonly hash: HashFn;
+  private readonly pointName: (member: string, index: number) => string;
   /** Slot of each member; slots are reused after removal. */
   private readonly slots = new Map<string, number>();
   /** names[slot] and counts[slot] (virtual nodes) of each slot; '' and 0 when free. */
@@ -57,6 +63,7 @@ export class HashRing {
   constructor(options: HashRingOptions = {}) {
     this.replicas = integer('HashRing', 'replicas', options.replicas ?? hashRingDefaults.replicas, 1, 1 << 16);
     this.hash = options.hash === undefined ? hash32 : fn('HashRing', 'hash', options.hash);
+    this.pointName = options.pointName === undefined ? defaultPointName : fn('HashRing', 'pointName', options.pointName);
   }
 
   /** size is the number of members. */
@@ -243,7 +250,7 @@ export class HashRing {
       for (const [slot, [keep, had]] of drop) {
         const name = this.names[slot]!;
         for (let r = keep; r < had; r++) {
-          const h = this.hash(`${r}-${name}`) >>> 0;
+          const h = this.hash(this.pointName(name, r)) >>> 0;
           for (let i = this.lowerBound(h); i < n && points[i] === h; i++) {
             if (owners[i] === slot && ranks[i] === r) {
               at.push(i);
@@ -334,7 +341,7 @@ export class HashRing {
       for (let r = from; r < to; r++) {
         slotOf[p] = slot;
         replicaOf[p] = r;
-        packed[p] = (this.hash(`${r}-${name}`) >>> 0) * ADD_CHUNK + p;
+        packed[p] = (this.hash(this.pointName(name, r)) >>> 0) * ADD_CHUNK + p;
         p++;
       }
     }
@@ -388,6 +395,10 @@ export class HashRing {
     this.owners = owners;
     this.ranks = ranks;
   }
+}
+
+function defaultPointName(member: string, index: number): string {
+  return `${index}-${member}`;
 }
 
 function checkMember(owner: string, m: unknown): asserts m is string {

@@ -1,0 +1,73 @@
+/**
+ * Peer deadlines on real sockets: a node waits for an owner's slow load as long as that load may take
+ * (so the origin is not asked twice), and a peer request whose body never arrives is answered 408 and
+ * dropped at the handler's own body deadline, on the pool's clock, not held for Node's 300 s.
+ */
+import { afterEach, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { ManualClock } from '../src/core/clock.js';
+import { startCluster, startNode, type CacheNode } from './cache-nodes.js';
+
+let nodes: CacheNode[] = [];
+afterEach(async () => {
+  await Promise.all(nodes.map((n) => n.stop()));
+  nodes = [];
+});
+
+/** waitFor polls `cond` every 5 ms until it holds or `ms` pass. */
+async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe('peer deadlines', () => {
+  it("waits for an owner's load that takes 3.5 s, past the old 2 s peer deadline, (the old peer deadline) instead of loading it again", async () => {
+    const loads: string[] = [];
+    // Origin latency of 3.5 s (undici checks deadlines on a ~1 s tick, so a 2 s deadline fires by 3 s): the owner's getter (deadline 10 s by default) finishes; the asking node
+    // must still be waiting for it then.
+    nodes = await startCluster(2, {}, () => ({
+      name: 'g',
+      cacheBytes: 1 << 20,
+      getter: async (key) => {
+        loads.push(key);
+        await new Promise((r) => setTimeout(r, 3_500));
+        return `v:${key}`;
+      },
+    }));
+    const [a, b] = nodes as [CacheNode, CacheNode];
+    let key = 'slow:0';
+    for (let i = 0; a.pool.owner(key) !== b.url; i++) key = `slow:${i}`;
+    assert.equal((await a.group.get(key)).toString(), `v:${key}`);
+    assert.deepEqual(loads, [key], 'loaded once, by the owner');
+    assert.equal(a.group.stats().peerErrors, 0);
+  });
+
+  it('answers 408 and closes a peer request whose body stalls, at bodyTimeoutMs on the pool clock', async () => {
+    const clock = new ManualClock(Date.now());
+    const node = await startNode({ clock, bodyTimeoutMs: 1_500 }, { name: 'g', cacheBytes: 1 << 10, getter: (k) => k });
+    nodes = [node];
+    const port = Number(new URL(node.url).port);
+    const socket = connect(port, '127.0.0.1');
+    let answer = '';
+    let closed = false;
+    socket.on('data', (b) => (answer += b.toString()));
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => {});
+    await new Promise<void>((r) => socket.once('connect', () => r()));
+    const timersBefore = clock.pendingTimers;
+    socket.write('POST /_bulwark/ HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 100\r\n\r\n12345');
+    // The handler is reading the body once it has set its deadline timer.
+    await waitFor(() => clock.pendingTimers > timersBefore, 2_000, 'the body deadline timer');
+    clock.advance(1_499);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(answer, '', 'no answer before the deadline');
+    clock.advance(1);
+    await waitFor(() => closed, 2_000, 'the connection to close');
+    assert.match(answer, /^HTTP\/1\.1 408 /);
+    assert.match(answer, /did not arrive within 1500 ms/);
+  });
+});
