@@ -1,0 +1,307 @@
+/**
+ * The `bulwark` load-balancing policy: what is per instance, decided per attempt (only the policy sees
+ * each attempt, so this is where go-zero's p2c balancer lives in zrpc too).
+ *
+ * - One grpc-js leaf balancer (pick-first over the endpoint) per instance keeps its connection.
+ * - Rotation is the instances whose connection is READY, whose health checks do not say NOT_SERVING,
+ *   and whose breaker is not open (while all of them are out, picks go to all READY ones: better a
+ *   probably failing call than none, Envoy's panic mode).
+ * - The pick is our balancer's strategy (P2C on EWMA latency × in-flight by default; round robin,
+ *   smooth weighted, ring hash keyed by `hashHeader`, …). The attempt's start and end feed the picker
+ *   (in-flight, latency) and the instance's CircuitBreaker: an instance failing with go-zero's failure
+ *   codes has its breaker open and leaves rotation until the open period passes and probes succeed.
+ */
+import type { ChannelOptions } from '@grpc/grpc-js';
+import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import type { Picker } from '../balancer/types.js';
+import type { ServiceInstance } from '../registry/types.js';
+import type { AdmissionToken } from '../core/admission.js';
+import {
+  childHelper,
+  ConnectivityState,
+  endpointKey,
+  leaf,
+  PickResultType,
+  queuePicker,
+  registerPolicy,
+  unavailablePicker,
+  type ChannelControlHelper,
+  type Endpoint,
+  type GrpcPicker,
+  type LeafBalancer,
+  type LoadBalancer,
+  type PickArgs,
+  type PickResult,
+  type StatusOr,
+  type TypedLoadBalancingConfig,
+} from './adapter.js';
+import { HealthProber } from './health-prober.js';
+import type { DiscoveryBinding, GrpcInstanceStats } from './discovery.js';
+import { bindingOf } from './discovery.js';
+
+/** The policy's name in service configs. */
+export const POLICY_NAME = 'bulwark';
+
+/** How often, at most, open breakers are looked at again (an open period that passed reads as half-open). */
+const RECHECK_MS = 100;
+
+class BulwarkConfig implements TypedLoadBalancingConfig {
+  constructor(
+    readonly discovery: string,
+    readonly service: string,
+  ) {}
+  getLoadBalancerName(): string {
+    return POLICY_NAME;
+  }
+  toJsonObject(): object {
+    return { [POLICY_NAME]: { discovery: this.discovery, service: this.service } };
+  }
+  static createFromJson(obj: unknown): BulwarkConfig {
+    const o = (obj ?? {}) as { discovery?: unknown; service?: unknown };
+    if (typeof o.discovery !== 'string' || typeof o.service !== 'string') throw new Error('bulwark policy: config needs discovery and service strings');
+    return new BulwarkConfig(o.discovery, o.service);
+  }
+}
+
+interface Child {
+  key: string;
+  instance: ServiceInstance;
+  leaf: LeafBalancer;
+  breaker: CircuitBreaker | undefined;
+  health: HealthProber | undefined;
+  serving: boolean;
+  open: boolean;
+  picks: number;
+  failures: number;
+  inFlight: number;
+}
+
+class BulwarkLoadBalancer implements LoadBalancer {
+  private readonly children = new Map<string, Child>();
+  private binding: DiscoveryBinding | undefined;
+  private service = '';
+  private picker: Picker | undefined;
+  private readonly helper: ChannelControlHelper;
+  private paused = false;
+  private disposeStats: (() => void) | undefined;
+  private lastError: string | null = null;
+  private note = '';
+
+  constructor(private readonly parent: ChannelControlHelper) {
+    this.helper = childHelper(parent, (_state, _picker, err) => {
+      if (err) this.lastError = err;
+      this.update();
+    });
+  }
+
+  updateAddressList(list: StatusOr<Endpoint[]>, config: TypedLoadBalancingConfig, options: ChannelOptions, note: string): boolean {
+    if (!(config instanceof BulwarkConfig)) return false;
+    const b = bindingOf(config.discovery);
+    if (b === undefined) {
+      this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(`bulwark:///${config.service}: its GrpcDiscovery was closed`), null);
+      return true;
+    }
+    if (this.binding !== b) {
+      this.disposeStats?.();
+      this.binding = b;
+      this.picker = b.newPicker();
+      this.disposeStats = b.addBalancer(this);
+    }
+    this.service = config.service;
+    this.note = note;
+    if (!list.ok) {
+      if (this.children.size === 0) this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(list.error.details), list.error.details);
+      return true;
+    }
+    const seen = new Set<string>();
+    this.paused = true;
+    for (const endpoint of list.value) {
+      const key = endpointKey(endpoint);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const instance = b.instance(config.service, key) ?? { id: key, name: config.service, address: key };
+      const c = this.children.get(key);
+      if (c !== undefined) {
+        c.instance = instance;
+        c.leaf.updateEndpoint(endpoint, options);
+        continue;
+      }
+      const child: Child = { key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, open: false, picks: 0, failures: 0, inFlight: 0 };
+      if (b.instanceBreaker !== false) {
+        const br = new CircuitBreaker({ ...b.instanceBreaker, name: `${config.service}/${key}`, clock: b.instanceBreaker.clock ?? b.clock });
+        br.onStateChange((e) => {
+          child.open = e.to === 'open';
+          this.update();
+        });
+        child.breaker = br;
+      }
+      if (b.health !== false) {
+        child.health = new HealthProber(key, b.health, b.clock, (serving) => {
+          child.serving = serving;
+          this.update();
+        }, b.credentials);
+      }
+      this.children.set(key, child);
+      child.leaf.startConnecting();
+    }
+    for (const [key, c] of this.children) {
+      if (seen.has(key)) continue;
+      this.children.delete(key);
+      this.drop(c);
+    }
+    this.paused = false;
+    this.update();
+    return true;
+  }
+
+  private drop(c: Child): void {
+    c.leaf.destroy();
+    c.health?.close();
+    void c.breaker?.close?.();
+  }
+
+  /** update computes the rotation and hands grpc-js a new picker. */
+  private update(): void {
+    if (this.paused || this.binding === undefined) return;
+    const ready: Child[] = [];
+    let connecting = false;
+    for (const c of this.children.values()) {
+      const st = c.leaf.getConnectivityState();
+      if (st === ConnectivityState.READY) ready.push(c);
+      else if (st === ConnectivityState.CONNECTING) connecting = true;
+      else if (st === ConnectivityState.IDLE) c.leaf.exitIdle();
+    }
+    if (ready.length > 0) {
+      const serving = ready.filter((c) => c.serving);
+      const rotation = serving.length > 0 ? serving : ready;
+      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(rotation, this.picker!, this.binding, this.hashHeader()), null);
+    } else if (connecting || this.children.size > 0 && [...this.children.values()].some((c) => c.leaf.getConnectivityState() === ConnectivityState.IDLE)) {
+      this.parent.updateState(ConnectivityState.CONNECTING, queuePicker(this), null);
+    } else {
+      const why =
+        this.children.size === 0
+          ? `bulwark:///${this.service}: ${this.note || 'no instance resolved'}`
+          : `bulwark:///${this.service}: no connection to any of ${this.children.size} instance(s); last error: ${this.lastError}`;
+      this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(why), why);
+    }
+  }
+
+  private hashHeader(): string | undefined {
+    return this.binding?.hashHeader;
+  }
+
+  exitIdle(): void {
+    for (const c of this.children.values()) c.leaf.exitIdle();
+  }
+  resetBackoff(): void {}
+  destroy(): void {
+    for (const c of this.children.values()) this.drop(c);
+    this.children.clear();
+    this.disposeStats?.();
+    this.disposeStats = undefined;
+  }
+  getTypeName(): string {
+    return POLICY_NAME;
+  }
+
+  stats(): { service: string; instances: GrpcInstanceStats[] } {
+    return {
+      service: this.service,
+      instances: [...this.children.values()].map((c) => ({
+        id: c.instance.id,
+        address: c.key,
+        connectivity: ConnectivityState[c.leaf.getConnectivityState()] ?? 'UNKNOWN',
+        serving: c.serving,
+        breaker: c.breaker?.state ?? 'none',
+        inFlight: c.inFlight,
+        picks: c.picks,
+        failures: c.failures,
+      })),
+    };
+  }
+}
+
+/** BulwarkPicker picks among one rotation with the strategy; see the module comment. */
+class BulwarkPicker implements GrpcPicker {
+  private readonly instances: readonly ServiceInstance[];
+  private readonly byId = new Map<string, Child>();
+  private readonly out = new Set<string>();
+  private nextCheck = 0;
+
+  constructor(
+    rotation: readonly Child[],
+    private readonly picker: Picker,
+    private readonly b: DiscoveryBinding,
+    private readonly hashHeader: string | undefined,
+  ) {
+    this.instances = rotation.map((c) => c.instance);
+    for (const c of rotation) {
+      this.byId.set(c.instance.id, c);
+      if (c.open) this.out.add(c.instance.id);
+    }
+  }
+
+  pick(args: PickArgs): PickResult {
+    const now = this.b.clock.now();
+    if (this.out.size > 0 && now >= this.nextCheck) {
+      // An open period that has passed reads as half-open: let such instances be picked (and probed) again.
+      this.nextCheck = now + RECHECK_MS;
+      for (const id of this.out) {
+        const c = this.byId.get(id)!;
+        if (c.breaker !== undefined && c.breaker.state !== 'open') this.out.delete(id);
+      }
+    }
+    const key = this.hashHeader === undefined ? undefined : args.metadata.get(this.hashHeader)[0]?.toString();
+    let inst = this.picker.pick(this.instances, key, this.out.size > 0 ? this.out : undefined);
+    let child = this.byId.get(inst.id)!;
+    let token: AdmissionToken | undefined = child.breaker?.tryAdmit();
+    if (child.breaker !== undefined && token === undefined && this.out.size < this.instances.length) {
+      // Its breaker refuses (open, or half-open with every probe out): avoid it and pick once more.
+      this.out.add(inst.id);
+      inst = this.picker.pick(this.instances, key, this.out);
+      child = this.byId.get(inst.id)!;
+      token = child.breaker?.tryAdmit();
+    }
+    const result = child.leaf.getPicker().pick(args);
+    if (result.pickResultType !== PickResultType.COMPLETE) {
+      token?.release();
+      return result;
+    }
+    const picker = this.picker;
+    const b = this.b;
+    const chosen = inst;
+    const c = child;
+    let start = 0;
+    return {
+      pickResultType: PickResultType.COMPLETE,
+      subchannel: result.subchannel,
+      status: null,
+      onCallStarted: () => {
+        start = b.clock.now();
+        c.picks++;
+        c.inFlight++;
+        picker.start?.(chosen);
+        result.onCallStarted?.();
+      },
+      onCallEnded: (code, details, metadata) => {
+        c.inFlight--;
+        const latencyMs = b.clock.now() - start;
+        const failed = b.isFailure(code);
+        picker.report?.(chosen, { ok: !failed, latencyMs });
+        if (token !== undefined) {
+          if (code === 1 /* CANCELLED */) token.release();
+          else if (failed) token.failure();
+          else token.success();
+          token = undefined;
+        }
+        if (failed) c.failures++;
+        result.onCallEnded?.(code, details, metadata);
+      },
+    };
+  }
+}
+
+/** registerBulwarkPolicy registers the `bulwark` policy with grpc-js (once per process). */
+export function registerBulwarkPolicy(): void {
+  registerPolicy(POLICY_NAME, BulwarkLoadBalancer, BulwarkConfig);
+}
