@@ -22,6 +22,7 @@ import {
   endpointKey,
   leaf,
   PickResultType,
+  Status,
   queuePicker,
   registerPolicy,
   unavailablePicker,
@@ -86,6 +87,8 @@ class BulwarkLoadBalancer implements LoadBalancer {
   private disposeStats: (() => void) | undefined;
   private lastError: string | null = null;
   private note = '';
+  /** Every resolved instance, one array while membership is unchanged (pickers cache per array). */
+  private all: ServiceInstance[] | undefined;
 
   constructor(private readonly parent: ChannelControlHelper) {
     this.helper = childHelper(parent, (_state, _picker, err) => {
@@ -109,6 +112,7 @@ class BulwarkLoadBalancer implements LoadBalancer {
     }
     this.service = config.service;
     this.note = note;
+    this.all = undefined;
     if (!list.ok) {
       if (this.children.size === 0) this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(list.error.details), list.error.details);
       return true;
@@ -160,22 +164,29 @@ class BulwarkLoadBalancer implements LoadBalancer {
     void c.breaker?.close?.();
   }
 
-  /** update computes the rotation and hands grpc-js a new picker. */
+  /**
+   * update hands grpc-js a new picker over every resolved instance, with those out of rotation
+   * excluded. The picker sees the whole resolved list (kept as one array while membership is
+   * unchanged), not only the connected part: its per-instance state and slow start follow the
+   * registry's membership, not the order in which connections came up.
+   */
   private update(): void {
     if (this.paused || this.binding === undefined) return;
-    const ready: Child[] = [];
+    let ready = 0;
     let connecting = false;
     for (const c of this.children.values()) {
       const st = c.leaf.getConnectivityState();
-      if (st === ConnectivityState.READY) ready.push(c);
+      if (st === ConnectivityState.READY) ready++;
       else if (st === ConnectivityState.CONNECTING) connecting = true;
-      else if (st === ConnectivityState.IDLE) c.leaf.exitIdle();
+      else if (st === ConnectivityState.IDLE) {
+        connecting = true;
+        c.leaf.exitIdle();
+      }
     }
-    if (ready.length > 0) {
-      const serving = ready.filter((c) => c.serving);
-      const rotation = serving.length > 0 ? serving : ready;
-      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(rotation, this.picker!, this.binding, this.hashHeader()), null);
-    } else if (connecting || this.children.size > 0 && [...this.children.values()].some((c) => c.leaf.getConnectivityState() === ConnectivityState.IDLE)) {
+    if (ready > 0) {
+      if (this.all === undefined) this.all = [...this.children.values()].map((c) => c.instance);
+      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding), null);
+    } else if (connecting) {
       this.parent.updateState(ConnectivityState.CONNECTING, queuePicker(this), null);
     } else {
       const why =
@@ -184,10 +195,6 @@ class BulwarkLoadBalancer implements LoadBalancer {
           : `bulwark:///${this.service}: no connection to any of ${this.children.size} instance(s); last error: ${this.lastError}`;
       this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(why), why);
     }
-  }
-
-  private hashHeader(): string | undefined {
-    return this.binding?.hashHeader;
   }
 
   exitIdle(): void {
@@ -221,44 +228,64 @@ class BulwarkLoadBalancer implements LoadBalancer {
   }
 }
 
-/** BulwarkPicker picks among one rotation with the strategy; see the module comment. */
+/**
+ * BulwarkPicker picks by the strategy among every resolved instance, excluding those not connected
+ * and, unless that would leave none, those NOT_SERVING or with an open breaker; see the module comment.
+ */
 class BulwarkPicker implements GrpcPicker {
-  private readonly instances: readonly ServiceInstance[];
-  private readonly byId = new Map<string, Child>();
   private readonly out = new Set<string>();
+  /** Ids out only because their breaker is open: looked at again, as an open period ends. */
+  private readonly opened = new Set<string>();
+  private readonly byId = new Map<string, Child>();
   private nextCheck = 0;
+  private readonly hashHeader: string | undefined;
 
   constructor(
-    rotation: readonly Child[],
+    private readonly all: readonly ServiceInstance[],
+    children: ReadonlyMap<string, Child>,
     private readonly picker: Picker,
     private readonly b: DiscoveryBinding,
-    private readonly hashHeader: string | undefined,
   ) {
-    this.instances = rotation.map((c) => c.instance);
-    for (const c of rotation) {
+    this.hashHeader = b.hashHeader;
+    let usable = 0;
+    for (const c of children.values()) {
       this.byId.set(c.instance.id, c);
-      if (c.open) this.out.add(c.instance.id);
+      if (c.leaf.getConnectivityState() !== ConnectivityState.READY) this.out.add(c.instance.id);
+      else if (c.serving && !c.open) usable++;
+    }
+    if (usable === 0) return; // every connected instance is unhealthy: use them all (panic mode)
+    for (const c of children.values()) {
+      if (this.out.has(c.instance.id)) continue;
+      if (!c.serving) this.out.add(c.instance.id);
+      else if (c.open) {
+        this.out.add(c.instance.id);
+        this.opened.add(c.instance.id);
+      }
     }
   }
 
   pick(args: PickArgs): PickResult {
     const now = this.b.clock.now();
-    if (this.out.size > 0 && now >= this.nextCheck) {
+    if (this.opened.size > 0 && now >= this.nextCheck) {
       // An open period that has passed reads as half-open: let such instances be picked (and probed) again.
       this.nextCheck = now + RECHECK_MS;
-      for (const id of this.out) {
-        const c = this.byId.get(id)!;
-        if (c.breaker !== undefined && c.breaker.state !== 'open') this.out.delete(id);
+      for (const id of this.opened) {
+        const br = this.byId.get(id)!.breaker;
+        if (br !== undefined && br.state !== 'open') {
+          this.opened.delete(id);
+          this.out.delete(id);
+        }
       }
     }
     const key = this.hashHeader === undefined ? undefined : args.metadata.get(this.hashHeader)[0]?.toString();
-    let inst = this.picker.pick(this.instances, key, this.out.size > 0 ? this.out : undefined);
+    let inst = this.picker.pick(this.all, key, this.out.size > 0 ? this.out : undefined);
     let child = this.byId.get(inst.id)!;
     let token: AdmissionToken | undefined = child.breaker?.tryAdmit();
-    if (child.breaker !== undefined && token === undefined && this.out.size < this.instances.length) {
+    if (child.breaker !== undefined && token === undefined && this.out.size < this.all.length - 1) {
       // Its breaker refuses (open, or half-open with every probe out): avoid it and pick once more.
       this.out.add(inst.id);
-      inst = this.picker.pick(this.instances, key, this.out);
+      this.opened.add(inst.id);
+      inst = this.picker.pick(this.all, key, this.out);
       child = this.byId.get(inst.id)!;
       token = child.breaker?.tryAdmit();
     }
@@ -289,7 +316,7 @@ class BulwarkPicker implements GrpcPicker {
         const failed = b.isFailure(code);
         picker.report?.(chosen, { ok: !failed, latencyMs });
         if (token !== undefined) {
-          if (code === 1 /* CANCELLED */) token.release();
+          if (code === Status.CANCELLED) token.release();
           else if (failed) token.failure();
           else token.success();
           token = undefined;
