@@ -1,8 +1,8 @@
 /**
  * A greeter service for the gRPC tests, defined in code (JSON bodies), so no .proto file is needed:
  * `SayHello({ name, delayMs?, fail?, spinMs? })` answers `{ message, server }`; `delayMs` waits (on a
- * timer) before answering, `spinMs` burns the CPU that long (an event loop saturated by a CPU-bound
- * handler), `fail` answers that status code instead.
+ * timer) before answering, `spinMs` burns the CPU that long in 5 ms slices (an event loop saturated by
+ * a CPU-bound handler), `fail` answers that status code instead.
  */
 import { makeGenericClientConstructor, Server, ServerCredentials, status, type Client, type ServiceDefinition, type ServerUnaryCall, type sendUnaryData, type ServerOptions, type CallOptions, type ServiceError, Metadata } from '@grpc/grpc-js';
 
@@ -57,13 +57,19 @@ export function greeterHandler(name: string, behaviour: () => { delayMs?: number
       const b = behaviour();
       const fail = call.request.fail ?? b.fail;
       const delayMs = call.request.delayMs ?? b.delayMs ?? 0;
-      if (call.request.spinMs !== undefined) {
-        const end = performance.now() + call.request.spinMs;
-        while (performance.now() < end);
-      }
       const answer = () => (fail !== undefined ? cb({ code: fail, details: `${name} fails` }) : cb(null, { message: `hello ${call.request.name}`, server: name }));
-      if (delayMs > 0) setTimeout(answer, delayMs);
-      else answer();
+      const reply = () => (delayMs > 0 ? setTimeout(answer, delayMs) : answer());
+      if (call.request.spinMs === undefined) return reply();
+      // CPU-bound work in 5 ms slices, yielding between them (as a handler parsing or rendering in chunks)
+      let left = call.request.spinMs;
+      const slice = () => {
+        const end = performance.now() + Math.min(5, left);
+        while (performance.now() < end);
+        left -= 5;
+        if (left > 0) setImmediate(slice);
+        else reply();
+      };
+      slice();
     },
   };
 }
