@@ -16,7 +16,7 @@
  * the discovery's id (a string): grpc-js copies channel options into subchannel keys.
  */
 import type { ChannelCredentials } from '@grpc/grpc-js';
-import type { BreakerState, CircuitBreakerOptions } from '../breaker/types.js';
+import type { CircuitBreakerOptions } from '../breaker/types.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { ClosedError } from '../core/errors.js';
 import type { Disposer } from '../core/events.js';
@@ -42,6 +42,9 @@ import { failureSet } from './status.js';
 import type { MetricsDescription } from './types.js';
 import { ensureGrpcJs } from './version.js';
 import { POLICY_NAME, registerBulwarkPolicy } from './policy.js';
+import { bind, bindingOf, unbind, type DiscoveryBinding, type GrpcInstanceStats } from './bindings.js';
+
+export type { GrpcInstanceStats } from './bindings.js';
 
 /** The URI scheme of discovery targets: `bulwark:///<service>`. */
 export const SCHEME = 'bulwark';
@@ -75,21 +78,6 @@ export interface GrpcDiscoveryOptions {
 /** Defaults for GrpcDiscoveryOptions. */
 export const grpcDiscoveryDefaults = Object.freeze({ strategy: 'p2c' as StrategyOption });
 
-/** InstanceStats is one instance as a channel's policy sees it. */
-export interface GrpcInstanceStats {
-  id: string;
-  address: string;
-  /** grpc-js's connectivity state of the instance's subchannel. */
-  connectivity: string;
-  /** false while health checks say NOT_SERVING. */
-  serving: boolean;
-  breaker: BreakerState | 'none';
-  inFlight: number;
-  /** Attempts started on it. */
-  picks: number;
-  /** Attempts that ended with a failure code. */
-  failures: number;
-}
 
 /** GrpcDiscoveryStats is what `GrpcDiscovery.stats()` answers. */
 export interface GrpcDiscoveryStats {
@@ -99,21 +87,7 @@ export interface GrpcDiscoveryStats {
   balancers: { service: string; instances: GrpcInstanceStats[] }[];
 }
 
-/** What a policy asks of its discovery. */
-export interface DiscoveryBinding {
-  readonly clock: Clock;
-  readonly random: () => number;
-  readonly hashHeader: string | undefined;
-  readonly instanceBreaker: CircuitBreakerOptions | false;
-  readonly health: Required<HealthCheckOptions> | false;
-  readonly credentials: ChannelCredentials | undefined;
-  readonly isFailure: (code: number) => boolean;
-  newPicker(): Picker;
-  instance(service: string, address: string): ServiceInstance | undefined;
-  addBalancer(b: { stats(): GrpcDiscoveryStats['balancers'][number] }): Disposer;
-}
 
-const bindings = new Map<string, GrpcDiscovery>();
 let nextId = 0;
 
 interface Feed {
@@ -167,7 +141,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
     this.id = `d${++nextId}`;
     registerResolver(SCHEME, BulwarkResolver);
     registerBulwarkPolicy();
-    bindings.set(this.id, this);
+    bind(this.id, this);
   }
 
   /**
@@ -271,7 +245,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    bindings.delete(this.id);
+    unbind(this.id);
     const feeds = [...this.feeds.values()];
     this.feeds.clear();
     await Promise.all(feeds.map((f) => f.follower.close()));
@@ -282,10 +256,6 @@ export class GrpcDiscovery implements DiscoveryBinding {
   }
 }
 
-/** bindingOf answers the live discovery with `id`. */
-export function bindingOf(id: unknown): DiscoveryBinding | undefined {
-  return typeof id === 'string' ? bindings.get(id) : undefined;
-}
 
 /** BulwarkResolver is grpc-js's resolver for `bulwark:///<service>`. */
 class BulwarkResolver implements GrpcResolver {
@@ -307,7 +277,7 @@ class BulwarkResolver implements GrpcResolver {
   updateResolution(): void {
     if (this.dispose !== undefined) return;
     const id = this.options[DISCOVERY_OPTION];
-    const d = typeof id === 'string' ? bindings.get(id) : undefined;
+    const d = bindingOf(id);
     if (d === undefined || this.service === '') {
       const why =
         this.service === ''
@@ -318,10 +288,10 @@ class BulwarkResolver implements GrpcResolver {
     }
     const policy = this.options[POLICY_OPTION] === 'round_robin' ? 'round_robin' : POLICY_NAME;
     const config: ServiceConfig = {
-      loadBalancingConfig: [policy === POLICY_NAME ? { [POLICY_NAME]: { discovery: d === undefined ? '' : id, service: this.service } } : { round_robin: {} }],
+      loadBalancingConfig: [policy === POLICY_NAME ? { [POLICY_NAME]: { discovery: id, service: this.service } } : { round_robin: {} }],
       methodConfig: [],
     };
-    const disc = bindings.get(id as string)!;
+    const disc = d;
     this.dispose = disc.follow(this.service, () => {
       const list = disc.instances(this.service);
       const endpoints = [];

@@ -37,8 +37,7 @@ import {
   type TypedLoadBalancingConfig,
 } from './adapter.js';
 import { HealthProber } from './health-prober.js';
-import type { DiscoveryBinding, GrpcInstanceStats } from './discovery.js';
-import { bindingOf } from './discovery.js';
+import { bindingOf, type DiscoveryBinding, type GrpcInstanceStats } from './bindings.js';
 
 /** The policy's name in service configs. */
 export const POLICY_NAME = 'bulwark';
