@@ -118,8 +118,8 @@ describe('GrpcServerGuard', () => {
     let ok = 0;
     let limited = 0;
     let retry: ServiceError | undefined;
-    const end = t0 + 2_000;
-    const workers = Array.from({ length: 8 }, async () => {
+    const end = t0 + 3_000;
+    const workers = Array.from({ length: 16 }, async () => {
       while (performance.now() < end) {
         try {
           await sayHello(client, { name: 'x' }, {}, md);
