@@ -180,6 +180,14 @@ export class LoadError extends BulwarkError {
   }
 }
 
+/** UnsupportedVersionError: an optional peer dependency is installed at a version outside the range bulwark supports (e.g. `@grpc/grpc-js`). */
+export class UnsupportedVersionError extends BulwarkError {
+  static readonly code = 'ERR_UNSUPPORTED_VERSION';
+  constructor(message: string, options?: BulwarkErrorOptions) {
+    super(UnsupportedVersionError.code, message, options);
+  }
+}
+
 /** errorClasses lists every coded error class, for docs and tests. */
 export const errorClasses = [
   BreakerOpenError,
@@ -198,6 +206,7 @@ export const errorClasses = [
   ClosedError,
   InvalidResponseError,
   LoadError,
+  UnsupportedVersionError,
 ] as const;
 
 /** isBulwarkError tells whether `err` is a BulwarkError, optionally with the given code. */

@@ -1,0 +1,139 @@
+/**
+ * GrpcClientGuard: the client interceptor for what is per method (go-zero's zrpc client breaker
+ * interceptor, clientinterceptors/breakerinterceptor.go): a breaker per `target + method`, a default
+ * deadline when the caller set none, and call counts by method and code.
+ *
+ * A breaker that refuses decides before `nextCall`: no channel call is made, and the caller gets
+ * UNAVAILABLE at once with `ERR_BREAKER_OPEN` at the start of the details and in the `bulwark-code`
+ * trailer. A finished call counts as a failure for the breaker when its code is one of `failureCodes`
+ * (go-zero's by default); CANCELLED (the caller gave up) counts as neither.
+ */
+import { InterceptingCall, Metadata, status } from '@grpc/grpc-js';
+import type { Interceptor, InterceptorOptions, StatusObject } from '@grpc/grpc-js';
+import type { InterceptingCallInterface } from '@grpc/grpc-js/build/src/client-interceptors.js';
+import type { AdmissionToken } from '../core/admission.js';
+import { BreakerGroup } from '../breaker/breaker-group.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { BreakerOpenError } from '../core/errors.js';
+import { clockOption, integer, options as checkOptions } from '../core/validate.js';
+import { CallStats, type GrpcCallStats } from './stats.js';
+import { failureSet, refusal } from './status.js';
+import type { GrpcBreakerSource, MetricsDescription } from './types.js';
+import { ensureGrpcJs } from './version.js';
+
+/** GrpcClientGuardOptions configures a GrpcClientGuard. */
+export interface GrpcClientGuardOptions {
+  /** Names the breakers: each is `target + method path` (e.g. `bulwark:///greeter/helloworld.Greeter/SayHello`). Defaults to ''. */
+  target?: string;
+  /** Where the per-method breakers come from, or false for none. Defaults to a new BreakerGroup of SreBreakers (go-zero's breaker). */
+  breakers?: GrpcBreakerSource | false;
+  /** The status codes that count as a failure. Defaults to go-zero's: DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNIMPLEMENTED, RESOURCE_EXHAUSTED. */
+  failureCodes?: readonly number[];
+  /** The deadline given to calls that set none, in milliseconds, or 0 for none. Defaults to 2 000 (zrpc's default timeout). */
+  defaultDeadlineMs?: number;
+  /** Times calls for the statistics. Defaults to `systemClock`. */
+  clock?: Clock;
+}
+
+/** Defaults for GrpcClientGuardOptions. */
+export const grpcClientGuardDefaults = Object.freeze({ target: '', defaultDeadlineMs: 2_000 });
+
+/** A call refused before the channel saw it: it answers `status` once started. */
+class RefusedCall implements InterceptingCallInterface {
+  constructor(private readonly st: StatusObject) {}
+  start(_metadata: Metadata, listener?: { onReceiveStatus?: (s: StatusObject) => void }): void {
+    process.nextTick(() => listener?.onReceiveStatus?.(this.st));
+  }
+  cancelWithStatus(): void {}
+  getPeer(): string {
+    return '';
+  }
+  sendMessageWithContext(): void {}
+  sendMessage(): void {}
+  startRead(): void {}
+  halfClose(): void {}
+  getAuthContext(): null {
+    return null;
+  }
+}
+
+/** GrpcClientGuard holds the per-method client guards; pass `guard.interceptor` in the client's `interceptors`. */
+export class GrpcClientGuard {
+  /** interceptor is the grpc-js client interceptor. */
+  readonly interceptor: Interceptor;
+  private readonly calls = new CallStats('client');
+  private readonly ownGroup: BreakerGroup | undefined;
+
+  constructor(options?: GrpcClientGuardOptions) {
+    ensureGrpcJs();
+    const o = checkOptions('GrpcClientGuard', options);
+    const target = o.target ?? grpcClientGuardDefaults.target;
+    if (typeof target !== 'string') throw new TypeError(`GrpcClientGuard: target must be a string, got ${typeof target}`);
+    const deadlineMs = integer('GrpcClientGuard', 'defaultDeadlineMs', o.defaultDeadlineMs ?? grpcClientGuardDefaults.defaultDeadlineMs, 0);
+    const clock = clockOption('GrpcClientGuard', o.clock, systemClock);
+    const isFailure = failureSet('GrpcClientGuard', o.failureCodes);
+    let breakers: GrpcBreakerSource | undefined;
+    if (o.breakers === undefined) breakers = this.ownGroup = new BreakerGroup();
+    else if (o.breakers === false) breakers = undefined;
+    else if (o.breakers !== null && typeof o.breakers === 'object' && typeof o.breakers.get === 'function') breakers = o.breakers;
+    else throw new TypeError('GrpcClientGuard: breakers must have get(name) (a BreakerGroup) or be false');
+    const stats = this.calls;
+
+    this.interceptor = (options: InterceptorOptions, nextCall) => {
+      const method = options.method_definition.path;
+      let token: AdmissionToken | undefined;
+      if (breakers !== undefined) {
+        const breaker = breakers.get(target + method);
+        if (breaker !== undefined) {
+          try {
+            token = breaker.admit();
+          } catch (err) {
+            if (!(err instanceof BreakerOpenError)) throw err;
+            stats.record(method, status.UNAVAILABLE, 0, true);
+            return new InterceptingCall(new RefusedCall(refusal(status.UNAVAILABLE, BreakerOpenError.code, `breaker ${target + method} is open`)));
+          }
+        }
+      }
+      const opts = deadlineMs > 0 && options.deadline === undefined ? { ...options, deadline: Date.now() + deadlineMs } : options;
+      const start = clock.now();
+      const settle = (code: number): void => {
+        if (token !== undefined) {
+          if (code === status.CANCELLED) token.release();
+          else if (isFailure(code)) token.failure();
+          else token.success();
+          token = undefined;
+        }
+        stats.record(method, code, clock.now() - start);
+      };
+      return new InterceptingCall(nextCall(opts), {
+        start: (metadata, _listener, next) => {
+          next(metadata, {
+            onReceiveStatus: (st, nextStatus) => {
+              settle(st.code);
+              nextStatus(st);
+            },
+          });
+        },
+      });
+    };
+  }
+
+  /** stats answers the calls by method and code, and the refusals. */
+  stats(): GrpcCallStats {
+    return this.calls.stats();
+  }
+
+  /** describeMetrics offers `grpc_client_calls_total` and `grpc_client_call_duration_seconds` to a metrics registry. */
+  describeMetrics(): MetricsDescription {
+    return this.calls.describeMetrics();
+  }
+
+  /** close closes the breaker group the guard made itself (a group passed in stays open). */
+  async close(): Promise<void> {
+    await this.ownGroup?.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,333 @@
+/**
+ * The `bulwark` load-balancing policy: what is per instance, decided per attempt (only the policy sees
+ * each attempt, so this is where go-zero's p2c balancer lives in zrpc too).
+ *
+ * - One grpc-js leaf balancer (pick-first over the endpoint) per instance keeps its connection.
+ * - Rotation is the instances whose connection is READY, whose health checks do not say NOT_SERVING,
+ *   and whose breaker is not open (while all of them are out, picks go to all READY ones: better a
+ *   probably failing call than none, Envoy's panic mode).
+ * - The pick is our balancer's strategy (P2C on EWMA latency × in-flight by default; round robin,
+ *   smooth weighted, ring hash keyed by `hashHeader`, …). The attempt's start and end feed the picker
+ *   (in-flight, latency) and the instance's CircuitBreaker: an instance failing with go-zero's failure
+ *   codes has its breaker open and leaves rotation until the open period passes and probes succeed.
+ */
+import type { ChannelOptions } from '@grpc/grpc-js';
+import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import type { Picker } from '../balancer/types.js';
+import type { ServiceInstance } from '../registry/types.js';
+import type { AdmissionToken } from '../core/admission.js';
+import {
+  childHelper,
+  ConnectivityState,
+  endpointKey,
+  leaf,
+  PickResultType,
+  Status,
+  queuePicker,
+  registerPolicy,
+  unavailablePicker,
+  type ChannelControlHelper,
+  type Endpoint,
+  type GrpcPicker,
+  type LeafBalancer,
+  type LoadBalancer,
+  type PickArgs,
+  type PickResult,
+  type StatusOr,
+  type TypedLoadBalancingConfig,
+} from './adapter.js';
+import { HealthProber } from './health-prober.js';
+import { bindingOf, type DiscoveryBinding, type GrpcInstanceStats } from './bindings.js';
+
+/** The policy's name in service configs. */
+export const POLICY_NAME = 'bulwark';
+
+/** How often, at most, open breakers are looked at again (an open period that passed reads as half-open). */
+const RECHECK_MS = 100;
+
+class BulwarkConfig implements TypedLoadBalancingConfig {
+  constructor(
+    readonly discovery: string,
+    readonly service: string,
+  ) {}
+  getLoadBalancerName(): string {
+    return POLICY_NAME;
+  }
+  toJsonObject(): object {
+    return { [POLICY_NAME]: { discovery: this.discovery, service: this.service } };
+  }
+  static createFromJson(obj: unknown): BulwarkConfig {
+    const o = (obj ?? {}) as { discovery?: unknown; service?: unknown };
+    if (typeof o.discovery !== 'string' || typeof o.service !== 'string') throw new Error('bulwark policy: config needs discovery and service strings');
+    return new BulwarkConfig(o.discovery, o.service);
+  }
+}
+
+interface Child {
+  key: string;
+  instance: ServiceInstance;
+  leaf: LeafBalancer;
+  breaker: CircuitBreaker | undefined;
+  health: HealthProber | undefined;
+  serving: boolean;
+  open: boolean;
+  picks: number;
+  failures: number;
+  inFlight: number;
+}
+
+class BulwarkLoadBalancer implements LoadBalancer {
+  private readonly children = new Map<string, Child>();
+  private binding: DiscoveryBinding | undefined;
+  private service = '';
+  private picker: Picker | undefined;
+  private readonly helper: ChannelControlHelper;
+  private paused = false;
+  private disposeStats: (() => void) | undefined;
+  private lastError: string | null = null;
+  private note = '';
+  /** Every resolved instance, one array while membership is unchanged (pickers cache per array). */
+  private all: ServiceInstance[] | undefined;
+
+  constructor(private readonly parent: ChannelControlHelper) {
+    this.helper = childHelper(parent, (_state, _picker, err) => {
+      if (err) this.lastError = err;
+      this.update();
+    });
+  }
+
+  updateAddressList(list: StatusOr<Endpoint[]>, config: TypedLoadBalancingConfig, options: ChannelOptions, note: string): boolean {
+    if (!(config instanceof BulwarkConfig)) return false;
+    const b = bindingOf(config.discovery);
+    if (b === undefined) {
+      this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(`bulwark:///${config.service}: its GrpcDiscovery was closed`), null);
+      return true;
+    }
+    if (this.binding !== b) {
+      this.disposeStats?.();
+      this.binding = b;
+      this.picker = b.newPicker();
+      this.disposeStats = b.addBalancer(this);
+    }
+    this.service = config.service;
+    this.note = note;
+    this.all = undefined;
+    if (!list.ok) {
+      if (this.children.size === 0) this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(list.error.details), list.error.details);
+      return true;
+    }
+    const seen = new Set<string>();
+    this.paused = true;
+    for (const endpoint of list.value) {
+      const key = endpointKey(endpoint);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const instance = b.instance(config.service, key) ?? { id: key, name: config.service, address: key };
+      const c = this.children.get(key);
+      if (c !== undefined) {
+        c.instance = instance;
+        c.leaf.updateEndpoint(endpoint, options);
+        continue;
+      }
+      const child: Child = { key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, open: false, picks: 0, failures: 0, inFlight: 0 };
+      if (b.instanceBreaker !== false) {
+        const br = new CircuitBreaker({ ...b.instanceBreaker, name: `${config.service}/${key}`, clock: b.instanceBreaker.clock ?? b.clock });
+        br.onStateChange((e) => {
+          child.open = e.to === 'open';
+          this.update();
+        });
+        child.breaker = br;
+      }
+      if (b.health !== false) {
+        child.health = new HealthProber(key, b.health, b.clock, (serving) => {
+          child.serving = serving;
+          this.update();
+        }, b.credentials);
+      }
+      this.children.set(key, child);
+      child.leaf.startConnecting();
+    }
+    for (const [key, c] of this.children) {
+      if (seen.has(key)) continue;
+      this.children.delete(key);
+      this.drop(c);
+    }
+    this.paused = false;
+    this.update();
+    return true;
+  }
+
+  private drop(c: Child): void {
+    c.leaf.destroy();
+    c.health?.close();
+    void c.breaker?.close?.();
+  }
+
+  /**
+   * update hands grpc-js a new picker over every resolved instance, with those out of rotation
+   * excluded. The picker sees the whole resolved list (kept as one array while membership is
+   * unchanged), not only the connected part: its per-instance state and slow start follow the
+   * registry's membership, not the order in which connections came up.
+   */
+  private update(): void {
+    if (this.paused || this.binding === undefined) return;
+    let ready = 0;
+    let connecting = false;
+    for (const c of this.children.values()) {
+      const st = c.leaf.getConnectivityState();
+      if (st === ConnectivityState.READY) ready++;
+      else if (st === ConnectivityState.CONNECTING) connecting = true;
+      else if (st === ConnectivityState.IDLE) {
+        connecting = true;
+        c.leaf.exitIdle();
+      }
+    }
+    if (ready > 0) {
+      if (this.all === undefined) this.all = [...this.children.values()].map((c) => c.instance);
+      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding), null);
+    } else if (connecting) {
+      this.parent.updateState(ConnectivityState.CONNECTING, queuePicker(this), null);
+    } else {
+      const why =
+        this.children.size === 0
+          ? `bulwark:///${this.service}: ${this.note || 'no instance resolved'}`
+          : `bulwark:///${this.service}: no connection to any of ${this.children.size} instance(s); last error: ${this.lastError}`;
+      this.parent.updateState(ConnectivityState.TRANSIENT_FAILURE, unavailablePicker(why), why);
+    }
+  }
+
+  exitIdle(): void {
+    for (const c of this.children.values()) c.leaf.exitIdle();
+  }
+  resetBackoff(): void {}
+  destroy(): void {
+    for (const c of this.children.values()) this.drop(c);
+    this.children.clear();
+    this.disposeStats?.();
+    this.disposeStats = undefined;
+  }
+  getTypeName(): string {
+    return POLICY_NAME;
+  }
+
+  stats(): { service: string; instances: GrpcInstanceStats[] } {
+    return {
+      service: this.service,
+      instances: [...this.children.values()].map((c) => ({
+        id: c.instance.id,
+        address: c.key,
+        connectivity: ConnectivityState[c.leaf.getConnectivityState()] ?? 'UNKNOWN',
+        serving: c.serving,
+        breaker: c.breaker?.state ?? 'none',
+        inFlight: c.inFlight,
+        picks: c.picks,
+        failures: c.failures,
+      })),
+    };
+  }
+}
+
+/**
+ * BulwarkPicker picks by the strategy among every resolved instance, excluding those not connected
+ * and, unless that would leave none, those NOT_SERVING or with an open breaker; see the module comment.
+ */
+class BulwarkPicker implements GrpcPicker {
+  private readonly out = new Set<string>();
+  /** Ids out only because their breaker is open: looked at again, as an open period ends. */
+  private readonly opened = new Set<string>();
+  private readonly byId = new Map<string, Child>();
+  private nextCheck = 0;
+  private readonly hashHeader: string | undefined;
+
+  constructor(
+    private readonly all: readonly ServiceInstance[],
+    children: ReadonlyMap<string, Child>,
+    private readonly picker: Picker,
+    private readonly b: DiscoveryBinding,
+  ) {
+    this.hashHeader = b.hashHeader;
+    let usable = 0;
+    for (const c of children.values()) {
+      this.byId.set(c.instance.id, c);
+      if (c.leaf.getConnectivityState() !== ConnectivityState.READY) this.out.add(c.instance.id);
+      else if (c.serving && !c.open) usable++;
+    }
+    if (usable === 0) return; // every connected instance is unhealthy: use them all (panic mode)
+    for (const c of children.values()) {
+      if (this.out.has(c.instance.id)) continue;
+      if (!c.serving) this.out.add(c.instance.id);
+      else if (c.open) {
+        this.out.add(c.instance.id);
+        this.opened.add(c.instance.id);
+      }
+    }
+  }
+
+  pick(args: PickArgs): PickResult {
+    const now = this.b.clock.now();
+    if (this.opened.size > 0 && now >= this.nextCheck) {
+      // An open period that has passed reads as half-open: let such instances be picked (and probed) again.
+      this.nextCheck = now + RECHECK_MS;
+      for (const id of this.opened) {
+        const br = this.byId.get(id)!.breaker;
+        if (br !== undefined && br.state !== 'open') {
+          this.opened.delete(id);
+          this.out.delete(id);
+        }
+      }
+    }
+    const key = this.hashHeader === undefined ? undefined : args.metadata.get(this.hashHeader)[0]?.toString();
+    let inst = this.picker.pick(this.all, key, this.out.size > 0 ? this.out : undefined);
+    let child = this.byId.get(inst.id)!;
+    let token: AdmissionToken | undefined = child.breaker?.tryAdmit();
+    if (child.breaker !== undefined && token === undefined && this.out.size < this.all.length - 1) {
+      // Its breaker refuses (open, or half-open with every probe out): avoid it and pick once more.
+      this.out.add(inst.id);
+      this.opened.add(inst.id);
+      inst = this.picker.pick(this.all, key, this.out);
+      child = this.byId.get(inst.id)!;
+      token = child.breaker?.tryAdmit();
+    }
+    const result = child.leaf.getPicker().pick(args);
+    if (result.pickResultType !== PickResultType.COMPLETE) {
+      token?.release();
+      return result;
+    }
+    const picker = this.picker;
+    const b = this.b;
+    const chosen = inst;
+    const c = child;
+    let start = 0;
+    return {
+      pickResultType: PickResultType.COMPLETE,
+      subchannel: result.subchannel,
+      status: null,
+      onCallStarted: () => {
+        start = b.clock.now();
+        c.picks++;
+        c.inFlight++;
+        picker.start?.(chosen);
+        result.onCallStarted?.();
+      },
+      onCallEnded: (code, details, metadata) => {
+        c.inFlight--;
+        const latencyMs = b.clock.now() - start;
+        const failed = b.isFailure(code);
+        picker.report?.(chosen, { ok: !failed, latencyMs });
+        if (token !== undefined) {
+          if (code === Status.CANCELLED) token.release();
+          else if (failed) token.failure();
+          else token.success();
+          token = undefined;
+        }
+        if (failed) c.failures++;
+        result.onCallEnded?.(code, details, metadata);
+      },
+    };
+  }
+}
+
+/** registerBulwarkPolicy registers the `bulwark` policy with grpc-js (once per process). */
+export function registerBulwarkPolicy(): void {
+  registerPolicy(POLICY_NAME, BulwarkLoadBalancer, BulwarkConfig);
+}

@@ -1,0 +1,165 @@
+/**
+ * The bulwark load-balancing policy on real grpc-js servers over loopback (a MemoryRegistry behind a
+ * RegistryCache): P2C against grpc-js's round_robin with one slow server, an instance breaker that
+ * opens on UNAVAILABLE and recovers, NOT_SERVING leaving rotation, ring hash by a metadata header,
+ * and an unknown service failing fast.
+ */
+import { describe, it, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { credentials, Metadata, status, type Server } from '@grpc/grpc-js';
+import { GrpcDiscovery, GrpcHealth } from '../src/grpc/index.js';
+import { MemoryRegistry } from '../src/registry/memory-registry.js';
+import { RegistryCache } from '../src/registry/registry-cache.js';
+import { waitFor } from './support/servers.js';
+import { GreeterClientCtor, sayHello, startGreeter } from './support/grpc-greeter.js';
+import { percentile, startLoad } from './support/grpc-load.js';
+
+const insecure = credentials.createInsecure();
+
+async function fleet(behaviours: Record<string, () => { delayMs?: number; fail?: number }>, withHealth = false) {
+  const registry = new MemoryRegistry();
+  const cache = new RegistryCache(registry);
+  const servers: Server[] = [];
+  const health = new Map<string, GrpcHealth>();
+  for (const [id, b] of Object.entries(behaviours)) {
+    const h = new GrpcHealth();
+    const s = await startGreeter(id, {}, b, withHealth ? (srv) => h.addTo(srv) : undefined);
+    servers.push(s.server);
+    health.set(id, h);
+    await registry.register({ id, name: 'greeter', address: s.address });
+  }
+  after(async () => {
+    for (const s of servers) s.forceShutdown();
+    await cache.close();
+    await registry.close();
+  });
+  return { registry, cache, health };
+}
+
+describe('bulwark policy', () => {
+  it('P2C sends < 5 % of calls to a 200 ms server where round_robin sends a third', async () => {
+    const { cache } = await fleet({ fast1: () => ({ delayMs: 2 }), fast2: () => ({ delayMs: 2 }), slow: () => ({ delayMs: 200 }) });
+    const d = new GrpcDiscovery({ registry: cache, health: false });
+    after(() => d.close());
+    const results: Record<string, { share: number; p50: number; p99: number; calls: number }> = {};
+    for (const policy of ['bulwark', 'round_robin'] as const) {
+      const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions({ policy }));
+      // warm up: connect to all three
+      await waitFor('three instances connected', async () => {
+        await sayHello(client, { name: 'w' });
+        return policy === 'round_robin' || d.stats().balancers.some((b) => b.instances.filter((i) => i.connectivity === 'READY').length === 3);
+      });
+      await startLoad(client, { workers: 8, maxMs: 500, maxCalls: 5_000 }).done; // both policies see the same warm-up
+      const records = await startLoad(client, { workers: 8, maxMs: 3_000, maxCalls: 20_000 }).done;
+      client.close();
+      const ok = records.filter((r) => r.server !== undefined);
+      assert.equal(ok.length, records.length, 'no call failed');
+      const ms = ok.map((r) => r.ms);
+      results[policy] = { share: ok.filter((r) => r.server === 'slow').length / ok.length, p50: percentile(ms, 50), p99: percentile(ms, 99), calls: ok.length };
+    }
+    console.log(`slow instance: ${JSON.stringify(results)}`);
+    assert.ok(results.bulwark!.share < 0.05, `P2C sent ${(results.bulwark!.share * 100).toFixed(1)} % to the slow server`);
+    assert.ok(Math.abs(results.round_robin!.share - 1 / 3) < 0.05, `round_robin sent ${(results.round_robin!.share * 100).toFixed(1)} % to the slow server`);
+  });
+
+  it('an instance failing UNAVAILABLE: its breaker opens, calls go to the others; it recovers and gets calls again', async () => {
+    let broken = true;
+    const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.UNAVAILABLE } : {}) });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: { openMs: 500, minimumCalls: 5, failureRate: 0.5 } });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    const badState = () => d.stats().balancers[0]?.instances.find((i) => i.id === 'bad')?.breaker;
+    await waitFor('the breaker of bad opens', async () => {
+      await sayHello(client, { name: 'x' }).catch(() => undefined);
+      return badState() === 'open';
+    });
+    // while open: no call fails (the bad instance is out of rotation)
+    const during = await startLoad(client, { workers: 2, maxMs: 300, maxCalls: 2_000 }).done;
+    assert.ok(during.length > 10);
+    assert.equal(during.filter((r) => r.code !== undefined).length, 0, 'no call fails while the breaker is open');
+    broken = false;
+    const picksBefore = d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!.picks;
+    await waitFor('bad is closed and serving again', async () => {
+      const r = await sayHello(client, { name: 'x' });
+      return r.server === 'bad' && badState() === 'closed';
+    }, 10_000);
+    assert.ok(d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!.picks > picksBefore);
+  });
+
+  it('an instance whose health says NOT_SERVING leaves rotation, and comes back on SERVING', async () => {
+    const { cache, health } = await fleet({ a: () => ({}), b: () => ({}) }, true);
+    const d = new GrpcDiscovery({ registry: cache, health: { intervalMs: 100 } });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    await waitFor('both serve', async () => {
+      const got = new Set<string>();
+      for (let i = 0; i < 10; i++) got.add((await sayHello(client, { name: 'x' })).server);
+      return got.size === 2;
+    });
+    health.get('b')!.setStatus('', 'NOT_SERVING');
+    await waitFor('b out of rotation', () => d.stats().balancers[0]!.instances.find((i) => i.id === 'b')!.serving === false, 5_000);
+    for (let i = 0; i < 30; i++) assert.equal((await sayHello(client, { name: 'x' })).server, 'a');
+    health.get('b')!.setStatus('', 'SERVING');
+    await waitFor('b back', async () => (await sayHello(client, { name: 'x' })).server === 'b', 5_000);
+  });
+
+  it('ring hash keyed by a metadata header sends one key to one instance', async () => {
+    const { cache } = await fleet({ a: () => ({}), b: () => ({}), c: () => ({}) });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'ring-hash', hashHeader: 'x-user' });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    await waitFor('three connected', async () => {
+      await sayHello(client, { name: 'w' });
+      return d.stats().balancers[0]!.instances.filter((i) => i.connectivity === 'READY').length === 3;
+    });
+    const owners = new Map<string, Set<string>>();
+    for (let i = 0; i < 120; i++) {
+      const user = `u${i % 12}`;
+      const md = new Metadata();
+      md.set('x-user', user);
+      const r = await sayHello(client, { name: 'x' }, {}, md);
+      owners.set(user, (owners.get(user) ?? new Set()).add(r.server));
+    }
+    for (const [user, s] of owners) assert.equal(s.size, 1, `${user} went to ${[...s].join(', ')}`);
+    assert.ok(new Set([...owners.values()].map((s) => [...s][0])).size > 1, 'keys spread over instances');
+  });
+
+  it('an unknown service fails at once with UNAVAILABLE naming it', async () => {
+    const { cache } = await fleet({ a: () => ({}) });
+    const d = new GrpcDiscovery({ registry: cache, health: false });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///nope', insecure, d.channelOptions());
+    after(() => client.close());
+    const t0 = performance.now();
+    const err = await sayHello(client, { name: 'x' }, { deadline: Date.now() + 10_000 }).then(
+      () => assert.fail('succeeded'),
+      (e: { code: number; details: string }) => e,
+    );
+    assert.equal(err.code, status.UNAVAILABLE);
+    assert.match(err.details, /no instance of service "nope"/);
+    assert.ok(performance.now() - t0 < 2_000, `took ${performance.now() - t0} ms`);
+  });
+
+  it('a channel without the discovery\'s options fails at once saying so', async () => {
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure);
+    after(() => client.close());
+    const err = await sayHello(client, { name: 'x' }, { deadline: Date.now() + 10_000 }).then(
+      () => assert.fail('succeeded'),
+      (e: { code: number; details: string }) => e,
+    );
+    assert.equal(err.code, status.UNAVAILABLE);
+    assert.match(err.details, /channelOptions/);
+  });
+
+  it('rejects bad options naming them', () => {
+    const registry = new MemoryRegistry();
+    after(() => registry.close());
+    assert.throws(() => new GrpcDiscovery({ registry: {} as never }), /GrpcDiscovery: registry/);
+    assert.throws(() => new GrpcDiscovery({ registry, strategy: 'nope' as never }), RangeError);
+    assert.throws(() => new GrpcDiscovery({ registry, hashHeader: '' }), /hashHeader/);
+    assert.throws(() => new GrpcDiscovery({ registry, failureCodes: [99] }), /failureCodes/);
+  });
+});
