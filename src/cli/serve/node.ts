@@ -133,6 +133,13 @@ export class ServeNode implements ClientApi {
     this.requests++;
     res.once('close', () => void this.inflight--);
     if (this.draining) res.setHeader('connection', 'close');
+    // A request answered before its body arrived (a 401, a 413) must not keep its socket open for a body
+    // that may never come: Node waits for the rest of the body, and its requestTimeout no longer runs.
+    if (req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
+      res.once('finish', () => {
+        if (!req.complete) req.socket.destroySoon();
+      });
+    }
     const url = req.url ?? '/';
     if (url.startsWith(this.pool.basePath)) {
       void this.pool.handler(req, res);

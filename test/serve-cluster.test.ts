@@ -1,0 +1,130 @@
+/**
+ * Three `bulwark serve` processes, a real etcd and a small origin: one origin load per key cluster-wide
+ * under 200 concurrent requests; kill -9 of a node costs no client request and the ring heals after the
+ * node's lease TTL; the node rejoins when restarted; SIGTERM under load costs no request to clients
+ * that retry on another node.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { skipReason } from './support/servers.js';
+import { get, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+
+/** Traffic runs `concurrency` loops of gets over `keys` against `targets()` until stopped. */
+export interface Traffic {
+  ok: number;
+  failed: string[];
+  stop(): Promise<void>;
+}
+
+/** traffic starts client loops; with `retry`, a failed request (no answer, or 5xx) is tried on the next node. */
+export function traffic(targets: () => readonly ServeProc[], keys: readonly string[], concurrency: number, retry: boolean): Traffic {
+  let running = true;
+  const t: Traffic = { ok: 0, failed: [], stop: async () => {
+    running = false;
+    await loops;
+  } };
+  const one = async (i: number) => {
+    let n = i;
+    while (running) {
+      const nodes = targets();
+      const key = keys[n % keys.length]!;
+      let error = '';
+      for (let attempt = 0; attempt < (retry ? nodes.length : 1); attempt++) {
+        const node = nodes[(n + attempt) % nodes.length]!;
+        try {
+          const r = await get(node.url, key);
+          if (r.status === 200 && r.body.endsWith(`:${key}`)) {
+            error = '';
+            break;
+          }
+          error = `${node.port} ${key}: ${r.status} ${r.body.slice(0, 80)}`;
+        } catch (err) {
+          error = `${node.port} ${key}: ${(err as Error).message} ${String((err as { cause?: { code?: string } }).cause?.code ?? '')}`;
+        }
+      }
+      if (error === '') t.ok++;
+      else t.failed.push(error);
+      n += concurrency;
+    }
+  };
+  const loops = Promise.all(Array.from({ length: concurrency }, (_, i) => one(i)));
+  return t;
+}
+
+describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+  let etcd: EtcdServer;
+  let origin: TestOrigin;
+  let nodes: ServeProc[] = [];
+  const args = () => [
+    '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`,
+    '--etcd-prefix', `/serve-test-${process.pid}`,
+    '--lease-ttl', '2s',
+    '--origin', `${origin.url}/items/{key}`,
+    '--drain-delay', '300ms',
+    '--shutdown-timeout', '5s',
+    '--quiet',
+  ];
+  before(async () => {
+    etcd = await startEtcd();
+    origin = await startOrigin();
+    nodes = await Promise.all([0, 1, 2].map(() => startServe(args())));
+    await waitMembers(nodes, nodes.map((n) => n.url));
+  });
+  after(async () => {
+    await stopAll(nodes);
+    await origin?.close();
+    await etcd?.stop();
+  });
+
+  it('loads each key from the origin once cluster-wide under 200 concurrent requests spread over the nodes', async () => {
+    origin.delayMs = 50; // every request arrives while the first load of its key is still running
+    const keys = Array.from({ length: 40 }, (_, i) => `k${i}`);
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => get(nodes[i % 3]!.url, keys[i % keys.length]!)));
+    origin.delayMs = 0;
+    for (const a of answers) assert.equal(a.status, 200, a.body);
+    for (const k of keys) assert.equal(origin.loads.get(k), 1, `${k} loaded ${origin.loads.get(k)} times`);
+    const sources = new Set(answers.map((a) => a.source));
+    assert.ok(sources.has('origin') && sources.has('peer'), [...sources].join(','));
+  });
+
+  it('kill -9 of a node: no client request fails, the ring heals after the lease TTL, and the node rejoins when restarted', async () => {
+    const [a, b, victim] = nodes as [ServeProc, ServeProc, ServeProc];
+    const keys = Array.from({ length: 300 }, (_, i) => `kill-${i}`);
+    const load = traffic(() => [a, b], keys, 16, false);
+    await new Promise((r) => setTimeout(r, 500));
+    const killedAt = Date.now();
+    await victim.kill('SIGKILL');
+    await waitMembers([a, b], [a.url, b.url], 15_000);
+    const healedMs = Date.now() - killedAt;
+    await new Promise((r) => setTimeout(r, 300));
+    await load.stop();
+    assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
+    assert.ok(load.ok > 100, `only ${load.ok} requests`);
+    assert.ok(healedMs >= 1_500, `healed after ${healedMs} ms: before the 2 s lease could end?`);
+    await victim.restart();
+    await waitMembers(nodes, nodes.map((n) => n.url));
+    const r = await get(victim.url, 'kill-1');
+    assert.equal(r.status, 200);
+  });
+
+  it('SIGTERM under load: clients that retry on another node see no failure; the node leaves the ring at once and exits 0', async () => {
+    const victim = nodes[2]!;
+    const keys = Array.from({ length: 300 }, (_, i) => `term-${i}`);
+    const load = traffic(() => nodes, keys, 24, true);
+    await new Promise((r) => setTimeout(r, 500));
+    const t0 = Date.now();
+    victim.child.kill('SIGTERM');
+    await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
+    const leftMs = Date.now() - t0;
+    const { code } = await victim.exited;
+    await new Promise((r) => setTimeout(r, 300));
+    await load.stop();
+    assert.equal(code, 0, victim.lines.join('\n'));
+    assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
+    assert.ok(load.ok > 100, `only ${load.ok} requests`);
+    assert.ok(leftMs < 1_500, `left the ring after ${leftMs} ms: deregistered, not expired`);
+    await victim.restart();
+    await waitMembers(nodes, nodes.map((n) => n.url));
+  });
+});
