@@ -8,49 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { skipReason } from './support/servers.js';
-import { get, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
-
-/** Traffic runs `concurrency` loops of gets over `keys` against `targets()` until stopped. */
-export interface Traffic {
-  ok: number;
-  failed: string[];
-  stop(): Promise<void>;
-}
-
-/** traffic starts client loops; with `retry`, a failed request (no answer, or 5xx) is tried on the next node. */
-export function traffic(targets: () => readonly ServeProc[], keys: readonly string[], concurrency: number, retry: boolean): Traffic {
-  let running = true;
-  const t: Traffic = { ok: 0, failed: [], stop: async () => {
-    running = false;
-    await loops;
-  } };
-  const one = async (i: number) => {
-    let n = i;
-    while (running) {
-      const nodes = targets();
-      const key = keys[n % keys.length]!;
-      let error = '';
-      for (let attempt = 0; attempt < (retry ? nodes.length : 1); attempt++) {
-        const node = nodes[(n + attempt) % nodes.length]!;
-        try {
-          const r = await get(node.url, key);
-          if (r.status === 200 && r.body.endsWith(`:${key}`)) {
-            error = '';
-            break;
-          }
-          error = `${node.port} ${key}: ${r.status} ${r.body.slice(0, 80)}`;
-        } catch (err) {
-          error = `${node.port} ${key}: ${(err as Error).message} ${String((err as { cause?: { code?: string } }).cause?.code ?? '')}`;
-        }
-      }
-      if (error === '') t.ok++;
-      else t.failed.push(error);
-      n += concurrency;
-    }
-  };
-  const loops = Promise.all(Array.from({ length: concurrency }, (_, i) => one(i)));
-  return t;
-}
+import { get, startOrigin, startServe, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'etcd') }, () => {
   let etcd: EtcdServer;
