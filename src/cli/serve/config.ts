@@ -20,41 +20,45 @@ interface OptionSpec {
   /** Shown as the value's name in --help. */
   readonly value?: string;
   readonly alias?: string;
+  /** Starts a section of --help with this title. */
+  readonly section?: string;
+  /** How --help shows the default when the bare default would read oddly. */
+  readonly defaultText?: string;
 }
 
 /** SERVE_OPTIONS is every option of `bulwark serve`, in --help order. */
 export const SERVE_OPTIONS = {
-  listen: { kind: 'string', default: '127.0.0.1:8080', value: 'host:port', help: 'where the node listens (client API, peer protocol, /metrics, /status)' },
+  listen: { section: 'Node', kind: 'string', default: '127.0.0.1:8080', value: 'host:port', help: 'where the node listens (client API, peer protocol, /metrics, /status)' },
   advertise: { kind: 'string', value: 'url', help: 'the URL peers reach this node at (default: http://<listen>; required when listening on 0.0.0.0 or ::)' },
-  registry: { kind: 'string', default: 'memory', value: 'memory|etcd://h:p[,h:p]', help: "membership: 'memory' (static --peers) or an etcd cluster" },
+  registry: { section: 'Membership', kind: 'string', default: 'memory', value: 'spec', help: "'memory' (static --peers) or etcd://host:port[,host:port] (the nodes find each other)" },
   peers: { kind: 'list', default: '', value: 'url,url', help: 'the other nodes, with --registry memory (this node is always a member)' },
   'etcd-prefix': { kind: 'string', default: '/bulwark/services', value: 'path', help: 'etcd key prefix of the registry' },
   service: { kind: 'string', default: 'bulwark-cache', value: 'name', help: 'the service the nodes register under' },
   'lease-ttl': { kind: 'duration', default: '15s', value: 'time', help: 'etcd lease TTL: a node that dies leaves the ring after this' },
-  group: { kind: 'list', default: 'default', value: 'name', help: 'a group to serve (repeat, or a comma list); the same on every node' },
+  group: { section: 'Cache', kind: 'list', default: 'default', defaultText: 'one group named default', value: 'name', help: 'a group to serve (repeat, or a comma list); the same on every node' },
   'cache-bytes': { kind: 'size', default: '64MiB', value: 'size', help: 'main cache per group (keys this node owns), e.g. 512KiB, 64MiB, 1GiB' },
   'hot-cache-bytes': { kind: 'size', value: 'size', help: 'hot cache per group (popular keys owned elsewhere) (default: cache-bytes / 8)' },
   ttl: { kind: 'duration', default: '0', value: 'time', help: 'how long a loaded value lives, jittered ±10 %; 0 keeps it until evicted' },
   'negative-ttl': { kind: 'duration', default: '5s', value: 'time', help: 'how long an origin 404 is remembered, jittered ±10 %; 0 never caches misses' },
   'stale-bytes': { kind: 'size', value: 'size', help: 'per group, last good values kept to answer when the origin fails (default: cache-bytes / 4; 0 turns stale answers off)' },
   'stale-max-age': { kind: 'duration', default: '1h', value: 'time', help: 'the oldest stale value served when the origin fails' },
-  'peer-secret': { kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256); visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
+  'peer-secret': { section: 'Peers', kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256); visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
   'peer-secret-file': { kind: 'string', value: 'path', help: 'read the peer secret from this file (trailing newline dropped)' },
   'peer-timeout': { kind: 'duration', value: 'time', help: "one peer request's deadline (default: load-timeout + 500ms, so a peer waits out the owner's load)" },
   'ring-replicas': { kind: 'integer', value: 'n', help: "virtual nodes per peer on the hash ring (default: the cache library's)" },
-  origin: { kind: 'string', value: 'url', help: "the origin, a URL template: {key} (and {group}) are replaced, percent-encoded; 404 → not found" },
+  origin: { section: 'Origin', kind: 'string', value: 'url', help: "the origin, a URL template: {key} (and {group}) are replaced, percent-encoded; 404 → not found" },
   getter: { kind: 'string', value: 'path', help: 'a JS module whose default export loads a key: (key, { signal, group }) => value' },
   'origin-timeout': { kind: 'duration', default: '2s', value: 'time', help: 'one origin request, headers and body' },
   'load-timeout': { kind: 'duration', value: 'time', help: "a whole load: waiting for an origin slot plus the request (default: 2 × origin-timeout)" },
   'origin-rate': { kind: 'number', default: '0', value: 'per second', help: 'origin requests per second (token bucket, burst = rate); 0 for no limit' },
   'origin-concurrency': { kind: 'integer', default: '64', value: 'n', help: 'origin requests at once' },
   'origin-queue': { kind: 'integer', default: '256', value: 'n', help: 'loads waiting for an origin slot; more are refused at once' },
-  'request-timeout': { kind: 'duration', default: '5s', value: 'time', help: 'the time a client has to send a whole request (slowloris guard)' },
+  'request-timeout': { section: 'Server and lifecycle', kind: 'duration', default: '5s', value: 'time', help: 'the time a client has to send a whole request (slowloris guard)' },
   'headers-timeout': { kind: 'duration', default: '5s', value: 'time', help: "the time a client has to send a request's headers" },
   'keep-alive-timeout': { kind: 'duration', default: '5s', value: 'time', help: 'idle keep-alive connections are closed after this' },
   'drain-delay': { kind: 'duration', default: '1s', value: 'time', help: 'at SIGTERM, time between leaving the registry and closing the listener' },
   'shutdown-timeout': { kind: 'duration', default: '10s', value: 'time', help: 'at SIGTERM, the longest drain before the node exits anyway' },
-  config: { kind: 'string', value: 'path', help: 'a JSON file of these options by flag name, e.g. {"cache-bytes": "64MiB"}' },
+  config: { section: 'Other', kind: 'string', value: 'path', help: 'a JSON file of these options by flag name, e.g. {"cache-bytes": "64MiB"}' },
   quiet: { kind: 'boolean', help: 'print nothing but errors' },
   help: { kind: 'boolean', alias: 'h', help: 'show this help' },
 } as const satisfies Record<string, OptionSpec>;
@@ -78,7 +82,7 @@ export interface ServeConfig {
   peerSecret: string | undefined;
   peerTimeoutMs: number;
   ringReplicas: number | undefined;
-  origin: { kind: 'url'; template: string } | { kind: 'module'; path: string };
+  origin: { section: 'Origin', kind: 'url'; template: string } | { kind: 'module'; path: string };
   originTimeoutMs: number;
   loadTimeoutMs: number;
   originRate: number;
@@ -99,29 +103,40 @@ export function envName(name: string): string {
 
 /** serveHelp renders `bulwark serve --help` from the option table. */
 export function serveHelp(): string {
-  const rows = Object.entries(SERVE_OPTIONS).map(([name, s]) => {
+  const WIDTH = 100;
+  const LEFT = 30;
+  const lines: string[] = [];
+  for (const [name, s] of Object.entries(SERVE_OPTIONS)) {
     const spec = s as OptionSpec;
-    const left = `${spec.alias === undefined ? '    ' : `-${spec.alias}, `}--${name}${spec.value === undefined ? '' : ` <${spec.value}>`}`;
-    const def = spec.default === undefined ? '' : ` (default ${spec.default === '' ? 'none' : spec.default})`;
-    return { left, text: spec.help + def };
-  });
-  const width = Math.max(...rows.map((r) => r.left.length)) + 2;
-  const lines = rows.map((r) => `  ${r.left.padEnd(width)}${r.text}`);
+    if (spec.section !== undefined) lines.push('', `${spec.section}:`);
+    const left = `  ${spec.alias === undefined ? '    ' : `-${spec.alias}, `}--${name}${spec.value === undefined ? '' : ` <${spec.value}>`}`;
+    const def = spec.defaultText ?? (spec.default === undefined ? undefined : spec.default === '' ? 'none' : spec.default);
+    const words = `${spec.help}${def === undefined ? '' : ` (default ${def})`}`.split(' ');
+    let line = left.length >= LEFT ? '' : left.padEnd(LEFT);
+    if (line === '') lines.push(left);
+    for (const w of words) {
+      if (line.trim() !== '' && line.length + 1 + w.length > WIDTH && line.length > LEFT) {
+        lines.push(line);
+        line = '';
+      }
+      if (line === '') line = ' '.repeat(LEFT) + w;
+      else line += (line.length === LEFT ? '' : ' ') + w;
+    }
+    lines.push(line);
+  }
   return `bulwark serve — run one node of a distributed cache in front of a slow origin
 
 Usage: bulwark serve --origin 'http://origin/items/{key}' [options]
        bulwark serve --getter ./getter.js [options]
 
-Every option can also be set by an environment variable (--cache-bytes → BULWARK_CACHE_BYTES) or in
-the --config file; a flag wins over the environment, which wins over the file. Durations: 500ms, 2s,
-1m, 1h (a bare number is seconds). Sizes: bytes, or with KiB, MiB, GiB.
+Every option can also be set by an environment variable (--cache-bytes → BULWARK_CACHE_BYTES)
+or in the --config file; a flag wins over the environment, which wins over the file.
+Durations: 500ms, 2s, 1m, 1h (a bare number is seconds). Sizes: bytes, or with KiB, MiB, GiB.
 
 Client API:
-  GET    /v1/groups/<group>/keys/<key>   the value; x-bulwark-source: main|hot|peer|origin|stale, age
-  DELETE /v1/groups/<group>/keys/<key>   remove the key on every node
+  GET    /v1/groups/<group>/keys/<key>  the value; x-bulwark-source: main|hot|peer|origin|stale
+  DELETE /v1/groups/<group>/keys/<key>  remove the key on every node
   /_bulwark/ (peer protocol)  /metrics  /status  /healthz  /readyz (ready once membership is known)
-
-Options:
 ${lines.join('\n')}
 `;
 }
