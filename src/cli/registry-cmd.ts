@@ -115,7 +115,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
     }
     return 0;
   } catch (err) {
-    process.stderr.write(`bulwark registry: ${(err as Error).message}\n`);
+    const e = err as Error & { code?: string };
+    const why = e.code === 'ERR_REGISTRY_UNAVAILABLE' && etcd !== undefined ? `cannot reach etcd at ${String(flags.registry).slice('etcd://'.length)} within ${timeoutMs} ms` : e.message;
+    process.stderr.write(`bulwark registry: ${why}\n`);
     return 1;
   } finally {
     await source.close();

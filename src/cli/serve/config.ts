@@ -82,7 +82,7 @@ export interface ServeConfig {
   peerSecret: string | undefined;
   peerTimeoutMs: number;
   ringReplicas: number | undefined;
-  origin: { section: 'Origin', kind: 'url'; template: string } | { kind: 'module'; path: string };
+  origin: { kind: 'url'; template: string } | { kind: 'module'; path: string };
   originTimeoutMs: number;
   loadTimeoutMs: number;
   originRate: number;
