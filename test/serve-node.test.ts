@@ -6,10 +6,12 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { get, runBulwark, startOrigin, startServe, status, stopAll, type ServeProc, type TestOrigin } from './serve-harness.js';
-import { waitFor } from './support/servers.js';
+import { tempDir, waitFor } from './support/servers.js';
 
 describe('bulwark serve: flags', () => {
   for (const [args, flag] of [
@@ -173,5 +175,32 @@ describe('bulwark serve: one node', () => {
     assert.equal(code, 0, node.lines.join('\n'));
     assert.ok(Date.now() - t0 < 5_000);
     assert.ok(node.lines.some((l) => l.includes('stopped')), node.lines.join('\n'));
+  });
+});
+
+describe('bulwark serve --getter', () => {
+  it('loads through a JS module: a value, null for not found, a throw for an error', async () => {
+    const dir = tempDir('getter');
+    const file = join(dir.path, 'getter.mjs');
+    writeFileSync(file, `export default async function (key, { signal, group }) {
+  if (!(signal instanceof AbortSignal)) throw new Error('no signal');
+  if (key === 'absent') return null;
+  if (key === 'broken') throw new Error('database down');
+  return group + ':' + key;
+}
+`);
+    const node = await startServe(['--getter', file, '--group', 'users', '--quiet']);
+    try {
+      const a = await get(node.url, 'tom', 'users');
+      assert.deepEqual([a.status, a.body, a.source], [200, 'users:tom', 'origin']);
+      const b = await get(node.url, 'absent', 'users');
+      assert.deepEqual([b.status, b.error], [404, 'ERR_NOT_FOUND']);
+      const c = await get(node.url, 'broken', 'users');
+      assert.deepEqual([c.status, c.error], [502, 'ERR_LOAD_FAILED']);
+      assert.match(c.body, /database down/);
+    } finally {
+      await stopAll([node]);
+      dir.remove();
+    }
   });
 });
