@@ -85,4 +85,23 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     await victim.restart();
     await waitMembers(nodes, nodes.map((n) => n.url));
   });
+
+  it('etcd down: running nodes keep serving, a new node waits (not ready) and joins once etcd is back', async () => {
+    await etcd.kill();
+    try {
+      const r = await get(nodes[0]!.url, 'during-outage');
+      assert.equal(r.status, 200, 'a running node stopped serving when etcd went away');
+      const late = await startServe(args(), { ready: false });
+      nodes.push(late);
+      const notReadyUntil = Date.now() + 1_500;
+      while (Date.now() < notReadyUntil) {
+        const ready = await fetch(`${late.url}/readyz`).then((res) => res.status, () => 0);
+        assert.notEqual(ready, 200, 'ready without membership');
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    } finally {
+      await etcd.restart();
+    }
+    await waitMembers(nodes, nodes.map((n) => n.url), 30_000);
+  });
 });

@@ -116,7 +116,13 @@ export class ServeNode implements ClientApi {
     for (;;) {
       if (this.stopJoining.signal.aborted) return;
       try {
-        this.membership = await this.pool.bindRegistry(this.registry, { service: this.config.service });
+        const m = await this.pool.bindRegistry(this.registry, { service: this.config.service });
+        // A shutdown that began while this registration was under way must not leave it behind.
+        if (this.stopJoining.signal.aborted) {
+          await m.close();
+          return;
+        }
+        this.membership = m;
         break;
       } catch (err) {
         if (this.stopJoining.signal.aborted) return;
@@ -208,6 +214,7 @@ export class ServeNode implements ClientApi {
       this.draining = true;
       this.stopJoining.abort();
       this.log('bulwark serve: draining: leaving the registry');
+      await withDeadline(this.joined ?? Promise.resolve(), left());
       await withDeadline(this.membership?.close() ?? Promise.resolve(), left());
       await delay(Math.min(this.config.drainDelayMs, left())).catch(() => {});
       this.log(`bulwark serve: no longer accepting; ${this.inflight} requests in flight`);
