@@ -46,7 +46,18 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     assert.ok(sources.has('origin') && sources.has('peer'), [...sources].join(','));
   });
 
-  it('kill -9 of a node: no client request fails, the ring heals after the lease TTL, and the node rejoins when restarted', async () => {
+  it('DELETE removes a key on every node: the next get on any node loads the new value', async () => {
+    const key = 'to-remove';
+    for (const n of nodes) assert.equal((await get(n.url, key)).body, `v${origin.version}:${key}`);
+    const before = origin.version;
+    origin.version = before + 1;
+    const res = await fetch(`${nodes[1]!.url}/v1/groups/default/keys/${key}`, { method: 'DELETE' });
+    assert.equal(res.status, 204, await res.text());
+    for (const n of nodes) assert.equal((await get(n.url, key)).body, `v${before + 1}:${key}`, n.url);
+    assert.equal(origin.loads.get(key), 2, 'loaded once before and once after the removal');
+  });
+
+  it('kill -9 of a node: no client request fails, the ring heals after the lease TTL, and the node rejoins when restarted', async (t) => {
     const [a, b, victim] = nodes as [ServeProc, ServeProc, ServeProc];
     const keys = Array.from({ length: 300 }, (_, i) => `kill-${i}`);
     const load = traffic(() => [a, b], keys, 16, false);
@@ -59,6 +70,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     await load.stop();
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
+    t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; ring healed ${healedMs} ms after kill -9 (lease TTL 2 s)`);
     assert.ok(healedMs >= 1_500, `healed after ${healedMs} ms: before the 2 s lease could end?`);
     await victim.restart();
     await waitMembers(nodes, nodes.map((n) => n.url));
@@ -66,7 +78,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     assert.equal(r.status, 200);
   });
 
-  it('SIGTERM under load: clients that retry on another node see no failure; the node leaves the ring at once and exits 0', async () => {
+  it('SIGTERM under load: clients that retry on another node see no failure; the node leaves the ring at once and exits 0', async (t) => {
     const victim = nodes[2]!;
     const keys = Array.from({ length: 300 }, (_, i) => `term-${i}`);
     const load = traffic(() => nodes, keys, 24, true);
@@ -81,6 +93,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     assert.equal(code, 0, victim.lines.join('\n'));
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
+    t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; left the ring ${leftMs} ms after SIGTERM`);
     assert.ok(leftMs < 1_500, `left the ring after ${leftMs} ms: deregistered, not expired`);
     await victim.restart();
     await waitMembers(nodes, nodes.map((n) => n.url));

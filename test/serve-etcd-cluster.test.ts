@@ -27,7 +27,7 @@ describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBina
     await cluster?.stop();
   });
 
-  it('kill the etcd leader during traffic: no client request fails and membership is unchanged', async () => {
+  it('kill the etcd leader during traffic: no client request fails and membership is unchanged', async (t) => {
     const keys = Array.from({ length: 500 }, (_, i) => `leader-${i}`);
     const load = traffic(() => nodes, keys, 16, false);
     // Watch the rings while the cluster elects a new leader: they must never lose a member.
@@ -52,6 +52,7 @@ describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBina
     watching = false;
     await watcher;
     await load.stop();
+    t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; leader ${leader.name} killed, ${next.name} elected`);
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
     assert.equal(shrunk, '', shrunk);
