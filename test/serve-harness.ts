@@ -108,16 +108,25 @@ export async function status(url: string): Promise<{ membership: { members: stri
 /** waitMembers waits until every node in `nodes` sees exactly `want` as its ring. */
 export async function waitMembers(nodes: readonly { url: string }[], want: readonly string[], timeoutMs = 20_000): Promise<void> {
   const sorted = [...want].sort().join(',');
-  await waitFor(`rings of ${nodes.map((n) => n.url).join(' ')} to be ${sorted}`, async () => {
-    for (const n of nodes) {
-      try {
-        if ((await status(n.url)).membership.members.join(',') !== sorted) return false;
-      } catch {
-        return false;
+  const seen = new Map<string, string>();
+  try {
+    await waitFor(`rings of ${nodes.map((n) => n.url).join(' ')} to be ${sorted}`, async () => {
+      let all = true;
+      for (const n of nodes) {
+        try {
+          const got = (await status(n.url)).membership.members.join(',');
+          seen.set(n.url, got);
+          if (got !== sorted) all = false;
+        } catch (err) {
+          seen.set(n.url, `no answer: ${(err as Error).message}`);
+          all = false;
+        }
       }
-    }
-    return true;
-  }, timeoutMs);
+      return all;
+    }, timeoutMs);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${[...seen].map(([u, m]) => `${u} → ${m}`).join('; ')}`);
+  }
 }
 
 /** Origin is the test origin: `GET /items/<key>` answers `v<version>:<key>`, keys starting with `missing` 404. */
