@@ -126,7 +126,9 @@ export class ServeNode implements ClientApi {
         break;
       } catch (err) {
         if (this.stopJoining.signal.aborted) return;
-        this.log(`bulwark serve: cannot join ${this.config.service} in etcd yet: ${(err as Error).message}`);
+        const code = (err as { code?: string }).code;
+        const why = code === 'ERR_REGISTRY_PENDING' || code === 'ERR_REGISTRY_UNAVAILABLE' ? `etcd at ${r.hosts.join(',')} does not answer` : (err as Error).message;
+        this.log(`bulwark serve: not ready: cannot join ${this.config.service} yet (${why}); trying again`);
         await delay(backoff.next(), this.stopJoining.signal).catch(() => {});
       }
     }
