@@ -19,6 +19,10 @@ describe('parseFlags', () => {
     assert.deepEqual(parseFlags(['-d', '250ms'], specs), { duration: 250 });
     assert.deepEqual(parseFlags([], specs), {});
   });
+  it('joins the values of a repeated flag with commas', () => {
+    assert.deepEqual(parseFlags(['--peer', 'a', '--peer=b,c'], { peer: { kind: 'string', repeat: true } }), { peer: 'a,b,c' });
+    assert.deepEqual(parseFlags(['--name', 'a', '--name', 'b'], specs), { name: 'b' }, 'a flag that does not repeat keeps its last value');
+  });
   it('refuses unknown flags, stray arguments, missing values and values on booleans', () => {
     for (const argv of [['--colour'], ['-x'], ['extra'], ['--duration'], ['--duration', '--plain'], ['--plain=yes'], ['--concurrency', '2.5'], ['--toString']]) {
       assert.throws(() => parseFlags(argv, specs), UsageError, argv.join(' '));

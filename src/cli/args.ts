@@ -15,6 +15,8 @@ export class UsageError extends Error {
 export interface FlagSpec {
   readonly kind: 'boolean' | 'string' | 'duration' | 'integer';
   readonly alias?: string;
+  /** A string flag that may be given several times; its values are joined with commas. Defaults to false. */
+  readonly repeat?: boolean;
 }
 
 /** ParsedFlags maps flag names to values: booleans, strings, or numbers (durations in milliseconds). */
@@ -63,7 +65,8 @@ export function parseFlags(argv: readonly string[], specs: Readonly<Record<strin
     else if (spec.kind === 'integer') {
       if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`);
       out[name] = Number(value);
-    } else out[name] = value;
+    } else if (spec.repeat === true && typeof out[name] === 'string') out[name] = `${out[name]},${value}`;
+    else out[name] = value;
   }
   return out;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `bulwark` command line. It offers what is built: `demo` (a local cluster with a live view) and
- * `help`; other subcommands are added with the modules they run.
+ * The `bulwark` command line: `serve` (a cache node), `registry ls|watch` (what a registry holds),
+ * `demo` (a local cluster with a live view) and `help`.
  */
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,8 @@ const HELP = `bulwark — service governance for Node.js microservices
 Usage: bulwark <command> [options]
 
 Commands:
+  serve       run a distributed cache node in front of a slow origin
+  registry    list (ls) or follow (watch) the services and instances of a registry
   demo        run a local cluster on embedded defaults and show what bulwark does
   help        show this help
 
@@ -59,6 +61,17 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     case 'demo':
       return demo(rest);
+    case 'serve': {
+      // Loaded only when asked for, so that `bulwark --help` stays instant.
+      const { runServe } = await import('./serve/run.js');
+      const code = await runServe(rest);
+      // Connections and timers of closed parts must not hold a stopped node up: it has drained.
+      process.exit(code);
+    }
+    case 'registry': {
+      const { runRegistry } = await import('./registry-cmd.js');
+      return runRegistry(rest);
+    }
     default:
       process.stderr.write(`bulwark: unknown command '${command}'\n\n${HELP}`);
       return 2;

@@ -1,0 +1,199 @@
+/**
+ * `bulwark serve` as a process, measured from outside with HTTP.
+ *
+ * 1. Hit path: autocannon (c = 10, one cached 1 KiB value) against one node, and against a minimal
+ *    node:http server answering the same 1 KiB constant; runs interleaved, medians of req/s. Target: the
+ *    node does ≥ 0.6× the minimal server's req/s. `redis-benchmark -t get` (c = 10, 1 KiB) on the same
+ *    machine is printed for scale.
+ * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
+ *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
+ *    wait for the origin), origin loads (each key at most once: loads = distinct keys), p50/p99 and
+ *    throughput, and the answers' sources.
+ *
+ * Every server is a child process stopped by PID; load runs in this process. Environment: BENCH_RUNS
+ * (default 5 hit-path rounds), BENCH_MS (autocannon seconds × 1000 per run, default 3 000; the Zipf load
+ * runs 3 × BENCH_MS). Run: `npm run bench -- serve`.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { Pool } from 'undici';
+import { zipfStream, KEY_COUNT } from './cache-workload.js';
+import { freePort, waitFor } from '../test/support/servers.js';
+import { startRedis } from '../test/support/redis.js';
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  non2xx: number;
+  errors: number;
+}
+const autocannon = createRequire(import.meta.url)('autocannon') as (o: Record<string, unknown>) => Promise<AutocannonResult>;
+
+const here = dirname(fileURLToPath(import.meta.url));
+const compiled = !import.meta.url.endsWith('.ts');
+const MAIN = compiled ? join(here, '../src/cli/main.js') : join(here, '../src/cli/main.ts');
+const LOADER = compiled ? [] : ['--import', 'tsx'];
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const MS = Number(process.env.BENCH_MS ?? 3_000);
+const VALUE = 'x'.repeat(1024);
+
+const children: ChildProcess[] = [];
+function child(args: string[]): ChildProcess {
+  const c = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(c);
+  return c;
+}
+async function stopChildren(): Promise<void> {
+  await Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise<void>((r) => {
+    c.once('exit', () => r());
+    c.kill('SIGKILL');
+  }))));
+  children.length = 0;
+}
+async function ready(url: string): Promise<void> {
+  await waitFor(`${url} to be ready`, async () => {
+    try {
+      return (await fetch(url)).status === 200;
+    } catch {
+      return false;
+    }
+  }, 30_000);
+}
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+function check(label: string, value: number, ok: boolean, unit: string): boolean {
+  console.log(`  ${ok ? '✓' : '✗'} ${label}: ${value.toFixed(2)}${unit}`);
+  return ok;
+}
+
+/** startOrigin answers `GET /items/<key>` with a 1 KiB value after `delayMs`, counting loads per key. */
+async function startOrigin(delayMs: number): Promise<{ url: string; loads: Map<string, number>; close(): void }> {
+  const loads = new Map<string, number>();
+  const server = createServer((req, res) => {
+    const key = req.url ?? '';
+    loads.set(key, (loads.get(key) ?? 0) + 1);
+    const answer = () => res.writeHead(200, { 'content-length': VALUE.length }).end(VALUE);
+    if (delayMs > 0) setTimeout(answer, delayMs);
+    else answer();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, loads, close: () => {
+    server.closeAllConnections();
+    server.close();
+  } };
+}
+
+const MINIMAL = `const v = Buffer.from('x'.repeat(1024));
+require('node:http').createServer((req, res) => { res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': v.length }); res.end(v); }).listen(Number(process.argv[1]), '127.0.0.1');`;
+
+async function hitPath(): Promise<boolean> {
+  console.log(`\n## serve: hit path — autocannon c=10, one cached 1 KiB value, ${RUNS} interleaved runs of ${MS / 1000} s\n`);
+  const origin = await startOrigin(0);
+  const minimalPort = await freePort();
+  child(['-e', MINIMAL, String(minimalPort)]);
+  const nodePort = await freePort();
+  child([...LOADER, MAIN, 'serve', '--quiet', '--listen', `127.0.0.1:${nodePort}`, '--origin', `${origin.url}/items/{key}`]);
+  const minimalUrl = `http://127.0.0.1:${minimalPort}/`;
+  const nodeUrl = `http://127.0.0.1:${nodePort}/v1/groups/default/keys/hot-key`;
+  await ready(minimalUrl);
+  await ready(nodeUrl);
+  const subjects: [string, string][] = [['node:http, 1 KiB constant', minimalUrl], ['bulwark serve, cache hit', nodeUrl]];
+  const rates = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  for (const [, url] of subjects) await autocannon({ url, connections: 10, duration: 1 }); // warm-up
+  for (let run = 0; run < RUNS; run++) {
+    for (const [name, url] of run % 2 === 0 ? subjects : [...subjects].reverse()) {
+      const r = await autocannon({ url, connections: 10, duration: Math.max(1, Math.round(MS / 1000)) });
+      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors`);
+      rates.get(name)!.push(r.requests.average);
+    }
+  }
+  const base = median(rates.get(subjects[0]![0])!);
+  console.log('| subject | req/s (median) | runs | × node:http |');
+  console.log('| --- | ---: | ---: | ---: |');
+  for (const [name] of subjects) {
+    const m = median(rates.get(name)!);
+    console.log(`| ${name} | ${Math.round(m).toLocaleString('en-US')} | ${rates.get(name)!.map((x) => Math.round(x)).join(' ')} | ${(m / base).toFixed(2)} |`);
+  }
+  await stopChildren();
+  origin.close();
+  try {
+    const redis = await startRedis();
+    const out = spawnSync('redis-benchmark', ['-h', '127.0.0.1', '-p', String(redis.port), '-t', 'get', '-c', '10', '-d', '1024', '-n', '200000', '-q'], { encoding: 'utf8', timeout: 60_000 });
+    await redis.stop();
+    const m = /GET: ([\d.]+) requests per second/.exec(out.stdout);
+    console.log(`\nfor scale, redis-benchmark -t get -c 10 -d 1024 on this machine: ${m === null ? out.stdout.trim() : `${Math.round(Number(m[1])).toLocaleString('en-US')} req/s`}`);
+  } catch (err) {
+    console.log(`\nredis-benchmark not run: ${(err as Error).message}`);
+  }
+  console.log('');
+  return check('bulwark serve hit path ≥ 0.6× a minimal node:http server', median(rates.get(subjects[1]![0])!) / base, median(rates.get(subjects[1]![0])!) / base >= 0.6, '×');
+}
+
+async function zipfCluster(): Promise<boolean> {
+  const durationMs = 3 * MS;
+  console.log(`\n## serve: three nodes, Zipf(1) over ${KEY_COUNT.toLocaleString('en-US')} items, origin 5 ms, 30 clients for ${durationMs / 1000} s\n`);
+  const origin = await startOrigin(5);
+  const ports = await Promise.all([0, 1, 2].map(() => freePort()));
+  const urls = ports.map((p) => `http://127.0.0.1:${p}`);
+  for (const [i, port] of ports.entries()) {
+    child([...LOADER, MAIN, 'serve', '--quiet', '--listen', `127.0.0.1:${port}`, '--peers', urls.filter((_, j) => j !== i).join(','), '--origin', `${origin.url}/items/{key}`, '--cache-bytes', '256MiB']);
+  }
+  for (const u of urls) await ready(`${u}/readyz`);
+  const pools = urls.map((u) => new Pool(u, { connections: 10 }));
+  const stream = zipfStream(1_000_000);
+  const latencies: number[] = [];
+  const sources = new Map<string, number>();
+  let errors = 0;
+  let next = 0;
+  const deadline = performance.now() + durationMs;
+  const client = async (c: number) => {
+    const pool = pools[c % pools.length]!;
+    while (performance.now() < deadline && next < stream.length) {
+      const key = `key:${stream[next++]!}`;
+      const t0 = performance.now();
+      const res = await pool.request({ path: `/v1/groups/default/keys/${encodeURIComponent(key)}`, method: 'GET' });
+      await res.body.dump();
+      latencies.push(performance.now() - t0);
+      if (res.statusCode !== 200) errors++;
+      const s = String(res.headers['x-bulwark-source'] ?? 'none');
+      sources.set(s, (sources.get(s) ?? 0) + 1);
+    }
+  };
+  const started = performance.now();
+  // The hit ratio of the second half, once the cache is warm, besides the whole run's (cold start included).
+  let half = { requests: 0, loads: 0 };
+  const halfTimer = setTimeout(() => (half = { requests: latencies.length, loads: [...origin.loads.values()].reduce((a, b) => a + b, 0) }), durationMs / 2);
+  await Promise.all(Array.from({ length: 30 }, (_, c) => client(c)));
+  clearTimeout(halfTimer);
+  const elapsed = performance.now() - started;
+  await Promise.all(pools.map((p) => p.close()));
+  const requests = latencies.length;
+  const loads = [...origin.loads.values()].reduce((a, b) => a + b, 0);
+  const distinct = new Set(Array.from(stream.subarray(0, requests))).size;
+  latencies.sort((a, b) => a - b);
+  const pct = (q: number) => latencies[Math.min(requests - 1, Math.floor(q * requests))]!;
+  const originAnswers = sources.get('origin') ?? 0;
+  const warm = 1 - (loads - half.loads) / Math.max(1, requests - half.requests);
+  console.log('| requests | throughput | hit ratio | hit ratio, 2nd half | origin loads | distinct keys | p50 | p99 | sources |');
+  console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
+  console.log(`| ${requests.toLocaleString('en-US')} | ${Math.round(requests / (elapsed / 1000)).toLocaleString('en-US')} req/s | ${(100 * (1 - loads / requests)).toFixed(1)} % | ${(100 * warm).toFixed(1)} % | ${loads.toLocaleString('en-US')} | ${distinct.toLocaleString('en-US')} | ${pct(0.5).toFixed(2)} ms | ${pct(0.99).toFixed(2)} ms | ${[...sources].map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+  console.log(`\n(hit ratio = 1 − origin loads / requests; ${originAnswers} answers waited for an origin load on the node asked; errors: ${errors})\n`);
+  await stopChildren();
+  origin.close();
+  const once = [...origin.loads.values()].every((n) => n === 1);
+  return check('each key loaded from the origin at most once (max loads of one key)', Math.max(...origin.loads.values()), once && errors === 0, '');
+}
+
+let ok = true;
+try {
+  ok = (await hitPath()) && ok;
+  ok = (await zipfCluster()) && ok;
+} finally {
+  await stopChildren();
+}
+process.exit(ok ? 0 : 1);

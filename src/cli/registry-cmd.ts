@@ -1,0 +1,229 @@
+/**
+ * `bulwark registry ls | watch`: what a registry holds, for operators.
+ *
+ * - `--registry etcd://host:port[,host:port]` reads etcd itself (`--etcd-prefix`, as the nodes use it).
+ * - `--registry memory` is a registry inside one process: `--node http://host:port` names a running
+ *   `bulwark serve` node, and its membership is read from its `GET /v1/registry`.
+ *
+ * `ls` prints a table (or `--json`) and exits 0; `watch` prints the current list, then one line per
+ * change (create / update / delete; `--json`: one JSON object per line) until SIGINT / SIGTERM. A node
+ * has no watch to offer, so `watch --node` polls it every `--interval`. Exit codes as for `serve`: 2 for
+ * a bad flag, 1 when the registry or the node cannot be read.
+ */
+import { parseFlags, UsageError } from './args.js';
+import { delay } from '../core/index.js';
+import { EtcdRegistry, type Registry, type RegistryEvent, type ServiceInstance } from '../registry/index.js';
+
+const HELP = `bulwark registry — list or follow the services and instances of a registry
+
+Usage: bulwark registry ls    [--registry etcd://host:port[,host:port] | --node url] [options]
+       bulwark registry watch [--registry etcd://host:port[,host:port] | --node url] [options]
+
+Options:
+      --registry <memory|etcd://h:p[,h:p]>  where to read (default memory, which needs --node)
+      --node <url>            a running 'bulwark serve' node: its membership (with --registry memory)
+      --etcd-prefix <path>    etcd key prefix (default /bulwark/services)
+      --service <name>        only this service (default every service)
+      --json                  JSON instead of a table (watch: one object per line)
+      --interval <time>       watch --node: how often to poll the node (default 1s)
+      --timeout <time>        how long to wait for the registry or node (default 5s)
+  -h, --help                  show this help
+
+Exit codes: 0 done, 1 the registry or node could not be read, 2 bad flags.
+`;
+
+interface Service {
+  name: string;
+  instances: { id: string; address: string; version?: string; metadata?: Readonly<Record<string, string>> }[];
+}
+
+/** Source reads a registry's services (and, for watch, follows them). */
+interface Source {
+  list(): Promise<Service[]>;
+  close(): Promise<void>;
+}
+
+/** runRegistry runs `bulwark registry …`; answers the exit code. */
+export async function runRegistry(argv: string[]): Promise<number> {
+  const [verb, ...rest] = argv;
+  if (verb === undefined || verb === 'help' || verb === '--help' || verb === '-h') {
+    process.stdout.write(HELP);
+    return verb === undefined ? 2 : 0;
+  }
+  let flags;
+  try {
+    if (verb !== 'ls' && verb !== 'watch') throw new UsageError(`unknown subcommand ${JSON.stringify(verb)} (want ls or watch)`);
+    flags = parseFlags(rest, {
+      registry: { kind: 'string' },
+      node: { kind: 'string' },
+      'etcd-prefix': { kind: 'string' },
+      service: { kind: 'string' },
+      json: { kind: 'boolean' },
+      interval: { kind: 'duration' },
+      timeout: { kind: 'duration' },
+      help: { kind: 'boolean', alias: 'h' },
+    });
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`bulwark registry: ${err.message}\n`);
+    return 2;
+  }
+  if (flags.help === true) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  let source: Source;
+  let etcd: EtcdRegistry | undefined;
+  const timeoutMs = (flags.timeout as number | undefined) ?? 5_000;
+  const service = flags.service as string | undefined;
+  try {
+    const reg = ((flags.registry as string | undefined) ?? 'memory').trim();
+    const node = flags.node as string | undefined;
+    if (reg === 'memory') {
+      if (node === undefined) throw new UsageError('--registry memory lives inside a node: give --node http://host:port of a running bulwark serve');
+      source = nodeSource(nodeUrl(node), timeoutMs);
+    } else if (reg.startsWith('etcd://')) {
+      if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
+      const hosts = reg.slice('etcd://'.length).split(',').map((h) => h.trim());
+      for (const h of hosts) if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(h)) throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
+      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      source = etcdSource(etcd);
+    } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`bulwark registry: ${err.message}\n`);
+    return 2;
+  }
+  const json = flags.json === true;
+  const only = (list: Service[]) => (service === undefined ? list : list.filter((s) => s.name === service));
+  try {
+    const first = only(await source.list());
+    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first));
+    if (verb === 'ls') return 0;
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    try {
+      const print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) =>
+        process.stdout.write(json ? `${JSON.stringify({ type, service: name, instance: inst })}\n` : `${new Date().toISOString()}  ${type.padEnd(6)}  ${name}  ${inst.id}  ${inst.address}${metaText(inst.metadata)}\n`);
+      if (etcd !== undefined) await followEtcd(etcd, service, stop.signal, print);
+      else await pollNode(source, first, only, (flags.interval as number | undefined) ?? 1_000, stop.signal, print);
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+    return 0;
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    const why = e.code === 'ERR_REGISTRY_UNAVAILABLE' && etcd !== undefined ? `cannot reach etcd at ${String(flags.registry).slice('etcd://'.length)} within ${timeoutMs} ms` : e.message;
+    process.stderr.write(`bulwark registry: ${why}\n`);
+    return 1;
+  } finally {
+    await source.close();
+  }
+}
+
+function nodeUrl(text: string): string {
+  try {
+    const u = new URL(text);
+    if (u.protocol === 'http:' || u.protocol === 'https:') return u.origin;
+  } catch {
+    // below
+  }
+  throw new UsageError(`--node must be a URL like http://127.0.0.1:8080, got ${JSON.stringify(text)}`);
+}
+
+function nodeSource(url: string, timeoutMs: number): Source {
+  return {
+    async list() {
+      let res;
+      try {
+        res = await fetch(`${url}/v1/registry`, { signal: AbortSignal.timeout(timeoutMs) });
+      } catch (err) {
+        const cause = (err as { cause?: { code?: string } }).cause?.code;
+        throw new Error(`cannot read the node at ${url}: ${cause ?? (err as Error).message}`);
+      }
+      if (res.status !== 200) throw new Error(`the node at ${url} answered ${res.status} to /v1/registry`);
+      const body = (await res.json()) as { services?: Service[] };
+      if (!Array.isArray(body.services)) throw new Error(`the node at ${url} answered something that is not a registry view`);
+      return body.services.map((s) => ({ name: s.name, instances: s.instances.map((i) => ({ id: i.id, address: i.address, metadata: { url: (i as { url?: string }).url ?? '' } })) }));
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+function etcdSource(registry: Registry): Source {
+  return {
+    async list() {
+      const names = (await registry.listServices()).sort();
+      const out: Service[] = [];
+      for (const name of names) {
+        const instances = await registry.getService(name).catch((err: unknown) => {
+          if ((err as { code?: string }).code === 'ERR_NOT_FOUND') return [] as readonly ServiceInstance[];
+          throw err;
+        });
+        if (instances.length > 0) out.push({ name, instances: [...instances].sort((a, b) => a.id.localeCompare(b.id)).map(plain) });
+      }
+      return out;
+    },
+    close: () => registry.close(),
+  };
+}
+
+function plain(i: ServiceInstance): Service['instances'][number] {
+  return { id: i.id, address: i.address, ...(i.version === undefined ? {} : { version: i.version }), ...(i.metadata === undefined ? {} : { metadata: i.metadata }) };
+}
+
+/** followEtcd prints etcd's changes until `signal` aborts; a watch that fails is opened again after a pause. */
+async function followEtcd(registry: Registry, service: string | undefined, signal: AbortSignal, print: (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void): Promise<void> {
+  while (!signal.aborted) {
+    try {
+      for await (const e of registry.watch({ ...(service === undefined ? {} : { service }), signal })) print(e.type, e.instance.name, plain(e.instance));
+    } catch (err) {
+      if (signal.aborted) return;
+      process.stderr.write(`bulwark registry: watch: ${(err as Error).message}; watching again\n`);
+    }
+    await delay(1_000, signal).catch(() => {});
+  }
+}
+
+/** pollNode reads the node every `intervalMs` and prints what changed. */
+async function pollNode(source: Source, first: Service[], only: (l: Service[]) => Service[], intervalMs: number, signal: AbortSignal, print: (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void): Promise<void> {
+  const key = (s: string, id: string) => `${s}\u0000${id}`;
+  const index = (list: Service[]) => new Map(list.flatMap((s) => s.instances.map((i) => [key(s.name, i.id), { name: s.name, inst: i }] as const)));
+  let last = index(first);
+  while (!signal.aborted) {
+    await delay(intervalMs, signal).catch(() => {});
+    if (signal.aborted) return;
+    let now;
+    try {
+      now = index(only(await source.list()));
+    } catch (err) {
+      process.stderr.write(`bulwark registry: ${(err as Error).message}; trying again\n`);
+      continue;
+    }
+    for (const [k, v] of now) {
+      const was = last.get(k);
+      if (was === undefined) print('create', v.name, v.inst);
+      else if (JSON.stringify(was.inst) !== JSON.stringify(v.inst)) print('update', v.name, v.inst);
+    }
+    for (const [k, v] of last) if (!now.has(k)) print('delete', v.name, v.inst);
+    last = now;
+  }
+}
+
+function metaText(m: Readonly<Record<string, string>> | undefined): string {
+  if (m === undefined) return '';
+  const parts = Object.entries(m).map(([k, v]) => `${k}=${v}`);
+  return parts.length === 0 ? '' : `  ${parts.join(' ')}`;
+}
+
+function table(services: Service[]): string {
+  if (services.length === 0) return 'no services registered\n';
+  const rows = [['SERVICE', 'ID', 'ADDRESS', 'VERSION', 'METADATA']];
+  for (const s of services) for (const i of s.instances) rows.push([s.name, i.id, i.address, i.version ?? '-', metaText(i.metadata).trim() || '-']);
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  const total = services.reduce((n, s) => n + s.instances.length, 0);
+  return `${rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  ')).join('\n')}\n${services.length} service${services.length === 1 ? '' : 's'}, ${total} instance${total === 1 ? '' : 's'}\n`;
+}

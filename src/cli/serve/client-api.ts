@@ -1,0 +1,137 @@
+/**
+ * The client API of a `bulwark serve` node:
+ *
+ *   GET|HEAD /v1/groups/<group>/keys/<key>   200 the value (application/octet-stream), with
+ *                                            `x-bulwark-source: main|hot|peer|origin|stale` and `age`
+ *                                            (seconds; `x-bulwark-age-ms` in milliseconds) when known
+ *   DELETE   /v1/groups/<group>/keys/<key>   204 once every node dropped it; 502 when some peer was not reached
+ *   GET      /v1/registry                    the membership this node sees (what `bulwark registry ls` reads)
+ *
+ * The key is one percent-encoded path segment, at most 1 KiB of UTF-8 (414 beyond). Requests carry no
+ * body (413). Errors are text with the error's code in `x-bulwark-error`: 400 bad key or path, 404
+ * unknown group (`ERR_NO_GROUP`) or no such key (`ERR_NOT_FOUND`), 405, 502 origin or owner failed
+ * (`ERR_LOAD_FAILED`, `ERR_PEER`), 503 the origin is guarded right now (`ERR_BREAKER_OPEN`,
+ * `ERR_RATE_LIMITED`, `ERR_BULKHEAD_REJECTED`), 504 the load timed out (`ERR_TIMEOUT`).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { MAX_KEY_BYTES } from '../../cache/index.js';
+import type { ServedGroup } from './served-group.js';
+
+/** ClientApi is what the client API needs of its node. */
+export interface ClientApi {
+  readonly groups: ReadonlyMap<string, ServedGroup>;
+  readonly config: { readonly service: string; readonly advertise: string };
+  readonly pool: { members(): readonly string[] };
+}
+
+const KEYS = /^\/v1\/groups\/([^/?#]+)\/keys\/([^/?#]*)(?:\?.*)?$/;
+
+/** handleClient answers one client API request; it never throws. */
+export async function handleClient(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  try {
+    await route(node, req, res);
+  } catch (err) {
+    replyText(res, 500, `internal error: ${(err as Error)?.message ?? String(err)}`);
+  }
+}
+
+async function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = req.url ?? '/';
+  if (hasBody(req)) return replyText(res, 413, 'the client API takes no request body', { connection: 'close' });
+  if (url === '/v1/registry' || url.startsWith('/v1/registry?')) {
+    if (req.method !== 'GET') return replyText(res, 405, 'GET only', { allow: 'GET' });
+    return replyJson(res, registryView(node));
+  }
+  const m = KEYS.exec(url);
+  if (m === null) return replyText(res, 404, 'not found: the client API is /v1/groups/<group>/keys/<key>');
+  let groupName: string;
+  let key: string;
+  try {
+    groupName = decodeURIComponent(m[1]!);
+    key = decodeURIComponent(m[2]!);
+  } catch {
+    return replyText(res, 400, 'bad percent-encoding', { 'x-bulwark-error': 'ERR_BAD_REQUEST' });
+  }
+  const served = node.groups.get(groupName);
+  if (served === undefined) return replyText(res, 404, `no group ${JSON.stringify(groupName.slice(0, 64))} on this node`, { 'x-bulwark-error': 'ERR_NO_GROUP' });
+  if (key.length === 0) return replyText(res, 400, 'a key must not be empty', { 'x-bulwark-error': 'ERR_BAD_KEY' });
+  if (Buffer.byteLength(key) > MAX_KEY_BYTES) return replyText(res, 414, `a key must be at most ${MAX_KEY_BYTES} bytes of UTF-8`, { 'x-bulwark-error': 'ERR_BAD_KEY' });
+  const method = req.method;
+  if (method === 'DELETE') {
+    try {
+      await served.remove(key);
+    } catch (err) {
+      return replyError(res, err);
+    }
+    res.writeHead(204);
+    res.end();
+    return;
+  }
+  if (method !== 'GET' && method !== 'HEAD') return replyText(res, 405, 'GET, HEAD or DELETE', { allow: 'GET, HEAD, DELETE' });
+  // No signal: a load goes on if its client leaves (bounded by --load-timeout), and its value is cached
+  // for the next asker; a hit allocates no AbortController.
+  let answer;
+  try {
+    answer = await served.get(key, undefined);
+  } catch (err) {
+    return replyError(res, err);
+  }
+  if (res.writableEnded || res.destroyed) return;
+  // The cache holds values as one-byte strings: written as latin1 they need no Buffer copy here.
+  const data = answer.value.binary();
+  const headers = ['content-type', 'application/octet-stream', 'content-length', String(data.length), 'x-bulwark-source', answer.source];
+  if (answer.ageMs !== undefined) headers.push('age', String(Math.floor(answer.ageMs / 1000)), 'x-bulwark-age-ms', String(Math.round(answer.ageMs)));
+  res.writeHead(200, headers);
+  if (method === 'HEAD') res.end();
+  else res.end(data, 'latin1');
+}
+
+/** registryView is the membership this node sees, in the shape `bulwark registry ls --node` prints. */
+function registryView(node: ClientApi): { services: { name: string; instances: { id: string; address: string; url: string }[] }[] } {
+  const instances = node.pool.members().map((url) => {
+    const u = new URL(url);
+    const port = u.port || (u.protocol === 'https:' ? '443' : '80');
+    return { id: `${u.hostname.replace(/[^A-Za-z0-9._:-]/g, '')}-${port}`, address: `${u.hostname}:${port}`, url };
+  });
+  return { services: [{ name: node.config.service, instances }] };
+}
+
+const STATUS_BY_CODE: Record<string, number> = {
+  ERR_NOT_FOUND: 404,
+  ERR_BREAKER_OPEN: 503,
+  ERR_RATE_LIMITED: 503,
+  ERR_BULKHEAD_REJECTED: 503,
+  ERR_CLOSED: 503,
+  ERR_ABORTED: 503,
+  ERR_TIMEOUT: 504,
+  ERR_LOAD_FAILED: 502,
+  ERR_PEER: 502,
+};
+
+function replyError(res: ServerResponse, err: unknown): void {
+  if (err instanceof TypeError) return replyText(res, 400, err.message, { 'x-bulwark-error': 'ERR_BAD_KEY' });
+  const code = typeof (err as { code?: unknown } | null)?.code === 'string' ? (err as { code: string }).code : 'ERR_INTERNAL';
+  const status = STATUS_BY_CODE[code] ?? 500;
+  const extra: Record<string, string> = { 'x-bulwark-error': code };
+  if (status === 503) extra['retry-after'] = '1';
+  replyText(res, status, (err as Error)?.message ?? String(err), extra);
+}
+
+/** replyText answers a short text body (cut at 512 bytes). */
+export function replyText(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.writableEnded) return;
+  const body = Buffer.from(message.slice(0, 512), 'utf8');
+  res.writeHead(status, { ...headers, 'content-type': 'text/plain; charset=utf-8', 'content-length': body.byteLength });
+  res.end(body);
+}
+
+function replyJson(res: ServerResponse, value: unknown): void {
+  const body = JSON.stringify(value);
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  const len = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
+}

@@ -1,0 +1,249 @@
+/**
+ * ServeNode is one running `bulwark serve` node: a node:http server with the client API, the peer
+ * protocol, /metrics, /status, /healthz and /readyz; an HttpPool whose peers come from static --peers or
+ * from etcd (the node announces itself and follows the service: `HttpPool.bindRegistry`, which calls
+ * registry `announce()`); one ServedGroup per --group; the guarded origin.
+ *
+ * Lifecycle. start(): listen, then join the membership (retried with backoff while etcd does not
+ * answer), then ready. shutdown() (SIGTERM / SIGINT): not ready → deregister → wait --drain-delay while
+ * still serving (peers and load balancers see it leave) → stop accepting → drain in-flight requests
+ * (answers carry `connection: close`) → close what is left, all within --shutdown-timeout.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { HttpPool, type Membership } from '../../cache/index.js';
+import { Backoff, delay, systemClock } from '../../core/index.js';
+import { EtcdRegistry, type Registry } from '../../registry/index.js';
+import type { ServeConfig } from './config.js';
+import { Origin } from './origin.js';
+import { handleClient, replyText, type ClientApi } from './client-api.js';
+import { metricsText } from './metrics-text.js';
+import { ServedGroup } from './served-group.js';
+
+/** The client API's path prefix. */
+const API_PREFIX = '/v1/';
+
+/** ServeNode runs one cache node. */
+export class ServeNode implements ClientApi {
+  readonly groups = new Map<string, ServedGroup>();
+  readonly pool: HttpPool;
+  private readonly server: Server;
+  private registry: Registry | undefined;
+  private membership: Membership | undefined;
+  private ready = false;
+  private draining = false;
+  private inflight = 0;
+  private requests = 0;
+  private readonly startedAt = systemClock.now();
+  private stopping: Promise<void> | undefined;
+  private readonly stopJoining = new AbortController();
+  private joined: Promise<void> | undefined;
+
+  private constructor(readonly config: ServeConfig, readonly origin: Origin, private readonly log: (line: string) => void) {
+    this.pool = new HttpPool({
+      self: config.advertise,
+      timeoutMs: config.peerTimeoutMs,
+      ...(config.peerSecret === undefined ? {} : { secret: config.peerSecret }),
+      ...(config.ringReplicas === undefined ? {} : { replicas: config.ringReplicas }),
+    });
+    for (const name of config.groups) {
+      this.groups.set(name, new ServedGroup({
+        name,
+        cacheBytes: config.cacheBytes,
+        hotCacheBytes: config.hotCacheBytes,
+        ttlMs: config.ttlMs,
+        negativeTtlMs: config.negativeTtlMs,
+        loadTimeoutMs: config.loadTimeoutMs,
+        staleBytes: config.staleBytes,
+        staleMaxAgeMs: config.staleMaxAgeMs,
+        pool: this.pool,
+        load: (key, signal) => origin.load(name, key, signal),
+        clock: systemClock,
+      }));
+    }
+    this.server = createServer({
+      requestTimeout: config.requestTimeoutMs,
+      headersTimeout: config.headersTimeoutMs,
+      keepAliveTimeout: config.keepAliveTimeoutMs,
+      // How often Node checks the two timeouts above (30 s by default would let a slow client hold a socket that long).
+      connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+      maxHeaderSize: 16 * 1024,
+    }, (req, res) => this.handle(req, res));
+  }
+
+  /** start builds the node and listens; it is ready once membership is known (see `whenReady`). */
+  static async start(config: ServeConfig, log: (line: string) => void = () => {}): Promise<ServeNode> {
+    const origin = await Origin.create(config);
+    const node = new ServeNode(config, origin, log);
+    await new Promise<void>((resolve, reject) => {
+      node.server.once('error', reject);
+      node.server.listen(config.listenPort, config.listenHost, () => {
+        node.server.off('error', reject);
+        resolve();
+      });
+    });
+    log(`bulwark serve: listening on ${node.listenUrl()}, advertised as ${config.advertise}; groups ${config.groups.join(', ')}`);
+    node.joined = node.join();
+    return node;
+  }
+
+  /** whenReady settles once membership is known (or the node shuts down first). */
+  whenReady(): Promise<void> {
+    return this.joined ?? Promise.resolve();
+  }
+
+  /** listenUrl is where the server listens (with the port the OS chose for --listen host:0). */
+  listenUrl(): string {
+    const a = this.server.address() as AddressInfo;
+    return `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}`;
+  }
+
+  /** isReady tells whether /readyz answers 200: membership known and not draining. */
+  isReady(): boolean {
+    return this.ready && !this.draining;
+  }
+
+  private async join(): Promise<void> {
+    const r = this.config.registry;
+    if (r.kind === 'memory') {
+      this.pool.setPeers(...r.peers);
+      this.ready = true;
+      this.log(`bulwark serve: ready; ring of ${this.pool.members().length} (static peers)`);
+      return;
+    }
+    this.registry = new EtcdRegistry({ hosts: r.hosts, prefix: r.prefix, ttlMs: r.leaseTtlMs, onWarning: (m) => this.log(`bulwark serve: etcd: ${m}`) });
+    const backoff = new Backoff({ initialMs: 200, maxMs: 5_000, multiplier: 2, jitter: 'full' });
+    for (;;) {
+      if (this.stopJoining.signal.aborted) return;
+      try {
+        const m = await this.pool.bindRegistry(this.registry, { service: this.config.service });
+        // A shutdown that began while this registration was under way must not leave it behind.
+        if (this.stopJoining.signal.aborted) {
+          await m.close();
+          return;
+        }
+        this.membership = m;
+        break;
+      } catch (err) {
+        if (this.stopJoining.signal.aborted) return;
+        const code = (err as { code?: string }).code;
+        const why = code === 'ERR_REGISTRY_PENDING' || code === 'ERR_REGISTRY_UNAVAILABLE' ? `etcd at ${r.hosts.join(',')} does not answer` : (err as Error).message;
+        this.log(`bulwark serve: not ready: cannot join ${this.config.service} yet (${why}); trying again`);
+        await delay(backoff.next(), this.stopJoining.signal).catch(() => {});
+      }
+    }
+    this.ready = true;
+    this.log(`bulwark serve: ready; ring of ${this.pool.members().length} from etcd`);
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    this.inflight++;
+    this.requests++;
+    res.once('close', () => void this.inflight--);
+    if (this.draining) res.setHeader('connection', 'close');
+    // A request answered before its body arrived (a 401, a 413) must not keep its socket open for a body
+    // that may never come: Node waits for the rest of the body, and its requestTimeout no longer runs.
+    if (req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
+      res.once('finish', () => {
+        if (!req.complete) req.socket.destroySoon();
+      });
+    }
+    const url = req.url ?? '/';
+    if (url.startsWith(this.pool.basePath)) {
+      void this.pool.handler(req, res);
+      return;
+    }
+    if (url.startsWith(API_PREFIX)) {
+      void handleClient(this, req, res);
+      return;
+    }
+    const path = url.split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') return replyText(res, 405, 'method not allowed', { allow: 'GET, HEAD' });
+    switch (path) {
+      case '/healthz':
+        return replyText(res, 200, 'ok');
+      case '/readyz':
+        return replyText(res, this.isReady() ? 200 : 503, this.isReady() ? 'ready' : this.draining ? 'draining' : 'waiting for membership');
+      case '/status':
+        return this.sendStatus(res);
+      case '/metrics':
+        return this.sendMetrics(res);
+      default:
+        return replyText(res, 404, 'not found');
+    }
+  }
+
+  /** sendStatus answers /status. After the metrics module lands: answer `metrics.snapshot()` merged with `status()`. */
+  private sendStatus(res: ServerResponse): void {
+    const body = JSON.stringify(this.status());
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+    res.end(body);
+  }
+
+  /** sendMetrics answers /metrics. After the metrics module lands: call its handler instead. */
+  private sendMetrics(res: ServerResponse): void {
+    const body = metricsText(this.status());
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  }
+
+  /** status answers the node's snapshot: membership, groups, origin guards, server. */
+  status(): NodeStatus {
+    const groups: Record<string, Record<string, unknown>> = {};
+    for (const [name, g] of this.groups) groups[name] = g.stats();
+    const r = this.config.registry;
+    return {
+      node: { url: this.config.advertise, ready: this.isReady(), draining: this.draining, uptimeMs: Math.round(systemClock.now() - this.startedAt), pid: process.pid },
+      membership: {
+        registry: r.kind === 'memory' ? 'memory' : `etcd://${r.hosts.map((h) => h.replace(/^https?:\/\//, '')).join(',')}`,
+        service: this.config.service,
+        members: [...this.pool.members()],
+      },
+      groups,
+      origin: this.origin.stats(),
+      server: { inflight: this.inflight, requests: this.requests },
+    };
+  }
+
+  /**
+   * shutdown leaves the cluster and drains: not ready → deregister → --drain-delay → stop accepting →
+   * finish in-flight requests → close. Resolves within --shutdown-timeout (plus closing connections).
+   */
+  shutdown(): Promise<void> {
+    this.stopping ??= (async () => {
+      const deadline = systemClock.now() + this.config.shutdownTimeoutMs;
+      const left = () => Math.max(0, deadline - systemClock.now());
+      this.draining = true;
+      this.stopJoining.abort();
+      this.log('bulwark serve: draining: leaving the registry');
+      await withDeadline(this.joined ?? Promise.resolve(), left());
+      await withDeadline(this.membership?.close() ?? Promise.resolve(), left());
+      await delay(Math.min(this.config.drainDelayMs, left())).catch(() => {});
+      this.log(`bulwark serve: no longer accepting; ${this.inflight} requests in flight`);
+      const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      this.server.closeIdleConnections();
+      while (this.inflight > 0 && left() > 0) await delay(Math.min(20, left()));
+      this.server.closeAllConnections();
+      await withDeadline(closed, 1_000);
+      for (const g of this.groups.values()) await g.group.close();
+      await withDeadline(Promise.all([this.pool.close(), this.origin.close(), this.registry?.close()]), 2_000);
+      this.log('bulwark serve: stopped');
+    })();
+    return this.stopping;
+  }
+}
+
+/** NodeStatus is what /status answers. */
+export interface NodeStatus {
+  node: { url: string; ready: boolean; draining: boolean; uptimeMs: number; pid: number };
+  membership: { registry: string; service: string; members: string[] };
+  groups: Record<string, Record<string, unknown>>;
+  origin: ReturnType<Origin['stats']>;
+  server: { inflight: number; requests: number };
+}
+
+async function withDeadline(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p.catch(() => {}), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}

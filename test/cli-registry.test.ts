@@ -1,0 +1,101 @@
+/**
+ * `bulwark registry ls | watch` as an operator runs it: against a real etcd holding two `bulwark serve`
+ * nodes, against a node's own membership (--registry memory --node), and with bad input.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { freePort, skipReason, waitFor } from './support/servers.js';
+import { runBulwark, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+describe('bulwark registry', () => {
+  it('bad flags exit 2 with one line; an unreachable registry or node exits 1', async () => {
+    for (const args of [['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus']]) {
+      const r = await runBulwark(args);
+      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.equal(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
+      assert.match(r.stderr, /^bulwark registry: /);
+    }
+    const port = await freePort();
+    const etcd = await runBulwark(['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--timeout', '1s']);
+    assert.equal(etcd.code, 1, etcd.stderr);
+    assert.match(etcd.stderr, /^bulwark registry: /);
+    const node = await runBulwark(['registry', 'ls', '--node', `http://127.0.0.1:${port}`, '--timeout', '1s']);
+    assert.equal(node.code, 1, node.stderr);
+    assert.match(node.stderr, /^bulwark registry: cannot read the node at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/);
+  });
+
+  describe('against etcd and running nodes', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+    let etcd: EtcdServer;
+    let origin: TestOrigin;
+    let nodes: ServeProc[] = [];
+    const prefix = `/registry-cmd-${process.pid}`;
+    let registry: string;
+    before(async () => {
+      etcd = await startEtcd();
+      origin = await startOrigin();
+      registry = `etcd://${etcd.endpoint.replace('http://', '')}`;
+      nodes = await Promise.all([0, 1].map(() => startServe(['--registry', registry, '--etcd-prefix', prefix, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0', '--quiet'])));
+      await waitMembers(nodes, nodes.map((n) => n.url));
+    });
+    after(async () => {
+      await stopAll(nodes);
+      await origin?.close();
+      await etcd?.stop();
+    });
+
+    it('ls prints a table of the services and instances in etcd, or JSON', async () => {
+      const r = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', prefix]);
+      assert.equal(r.code, 0, r.stderr);
+      const lines = r.stdout.trimEnd().split('\n');
+      assert.match(lines[0]!, /^SERVICE\s+ID\s+ADDRESS\s+VERSION\s+METADATA$/);
+      for (const n of nodes) assert.match(r.stdout, new RegExp(`^bulwark-cache\\s+127\\.0\\.0\\.1-${n.port}\\s+127\\.0\\.0\\.1:${n.port}\\s+-\\s+url=${n.url}$`, 'm'));
+      assert.equal(lines.at(-1), '1 service, 2 instances');
+      const j = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', prefix, '--json']);
+      const parsed = JSON.parse(j.stdout) as { services: { name: string; instances: { address: string }[] }[] };
+      assert.deepEqual(parsed.services.map((s) => [s.name, s.instances.map((i) => i.address).sort()]), [['bulwark-cache', nodes.map((n) => `127.0.0.1:${n.port}`).sort()]]);
+    });
+
+    it('ls --node reads a running node\'s membership', async () => {
+      const r = await runBulwark(['registry', 'ls', '--node', nodes[0]!.url, '--json']);
+      assert.equal(r.code, 0, r.stderr);
+      const parsed = JSON.parse(r.stdout) as { services: { name: string; instances: { address: string }[] }[] };
+      assert.deepEqual(parsed.services[0]!.instances.map((i) => i.address).sort(), nodes.map((n) => `127.0.0.1:${n.port}`).sort());
+    });
+
+    it('watch prints the list, then a line per change, and exits 0 at SIGINT', async () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'registry', 'watch', '--registry', registry, '--etcd-prefix', prefix, '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      const lines: string[] = [];
+      let buf = '';
+      child.stdout.on('data', (d: Buffer) => {
+        buf += d.toString();
+        const parts = buf.split('\n');
+        buf = parts.pop()!;
+        lines.push(...parts);
+      });
+      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      try {
+        await waitFor('the first list', () => lines.length >= 1, 20_000);
+        assert.equal((JSON.parse(lines[0]!) as { type: string }).type, 'list');
+        const third = await startServe(['--registry', registry, '--etcd-prefix', prefix, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0', '--quiet']);
+        nodes.push(third);
+        const id = `127.0.0.1-${third.port}`;
+        const seen = (type: string) => lines.slice(1).some((l) => {
+          const e = JSON.parse(l) as { type: string; instance: { id: string } };
+          return e.type === type && e.instance.id === id;
+        });
+        await waitFor('the create event', () => seen('create'), 10_000);
+        third.child.kill('SIGTERM');
+        await waitFor('the delete event', () => seen('delete'), 10_000);
+        child.kill('SIGINT');
+        assert.equal(await exited, 0);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
+  });
+});

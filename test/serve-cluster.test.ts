@@ -1,0 +1,125 @@
+/**
+ * Three `bulwark serve` processes, a real etcd and a small origin: one origin load per key cluster-wide
+ * under 200 concurrent requests; kill -9 of a node costs no client request and the ring heals after the
+ * node's lease TTL; the node rejoins when restarted; SIGTERM under load costs no request to clients
+ * that retry on another node.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { EtcdRegistry } from '../src/registry/index.js';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { skipReason } from './support/servers.js';
+import { get, startOrigin, startServe, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+
+describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+  let etcd: EtcdServer;
+  let origin: TestOrigin;
+  let nodes: ServeProc[] = [];
+  const args = () => [
+    '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`,
+    '--etcd-prefix', `/serve-test-${process.pid}`,
+    '--lease-ttl', '2s',
+    '--origin', `${origin.url}/items/{key}`,
+    '--drain-delay', '300ms',
+    '--shutdown-timeout', '5s',
+    '--quiet',
+  ];
+  before(async () => {
+    etcd = await startEtcd();
+    origin = await startOrigin();
+    nodes = await Promise.all([0, 1, 2].map(() => startServe(args())));
+    await waitMembers(nodes, nodes.map((n) => n.url));
+  });
+  after(async () => {
+    await stopAll(nodes);
+    await origin?.close();
+    await etcd?.stop();
+  });
+
+  it('loads each key from the origin once cluster-wide under 200 concurrent requests spread over the nodes', async () => {
+    origin.delayMs = 50; // every request arrives while the first load of its key is still running
+    const keys = Array.from({ length: 40 }, (_, i) => `k${i}`);
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => get(nodes[i % 3]!.url, keys[i % keys.length]!)));
+    origin.delayMs = 0;
+    for (const a of answers) assert.equal(a.status, 200, a.body);
+    for (const k of keys) assert.equal(origin.loads.get(k), 1, `${k} loaded ${origin.loads.get(k)} times`);
+    const sources = new Set(answers.map((a) => a.source));
+    assert.ok(sources.has('origin') && sources.has('peer'), [...sources].join(','));
+  });
+
+  it('DELETE removes a key on every node: the next get on any node loads the new value', async () => {
+    const key = 'to-remove';
+    for (const n of nodes) assert.equal((await get(n.url, key)).body, `v${origin.version}:${key}`);
+    const before = origin.version;
+    origin.version = before + 1;
+    const res = await fetch(`${nodes[1]!.url}/v1/groups/default/keys/${key}`, { method: 'DELETE' });
+    assert.equal(res.status, 204, await res.text());
+    for (const n of nodes) assert.equal((await get(n.url, key)).body, `v${before + 1}:${key}`, n.url);
+    assert.equal(origin.loads.get(key), 2, 'loaded once before and once after the removal');
+  });
+
+  it('kill -9 of a node: no client request fails, the ring heals after the lease TTL, and the node rejoins when restarted', async (t) => {
+    const [a, b, victim] = nodes as [ServeProc, ServeProc, ServeProc];
+    const keys = Array.from({ length: 300 }, (_, i) => `kill-${i}`);
+    const load = traffic(() => [a, b], keys, 16, false);
+    await new Promise((r) => setTimeout(r, 500));
+    const killedAt = Date.now();
+    await victim.kill('SIGKILL');
+    await waitMembers([a, b], [a.url, b.url], 15_000);
+    const healedMs = Date.now() - killedAt;
+    await new Promise((r) => setTimeout(r, 300));
+    await load.stop();
+    assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
+    assert.ok(load.ok > 100, `only ${load.ok} requests`);
+    t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; ring healed ${healedMs} ms after kill -9 (lease TTL 2 s)`);
+    assert.ok(healedMs >= 1_500, `healed after ${healedMs} ms: before the 2 s lease could end?`);
+    await victim.restart();
+    await waitMembers(nodes, nodes.map((n) => n.url));
+    const r = await get(victim.url, 'kill-1');
+    assert.equal(r.status, 200);
+  });
+
+  it('SIGTERM under load: clients that retry on another node see no failure; the node is out of etcd when it exits 0', async (t) => {
+    const victim = nodes[2]!;
+    const keys = Array.from({ length: 300 }, (_, i) => `term-${i}`);
+    const load = traffic(() => nodes, keys, 24, true);
+    await new Promise((r) => setTimeout(r, 500));
+    const t0 = Date.now();
+    victim.child.kill('SIGTERM');
+    const { code } = await victim.exited;
+    // Gone from etcd when the process has exited: it deregistered (its 2 s lease cannot have expired yet).
+    const observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
+    const listed = await observer.getService('bulwark-cache').catch(() => []);
+    await observer.close();
+    const exitMs = Date.now() - t0;
+    await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    await load.stop();
+    assert.equal(code, 0, victim.lines.join('\n'));
+    assert.deepEqual(listed.map((i) => i.address).filter((a) => a.endsWith(`:${victim.port}`)), [], 'still in etcd after it exited');
+    t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; exited ${exitMs} ms after SIGTERM`);
+    assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
+    assert.ok(load.ok > 100, `only ${load.ok} requests`);
+    await victim.restart();
+    await waitMembers(nodes, nodes.map((n) => n.url));
+  });
+
+  it('etcd down: running nodes keep serving, a new node waits (not ready) and joins once etcd is back', async () => {
+    await etcd.kill();
+    try {
+      const r = await get(nodes[0]!.url, 'during-outage');
+      assert.equal(r.status, 200, 'a running node stopped serving when etcd went away');
+      const late = await startServe(args(), { ready: false });
+      nodes.push(late);
+      const notReadyUntil = Date.now() + 1_500;
+      while (Date.now() < notReadyUntil) {
+        const ready = await fetch(`${late.url}/readyz`).then((res) => res.status, () => 0);
+        assert.notEqual(ready, 200, 'ready without membership');
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    } finally {
+      await etcd.restart();
+    }
+    await waitMembers(nodes, nodes.map((n) => n.url), 45_000);
+  });
+});

@@ -1,0 +1,233 @@
+/**
+ * Test helper (not a test) for `bulwark serve` as users run it: each node a real process
+ * (`node --import tsx src/cli/main.ts serve …`) on a free loopback port, stopped by PID; a small origin
+ * server that counts its loads and can go down (503, or hang) and come back.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { freePort, waitFor } from './support/servers.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** ServeProc is one `bulwark serve` process. */
+export interface ServeProc {
+  readonly url: string;
+  readonly port: number;
+  readonly args: readonly string[];
+  child: ChildProcess;
+  /** stdout and stderr lines so far. */
+  readonly lines: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** kill sends `sig` (default SIGKILL) to the PID and waits for the exit. */
+  kill(sig?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** restart starts the same command again (same port) and waits until ready. */
+  restart(): Promise<void>;
+}
+
+/** runBulwark runs `bulwark <args>` to its end and answers its exit code and output. */
+export function runBulwark(args: string[], timeoutMs = 30_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`bulwark ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** startServe starts a node with `args` (plus --listen on a free port unless `port` is given) and waits for /readyz. */
+export async function startServe(args: string[], options: { port?: number; ready?: boolean } = {}): Promise<ServeProc> {
+  const port = options.port ?? (await freePort());
+  const fullArgs = ['serve', '--listen', `127.0.0.1:${port}`, ...args];
+  const proc: ServeProc = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    args: fullArgs,
+    child: undefined as unknown as ChildProcess,
+    lines: [],
+    exited: Promise.resolve({ code: null, signal: null }),
+    async kill(sig = 'SIGKILL') {
+      const c = proc.child;
+      if (c.exitCode === null && c.signalCode === null) c.kill(sig);
+      return proc.exited;
+    },
+    async restart() {
+      spawnInto(proc);
+      await waitReady(proc);
+    },
+  };
+  spawnInto(proc);
+  if (options.ready !== false) await waitReady(proc);
+  return proc;
+}
+
+function spawnInto(proc: ServeProc): void {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...proc.args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.child = child;
+  let buf = '';
+  const onData = (d: Buffer) => {
+    buf += d.toString();
+    const parts = buf.split('\n');
+    buf = parts.pop()!;
+    proc.lines.push(...parts);
+    if (proc.lines.length > 500) proc.lines.splice(0, proc.lines.length - 500);
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  proc.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+}
+
+async function waitReady(proc: ServeProc): Promise<void> {
+  let exited = false;
+  void proc.exited.then(() => (exited = true));
+  await waitFor(`bulwark serve on ${proc.port} to be ready`, async () => {
+    if (exited) throw new Error(`bulwark serve exited at start:\n${proc.lines.join('\n')}`);
+    try {
+      return (await fetch(`${proc.url}/readyz`)).status === 200;
+    } catch {
+      return false;
+    }
+  }, 30_000);
+}
+
+/** status reads a node's /status. */
+export async function status(url: string): Promise<{ membership: { members: string[] }; groups: Record<string, Record<string, number>>; origin: Record<string, unknown> & { breaker: { dropRatio: number } } }> {
+  return (await (await fetch(`${url}/status`)).json()) as never;
+}
+
+/** waitMembers waits until every node in `nodes` sees exactly `want` as its ring. */
+export async function waitMembers(nodes: readonly { url: string }[], want: readonly string[], timeoutMs = 20_000): Promise<void> {
+  const sorted = [...want].sort().join(',');
+  const seen = new Map<string, string>();
+  try {
+    await waitFor(`rings of ${nodes.map((n) => n.url).join(' ')} to be ${sorted}`, async () => {
+      let all = true;
+      for (const n of nodes) {
+        try {
+          const got = (await status(n.url)).membership.members.join(',');
+          seen.set(n.url, got);
+          if (got !== sorted) all = false;
+        } catch (err) {
+          seen.set(n.url, `no answer: ${(err as Error).message}`);
+          all = false;
+        }
+      }
+      return all;
+    }, timeoutMs);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${[...seen].map(([u, m]) => `${u} → ${m}`).join('; ')}`);
+  }
+}
+
+/** Origin is the test origin: `GET /items/<key>` answers `v<version>:<key>`, keys starting with `missing` 404. */
+export interface TestOrigin {
+  readonly url: string;
+  /** Loads per key. */
+  readonly loads: Map<string, number>;
+  /** 'up' answers, 'error' answers 503, 'hang' never answers. */
+  mode: 'up' | 'error' | 'hang';
+  /** Part of every value; bump it to tell fresh values from stale ones. */
+  version: number;
+  /** Milliseconds before each answer. */
+  delayMs: number;
+  /** Bytes of each value (padded with '.'); 0 for just `v<version>:<key>`. */
+  valueBytes: number;
+  total(): number;
+  close(): Promise<void>;
+}
+
+/** startOrigin starts the test origin on a free loopback port. */
+export async function startOrigin(): Promise<TestOrigin> {
+  const server: Server = createServer((req, res) => {
+    const key = decodeURIComponent((req.url ?? '').replace(/^\/items\//, ''));
+    origin.loads.set(key, (origin.loads.get(key) ?? 0) + 1);
+    if (origin.mode === 'hang') return;
+    const answer = () => {
+      if (origin.mode === 'error') return void res.writeHead(503).end('down');
+      if (key.startsWith('missing')) return void res.writeHead(404).end();
+      let v = `v${origin.version}:${key}`;
+      if (origin.valueBytes > v.length) v = v.padEnd(origin.valueBytes, '.');
+      res.writeHead(200, { 'content-length': Buffer.byteLength(v) }).end(v);
+    };
+    if (origin.delayMs > 0) setTimeout(answer, origin.delayMs);
+    else answer();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const origin: TestOrigin = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    loads: new Map(),
+    mode: 'up',
+    version: 1,
+    delayMs: 0,
+    valueBytes: 0,
+    total: () => [...origin.loads.values()].reduce((a, b) => a + b, 0),
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+  return origin;
+}
+
+/** get asks a node for `key` of group `default`. */
+export async function get(url: string, key: string, group = 'default'): Promise<{ status: number; body: string; source: string | null; error: string | null }> {
+  const res = await fetch(`${url}/v1/groups/${encodeURIComponent(group)}/keys/${encodeURIComponent(key)}`);
+  return { status: res.status, body: await res.text(), source: res.headers.get('x-bulwark-source'), error: res.headers.get('x-bulwark-error') };
+}
+
+/** stopAll SIGKILLs every node still running. */
+export async function stopAll(nodes: readonly (ServeProc | undefined)[]): Promise<void> {
+  await Promise.all(nodes.map((n) => n?.kill('SIGKILL')));
+}
+
+/** Traffic runs `concurrency` loops of gets over `keys` against `targets()` until stopped. */
+export interface Traffic {
+  ok: number;
+  failed: string[];
+  stop(): Promise<void>;
+}
+
+/** traffic starts client loops; with `retry`, a failed request (no answer, or 5xx) is tried on the next node. */
+export function traffic(targets: () => readonly ServeProc[], keys: readonly string[], concurrency: number, retry: boolean): Traffic {
+  let running = true;
+  const t: Traffic = { ok: 0, failed: [], stop: async () => {
+    running = false;
+    await loops;
+  } };
+  const one = async (i: number) => {
+    let n = i;
+    while (running) {
+      const nodes = targets();
+      const key = keys[n % keys.length]!;
+      let error = '';
+      for (let attempt = 0; attempt < (retry ? nodes.length : 1); attempt++) {
+        const node = nodes[(n + attempt) % nodes.length]!;
+        try {
+          const r = await get(node.url, key);
+          if (r.status === 200 && r.body.endsWith(`:${key}`)) {
+            error = '';
+            break;
+          }
+          error = `${node.port} ${key}: ${r.status} ${r.body.slice(0, 80)}`;
+        } catch (err) {
+          error = `${node.port} ${key}: ${(err as Error).message} ${String((err as { cause?: { code?: string } }).cause?.code ?? '')}`;
+        }
+      }
+      if (error === '') t.ok++;
+      else t.failed.push(error);
+      n += concurrency;
+    }
+  };
+  const loops = Promise.all(Array.from({ length: concurrency }, (_, i) => one(i)));
+  return t;
+}
