@@ -54,6 +54,8 @@ export const diagnosticsChannels = Object.freeze({
   cacheLoad: 'bulwark:cache:load',
   /** An HttpGuard refused a request (429 or 503). */
   httpRefused: 'bulwark:http:refused',
+  /** A gRPC call guarded by bulwark/grpc ended (client or server side). */
+  grpcCall: 'bulwark:grpc:call',
 } as const);
 
 /**
@@ -133,6 +135,18 @@ export interface ShedderDropMessage {
   readonly inFlight: number;
   /** The moving average of calls in flight. */
   readonly avgInFlight: number;
+}
+
+/** GrpcCallMessage (`bulwark:grpc:call`): a gRPC call through a GrpcClientGuard or GrpcServerGuard ended. */
+export interface GrpcCallMessage {
+  /** Which guard saw it. */
+  readonly side: 'client' | 'server';
+  /** The full method path, e.g. `/greeter.Greeter/SayHello`. */
+  readonly method: string;
+  /** The status code's name, e.g. `OK`, `UNAVAILABLE`. */
+  readonly code: string;
+  /** How long the call took, in milliseconds. */
+  readonly durationMs: number;
 }
 
 /** RegistryChangeMessage (`bulwark:registry:change`): a RegistryCache replaced a service's instances. */
@@ -231,6 +245,7 @@ export const registryChangeChannel = typed<RegistryChangeMessage>(diagnosticsCha
 export const balancerHealthChannel = typed<BalancerHealthMessage>(diagnosticsChannels.balancerHealth);
 export const clientAttemptChannel = typed<ClientAttemptMessage>(diagnosticsChannels.clientAttempt);
 export const httpRefusedChannel = typed<HttpRefusedMessage>(diagnosticsChannels.httpRefused);
+export const grpcCallChannel = typed<GrpcCallMessage>(diagnosticsChannels.grpcCall);
 export const clientCallChannel: TracingChannel<unknown, ClientCallContext> = tracingChannel(diagnosticsChannels.clientCall);
 export const cacheLoadChannel: TracingChannel<unknown, CacheLoadContext> = tracingChannel(diagnosticsChannels.cacheLoad);
 

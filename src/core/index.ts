@@ -34,4 +34,5 @@ export {
   type ClientAttemptMessage,
   type CacheLoadContext,
   type HttpRefusedMessage,
+  type GrpcCallMessage,
 } from './diagnostics.js';

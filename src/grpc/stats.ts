@@ -4,12 +4,12 @@
  * registry through `describeMetrics()` (the shape `BulwarkMetrics.track()` accepts), and published on
  * `diagnostics_channel` (`bulwark:grpc:call`) only while someone subscribes.
  */
-import { channel } from 'node:diagnostics_channel';
 import type { MetricsDescription, MetricsSink } from './types.js';
 import { Status } from './adapter.js';
 
-/** The channel every finished gRPC call is published on: `{ side, method, code, durationMs }`. */
-export const grpcCallChannel = channel('bulwark:grpc:call');
+import { grpcCallChannel } from '../core/diagnostics.js';
+
+export { grpcCallChannel };
 
 /** Histogram buckets in seconds (Prometheus' default buckets, from 5 ms to 10 s). */
 export const DURATION_BUCKETS: readonly number[] = Object.freeze([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]);

@@ -32,6 +32,17 @@ describe('readServeConfig', () => {
     assert.equal(c.peerTimeoutMs, 4_500, 'a peer waits out the owner\'s load');
     assert.equal(c.originRate, 0);
     assert.equal(c.peerSecret, undefined);
+    assert.equal(c.owners, 1);
+    assert.equal(c.protocol, 'bulwark');
+  });
+
+  it('reads --owners and --protocol, and refuses what Go groupcache nodes cannot do', () => {
+    assert.equal(read([...ORIGIN, '--owners', '2']).owners, 2);
+    assert.equal(read([...ORIGIN, '--protocol', 'groupcache']).protocol, 'groupcache');
+    assert.throws(() => read([...ORIGIN, '--owners', '9']), (e: Error) => e instanceof UsageError && /--owners must be a whole number in 1–8/.test(e.message));
+    assert.throws(() => read([...ORIGIN, '--protocol', 'http']), (e: Error) => e instanceof UsageError && /--protocol must be 'bulwark' or 'groupcache', got 'http'/.test(e.message));
+    assert.throws(() => read([...ORIGIN, '--protocol', 'groupcache', '--owners', '2']), (e: Error) => e instanceof UsageError && /--owners must be 1 with --protocol groupcache/.test(e.message));
+    assert.throws(() => read([...ORIGIN, '--protocol', 'groupcache', '--peer-secret', 'sixteen-chars-secret!']), (e: Error) => e instanceof UsageError && /--peer-secret cannot be used with --protocol groupcache/.test(e.message));
   });
 
   it('takes a flag over the environment over the config file over the default, each meaning the same', () => {

@@ -45,7 +45,9 @@ export const SERVE_OPTIONS = {
   'peer-secret': { section: 'Peers', kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256); visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
   'peer-secret-file': { kind: 'string', value: 'path', help: 'read the peer secret from this file (trailing newline dropped)' },
   'peer-timeout': { kind: 'duration', value: 'time', help: "one peer request's deadline (default: load-timeout + 500ms, so a peer waits out the owner's load)" },
-  'ring-replicas': { kind: 'integer', value: 'n', help: "virtual nodes per peer on the hash ring (default: the cache library's)" },
+  'ring-replicas': { kind: 'integer', value: 'n', help: "virtual nodes per peer on the hash ring (default: the cache library's: 1280, or 50 with --protocol groupcache)" },
+  owners: { kind: 'integer', default: '1', value: 'n', help: 'each key is owned by its first n nodes on the ring (1–8), so a node leaving or joining keeps its keys cached' },
+  protocol: { kind: 'string', default: 'bulwark', value: 'name', help: "peer protocol: 'bulwark' (signing, TTLs, removal) or 'groupcache' (join Go groupcache nodes: /_groupcache/, Go's ring; no secret, owners 1)" },
   origin: { section: 'Origin', kind: 'string', value: 'url', help: "the origin, a URL template: {key} (and {group}) are replaced, percent-encoded; 404 → not found" },
   getter: { kind: 'string', value: 'path', help: 'a JS module whose default export loads a key: (key, { signal, group }) => value' },
   'origin-timeout': { kind: 'duration', default: '2s', value: 'time', help: 'one origin request, headers and body' },
@@ -82,6 +84,10 @@ export interface ServeConfig {
   peerSecret: string | undefined;
   peerTimeoutMs: number;
   ringReplicas: number | undefined;
+  /** Each key's owners on the ring (HttpPool `owners`). */
+  owners: number;
+  /** The peer protocol (HttpPool `protocol`). */
+  protocol: 'bulwark' | 'groupcache';
   origin: { kind: 'url'; template: string } | { kind: 'module'; path: string };
   originTimeoutMs: number;
   loadTimeoutMs: number;
@@ -136,7 +142,7 @@ Durations: 500ms, 2s, 1m, 1h (a bare number is seconds). Sizes: bytes, or with K
 Client API:
   GET    /v1/groups/<group>/keys/<key>  the value; x-bulwark-source: main|hot|peer|origin|stale
   DELETE /v1/groups/<group>/keys/<key>  remove the key on every node
-  /_bulwark/ (peer protocol)  /metrics  /status  /healthz  /readyz (ready once membership is known)
+  /_bulwark/ or /_groupcache/ (peer protocol)  /metrics  /status  /healthz  /readyz (ready once membership is known)
 ${lines.join('\n')}
 `;
 }
@@ -259,6 +265,12 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
     if (ms <= 0) throw new UsageError(`--${name} must be longer than 0`);
     return ms;
   };
+  const protocolText = required('protocol', text('protocol'));
+  if (protocolText !== 'bulwark' && protocolText !== 'groupcache') throw new UsageError(`--protocol must be 'bulwark' or 'groupcache', got '${protocolText}'`);
+  const protocol: 'bulwark' | 'groupcache' = protocolText;
+  const owners = required('owners', int('owners', 1, 8));
+  if (protocol === 'groupcache' && owners !== 1) throw new UsageError(`--owners must be 1 with --protocol groupcache (Go nodes have one owner per key), got ${owners}`);
+  if (protocol === 'groupcache' && peerSecret !== undefined) throw new UsageError('--peer-secret cannot be used with --protocol groupcache (Go groupcache does not sign requests)');
   const requestTimeoutMs = positiveDuration('request-timeout');
   const headersTimeoutMs = positiveDuration('headers-timeout');
   if (headersTimeoutMs > requestTimeoutMs) throw new UsageError(`--headers-timeout must be at most --request-timeout (${requestTimeoutMs} ms), got ${headersTimeoutMs} ms`);
@@ -279,6 +291,8 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
     peerSecret,
     peerTimeoutMs,
     ringReplicas: int('ring-replicas', 1, 4096),
+    owners,
+    protocol,
     origin,
     originTimeoutMs,
     loadTimeoutMs,

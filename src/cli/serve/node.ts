@@ -45,6 +45,8 @@ export class ServeNode implements ClientApi {
       timeoutMs: config.peerTimeoutMs,
       ...(config.peerSecret === undefined ? {} : { secret: config.peerSecret }),
       ...(config.ringReplicas === undefined ? {} : { replicas: config.ringReplicas }),
+      owners: config.owners,
+      protocol: config.protocol,
     });
     for (const name of config.groups) {
       this.groups.set(name, new ServedGroup({
