@@ -250,7 +250,7 @@ function etcdRegistry(c: Any): MetricsDescription {
 }
 
 function instanceAddress(i: Any): string {
-  return i.port === undefined ? String(i.host ?? i.id) : `${i.host}:${i.port}`;
+  return typeof i.address === 'string' ? i.address : String(i.id);
 }
 
 function balancer(c: Any, instanceLabel: string | undefined): MetricsDescription {
