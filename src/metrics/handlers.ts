@@ -3,11 +3,11 @@
  * framework: they are plain functions of the framework's shapes.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Registry } from 'prom-client';
+import type { Registry, RegistryContentType } from 'prom-client';
 import type { BulwarkMetrics } from './metrics.js';
 
 /** Exposition is what a handler serves: a BulwarkMetrics or a prom-client Registry. */
-export type Exposition = Pick<BulwarkMetrics, 'metrics' | 'contentType'> | Registry;
+export type Exposition = Pick<BulwarkMetrics, 'metrics' | 'contentType'> | Registry<RegistryContentType>;
 
 function exposition(owner: string, source: Exposition): () => Promise<{ body: string; type: string }> {
   if (source === null || typeof source !== 'object' || typeof (source as { metrics?: unknown }).metrics !== 'function') {

@@ -9,7 +9,7 @@
  * a component that is not tracked costs nothing, and a tracked one costs nothing between scrapes but
  * its event listeners. A component found closed at a scrape is untracked then and reported no more.
  */
-import promClient, { type Registry } from 'prom-client';
+import promClient, { type Registry, type RegistryContentType } from 'prom-client';
 import { describeComponent } from './adapters.js';
 import { Family, labelKey } from './family.js';
 import type {
@@ -39,7 +39,7 @@ interface Entry {
 /** BulwarkMetrics: see the module comment. */
 export class BulwarkMetrics {
   /** registry is the prom-client Registry the families are registered in. */
-  readonly registry: Registry;
+  readonly registry: Registry<RegistryContentType>;
   /** prefix starts every family name. */
   readonly prefix: string;
   /** instanceLabel names the label of per-instance series, or is undefined when they are off. */
@@ -56,7 +56,7 @@ export class BulwarkMetrics {
     }
     const o = options ?? {};
     const reg = o.registry ?? promClient.register;
-    if (reg === null || typeof reg !== 'object' || typeof (reg as Registry).registerMetric !== 'function') {
+    if (reg === null || typeof reg !== 'object' || typeof (reg as Registry<RegistryContentType>).registerMetric !== 'function') {
       throw new TypeError('BulwarkMetrics: registry must be a prom-client Registry');
     }
     this.registry = reg;

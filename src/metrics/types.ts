@@ -3,7 +3,7 @@
  * component describes its own metric families (`describeMetrics()`), for components that bulwark/metrics
  * does not know by name (gRPC guards, the serve node, an application's own parts).
  */
-import type { Registry } from 'prom-client';
+import type { Registry, RegistryContentType } from 'prom-client';
 
 /** MetricType is the Prometheus type of a family. */
 export type MetricType = 'counter' | 'gauge' | 'histogram';
@@ -60,7 +60,7 @@ export interface Trackable {
 /** BulwarkMetricsOptions configures a BulwarkMetrics. */
 export interface BulwarkMetricsOptions {
   /** The prom-client registry the families are registered in. Defaults to prom-client's global `register`. */
-  registry?: Registry;
+  registry?: Registry<RegistryContentType>;
   /** Prefix of every family name. Defaults to 'bulwark_'. */
   prefix?: string;
   /**
