@@ -17,7 +17,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
   await reg.register({ id: 'a', name: 'svc', address: '127.0.0.1:8080' });
   const cache = new RegistryCache(reg);
   await cache.getService('svc');
-  const balancer = new Balancer({ registry: cache, service: 'svc' });
+  const balancer = new Balancer({ registry: cache, service: 'svc', strategy: 'p2c' });
   await balancer.ready();
   const fallback = new Fallback({ value: 'x' });
   const retry = new Retry({ maxAttempts: 2, backoff: { initialMs: 1, maxMs: 1 } });
@@ -32,6 +32,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     await client.call('svc', async () => 'ok');
     await group.execute('peer-1', () => 1);
     await circuit.execute(() => Promise.reject(new Error('x'))).catch(() => {});
+    balancer.release(balancer.pick());
   };
   const etcd = new EtcdRegistry({ hosts: etcdUrl });
   await etcd.register({ id: 'e', name: 'svc', address: '127.0.0.1:8081' }, { ttlMs: 5000 });
