@@ -5,6 +5,7 @@
  * modules (etcd3, ioredis, undici) of the components an application does not use. @internal
  */
 import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit } from './types.js';
+import { labelValue } from './family.js';
 
 type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -32,8 +33,9 @@ const GROUP_FAMILIES: readonly MetricFamilySpec[] = [
 const stateLabel = (s: string): string => s.replace('-', '_');
 
 /** emitBreaker emits one breaker's series (standalone: group ''; in a group: name = its key). */
-function emitBreaker(b: Any, emit: Emit, group: string, name?: string): void {
+function emitBreaker(b: Any, emit: Emit, group: string, name?: string, labelText?: string): void {
   const s = b.stats();
+  if (labelText !== undefined && emit.line !== undefined) return breakerLines(s, emit.line, labelText);
   const base: Record<string, string> = name === undefined ? { group } : { name, group };
   let state: string;
   if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
@@ -53,6 +55,26 @@ function emitBreaker(b: Any, emit: Emit, group: string, name?: string): void {
   }
 }
 
+/** breakerLines is emitBreaker on the text path: one label prefix per breaker, no label objects. */
+function breakerLines(s: Any, line: NonNullable<Emit['line']>, base: string): void {
+  let state: string;
+  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
+  else state = s.dropRatio > 0 ? 'open' : 'closed';
+  for (const st of BREAKER_STATES) line('breaker_state', `${base},state="${st}"`, st === state ? 1 : 0);
+  line('breaker_calls_total', `${base},kind="successful"`, s.successfulCalls ?? 0);
+  line('breaker_calls_total', `${base},kind="failed"`, s.failedCalls ?? 0);
+  line('breaker_calls_total', `${base},kind="ignored"`, s.ignoredCalls ?? 0);
+  line('breaker_calls_total', `${base},kind="not_permitted"`, s.notPermittedCalls ?? 0);
+  if (typeof s.calls === 'number') {
+    line('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
+    line('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  } else {
+    const total = s.successes + s.failures;
+    line('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
+    line('breaker_drop_ratio', base, s.dropRatio);
+  }
+}
+
 function breakerSnapshot(b: Any): Any {
   const s = b.stats();
   const out: Any = { ...s };
@@ -66,12 +88,12 @@ function breakerSnapshot(b: Any): Any {
 const isBreaker = (c: Any) => typeof c.admit === 'function' && typeof c.tryAdmit === 'function' && typeof c.stats === 'function' && typeof c.execute === 'function';
 const flag = (c: Any, field: string) => () => c[field] === true;
 
-function breaker(c: Any): MetricsDescription {
+function breaker(c: Any, trackName: () => string): MetricsDescription {
   const circuit = typeof c.onStateChange === 'function';
   return {
     kind: circuit ? 'CircuitBreaker' : 'SreBreaker',
     families: circuit ? [...BREAKER_FAMILIES, TRANSITIONS] : BREAKER_FAMILIES,
-    collect: (emit) => emitBreaker(c, emit, ''),
+    collect: (emit) => emitBreaker(c, emit, '', undefined, emit.line === undefined ? undefined : `name="${labelValue(trackName())}",group=""`),
     subscribe: circuit
       ? (sink) => c.onStateChange((e: Any) => sink.inc('breaker_state_transitions_total', { from: stateLabel(e.from), to: stateLabel(e.to) }))
       : undefined,
@@ -90,8 +112,11 @@ function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
       emit('breaker_group_created_total', {}, s.created);
       emit('breaker_group_evicted_total', {}, s.evicted);
       const group = trackName();
+      const groupText = `group="${labelValue(group)}"`;
       // Members as they are now: made since the last scrape, or evicted, they come and go with the group.
-      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) emitBreaker(b, emit, group, key);
+      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) {
+        emitBreaker(b, emit, group, key, emit.line === undefined ? undefined : `name="${labelValue(key)}",${groupText}`);
+      }
     },
     snapshot: () => {
       const members: Any = {};
@@ -480,7 +505,7 @@ export function describeComponent(component: object, instanceLabel: string | und
   switch (kind) {
     case 'SreBreaker':
     case 'CircuitBreaker':
-      return breaker(c);
+      return breaker(c, trackName);
     case 'BreakerGroup':
       return breakerGroup(c, trackName);
     case 'TokenLimiter':
@@ -518,7 +543,7 @@ export function describeComponent(component: object, instanceLabel: string | und
       return typeof c.members === 'function' ? httpPool(c) : undefined;
   }
   // Subclasses and other breakers: by shape.
-  if (isBreaker(c)) return breaker(c);
+  if (isBreaker(c)) return breaker(c, trackName);
   if (typeof c.onModeChange === 'function' && typeof c.stats === 'function') return redisLimiter(c, kind || 'RedisLimiter');
   return undefined;
 }

@@ -35,8 +35,10 @@ export class Family {
   readonly labelNames: readonly string[];
   readonly buckets: readonly number[];
   readonly aggregator = 'sum';
-  /** Samples collected for the scrape under way. */
+  /** Samples collected for the scrape under way (prom-client's path). */
   buffer: Sample[] = [];
+  /** Sample lines collected for the scrape under way (the text path of `BulwarkMetrics.metrics()`). */
+  lines: string[] = [];
   /** Event series by owner (a tracked component's entry), then by label key. */
   readonly events = new Map<object, Map<string, EventSeries>>();
   private readonly fullName: string;
@@ -63,7 +65,9 @@ export class Family {
   /** get answers the family's samples for this scrape (prom-client's metric interface). */
   async get(): Promise<{ name: string; help: string; type: MetricType; values: Sample[]; aggregator: string }> {
     this.collect();
+    // Hand the samples over: nothing of a scrape stays referenced between scrapes.
     const values = this.buffer;
+    this.buffer = [];
     for (const series of this.events.values()) {
       for (const s of series.values()) {
         if (this.type === 'histogram') this.histogramSamples(s, values);
@@ -74,6 +78,23 @@ export class Family {
     // prom-client appends `_total` to counters in OpenMetrics mode: strip ours so it is not doubled.
     if (this.type === 'counter' && this.contentType() === OPENMETRICS && name.endsWith('_total')) name = name.slice(0, -6);
     return { name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  /** text answers the family in the text exposition format (prom-client's layout), from `lines`. */
+  text(): string {
+    const lines = this.lines;
+    this.lines = [];
+    for (const series of this.events.values()) {
+      for (const e of series.values()) {
+        if (this.type === 'histogram') {
+          const out: Sample[] = [];
+          this.histogramSamples(e, out);
+          for (const x of out) lines.push(formatLine(x.metricName!, x.labels, x.value));
+        } else lines.push(formatLine(this.fullName, e.labels, e.value));
+      }
+    }
+    const head = `# HELP ${this.fullName} ${escapeString(this.help)}\n# TYPE ${this.fullName} ${this.type}`;
+    return lines.length === 0 ? head : `${head}\n${lines.join('\n')}`;
   }
 
   /** series answers (making it) the event series of `owner` with these labels. */
@@ -117,6 +138,30 @@ export class Family {
     out.push({ metricName: `${base}_sum`, labels: s.labels, value: s.sum! });
     out.push({ metricName: `${base}_count`, labels: s.labels, value: s.value });
   }
+}
+
+const NEEDS_ESCAPE = /[\\\n"]/;
+
+function escapeString(s: string): string {
+  return s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+}
+
+/** labelValue escapes a label value for the text format (backslash, newline, double quote). */
+export function labelValue(v: string | number): string {
+  if (typeof v !== 'string') return String(v);
+  return NEEDS_ESCAPE.test(v) ? escapeString(v).replace(/"/g, '\\"') : v;
+}
+
+/** valueText formats a sample value as prom-client does. */
+export function valueText(v: number): string {
+  return Number.isNaN(v) ? 'Nan' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : String(v);
+}
+
+/** formatLine formats one sample line: `name{a="x",b="y"} value`. */
+export function formatLine(name: string, labels: Record<string, string | number>, value: number): string {
+  let l = '';
+  for (const k in labels) l += `${l === '' ? '' : ','}${k}="${labelValue(labels[k]!)}"`;
+  return l === '' ? `${name} ${valueText(value)}` : `${name}{${l}} ${valueText(value)}`;
 }
 
 /** labelKey is a stable key of a label set. */

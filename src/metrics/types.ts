@@ -26,7 +26,14 @@ export interface MetricFamilySpec {
 }
 
 /** Emit records one sample at scrape time: the family's name (unprefixed), its labels (without `name`) and value. */
-export type Emit = (family: string, labels: Labels, value: number) => void;
+export type Emit = ((family: string, labels: Labels, value: number) => void) & {
+  /**
+   * line, when present (the text path), records a sample from its label text, already escaped and
+   * without braces, `name` included (e.g. `name="a",group="g",state="open"`). For collectors that
+   * emit very many series (a BreakerGroup's members). @internal
+   */
+  line?: (family: string, labelText: string, value: number) => void;
+};
 
 /** MetricsSink receives a component's events between scrapes (counters and histograms counted as they happen). */
 export interface MetricsSink {
