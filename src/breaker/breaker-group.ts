@@ -132,6 +132,11 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     return this.entries.delete(name);
   }
 
+  /** breakers iterates over the held breakers by name, without marking them used (for status pages and metrics). */
+  breakers(): IterableIterator<[string, B]> {
+    return this.entries.entries();
+  }
+
   /** names lists the names the group holds breakers for. */
   names(): string[] {
     return [...this.entries.keys()];

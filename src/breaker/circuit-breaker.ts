@@ -92,6 +92,12 @@ export class CircuitBreaker implements Breaker {
   /** The error and promise rejected calls get. @internal */
   readonly rejections: RejectionCache;
 
+  /** Counters since the breaker was made, for stats(): probe outcomes, uncounted calls, refusals. */
+  private probeOk = 0;
+  private probeFailed = 0;
+  private ignored = 0;
+  private refused = 0;
+
   constructor(options?: CircuitBreakerOptions) {
     const o = validateCircuitOptions(optionsObject('CircuitBreaker', options));
     this.name = o.name;
@@ -156,11 +162,16 @@ export class CircuitBreaker implements Breaker {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     const now = this.clock.now();
     if (this.code === OPEN) {
-      if (this.isolatedFlag || now < this.openUntil) return breakerRejectChannel.hasSubscribers ? this.publishReject() : undefined;
+      if (this.isolatedFlag || now < this.openUntil) {
+        this.refused++;
+        return breakerRejectChannel.hasSubscribers ? this.publishReject() : undefined;
+      }
       this.toHalfOpen(now);
     }
     const probe = this.admitProbe(now);
-    return probe === undefined && breakerRejectChannel.hasSubscribers ? this.publishReject() : probe;
+    if (probe !== undefined) return probe;
+    this.refused++;
+    return breakerRejectChannel.hasSubscribers ? this.publishReject() : undefined;
   }
 
   /** publishReject publishes a rejection on `bulwark:breaker:reject` (not after close()) and answers undefined. */
@@ -276,6 +287,10 @@ export class CircuitBreaker implements Breaker {
       isolated: this.isolatedFlag,
       probesInFlight: this.probesInFlight,
       probeSuccesses: this.probeSuccesses,
+      successfulCalls: this.window.callsTotal - this.window.failuresTotal + this.probeOk,
+      failedCalls: this.window.failuresTotal + this.probeFailed,
+      ignoredCalls: this.ignored,
+      notPermittedCalls: this.refused,
     };
   }
 
@@ -298,7 +313,10 @@ export class CircuitBreaker implements Breaker {
   private settleClosed(epoch: number, start: number, err: unknown, signal: AbortSignal): void {
     if (epoch !== this.epoch) return;
     const failed = err !== NO_ERROR;
-    if (failed && signal.aborted && !isTimeout(signal.reason)) return; // the caller gave up: not the dependency's fault
+    if (failed && signal.aborted && !isTimeout(signal.reason)) {
+      this.ignored++; // the caller gave up: not the dependency's fault
+      return;
+    }
     const now = this.clock.now();
     this.recordClosed(failed, this.timed && now - start >= this.slowCallMs, err, now);
   }
@@ -316,7 +334,12 @@ export class CircuitBreaker implements Breaker {
     const now = this.clock.now();
     const start = this.probeStart[slot]!;
     this.freeProbe(slot);
-    if (failed === undefined) return;
+    if (failed === undefined) {
+      this.ignored++;
+      return;
+    }
+    if (failed) this.probeFailed++;
+    else this.probeOk++;
     if (failed) {
       this.reasons.add(err);
       this.trip(now, 'a probe failed');

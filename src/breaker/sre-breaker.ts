@@ -80,6 +80,9 @@ export class SreBreaker implements Breaker {
   /** The error and promise rejected calls get. @internal */
   readonly rejections: RejectionCache;
 
+  /** Calls not counted because their caller aborted them (exported as ignored calls). */
+  private ignored = 0;
+
   constructor(options?: SreBreakerOptions) {
     const o = optionsObject('SreBreaker', options);
     const d = sreBreakerDefaults;
@@ -193,6 +196,10 @@ export class SreBreaker implements Breaker {
       drops: w.drops,
       dropRatio: Math.max(0, this.dropRatio()),
       failingBuckets: w.failingBuckets(),
+      successfulCalls: w.successesTotal,
+      failedCalls: w.failuresTotal,
+      ignoredCalls: this.ignored,
+      notPermittedCalls: w.dropsTotal,
     };
   }
 
@@ -226,6 +233,7 @@ export class SreBreaker implements Breaker {
   /** countError counts a failure unless the caller's own signal aborted the call (a deadline still counts). */
   private countError(err: unknown, signal: AbortSignal): void {
     if (!(signal.aborted && !isTimeout(signal.reason))) this.markFailure(err);
+    else this.ignored++;
   }
 
   /** dropRatio is the drop probability before the force-pass rule (call after advancing the window). */

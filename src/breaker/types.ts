@@ -76,6 +76,11 @@ export interface SreBreakerStats {
   dropRatio: number;
   /** Consecutive failing buckets up to now. */
   failingBuckets: number;
+  /** Since the breaker was made: calls that succeeded, failed, were not counted (their caller aborted) or were dropped. */
+  successfulCalls: number;
+  failedCalls: number;
+  ignoredCalls: number;
+  notPermittedCalls: number;
 }
 
 /**
@@ -145,6 +150,11 @@ export interface CircuitBreakerStats {
   /** Probes in flight and probes succeeded (half-open state). */
   probesInFlight: number;
   probeSuccesses: number;
+  /** Since the breaker was made: calls (probes included) that succeeded, failed, were not counted (their caller aborted, or released the token) or were refused. */
+  successfulCalls: number;
+  failedCalls: number;
+  ignoredCalls: number;
+  notPermittedCalls: number;
 }
 
 /** BreakerGroupOptions configures a BreakerGroup that makes breakers of type `B`. */

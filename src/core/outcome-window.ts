@@ -12,6 +12,9 @@ export interface OutcomeWindow {
   calls: number;
   failures: number;
   slow: number;
+  /** Calls and failed calls since the window was made (never aged out, never reset). */
+  callsTotal: number;
+  failuresTotal: number;
   /** record counts one call. */
   record(failed: boolean, slow: boolean, now: number): void;
   /** success counts a call that neither failed nor was slow (the hot path). */
@@ -30,6 +33,9 @@ export class OutcomeCountWindow implements OutcomeWindow {
   calls = 0;
   failures = 0;
   slow = 0;
+  /** Calls and failed calls since the window was made (never aged out, never reset). */
+  callsTotal = 0;
+  failuresTotal = 0;
   private readonly ring: Uint8Array;
   private at = 0;
 
@@ -38,6 +44,8 @@ export class OutcomeCountWindow implements OutcomeWindow {
   }
 
   record(failed: boolean, slow: boolean, _now: number): void {
+    this.callsTotal++;
+    if (failed) this.failuresTotal++;
     const outcome = (failed ? FAILED : 0) | (slow ? SLOW : 0);
     const at = this.at;
     if (this.calls === this.size) {
@@ -52,6 +60,7 @@ export class OutcomeCountWindow implements OutcomeWindow {
   }
 
   success(_now: number): void {
+    this.callsTotal++;
     const at = this.at;
     if (this.calls === this.size) {
       const old = this.ring[at]!;
@@ -82,6 +91,9 @@ export class OutcomeTimeWindow extends BucketRing implements OutcomeWindow {
   calls = 0;
   failures = 0;
   slow = 0;
+  /** Calls and failed calls since the window was made (never aged out, never reset). */
+  callsTotal = 0;
+  failuresTotal = 0;
 
   constructor(windowMs: number, buckets: number, now: number) {
     super(windowMs, buckets, 3, now);
@@ -89,6 +101,8 @@ export class OutcomeTimeWindow extends BucketRing implements OutcomeWindow {
 
   record(failed: boolean, slow: boolean, now: number): void {
     if (now >= this.headEnd) this.roll(now);
+    this.callsTotal++;
+    if (failed) this.failuresTotal++;
     const base = this.head * 3;
     this.v[base + CALLS]!++;
     this.calls++;
@@ -104,6 +118,7 @@ export class OutcomeTimeWindow extends BucketRing implements OutcomeWindow {
 
   success(now: number): void {
     if (now >= this.headEnd) this.roll(now);
+    this.callsTotal++;
     this.v[this.head * 3 + CALLS]!++;
     this.calls++;
   }

@@ -21,6 +21,10 @@ export class ThrottleWindow extends BucketRing {
   successes = 0;
   failures = 0;
   drops = 0;
+  /** Totals since the window was made (never aged out): what metrics export as counters. */
+  successesTotal = 0;
+  failuresTotal = 0;
+  dropsTotal = 0;
   /** failingBuckets computed over every bucket but the newest. */
   private olderFailing = 0;
 
@@ -32,18 +36,21 @@ export class ThrottleWindow extends BucketRing {
     if (now >= this.headEnd) this.roll(now);
     this.v[this.head * CHANNELS + SUCCESS]!++;
     this.successes++;
+    this.successesTotal++;
   }
 
   addFailure(now: number): void {
     if (now >= this.headEnd) this.roll(now);
     this.v[this.head * CHANNELS + FAILURE]!++;
     this.failures++;
+    this.failuresTotal++;
   }
 
   addDrop(now: number): void {
     if (now >= this.headEnd) this.roll(now);
     this.v[this.head * CHANNELS + DROP]!++;
     this.drops++;
+    this.dropsTotal++;
   }
 
   /** failingBuckets is the run of failing buckets up to the newest (call after `advance`). */

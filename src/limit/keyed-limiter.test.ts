@@ -12,10 +12,10 @@ describe('KeyedLimiter', () => {
     assert.equal(k.decide('a').remaining, 0);
     assert.equal(k.size, 2);
     const s = k.stats();
-    assert.deepEqual(s, { keys: 2, maxKeys: 10_000 });
+    assert.deepEqual(s, { keys: 2, maxKeys: 10_000, allowed: 3, limited: 2 });
     k.allow('c');
     assert.equal(s.keys, 2, 'stats() answers a fresh snapshot, not a live object');
-    assert.deepEqual((k.get('b') as TokenLimiter).stats(), { tokens: 1, rate: 1, burst: 2 });
+    assert.deepEqual((k.get('b') as TokenLimiter).stats(), { tokens: 1, rate: 1, burst: 2, allowed: 1, limited: 0 });
   });
 
   it('keeps at most maxKeys keys under a flood of distinct keys', () => {

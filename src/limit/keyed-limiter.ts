@@ -56,6 +56,10 @@ export class KeyedLimiter implements KeyedRateLimiter {
   private queue: (string | undefined)[] = [];
   private head = 0;
 
+  /** Decisions since the limiter was made that allowed / refused (`stats().allowed`, `stats().limited`). */
+  private allowedCount = 0;
+  private limitedCount = 0;
+
   constructor(options: KeyedLimiterOptions) {
     const o = optionsOf('KeyedLimiter', options);
     this.maxKeys = integer('KeyedLimiter', 'maxKeys', o.maxKeys ?? keyedLimiterDefaults.maxKeys, 1, MAX_KEYS);
@@ -86,15 +90,23 @@ export class KeyedLimiter implements KeyedRateLimiter {
 
   /** allow takes `n` (default 1) from `key`'s limiter and answers whether it did. */
   allow(key: string, n = 1): boolean {
-    const ok = this.get(key).allow(n);
-    if (!ok && limitRefusedChannel.hasSubscribers) publishRefusal('KeyedLimiter', this, key, n);
-    return ok;
+    if (this.get(key).allow(n)) {
+      this.allowedCount++;
+      return true;
+    }
+    this.limitedCount++;
+    if (limitRefusedChannel.hasSubscribers) publishRefusal('KeyedLimiter', this, key, n);
+    return false;
   }
 
   /** decide is `allow` with the numbers behind the answer. */
   decide(key: string, n = 1): LimitDecision {
     const d = this.get(key).decide(n);
-    if (!d.allowed && limitRefusedChannel.hasSubscribers) publishRefusal('KeyedLimiter', this, key, n);
+    if (d.allowed) this.allowedCount++;
+    else {
+      this.limitedCount++;
+      if (limitRefusedChannel.hasSubscribers) publishRefusal('KeyedLimiter', this, key, n);
+    }
     return d;
   }
 
@@ -109,8 +121,8 @@ export class KeyedLimiter implements KeyedRateLimiter {
   }
 
   /** stats is a snapshot: keys kept now and the bound. */
-  stats(): { readonly keys: number; readonly maxKeys: number } {
-    return { keys: this.limiters.size, maxKeys: this.maxKeys };
+  stats(): { readonly keys: number; readonly maxKeys: number; readonly allowed: number; readonly limited: number } {
+    return { keys: this.limiters.size, maxKeys: this.maxKeys, allowed: this.allowedCount, limited: this.limitedCount };
   }
 
   /** purgeIdle drops every key whose limiter is idle (a full bucket) and answers how many it dropped. O(size). */

@@ -65,6 +65,10 @@ export class PeriodLimiter implements KeyedRateLimiter {
   private readonly clock: Clock;
   private readonly windows: LRUCache<string, Window>;
 
+  /** Decisions since the limiter was made that allowed / refused (`stats().allowed`, `stats().limited`). */
+  private allowedCount = 0;
+  private limitedCount = 0;
+
   constructor(options: PeriodLimiterOptions) {
     const o = optionsOf('PeriodLimiter', options);
     this.periodMs = positive('PeriodLimiter', 'periodMs', o.periodMs);
@@ -99,10 +103,12 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const now = this.clock.now();
     const w = this.current(key, now);
     if (this.used(w, now) + n > this.quota + 1e-9) {
+      this.limitedCount++;
       if (limitRefusedChannel.hasSubscribers) publishRefusal('PeriodLimiter', this, key, n);
       return false;
     }
     w.count += n;
+    this.allowedCount++;
     return true;
   }
 
@@ -113,8 +119,13 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const w = this.current(key, now);
     const used = this.used(w, now);
     const allowed = used + n <= this.quota + 1e-9;
-    if (allowed) w.count += n;
-    else if (limitRefusedChannel.hasSubscribers) publishRefusal('PeriodLimiter', this, key, n);
+    if (allowed) {
+      w.count += n;
+      this.allowedCount++;
+    } else {
+      this.limitedCount++;
+      if (limitRefusedChannel.hasSubscribers) publishRefusal('PeriodLimiter', this, key, n);
+    }
     const after = allowed ? used + n : used;
     const end = w.start + this.periodMs;
     let retryAfterMs = 0;
@@ -139,8 +150,8 @@ export class PeriodLimiter implements KeyedRateLimiter {
   }
 
   /** stats is a snapshot: keys kept now. */
-  stats(): { readonly keys: number } {
-    return { keys: this.windows.size };
+  stats(): { readonly keys: number; readonly allowed: number; readonly limited: number } {
+    return { keys: this.windows.size, allowed: this.allowedCount, limited: this.limitedCount };
   }
 
   /** The key's window, moved on to the one `now` falls in. */

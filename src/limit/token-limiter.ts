@@ -62,6 +62,10 @@ export class TokenLimiter implements Limiter {
   /** The time at which the bucket is full again; ≤ now means full. */
   private tat: number;
 
+  /** Decisions since the limiter was made that allowed / refused (`stats().allowed`, `stats().limited`). */
+  private allowedCount = 0;
+  private limitedCount = 0;
+
   constructor(options: TokenLimiterOptions) {
     const o = optionsOf('TokenLimiter', options);
     this.rate = positive('TokenLimiter', 'rate', o.rate);
@@ -82,9 +86,11 @@ export class TokenLimiter implements Limiter {
     const next = tat + n * this.interval;
     if (next - now <= this.span && n >= 0) {
       this.tat = next;
+      this.allowedCount++;
       return true;
     }
     if (!(n >= 0)) throw badCount('allow', n);
+    this.limitedCount++;
     if (limitRefusedChannel.hasSubscribers && !this[OWNED]) publishRefusal('TokenLimiter', this, undefined, n);
     return false;
   }
@@ -96,8 +102,13 @@ export class TokenLimiter implements Limiter {
     const tat = this.tat > now ? this.tat : now;
     const next = tat + n * this.interval;
     const allowed = next - now <= this.span;
-    if (allowed) this.tat = next;
-    else if (limitRefusedChannel.hasSubscribers && !this[OWNED]) publishRefusal('TokenLimiter', this, undefined, n);
+    if (allowed) {
+      this.tat = next;
+      this.allowedCount++;
+    } else {
+      this.limitedCount++;
+      if (limitRefusedChannel.hasSubscribers && !this[OWNED]) publishRefusal('TokenLimiter', this, undefined, n);
+    }
     const ahead = (allowed ? next : tat) - now;
     return {
       allowed,
@@ -120,8 +131,8 @@ export class TokenLimiter implements Limiter {
   }
 
   /** stats is a snapshot: tokens in the bucket now (fractional), the rate and the burst. */
-  stats(): { readonly tokens: number; readonly rate: number; readonly burst: number } {
-    return { tokens: this.tokens(), rate: this.rate, burst: this.burst };
+  stats(): { readonly tokens: number; readonly rate: number; readonly burst: number; readonly allowed: number; readonly limited: number } {
+    return { tokens: this.tokens(), rate: this.rate, burst: this.burst, allowed: this.allowedCount, limited: this.limitedCount };
   }
 
   /**

@@ -140,6 +140,21 @@ export class RegistryCache implements Registry {
   }
 
   /**
+   * services answers each cached service: its instance count, whether the entry is fresh, how many
+   * milliseconds ago it went stale (0 while fresh) and whether it is watched. For status pages and metrics.
+   */
+  services(): { service: string; instances: number; fresh: boolean; staleForMs: number; watched: boolean }[] {
+    const now = this.clock.now();
+    return [...this.entries].map(([service, e]) => ({
+      service,
+      instances: e.instances.length,
+      fresh: now < e.validUntil,
+      staleForMs: Math.max(0, now - e.validUntil),
+      watched: this.watches.has(service),
+    }));
+  }
+
+  /**
    * peek answers the cached instances of `name` when they are fresh, else undefined; it never calls the
    * registry. The array is frozen and shared.
    */

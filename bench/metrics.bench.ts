@@ -1,0 +1,204 @@
+/**
+ * metrics: what tracking costs. Every subject runs in its own process.
+ *
+ *   npm run bench -- metrics        (BENCH_RUNS=3 BENCH_MS=500 while iterating)
+ *
+ * What it promises, checked as `targets` and printed ✓/✗ after each table:
+ * - tracked vs untracked within 5 %: SreBreaker and CircuitBreaker `execute` success path,
+ *   `TokenLimiter.allow()`, and `ResilientClient.call` (whose attempts feed a duration histogram);
+ * - a scrape of a BreakerGroup of 10 000 SreBreakers plus a KeyedLimiter holding 1 000 keys takes at
+ *   most 50 ms (the text size is printed as `textKB`); the heap each tracked breaker adds is printed as
+ *   `bytesPerBreaker` (tracked standalone breakers against the same breakers untracked);
+ * - against opossum 9 + opossum-prometheus 0.3 on the same breaker workload (success path with the
+ *   exporter attached; a scrape of 1 000 breakers): bulwark tracked is faster on both.
+ */
+import { runInNewContext } from 'node:vm';
+import { setFlagsFromString } from 'node:v8';
+import Opossum from 'opossum';
+import OpossumPrometheus from 'opossum-prometheus';
+import { Registry } from 'prom-client';
+import { atMost, bench, fasterBy, type Subject, type Target } from './harness.js';
+import { BreakerGroup, CircuitBreaker, SreBreaker } from '../src/breaker/index.js';
+import { KeyedLimiter, TokenLimiter } from '../src/limit/index.js';
+import { MemoryRegistry } from '../src/registry/index.js';
+import { ResilientClient } from '../src/client/index.js';
+import { BulwarkMetrics } from '../src/metrics/index.js';
+
+async function task(): Promise<number> {
+  return 1;
+}
+
+function gc(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
+
+function tracked<T extends object>(c: T): T {
+  new BulwarkMetrics({ registry: new Registry() }).track(c);
+  return c;
+}
+
+async function clientSubject(track: boolean): Promise<Subject> {
+  const registry = new MemoryRegistry();
+  for (const id of ['a', 'b', 'c']) await registry.register({ id, name: 'svc', address: `127.0.0.1:${9000 + id.charCodeAt(0)}` });
+  const c = new ResilientClient({ registry });
+  if (track) tracked(c);
+  const fn = (_i: unknown, _s: AbortSignal) => Promise.resolve(1);
+  await c.call('svc', fn);
+  return {
+    op: () => c.call('svc', fn),
+    async: true,
+    teardown: async () => {
+      await c.close();
+      await registry.close();
+    },
+  };
+}
+
+const within5 = (what: string, subject: string, than: string): Target => atMost(`${what}: tracked ≤ 1.05× untracked`, subject, than, 1.05);
+
+await bench('metrics: tracked vs untracked (hot paths)', {
+  baseline: 'SreBreaker.execute (untracked)',
+  subjects: {
+    'SreBreaker.execute (untracked)': () => {
+      const b = new SreBreaker();
+      return { op: () => b.execute(task), async: true };
+    },
+    'SreBreaker.execute (tracked)': () => {
+      const b = tracked(new SreBreaker());
+      return { op: () => b.execute(task), async: true };
+    },
+    'CircuitBreaker.execute (untracked)': () => {
+      const b = new CircuitBreaker();
+      return { op: () => b.execute(task), async: true };
+    },
+    'CircuitBreaker.execute (tracked)': () => {
+      const b = tracked(new CircuitBreaker());
+      return { op: () => b.execute(task), async: true };
+    },
+    'TokenLimiter.allow (untracked)': () => {
+      const l = new TokenLimiter({ rate: 1e9, burst: 1e9 });
+      return { op: () => l.allow() };
+    },
+    'TokenLimiter.allow (tracked)': () => {
+      const l = tracked(new TokenLimiter({ rate: 1e9, burst: 1e9 }));
+      return { op: () => l.allow() };
+    },
+    'ResilientClient.call (untracked)': () => clientSubject(false),
+    'ResilientClient.call (tracked)': () => clientSubject(true),
+  },
+  targets: [
+    within5('SreBreaker.execute', 'SreBreaker.execute (tracked)', 'SreBreaker.execute (untracked)'),
+    within5('CircuitBreaker.execute', 'CircuitBreaker.execute (tracked)', 'CircuitBreaker.execute (untracked)'),
+    within5('TokenLimiter.allow', 'TokenLimiter.allow (tracked)', 'TokenLimiter.allow (untracked)'),
+    within5('ResilientClient.call', 'ResilientClient.call (tracked)', 'ResilientClient.call (untracked)'),
+  ],
+});
+
+const SCRAPE = 'scrape: BreakerGroup of 10 000 SreBreakers + KeyedLimiter of 1 000 keys';
+
+async function scrapeSubject(): Promise<Subject> {
+  const group = new BreakerGroup({ maxBreakers: 20_000 });
+  for (let i = 0; i < 10_000; i++) await group.execute(`svc-${i}`, task);
+  const keyed = new KeyedLimiter({ rate: 10 });
+  for (let i = 0; i < 1_000; i++) keyed.allow(`user-${i}`);
+  const m = new BulwarkMetrics({ registry: new Registry() });
+  m.track(group, { name: 'peers' });
+  m.track(keyed, { name: 'per-user' });
+  let bytes = 0;
+  return {
+    op: async () => {
+      bytes = (await m.metrics()).length;
+    },
+    async: true,
+    batch: 1,
+    extra: () => ({ textKB: bytes / 1024 }),
+  };
+}
+
+/** heapSubject: the heap 10 000 standalone breakers take, tracked or not; op is a tracked scrape-free get. */
+function heapSubject(track: boolean): Subject {
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const m = new BulwarkMetrics({ registry: new Registry() });
+  const breakers: SreBreaker[] = [];
+  for (let i = 0; i < 10_000; i++) {
+    const b = new SreBreaker({ name: `b${i}` });
+    if (track) m.track(b);
+    breakers.push(b);
+  }
+  gc();
+  const bytes = process.memoryUsage().heapUsed - before;
+  let i = 0;
+  return { op: () => breakers[i++ % breakers.length]!.stats(), extra: () => ({ bytesPerBreaker: bytes / 10_000 }) };
+}
+
+await bench('metrics: a scrape of 10 000 breakers and 1 000 keys; memory per tracked breaker', {
+  baseline: SCRAPE,
+  subjects: {
+    [SCRAPE]: () => scrapeSubject(),
+    '10 000 SreBreakers (untracked): heap': () => heapSubject(false),
+    '10 000 SreBreakers (tracked): heap': () => heapSubject(true),
+  },
+  targets: [
+    {
+      label: 'scrape of 10 000 breakers + 1 000 keys ≤ 50 ms',
+      check: (m) => {
+        const value = m.ns(SCRAPE) / 1e6;
+        return { value, ok: value <= 50, unit: ' ms' };
+      },
+    },
+    {
+      label: 'heap per tracked breaker (tracked − untracked) ≤ 1 KB',
+      check: (m) => {
+        const value = m.extra('10 000 SreBreakers (tracked): heap', 'bytesPerBreaker') - m.extra('10 000 SreBreakers (untracked): heap', 'bytesPerBreaker');
+        return { value, ok: value <= 1024, unit: ' B' };
+      },
+    },
+  ],
+});
+
+const OPOSSUM = 'opossum fire + opossum-prometheus';
+const OURS = 'CircuitBreaker.execute + BulwarkMetrics';
+
+await bench('metrics: against opossum + opossum-prometheus (same breaker workload)', {
+  baseline: OURS,
+  subjects: {
+    [OURS]: () => {
+      const b = tracked(new CircuitBreaker({ name: 'svc' }));
+      return { op: () => b.execute(task), async: true };
+    },
+    'opossum fire (no exporter)': () => {
+      const b = new Opossum(task, { name: 'svc' });
+      return { op: () => b.fire(), async: true };
+    },
+    [OPOSSUM]: () => {
+      const b = new Opossum(task, { name: 'svc' });
+      new OpossumPrometheus({ circuits: [b], registry: new Registry() as never });
+      return { op: () => b.fire(), async: true };
+    },
+    // Each breaker has served one call first: opossum-prometheus only has series for events seen.
+    'scrape of 1 000 CircuitBreakers (BulwarkMetrics)': async () => {
+      const m = new BulwarkMetrics({ registry: new Registry() });
+      for (let i = 0; i < 1_000; i++) {
+        const b = new CircuitBreaker({ name: `svc-${i}` });
+        m.track(b);
+        await b.execute(task);
+      }
+      let bytes = 0;
+      return { op: async () => void (bytes = (await m.metrics()).length), async: true, batch: 1, extra: () => ({ textKB: bytes / 1024 }) };
+    },
+    'scrape of 1 000 opossum breakers (opossum-prometheus)': async () => {
+      const circuits = Array.from({ length: 1_000 }, (_, i) => new Opossum(task, { name: `svc-${i}` }));
+      for (const c of circuits) await c.fire();
+      const p = new OpossumPrometheus({ circuits, registry: new Registry() as never });
+      for (const c of circuits) await c.fire();
+      let bytes = 0;
+      return { op: async () => void (bytes = (await p.metrics).length), async: true, batch: 1, extra: () => ({ textKB: bytes / 1024 }) };
+    },
+  },
+  targets: [
+    fasterBy('success path: bulwark tracked faster than opossum + exporter', OURS, OPOSSUM, 1),
+    fasterBy('scrape of 1 000 breakers: bulwark faster than opossum-prometheus', 'scrape of 1 000 CircuitBreakers (BulwarkMetrics)', 'scrape of 1 000 opossum breakers (opossum-prometheus)', 1),
+  ],
+});

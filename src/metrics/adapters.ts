@@ -1,0 +1,549 @@
+/**
+ * The metric families of each bulwark component, read from its `stats()` at scrape time and, for the
+ * few numbers that exist only as events, counted from its own events. Components are recognised by
+ * their constructor's name and shape, not by `instanceof`: importing bulwark/metrics must not load the
+ * modules (etcd3, ioredis, undici) of the components an application does not use. @internal
+ */
+import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit } from './types.js';
+import { labelValue } from './family.js';
+
+type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+const counter = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'counter', help, labelNames });
+const gauge = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'gauge', help, labelNames });
+const histogram = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'histogram', help, labelNames });
+
+/** The breaker states exported as one 0/1 series each (resilience4j's state gauge). */
+export const BREAKER_STATES = ['closed', 'open', 'half_open', 'forced_open'] as const;
+
+export const BREAKER_FAMILIES: readonly MetricFamilySpec[] = [
+  gauge('breaker_state', 'Breaker state: 1 for the current state, 0 for the others (an SreBreaker dropping calls reads open).', ['group', 'state']),
+  counter('breaker_calls_total', 'Calls seen by a breaker, by kind: successful, failed, ignored (not counted: the caller aborted or released) or not_permitted (refused).', ['group', 'kind']),
+  gauge('breaker_failure_rate', 'Share of failed calls in the breaker window (0..1; 0 without calls).', ['group']),
+  gauge('breaker_slow_call_rate', 'Share of slow calls in a CircuitBreaker window (0..1; 0 without calls).', ['group']),
+  gauge('breaker_drop_ratio', 'Probability that an SreBreaker drops the next call (0..1).', ['group']),
+];
+const TRANSITIONS = counter('breaker_state_transitions_total', 'CircuitBreaker state transitions, by from and to state.', ['from', 'to']);
+const GROUP_FAMILIES: readonly MetricFamilySpec[] = [
+  gauge('breaker_group_breakers', 'Breakers a BreakerGroup holds now.'),
+  counter('breaker_group_created_total', 'Breakers a BreakerGroup made.'),
+  counter('breaker_group_evicted_total', 'Breakers a BreakerGroup evicted (idle, or over maxBreakers).'),
+];
+
+const stateLabel = (s: string): string => s.replace('-', '_');
+
+/** emitBreaker emits one breaker's series (standalone: group ''; in a group: name = its key). */
+function emitBreaker(b: Any, emit: Emit, group: string, name?: string, labelText?: string): void {
+  const s = b.stats();
+  if (labelText !== undefined && emit.line !== undefined) return breakerLines(s, emit.line, labelText);
+  const base: Record<string, string> = name === undefined ? { group } : { name, group };
+  let state: string;
+  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
+  else state = s.dropRatio > 0 ? 'open' : 'closed';
+  for (const st of BREAKER_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
+  emit('breaker_calls_total', { ...base, kind: 'successful' }, s.successfulCalls ?? 0);
+  emit('breaker_calls_total', { ...base, kind: 'failed' }, s.failedCalls ?? 0);
+  emit('breaker_calls_total', { ...base, kind: 'ignored' }, s.ignoredCalls ?? 0);
+  emit('breaker_calls_total', { ...base, kind: 'not_permitted' }, s.notPermittedCalls ?? 0);
+  if (typeof s.calls === 'number') {
+    emit('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
+    emit('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  } else {
+    const total = s.successes + s.failures;
+    emit('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
+    emit('breaker_drop_ratio', base, s.dropRatio);
+  }
+}
+
+/** breakerLines is emitBreaker on the text path: one label prefix per breaker, no label objects. */
+function breakerLines(s: Any, line: NonNullable<Emit['line']>, base: string): void {
+  let state: string;
+  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
+  else state = s.dropRatio > 0 ? 'open' : 'closed';
+  for (const st of BREAKER_STATES) line('breaker_state', `${base},state="${st}"`, st === state ? 1 : 0);
+  line('breaker_calls_total', `${base},kind="successful"`, s.successfulCalls ?? 0);
+  line('breaker_calls_total', `${base},kind="failed"`, s.failedCalls ?? 0);
+  line('breaker_calls_total', `${base},kind="ignored"`, s.ignoredCalls ?? 0);
+  line('breaker_calls_total', `${base},kind="not_permitted"`, s.notPermittedCalls ?? 0);
+  if (typeof s.calls === 'number') {
+    line('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
+    line('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  } else {
+    const total = s.successes + s.failures;
+    line('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
+    line('breaker_drop_ratio', base, s.dropRatio);
+  }
+}
+
+function breakerSnapshot(b: Any): Any {
+  const s = b.stats();
+  const out: Any = { ...s };
+  if (typeof s.state !== 'string') out.state = s.dropRatio > 0 ? 'open' : 'closed';
+  const total = typeof s.calls === 'number' ? s.calls : s.successes + s.failures;
+  out.failureRate = total > 0 ? s.failures / total : 0;
+  if (typeof s.calls === 'number') out.slowCallRate = s.calls > 0 ? s.slowCalls / s.calls : 0;
+  return out;
+}
+
+const isBreaker = (c: Any) => typeof c.admit === 'function' && typeof c.tryAdmit === 'function' && typeof c.stats === 'function' && typeof c.execute === 'function';
+const flag = (c: Any, field: string) => () => c[field] === true;
+
+function breaker(c: Any, trackName: () => string): MetricsDescription {
+  const circuit = typeof c.onStateChange === 'function';
+  return {
+    kind: circuit ? 'CircuitBreaker' : 'SreBreaker',
+    families: circuit ? [...BREAKER_FAMILIES, TRANSITIONS] : BREAKER_FAMILIES,
+    collect: (emit) => emitBreaker(c, emit, '', undefined, emit.line === undefined ? undefined : `name="${labelValue(trackName())}",group=""`),
+    subscribe: circuit
+      ? (sink) => c.onStateChange((e: Any) => sink.inc('breaker_state_transitions_total', { from: stateLabel(e.from), to: stateLabel(e.to) }))
+      : undefined,
+    snapshot: () => breakerSnapshot(c),
+    closed: circuit ? flag(c, 'retired') : flag(c, 'closed'),
+  };
+}
+
+function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
+  return {
+    kind: 'BreakerGroup',
+    families: [...BREAKER_FAMILIES, ...GROUP_FAMILIES],
+    collect: (emit) => {
+      const s = c.stats();
+      emit('breaker_group_breakers', {}, s.size);
+      emit('breaker_group_created_total', {}, s.created);
+      emit('breaker_group_evicted_total', {}, s.evicted);
+      const group = trackName();
+      const groupText = `group="${labelValue(group)}"`;
+      // Members as they are now: made since the last scrape, or evicted, they come and go with the group.
+      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) {
+        emitBreaker(b, emit, group, key, emit.line === undefined ? undefined : `name="${labelValue(key)}",${groupText}`);
+      }
+    },
+    snapshot: () => {
+      const members: Any = {};
+      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) members[key] = breakerSnapshot(b);
+      return { ...c.stats(), breakers: members };
+    },
+    closed: flag(c, 'closed'),
+  };
+}
+
+export const LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
+  counter('limiter_decisions_total', 'Decisions of a local limiter, by result: allowed or limited.', ['result']),
+  gauge('limiter_keys', 'Keys a keyed limiter (or a Redis limiter rescue) keeps now.'),
+  gauge('limiter_tokens', 'Tokens in a TokenLimiter bucket now.'),
+];
+const REDIS_LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
+  gauge('limiter_mode', 'Where a Redis limiter decides now: 1 for the current mode (redis or rescue), 0 for the other.', ['mode']),
+  counter('limiter_redis_decisions_total', 'Decisions of a Redis limiter, by where they were made: redis or rescue (in process).', ['mode']),
+  counter('limiter_rescue_switches_total', 'Times a Redis limiter switched its decisions to the in-process rescue.'),
+  counter('limiter_redis_failures_total', 'Redis calls of a limiter that failed (errors, timeouts, bad replies).'),
+  gauge('limiter_rescue_instances', 'The divisor the rescue limiter applies to the rate or quota (instances of the service).'),
+  gauge('limiter_keys', 'Keys a keyed limiter (or a Redis limiter rescue) keeps now.'),
+];
+
+function localLimiter(c: Any, kind: string): MetricsDescription {
+  return {
+    kind,
+    families: LIMITER_FAMILIES,
+    collect: (emit) => {
+      const s = c.stats();
+      emit('limiter_decisions_total', { result: 'allowed' }, s.allowed ?? 0);
+      emit('limiter_decisions_total', { result: 'limited' }, s.limited ?? 0);
+      if (typeof s.keys === 'number') emit('limiter_keys', {}, s.keys);
+      if (typeof s.tokens === 'number') emit('limiter_tokens', {}, s.tokens);
+    },
+  };
+}
+
+function redisLimiter(c: Any, kind: string): MetricsDescription {
+  return {
+    kind,
+    families: REDIS_LIMITER_FAMILIES,
+    collect: (emit) => {
+      const s = c.stats();
+      emit('limiter_mode', { mode: 'redis' }, s.mode === 'redis' ? 1 : 0);
+      emit('limiter_mode', { mode: 'rescue' }, s.mode === 'rescue' ? 1 : 0);
+      emit('limiter_redis_decisions_total', { mode: 'redis' }, s.redisDecisions);
+      emit('limiter_redis_decisions_total', { mode: 'rescue' }, s.rescueDecisions);
+      emit('limiter_rescue_switches_total', {}, s.outages);
+      emit('limiter_redis_failures_total', {}, s.failures);
+      emit('limiter_rescue_instances', {}, s.instances);
+      emit('limiter_keys', {}, s.rescueKeys);
+    },
+    snapshot: () => {
+      const s = c.stats();
+      return { ...s, cause: s.cause === undefined ? undefined : s.cause instanceof Error ? s.cause.message : String(s.cause) };
+    },
+    closed: flag(c, 'closed'),
+  };
+}
+
+function shedder(c: Any): MetricsDescription {
+  return {
+    kind: 'AdaptiveShedder',
+    families: [
+      counter('shedder_decisions_total', 'Decisions of an AdaptiveShedder, by result: passed or dropped.', ['result']),
+      gauge('shedder_in_flight', 'Calls an AdaptiveShedder has in flight now.'),
+      gauge('shedder_max_in_flight', 'In-flight calls above which an overloaded process drops (max pass × min response time).'),
+      gauge('shedder_min_response_seconds', 'Shortest response time an AdaptiveShedder has seen over its window.'),
+      gauge('shedder_overloaded', '1 while the AdaptiveShedder finds the process overloaded.'),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      emit('shedder_decisions_total', { result: 'passed' }, s.passed);
+      emit('shedder_decisions_total', { result: 'dropped' }, s.dropped);
+      emit('shedder_in_flight', {}, s.inFlight);
+      emit('shedder_max_in_flight', {}, s.maxInFlight);
+      emit('shedder_min_response_seconds', {}, s.minRtMs / 1000);
+      emit('shedder_overloaded', {}, s.overloaded ? 1 : 0);
+    },
+  };
+}
+
+function registryCache(c: Any): MetricsDescription {
+  return {
+    kind: 'RegistryCache',
+    families: [
+      counter('registry_cache_hits_total', 'Lookups a RegistryCache answered from a fresh entry.'),
+      counter('registry_cache_misses_total', 'Lookups that found no fresh entry.'),
+      counter('registry_cache_stale_answers_total', 'Lookups answered with a stale entry (throttled, or the registry failed or answered empty).'),
+      counter('registry_cache_throttled_total', 'Lookups answered without asking the registry because the service was throttled.'),
+      counter('registry_cache_registry_calls_total', 'Calls the RegistryCache made to the registry.'),
+      counter('registry_cache_watch_reconnects_total', 'Registry watches started again after they failed or ended.'),
+      counter('registry_cache_watch_events_total', 'Registry watch events applied.'),
+      gauge('registry_cache_services', 'Services cached now.'),
+      gauge('registry_cache_watches', 'Registry watches open now.'),
+      gauge('registry_cache_service_instances', 'Instances cached for a service.', ['service']),
+      gauge('registry_cache_service_stale_seconds', 'How long ago a cached service went stale (0 while fresh).', ['service']),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      emit('registry_cache_hits_total', {}, s.hits);
+      emit('registry_cache_misses_total', {}, s.misses);
+      emit('registry_cache_stale_answers_total', {}, s.stale);
+      emit('registry_cache_throttled_total', {}, s.throttled);
+      emit('registry_cache_registry_calls_total', {}, s.registryCalls);
+      emit('registry_cache_watch_reconnects_total', {}, s.watchReconnects);
+      emit('registry_cache_watch_events_total', {}, s.watchEvents);
+      emit('registry_cache_services', {}, s.services);
+      emit('registry_cache_watches', {}, s.watches);
+      for (const e of c.services()) {
+        emit('registry_cache_service_instances', { service: e.service }, e.instances);
+        emit('registry_cache_service_stale_seconds', { service: e.service }, e.staleForMs / 1000);
+      }
+    },
+    snapshot: () => ({ ...c.stats(), entries: c.services() }),
+    closed: flag(c, 'closed'),
+  };
+}
+
+function etcdRegistry(c: Any): MetricsDescription {
+  const totals: [string, string, string][] = [
+    ['etcd_registry_leases_granted_total', 'leasesGranted', 'Leases granted (first ones and replacements).'],
+    ['etcd_registry_leases_lost_total', 'leasesLost', 'Leases given up (gone in etcd, or TTL passed without a confirmed keep-alive).'],
+    ['etcd_registry_keepalives_total', 'keepAlives', 'Keep-alives etcd answered.'],
+    ['etcd_registry_keepalive_failures_total', 'keepAliveFailures', 'Keep-alives no member answered.'],
+    ['etcd_registry_rewrites_total', 'rewrites', 'Times every instance under a lease was written again.'],
+    ['etcd_registry_watch_resyncs_total', 'watchResyncs', 'Watches that listed again after a compacted revision.'],
+    ['etcd_registry_watch_moves_total', 'watchMoves', 'Times a watch stream broke and resumed on a member.'],
+    ['etcd_registry_retried_total', 'retried', 'Attempts that failed on a member and were retried.'],
+    ['etcd_registry_unavailable_total', 'unavailable', 'Calls no member answered within their deadline.'],
+  ];
+  return {
+    kind: 'EtcdRegistry',
+    families: [
+      ...totals.map(([n, , h]) => counter(n, h)),
+      gauge('etcd_registry_leases', 'Leases held now.'),
+      gauge('etcd_registry_pending_changes', 'register/deregister changes not yet confirmed in etcd.'),
+      gauge('etcd_registry_member_up', '1 while calls go to an etcd member, 0 while it is skipped after a failure.', ['endpoint']),
+      counter('etcd_registry_member_attempts_total', 'Attempts sent to an etcd member.', ['endpoint']),
+      counter('etcd_registry_member_failures_total', 'Attempts that failed on an etcd member.', ['endpoint']),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      for (const [n, field] of totals) emit(n, {}, s[field]);
+      emit('etcd_registry_leases', {}, s.leases);
+      emit('etcd_registry_pending_changes', {}, s.pending);
+      for (const m of s.members ?? []) {
+        emit('etcd_registry_member_up', { endpoint: m.endpoint }, m.live ? 1 : 0);
+        emit('etcd_registry_member_attempts_total', { endpoint: m.endpoint }, m.attempts);
+        emit('etcd_registry_member_failures_total', { endpoint: m.endpoint }, m.failures);
+      }
+    },
+    closed: flag(c, 'closed'),
+  };
+}
+
+function instanceAddress(i: Any): string {
+  return typeof i.address === 'string' ? i.address : String(i.id);
+}
+
+function balancer(c: Any, instanceLabel: string | undefined): MetricsDescription {
+  const families = [
+    gauge('balancer_instances', 'Instances a Balancer knows, healthy or not.'),
+    gauge('balancer_available_instances', 'Instances picks are made from now (all of them in panic mode).'),
+    gauge('balancer_ejected_instances', 'Instances ejected by outlier detection now.'),
+    gauge('balancer_down_instances', 'Instances down according to active health probes.'),
+    gauge('balancer_panic', '1 while too few instances are healthy and picks go to all of them.'),
+  ];
+  if (instanceLabel !== undefined) {
+    families.push(
+      gauge('balancer_instance_up', 'Per instance: 1 while healthy (not ejected, up by probes).', [instanceLabel]),
+      gauge('balancer_instance_ewma_seconds', 'Per instance: the P2C balancer’s moving average of response time.', [instanceLabel]),
+    );
+  }
+  const ewmaOf = (id: string): number | undefined => (typeof c.picker?.ewmaOf === 'function' ? c.picker.ewmaOf(id) : undefined);
+  return {
+    kind: 'Balancer',
+    families,
+    collect: (emit) => {
+      const s = c.stats();
+      emit('balancer_instances', {}, s.instances);
+      emit('balancer_available_instances', {}, s.available);
+      emit('balancer_ejected_instances', {}, s.ejected);
+      emit('balancer_down_instances', {}, s.down);
+      emit('balancer_panic', {}, s.panic ? 1 : 0);
+      if (instanceLabel === undefined) return;
+      for (const h of c.health()) {
+        const l: Labels = { [instanceLabel]: instanceAddress(h.instance) };
+        emit('balancer_instance_up', l, h.up && !h.ejected ? 1 : 0);
+        const e = ewmaOf(h.instance.id);
+        if (e !== undefined) emit('balancer_instance_ewma_seconds', l, e / 1000);
+      }
+    },
+    snapshot: () => ({
+      ...c.stats(),
+      instances: c.health().map((h: Any) => ({
+        id: h.instance.id,
+        address: instanceAddress(h.instance),
+        up: h.up,
+        ejected: h.ejected,
+        timesEjected: h.timesEjected,
+        ewmaMs: ewmaOf(h.instance.id),
+      })),
+    }),
+    closed: flag(c, 'closed'),
+  };
+}
+
+function client(c: Any): MetricsDescription {
+  return {
+    kind: 'ResilientClient',
+    families: [
+      counter('client_calls_total', 'Calls a ResilientClient made, by outcome: succeeded, fallback (answered by the fallback) or failed.', ['outcome']),
+      counter('client_attempts_total', 'Attempts sent to instances, by outcome: ok or error; rejected ones were refused by a breaker without calling.', ['outcome']),
+      counter('client_retries_total', 'Retries sent (attempts after the first).'),
+      counter('client_retries_refused_total', 'Retries the retry budget refused.'),
+      counter('client_bulkhead_rejections_total', 'Calls the bulkhead refused (too many in flight for the service).'),
+      histogram('client_attempt_duration_seconds', 'Duration of attempts, by service and outcome (ok or error).', ['service', 'outcome']),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
+      emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
+      emit('client_calls_total', { outcome: 'failed' }, s.failed);
+      emit('client_attempts_total', { outcome: 'ok' }, s.attempts - s.failedAttempts);
+      emit('client_attempts_total', { outcome: 'error' }, s.failedAttempts);
+      emit('client_attempts_total', { outcome: 'rejected' }, s.breakerRejections);
+      emit('client_retries_total', {}, s.retries);
+      emit('client_retries_refused_total', {}, s.retriesRefused);
+      emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
+    },
+    subscribe: (sink) =>
+      c.onAttempt((e: Any) => {
+        if (e.outcome !== 'rejected') sink.observe('client_attempt_duration_seconds', { service: e.service, outcome: e.outcome }, e.latencyMs / 1000);
+      }),
+    snapshot: () => ({ ...c.stats(), openServices: typeof c.openServices === 'function' ? c.openServices().map((s: Any) => s.name) : [] }),
+    closed: () => c.closing !== undefined,
+  };
+}
+
+function retry(c: Any): MetricsDescription {
+  return {
+    kind: 'Retry',
+    families: [counter('retry_retries_total', 'Retries a Retry policy scheduled after a failed attempt.')],
+    subscribe: (sink) => c.onRetry(() => sink.inc('retry_retries_total', {})),
+    snapshot: () => ({ maxAttempts: c.maxAttempts }),
+  };
+}
+
+function retryBudget(c: Any): MetricsDescription {
+  return {
+    kind: 'RetryBudget',
+    families: [
+      gauge('retry_budget_balance', 'Retries a RetryBudget would allow right now.'),
+      gauge('retry_budget_window_calls', 'Calls counted in the budget window.'),
+      gauge('retry_budget_window_retries', 'Retries allowed in the budget window.'),
+      counter('retry_budget_refused_total', 'Retries a RetryBudget refused.'),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      emit('retry_budget_balance', {}, s.balance);
+      emit('retry_budget_window_calls', {}, s.calls);
+      emit('retry_budget_window_retries', {}, s.retries);
+      emit('retry_budget_refused_total', {}, s.refused);
+    },
+  };
+}
+
+function bulkhead(c: Any): MetricsDescription {
+  return {
+    kind: 'Bulkhead',
+    families: [
+      gauge('bulkhead_active', 'Calls a Bulkhead runs now.'),
+      gauge('bulkhead_queued', 'Calls waiting for a Bulkhead slot now.'),
+      counter('bulkhead_rejected_total', 'Calls a Bulkhead rejected (every slot and queue place taken).'),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      emit('bulkhead_active', {}, s.active);
+      emit('bulkhead_queued', {}, s.queued);
+      emit('bulkhead_rejected_total', {}, s.rejected);
+    },
+  };
+}
+
+function timeout(c: Any): MetricsDescription {
+  return {
+    kind: 'Timeout',
+    families: [gauge('timeout_seconds', 'The deadline a Timeout policy gives each call.')],
+    collect: (emit) => emit('timeout_seconds', {}, c.timeoutMs / 1000),
+    snapshot: () => ({ timeoutMs: c.timeoutMs }),
+  };
+}
+
+function fallback(c: Any): MetricsDescription {
+  return {
+    kind: 'Fallback',
+    families: [counter('fallback_calls_total', 'Failed calls a Fallback handled, by what answered: last_good, chain, value or none (rethrown).', ['source'])],
+    subscribe: (sink) => c.onFallback((e: Any) => sink.inc('fallback_calls_total', { source: String(e.source).replace('-', '_') })),
+    snapshot: () => ({}),
+  };
+}
+
+function httpGuard(c: Any): MetricsDescription {
+  const results: [string, string][] = [
+    ['passed', 'passed'],
+    ['skipped', 'skipped'],
+    ['limited', 'limited'],
+    ['shed', 'shed'],
+    ['broken', 'broken'],
+    ['failed_open', 'failedOpen'],
+    ['aborted', 'aborted'],
+  ];
+  return {
+    kind: 'HttpGuard',
+    families: [
+      counter(
+        'http_guard_requests_total',
+        'Requests an HttpGuard handled, by result: passed, skipped, limited (429), shed (503), broken (503), failed_open or aborted.',
+        ['result'],
+      ),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      for (const [label, field] of results) emit('http_guard_requests_total', { result: label }, s[field]);
+    },
+  };
+}
+
+const GROUP_TOTALS: [string, string, string][] = [
+  ['cache_gets_total', 'gets', 'Calls to a cache Group’s get.'],
+  ['cache_hits_total', 'cacheHits', 'Gets answered from the main or hot cache.'],
+  ['cache_peer_loads_total', 'peerLoads', 'Values (or not-founds) a peer answered.'],
+  ['cache_peer_errors_total', 'peerErrors', 'Peer requests that failed.'],
+  ['cache_loads_total', 'loads', 'Gets that missed the caches (before deduplication).'],
+  ['cache_loads_deduped_total', 'loadsDeduped', 'Loads after singleflight deduplication.'],
+  ['cache_local_loads_total', 'localLoads', 'Getter calls on this node.'],
+  ['cache_local_load_errors_total', 'localLoadErrs', 'Getter calls that failed (not counting not-found).'],
+  ['cache_server_requests_total', 'serverRequests', 'Requests from peers this node served.'],
+  ['cache_evictions_total', 'evictions', 'Entries evicted from the main and hot caches (or expired).'],
+];
+
+function cacheGroup(c: Any): MetricsDescription {
+  return {
+    kind: 'Group',
+    families: [
+      ...GROUP_TOTALS.map(([n, , h]) => counter(n, h)),
+      gauge('cache_bytes', 'Bytes held by a cache Group, by cache: main or hot.', ['cache']),
+      gauge('cache_items', 'Entries held by a cache Group, by cache: main or hot.', ['cache']),
+    ],
+    collect: (emit) => {
+      const s = c.stats();
+      for (const [n, field] of GROUP_TOTALS) emit(n, {}, s[field]);
+      const cs = c.cacheStats();
+      emit('cache_bytes', { cache: 'main' }, cs.main.bytes);
+      emit('cache_bytes', { cache: 'hot' }, cs.hot.bytes);
+      emit('cache_items', { cache: 'main' }, cs.main.length);
+      emit('cache_items', { cache: 'hot' }, cs.hot.length);
+    },
+    snapshot: () => {
+      const s = c.stats();
+      return { ...s, hitRatio: s.gets > 0 ? s.cacheHits / s.gets : 0, caches: c.cacheStats() };
+    },
+  };
+}
+
+function httpPool(c: Any): MetricsDescription {
+  return {
+    kind: 'HttpPool',
+    families: [gauge('cache_ring_members', 'Nodes on a cache HttpPool’s hash ring, this one included.')],
+    collect: (emit) => emit('cache_ring_members', {}, c.members().length),
+    snapshot: () => ({ self: c.self, members: [...c.members()] }),
+  };
+}
+
+/**
+ * describeComponent answers the description of a known component, or of one with `describeMetrics()`,
+ * or undefined. `trackName` is read at scrape time (a group's name becomes its members' `group` label).
+ */
+export function describeComponent(component: object, instanceLabel: string | undefined, trackName: () => string): MetricsDescription | undefined {
+  if (component === null || typeof component !== 'object') return undefined;
+  const c = component as Any;
+  if (typeof (c as Partial<Trackable>).describeMetrics === 'function') return (c as Trackable).describeMetrics();
+  const kind: string = c.constructor?.name ?? '';
+  switch (kind) {
+    case 'SreBreaker':
+    case 'CircuitBreaker':
+      return breaker(c, trackName);
+    case 'BreakerGroup':
+      return breakerGroup(c, trackName);
+    case 'TokenLimiter':
+    case 'PeriodLimiter':
+    case 'KeyedLimiter':
+      return localLimiter(c, kind);
+    case 'RedisTokenLimiter':
+    case 'RedisPeriodLimiter':
+      return redisLimiter(c, kind);
+    case 'AdaptiveShedder':
+      return shedder(c);
+    case 'RegistryCache':
+      return registryCache(c);
+    case 'EtcdRegistry':
+      return etcdRegistry(c);
+    case 'Balancer':
+      return balancer(c, instanceLabel);
+    case 'ResilientClient':
+      return client(c);
+    case 'Retry':
+      return retry(c);
+    case 'RetryBudget':
+      return retryBudget(c);
+    case 'Bulkhead':
+      return bulkhead(c);
+    case 'Timeout':
+      return timeout(c);
+    case 'Fallback':
+      return fallback(c);
+    case 'HttpGuard':
+      return httpGuard(c);
+    case 'Group':
+      return typeof c.cacheStats === 'function' ? cacheGroup(c) : undefined;
+    case 'HttpPool':
+      return typeof c.members === 'function' ? httpPool(c) : undefined;
+  }
+  // Subclasses and other breakers: by shape.
+  if (isBreaker(c)) return breaker(c, trackName);
+  if (typeof c.onModeChange === 'function' && typeof c.stats === 'function') return redisLimiter(c, kind || 'RedisLimiter');
+  return undefined;
+}

@@ -1,0 +1,172 @@
+/**
+ * Family: one metric family registered in a prom-client Registry as a custom metric object. Its values
+ * are produced at scrape time (pull): `get()` asks the owning BulwarkMetrics to run every tracked
+ * component's collector once for this scrape, then adds the series counted from events (counters and
+ * histograms). prom-client's own Counter has no `set`, and a counter read from `stats()` is a total,
+ * so the family formats its samples itself. @internal
+ */
+import type { Labels, MetricFamilySpec, MetricType } from './types.js';
+
+/** Default histogram buckets, in seconds: 5 ms … 10 s. */
+export const DEFAULT_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Sample is one value of a family as prom-client formats it. */
+export interface Sample {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
+}
+
+/** EventSeries is a counter or histogram series counted from events between scrapes. */
+export interface EventSeries {
+  labels: Record<string, string | number>;
+  value: number;
+  /** Histogram only: per-bucket counts (not cumulative) and the sum of observations. */
+  counts?: Float64Array;
+  sum?: number;
+}
+
+/** The OpenMetrics content type, in which prom-client appends `_total` to counter names itself. */
+const OPENMETRICS = 'application/openmetrics-text; version=1.0.0; charset=utf-8';
+
+export class Family {
+  readonly type: MetricType;
+  readonly help: string;
+  readonly labelNames: readonly string[];
+  readonly buckets: readonly number[];
+  readonly aggregator = 'sum';
+  /** Samples collected for the scrape under way (prom-client's path). */
+  buffer: Sample[] = [];
+  /** Sample lines collected for the scrape under way (the text path of `BulwarkMetrics.metrics()`). */
+  lines: string[] = [];
+  /** Event series by owner (a tracked component's entry), then by label key. */
+  readonly events = new Map<object, Map<string, EventSeries>>();
+  private readonly fullName: string;
+
+  constructor(
+    prefix: string,
+    readonly spec: MetricFamilySpec,
+    private readonly collect: () => void,
+    private readonly contentType: () => string,
+  ) {
+    this.fullName = prefix + spec.name;
+    this.type = spec.type;
+    this.help = spec.help;
+    this.labelNames = ['name', ...spec.labelNames];
+    this.buckets = spec.type === 'histogram' ? [...(spec.buckets ?? DEFAULT_BUCKETS)].sort((a, b) => a - b) : [];
+  }
+
+  /** name is the full (prefixed) name; prom-client's OpenMetrics mode rewrites it, which is ignored. */
+  get name(): string {
+    return this.fullName;
+  }
+  set name(_ignored: string) {}
+
+  /** get answers the family's samples for this scrape (prom-client's metric interface). */
+  async get(): Promise<{ name: string; help: string; type: MetricType; values: Sample[]; aggregator: string }> {
+    this.collect();
+    // Hand the samples over: nothing of a scrape stays referenced between scrapes.
+    const values = this.buffer;
+    this.buffer = [];
+    for (const series of this.events.values()) {
+      for (const s of series.values()) {
+        if (this.type === 'histogram') this.histogramSamples(s, values);
+        else values.push({ labels: s.labels, value: s.value });
+      }
+    }
+    let name = this.fullName;
+    // prom-client appends `_total` to counters in OpenMetrics mode: strip ours so it is not doubled.
+    if (this.type === 'counter' && this.contentType() === OPENMETRICS && name.endsWith('_total')) name = name.slice(0, -6);
+    return { name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  /** text answers the family in the text exposition format (prom-client's layout), from `lines`. */
+  text(): string {
+    const lines = this.lines;
+    this.lines = [];
+    for (const series of this.events.values()) {
+      for (const e of series.values()) {
+        if (this.type === 'histogram') {
+          const out: Sample[] = [];
+          this.histogramSamples(e, out);
+          for (const x of out) lines.push(formatLine(x.metricName!, x.labels, x.value));
+        } else lines.push(formatLine(this.fullName, e.labels, e.value));
+      }
+    }
+    const head = `# HELP ${this.fullName} ${escapeString(this.help)}\n# TYPE ${this.fullName} ${this.type}`;
+    return lines.length === 0 ? head : `${head}\n${lines.join('\n')}`;
+  }
+
+  /** series answers (making it) the event series of `owner` with these labels. */
+  series(owner: object, labels: Record<string, string | number>): EventSeries {
+    let byKey = this.events.get(owner);
+    if (byKey === undefined) this.events.set(owner, (byKey = new Map()));
+    const key = labelKey(labels);
+    let s = byKey.get(key);
+    if (s === undefined) {
+      s = { labels, value: 0 };
+      if (this.type === 'histogram') {
+        s.counts = new Float64Array(this.buckets.length);
+        s.sum = 0;
+      }
+      byKey.set(key, s);
+    }
+    return s;
+  }
+
+  /** observe adds one observation to a histogram series. */
+  observe(s: EventSeries, value: number): void {
+    const b = this.buckets;
+    for (let i = 0; i < b.length; i++) {
+      if (value <= b[i]!) {
+        s.counts![i]!++;
+        break;
+      }
+    }
+    s.value++;
+    s.sum! += value;
+  }
+
+  private histogramSamples(s: EventSeries, out: Sample[]): void {
+    const base = this.fullName;
+    let cumulative = 0;
+    for (let i = 0; i < this.buckets.length; i++) {
+      cumulative += s.counts![i]!;
+      out.push({ metricName: `${base}_bucket`, labels: { ...s.labels, le: this.buckets[i]! }, value: cumulative });
+    }
+    out.push({ metricName: `${base}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.value });
+    out.push({ metricName: `${base}_sum`, labels: s.labels, value: s.sum! });
+    out.push({ metricName: `${base}_count`, labels: s.labels, value: s.value });
+  }
+}
+
+const NEEDS_ESCAPE = /[\\\n"]/;
+
+function escapeString(s: string): string {
+  return s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+}
+
+/** labelValue escapes a label value for the text format (backslash, newline, double quote). */
+export function labelValue(v: string | number): string {
+  if (typeof v !== 'string') return String(v);
+  return NEEDS_ESCAPE.test(v) ? escapeString(v).replace(/"/g, '\\"') : v;
+}
+
+/** valueText formats a sample value as prom-client does. */
+export function valueText(v: number): string {
+  return Number.isNaN(v) ? 'Nan' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : String(v);
+}
+
+/** formatLine formats one sample line: `name{a="x",b="y"} value`. */
+export function formatLine(name: string, labels: Record<string, string | number>, value: number): string {
+  let l = '';
+  for (const k in labels) l += `${l === '' ? '' : ','}${k}="${labelValue(labels[k]!)}"`;
+  return l === '' ? `${name} ${valueText(value)}` : `${name}{${l}} ${valueText(value)}`;
+}
+
+/** labelKey is a stable key of a label set. */
+export function labelKey(labels: Labels): string {
+  let k = '';
+  for (const name of Object.keys(labels).sort()) k += `${name}\u0000${String(labels[name])}\u0001`;
+  return k;
+}

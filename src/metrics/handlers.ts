@@ -1,0 +1,113 @@
+/**
+ * The `/metrics` (and `/status`) handlers for node:http, Express and Fastify. None of them imports its
+ * framework: they are plain functions of the framework's shapes.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Registry, RegistryContentType } from 'prom-client';
+import type { BulwarkMetrics } from './metrics.js';
+
+/** Exposition is what a handler serves: a BulwarkMetrics or a prom-client Registry. */
+export type Exposition = Pick<BulwarkMetrics, 'metrics' | 'contentType'> | Registry<RegistryContentType>;
+
+function exposition(owner: string, source: Exposition): () => Promise<{ body: string; type: string }> {
+  if (source === null || typeof source !== 'object' || typeof (source as { metrics?: unknown }).metrics !== 'function') {
+    throw new TypeError(`${owner}: source must be a BulwarkMetrics or a prom-client Registry`);
+  }
+  return async () => ({ body: await source.metrics(), type: source.contentType });
+}
+
+function answer(res: ServerResponse, status: number, type: string, body: string, head: boolean): void {
+  res.statusCode = status;
+  res.setHeader('content-type', type);
+  res.setHeader('cache-control', 'no-store');
+  res.end(head ? undefined : body);
+}
+
+/**
+ * metricsHandler answers a node:http handler serving the text exposition (GET and HEAD; other methods
+ * get 405). Mount it on the path you want; it does not look at the URL. A failed collection answers 500.
+ */
+export function metricsHandler(source: Exposition): (req: IncomingMessage, res: ServerResponse) => void {
+  const get = exposition('metricsHandler', source);
+  return (req, res) => {
+    const m = req.method ?? 'GET';
+    if (m !== 'GET' && m !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      answer(res, 405, 'text/plain; charset=utf-8', 'method not allowed\n', false);
+      return;
+    }
+    get().then(
+      (x) => answer(res, 200, x.type, x.body, m === 'HEAD'),
+      (err: unknown) => answer(res, 500, 'text/plain; charset=utf-8', `metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`, false),
+    );
+  };
+}
+
+/** statusHandler answers a node:http handler serving `metrics.snapshot()` as JSON (e.g. on `/status`). */
+export function statusHandler(metrics: Pick<BulwarkMetrics, 'snapshot'>): (req: IncomingMessage, res: ServerResponse) => void {
+  if (metrics === null || typeof metrics !== 'object' || typeof metrics.snapshot !== 'function') {
+    throw new TypeError('statusHandler: metrics must be a BulwarkMetrics');
+  }
+  return (req, res) => {
+    let body: string;
+    try {
+      body = `${JSON.stringify(metrics.snapshot())}\n`;
+    } catch (err) {
+      answer(res, 500, 'text/plain; charset=utf-8', `snapshot failed: ${err instanceof Error ? err.message : String(err)}\n`, false);
+      return;
+    }
+    answer(res, 200, 'application/json; charset=utf-8', body, req.method === 'HEAD');
+  };
+}
+
+/** ExpressHandler is a plain Express route handler. */
+export type ExpressHandler = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** expressMetrics answers an Express handler for `app.get('/metrics', expressMetrics(metrics))`; collection errors go to `next`. */
+export function expressMetrics(source: Exposition): ExpressHandler {
+  const get = exposition('expressMetrics', source);
+  return (req, res, next) => {
+    get().then((x) => answer(res, 200, x.type, x.body, req.method === 'HEAD'), next);
+  };
+}
+
+/** FastifyMetricsHost is the part of a Fastify instance the plugin uses. */
+export interface FastifyMetricsHost {
+  get(path: string, handler: (request: unknown, reply: FastifyMetricsReply) => Promise<unknown>): unknown;
+}
+
+/** FastifyMetricsReply is the part of a Fastify reply the plugin uses. */
+export interface FastifyMetricsReply {
+  header(name: string, value: string): FastifyMetricsReply;
+  type(contentType: string): FastifyMetricsReply;
+  send(body: string): FastifyMetricsReply;
+}
+
+/** FastifyMetricsOptions configures fastifyMetrics. */
+export interface FastifyMetricsOptions {
+  /** The route's path. Defaults to '/metrics'. */
+  path?: string;
+}
+
+/**
+ * fastifyMetrics answers a Fastify plugin adding `GET <path>` (HEAD included, as Fastify does) that
+ * serves the exposition: `fastify.register(fastifyMetrics(metrics))`.
+ */
+export function fastifyMetrics(
+  source: Exposition,
+  options?: FastifyMetricsOptions,
+): (fastify: FastifyMetricsHost, opts: unknown, done: (err?: Error) => void) => void {
+  const get = exposition('fastifyMetrics', source);
+  const path = options?.path ?? '/metrics';
+  if (typeof path !== 'string' || !path.startsWith('/')) throw new TypeError(`fastifyMetrics: path must start with "/", got ${JSON.stringify(path)}`);
+  const plugin = (fastify: FastifyMetricsHost, _opts: unknown, done: (err?: Error) => void): void => {
+    fastify.get(path, async (_req, reply) => {
+      const x = await get();
+      return reply.header('cache-control', 'no-store').type(x.type).send(x.body);
+    });
+    done();
+  };
+  // What fastify-plugin sets: the route is added to the scope the plugin is registered in.
+  Object.assign(plugin, { [Symbol.for('skip-override')]: true, [Symbol.for('fastify.display-name')]: 'bulwark-metrics' });
+  return plugin;
+}

@@ -1,0 +1,98 @@
+/**
+ * The types of bulwark/metrics: the options of BulwarkMetrics and the extension point through which a
+ * component describes its own metric families (`describeMetrics()`), for components that bulwark/metrics
+ * does not know by name (gRPC guards, the serve node, an application's own parts).
+ */
+import type { Registry, RegistryContentType } from 'prom-client';
+
+/** MetricType is the Prometheus type of a family. */
+export type MetricType = 'counter' | 'gauge' | 'histogram';
+
+/** Labels are a series' label values by label name. */
+export type Labels = Readonly<Record<string, string | number>>;
+
+/**
+ * MetricFamilySpec describes one metric family. `name` comes without the prefix (BulwarkMetrics adds it);
+ * counters end in `_total`, units are seconds and bytes. `labelNames` leaves out `name` (the track name,
+ * always added first); never put keys or ids in labels.
+ */
+export interface MetricFamilySpec {
+  readonly name: string;
+  readonly type: MetricType;
+  readonly help: string;
+  readonly labelNames: readonly string[];
+  /** Histogram bucket upper bounds in seconds. Defaults to 5 ms … 10 s. */
+  readonly buckets?: readonly number[];
+}
+
+/** Emit records one sample at scrape time: the family's name (unprefixed), its labels (without `name`) and value. */
+export type Emit = ((family: string, labels: Labels, value: number) => void) & {
+  /**
+   * line, when present (the text path), records a sample from its label text, already escaped and
+   * without braces, `name` included (e.g. `name="a",group="g",state="open"`). For collectors that
+   * emit very many series (a BreakerGroup's members). @internal
+   */
+  line?: (family: string, labelText: string, value: number) => void;
+};
+
+/** MetricsSink receives a component's events between scrapes (counters and histograms counted as they happen). */
+export interface MetricsSink {
+  /** inc adds `by` (default 1) to a counter series. */
+  inc(family: string, labels: Labels, by?: number): void;
+  /** observe adds one observation (seconds) to a histogram series. */
+  observe(family: string, labels: Labels, value: number): void;
+}
+
+/** MetricsDescription is what a component answers to `describeMetrics()`. */
+export interface MetricsDescription {
+  /** The kind shown in `snapshot()` (e.g. 'grpc-server'). Defaults to the constructor's name. */
+  readonly kind?: string;
+  /** Every family the component may emit. */
+  readonly families: readonly MetricFamilySpec[];
+  /** collect emits the current values at scrape time (read from stats()): gauges, and counters as monotonic totals. */
+  collect?(emit: Emit): void;
+  /** subscribe is called once by `track()`; it answers the disposer that `untrack()` calls. */
+  subscribe?(sink: MetricsSink): () => void;
+  /** snapshot answers the JSON-ready status of the component. Defaults to its `stats()`. */
+  snapshot?(): unknown;
+  /** closed tells whether the component was closed: it is then dropped from scrapes and snapshots. */
+  closed?(): boolean;
+}
+
+/** Trackable is a component that describes its own metrics. */
+export interface Trackable {
+  describeMetrics(): MetricsDescription;
+}
+
+/** BulwarkMetricsOptions configures a BulwarkMetrics. */
+export interface BulwarkMetricsOptions {
+  /** The prom-client registry the families are registered in. Defaults to prom-client's global `register`. */
+  registry?: Registry<RegistryContentType>;
+  /** Prefix of every family name. Defaults to 'bulwark_'. */
+  prefix?: string;
+  /**
+   * Name of the label carrying a service instance's address on per-instance series (balancer health and
+   * EWMA per instance). Defaults to none: no per-instance series (their count grows with the fleet).
+   */
+  instanceLabel?: string;
+}
+
+/** TrackOptions are the options of `track()`. */
+export interface TrackOptions {
+  /** The `name` label of the component's series. Defaults to the component's own name, else its kind and a number. */
+  name?: string;
+}
+
+/** ComponentSnapshot is one tracked component in `snapshot()`. */
+export interface ComponentSnapshot {
+  readonly name: string;
+  readonly kind: string;
+  readonly status: unknown;
+}
+
+/** MetricsSnapshot is what `snapshot()` answers: JSON-ready. */
+export interface MetricsSnapshot {
+  /** Wall-clock time of the snapshot (ISO 8601). */
+  readonly at: string;
+  readonly components: readonly ComponentSnapshot[];
+}
