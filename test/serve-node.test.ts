@@ -12,6 +12,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { get, runBulwark, startOrigin, startServe, status, stopAll, type ServeProc, type TestOrigin } from './serve-harness.js';
 import { tempDir, waitFor } from './support/servers.js';
+import { checkMetrics } from './support/prometheus.js';
 
 describe('bulwark serve: flags', () => {
   for (const [args, flag] of [
@@ -88,6 +89,21 @@ describe('bulwark serve: one node', () => {
     const s = await status(node.url);
     assert.ok(s.groups.default!.peerErrors! > 0, 'no key was owned by the garbage peer');
     assert.equal(s.groups.default!.localLoads, 20);
+  });
+
+  it('/metrics is BulwarkMetrics over the groups, the peer pool and the origin guards, and passes promtool; /status lists the same components', async () => {
+    await get(node.url, 'metrics-key');
+    const res = await fetch(`${node.url}/metrics`);
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    const local = /^bulwark_cache_local_loads_total\{name="default"\} (\d+)$/m.exec(text);
+    assert.ok(local !== null && Number(local[1]) >= 1, 'the default group\'s local loads are exposed');
+    assert.match(text, /^bulwark_breaker_state\{name="origin",[^}]*state="closed"\} 1$/m);
+    const lint = await checkMetrics(text);
+    assert.equal(lint.code, 0, lint.output);
+    const st = (await (await fetch(`${node.url}/status`)).json()) as { components: { name: string; kind: string }[] };
+    const names = st.components.map((c) => c.name).sort();
+    for (const want of ['default', 'origin', 'origin-bulkhead', 'origin-timeout', 'peers']) assert.ok(names.includes(want), `${want} in ${names.join(',')}`);
   });
 
   it('404 from the origin is a 404 (cached), an unknown group a 404 with ERR_NO_GROUP, an oversized key 414', async () => {

@@ -17,7 +17,8 @@ import { EtcdRegistry, type Registry } from '../../registry/index.js';
 import type { ServeConfig } from './config.js';
 import { Origin } from './origin.js';
 import { handleClient, replyText, type ClientApi } from './client-api.js';
-import { metricsText } from './metrics-text.js';
+import { BulwarkMetrics, metricsHandler } from '../../metrics/index.js';
+import promClient from 'prom-client';
 import { ServedGroup } from './served-group.js';
 
 /** The client API's path prefix. */
@@ -27,6 +28,9 @@ const API_PREFIX = '/v1/';
 export class ServeNode implements ClientApi {
   readonly groups = new Map<string, ServedGroup>();
   readonly pool: HttpPool;
+  /** metrics tracks the node's groups, peer pool and origin guards: /metrics and the components of /status. */
+  readonly metrics = new BulwarkMetrics({ registry: new promClient.Registry() });
+  private readonly serveMetrics = metricsHandler(this.metrics);
   private readonly server: Server;
   private registry: Registry | undefined;
   private membership: Membership | undefined;
@@ -63,6 +67,9 @@ export class ServeNode implements ClientApi {
         clock: systemClock,
       }));
     }
+    this.metrics.track(this.pool, { name: 'peers' });
+    for (const [name, g] of this.groups) this.metrics.track(g.group, { name });
+    origin.track(this.metrics);
     this.server = createServer({
       requestTimeout: config.requestTimeoutMs,
       headersTimeout: config.headersTimeoutMs,
@@ -169,23 +176,16 @@ export class ServeNode implements ClientApi {
       case '/status':
         return this.sendStatus(res);
       case '/metrics':
-        return this.sendMetrics(res);
+        return this.serveMetrics(req, res);
       default:
         return replyText(res, 404, 'not found');
     }
   }
 
-  /** sendStatus answers /status. After the metrics module lands: answer `metrics.snapshot()` merged with `status()`. */
+  /** sendStatus answers /status: the node's own status and a snapshot of every tracked component. */
   private sendStatus(res: ServerResponse): void {
-    const body = JSON.stringify(this.status());
+    const body = JSON.stringify({ ...this.status(), components: this.metrics.snapshot().components });
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
-    res.end(body);
-  }
-
-  /** sendMetrics answers /metrics. After the metrics module lands: call its handler instead. */
-  private sendMetrics(res: ServerResponse): void {
-    const body = metricsText(this.status());
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   }
 
@@ -227,6 +227,7 @@ export class ServeNode implements ClientApi {
       while (this.inflight > 0 && left() > 0) await delay(Math.min(20, left()));
       this.server.closeAllConnections();
       await withDeadline(closed, 1_000);
+      await this.metrics.close();
       for (const g of this.groups.values()) await g.group.close();
       await withDeadline(Promise.all([this.pool.close(), this.origin.close(), this.registry?.close()]), 2_000);
       this.log('bulwark serve: stopped');

@@ -124,6 +124,14 @@ export class Origin {
     }
   }
 
+  /** track hands the origin's guards to `metrics` (named origin, origin-bulkhead, origin-timeout, origin-limiter). */
+  track(metrics: { track(component: object, options?: { name?: string }): unknown }): void {
+    metrics.track(this.breaker, { name: 'origin' });
+    metrics.track(this.bulkhead, { name: 'origin-bulkhead' });
+    metrics.track(this.timeout, { name: 'origin-timeout' });
+    if (this.limiter !== undefined) metrics.track(this.limiter, { name: 'origin-limiter' });
+  }
+
   /** stats answers the guards' counters. */
   stats(): OriginStats {
     return { ...this.counters, breaker: this.breaker.stats(), bulkhead: this.bulkhead.stats() };
