@@ -1,28 +1,10 @@
 // `bulwark demo` as a user runs it: a child process, a short duration, no terminal (plain lines).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { runBulwark } from './serve-harness.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-
-function bulwark(args: string[], timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`bulwark ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** bulwark runs the CLI as a child process (one helper for every CLI test). */
+const bulwark = (args: string[], timeoutMs = 60_000) => runBulwark(args, timeoutMs);
 
 describe('bulwark demo', () => {
   it('runs for --duration 3s, prints live lines and the summary, and exits 0 by itself', async (t) => {
