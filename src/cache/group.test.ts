@@ -103,6 +103,23 @@ describe('Group', () => {
     assert.equal((await g.get('k')).toString(), '2');
   });
 
+  it('spreads by ttlJitter when set (0 = exact TTL, 0.5 = ±50 %), and refuses a jitter outside [0, 0.99]', async () => {
+    const clock = new ManualClock();
+    let loads = 0;
+    const exact = new Group({ name: 'exact', cacheBytes: 1000, ttlMs: 1000, ttlJitter: 0, clock, random: () => 0, getter: () => String(++loads) });
+    await exact.get('k');
+    clock.advance(999);
+    assert.equal((await exact.get('k')).toString(), '1', 'no jitter: alive until 1000');
+    clock.advance(1);
+    assert.equal((await exact.get('k')).toString(), '2');
+    const wide = new Group({ name: 'wide', cacheBytes: 1000, ttlMs: 1000, ttlJitter: 0.5, clock, random: () => 0, getter: () => 'v' });
+    await wide.get('k');
+    assert.equal((await wide.serveGet('k')).ttlMs, 500, 'random 0 → −50 %');
+    for (const bad of [-0.1, 1, Number.NaN]) {
+      assert.throws(() => new Group({ name: 'bad', cacheBytes: 1000, ttlJitter: bad, getter: () => 'v' }), /Group: ttlJitter must be/);
+    }
+  });
+
   it('spreads the expiry of entries loaded together over ±10 % of the TTL', async () => {
     const clock = new ManualClock();
     let r = 0;

@@ -33,10 +33,12 @@ export interface GroupOptions {
   getter: Getter;
   /** Who owns which key, and how to reach them (an `HttpPool`). Defaults to `noPeers` (one node). */
   peers?: PeerPicker;
-  /** How long a loaded entry lives, jittered ±10 %; 0 keeps it until evicted. Defaults to 0. */
+  /** How long a loaded entry lives, jittered by ±`ttlJitter`; 0 keeps it until evicted. Defaults to 0. */
   ttlMs?: number;
-  /** How long a "not found" is remembered, jittered ±10 %; 0 never caches misses. Defaults to 0. */
+  /** How long a "not found" is remembered, jittered by ±`ttlJitter`; 0 never caches misses. Defaults to 0. */
   negativeTtlMs?: number;
+  /** The share, in [0, 1), by which each TTL is spread at random so entries loaded together do not expire together (cache avalanche). Defaults to 0.1 (±10 %). */
+  ttlJitter?: number;
   /** The share of `cacheBytes` for the hot cache (popular keys owned elsewhere). Defaults to 0.125 (groupcache). */
   hotCacheRatio?: number;
   /** The share of peer answers copied into the hot cache. Defaults to 0.1 (groupcache: 1 in 10). */
@@ -55,14 +57,12 @@ export interface GroupOptions {
 export const groupDefaults = Object.freeze({
   ttlMs: 0,
   negativeTtlMs: 0,
+  ttlJitter: 0.1,
   hotCacheRatio: 1 / 8, // groupcache: the hot cache may grow to 1/8 of the main cache
   hotCacheSample: 0.1, // groupcache: populate the hot cache for 1 in 10 peer loads
   maxValueBytes: 1 << 20,
   timeoutMs: 10_000,
 });
-
-/** TTL_JITTER spreads expiry over ±10 % so entries loaded together do not expire together (cache avalanche). */
-const TTL_JITTER = 0.1;
 
 /** GroupStats are the group's counters since it was made (groupcache `Stats`). */
 export interface GroupStats {
@@ -119,6 +119,7 @@ export class Group implements GroupServer {
   private readonly getter: Getter;
   private readonly peers: PeerPicker;
   private readonly ttlMs: number;
+  private readonly ttlJitter: number;
   private readonly negativeTtlMs: number;
   private readonly hotCacheSample: number;
   private readonly maxValueBytes: number;
@@ -153,6 +154,7 @@ export class Group implements GroupServer {
     }
     this.ttlMs = finite('Group', 'ttlMs', o.ttlMs ?? groupDefaults.ttlMs, 0);
     this.negativeTtlMs = finite('Group', 'negativeTtlMs', o.negativeTtlMs ?? groupDefaults.negativeTtlMs, 0);
+    this.ttlJitter = finite('Group', 'ttlJitter', o.ttlJitter ?? groupDefaults.ttlJitter, 0, 0.99);
     const hotRatio = finite('Group', 'hotCacheRatio', o.hotCacheRatio ?? groupDefaults.hotCacheRatio, 0, 0.9);
     this.hotCacheSample = finite('Group', 'hotCacheSample', o.hotCacheSample ?? groupDefaults.hotCacheSample, 0, 1);
     this.maxValueBytes = integer('Group', 'maxValueBytes', o.maxValueBytes ?? groupDefaults.maxValueBytes, 0);
@@ -416,7 +418,7 @@ export class Group implements GroupServer {
   }
 
   private expiry(ttlMs: number): number {
-    return this.clock.now() + ttlMs * (1 + TTL_JITTER * (2 * this.random() - 1));
+    return this.clock.now() + ttlMs * (1 + this.ttlJitter * (2 * this.random() - 1));
   }
 
   private valueOf(key: string, v: string | null): string {

@@ -33,7 +33,15 @@ describe('readServeConfig', () => {
     assert.equal(c.originRate, 0);
     assert.equal(c.peerSecret, undefined);
     assert.equal(c.owners, 1);
+    assert.equal(c.ttlJitter, 0.1);
     assert.equal(c.protocol, 'bulwark');
+  });
+
+  it('reads --ttl-jitter as a share in 0–0.99', () => {
+    assert.equal(read([...ORIGIN, '--ttl-jitter', '0']).ttlJitter, 0);
+    assert.equal(read([...ORIGIN, '--ttl-jitter', '0.25']).ttlJitter, 0.25);
+    assert.throws(() => read([...ORIGIN, '--ttl-jitter', '1']), (e: Error) => e instanceof UsageError && /--ttl-jitter must be a share in 0–0.99, got 1/.test(e.message));
+    assert.throws(() => read([...ORIGIN, '--ttl-jitter', 'lots']), (e: Error) => e instanceof UsageError && /--ttl-jitter must be a number/.test(e.message));
   });
 
   it('reads --owners and --protocol, and refuses what Go groupcache nodes cannot do', () => {

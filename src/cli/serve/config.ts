@@ -38,8 +38,9 @@ export const SERVE_OPTIONS = {
   group: { section: 'Cache', kind: 'list', default: 'default', defaultText: 'one group named default', value: 'name', help: 'a group to serve (repeat, or a comma list); the same on every node' },
   'cache-bytes': { kind: 'size', default: '64MiB', value: 'size', help: 'main cache per group (keys this node owns), e.g. 512KiB, 64MiB, 1GiB' },
   'hot-cache-bytes': { kind: 'size', value: 'size', help: 'hot cache per group (popular keys owned elsewhere) (default: cache-bytes / 8)' },
-  ttl: { kind: 'duration', default: '0', value: 'time', help: 'how long a loaded value lives, jittered ±10 %; 0 keeps it until evicted' },
-  'negative-ttl': { kind: 'duration', default: '5s', value: 'time', help: 'how long an origin 404 is remembered, jittered ±10 %; 0 never caches misses' },
+  ttl: { kind: 'duration', default: '0', value: 'time', help: 'how long a loaded value lives, jittered by ±--ttl-jitter; 0 keeps it until evicted' },
+  'negative-ttl': { kind: 'duration', default: '5s', value: 'time', help: 'how long an origin 404 is remembered, jittered by ±--ttl-jitter; 0 never caches misses' },
+  'ttl-jitter': { kind: 'number', default: '0.1', value: 'share', help: 'each TTL is spread at random by this share, 0–0.99 (0.1 = ±10 %), so values loaded together do not expire together' },
   'stale-bytes': { kind: 'size', value: 'size', help: 'per group, last good values kept to answer when the origin fails (default: cache-bytes / 4; 0 turns stale answers off)' },
   'stale-max-age': { kind: 'duration', default: '1h', value: 'time', help: 'the oldest stale value served when the origin fails' },
   'peer-secret': { section: 'Peers', kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256); visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
@@ -79,6 +80,8 @@ export interface ServeConfig {
   hotCacheBytes: number;
   ttlMs: number;
   negativeTtlMs: number;
+  /** Each TTL's random spread, a share (Group `ttlJitter`). */
+  ttlJitter: number;
   staleBytes: number;
   staleMaxAgeMs: number;
   peerSecret: string | undefined;
@@ -265,6 +268,8 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
     if (ms <= 0) throw new UsageError(`--${name} must be longer than 0`);
     return ms;
   };
+  const ttlJitter = num('ttl-jitter', 0);
+  if (ttlJitter > 0.99) throw new UsageError(`--ttl-jitter must be a share in 0–0.99, got ${ttlJitter}`);
   const protocolText = required('protocol', text('protocol'));
   if (protocolText !== 'bulwark' && protocolText !== 'groupcache') throw new UsageError(`--protocol must be 'bulwark' or 'groupcache', got '${protocolText}'`);
   const protocol: 'bulwark' | 'groupcache' = protocolText;
@@ -286,6 +291,7 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
     hotCacheBytes,
     ttlMs: required('ttl', duration('ttl')),
     negativeTtlMs: required('negative-ttl', duration('negative-ttl')),
+    ttlJitter,
     staleBytes,
     staleMaxAgeMs: required('stale-max-age', duration('stale-max-age')),
     peerSecret,

@@ -59,6 +59,7 @@ export class ServeNode implements ClientApi {
         hotCacheBytes: config.hotCacheBytes,
         ttlMs: config.ttlMs,
         negativeTtlMs: config.negativeTtlMs,
+        ttlJitter: config.ttlJitter,
         loadTimeoutMs: config.loadTimeoutMs,
         staleBytes: config.staleBytes,
         staleMaxAgeMs: config.staleMaxAgeMs,

@@ -45,6 +45,7 @@ export interface ServedGroupOptions {
   hotCacheBytes: number;
   ttlMs: number;
   negativeTtlMs: number;
+  ttlJitter?: number;
   loadTimeoutMs: number;
   staleBytes: number;
   staleMaxAgeMs: number;
@@ -75,6 +76,7 @@ export class ServedGroup {
       hotCacheRatio: o.hotCacheBytes / total,
       ttlMs: o.ttlMs,
       negativeTtlMs: o.negativeTtlMs,
+      ...(o.ttlJitter === undefined ? {} : { ttlJitter: o.ttlJitter }),
       timeoutMs: o.loadTimeoutMs,
       clock: o.clock,
       peers: this.tracingPicker(o.pool),
