@@ -349,10 +349,24 @@ function client(c: Any): MetricsDescription {
       emit('client_retries_refused_total', {}, s.retriesRefused);
       emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
     },
-    subscribe: (sink) =>
-      c.onAttempt((e: Any) => {
-        if (e.outcome !== 'rejected') sink.observe('client_attempt_duration_seconds', { service: e.service, outcome: e.outcome }, e.latencyMs / 1000);
-      }),
+    subscribe: (sink) => {
+      // One bound observer per (service, outcome): an attempt costs two Map lookups, no label hashing.
+      const byService = new Map<string, Map<string, (value: number) => void>>();
+      const observerOf = (service: string, outcome: string): ((value: number) => void) => {
+        let byOutcome = byService.get(service);
+        if (byOutcome === undefined) byService.set(service, (byOutcome = new Map()));
+        let o = byOutcome.get(outcome);
+        if (o === undefined) {
+          const labels = { service, outcome };
+          o = sink.observer?.('client_attempt_duration_seconds', labels) ?? ((v: number) => sink.observe('client_attempt_duration_seconds', labels, v));
+          byOutcome.set(outcome, o);
+        }
+        return o;
+      };
+      return c.onAttempt((e: Any) => {
+        if (e.outcome !== 'rejected') observerOf(e.service, e.outcome)(e.latencyMs / 1000);
+      });
+    },
     snapshot: () => ({ ...c.stats(), openServices: typeof c.openServices === 'function' ? c.openServices().map((s: Any) => s.name) : [] }),
     closed: () => c.closing !== undefined,
   };

@@ -255,6 +255,14 @@ export class BulwarkMetrics {
         const x = seriesOf(family, labels);
         if (x !== undefined && x.f.type === 'histogram' && Number.isFinite(value)) x.f.observe(x.s, value);
       },
+      observer: (family, labels) => {
+        const x = seriesOf(family, labels);
+        if (x === undefined || x.f.type !== 'histogram') return () => {};
+        const { f, s } = x;
+        return (value) => {
+          if (this.entries.get(e.component) === e && Number.isFinite(value)) f.observe(s, value);
+        };
+      },
     };
   }
 

@@ -41,6 +41,12 @@ export interface MetricsSink {
   inc(family: string, labels: Labels, by?: number): void;
   /** observe adds one observation (seconds) to a histogram series. */
   observe(family: string, labels: Labels, value: number): void;
+  /**
+   * observer answers a function that adds one observation to the histogram series of `labels`, for hot
+   * event paths: hold it per label set, and the labels are not hashed again per event. It does nothing
+   * once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
+   */
+  observer?(family: string, labels: Labels): (value: number) => void;
 }
 
 /** MetricsDescription is what a component answers to `describeMetrics()`. */
