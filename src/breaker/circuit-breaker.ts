@@ -160,6 +160,11 @@ export class CircuitBreaker implements Breaker {
    */
   tryAdmit(): InternalToken | undefined {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
+    return this.admitNotClosed();
+  }
+
+  /** admitNotClosed is tryAdmit() when open or half-open: out of line, so that the closed path stays small enough to inline. */
+  private admitNotClosed(): InternalToken | undefined {
     const now = this.clock.now();
     if (this.code === OPEN) {
       if (this.isolatedFlag || now < this.openUntil) {

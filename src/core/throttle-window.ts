@@ -22,11 +22,12 @@ export class ThrottleWindow extends BucketRing {
   failures = 0;
   drops = 0;
   /** Totals since the window was made (never aged out): what metrics export as counters. */
-  successesTotal = 0;
   failuresTotal = 0;
   dropsTotal = 0;
   /** failingBuckets computed over every bucket but the newest. */
   private olderFailing = 0;
+  /** Successes that left the window (aged out or reset); kept there, not on the success path, which stays one bump. */
+  private successesAged = 0;
 
   constructor(windowMs: number, buckets: number, now: number) {
     super(windowMs, buckets, CHANNELS, now);
@@ -36,7 +37,6 @@ export class ThrottleWindow extends BucketRing {
     if (now >= this.headEnd) this.roll(now);
     this.v[this.head * CHANNELS + SUCCESS]!++;
     this.successes++;
-    this.successesTotal++;
   }
 
   addFailure(now: number): void {
@@ -51,6 +51,11 @@ export class ThrottleWindow extends BucketRing {
     this.v[this.head * CHANNELS + DROP]!++;
     this.drops++;
     this.dropsTotal++;
+  }
+
+  /** successesTotal is the successes since the window was made (never aged out): a counter for metrics. */
+  get successesTotal(): number {
+    return this.successesAged + this.successes;
   }
 
   /** failingBuckets is the run of failing buckets up to the newest (call after `advance`). */
@@ -89,12 +94,14 @@ export class ThrottleWindow extends BucketRing {
 
   protected expire(base: number): void {
     const v = this.v;
+    this.successesAged += v[base + SUCCESS]!;
     this.successes -= v[base + SUCCESS]!;
     this.failures -= v[base + FAILURE]!;
     this.drops -= v[base + DROP]!;
   }
 
   protected clearTotals(): void {
+    this.successesAged += this.successes;
     this.successes = this.failures = this.drops = 0;
   }
 }
