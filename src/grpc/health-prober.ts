@@ -12,7 +12,7 @@ import { healthServiceDefinition, type HealthCheckResponse, type HealthStatus } 
 export interface HealthCheckOptions {
   /** The service name asked about ('' is the whole server). Defaults to ''. */
   service?: string;
-  /** How often Check is polled when Watch is not implemented, and how long after a broken Watch it starts again, in ms. Defaults to 5 000. */
+  /** How often Check is polled when the server answers UNIMPLEMENTED to Watch, and how long after a broken Watch it starts again, in ms. Defaults to 5 000. */
   intervalMs?: number;
   /** The deadline of each Check, in ms. Defaults to 1 000. */
   timeoutMs?: number;

@@ -7,11 +7,9 @@
 import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit } from './types.js';
 import { labelValue } from './family.js';
 
-type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+import { counter, gauge, flag, type Any } from './spec.js';
+import { client, retry, retryBudget, bulkhead, timeout, fallback, httpGuard, cacheGroup, httpPool } from './adapters-calls.js';
 
-const counter = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'counter', help, labelNames });
-const gauge = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'gauge', help, labelNames });
-const histogram = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'histogram', help, labelNames });
 
 /** The breaker states exported as one 0/1 series each (resilience4j's state gauge). */
 export const BREAKER_STATES = ['closed', 'open', 'half_open', 'forced_open'] as const;
@@ -86,7 +84,6 @@ function breakerSnapshot(b: Any): Any {
 }
 
 const isBreaker = (c: Any) => typeof c.admit === 'function' && typeof c.tryAdmit === 'function' && typeof c.stats === 'function' && typeof c.execute === 'function';
-const flag = (c: Any, field: string) => () => c[field] === true;
 
 function breaker(c: Any, trackName: () => string): MetricsDescription {
   const circuit = typeof c.onStateChange === 'function';
@@ -323,187 +320,6 @@ function balancer(c: Any, instanceLabel: string | undefined): MetricsDescription
       })),
     }),
     closed: flag(c, 'closed'),
-  };
-}
-
-function client(c: Any): MetricsDescription {
-  return {
-    kind: 'ResilientClient',
-    families: [
-      counter('client_calls_total', 'Calls a ResilientClient made, by outcome: succeeded, fallback (answered by the fallback) or failed.', ['outcome']),
-      counter('client_attempts_total', 'Attempts sent to instances, by outcome: ok or error; rejected ones were refused by a breaker without calling.', ['outcome']),
-      counter('client_retries_total', 'Retries sent (attempts after the first).'),
-      counter('client_retries_refused_total', 'Retries the retry budget refused.'),
-      counter('client_bulkhead_rejections_total', 'Calls the bulkhead refused (too many in flight for the service).'),
-      histogram('client_attempt_duration_seconds', 'Duration of attempts, by service and outcome (ok or error).', ['service', 'outcome']),
-    ],
-    collect: (emit) => {
-      const s = c.stats();
-      emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
-      emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
-      emit('client_calls_total', { outcome: 'failed' }, s.failed);
-      emit('client_attempts_total', { outcome: 'ok' }, s.attempts - s.failedAttempts);
-      emit('client_attempts_total', { outcome: 'error' }, s.failedAttempts);
-      emit('client_attempts_total', { outcome: 'rejected' }, s.breakerRejections);
-      emit('client_retries_total', {}, s.retries);
-      emit('client_retries_refused_total', {}, s.retriesRefused);
-      emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
-    },
-    subscribe: (sink) => {
-      // One bound observer per (service, outcome): an attempt costs two Map lookups, no label hashing.
-      const byService = new Map<string, Map<string, (value: number) => void>>();
-      const observerOf = (service: string, outcome: string): ((value: number) => void) => {
-        let byOutcome = byService.get(service);
-        if (byOutcome === undefined) byService.set(service, (byOutcome = new Map()));
-        let o = byOutcome.get(outcome);
-        if (o === undefined) {
-          const labels = { service, outcome };
-          o = sink.observer?.('client_attempt_duration_seconds', labels) ?? ((v: number) => sink.observe('client_attempt_duration_seconds', labels, v));
-          byOutcome.set(outcome, o);
-        }
-        return o;
-      };
-      return c.onAttempt((e: Any) => {
-        if (e.outcome !== 'rejected') observerOf(e.service, e.outcome)(e.latencyMs / 1000);
-      });
-    },
-    snapshot: () => ({ ...c.stats(), openServices: typeof c.openServices === 'function' ? c.openServices().map((s: Any) => s.name) : [] }),
-    closed: () => c.closing !== undefined,
-  };
-}
-
-function retry(c: Any): MetricsDescription {
-  return {
-    kind: 'Retry',
-    families: [counter('retry_retries_total', 'Retries a Retry policy scheduled after a failed attempt.')],
-    subscribe: (sink) => c.onRetry(() => sink.inc('retry_retries_total', {})),
-    snapshot: () => ({ maxAttempts: c.maxAttempts }),
-  };
-}
-
-function retryBudget(c: Any): MetricsDescription {
-  return {
-    kind: 'RetryBudget',
-    families: [
-      gauge('retry_budget_balance', 'Retries a RetryBudget would allow right now.'),
-      gauge('retry_budget_window_calls', 'Calls counted in the budget window.'),
-      gauge('retry_budget_window_retries', 'Retries allowed in the budget window.'),
-      counter('retry_budget_refused_total', 'Retries a RetryBudget refused.'),
-    ],
-    collect: (emit) => {
-      const s = c.stats();
-      emit('retry_budget_balance', {}, s.balance);
-      emit('retry_budget_window_calls', {}, s.calls);
-      emit('retry_budget_window_retries', {}, s.retries);
-      emit('retry_budget_refused_total', {}, s.refused);
-    },
-  };
-}
-
-function bulkhead(c: Any): MetricsDescription {
-  return {
-    kind: 'Bulkhead',
-    families: [
-      gauge('bulkhead_active', 'Calls a Bulkhead runs now.'),
-      gauge('bulkhead_queued', 'Calls waiting for a Bulkhead slot now.'),
-      counter('bulkhead_rejected_total', 'Calls a Bulkhead rejected (every slot and queue place taken).'),
-    ],
-    collect: (emit) => {
-      const s = c.stats();
-      emit('bulkhead_active', {}, s.active);
-      emit('bulkhead_queued', {}, s.queued);
-      emit('bulkhead_rejected_total', {}, s.rejected);
-    },
-  };
-}
-
-function timeout(c: Any): MetricsDescription {
-  return {
-    kind: 'Timeout',
-    families: [gauge('timeout_seconds', 'The deadline a Timeout policy gives each call.')],
-    collect: (emit) => emit('timeout_seconds', {}, c.timeoutMs / 1000),
-    snapshot: () => ({ timeoutMs: c.timeoutMs }),
-  };
-}
-
-function fallback(c: Any): MetricsDescription {
-  return {
-    kind: 'Fallback',
-    families: [counter('fallback_calls_total', 'Failed calls a Fallback handled, by what answered: last_good, chain, value or none (rethrown).', ['source'])],
-    subscribe: (sink) => c.onFallback((e: Any) => sink.inc('fallback_calls_total', { source: String(e.source).replace('-', '_') })),
-    snapshot: () => ({}),
-  };
-}
-
-function httpGuard(c: Any): MetricsDescription {
-  const results: [string, string][] = [
-    ['passed', 'passed'],
-    ['skipped', 'skipped'],
-    ['limited', 'limited'],
-    ['shed', 'shed'],
-    ['broken', 'broken'],
-    ['failed_open', 'failedOpen'],
-    ['aborted', 'aborted'],
-  ];
-  return {
-    kind: 'HttpGuard',
-    families: [
-      counter(
-        'http_guard_requests_total',
-        'Requests an HttpGuard handled, by result: passed, skipped, limited (429), shed (503), broken (503), failed_open or aborted.',
-        ['result'],
-      ),
-    ],
-    collect: (emit) => {
-      const s = c.stats();
-      for (const [label, field] of results) emit('http_guard_requests_total', { result: label }, s[field]);
-    },
-  };
-}
-
-const GROUP_TOTALS: [string, string, string][] = [
-  ['cache_gets_total', 'gets', 'Calls to a cache Group’s get.'],
-  ['cache_hits_total', 'cacheHits', 'Gets answered from the main or hot cache.'],
-  ['cache_peer_loads_total', 'peerLoads', 'Values (or not-founds) a peer answered.'],
-  ['cache_peer_errors_total', 'peerErrors', 'Peer requests that failed.'],
-  ['cache_loads_total', 'loads', 'Gets that missed the caches (before deduplication).'],
-  ['cache_loads_deduped_total', 'loadsDeduped', 'Loads after singleflight deduplication.'],
-  ['cache_local_loads_total', 'localLoads', 'Getter calls on this node.'],
-  ['cache_local_load_errors_total', 'localLoadErrs', 'Getter calls that failed (not counting not-found).'],
-  ['cache_server_requests_total', 'serverRequests', 'Requests from peers this node served.'],
-  ['cache_evictions_total', 'evictions', 'Entries evicted from the main and hot caches (or expired).'],
-];
-
-function cacheGroup(c: Any): MetricsDescription {
-  return {
-    kind: 'Group',
-    families: [
-      ...GROUP_TOTALS.map(([n, , h]) => counter(n, h)),
-      gauge('cache_bytes', 'Bytes held by a cache Group, by cache: main or hot.', ['cache']),
-      gauge('cache_items', 'Entries held by a cache Group, by cache: main or hot.', ['cache']),
-    ],
-    collect: (emit) => {
-      const s = c.stats();
-      for (const [n, field] of GROUP_TOTALS) emit(n, {}, s[field]);
-      const cs = c.cacheStats();
-      emit('cache_bytes', { cache: 'main' }, cs.main.bytes);
-      emit('cache_bytes', { cache: 'hot' }, cs.hot.bytes);
-      emit('cache_items', { cache: 'main' }, cs.main.length);
-      emit('cache_items', { cache: 'hot' }, cs.hot.length);
-    },
-    snapshot: () => {
-      const s = c.stats();
-      return { ...s, hitRatio: s.gets > 0 ? s.cacheHits / s.gets : 0, caches: c.cacheStats() };
-    },
-  };
-}
-
-function httpPool(c: Any): MetricsDescription {
-  return {
-    kind: 'HttpPool',
-    families: [gauge('cache_ring_members', 'Nodes on a cache HttpPool’s hash ring, this one included.')],
-    collect: (emit) => emit('cache_ring_members', {}, c.members().length),
-    snapshot: () => ({ self: c.self, members: [...c.members()] }),
   };
 }
 

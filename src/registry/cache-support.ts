@@ -123,3 +123,24 @@ export function throttledError(name: string, t: { error: unknown }, minRetryMs: 
   const why = t.error instanceof Error ? t.error.message : String(t.error);
   return new RegistryUnavailableError(`registry lookups of ${name} are throttled for ${minRetryMs} ms after a failure: ${why}`, { cause: t.error });
 }
+
+/**
+ * entriesFromSnapshot answers cache entries for the services a snapshot file held (at most `room`):
+ * known, but never fresh — served as stale until the registry answers — and with every instance's TTL
+ * already passed, so a watch event cannot make the rest of a list look fresh.
+ */
+export function entriesFromSnapshot(services: Iterable<[string, readonly ServiceInstance[]]>, room: number, now: number): [string, Entry][] {
+  const out: [string, Entry][] = [];
+  for (const [name, list] of services) {
+    if (out.length >= room) break;
+    const instances = freezeList(list);
+    const nodeExpiry = new Map(instances.map((i) => [i.id, 0]));
+    out.push([name, { instances, answer: undefined, validUntil: 0, nodeExpiry, serviceExpiry: 0, lastUsed: now }]);
+  }
+  return out;
+}
+
+/** defaultWarn is RegistryCache's `onWarning` default: a process warning with code BULWARK_REGISTRY_CACHE. */
+export function defaultWarn(message: string): void {
+  process.emitWarning(message, { code: 'BULWARK_REGISTRY_CACHE' });
+}

@@ -36,7 +36,7 @@ import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
-import { ended, freezeList, frozenInstance, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
+import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
 
 export { registryCacheDefaults };
 
@@ -487,20 +487,8 @@ export class RegistryCache implements Registry {
   }
 
   private loadSnapshot(path: string): void {
-    const now = this.clock.now();
-    for (const [name, list] of readSnapshot(path, this.warn)) {
-      if (this.entries.size >= this.maxServices) break;
-      // known, but never fresh: served as stale until the registry answers
-      // node TTLs already passed, so a watch event cannot make the rest of the list look fresh
-      const instances = freezeList(list);
-      const nodeExpiry = new Map(instances.map((i) => [i.id, 0]));
-      this.entries.set(name, { instances, answer: undefined, validUntil: 0, nodeExpiry, serviceExpiry: 0, lastUsed: now });
-    }
+    for (const [name, e] of entriesFromSnapshot(readSnapshot(path, this.warn), this.maxServices - this.entries.size, this.clock.now())) this.entries.set(name, e);
   }
-}
-
-function defaultWarn(message: string): void {
-  process.emitWarning(message, { code: 'BULWARK_REGISTRY_CACHE' });
 }
 
 function noop(): void {}

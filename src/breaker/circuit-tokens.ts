@@ -1,0 +1,63 @@
+/**
+ * The tokens a CircuitBreaker hands out: one for a call admitted while closed, one for a half-open
+ * probe. Each reports its call's outcome back to the breaker once; a later report is ignored.
+ */
+import type { InternalToken } from './shared.js';
+import type { CircuitBreaker } from './circuit-breaker.js';
+
+/** ClosedToken reports a call admitted in the closed state; only its first report counts. */
+export class ClosedToken implements InternalToken {
+  private b: CircuitBreaker | undefined;
+  constructor(
+    b: CircuitBreaker,
+    private readonly epoch: number,
+    private readonly start: number,
+  ) {
+    this.b = b;
+  }
+  success(): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportClosed(this.epoch, false, this.start, undefined);
+  }
+  failure(err?: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportClosed(this.epoch, true, this.start, err);
+  }
+  /** release gives the admission back without counting the call. */
+  release(): void {
+    this.b = undefined;
+  }
+}
+
+/** ProbeToken reports a half-open probe; only its first report counts, and none after its permit expired. */
+export class ProbeToken implements InternalToken {
+  private b: CircuitBreaker | undefined;
+  constructor(
+    b: CircuitBreaker,
+    private readonly epoch: number,
+    private readonly slot: number,
+    private readonly gen: number,
+  ) {
+    this.b = b;
+  }
+  success(): void {
+    this.report(false, undefined);
+  }
+  failure(err?: unknown): void {
+    this.report(true, err);
+  }
+  /** release frees the probe's permit at once without counting the probe. */
+  release(): void {
+    this.report(undefined, undefined);
+  }
+  private report(failed: boolean | undefined, err: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportProbe(this.epoch, this.slot, this.gen, failed, err);
+  }
+}
