@@ -5,8 +5,9 @@
  *   resolver + `bulwark` P2C policy) vs the server side (GrpcServerGuard with breaker per method),
  *   at 1 and at 64 concurrent calls. Target: each ≤ 5 % overhead (≤ 1.05× the bare time per call).
  * - the pick cost of the policy's strategy with 10 / 100 / 1 000 instances (P2C): all in rotation (no
- *   exclude set: constant time), and with one out of rotation (the exclude set the policy passes: P2C
- *   then scans the list, linear in the instances).
+ *   exclude set), with one and with 10 % out of rotation (the exclude set the policy passes: P2C draws
+ *   again when a choice lands on an excluded instance, so the cost stays flat in the list's size).
+ *   Target: 1 000 instances ≤ 1.5× 10, and one / 10 % out ≤ 2× all in rotation.
  * P2C vs round_robin with one slow instance (share of calls to it, p50/p99) is measured by
  * test/grpc-balancing.test.ts, which prints both.
  */
@@ -86,27 +87,37 @@ for (const c of [1, 64]) {
   });
 }
 
-function pickSubject(n: number, excluded: boolean): Subject {
+type Out = 'none' | 'one' | 'tenth';
+
+function pickSubject(n: number, out: Out): Subject {
   const instances: ServiceInstance[] = Array.from({ length: n }, (_, i) => ({ id: `i${i}`, name: 's', address: `10.0.${i >> 8}.${i & 255}:80` }));
   const p = new P2C({ slowStartMs: 0 });
-  const out = excluded ? new Set<string>(['i0']) : undefined; // one instance out of rotation, as the policy passes it
+  // Out of rotation, as the policy passes it: no set at all, one instance, or every tenth one.
+  const exclude = out === 'none' ? undefined : new Set<string>(instances.filter((_, i) => (out === 'one' ? i === 0 : i % 10 === 0)).map((x) => x.id));
+  const outcome = { ok: true, latencyMs: 1 };
   return {
     op: () => {
-      const inst = p.pick(instances, undefined, out);
+      const inst = p.pick(instances, undefined, exclude);
       p.start(inst);
-      p.report(inst, { ok: true, latencyMs: 1 });
+      p.report(inst, outcome);
     },
   };
 }
 
+const pickSubjects: Record<string, () => Subject> = {};
+for (const n of [10, 100, 1_000]) {
+  const size = n.toLocaleString('en').replace(',', ' ');
+  pickSubjects[`${size} instances, all in rotation`] = () => pickSubject(n, 'none');
+  pickSubjects[`${size} instances, one out`] = () => pickSubject(n, 'one');
+  pickSubjects[`${size} instances, 10 % out`] = () => pickSubject(n, 'tenth');
+}
+
 await bench('grpc: policy pick cost (P2C pick + start + report)', {
   baseline: '10 instances, all in rotation',
-  subjects: {
-    '10 instances, all in rotation': () => pickSubject(10, false),
-    '100 instances, all in rotation': () => pickSubject(100, false),
-    '1 000 instances, all in rotation': () => pickSubject(1_000, false),
-    '10 instances, one out': () => pickSubject(10, true),
-    '100 instances, one out': () => pickSubject(100, true),
-    '1 000 instances, one out': () => pickSubject(1_000, true),
-  },
+  subjects: pickSubjects,
+  targets: [
+    atMost('1 000 instances ≤ 1.5× 10 instances, all in rotation', '1 000 instances, all in rotation', '10 instances, all in rotation', 1.5),
+    atMost('1 000 instances, one out ≤ 2× all in rotation', '1 000 instances, one out', '1 000 instances, all in rotation', 2),
+    atMost('1 000 instances, 10 % out ≤ 2× all in rotation', '1 000 instances, 10 % out', '1 000 instances, all in rotation', 2),
+  ],
 });

@@ -159,6 +159,76 @@ describe('P2C', () => {
     );
   });
 
+  it('never answers an excluded instance while another exists, at any size and share excluded (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 2, max: 300 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.integer(), (n, share, seed) => {
+        const p = new P2C({ random: seeded(seed) });
+        const list = instances(n);
+        const rnd = seeded(seed ^ 0x5bd1e995);
+        const exclude = new Set(list.filter(() => rnd() < share).map((i) => i.id));
+        for (let k = 0; k < 50; k++) {
+          const x = p.pick(list, undefined, exclude);
+          if (exclude.size < n) assert.ok(!exclude.has(x.id), `picked excluded ${x.id} (${exclude.size} of ${n} out)`);
+          else assert.ok(list.includes(x));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  /** costRanked makes n instances with distinct costs (EWMA rising with the index) and no force picks. */
+  function costRanked(n: number, seed: number) {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, random: seeded(seed), forcePickMs: 1e12, slowStartMs: 0 });
+    const list = instances(n);
+    p.pick(list);
+    list.forEach((x, i) => {
+      clock.advance(1);
+      p.report(x, { ok: true, latencyMs: 1 + 7 * i });
+    });
+    return { p, list };
+  }
+
+  for (const [n, out] of [[20, 5], [20, 17], [1_000, 100]] as const) {
+    it(`with ${out} of ${n} excluded, the cheaper of two allowed choices wins as often as P2C says (rank r of m: 2(m−1−r)/(m(m−1)))`, () => {
+      const { p, list } = costRanked(n, 97 + out);
+      const rnd = seeded(out);
+      const shuffled = [...list].sort(() => rnd() - 0.5); // the excluded ones spread over the cost ranks
+      const exclude = new Set(shuffled.slice(0, out).map((x) => x.id));
+      assert.equal(exclude.size, out);
+      const allowed = list.filter((x) => !exclude.has(x.id)).sort((a, b) => p.ewmaOf(a.id)! - p.ewmaOf(b.id)!);
+      const m = allowed.length;
+      const picks = 40_000;
+      const counts = new Map<string, number>();
+      for (let k = 0; k < picks; k++) {
+        const x = p.pick(list, undefined, exclude);
+        counts.set(x.id, (counts.get(x.id) ?? 0) + 1);
+      }
+      assert.ok(![...counts.keys()].some((id) => exclude.has(id)), 'never an excluded instance');
+      if (m <= 20) {
+        allowed.forEach((x, r) => {
+          const want = (2 * (m - 1 - r)) / (m * (m - 1));
+          const got = (counts.get(x.id) ?? 0) / picks;
+          assert.ok(Math.abs(got - want) < 0.012, `rank ${r} of ${m}: ${got.toFixed(4)} of picks, P2C gives ${want.toFixed(4)}`);
+        });
+      } else {
+        // Too many ranks to check one by one: the cheaper half of the allowed ones gets 3/4 of the picks.
+        const cheap = allowed.slice(0, m >> 1).reduce((s, x) => s + (counts.get(x.id) ?? 0), 0) / picks;
+        assert.ok(Math.abs(cheap - 0.75) < 0.02, `the cheaper half got ${cheap.toFixed(3)} of picks, P2C gives 0.75`);
+      }
+    });
+  }
+
+  it('a pick with a few instances excluded costs a few look-ups, not a scan of the list', () => {
+    const p = new P2C({ random: seeded(5) });
+    const list = instances(1_000);
+    let lookups = 0;
+    const out = new Set(list.filter((_, i) => i % 10 === 0).map((x) => x.id)); // 10 % out of rotation
+    const exclude = { has: (id: string) => (lookups++, out.has(id)) };
+    for (let k = 0; k < 10_000; k++) assert.ok(!out.has(p.pick(list, undefined, exclude).id));
+    assert.ok(lookups / 10_000 < 3, `${(lookups / 10_000).toFixed(2)} look-ups per pick`);
+  });
+
   it('rejects bad options and an empty list', () => {
     assert.throws(() => new P2C({ decayMs: 0 }), RangeError);
     assert.throws(() => new P2C({ slowStartMinWeight: 0 }), RangeError);

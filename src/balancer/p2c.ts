@@ -19,7 +19,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+import { allowedCount, InstanceTable, noInstance, nthAllowed, type Entry } from './instance-table.js';
 
 /** P2COptions configures a P2C picker. */
 export interface P2COptions {
@@ -55,6 +55,8 @@ export const p2cDefaults = Object.freeze({
 const MIN_LATENCY_MS = 0.001;
 /** The clock is read once per this many picks. */
 const CLOCK_EVERY = 16;
+/** Draws per choice of a pick with `exclude` before it falls back to one scan of the list. */
+const REDRAWS = 8;
 
 interface P2CEntry extends Entry {
   ewma: number;
@@ -110,7 +112,8 @@ export class P2C implements Picker {
   /**
    * pick returns the cheaper of two distinct random instances; throws NoInstanceError when empty.
    * With `exclude`, both choices are drawn from the instances it lacks (all of them when it has every
-   * one), on the same per-instance state: the list is not filtered, so nothing is rebuilt.
+   * one), on the same per-instance state: the list is not filtered, so nothing is rebuilt, and while
+   * most of the list is allowed a pick costs a few draws, not a scan (see `pickAllowed`).
    */
   pick(instances: readonly ServiceInstance[], _key?: string, exclude?: ExcludeSet): ServiceInstance {
     const t = this.table;
@@ -124,11 +127,7 @@ export class P2C implements Picker {
       this.tick = 0;
       this.now = this.clock.now();
     }
-    if (exclude !== undefined) {
-      let m = 0;
-      for (let i = 0; i < n; i++) if (!exclude.has(entries[i]!.instance.id)) m++;
-      if (m > 0 && m < n) return this.pickAllowed(entries, exclude, m);
-    }
+    if (exclude !== undefined) return this.pickAllowed(entries, exclude);
     // Both choices from one random number: its integer part over n picks a, the fraction b.
     const u = this.uniform() * n;
     let a = Math.floor(u);
@@ -139,9 +138,49 @@ export class P2C implements Picker {
     return this.choose(entries[a]!, entries[b]!);
   }
 
-  /** pickAllowed is `pick` over the `m` entries `exclude` lacks, indexed in place (no filtered copy). */
-  private pickAllowed(entries: P2CEntry[], exclude: ExcludeSet, m: number): ServiceInstance {
+  /**
+   * pickAllowed is `pick` over the entries `exclude` lacks, with the same distribution (two distinct
+   * choices, uniform among the allowed ones) at a bounded cost: each choice is drawn at random and drawn
+   * again while it lands on an excluded (or, for the second, the first) entry, at most `REDRAWS` times.
+   * With a fraction f of the list excluded a choice needs 1 / (1 − f) draws on average, and all draws fail
+   * with probability f^REDRAWS (under 0.4 % while half the list is in rotation): only then, when most of
+   * the list is out, does one indexed scan count and index the allowed entries.
+   */
+  private pickAllowed(entries: P2CEntry[], exclude: ExcludeSet): ServiceInstance {
     const n = entries.length;
+    let a: P2CEntry | undefined;
+    for (let t = 0; t < REDRAWS; t++) {
+      const e = entries[this.index(n)]!;
+      if (!exclude.has(e.instance.id)) {
+        a = e;
+        break;
+      }
+    }
+    if (a !== undefined) {
+      for (let t = 0; t < REDRAWS; t++) {
+        const e = entries[this.index(n)]!;
+        if (e !== a && !exclude.has(e.instance.id)) return this.choose(a, e);
+      }
+    }
+    return this.scanAllowed(entries, exclude);
+  }
+
+  /** scanAllowed is `pickAllowed` by one indexed scan: the fallback when most entries are excluded. */
+  private scanAllowed(entries: P2CEntry[], exclude: ExcludeSet): ServiceInstance {
+    const n = entries.length;
+    const m = allowedCount(entries, exclude);
+    if (m === 0 || m === n) {
+      // Every instance excluded (or none, after all): pick among all of them.
+      const a = this.index(n);
+      let b = this.index(n - 1);
+      if (b >= a) b++;
+      return this.choose(entries[a]!, entries[b]!);
+    }
+    if (m === 1) {
+      const e = nthAllowed(entries, exclude, 0);
+      e.lastPicked = this.now;
+      return (this.last = e).instance;
+    }
     const u = this.uniform() * m;
     let a = Math.floor(u);
     let b = Math.floor((u - a) * (m - 1));
@@ -157,11 +196,13 @@ export class P2C implements Picker {
       if (k === b) eb = e;
       k++;
     }
-    if (m === 1) {
-      ea!.lastPicked = this.now;
-      return (this.last = ea!).instance;
-    }
     return this.choose(ea!, eb!);
+  }
+
+  /** index returns a uniform index in [0, n). */
+  private index(n: number): number {
+    const i = Math.floor(this.uniform() * n);
+    return i >= 0 && i < n ? i : 0;
   }
 
   /** choose returns the cheaper of two entries, or the other when force-pick or slow start says so. */
