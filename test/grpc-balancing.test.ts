@@ -1,8 +1,9 @@
 /**
  * The bulwark load-balancing policy on real grpc-js servers over loopback (a MemoryRegistry behind a
  * RegistryCache): P2C against grpc-js's round_robin with one slow server, an instance breaker that
- * opens on UNAVAILABLE and recovers, NOT_SERVING leaving rotation, ring hash by a metadata header,
- * and an unknown service failing fast.
+ * opens on UNAVAILABLE and recovers, outlier ejection and return, retries on another instance within
+ * the retry budget, NOT_SERVING leaving rotation, ring hash by a metadata header, and an unknown
+ * service failing fast.
  */
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -65,7 +66,7 @@ describe('bulwark policy', () => {
   it('an instance failing UNAVAILABLE: its breaker opens, calls go to the others; it recovers and gets calls again', async () => {
     let broken = true;
     const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.UNAVAILABLE } : {}) });
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: { openMs: 500, minimumCalls: 5, failureRate: 0.5 } });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', outlier: false, instanceBreaker: { openMs: 500, minimumCalls: 5, failureRate: 0.5 } });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
@@ -85,6 +86,72 @@ describe('bulwark policy', () => {
       return r.server === 'bad' && badState() === 'closed';
     }, 10_000);
     assert.ok(d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!.picks > picksBefore);
+  });
+
+  it('outlier detection: consecutive failed attempts eject an instance for its ejection time, then it gets calls again', async () => {
+    let broken = true;
+    const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.INTERNAL } : {}) });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, retry: false, outlier: { consecutiveFailures: 3, baseEjectionMs: 600 } });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    const bad = () => d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!;
+    await waitFor('three connected', async () => {
+      await sayHello(client, { name: 'w' }).catch(() => undefined);
+      return d.stats().balancers[0]!.instances.filter((i) => i.connectivity === 'READY').length === 3;
+    });
+    await waitFor('bad ejected', async () => {
+      await sayHello(client, { name: 'x' }).catch(() => undefined);
+      return bad().ejected;
+    });
+    const ejectedAt = performance.now();
+    assert.ok(bad().failures >= 3, `ejected after ${bad().failures} failed attempts`);
+    const picks = bad().picks;
+    for (let i = 0; i < 30; i++) assert.notEqual((await sayHello(client, { name: 'x' })).server, 'bad');
+    assert.equal(bad().picks, picks, 'no attempt went to the ejected instance');
+    assert.deepEqual(
+      d.stats().balancers[0]!.instances.map((i) => [i.id, i.ejected]).sort(),
+      [['a', false], ['b', false], ['bad', true]],
+    );
+    broken = false;
+    await waitFor('bad back in rotation and serving', async () => (await sayHello(client, { name: 'x' })).server === 'bad', 5_000);
+    const backAfter = performance.now() - ejectedAt;
+    assert.ok(backAfter >= 450, `back after ${Math.round(backAfter)} ms, before its 600 ms ejection ended`);
+    assert.equal(bad().ejected, false);
+  });
+
+  it('retries an attempt that failed UNAVAILABLE on another instance, counted in the retry budget', async () => {
+    const { cache } = await fleet({ a: () => ({}), bad: () => ({ fail: status.UNAVAILABLE }) });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, outlier: false });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    await waitFor('both connected', async () => {
+      await sayHello(client, { name: 'w' });
+      return d.stats().balancers[0]!.instances.filter((i) => i.connectivity === 'READY').length === 2;
+    });
+    for (let i = 0; i < 40; i++) assert.equal((await sayHello(client, { name: 'x' })).server, 'a');
+    const bad = d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!;
+    assert.ok(bad.failures >= 15, `bad failed ${bad.failures} attempts (round robin sends it every other first attempt)`);
+    const budget = d.stats().services[0]!.retryBudget!;
+    assert.ok(budget.retries >= bad.failures - 1 && budget.refused === 0, JSON.stringify(budget));
+  });
+
+  it('a retry the budget refuses fails at once with UNAVAILABLE and ERR_RETRY_BUDGET_EXHAUSTED', async () => {
+    const { cache } = await fleet({ a: () => ({}), bad: () => ({ fail: status.UNAVAILABLE }) });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, outlier: false, retry: { budget: { percentCanRetry: 0, minRetriesPerSec: 0 } } });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    const errors: { code: number; details: string; metadata: Metadata }[] = [];
+    for (let i = 0; i < 20; i++) await sayHello(client, { name: 'x' }).catch((e: { code: number; details: string; metadata: Metadata }) => errors.push(e));
+    assert.ok(errors.length >= 5, `${errors.length} calls failed`);
+    for (const e of errors) {
+      assert.equal(e.code, status.UNAVAILABLE);
+      assert.match(e.details, /^ERR_RETRY_BUDGET_EXHAUSTED: bulwark:\/\/\/greeter/);
+      assert.deepEqual(e.metadata.get('bulwark-code'), ['ERR_RETRY_BUDGET_EXHAUSTED']);
+    }
+    assert.equal(d.stats().services[0]!.retryBudget!.refused, errors.length);
   });
 
   it('an instance whose health says NOT_SERVING leaves rotation, and comes back on SERVING', async () => {
@@ -161,5 +228,10 @@ describe('bulwark policy', () => {
     assert.throws(() => new GrpcDiscovery({ registry, strategy: 'nope' as never }), RangeError);
     assert.throws(() => new GrpcDiscovery({ registry, hashHeader: '' }), /hashHeader/);
     assert.throws(() => new GrpcDiscovery({ registry, failureCodes: [99] }), /failureCodes/);
+    assert.throws(() => new GrpcDiscovery({ registry, retry: 3 as never }), /GrpcDiscovery: retry/);
+    assert.throws(() => new GrpcDiscovery({ registry, outlier: { consecutiveFailures: 0 } }), /consecutiveFailures/);
+    assert.throws(() => new GrpcDiscovery({ registry, retry: { maxAttempts: 9 } }), /maxAttempts/);
+    assert.throws(() => new GrpcDiscovery({ registry, retry: { backoff: { initialMs: 0 } } }), /initialMs/);
+    assert.throws(() => new GrpcDiscovery({ registry, retry: { budget: { percentCanRetry: -1 } } }), /percentCanRetry/);
   });
 });

@@ -9,6 +9,8 @@ import type { Disposer } from '../core/events.js';
 import type { Picker } from '../balancer/types.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { HealthCheckOptions } from './health-prober.js';
+import type { RetryConfig } from './retry.js';
+import type { OutlierOptions } from '../balancer/health/outlier.js';
 
 /** GrpcInstanceStats is one instance as a channel's policy sees it. */
 export interface GrpcInstanceStats {
@@ -18,6 +20,8 @@ export interface GrpcInstanceStats {
   connectivity: string;
   /** false while health checks say NOT_SERVING. */
   serving: boolean;
+  /** true while outlier detection has it ejected (consecutive failed attempts). */
+  ejected: boolean;
   breaker: BreakerState | 'none';
   inFlight: number;
   /** Attempts started on it. */
@@ -35,6 +39,8 @@ export interface DiscoveryBinding {
   readonly health: Required<HealthCheckOptions> | false;
   readonly credentials: ChannelCredentials | undefined;
   readonly isFailure: (code: number) => boolean;
+  readonly retry: RetryConfig | undefined;
+  readonly outlier: OutlierOptions | false;
   newPicker(): Picker;
   instance(service: string, address: string): ServiceInstance | undefined;
   addBalancer(b: { stats(): { service: string; instances: GrpcInstanceStats[] } }): Disposer;

@@ -7,7 +7,8 @@
  *    every follower; within one GrpcDiscovery, every channel to the service shares one follower.
  *    Instances appear and disappear without restarting the client.
  * 2. The resolver hands grpc-js the endpoints and a service config naming the `bulwark` policy (or
- *    grpc-js's own `round_robin`, for comparison); see policy.ts for what the policy does per attempt.
+ *    grpc-js's own `round_robin`, for comparison), with grpc-js retrying UNAVAILABLE attempts under the
+ *    bulwark policy (see retry.ts); see policy.ts for what the policy does per attempt.
  * 3. A service without instances resolves to no endpoints, and calls fail at once with UNAVAILABLE
  *    and a message naming the service (no hang); a channel made without `channelOptions()` fails the
  *    same way, saying so.
@@ -42,6 +43,9 @@ import { failureSet } from './status.js';
 import type { MetricsDescription } from './types.js';
 import { ensureGrpcJs } from './version.js';
 import { POLICY_NAME, registerBulwarkPolicy } from './policy.js';
+import { RetryConfig, type GrpcRetryOptions } from './retry.js';
+import { OutlierDetector, type OutlierOptions } from '../balancer/health/outlier.js';
+import type { RetryBudgetStats } from '../policy/types.js';
 import { bind, bindingOf, unbind, type DiscoveryBinding, type GrpcInstanceStats } from './bindings.js';
 
 export type { GrpcInstanceStats } from './bindings.js';
@@ -63,10 +67,23 @@ export interface GrpcDiscoveryOptions {
   hashHeader?: string;
   /** Options of the CircuitBreaker kept per instance (an open breaker takes the instance out of rotation), or false for none. Defaults to `{}` (CircuitBreaker's defaults). */
   instanceBreaker?: CircuitBreakerOptions | false;
+  /**
+   * Outlier detection per channel over every attempt's outcome (the failure codes below; CANCELLED does
+   * not count): `consecutiveFailures` failed attempts in a row eject an instance for its ejection time
+   * (growing with each ejection), never more than `maxEjectionPercent` of the instances; or false for
+   * none. Defaults to `{}` (OutlierDetector's: 5 in a row, 30 s, at most 50 %).
+   */
+  outlier?: OutlierOptions | false;
   /** Active grpc.health.v1 checks of each instance, or false for none. Defaults to `{}` (Watch, falling back to Check every 5 000 ms). */
   health?: HealthCheckOptions | false;
   /** Credentials of the health-check connections. Defaults to insecure. */
   credentials?: ChannelCredentials;
+  /**
+   * Retries on another instance of attempts that failed UNAVAILABLE before any response (a killed or
+   * refusing instance), bounded by a RetryBudget per service (see retry.ts), or false for none.
+   * Defaults to `{}` (3 attempts, 10–100 ms backoff, RetryBudget's defaults: 20 % of calls + 10/s).
+   */
+  retry?: GrpcRetryOptions | false;
   /** The status codes an instance's breaker counts as failures. Defaults to go-zero's (see `defaultFailureCodes`). */
   failureCodes?: readonly number[];
   /** Time source of the pickers, breakers, health timers and statistics. Defaults to `systemClock`. */
@@ -81,8 +98,8 @@ export const grpcDiscoveryDefaults = Object.freeze({ strategy: 'p2c' as Strategy
 
 /** GrpcDiscoveryStats is what `GrpcDiscovery.stats()` answers. */
 export interface GrpcDiscoveryStats {
-  /** Services followed, and the channels resolving each. */
-  services: { service: string; instances: number; channels: number }[];
+  /** Services followed, the channels resolving each, and its retry budget (when retries are on). */
+  services: { service: string; instances: number; channels: number; retryBudget?: RetryBudgetStats }[];
   /** Per channel policy: its service and its instances. */
   balancers: { service: string; instances: GrpcInstanceStats[] }[];
 }
@@ -109,6 +126,8 @@ export class GrpcDiscovery implements DiscoveryBinding {
   readonly health: Required<HealthCheckOptions> | false;
   readonly credentials: ChannelCredentials | undefined;
   readonly isFailure: (code: number) => boolean;
+  readonly retry: RetryConfig | undefined;
+  readonly outlier: OutlierOptions | false;
   private readonly registry: Pick<Registry, 'getService' | 'watch'>;
   private readonly strategy: StrategyOption;
   private readonly feeds = new Map<string, Feed>();
@@ -138,6 +157,12 @@ export class GrpcDiscovery implements DiscoveryBinding {
     this.health = o.health === false ? false : { ...healthCheckDefaults, ...checkOptions('GrpcDiscovery.health', o.health) };
     this.credentials = o.credentials;
     this.isFailure = failureSet('GrpcDiscovery', o.failureCodes);
+    if (o.retry !== undefined && o.retry !== false && (o.retry === null || typeof o.retry !== 'object')) {
+      throw new TypeError(`GrpcDiscovery: retry must be retry options or false, got ${JSON.stringify(o.retry)}`);
+    }
+    this.outlier = o.outlier === false ? false : checkOptions('GrpcDiscovery.outlier', o.outlier);
+    new OutlierDetector({ ...this.outlier, clock: this.clock }); // throws on bad options, naming them
+    this.retry = o.retry === false ? undefined : new RetryConfig(o.retry, this.clock);
     this.id = `d${++nextId}`;
     registerResolver(SCHEME, BulwarkResolver);
     registerBulwarkPolicy();
@@ -211,14 +236,19 @@ export class GrpcDiscovery implements DiscoveryBinding {
   /** stats answers the followed services, each channel policy's instances, and the attempts. */
   stats(): GrpcDiscoveryStats {
     return {
-      services: [...this.feeds].map(([service, f]) => ({ service, instances: f.instances.length, channels: f.listeners.size })),
+      services: [...this.feeds].map(([service, f]) => ({
+        service,
+        instances: f.instances.length,
+        channels: f.listeners.size,
+        ...(this.retry === undefined ? {} : { retryBudget: this.retry.budget(service).stats() }),
+      })),
       balancers: [...this.balancers].map((b) => b.stats()),
     };
   }
 
   /**
    * describeMetrics offers `grpc_balancer_instances` (a gauge by service and state: ready, not_serving,
-   * breaker_open, connecting) to a metrics registry.
+   * ejected, breaker_open, connecting) to a metrics registry.
    */
   describeMetrics(): MetricsDescription {
     return {
@@ -229,9 +259,9 @@ export class GrpcDiscovery implements DiscoveryBinding {
         for (const b of this.balancers) {
           const s = b.stats();
           let m = counts.get(s.service);
-          if (m === undefined) counts.set(s.service, (m = new Map([['ready', 0], ['not_serving', 0], ['breaker_open', 0], ['connecting', 0]])));
+          if (m === undefined) counts.set(s.service, (m = new Map([['ready', 0], ['not_serving', 0], ['ejected', 0], ['breaker_open', 0], ['connecting', 0]])));
           for (const i of s.instances) {
-            const state = i.connectivity !== 'READY' ? 'connecting' : !i.serving ? 'not_serving' : i.breaker === 'open' ? 'breaker_open' : 'ready';
+            const state = i.connectivity !== 'READY' ? 'connecting' : !i.serving ? 'not_serving' : i.ejected ? 'ejected' : i.breaker === 'open' ? 'breaker_open' : 'ready';
             m.set(state, (m.get(state) ?? 0) + 1);
           }
         }
@@ -287,9 +317,10 @@ class BulwarkResolver implements GrpcResolver {
       return;
     }
     const policy = this.options[POLICY_OPTION] === 'round_robin' ? 'round_robin' : POLICY_NAME;
+    // Retries only under the bulwark policy: it is what bounds them by the budget (see retry.ts).
     const config: ServiceConfig = {
       loadBalancingConfig: [policy === POLICY_NAME ? { [POLICY_NAME]: { discovery: id, service: this.service } } : { round_robin: {} }],
-      methodConfig: [],
+      methodConfig: policy === POLICY_NAME && d.retry !== undefined ? [d.retry.methodConfig as ServiceConfig['methodConfig'][number]] : [],
     };
     const disc = d;
     this.dispose = disc.follow(this.service, () => {

@@ -7,7 +7,8 @@
  *   default deadline, and call counts; a refusing breaker answers UNAVAILABLE locally.
  * - `GrpcDiscovery`: `bulwark:///<service>` targets resolved through a registry watch, and the `bulwark`
  *   load-balancing policy: P2C (or any balancer strategy) per attempt, a CircuitBreaker per instance,
- *   grpc.health.v1 checks (NOT_SERVING leaves rotation).
+ *   outlier ejection on consecutive failed attempts, grpc.health.v1 checks (NOT_SERVING leaves
+ *   rotation), and UNAVAILABLE attempts retried on another instance within a RetryBudget per service.
  *
  * Server side:
  * - `GrpcServerGuard`: an interceptor refusing before the handler: shedder and limiter →
@@ -18,11 +19,12 @@
  * Metrics: every guard has `stats()` and `describeMetrics()`; finished calls are published on the
  * `bulwark:grpc:call` diagnostics channel while it has subscribers.
  */
-export { BreakerOpenError, OverloadedError, RateLimitedError, UnsupportedVersionError, ClosedError } from '../core/errors.js';
+export { BreakerOpenError, OverloadedError, RateLimitedError, RetryBudgetExhaustedError, UnsupportedVersionError, ClosedError } from '../core/errors.js';
 export { GrpcClientGuard, grpcClientGuardDefaults, type GrpcClientGuardOptions } from './client-guard.js';
 export { GrpcServerGuard, grpcServerGuardDefaults, type GrpcServerGuardOptions, type LimitBy } from './server-guard.js';
 export { GrpcDiscovery, grpcDiscoveryDefaults, SCHEME, type GrpcDiscoveryOptions, type GrpcDiscoveryStats, type GrpcInstanceStats } from './discovery.js';
 export { healthCheckDefaults, type HealthCheckOptions } from './health-prober.js';
+export { grpcRetryDefaults, type GrpcRetryOptions } from './retry.js';
 export { GrpcHealth, healthServiceDefinition, type HealthStatus, type HealthCheckRequest, type HealthCheckResponse } from './health.js';
 export { announceGrpc, grpcAnnounceDefaults, type GrpcAnnounceOptions, type GrpcAnnouncement } from './announce.js';
 export { defaultFailureCodes, encodeRetryStatus, CODE_HEADER, RETRY_AFTER_HEADER } from './status.js';

@@ -4,12 +4,18 @@
  *
  * - One grpc-js leaf balancer (pick-first over the endpoint) per instance keeps its connection.
  * - Rotation is the instances whose connection is READY, whose health checks do not say NOT_SERVING,
- *   and whose breaker is not open (while all of them are out, picks go to all READY ones: better a
- *   probably failing call than none, Envoy's panic mode).
+ *   that outlier detection has not ejected, and whose breaker is not open (while all of them are out,
+ *   picks go to all READY ones: better a probably failing call than none, Envoy's panic mode).
  * - The pick is our balancer's strategy (P2C on EWMA latency × in-flight by default; round robin,
  *   smooth weighted, ring hash keyed by `hashHeader`, …). The attempt's start and end feed the picker
  *   (in-flight, latency) and the instance's CircuitBreaker: an instance failing with go-zero's failure
  *   codes has its breaker open and leaves rotation until the open period passes and probes succeed.
+ * - Every attempt's outcome also feeds the channel's OutlierDetector (passive health, Envoy's outlier
+ *   detection): consecutive failed attempts eject the instance for its ejection time; a timer on the
+ *   discovery's clock brings it back. The breaker watches the failure rate, the detector the streak.
+ * - Retry attempts (grpc-js retries UNAVAILABLE attempts, see retry.ts) are picked here too: each
+ *   withdraws from the service's RetryBudget (refused: UNAVAILABLE with ERR_RETRY_BUDGET_EXHAUSTED, no
+ *   call) and avoids the instances that just failed; first attempts deposit.
  */
 import type { ChannelOptions } from '@grpc/grpc-js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
@@ -37,6 +43,10 @@ import {
   type TypedLoadBalancingConfig,
 } from './adapter.js';
 import { HealthProber } from './health-prober.js';
+import { OutlierDetector } from '../balancer/health/outlier.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
+import { AVOID_FAILED_MS, budgetRefusal, PREVIOUS_ATTEMPTS_HEADER } from './retry.js';
+import type { RetryBudget } from '../policy/retry-budget.js';
 import { bindingOf, type DiscoveryBinding, type GrpcInstanceStats } from './bindings.js';
 
 /** The policy's name in service configs. */
@@ -71,9 +81,13 @@ interface Child {
   health: HealthProber | undefined;
   serving: boolean;
   open: boolean;
+  /** Ejected by outlier detection (consecutive failed attempts), until its ejection time passes. */
+  ejected: boolean;
   picks: number;
   failures: number;
   inFlight: number;
+  /** When its last attempt ended with a failure code (−∞: never): retry attempts avoid it for a while. */
+  failedAt: number;
 }
 
 class BulwarkLoadBalancer implements LoadBalancer {
@@ -88,6 +102,11 @@ class BulwarkLoadBalancer implements LoadBalancer {
   private note = '';
   /** Every resolved instance, one array while membership is unchanged (pickers cache per array). */
   private all: ServiceInstance[] | undefined;
+  /** Outlier detection over the attempts' outcomes (ids are the children's keys), when on. */
+  private outlier: OutlierDetector | undefined;
+  private disposeOutlier: (() => void) | undefined;
+  /** The timer that ends the next ejection. */
+  private expiry: TimerHandle | undefined;
 
   constructor(private readonly parent: ChannelControlHelper) {
     this.helper = childHelper(parent, (_state, _picker, err) => {
@@ -108,6 +127,7 @@ class BulwarkLoadBalancer implements LoadBalancer {
       this.binding = b;
       this.picker = b.newPicker();
       this.disposeStats = b.addBalancer(this);
+      this.setOutlier(b);
     }
     this.service = config.service;
     this.note = note;
@@ -129,7 +149,7 @@ class BulwarkLoadBalancer implements LoadBalancer {
         c.leaf.updateEndpoint(endpoint, options);
         continue;
       }
-      const child: Child = { key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, open: false, picks: 0, failures: 0, inFlight: 0 };
+      const child: Child = { key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, open: false, ejected: false, picks: 0, failures: 0, inFlight: 0, failedAt: -Infinity };
       if (b.instanceBreaker !== false) {
         const br = new CircuitBreaker({ ...b.instanceBreaker, name: `${config.service}/${key}`, clock: b.instanceBreaker.clock ?? b.clock });
         br.onStateChange((e) => {
@@ -145,16 +165,54 @@ class BulwarkLoadBalancer implements LoadBalancer {
         }, b.credentials);
       }
       this.children.set(key, child);
+      this.outlier?.add(key);
       child.leaf.startConnecting();
     }
     for (const [key, c] of this.children) {
       if (seen.has(key)) continue;
       this.children.delete(key);
+      this.outlier?.remove(key);
       this.drop(c);
     }
     this.paused = false;
     this.update();
     return true;
+  }
+
+  /** setOutlier makes the outlier detector of `b`'s options, whose ejections and returns update the picker. */
+  private setOutlier(b: DiscoveryBinding): void {
+    this.disposeOutlier?.();
+    this.disposeOutlier = undefined;
+    this.clearExpiry();
+    this.outlier = undefined;
+    for (const c of this.children.values()) c.ejected = false;
+    if (b.outlier === false) return;
+    const detector = (this.outlier = new OutlierDetector({ ...b.outlier, clock: b.outlier.clock ?? b.clock }));
+    for (const key of this.children.keys()) detector.add(key);
+    this.disposeOutlier = detector.onChange((e) => {
+      const c = this.children.get(e.id);
+      if (c !== undefined) c.ejected = e.ejected;
+      if (e.ejected) this.scheduleExpiry(b.clock);
+      this.update();
+    });
+  }
+
+  /** scheduleExpiry sets the one timer that returns the next ejected instance when its time is up. */
+  private scheduleExpiry(clock: Clock): void {
+    const next = this.outlier?.nextExpiry() ?? Infinity;
+    this.clearExpiry();
+    if (next === Infinity) return;
+    this.expiry = clock.setTimeout(() => {
+      this.expiry = undefined;
+      this.outlier?.expire(); // emits the returns: each updates the picker
+      this.scheduleExpiry(clock);
+    }, Math.max(0, next - clock.now()));
+    this.expiry.unref?.();
+  }
+
+  private clearExpiry(): void {
+    if (this.expiry !== undefined) this.binding?.clock.clearTimeout(this.expiry);
+    this.expiry = undefined;
   }
 
   private drop(c: Child): void {
@@ -184,7 +242,8 @@ class BulwarkLoadBalancer implements LoadBalancer {
     }
     if (ready > 0) {
       if (this.all === undefined) this.all = [...this.children.values()].map((c) => c.instance);
-      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding), null);
+      const budget = this.binding.retry?.budget(this.service);
+      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding, this.service, budget, this.outlier), null);
     } else if (connecting) {
       this.parent.updateState(ConnectivityState.CONNECTING, queuePicker(this), null);
     } else {
@@ -205,6 +264,9 @@ class BulwarkLoadBalancer implements LoadBalancer {
     this.children.clear();
     this.disposeStats?.();
     this.disposeStats = undefined;
+    this.disposeOutlier?.();
+    this.disposeOutlier = undefined;
+    this.clearExpiry();
   }
   getTypeName(): string {
     return POLICY_NAME;
@@ -218,6 +280,7 @@ class BulwarkLoadBalancer implements LoadBalancer {
         address: c.key,
         connectivity: ConnectivityState[c.leaf.getConnectivityState()] ?? 'UNKNOWN',
         serving: c.serving,
+        ejected: c.ejected,
         breaker: c.breaker?.state ?? 'none',
         inFlight: c.inFlight,
         picks: c.picks,
@@ -244,18 +307,23 @@ class BulwarkPicker implements GrpcPicker {
     children: ReadonlyMap<string, Child>,
     private readonly picker: Picker,
     private readonly b: DiscoveryBinding,
+    private readonly service: string,
+    /** The service's retry budget, when retries are on. */
+    private readonly budget: RetryBudget | undefined,
+    /** The channel's outlier detection, fed every attempt's outcome. */
+    private readonly outlier: OutlierDetector | undefined,
   ) {
     this.hashHeader = b.hashHeader;
     let usable = 0;
     for (const c of children.values()) {
       this.byId.set(c.instance.id, c);
       if (c.leaf.getConnectivityState() !== ConnectivityState.READY) this.out.add(c.instance.id);
-      else if (c.serving && !c.open) usable++;
+      else if (c.serving && !c.open && !c.ejected) usable++;
     }
     if (usable === 0) return; // every connected instance is unhealthy: use them all (panic mode)
     for (const c of children.values()) {
       if (this.out.has(c.instance.id)) continue;
-      if (!c.serving) this.out.add(c.instance.id);
+      if (!c.serving || c.ejected) this.out.add(c.instance.id);
       else if (c.open) {
         this.out.add(c.instance.id);
         this.opened.add(c.instance.id);
@@ -277,14 +345,19 @@ class BulwarkPicker implements GrpcPicker {
       }
     }
     const key = this.hashHeader === undefined ? undefined : args.metadata.get(this.hashHeader)[0]?.toString();
-    let inst = this.picker.pick(this.all, key, this.out.size > 0 ? this.out : undefined);
+    // A retry attempt (grpc-js marks it) avoids the instances that just failed, the one it retries among them.
+    const retry = this.budget !== undefined && args.metadata.get(PREVIOUS_ATTEMPTS_HEADER).length > 0;
+    let exclude = retry ? this.avoidFailed(now) : this.out.size > 0 ? this.out : undefined;
+    let inst = this.picker.pick(this.all, key, exclude);
     let child = this.byId.get(inst.id)!;
     let token: AdmissionToken | undefined = child.breaker?.tryAdmit();
-    if (child.breaker !== undefined && token === undefined && this.out.size < this.all.length - 1) {
+    if (child.breaker !== undefined && token === undefined && (exclude?.size ?? 0) < this.all.length - 1) {
       // Its breaker refuses (open, or half-open with every probe out): avoid it and pick once more.
       this.out.add(inst.id);
       this.opened.add(inst.id);
-      inst = this.picker.pick(this.all, key, this.out);
+      if (exclude === undefined) exclude = this.out;
+      else exclude.add(inst.id);
+      inst = this.picker.pick(this.all, key, exclude);
       child = this.byId.get(inst.id)!;
       token = child.breaker?.tryAdmit();
     }
@@ -293,8 +366,16 @@ class BulwarkPicker implements GrpcPicker {
       token?.release();
       return result;
     }
+    if (this.budget !== undefined) {
+      if (!retry) this.budget.recordCall();
+      else if (!this.budget.allowRetry()) {
+        token?.release();
+        return { pickResultType: PickResultType.DROP, subchannel: null, status: budgetRefusal(this.service), onCallStarted: null, onCallEnded: null };
+      }
+    }
     const picker = this.picker;
     const b = this.b;
+    const outlier = this.outlier;
     const chosen = inst;
     const c = child;
     let start = 0;
@@ -320,10 +401,22 @@ class BulwarkPicker implements GrpcPicker {
           else token.success();
           token = undefined;
         }
-        if (failed) c.failures++;
+        if (failed) {
+          c.failures++;
+          c.failedAt = b.clock.now();
+        }
+        if (outlier !== undefined && code !== Status.CANCELLED) outlier.record(c.key, !failed);
         result.onCallEnded?.(code, details, metadata);
       },
     };
+  }
+
+  /** avoidFailed is the exclude set of a retry attempt: those out of rotation and those that failed within AVOID_FAILED_MS, unless that is every one. */
+  private avoidFailed(now: number): Set<string> | undefined {
+    const avoid = new Set(this.out);
+    for (const c of this.byId.values()) if (now - c.failedAt < AVOID_FAILED_MS) avoid.add(c.instance.id);
+    if (avoid.size < this.all.length) return avoid;
+    return this.out.size > 0 ? new Set(this.out) : undefined;
   }
 }
 
