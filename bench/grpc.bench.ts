@@ -2,17 +2,26 @@
  * bulwark/grpc: what the guards cost on a unary call over loopback (a greeter with JSON bodies; server
  * and client in the subject's own process, each subject in its own child):
  * - bare grpc-js (a direct `127.0.0.1:port` target) vs the client side (GrpcClientGuard + `bulwark:///`
- *   resolver + `bulwark` P2C policy) vs the server side (GrpcServerGuard with breaker per method),
- *   at 1 and at 64 concurrent calls. Target: each ≤ 5 % overhead (≤ 1.05× the bare time per call).
+ *   resolver + `bulwark` P2C policy, retries and outlier detection on) vs the server side
+ *   (GrpcServerGuard with a breaker per method), at 1 and at 64 concurrent calls: time per call
+ *   (throughput) and p50 latency. Target: each ≤ 5 % overhead (≤ 1.05× bare) on both.
+ *   Interleaved: every round runs each subject once, in a rotated order, back to back; the ratios are
+ *   taken within a round (so the machine's noise of that moment falls on both) and the median of the
+ *   rounds' ratios is what counts. A second bare subject (A/A) shows the noise floor of those ratios.
  * - the pick cost of the policy's strategy with 10 / 100 / 1 000 instances (P2C): all in rotation (no
  *   exclude set), with one and with 10 % out of rotation (the exclude set the policy passes: P2C draws
  *   again when a choice lands on an excluded instance, so the cost stays flat in the list's size).
  *   Target: 1 000 instances ≤ 1.5× 10, and one / 10 % out ≤ 2× all in rotation.
  * P2C vs round_robin with one slow instance (share of calls to it, p50/p99) is measured by
  * test/grpc-balancing.test.ts, which prints both.
+ * Environment: GRPC_BENCH=unary|pick (one section), BENCH_RUNS (rounds, default 7 for the unary
+ * section), BENCH_MS (measured time per child, default 1 000).
  */
 import { Server, ServerCredentials, credentials, makeGenericClientConstructor, Metadata } from '@grpc/grpc-js';
-import { atMost, bench, type Subject } from './harness.js';
+import { spawnSync } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { atMost, bench, type BenchSpec, type Subject } from './harness.js';
 import { GrpcClientGuard, GrpcDiscovery, GrpcServerGuard } from '../src/grpc/index.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
@@ -26,6 +35,8 @@ const greeter = {
 };
 const Greeter = makeGenericClientConstructor(greeter, 'helloworld.Greeter');
 type Call = (req: unknown, md: Metadata, cb: (err: Error | null) => void) => void;
+
+const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
 async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
@@ -47,8 +58,32 @@ async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): P
   } else client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure());
   const say = (client as unknown as { SayHello: Call }).SayHello.bind(client);
   const md = new Metadata();
-  const one = () => new Promise<void>((resolve, reject) => say({ name: 'x' }, md, (e) => (e ? reject(e) : resolve())));
+  const request = { name: 'x' };
+  // Latency of each call after the warm-up, for the p50 (a ring of the latest 64 Ki).
+  const samples = new Float64Array(1 << 16);
+  let count = 0;
+  let recordFrom = Infinity;
+  // CPU time (user + system) of the process from the end of the warm-up: server and client both run
+  // here, so per call it is what a call costs in work, which other processes' load does not inflate.
+  let cpuFrom: NodeJS.CpuUsage | undefined;
+  let countFrom = 0;
+  const one = () =>
+    new Promise<void>((resolve, reject) => {
+      const t0 = performance.now();
+      say(request, md, (e) => {
+        if (t0 >= recordFrom) {
+          if (cpuFrom === undefined) {
+            cpuFrom = process.cpuUsage();
+            countFrom = count;
+          }
+          samples[count++ & 0xffff] = performance.now() - t0;
+        }
+        if (e) reject(e);
+        else resolve();
+      });
+    });
   for (let i = 0; i < 200; i++) await one(); // connect and warm up
+  recordFrom = performance.now() + WARM_MS;
   const calls = new Array<Promise<void>>(concurrency);
   return {
     op:
@@ -60,6 +95,11 @@ async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): P
           },
     async: true,
     batch: concurrency === 1 ? 50 : 2,
+    extra: () => {
+      const xs = Array.from(samples.subarray(0, Math.min(count, samples.length))).sort((a, b) => a - b);
+      const cpu = process.cpuUsage(cpuFrom);
+      return { p50Us: xs.length > 0 ? xs[xs.length >> 1]! * 1000 : NaN, cpuUs: (cpu.user + cpu.system) / Math.max(1, count - countFrom), calls: count };
+    },
     teardown: async () => {
       client.close();
       await discovery?.close();
@@ -72,19 +112,95 @@ async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): P
   };
 }
 
-for (const c of [1, 64]) {
-  await bench(`grpc: unary call over loopback, ${c} concurrent`, {
-    baseline: 'bare grpc-js',
-    subjects: {
-      'bare grpc-js': () => unary('bare', c),
-      'client guard + bulwark:/// + P2C policy': () => unary('client', c),
-      'server guard': () => unary('server', c),
-    },
-    targets: [
-      atMost(`client side ≤ 1.05× bare (${c} concurrent)`, 'client guard + bulwark:/// + P2C policy', 'bare grpc-js', 1.05),
-      atMost(`server side ≤ 1.05× bare (${c} concurrent)`, 'server guard', 'bare grpc-js', 1.05),
-    ],
-  });
+interface ChildResult {
+  nsPerOp: number;
+  extra: Record<string, number>;
+}
+
+const median = (xs: readonly number[]): number => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length === 0 ? NaN : v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
+};
+
+/**
+ * interleaved runs a section's subjects round after round, each once per round in its own child (the
+ * harness's child protocol), rotating their order; it prints, per subject, the median time per call and
+ * p50, and the median (min–max) over the rounds of its ratio to the baseline measured in the same round.
+ */
+function interleaved(title: string, spec: BenchSpec & { baseline: string }, perOp: number, targets: { label: string; subject: string; max: number }[]): void {
+  const rounds = Number(process.env.BENCH_RUNS ?? 7);
+  const file = fileURLToPath(import.meta.url);
+  const names = Object.keys(spec.subjects);
+  const got = new Map<string, ChildResult[]>(names.map((n) => [n, []]));
+  const ratios = new Map<string, { time: number[]; p50: number[]; cpu: number[] }>(names.map((n) => [n, { time: [], p50: [], cpu: [] }]));
+  process.stdout.write(`\n## ${title}  (${rounds} interleaved rounds × ${process.env.BENCH_MS ?? 1_000} ms per subject, each in its own process)\n`);
+  for (let r = 0; r < rounds; r++) {
+    const order = names.map((_, i) => names[(i + r) % names.length]!);
+    if (r % 2 === 1) order.reverse();
+    const round = new Map<string, ChildResult>();
+    for (const name of order) {
+      const child = spawnSync(process.execPath, [...process.execArgv, file, '--child', name, '--section', title], { encoding: 'utf8', env: process.env, timeout: 120_000, maxBuffer: 16 << 20 });
+      const line = child.stdout.split('\n').find((l) => l.startsWith('@@RESULT '));
+      if (child.status !== 0 || line === undefined) {
+        process.stdout.write(`  ${name}: child failed (status ${child.status})\n${child.stderr.slice(-2000)}\n`);
+        process.exitCode = 1;
+        continue;
+      }
+      const res = JSON.parse(line.slice(9)) as ChildResult;
+      round.set(name, res);
+      got.get(name)!.push(res);
+    }
+    const base = round.get(spec.baseline);
+    if (base === undefined) continue;
+    for (const [name, res] of round) {
+      ratios.get(name)!.time.push(res.nsPerOp / base.nsPerOp);
+      ratios.get(name)!.p50.push(res.extra.p50Us! / base.extra.p50Us!);
+      ratios.get(name)!.cpu.push(res.extra.cpuUs! / base.extra.cpuUs!);
+    }
+  }
+  const spread = (xs: number[]) => (xs.length === 0 ? '–' : `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`);
+  const rows = [['subject', 'calls/s', 'time/call', 'p50', 'CPU/call', `time ÷ ${spec.baseline}, per round`, `p50 ÷ ${spec.baseline}, per round`, `CPU ÷ ${spec.baseline}, per round`]];
+  for (const name of names) {
+    const rs = got.get(name)!;
+    const ns = median(rs.map((x) => x.nsPerOp)) / perOp;
+    rows.push([name, `${(1e9 / ns / 1000).toFixed(1)} k/s`, `${(ns / 1000).toFixed(2)} µs`, `${median(rs.map((x) => x.extra.p50Us!)).toFixed(1)} µs`, `${median(rs.map((x) => x.extra.cpuUs!)).toFixed(1)} µs`, spread(ratios.get(name)!.time), spread(ratios.get(name)!.p50), spread(ratios.get(name)!.cpu)]);
+  }
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  for (const row of rows) process.stdout.write(`  ${row.map((c, i) => c.padEnd(widths[i]!)).join('  ')}\n`);
+  process.stdout.write('  targets (median of the per-round ratios):\n');
+  for (const t of targets) {
+    const r = ratios.get(t.subject)!;
+    for (const [what, xs] of [['time per call', r.time], ['p50', r.p50], ['CPU per call', r.cpu]] as const) {
+      const v = median(xs);
+      process.stdout.write(`  ${v <= t.max ? '✓' : '✗'} ${t.label}, ${what}: ${Number.isNaN(v) ? 'failed' : `${v.toFixed(3)}×`}\n`);
+    }
+  }
+}
+
+const section = process.env.GRPC_BENCH;
+const isChild = process.argv.includes('--child');
+
+if (section === undefined || section === 'unary') {
+  for (const c of [1, 64]) {
+    const title = `grpc: unary call over loopback, ${c} concurrent`;
+    const spec = {
+      baseline: 'bare grpc-js',
+      subjects: {
+        'bare grpc-js': () => unary('bare', c),
+        'bare grpc-js (A/A)': () => unary('bare', c),
+        'client guard + bulwark:/// + P2C policy': () => unary('client', c),
+        'server guard': () => unary('server', c),
+      },
+    };
+    if (isChild) await bench(title, spec);
+    else
+      interleaved(title, spec, c, [
+        { label: `A/A: bare ÷ bare (${c} concurrent), the noise floor`, subject: 'bare grpc-js (A/A)', max: 1.05 },
+        { label: `client side ≤ 1.05× bare (${c} concurrent)`, subject: 'client guard + bulwark:/// + P2C policy', max: 1.05 },
+        { label: `server side ≤ 1.05× bare (${c} concurrent)`, subject: 'server guard', max: 1.05 },
+      ]);
+  }
 }
 
 type Out = 'none' | 'one' | 'tenth';
@@ -112,7 +228,7 @@ for (const n of [10, 100, 1_000]) {
   pickSubjects[`${size} instances, 10 % out`] = () => pickSubject(n, 'tenth');
 }
 
-await bench('grpc: policy pick cost (P2C pick + start + report)', {
+if (section === undefined || section === 'pick') await bench('grpc: policy pick cost (P2C pick + start + report)', {
   baseline: '10 instances, all in rotation',
   subjects: pickSubjects,
   targets: [

@@ -91,7 +91,7 @@ describe('bulwark policy', () => {
   it('outlier detection: consecutive failed attempts eject an instance for its ejection time, then it gets calls again', async () => {
     let broken = true;
     const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.INTERNAL } : {}) });
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, retry: false, outlier: { consecutiveFailures: 3, baseEjectionMs: 600 } });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, retry: false, outlier: { consecutiveFailures: 3, baseEjectionMs: 3_000 } });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
@@ -107,7 +107,7 @@ describe('bulwark policy', () => {
     const ejectedAt = performance.now();
     assert.ok(bad().failures >= 3, `ejected after ${bad().failures} failed attempts`);
     const picks = bad().picks;
-    for (let i = 0; i < 30; i++) assert.notEqual((await sayHello(client, { name: 'x' })).server, 'bad');
+    for (let i = 0; i < 20; i++) assert.notEqual((await sayHello(client, { name: 'x' })).server, 'bad');
     assert.equal(bad().picks, picks, 'no attempt went to the ejected instance');
     assert.deepEqual(
       d.stats().balancers[0]!.instances.map((i) => [i.id, i.ejected]).sort(),
@@ -116,7 +116,7 @@ describe('bulwark policy', () => {
     broken = false;
     await waitFor('bad back in rotation and serving', async () => (await sayHello(client, { name: 'x' })).server === 'bad', 5_000);
     const backAfter = performance.now() - ejectedAt;
-    assert.ok(backAfter >= 450, `back after ${Math.round(backAfter)} ms, before its 600 ms ejection ended`);
+    assert.ok(backAfter >= 2_500, `back after ${Math.round(backAfter)} ms, before its 3 000 ms ejection ended`);
     assert.equal(bad().ejected, false);
   });
 

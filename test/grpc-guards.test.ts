@@ -108,7 +108,8 @@ describe('GrpcServerGuard', () => {
     const burst = 20;
     const guard = new GrpcServerGuard({ limiter: new KeyedLimiter({ rate, burst }), limitBy: { metadata: 'x-user' }, breakers: false });
     let handled = 0;
-    const { server, address } = await startGreeter('a', { interceptors: [guard.interceptor] }, () => (handled++, {}));
+    const admittedAt: number[] = [];
+    const { server, address } = await startGreeter('a', { interceptors: [guard.interceptor] }, () => (handled++, admittedAt.push(performance.now()), {}));
     after(() => server.forceShutdown());
     const client = new GreeterClientCtor(address, insecure);
     after(() => client.close());
@@ -133,10 +134,14 @@ describe('GrpcServerGuard', () => {
       }
     });
     await Promise.all(workers);
-    const seconds = (performance.now() - t0) / 1000;
+    // A pause of the process (this machine is shared) longer than burst / rate lets the bucket fill past
+    // its burst: those tokens are lost by design, so such pauses (gaps between admitted calls) do not count.
+    let lostMs = 0;
+    for (let i = 1; i < admittedAt.length; i++) lostMs += Math.max(0, admittedAt[i]! - admittedAt[i - 1]! - (1000 * burst) / rate);
+    const seconds = (performance.now() - t0 - lostMs) / 1000;
     const measured = (ok - burst) / seconds;
     assert.ok(limited > 0);
-    assert.ok(Math.abs(measured - rate) <= rate * 0.05 + 1 / seconds, `admitted ${measured.toFixed(1)}/s for a rate of ${rate}/s`);
+    assert.ok(Math.abs(measured - rate) <= rate * 0.05 + 1 / seconds, `admitted ${measured.toFixed(1)}/s for a rate of ${rate}/s (${Math.round(lostMs)} ms of pauses left out)`);
     assert.equal(handled, ok);
     assert.match(retry!.details, /^ERR_RATE_LIMITED/);
     assert.ok(Number(retry!.metadata.get('retry-after-ms')[0]) >= 0);
@@ -167,7 +172,8 @@ describe('GrpcServerGuard', () => {
   it('a call whose deadline has already passed never reaches the handler', async () => {
     const guard = new GrpcServerGuard({ breakers: false });
     let handled = 0;
-    const { server, address } = await startGreeter('a', { interceptors: [guard.interceptor] }, () => (handled++, {}));
+    const admittedAt: number[] = [];
+    const { server, address } = await startGreeter('a', { interceptors: [guard.interceptor] }, () => (handled++, admittedAt.push(performance.now()), {}));
     after(() => server.forceShutdown());
     const client = new GreeterClientCtor(address, insecure);
     after(() => client.close());

@@ -11,6 +11,7 @@
 import { InterceptingCall, Metadata, status } from '@grpc/grpc-js';
 import type { Interceptor, InterceptorOptions, StatusObject } from '@grpc/grpc-js';
 import type { InterceptingCallInterface } from '@grpc/grpc-js/build/src/client-interceptors.js';
+import type { InterceptingListener, MessageContext } from '@grpc/grpc-js/build/src/call-interface.js';
 import type { AdmissionToken } from '../core/admission.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { systemClock, type Clock } from '../core/clock.js';
@@ -57,6 +58,76 @@ class RefusedCall implements InterceptingCallInterface {
   }
 }
 
+/** What every guarded call of one GrpcClientGuard shares. */
+interface Shared {
+  readonly stats: CallStats;
+  readonly clock: Clock;
+  readonly isFailure: (code: number) => boolean;
+}
+
+/**
+ * GuardedCall is one admitted call: it forwards everything to the next call in the chain and is its
+ * listener too, settling the breaker token and the statistics when the status arrives. One object per
+ * call, where an InterceptingCall with a requester costs a requester copy, a listener wrapper and a
+ * closure per hook on every call (half of what the interceptor cost in the bench).
+ */
+class GuardedCall implements InterceptingCallInterface, InterceptingListener {
+  private listener: Partial<InterceptingListener> | undefined;
+
+  constructor(
+    private readonly next: InterceptingCallInterface,
+    private readonly shared: Shared,
+    private readonly method: string,
+    private token: AdmissionToken | undefined,
+    private readonly startedAt: number,
+  ) {}
+
+  start(metadata: Metadata, listener?: Partial<InterceptingListener>): void {
+    this.listener = listener;
+    this.next.start(metadata, this);
+  }
+  onReceiveMetadata(metadata: Metadata): void {
+    this.listener?.onReceiveMetadata?.(metadata);
+  }
+  onReceiveMessage(message: unknown): void {
+    this.listener?.onReceiveMessage?.(message);
+  }
+  onReceiveStatus(st: StatusObject): void {
+    const code = st.code;
+    const token = this.token;
+    const shared = this.shared;
+    if (token !== undefined) {
+      this.token = undefined;
+      if (code === status.CANCELLED) token.release();
+      else if (shared.isFailure(code)) token.failure();
+      else token.success();
+    }
+    shared.stats.record(this.method, code, shared.clock.now() - this.startedAt);
+    this.listener?.onReceiveStatus?.(st);
+  }
+  cancelWithStatus(code: status, details: string): void {
+    this.next.cancelWithStatus(code, details);
+  }
+  getPeer(): string {
+    return this.next.getPeer();
+  }
+  sendMessageWithContext(context: MessageContext, message: unknown): void {
+    this.next.sendMessageWithContext(context, message);
+  }
+  sendMessage(message: unknown): void {
+    this.next.sendMessage(message);
+  }
+  startRead(): void {
+    this.next.startRead();
+  }
+  halfClose(): void {
+    this.next.halfClose();
+  }
+  getAuthContext(): ReturnType<InterceptingCallInterface['getAuthContext']> {
+    return this.next.getAuthContext();
+  }
+}
+
 /** GrpcClientGuard holds the per-method client guards; pass `guard.interceptor` in the client's `interceptors`. */
 export class GrpcClientGuard {
   /** interceptor is the grpc-js client interceptor. */
@@ -78,43 +149,32 @@ export class GrpcClientGuard {
     else if (o.breakers !== null && typeof o.breakers === 'object' && typeof o.breakers.get === 'function') breakers = o.breakers;
     else throw new TypeError('GrpcClientGuard: breakers must have get(name) (a BreakerGroup) or be false');
     const stats = this.calls;
+    const shared: Shared = { stats, clock, isFailure };
+    /** Breaker names by method path, so a call does not build `target + method` again. */
+    const names = new Map<string, string>();
 
     this.interceptor = (options: InterceptorOptions, nextCall) => {
       const method = options.method_definition.path;
       let token: AdmissionToken | undefined;
       if (breakers !== undefined) {
-        const breaker = breakers.get(target + method);
+        let name = names.get(method);
+        if (name === undefined) names.set(method, (name = target + method));
+        const breaker = breakers.get(name);
         if (breaker !== undefined) {
           try {
             token = breaker.admit();
           } catch (err) {
             if (!(err instanceof BreakerOpenError)) throw err;
             stats.record(method, status.UNAVAILABLE, 0, true);
-            return new InterceptingCall(new RefusedCall(refusal(status.UNAVAILABLE, BreakerOpenError.code, `breaker ${target + method} is open`)));
+            return new InterceptingCall(new RefusedCall(refusal(status.UNAVAILABLE, BreakerOpenError.code, `breaker ${name} is open`)));
           }
         }
       }
-      const opts = deadlineMs > 0 && options.deadline === undefined ? { ...options, deadline: Date.now() + deadlineMs } : options;
-      const start = clock.now();
-      const settle = (code: number): void => {
-        if (token !== undefined) {
-          if (code === status.CANCELLED) token.release();
-          else if (isFailure(code)) token.failure();
-          else token.success();
-          token = undefined;
-        }
-        stats.record(method, code, clock.now() - start);
-      };
-      return new InterceptingCall(nextCall(opts), {
-        start: (metadata, _listener, next) => {
-          next(metadata, {
-            onReceiveStatus: (st, nextStatus) => {
-              settle(st.code);
-              nextStatus(st);
-            },
-          });
-        },
-      });
+      // grpc-js hands each call's interceptor chain its own options object: set the deadline in place.
+      if (deadlineMs > 0 && options.deadline === undefined) options.deadline = Date.now() + deadlineMs;
+      // The InterceptingCall around it is what the Interceptor type asks for; without a requester it
+      // adds no per-call copies, and hands its listener straight to GuardedCall.
+      return new InterceptingCall(new GuardedCall(nextCall(options), shared, method, token, clock.now()));
     };
   }
 

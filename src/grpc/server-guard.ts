@@ -18,8 +18,10 @@
  * Shedder tokens complete with success for any finished call but RESOURCE_EXHAUSTED / UNAVAILABLE
  * (only work actually done feeds the shedder), and are released when the caller cancels.
  */
-import { ServerInterceptingCall, status } from '@grpc/grpc-js';
-import type { Metadata, ServerInterceptor, StatusObject } from '@grpc/grpc-js';
+import { Metadata, ServerInterceptingCall, status } from '@grpc/grpc-js';
+import type { ServerInterceptor, StatusObject } from '@grpc/grpc-js';
+import type { InterceptingServerListener, ServerInterceptingCallInterface } from '@grpc/grpc-js/build/src/server-interceptors.js';
+import type { PartialStatusObject } from '@grpc/grpc-js/build/src/call-interface.js';
 import type { AdmissionToken } from '../core/admission.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { systemClock, type Clock } from '../core/clock.js';
@@ -56,6 +58,148 @@ function deadlineMs(d: Date | number): number {
   return d instanceof Date ? d.getTime() : d;
 }
 
+/** What every guarded call of one GrpcServerGuard shares. */
+interface Shared {
+  readonly stats: CallStats;
+  readonly clock: Clock;
+  readonly isFailure: (code: number) => boolean;
+  readonly shedder: GrpcShedder | undefined;
+  readonly limiter: GrpcLimiter | undefined;
+  readonly keyOf: (metadata: Metadata, peer: string) => string | undefined;
+  readonly breakers: GrpcBreakerSource | undefined;
+}
+
+/**
+ * GuardedServerCall is one call through the guard: it forwards everything to the next call in the
+ * chain and is its listener too, deciding on the metadata (before the handler sees anything) and
+ * settling the tokens and statistics on the status. One object per call, where a ServerInterceptingCall
+ * with a responder costs a responder copy, a listener wrapper and closures per hook on every call.
+ */
+class GuardedServerCall implements ServerInterceptingCallInterface, InterceptingServerListener {
+  private listener: InterceptingServerListener | undefined;
+  private shed: AdmissionToken | undefined;
+  private breaker: AdmissionToken | undefined;
+  private startedAt = 0;
+  private done = false;
+  /** Refused before the handler: nothing more reaches the handler's listener. */
+  private refused = false;
+
+  constructor(
+    private readonly next: ServerInterceptingCallInterface,
+    private readonly shared: Shared,
+    private readonly method: string,
+  ) {}
+
+  start(listener: InterceptingServerListener): void {
+    this.listener = listener;
+    this.next.start(this);
+  }
+
+  onReceiveMetadata(metadata: Metadata): void {
+    const g = this.shared;
+    this.startedAt = g.clock.now();
+    const deadline = deadlineMs(this.next.getDeadline());
+    if (deadline !== Infinity && deadline <= Date.now()) {
+      return this.refuse({ code: status.DEADLINE_EXCEEDED, details: 'the caller\'s deadline passed before the handler ran', metadata: new Metadata() });
+    }
+    if (g.shedder !== undefined) {
+      try {
+        this.shed = g.shedder.admit();
+      } catch (err) {
+        if (err instanceof OverloadedError) return this.refuse(refusal(status.RESOURCE_EXHAUSTED, OverloadedError.code, 'the server is overloaded (load shedding)'));
+        throw err;
+      }
+    }
+    if (g.limiter !== undefined) {
+      const key = g.keyOf(metadata, this.next.getPeer());
+      if (key !== undefined) {
+        const d = g.limiter.decide(key);
+        if (!d.allowed) return this.refuse(refusal(status.RESOURCE_EXHAUSTED, RateLimitedError.code, `rate limit of ${d.limit} reached`, d.retryAfterMs));
+      }
+    }
+    if (g.breakers !== undefined) {
+      const b = g.breakers.get(this.method);
+      if (b !== undefined) {
+        try {
+          this.breaker = b.admit();
+        } catch (err) {
+          if (err instanceof BreakerOpenError) return this.refuse(refusal(status.UNAVAILABLE, BreakerOpenError.code, `breaker of ${this.method} is open`));
+          throw err;
+        }
+      }
+    }
+    this.listener!.onReceiveMetadata(metadata);
+  }
+
+  onReceiveMessage(message: unknown): void {
+    if (!this.refused) this.listener!.onReceiveMessage(message);
+  }
+  onReceiveHalfClose(): void {
+    if (!this.refused) this.listener!.onReceiveHalfClose();
+  }
+  onCancel(): void {
+    const deadline = deadlineMs(this.next.getDeadline());
+    this.settle(deadline !== Infinity && deadline <= Date.now() ? status.DEADLINE_EXCEEDED : status.CANCELLED, false);
+    if (!this.refused) this.listener!.onCancel();
+  }
+
+  private refuse(st: StatusObject): void {
+    this.refused = true;
+    this.settle(st.code, true);
+    this.next.sendStatus(st);
+  }
+
+  private settle(code: number, refused: boolean): void {
+    if (this.done) return;
+    this.done = true;
+    const shed = this.shed;
+    if (shed !== undefined) {
+      if (code === status.CANCELLED) shed.release();
+      else if (code === status.RESOURCE_EXHAUSTED || code === status.UNAVAILABLE) shed.failure();
+      else shed.success();
+    }
+    const breaker = this.breaker;
+    if (breaker !== undefined) {
+      if (code === status.CANCELLED) breaker.release();
+      else if (this.shared.isFailure(code)) breaker.failure();
+      else breaker.success();
+    }
+    this.shared.stats.record(this.method, code, this.shared.clock.now() - this.startedAt, refused);
+  }
+
+  sendMetadata(metadata: Metadata): void {
+    this.next.sendMetadata(metadata);
+  }
+  sendMessage(message: unknown, callback: () => void): void {
+    this.next.sendMessage(message, callback);
+  }
+  sendStatus(st: PartialStatusObject): void {
+    this.settle(st.code ?? status.UNKNOWN, false);
+    this.next.sendStatus(st);
+  }
+  startRead(): void {
+    this.next.startRead();
+  }
+  getPeer(): string {
+    return this.next.getPeer();
+  }
+  getDeadline(): ReturnType<ServerInterceptingCallInterface['getDeadline']> {
+    return this.next.getDeadline();
+  }
+  getHost(): string {
+    return this.next.getHost();
+  }
+  getAuthContext(): ReturnType<ServerInterceptingCallInterface['getAuthContext']> {
+    return this.next.getAuthContext();
+  }
+  getConnectionInfo(): ReturnType<ServerInterceptingCallInterface['getConnectionInfo']> {
+    return this.next.getConnectionInfo();
+  }
+  getMetricsRecorder(): ReturnType<ServerInterceptingCallInterface['getMetricsRecorder']> {
+    return this.next.getMetricsRecorder();
+  }
+}
+
 /** GrpcServerGuard holds the server guards; pass `guard.interceptor` in the server's `interceptors` option. */
 export class GrpcServerGuard {
   /** interceptor is the grpc-js server interceptor. */
@@ -78,85 +222,10 @@ export class GrpcServerGuard {
     else if (o.breakers === false) breakers = undefined;
     else if (o.breakers !== null && typeof o.breakers === 'object' && typeof o.breakers.get === 'function') breakers = o.breakers;
     else throw new TypeError('GrpcServerGuard: breakers must have get(name) (a BreakerGroup) or be false');
-    const stats = this.calls;
-
-    this.interceptor = (descriptor, call) => {
-      const method = descriptor.path;
-      let shed: AdmissionToken | undefined;
-      let breaker: AdmissionToken | undefined;
-      let start = 0;
-      let done = false;
-      const settle = (code: number, refused: boolean): void => {
-        if (done) return;
-        done = true;
-        if (shed !== undefined) {
-          if (code === status.CANCELLED) shed.release();
-          else if (code === status.RESOURCE_EXHAUSTED || code === status.UNAVAILABLE) shed.failure();
-          else shed.success();
-        }
-        if (breaker !== undefined) {
-          if (code === status.CANCELLED) breaker.release();
-          else if (isFailure(code)) breaker.failure();
-          else breaker.success();
-        }
-        stats.record(method, code, clock.now() - start, refused);
-      };
-      const refuse = (st: StatusObject): void => {
-        settle(st.code, true);
-        ic.sendStatus(st);
-      };
-      const ic: ServerInterceptingCall = new ServerInterceptingCall(call, {
-        start: (next) => {
-          next({
-            onReceiveMetadata: (metadata, nextMetadata) => {
-              start = clock.now();
-              const deadline = deadlineMs(call.getDeadline());
-              if (deadline !== Infinity && deadline <= Date.now()) {
-                settle(status.DEADLINE_EXCEEDED, true);
-                ic.sendStatus({ code: status.DEADLINE_EXCEEDED, details: 'the caller\'s deadline passed before the handler ran', metadata: metadata.clone() });
-                return;
-              }
-              if (shedder !== undefined) {
-                try {
-                  shed = shedder.admit();
-                } catch (err) {
-                  if (err instanceof OverloadedError) return refuse(refusal(status.RESOURCE_EXHAUSTED, OverloadedError.code, 'the server is overloaded (load shedding)'));
-                  throw err;
-                }
-              }
-              if (limiter !== undefined) {
-                const key = keyOf(metadata, call.getPeer());
-                if (key !== undefined) {
-                  const d = limiter.decide(key);
-                  if (!d.allowed) return refuse(refusal(status.RESOURCE_EXHAUSTED, RateLimitedError.code, `rate limit of ${d.limit} reached`, d.retryAfterMs));
-                }
-              }
-              if (breakers !== undefined) {
-                const b = breakers.get(method);
-                if (b !== undefined) {
-                  try {
-                    breaker = b.admit();
-                  } catch (err) {
-                    if (err instanceof BreakerOpenError) return refuse(refusal(status.UNAVAILABLE, BreakerOpenError.code, `breaker of ${method} is open`));
-                    throw err;
-                  }
-                }
-              }
-              nextMetadata(metadata);
-            },
-            onCancel: () => {
-              const deadline = deadlineMs(call.getDeadline());
-              settle(deadline !== Infinity && deadline <= Date.now() ? status.DEADLINE_EXCEEDED : status.CANCELLED, false);
-            },
-          });
-        },
-        sendStatus: (st, next) => {
-          settle(st.code ?? status.UNKNOWN, false);
-          next(st);
-        },
-      });
-      return ic;
-    };
+    const shared: Shared = { stats: this.calls, clock, isFailure, shedder, limiter, keyOf, breakers };
+    // The ServerInterceptingCall around it is what the ServerInterceptor type asks for; without a
+    // responder it adds no per-call copies of hooks.
+    this.interceptor = (descriptor, call) => new ServerInterceptingCall(new GuardedServerCall(call, shared, descriptor.path));
   }
 
   /** stats answers the calls by method and code, and the refusals. */
