@@ -72,10 +72,11 @@ interface Shared {
 /**
  * GuardedServerCall is one call through the guard: it forwards everything to the next call in the
  * chain and is its listener too, deciding on the metadata (before the handler sees anything) and
- * settling the tokens and statistics on the status. One object per call, where a ServerInterceptingCall
- * with a responder costs a responder copy, a listener wrapper and closures per hook on every call.
+ * settling the tokens and statistics on the status. It is a ServerInterceptingCall (what the
+ * ServerInterceptor type returns) whose methods all forward directly: one layer per call, where a
+ * ServerInterceptingCall with a responder adds a listener wrapper and a closure per hook and message.
  */
-class GuardedServerCall implements ServerInterceptingCallInterface, InterceptingServerListener {
+class GuardedServerCall extends ServerInterceptingCall implements InterceptingServerListener {
   private listener: InterceptingServerListener | undefined;
   private shed: AdmissionToken | undefined;
   private breaker: AdmissionToken | undefined;
@@ -88,9 +89,11 @@ class GuardedServerCall implements ServerInterceptingCallInterface, Intercepting
     private readonly next: ServerInterceptingCallInterface,
     private readonly shared: Shared,
     private readonly method: string,
-  ) {}
+  ) {
+    super(next); // no responder: every method below forwards directly
+  }
 
-  start(listener: InterceptingServerListener): void {
+  override start(listener: InterceptingServerListener): void {
     this.listener = listener;
     this.next.start(this);
   }
@@ -167,35 +170,35 @@ class GuardedServerCall implements ServerInterceptingCallInterface, Intercepting
     this.shared.stats.record(this.method, code, this.shared.clock.now() - this.startedAt, refused);
   }
 
-  sendMetadata(metadata: Metadata): void {
+  override sendMetadata(metadata: Metadata): void {
     this.next.sendMetadata(metadata);
   }
-  sendMessage(message: unknown, callback: () => void): void {
+  override sendMessage(message: unknown, callback: () => void): void {
     this.next.sendMessage(message, callback);
   }
-  sendStatus(st: PartialStatusObject): void {
+  override sendStatus(st: PartialStatusObject): void {
     this.settle(st.code ?? status.UNKNOWN, false);
     this.next.sendStatus(st);
   }
-  startRead(): void {
+  override startRead(): void {
     this.next.startRead();
   }
-  getPeer(): string {
+  override getPeer(): string {
     return this.next.getPeer();
   }
-  getDeadline(): ReturnType<ServerInterceptingCallInterface['getDeadline']> {
+  override getDeadline(): ReturnType<ServerInterceptingCallInterface['getDeadline']> {
     return this.next.getDeadline();
   }
-  getHost(): string {
+  override getHost(): string {
     return this.next.getHost();
   }
-  getAuthContext(): ReturnType<ServerInterceptingCallInterface['getAuthContext']> {
+  override getAuthContext(): ReturnType<ServerInterceptingCallInterface['getAuthContext']> {
     return this.next.getAuthContext();
   }
-  getConnectionInfo(): ReturnType<ServerInterceptingCallInterface['getConnectionInfo']> {
+  override getConnectionInfo(): ReturnType<ServerInterceptingCallInterface['getConnectionInfo']> {
     return this.next.getConnectionInfo();
   }
-  getMetricsRecorder(): ReturnType<ServerInterceptingCallInterface['getMetricsRecorder']> {
+  override getMetricsRecorder(): ReturnType<ServerInterceptingCallInterface['getMetricsRecorder']> {
     return this.next.getMetricsRecorder();
   }
 }
@@ -223,9 +226,7 @@ export class GrpcServerGuard {
     else if (o.breakers !== null && typeof o.breakers === 'object' && typeof o.breakers.get === 'function') breakers = o.breakers;
     else throw new TypeError('GrpcServerGuard: breakers must have get(name) (a BreakerGroup) or be false');
     const shared: Shared = { stats: this.calls, clock, isFailure, shedder, limiter, keyOf, breakers };
-    // The ServerInterceptingCall around it is what the ServerInterceptor type asks for; without a
-    // responder it adds no per-call copies of hooks.
-    this.interceptor = (descriptor, call) => new ServerInterceptingCall(new GuardedServerCall(call, shared, descriptor.path));
+    this.interceptor = (descriptor, call) => new GuardedServerCall(call, shared, descriptor.path);
   }
 
   /** stats answers the calls by method and code, and the refusals. */
