@@ -7,21 +7,24 @@
  *   (throughput) and p50 latency. Target: each ≤ 5 % overhead (≤ 1.05× bare) on both.
  *   Interleaved: every round runs each subject once, in a rotated order, back to back; the ratios are
  *   taken within a round (so the machine's noise of that moment falls on both) and the median of the
- *   rounds' ratios is what counts. A second bare subject (A/A) shows the noise floor of those ratios.
+ *   rounds' ratios is what counts. A second bare subject (A/A) shows the noise floor of those ratios,
+ *   and bare grpc-js with a 2 s deadline shows what the client guard's default deadline costs in grpc-js.
  * - the pick cost of the policy's strategy with 10 / 100 / 1 000 instances (P2C): all in rotation (no
  *   exclude set), with one and with 10 % out of rotation (the exclude set the policy passes: P2C draws
  *   again when a choice lands on an excluded instance, so the cost stays flat in the list's size).
  *   Target: 1 000 instances ≤ 1.5× 10, and one / 10 % out ≤ 2× all in rotation.
  * P2C vs round_robin with one slow instance (share of calls to it, p50/p99) is measured by
  * test/grpc-balancing.test.ts, which prints both.
- * Environment: GRPC_BENCH=unary|pick (one section), BENCH_RUNS (rounds, default 7 for the unary
+ * - the guards' own cost per call over a fake next call (no network), optionally beside another build's.
+ *   Target: ≤ 1 µs each (a loopback unary call costs tens of µs of CPU).
+ * Environment: GRPC_BENCH=unary|layers|pick (one section), GRPC_BASE_DIST (a dist/ to compare with), BENCH_RUNS (rounds, default 7 for the unary
  * section), BENCH_MS (measured time per child, default 1 000).
  */
 import { Server, ServerCredentials, credentials, makeGenericClientConstructor, Metadata } from '@grpc/grpc-js';
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { atMost, bench, type BenchSpec, type Subject } from './harness.js';
+import { atMost, bench, type BenchSpec, type Subject, type Target } from './harness.js';
 import { GrpcClientGuard, GrpcDiscovery, GrpcServerGuard } from '../src/grpc/index.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
@@ -35,10 +38,11 @@ const greeter = {
 };
 const Greeter = makeGenericClientConstructor(greeter, 'helloworld.Greeter');
 type Call = (req: unknown, md: Metadata, cb: (err: Error | null) => void) => void;
+type CallWith = (req: unknown, md: Metadata, options: { deadline: number }, cb: (err: Error | null) => void) => void;
 
 const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
-async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): Promise<Subject> {
+async function unary(kind: 'bare' | 'deadline' | 'client' | 'server', concurrency: number): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
   const server = new Server(sg === undefined ? {} : { interceptors: [sg.interceptor] });
   server.addService(greeter, { SayHello: (_c: unknown, cb: (e: null, r: unknown) => void) => cb(null, { message: 'hi' }) });
@@ -57,6 +61,7 @@ async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): P
     client = new Greeter('bulwark:///greeter', credentials.createInsecure(), { ...discovery.channelOptions(), interceptors: [cg.interceptor] });
   } else client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure());
   const say = (client as unknown as { SayHello: Call }).SayHello.bind(client);
+  const sayWith = (client as unknown as { SayHello: CallWith }).SayHello.bind(client);
   const md = new Metadata();
   const request = { name: 'x' };
   // Latency of each call after the warm-up, for the p50 (a ring of the latest 64 Ki).
@@ -67,10 +72,13 @@ async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): P
   // here, so per call it is what a call costs in work, which other processes' load does not inflate.
   let cpuFrom: NodeJS.CpuUsage | undefined;
   let countFrom = 0;
+  // GrpcClientGuard gives every call a deadline (2 s by default, as zrpc): grpc-js then arms a timer
+  // and sends grpc-timeout per call. The 'deadline' subject is bare grpc-js paying that same price.
+  const withDeadline = kind === 'deadline';
   const one = () =>
     new Promise<void>((resolve, reject) => {
       const t0 = performance.now();
-      say(request, md, (e) => {
+      const cb = (e: Error | null) => {
         if (t0 >= recordFrom) {
           if (cpuFrom === undefined) {
             cpuFrom = process.cpuUsage();
@@ -80,7 +88,9 @@ async function unary(kind: 'bare' | 'client' | 'server', concurrency: number): P
         }
         if (e) reject(e);
         else resolve();
-      });
+      };
+      if (withDeadline) sayWith(request, md, { deadline: Date.now() + 2_000 }, cb);
+      else say(request, md, cb);
     });
   for (let i = 0; i < 200; i++) await one(); // connect and warm up
   recordFrom = performance.now() + WARM_MS;
@@ -189,6 +199,7 @@ if (section === undefined || section === 'unary') {
       subjects: {
         'bare grpc-js': () => unary('bare', c),
         'bare grpc-js (A/A)': () => unary('bare', c),
+        'bare grpc-js, 2 s deadline': () => unary('deadline', c),
         'client guard + bulwark:/// + P2C policy': () => unary('client', c),
         'server guard': () => unary('server', c),
       },
@@ -201,6 +212,151 @@ if (section === undefined || section === 'unary') {
         { label: `server side ≤ 1.05× bare (${c} concurrent)`, subject: 'server guard', max: 1.05 },
       ]);
   }
+}
+
+/**
+ * The guards' own cost per call, without the network: each interceptor over a fake next call that
+ * answers at once (OK), against the fake call alone. Machine noise that swamps a 5 % difference on a
+ * loopback call (see the A/A row above) hardly touches these few hundred nanoseconds. With
+ * GRPC_BASE_DIST=<a dist/ of another build>, that build's guards run beside ours (A/B).
+ */
+type Guards = { GrpcClientGuard: typeof GrpcClientGuard; GrpcServerGuard: typeof GrpcServerGuard };
+
+async function guardsOf(build: 'this' | 'base'): Promise<Guards> {
+  if (build === 'this') return { GrpcClientGuard, GrpcServerGuard };
+  return (await import(`${process.env.GRPC_BASE_DIST}/grpc/index.js`)) as Guards;
+}
+
+const okStatus = { code: 0, details: 'OK', metadata: new Metadata() };
+
+function fakeClientCall(): object {
+  return {
+    start(md: Metadata, l: { onReceiveMetadata?: (m: Metadata) => void; onReceiveMessage?: (m: unknown) => void; onReceiveStatus?: (s: unknown) => void }) {
+      l.onReceiveMetadata?.(md);
+      l.onReceiveMessage?.(okStatus);
+      l.onReceiveStatus?.(okStatus);
+    },
+    sendMessageWithContext() {},
+    sendMessage() {},
+    startRead() {},
+    halfClose() {},
+    cancelWithStatus() {},
+    getPeer: () => '127.0.0.1:1',
+    getAuthContext: () => null,
+  };
+}
+
+async function clientLayer(guard: 'none' | 'this' | 'base'): Promise<Subject> {
+  const fake = fakeClientCall();
+  const nextCall = () => fake;
+  const definition = { path: '/helloworld.Greeter/SayHello' };
+  const md = new Metadata();
+  const listener = { onReceiveMetadata() {}, onReceiveMessage() {}, onReceiveStatus() {} };
+  type Call = { start(md: Metadata, l: object): void; sendMessage(m: unknown): void; halfClose(): void };
+  if (guard === 'none') {
+    return {
+      op: () => {
+        const options = Object.assign({}, { deadline: undefined }, { method_definition: definition }); // what grpc-js builds per call
+        const call = nextCall() as Call;
+        void options;
+        call.start(md, listener);
+        call.sendMessage(request);
+        call.halfClose();
+      },
+    };
+  }
+  const G = await guardsOf(guard);
+  const g = new G.GrpcClientGuard({ target: 'bulwark:///greeter' });
+  const interceptor = g.interceptor as unknown as (o: object, next: () => object) => Call;
+  return {
+    op: () => {
+      const call = interceptor(Object.assign({}, { deadline: undefined }, { method_definition: definition }), nextCall);
+      call.start(md, listener);
+      call.sendMessage(request);
+      call.halfClose();
+    },
+    teardown: () => g.close(),
+  };
+}
+const request = { name: 'x' };
+
+async function serverLayer(guard: 'none' | 'this' | 'base'): Promise<Subject> {
+  const md = new Metadata();
+  type Listener = { onReceiveMetadata(m: Metadata): void; onReceiveMessage(m: unknown): void; onReceiveHalfClose(): void; onCancel(): void };
+  type Call = { start(l: Listener): void; sendStatus(s: object): void; sendMessage(m: unknown, cb: () => void): void };
+  const base = {
+    start(l: Listener) {
+      l.onReceiveMetadata(md);
+      l.onReceiveMessage(request);
+      l.onReceiveHalfClose();
+    },
+    sendMetadata() {},
+    sendMessage(_m: unknown, cb: () => void) {
+      cb();
+    },
+    sendStatus() {},
+    startRead() {},
+    getPeer: () => '127.0.0.1:1',
+    getDeadline: () => Infinity,
+    getHost: () => 'h',
+    getAuthContext: () => ({}),
+    getConnectionInfo: () => ({}),
+    getMetricsRecorder: () => ({}),
+  };
+  const descriptor = { path: '/helloworld.Greeter/SayHello' };
+  let intercept: (d: object, c: object) => Call = (_d, c) => c as Call;
+  let close: (() => unknown) | undefined;
+  if (guard !== 'none') {
+    const G = await guardsOf(guard);
+    const g = new G.GrpcServerGuard({});
+    intercept = g.interceptor as unknown as typeof intercept;
+    close = () => g.close();
+  }
+  const noop = () => undefined;
+  return {
+    op: () => {
+      const call = intercept(descriptor, base);
+      // What the unary handler runner does: listen, answer the message, end with OK.
+      call.start({
+        onReceiveMetadata() {},
+        onReceiveMessage() {},
+        onReceiveHalfClose() {
+          call.sendMessage(okStatus, noop);
+          call.sendStatus(okStatus);
+        },
+        onCancel() {},
+      });
+    },
+    teardown: close,
+  };
+}
+
+if (section === undefined || section === 'layers') {
+  const subjects: Record<string, () => Promise<Subject>> = {
+    'client: fake call alone': () => clientLayer('none'),
+    'client: GrpcClientGuard over it': () => clientLayer('this'),
+    'server: fake call alone': () => serverLayer('none'),
+    'server: GrpcServerGuard over it': () => serverLayer('this'),
+  };
+  if (process.env.GRPC_BASE_DIST) {
+    subjects['client: GrpcClientGuard over it (base build)'] = () => clientLayer('base');
+    subjects['server: GrpcServerGuard over it (base build)'] = () => serverLayer('base');
+  }
+  const own = (name: string, guard: string, alone: string): Target => ({
+    label: `${name}'s own cost ≤ 1 µs per call`,
+    check: (m) => {
+      const value = m.ns(guard) - m.ns(alone);
+      return { value, ok: value <= 1_000, unit: ' ns' };
+    },
+  });
+  await bench('grpc: the guards\' own cost per call (over a fake next call, no network)', {
+    baseline: 'client: fake call alone',
+    subjects,
+    targets: [
+      own('GrpcClientGuard', 'client: GrpcClientGuard over it', 'client: fake call alone'),
+      own('GrpcServerGuard', 'server: GrpcServerGuard over it', 'server: fake call alone'),
+    ],
+  });
 }
 
 type Out = 'none' | 'one' | 'tenth';
