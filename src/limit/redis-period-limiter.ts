@@ -121,6 +121,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
     const a = this.args;
     const count = String(n);
     return this.switch.run(
+      k,
       () => script.evalsha(this.client, k, a[0], a[1], count, a[2], a[3]),
       (r) => (isReply(r) ? answer(r) : undefined),
       local,

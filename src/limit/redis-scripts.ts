@@ -127,6 +127,55 @@ return { 0, left, ceil(nxt - burst * interval), ceil(ahead) }
 `;
 
 /**
+ * NODE_SCRIPT: one tick's `take()` callers of several keys that one Cluster master owns, in one call.
+ * KEYS[1] is the first key (it routes the call to its master) and ARGV[3] its callers; ARGV[4], ARGV[5]…
+ * are further key, callers pairs. Each key admits as many as its bucket holds, exactly as TOKEN_SCRIPT's
+ * 'm' mode; the reply is the list of how many each admitted. The flag lets the script touch keys of
+ * other slots than KEYS[1]'s on the same node (Redis ≥ 7); every key is read before any is written, so
+ * that a key the node does not own (its slot moved) fails the call before it changed anything.
+ */
+export const NODE_SCRIPT = `#!lua flags=allow-cross-slot-keys
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local ceil, floor = math.ceil, math.floor
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local frac = tonumber(t[2]) / 1000
+local lim = (burst + 1e-9) * interval
+local keys, counts, found = { KEYS[1] }, { tonumber(ARGV[3]) }, {}
+for i = 4, #ARGV, 2 do
+  keys[#keys + 1] = ARGV[i]
+  counts[#counts + 1] = tonumber(ARGV[i + 1])
+end
+for i = 1, #keys do found[i] = redis.call('GET', keys[i]) end
+local out = {}
+for i = 1, #keys do
+  local a = 0
+  local w = found[i]
+  if w then
+    local p = string.find(w, ' ', 1, true)
+    if p then
+      a = (tonumber(string.sub(w, 1, p - 1)) - sec) * 1000 + (tonumber(string.sub(w, p + 1)) - frac)
+      if a < 0 then a = 0 end
+    end
+  end
+  local k, m = counts[i], 0
+  while m < k do
+    local x = a + interval
+    if x > lim then break end
+    a, m = x, m + 1
+  end
+  if m > 0 then
+    local f = frac + a
+    local s = floor(f / 1000)
+    redis.call('SET', keys[i], string.format('%d %.17g', sec + s, f - s * 1000), 'PX', ceil(a) + 1000)
+  end
+  out[i] = m
+end
+return out
+`;
+
+/**
  * PERIOD_SCRIPT: KEYS[1] counts calls of one client key.
  * ARGV: periodMs, quota, n, window, alignOffsetMs. Reply: {allowed 0|1, remaining, resetMs, retryAfterMs (-1: never)}.
  *

@@ -10,8 +10,9 @@
  * calls in a row would get at that instant (GCRA: admitting m of k is taking m tokens). A caller that
  * finds no call in flight and no batch open is sent at once (a lone caller never waits for the tick);
  * callers behind a call in flight batch. A batch is sent at the end of the tick (process.nextTick), or
- * at once when it reaches 1 024 callers; batches of
- * different keys share one socket write. `take(key, n)` for n ≠ 1 is one script call of its own. If a
+ * at once when it reaches 1 024 callers. The `take()` batches of one tick's keys go as one script call
+ * too: on a single Redis, all of them; on a Cluster, one call per master, holding the keys whose slots
+ * that master owns in the client's slot map. `take(key, n)` for n ≠ 1 is one script call of its own. If a
  * batch's call fails, times out or answers a bad shape, each of its callers is decided by the rescue
  * limiter, one by one, in call order.
  *
@@ -22,8 +23,10 @@
  * `instances × lease.tokens` more than the bucket alone would (and never more than `rate × maxMs` more).
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
- * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis at the first PONG.
+ * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis after two PONGs in a
+ * row; on a Cluster, only the keys of the failed master go to rescue.
  */
+import { ReplyError, type Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
 import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
@@ -31,7 +34,9 @@ import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-common.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
-import { isIntArray, Script, TOKEN_SCRIPT } from './redis-scripts.js';
+import { isCluster, keySlot, ownerOf } from './redis-cluster.js';
+import { isIntArray, NODE_SCRIPT, Script, TOKEN_SCRIPT } from './redis-scripts.js';
+import { isNoScript } from './rescue.js';
 import type { LimitDecision, SharedRateLimiter } from './types.js';
 
 /** LeaseOptions turns on token leasing: up to `tokens` tokens taken per script call, spent within `maxMs`. */
@@ -60,6 +65,9 @@ export interface RedisTokenLimiterOptions extends RedisCommonOptions {
 export const redisTokenLimiterDefaults = Object.freeze({});
 
 const script = new Script(TOKEN_SCRIPT);
+const nodeScript = new Script(NODE_SCRIPT);
+/** What a node batch's call answers when the node could not take it whole (see splitError): its keys are sent one by one. */
+const SPLIT = Symbol('split');
 const ONE = '1';
 /** The script's 4th argument for a batch, for a reply of 1 or 0 alone (`take`), and for a lease. */
 const BATCH = '1';
@@ -71,6 +79,8 @@ const maxBatch = 1024;
 
 /** A caller in a batch: its resolve, and whether it asked for the numbers (takeDecision) or a boolean (take). */
 type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
+/** One key's callers of a tick, and the client key (for the rescue limiter). */
+type Batch = { client: string; waiters: Waiter[] };
 
 /** A key's lease: tokens left to spend until `until` (clock time), or callers waiting for one in flight. */
 class Lease {
@@ -97,7 +107,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   private oneClient = '';
   private oneBatch: Waiter[] | undefined;
   /** This tick's batches of other keys. */
-  private readonly batches = new Map<string, { client: string; waiters: Waiter[] }>();
+  private readonly batches = new Map<string, Batch>();
   private scheduled = false;
   private readonly leases = new Map<string, Lease>();
   private readonly flushTick = (): void => {
@@ -107,17 +117,23 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       const k = this.oneKey!;
       this.oneBatch = this.oneKey = undefined;
       // A lone caller was sent at once (see one()): with other keys this tick, this key's batch joins their one call.
-      if (this.multiKey && this.batches.size > 0 && !w.some((c) => c.decide)) this.batches.set(k, { client: this.oneClient, waiters: w });
+      if (this.batches.size > 0 && !w.some((c) => c.decide)) this.batches.set(k, { client: this.oneClient, waiters: w });
       else this.flush(k, this.oneClient, w);
     }
     if (this.batches.size > 0) {
-      if (this.multiKey) this.flushMulti();
+      if (this.cluster !== undefined) {
+        if (this.nodeBatches) this.flushNodes();
+      } else {
+        this.flushMulti();
+      }
       for (const [k, b] of this.batches) this.flush(k, b.client, b.waiters);
       this.batches.clear();
     }
   };
-  /** Several keys' `take()` batches of one tick may share one script call (a single Redis, not a Cluster, whose keys live on different masters). */
-  private readonly multiKey: boolean;
+  /** The client when it is a Cluster: a tick's keys are then grouped by the master that owns them. */
+  private readonly cluster: Cluster | undefined;
+  /** A tick's keys of one Cluster master go in one call (off after a master could not run the node script, e.g. Redis < 7). */
+  private nodeBatches = true;
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options);
@@ -132,14 +148,14 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       });
       if (!Number.isInteger(lease.tokens)) throw new RangeError(`RedisTokenLimiter: lease.tokens must be an integer, got ${lease.tokens}`);
     }
-    super('RedisTokenLimiter', [script.lua], o);
+    super('RedisTokenLimiter', [script.lua, nodeScript.lua], o);
     this.rate = rate;
     this.burst = burst;
     this.lease = lease;
     this.interval = String(1000 / rate);
     this.burstArg = String(burst);
     this.leaseArg = String(lease?.tokens ?? 1);
-    this.multiKey = !('nodes' in this.client && typeof this.client.nodes === 'function');
+    this.cluster = isCluster(this.client) ? this.client : undefined;
   }
 
   /**
@@ -165,6 +181,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     if (n > this.burst) return Promise.resolve(false);
     const count = String(n);
     return this.switch.run(
+      k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
       parseAllowed,
       () => this.rescue().allow(key, n),
@@ -193,6 +210,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     const burst = this.burst;
     const count = String(n);
     return this.switch.run(
+      k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count),
       (r) => parseDecision(r, burst),
       () => this.rescue().decide(key, n),
@@ -210,7 +228,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     } catch (err) {
       return Promise.reject(err);
     }
-    if (this.switch.mode === 'rescue') {
+    if (this.switch.rescues(k)) {
       this.switch.rescueDecisions++;
       const local = this.rescue();
       return Promise.resolve(decide ? local.decide(key, 1) : local.allow(key, 1));
@@ -247,51 +265,116 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   }
 
   /**
-   * flushMulti sends this tick's `take()` batches of several keys as ONE script call that decides each key as its own batch would, and removes
-   * them from the map. Batches with a `takeDecision()` caller stay for their own call.
+   * flushMulti sends this tick's `take()` batches of several keys (on a single Redis) as ONE script call
+   * that decides each key as its own batch would, and removes them from the map. Batches with a
+   * `takeDecision()` caller stay for their own call.
    */
   private flushMulti(): void {
     const keys: string[] = [];
-    const counts: string[] = [];
-    const groups: { client: string; waiters: Waiter[] }[] = [];
+    const groups: Batch[] = [];
     for (const [k, b] of this.batches) {
       if (b.waiters.some((c) => c.decide)) continue;
       keys.push(k);
-      counts.push(String(b.waiters.length));
       groups.push(b);
       this.batches.delete(k);
       if (keys.length >= maxBatch) break;
     }
+    this.sendKeys(keys, groups);
+  }
+
+  /**
+   * flushNodes groups this tick's `take()` batches (on a Cluster) by the master that owns their slot in
+   * the client's slot map, and sends each master's keys as ONE call of the node script (at most 1 024
+   * keys; the rest, and keys of slots with no known master, go on their own).
+   */
+  private flushNodes(): void {
+    const cluster = this.cluster!;
+    const nodes = new Map<string, { keys: string[]; groups: Batch[] }>();
+    for (const [k, b] of this.batches) {
+      if (b.waiters.some((c) => c.decide)) continue;
+      const node = ownerOf(cluster, keySlot(k));
+      if (node === '') continue;
+      let n = nodes.get(node);
+      if (n === undefined) nodes.set(node, (n = { keys: [], groups: [] }));
+      if (n.keys.length >= maxBatch) continue;
+      n.keys.push(k);
+      n.groups.push(b);
+      this.batches.delete(k);
+    }
+    for (const n of nodes.values()) this.sendKeys(n.keys, n.groups);
+  }
+
+  /**
+   * sendKeys sends several keys' batches as one script call: KEYS are the keys on a single Redis (the
+   * 'm' mode of TOKEN_SCRIPT); on a Cluster, KEYS[1] routes the call to its master and the other keys
+   * ride in ARGV (NODE_SCRIPT, allowed to touch keys of other slots of the same node).
+   */
+  private sendKeys(keys: string[], groups: Batch[]): void {
     if (keys.length === 0) return;
     if (keys.length === 1) {
       this.flush(keys[0]!, groups[0]!.client, groups[0]!.waiters);
       return;
     }
-    const args = [...keys, this.interval, this.burstArg, '0', MULTI, ...counts];
     let total = 0;
     for (const g of groups) total += g.waiters.length;
+    let send: () => Promise<unknown>;
+    let resend: () => Promise<unknown>;
+    if (this.cluster === undefined) {
+      const args = [...keys, this.interval, this.burstArg, '0', MULTI];
+      for (const g of groups) args.push(String(g.waiters.length));
+      send = () => this.client.evalsha(script.sha, keys.length, ...args);
+      resend = () => this.client.eval(script.lua, keys.length, ...args);
+    } else {
+      const args = [keys[0]!, this.interval, this.burstArg, String(groups[0]!.waiters.length)];
+      for (let i = 1; i < keys.length; i++) args.push(keys[i]!, String(groups[i]!.waiters.length));
+      send = () => this.client.evalsha(nodeScript.sha, 1, ...args).catch(this.splitOn);
+      resend = () => this.client.eval(nodeScript.lua, 1, ...args).catch(this.splitOn);
+    }
     this.switch.start(
-      () => this.client.evalsha(script.sha, keys.length, ...args),
+      keys[0]!,
+      send,
       (r) => {
-        if (!Array.isArray(r) || r.length !== groups.length) return false;
+        if (r === SPLIT) {
+          for (let i = 0; i < keys.length; i++) this.flush(keys[i]!, groups[i]!.client, groups[i]!.waiters);
+          return 0; // counted by the calls that decide them
+        }
+        if (!Array.isArray(r) || r.length !== groups.length) return -1;
         for (let i = 0; i < groups.length; i++) {
           const m = r[i] as unknown;
-          if (typeof m !== 'number' || !Number.isInteger(m) || m < 0 || m > groups[i]!.waiters.length) return false;
+          if (typeof m !== 'number' || !Number.isInteger(m) || m < 0 || m > groups[i]!.waiters.length) return -1;
         }
         for (let i = 0; i < groups.length; i++) {
           const w = groups[i]!.waiters;
           const m = r[i] as number;
           for (let j = 0; j < w.length; j++) w[j]!.resolve(j < m);
         }
-        return true;
+        return total;
       },
       () => {
         for (const g of groups) this.rescueBatch(g.client, g.waiters);
       },
       total,
-      () => this.client.eval(script.lua, keys.length, ...args),
+      resend,
     );
   }
+
+  /**
+   * splitOn turns a node script's error reply that says the node cannot take this call whole into SPLIT:
+   * a key of the call is no longer this node's (its slot moved: a resharding, or a failover the slot map
+   * has not caught up with), or the node cannot run the script (Redis < 7: no script flags; node
+   * batches are then off). The keys are then sent one by one, as ioredis routes single-key calls.
+   * Other errors (the node is down, CLUSTERDOWN, NOSCRIPT) reject as they are.
+   */
+  private readonly splitOn = (err: unknown): unknown => {
+    if (!(err instanceof ReplyError) || isNoScript(err)) throw err;
+    const msg = (err as Error).message;
+    if (/non.local key|cross.slot/i.test(msg)) return SPLIT;
+    if (/shebang|flags|compil/i.test(msg)) {
+      this.nodeBatches = false;
+      return SPLIT;
+    }
+    throw err;
+  };
 
   /** flush sends a key's batch as one script call: the plain one-token call for a lone caller, else the batch call. */
   private flush(k: string, key: string, w: Waiter[]): void {
@@ -299,8 +382,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       const c = w[0]!;
       const mode = c.decide ? undefined : ANSWER_ONLY;
       this.switch.start(
+        k,
         () => script.evalsha(this.client, k, this.interval, this.burstArg, ONE, mode),
-        (r) => this.answerOne(c, r),
+        (r) => (this.answerOne(c, r) ? 1 : -1),
         () => this.rescueBatch(key, w),
         1,
         () => script.eval(this.client, k, this.interval, this.burstArg, ONE, mode),
@@ -309,8 +393,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     }
     const count = String(w.length);
     this.switch.start(
+      k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, BATCH),
-      (r) => this.answerBatch(w, r),
+      (r) => (this.answerBatch(w, r) ? w.length : -1),
       () => this.rescueBatch(key, w),
       w.length,
       () => script.eval(this.client, k, this.interval, this.burstArg, count, BATCH),
@@ -377,12 +462,13 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       const waiting: Waiter[] = (l.waiting = [{ resolve, decide }]);
       const arg = this.leaseArg;
       this.switch.start(
+        k,
         () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
         (r) => {
-          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return false;
-          this.switch.redisDecisions += waiting.length;
+          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return -1;
+          const n = waiting.length; // callers join the wait while the call is in flight
           this.settleLease(l, waiting, r[0]!, r[1]! / 1000);
-          return true;
+          return n;
         },
         () => {
           l.waiting = undefined;
@@ -390,7 +476,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
           this.switch.rescueDecisions += waiting.length;
           this.rescueBatch(key, waiting);
         },
-        0, // counted when answered: callers join the wait while the call is in flight
+        0, // counted when answered
         () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
       );
     });
