@@ -82,6 +82,16 @@ describe('Redis limiters on a real Redis Cluster', { skip }, () => {
       const counts = await Promise.all(masters.map(keysOn));
       process.stdout.write(`# keys per master: ${counts.join(', ')}\n`);
       for (const n of counts) assert.ok(n >= 50, `every master holds a share of the 360 keys: ${counts.join(', ')}`);
+      // The slots the limiter groups keys by are the cluster's own.
+      const admin = new Redis({ host: '127.0.0.1', port: masters[0]!, maxRetriesPerRequest: 1 });
+      try {
+        for (const k of [...keys.slice(0, 50), 'é', '🙂', 'a{b}c', '{}x', 'ü{ñ}']) {
+          const key = `ct:{${k}}`;
+          assert.equal(keySlot(key), Number(await admin.call('CLUSTER', 'KEYSLOT', key)), key);
+        }
+      } finally {
+        admin.disconnect();
+      }
     } finally {
       client.disconnect();
     }
