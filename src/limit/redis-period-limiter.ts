@@ -8,7 +8,7 @@
  * windows aligned like `align`: within any `periodMs` about `quota`, never 2 ×).
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
- * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis at the first PONG.
+ * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis after two PONGs in a row (see rescue.ts).
  */
 import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, integer, options as optionsOf, positive } from '../core/validate.js';

@@ -13,8 +13,9 @@
  *   still names a dead master, there is nothing to ask: the probe fails and asks the client to refresh
  *   its map). A part comes back after RECOVER_PROBES successful probes in a row of the same master —
  *   hysteresis, so that a node that answers once in the middle of a failover does not pull decisions
- *   back only for them to time out again. At the start, before Redis was ever reached, the first PONG
- *   is enough: there was no outage to flap back into;
+ *   back only for them to time out again; an outage that starts soon after a return doubles that
+ *   count for the next return (see RELAPSE_MS). At the start, before Redis was ever reached, the first
+ *   PONG is enough: there was no outage to flap back into;
  * - `mode` is 'rescue' while any part is: one process warning per outage, one `modeChange` event per
  *   switch (out, and back once every part is back), counters in `stats()`.
  *
@@ -36,6 +37,13 @@ import type { LimiterMode, ModeChange, RedisClient } from './types.js';
  * rescue comes back at the first PONG).
  */
 const RECOVER_PROBES = 2;
+/**
+ * An outage that starts within RELAPSE_MS (or 10 probe intervals, if longer) of the last return is a
+ * relapse: the next return then needs twice as many probes in a row, up to 2^MAX_RELAPSES × RECOVER_PROBES
+ * (a Redis that answers PING but not scripts in time — overloaded — is left alone longer each time).
+ */
+const RELAPSE_MS = 1_000;
+const MAX_RELAPSES = 5;
 
 /** A decision waiting on Redis. A class, not a closure per call: cheaper to make and to keep. */
 class Pending {
@@ -92,6 +100,9 @@ export class RedisRescue {
   private warned = false;
   /** Redis was reached since the start: from then on, parts come back after RECOVER_PROBES probes. */
   private reached = false;
+  /** Outages in a row that started soon after a return (see RELAPSE_MS), and when decisions last returned. */
+  private relapses = 0;
+  private backAt = -Infinity;
   private closed = false;
 
   constructor(
@@ -291,9 +302,11 @@ export class RedisRescue {
     this.cause = err;
     this.rescueWaiting(entry.node);
     if (!first) return;
+    const now = this.clock.now();
+    this.relapses = now - this.backAt < Math.max(RELAPSE_MS, 10 * this.probeIntervalMs) ? Math.min(this.relapses + 1, MAX_RELAPSES) : 0;
     this.mode = 'rescue';
     this.outages++;
-    this.rescueSince = this.clock.now();
+    this.rescueSince = now;
     process.emitWarning(
       `bulwark: ${this.owner}: Redis failed (${describe(err)}); deciding in process until it answers again`,
       { code: 'BULWARK_LIMIT_RESCUE' },
@@ -373,7 +386,7 @@ export class RedisRescue {
       if (this.probeSeq !== seq || !this.probing) return;
       this.probing = false;
       if (this.closed) return;
-      const need = this.reached ? RECOVER_PROBES : 1;
+      const need = this.reached ? RECOVER_PROBES << this.relapses : 1;
       const back: string[] = [];
       let i = 0;
       for (const owner of targets.keys()) {
@@ -418,6 +431,7 @@ export class RedisRescue {
     this.mode = 'redis';
     this.warned = true;
     this.rescueSince = undefined;
+    this.backAt = this.clock.now();
     this.clock.clearTimeout(this.probe);
     this.probe = undefined;
     if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'redis', cause: undefined });
