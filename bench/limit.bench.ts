@@ -35,7 +35,7 @@ let cluster: RedisCluster | undefined;
 if (!isChild) {
   server = await startRedis();
   process.env.BENCH_REDIS_URL = server.url;
-  if (!process.env.BENCH_FILTER || /cluster|rotating/i.test(process.env.BENCH_FILTER)) {
+  if (!process.env.BENCH_FILTER || /cluster|rotating|redis/i.test(process.env.BENCH_FILTER)) {
     cluster = await startRedisCluster({ masters: 3 });
     process.env.BENCH_CLUSTER_SEEDS = JSON.stringify(cluster.seeds);
   }

@@ -3,12 +3,15 @@
  * few ioredis Cluster members they use (slot map, masters, EVALSHA, PING, refreshSlotsCache): a dead
  * master sends only its slots to rescue; the probe asks the slot map's current owner (a refresh while
  * the map names the dead one) and brings the slots back after two PONGs in a row — one switch out, one
- * back; a relapse soon after a return doubles the probes the next return needs.
+ * back; a relapse soon after a return doubles the probes the next return needs; and, for any sequence
+ * of deaths, revivals, failovers and calls, every call is answered, switches alternate, and once every
+ * master is up all keys are back on Redis (property).
  * The real-cluster failover is in limit-cluster.test.ts.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
+import fc from 'fast-check';
 import { ManualClock } from '../src/core/clock.js';
 import { RedisTokenLimiter, type RedisClient } from '../src/limit/index.js';
 import { keySlot, SLOTS } from '../src/limit/redis-cluster.js';
@@ -49,14 +52,22 @@ class FakeCluster extends EventEmitter {
   nodes(): FakeNode[] {
     return this.masters.filter((n) => n.up);
   }
-  evalsha(_sha: string, _numkeys: number, key: string): Promise<unknown> {
+  /** evalsha answers as the token script would with an endless bucket: every decision admitted. */
+  evalsha(_sha: string, _numkeys: number, key: string, ...args: string[]): Promise<unknown> {
     const owner = this.slots[keySlot(key)]![0]!;
     this.calls.set(owner, (this.calls.get(owner) ?? 0) + 1);
     const node = this.masters.find((n) => n.key === owner)!;
-    return node.up ? Promise.resolve(1) : new Promise(() => {});
+    if (!node.up) return new Promise(() => {});
+    const [, , n, mode] = args;
+    if (mode === 'a') return Promise.resolve(1);
+    if (mode === '1') return Promise.resolve([Number(n), 1_000, 0, 0, 0]); // a batch: all n admitted
+    // A node batch: key, callers pairs after the first key's callers.
+    const admitted = [Number(n)];
+    for (let i = 4; i < args.length; i += 2) admitted.push(Number(args[i]));
+    return Promise.resolve(admitted);
   }
-  eval(sha: string, numkeys: number, key: string): Promise<unknown> {
-    return this.evalsha(sha, numkeys, key);
+  eval(sha: string, numkeys: number, key: string, ...args: string[]): Promise<unknown> {
+    return this.evalsha(sha, numkeys, key, ...args);
   }
   refreshSlotsCache(cb?: () => void): void {
     this.refreshes++;
@@ -155,5 +166,53 @@ describe('Redis limiter rescue on a Cluster (fake cluster, ManualClock)', () => 
     } finally {
       await lim.close();
     }
+  });
+
+  it('answers every call, alternates switches, and returns every key to Redis once all masters are up, whatever happens (property)', async () => {
+    type Cmd = { op: 'take'; key: number } | { op: 'kill' | 'revive' | 'failover'; node: number } | { op: 'advance'; ms: number };
+    const cmd: fc.Arbitrary<Cmd> = fc.oneof(
+      { weight: 5, arbitrary: fc.record({ op: fc.constant('take' as const), key: fc.integer({ min: 0, max: 29 }) }) },
+      { weight: 1, arbitrary: fc.record({ op: fc.constantFrom('kill' as const, 'revive' as const, 'failover' as const), node: fc.integer({ min: 0, max: 2 }) }) },
+      { weight: 3, arbitrary: fc.record({ op: fc.constant('advance' as const), ms: fc.constantFrom(10, 50, 100, 300) }) },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(cmd, { minLength: 1, maxLength: 60 }), async (cmds) => {
+        const clock = new ManualClock();
+        let port = 7000;
+        const masters = [new FakeNode(port++), new FakeNode(port++), new FakeNode(port++)];
+        const cluster = new FakeCluster([...masters]);
+        const lim = new RedisTokenLimiter({ redis: cluster as unknown as RedisClient, prefix: 'p:', rate: 1e6, burst: 1e9, timeoutMs: 50, probeIntervalMs: 100, clock });
+        const flips: string[] = [];
+        lim.onModeChange((e) => flips.push(e.mode));
+        const answers: Promise<boolean>[] = [];
+        try {
+          for (const c of cmds) {
+            if (c.op === 'take') answers.push(lim.take(`u${c.key}`));
+            else if (c.op === 'advance') await clock.advanceAsync(c.ms);
+            else if (c.op === 'kill') masters[c.node]!.up = false;
+            else if (c.op === 'revive') masters[c.node]!.up = true;
+            else if (!masters[c.node]!.up) {
+              const next = new FakeNode(port++);
+              cluster.failover(masters[c.node]!, next);
+              masters[c.node] = next;
+            }
+          }
+          for (const m of masters) m.up = true;
+          await clock.advanceAsync(60); // every waiting call past its deadline
+          const settled = await Promise.all(answers);
+          assert.ok(settled.every((x) => x === true), 'every call answered (all admitted at this rate)');
+          await clock.advanceAsync(100 * 2 ** 6 * 2); // longer than the longest hold after relapses
+          assert.equal(lim.mode, 'redis');
+          for (let i = 0; i < flips.length; i++) assert.equal(flips[i], i % 2 === 0 ? 'rescue' : 'redis', `switches alternate: ${flips.join(' ')}`);
+          const s0 = lim.stats();
+          assert.equal(s0.redisDecisions + s0.rescueDecisions, answers.length, 'each call counted once');
+          for (let k = 0; k < 30; k++) assert.equal(await lim.take(`u${k}`), true);
+          assert.equal(lim.stats().redisDecisions, s0.redisDecisions + 30, 'every key back on Redis');
+        } finally {
+          await lim.close();
+        }
+      }),
+      { numRuns: 60 },
+    );
   });
 });
