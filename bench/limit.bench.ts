@@ -10,7 +10,8 @@
  *   with a lease of 100, ≥ 10× the PING rate;
  *   The same rotation runs our script by a bare EVALSHA ("raw script"): RedisTokenLimiter.take vs raw
  *   is what the limiter's client-side layers (rescue, batching, promises) cost; raw vs the floor is
- *   what the bucket's own Lua costs in Redis (the part no client change can win back);
+ *   what the bucket's own Lua costs in Redis (the part no client change can win back), and
+ *   floor_server_us / script_server_us say what each costs inside Redis (commandstats);
  * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys — the keys'
  *   target read from an interleaved section too (rounds of 64 calls of each subject in one process,
  *   the order rotating), since separate processes measured at different moments swing with the load
@@ -161,7 +162,7 @@ try {
               busy[s]! += performance.now() - t;
             }
           },
-          extra: () => ({
+          extra: async () => ({
             ping_us: (busy[0]! / n) * 1000,
             ours_us: (busy[2]! / n) * 1000,
             floor_vs_ping: busy[0]! / busy[1]!,
@@ -172,6 +173,9 @@ try {
             lease100_vs_ping: busy[0]! / busy[4]!,
             ours_vs_raw_script: busy[5]! / busy[2]!,
             raw_script_vs_floor: busy[1]! / busy[5]!,
+            // What each script costs inside Redis (commandstats), measured here after the rotation.
+            floor_server_us: await serverUs(redis, floor),
+            script_server_us: await serverUs(redis, raw),
             rescued: lim.stats().rescueDecisions + leased.stats().rescueDecisions,
           }),
           teardown: async () => {
@@ -414,6 +418,17 @@ try {
 } finally {
   await server?.stop();
   await cluster?.stop();
+}
+
+/**
+ * serverUs runs `call` (an EVALSHA) 2 000 times alone and answers the microseconds Redis spent per
+ * call (INFO commandstats after CONFIG RESETSTAT): a script's cost in Redis, without the round trip.
+ */
+async function serverUs(redis: Redis, call: () => Promise<unknown>): Promise<number> {
+  await redis.config('RESETSTAT');
+  for (let i = 0; i < 2_000; i++) await call();
+  const m = /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(await redis.info('commandstats'));
+  return m === null ? NaN : Number(m[1]);
 }
 
 /**
