@@ -64,3 +64,8 @@ export function masterNamed(cluster: Cluster, key: string): Redis | undefined {
   }
   return undefined;
 }
+
+/** nodesOf answers the connections to load scripts on: the client itself, or every master of a Cluster. */
+export function nodesOf(redis: RedisClient): Redis[] {
+  return isCluster(redis) ? redis.nodes('master') : [redis];
+}

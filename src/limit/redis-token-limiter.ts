@@ -26,7 +26,7 @@
  * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis after two PONGs in a
  * row; on a Cluster, only the keys of the failed master go to rescue.
  */
-import { ReplyError, type Cluster } from 'ioredis';
+import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
 import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
@@ -34,9 +34,23 @@ import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-common.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
-import { isCluster, keySlot, ownerOf } from './redis-cluster.js';
+import { isCluster } from './redis-cluster.js';
 import { isIntArray, NODE_SCRIPT, Script, TOKEN_SCRIPT } from './redis-scripts.js';
-import { isNoScript } from './rescue.js';
+import {
+  answerBatch,
+  answerKeys,
+  MAX_BATCH,
+  multiArgs,
+  nodeArgs,
+  parseAllowed,
+  parseDecision,
+  splitReason,
+  takeAll,
+  takeByNode,
+  type Batch,
+  type KeysCall,
+  type Waiter,
+} from './redis-token-batches.js';
 import type { LimitDecision, SharedRateLimiter } from './types.js';
 
 /** LeaseOptions turns on token leasing: up to `tokens` tokens taken per script call, spent within `maxMs`. */
@@ -73,14 +87,7 @@ const ONE = '1';
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
 const LEASE = 'l';
-const MULTI = 'm';
-/** The most single-token decisions one script call carries; a full batch is sent at once. */
-const maxBatch = 1024;
 
-/** A caller in a batch: its resolve, and whether it asked for the numbers (takeDecision) or a boolean (take). */
-type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
-/** One key's callers of a tick, and the client key (for the rescue limiter). */
-type Batch = { client: string; waiters: Waiter[] };
 
 /** A key's lease: tokens left to spend until `until` (clock time), or callers waiting for one in flight. */
 class Lease {
@@ -121,11 +128,8 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       else this.flush(k, this.oneClient, w);
     }
     if (this.batches.size > 0) {
-      if (this.cluster !== undefined) {
-        if (this.nodeBatches) this.flushNodes();
-      } else {
-        this.flushMulti();
-      }
+      if (this.cluster === undefined) this.sendKeys(takeAll(this.batches));
+      else if (this.nodeBatches) for (const call of takeByNode(this.cluster, this.batches)) this.sendKeys(call);
       for (const [k, b] of this.batches) this.flush(k, b.client, b.waiters);
       this.batches.clear();
     }
@@ -256,7 +260,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       process.nextTick(this.flushTick);
     }
     const p = new Promise<boolean | LimitDecision>((resolve) => w.push({ resolve, decide }));
-    if (w.length >= maxBatch) {
+    if (w.length >= MAX_BATCH) {
       if (w === this.oneBatch) this.oneBatch = this.oneKey = undefined;
       else this.batches.delete(k);
       this.flush(k, key, w);
@@ -265,51 +269,13 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   }
 
   /**
-   * flushMulti sends this tick's `take()` batches of several keys (on a single Redis) as ONE script call
-   * that decides each key as its own batch would, and removes them from the map. Batches with a
-   * `takeDecision()` caller stay for their own call.
+   * sendKeys sends several keys' batches as one script call: on a single Redis, TOKEN_SCRIPT's 'm' mode
+   * with the keys as KEYS; on a Cluster, NODE_SCRIPT, whose KEYS[1] routes the call to its master while
+   * the other keys ride in ARGV (allowed to touch other slots of the same node). A node that cannot take
+   * the call whole (see splitReason) gets the keys one by one.
    */
-  private flushMulti(): void {
-    const keys: string[] = [];
-    const groups: Batch[] = [];
-    for (const [k, b] of this.batches) {
-      if (b.waiters.some((c) => c.decide)) continue;
-      keys.push(k);
-      groups.push(b);
-      this.batches.delete(k);
-      if (keys.length >= maxBatch) break;
-    }
-    this.sendKeys(keys, groups);
-  }
-
-  /**
-   * flushNodes groups this tick's `take()` batches (on a Cluster) by the master that owns their slot in
-   * the client's slot map, and sends each master's keys as ONE call of the node script (at most 1 024
-   * keys; the rest, and keys of slots with no known master, go on their own).
-   */
-  private flushNodes(): void {
-    const cluster = this.cluster!;
-    const nodes = new Map<string, { keys: string[]; groups: Batch[] }>();
-    for (const [k, b] of this.batches) {
-      if (b.waiters.some((c) => c.decide)) continue;
-      const node = ownerOf(cluster, keySlot(k));
-      if (node === '') continue;
-      let n = nodes.get(node);
-      if (n === undefined) nodes.set(node, (n = { keys: [], groups: [] }));
-      if (n.keys.length >= maxBatch) continue;
-      n.keys.push(k);
-      n.groups.push(b);
-      this.batches.delete(k);
-    }
-    for (const n of nodes.values()) this.sendKeys(n.keys, n.groups);
-  }
-
-  /**
-   * sendKeys sends several keys' batches as one script call: KEYS are the keys on a single Redis (the
-   * 'm' mode of TOKEN_SCRIPT); on a Cluster, KEYS[1] routes the call to its master and the other keys
-   * ride in ARGV (NODE_SCRIPT, allowed to touch keys of other slots of the same node).
-   */
-  private sendKeys(keys: string[], groups: Batch[]): void {
+  private sendKeys(call: KeysCall): void {
+    const { keys, groups } = call;
     if (keys.length === 0) return;
     if (keys.length === 1) {
       this.flush(keys[0]!, groups[0]!.client, groups[0]!.waiters);
@@ -320,13 +286,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     let send: () => Promise<unknown>;
     let resend: () => Promise<unknown>;
     if (this.cluster === undefined) {
-      const args = [...keys, this.interval, this.burstArg, '0', MULTI];
-      for (const g of groups) args.push(String(g.waiters.length));
+      const args = multiArgs(call, this.interval, this.burstArg);
       send = () => this.client.evalsha(script.sha, keys.length, ...args);
       resend = () => this.client.eval(script.lua, keys.length, ...args);
     } else {
-      const args = [keys[0]!, this.interval, this.burstArg, String(groups[0]!.waiters.length)];
-      for (let i = 1; i < keys.length; i++) args.push(keys[i]!, String(groups[i]!.waiters.length));
+      const args = nodeArgs(call, this.interval, this.burstArg);
       send = () => this.client.evalsha(nodeScript.sha, 1, ...args).catch(this.splitOn);
       resend = () => this.client.eval(nodeScript.lua, 1, ...args).catch(this.splitOn);
     }
@@ -334,21 +298,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       keys[0]!,
       send,
       (r) => {
-        if (r === SPLIT) {
-          for (let i = 0; i < keys.length; i++) this.flush(keys[i]!, groups[i]!.client, groups[i]!.waiters);
-          return 0; // counted by the calls that decide them
-        }
-        if (!Array.isArray(r) || r.length !== groups.length) return -1;
-        for (let i = 0; i < groups.length; i++) {
-          const m = r[i] as unknown;
-          if (typeof m !== 'number' || !Number.isInteger(m) || m < 0 || m > groups[i]!.waiters.length) return -1;
-        }
-        for (let i = 0; i < groups.length; i++) {
-          const w = groups[i]!.waiters;
-          const m = r[i] as number;
-          for (let j = 0; j < w.length; j++) w[j]!.resolve(j < m);
-        }
-        return total;
+        if (r !== SPLIT) return answerKeys(r, groups);
+        for (let i = 0; i < keys.length; i++) this.flush(keys[i]!, groups[i]!.client, groups[i]!.waiters);
+        return 0; // counted by the calls that decide them
       },
       () => {
         for (const g of groups) this.rescueBatch(g.client, g.waiters);
@@ -358,22 +310,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     );
   }
 
-  /**
-   * splitOn turns a node script's error reply that says the node cannot take this call whole into SPLIT:
-   * a key of the call is no longer this node's (its slot moved: a resharding, or a failover the slot map
-   * has not caught up with), or the node cannot run the script (Redis < 7: no script flags; node
-   * batches are then off). The keys are then sent one by one, as ioredis routes single-key calls.
-   * Other errors (the node is down, CLUSTERDOWN, NOSCRIPT) reject as they are.
-   */
+  /** splitOn turns a node script's error that asks for one call per key into SPLIT (and node batches off for a node that cannot run it). */
   private readonly splitOn = (err: unknown): unknown => {
-    if (!(err instanceof ReplyError) || isNoScript(err)) throw err;
-    const msg = (err as Error).message;
-    if (/non.local key|cross.slot/i.test(msg)) return SPLIT;
-    if (/shebang|flags|compil/i.test(msg)) {
-      this.nodeBatches = false;
-      return SPLIT;
-    }
-    throw err;
+    const why = splitReason(err);
+    if (why === undefined) throw err;
+    if (why === 'unsupported') this.nodeBatches = false;
+    return SPLIT;
   };
 
   /** flush sends a key's batch as one script call: the plain one-token call for a lone caller, else the batch call. */
@@ -395,7 +337,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     this.switch.start(
       k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, BATCH),
-      (r) => (this.answerBatch(w, r) ? w.length : -1),
+      (r) => (answerBatch(w, r, this.burst, this.rate) ? w.length : -1),
       () => this.rescueBatch(key, w),
       w.length,
       () => script.eval(this.client, k, this.interval, this.burstArg, count, BATCH),
@@ -407,29 +349,6 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     const answer = c.decide ? parseDecision(r, this.burst) : parseAllowed(r);
     if (answer === undefined) return false;
     c.resolve(answer);
-    return true;
-  }
-
-  /** answerBatch checks a batch reply and answers its callers; undefined (nobody answered) for a bad shape. */
-  private answerBatch(w: Waiter[], r: unknown): boolean {
-    const k = w.length;
-    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return false;
-    const m = r[0]!;
-    if (m < k && r[2]! < 1) return false;
-    const burst = this.burst;
-    const interval = 1000 / this.rate;
-    const start = r[4]! / 1000;
-    for (let i = 0; i < k; i++) {
-      const c = w[i]!;
-      if (!c.decide) {
-        c.resolve(i < m);
-      } else if (i < m) {
-        const d = start + (i + 1) * interval; // how far ahead the bucket's "full again" time is after this caller's token
-        c.resolve({ allowed: true, limit: burst, remaining: Math.max(0, Math.floor(burst - d / interval + 1e-9)), retryAfterMs: 0, resetMs: Math.ceil(d) });
-      } else {
-        c.resolve({ allowed: false, limit: burst, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]! });
-      }
-    }
     return true;
   }
 
@@ -536,14 +455,4 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   protected makeRescue(instances: number): KeyedLimiter {
     return new KeyedLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), maxKeys: this.maxKeys, clock: this.clock });
   }
-}
-
-function parseDecision(r: unknown, burst: number): LimitDecision | undefined {
-  if (!isIntArray(r, 4) || (r[0] !== 0 && r[0] !== 1)) return undefined;
-  return { allowed: r[0] === 1, limit: burst, remaining: r[1]!, retryAfterMs: r[2]! < 0 ? Infinity : r[2]!, resetMs: r[3]! };
-}
-
-/** parseAllowed reads an ANSWER_ONLY reply: 1 or 0, anything else is a bad shape. */
-function parseAllowed(r: unknown): boolean | undefined {
-  return r === 1 ? true : r === 0 ? false : undefined;
 }

@@ -28,7 +28,7 @@ import type { Clock, TimerHandle } from '../core/clock.js';
 import { limitModeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
-import { isCluster, keySlot, masterNamed, ownerOf, SLOTS } from './redis-cluster.js';
+import { isCluster, keySlot, masterNamed, nodesOf, ownerOf, SLOTS } from './redis-cluster.js';
 import type { LimiterMode, ModeChange, RedisClient } from './types.js';
 
 /**
@@ -479,18 +479,10 @@ export class RedisRescue {
         this.arm(oldest.deadline);
         return;
       }
-      this.fail(oldest, new TimeoutError(`${this.owner}: Redis did not answer within ${this.timeoutMs} ms`));
+      const at = oldest.node === '' ? '' : ` (master ${oldest.node})`;
+      this.fail(oldest, new TimeoutError(`${this.owner}: Redis${at} did not answer within ${this.timeoutMs} ms`));
     }
   }
-}
-
-/** nodesOf answers the connections to ask: the client itself, or every master of a Cluster. */
-function nodesOf(redis: RedisClient): Redis[] {
-  if ('nodes' in redis && typeof redis.nodes === 'function') {
-    const masters = redis.nodes('master');
-    return masters.length > 0 ? masters : [];
-  }
-  return [redis as Redis];
 }
 
 function preview(reply: unknown): string {
