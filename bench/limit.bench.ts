@@ -8,7 +8,15 @@
  * - one caller at a time, interleaved in one process (the section to trust on a shared machine):
  *   RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume and ≥ 0.9× the TIME+GET+SET floor script;
  *   with a lease of 100, ≥ 10× the PING rate;
- * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys.
+ *   The same rotation runs our script by a bare EVALSHA ("raw script"): RedisTokenLimiter.take vs raw
+ *   is what the limiter's client-side layers (rescue, batching, promises) cost; raw vs the floor is
+ *   what the bucket's own Lua costs in Redis (the part no client change can win back), and
+ *   floor_server_us / script_server_us say what each costs inside Redis (commandstats);
+ * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys — the keys'
+ *   target read from an interleaved section too (rounds of 64 calls of each subject in one process,
+ *   the order rotating), since separate processes measured at different moments swing with the load
+ *   of a shared machine;
+ * - Redis Cluster of 3 masters vs one Redis, 64 callers on 1 000 keys (reported; interleaved as well).
  */
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
@@ -17,6 +25,7 @@ import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 import { bench, fasterBy, type Target } from './harness.js';
 import { KeyedLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
+import { TOKEN_SCRIPT } from '../src/limit/redis-scripts.js';
 import { Cluster } from 'ioredis';
 import { onRedis, startRedis, type RedisServer } from '../test/support/redis.js';
 import { startRedisCluster, type RedisCluster } from '../test/support/redis-cluster.js';
@@ -27,7 +36,7 @@ let cluster: RedisCluster | undefined;
 if (!isChild) {
   server = await startRedis();
   process.env.BENCH_REDIS_URL = server.url;
-  if (!process.env.BENCH_FILTER || /cluster/i.test(process.env.BENCH_FILTER)) {
+  if (!process.env.BENCH_FILTER || /cluster|rotating|redis/i.test(process.env.BENCH_FILTER)) {
     cluster = await startRedisCluster({ masters: 3 });
     process.env.BENCH_CLUSTER_SEEDS = JSON.stringify(cluster.seeds);
   }
@@ -54,7 +63,7 @@ async function evalFloor(lua: string) {
  */
 const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[2], 'PX', 60000) return 1";
 
-const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100, rotating';
+const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100 | raw script, rotating';
 const BIG = 1e12; // a rate / quota so large that every call is admitted
 /** A rate beyond what a single double of ms since 1970 could keep exact (the state is split); with a BIG burst every call is admitted. */
 const REDIS_RATE = 1_000_000;
@@ -132,7 +141,11 @@ try {
         const leased = new RedisTokenLimiter({ redis: url(), prefix: `bl:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000, lease: { tokens: 100, maxMs: 1_000 } });
         await onRedis(lim);
         await onRedis(leased);
-        const calls = [() => redis.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k')];
+        // The limiter's own script, as take('k') sends it (interval, burst, 1 token, answer only), on a key of its own.
+        const tokenSha = (await redis.script('LOAD', TOKEN_SCRIPT)) as string;
+        const rawKey = `braw:${process.pid}:{k}`;
+        const raw = () => redis.evalsha(tokenSha, 1, rawKey, String(1000 / REDIS_RATE), String(BIG), '1', 'a');
+        const calls = [() => redis.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw];
         const S = calls.length;
         const busy = calls.map(() => 0);
         let n = 0;
@@ -149,7 +162,7 @@ try {
               busy[s]! += performance.now() - t;
             }
           },
-          extra: () => ({
+          extra: async () => ({
             ping_us: (busy[0]! / n) * 1000,
             ours_us: (busy[2]! / n) * 1000,
             floor_vs_ping: busy[0]! / busy[1]!,
@@ -158,6 +171,11 @@ try {
             ours_vs_rateLimiterRedis: busy[3]! / busy[2]!,
             ours_vs_floor: busy[1]! / busy[2]!,
             lease100_vs_ping: busy[0]! / busy[4]!,
+            ours_vs_raw_script: busy[5]! / busy[2]!,
+            raw_script_vs_floor: busy[1]! / busy[5]!,
+            // What each script costs inside Redis (commandstats), measured here after the rotation.
+            floor_server_us: await serverUs(redis, floor),
+            script_server_us: await serverUs(redis, raw),
             rescued: lim.stats().rescueDecisions + leased.stats().rescueDecisions,
           }),
           teardown: async () => {
@@ -254,6 +272,71 @@ try {
     targets: [fasterBy(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys`, 'RedisTokenLimiter.take', 'RateLimiterRedis.consume', 1.5)],
   });
 
+  const KEYS_ROT = `RedisTokenLimiter.take | RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys, rotating rounds`;
+  await bench(`limit: Redis, ${C} concurrent callers on ${KEYS_R} keys, interleaved in one process (ns/op is per round of ${C} calls of each)`, {
+    subjects: {
+      [KEYS_ROT]: async () => {
+        const lim = new RedisTokenLimiter({ redis: url(), prefix: `bki:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const redis = new Redis(url());
+        await redis.ping();
+        await onRedis(lim);
+        const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlfki:${process.pid}` });
+        const rounds = rotating([manyKeys((k) => lim.take(k)), manyKeys((k) => r.consume(k))]);
+        return {
+          async: true,
+          batch: 5,
+          op: rounds.op,
+          extra: () => ({
+            ours_round_us: rounds.meanUs(0),
+            rateLimiterRedis_round_us: rounds.meanUs(1),
+            ours_vs_rateLimiterRedis: rounds.ratio(1, 0),
+            rescued: lim.stats().rescueDecisions,
+          }),
+          teardown: async () => {
+            await lim.close();
+            redis.disconnect();
+          },
+        };
+      },
+    },
+    targets: [ratioTarget(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys (interleaved)`, KEYS_ROT, 'ours_vs_rateLimiterRedis', 1.5)],
+  });
+
+  const CLUSTER_ROT = `RedisTokenLimiter.take one Redis | Cluster | RateLimiterRedis.consume Cluster, ${C} callers on ${KEYS_R} keys, rotating rounds`;
+  await bench(`limit: Redis Cluster of 3 masters vs one Redis, interleaved in one process (ns/op is per round of ${C} calls of each)`, {
+    subjects: {
+      [CLUSTER_ROT]: async () => {
+        const one = new RedisTokenLimiter({ redis: url(), prefix: `bci1:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        const client = clusterClient();
+        const rlfClient = clusterClient();
+        const lim = new RedisTokenLimiter({ redis: client, prefix: `bci3:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
+        await onRedis(one);
+        await onRedis(lim);
+        await rlfClient.ping();
+        const r = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfci:${process.pid}` });
+        const rounds = rotating([manyKeys((k) => one.take(k)), manyKeys((k) => lim.take(k)), manyKeys((k) => r.consume(k))]);
+        return {
+          async: true,
+          batch: 5,
+          op: rounds.op,
+          extra: () => ({
+            one_redis_round_us: rounds.meanUs(0),
+            cluster_round_us: rounds.meanUs(1),
+            cluster_vs_one_redis: rounds.ratio(0, 1),
+            cluster_vs_rateLimiterRedis_cluster: rounds.ratio(2, 1),
+            rescued: one.stats().rescueDecisions + lim.stats().rescueDecisions,
+          }),
+          teardown: async () => {
+            await one.close();
+            await lim.close();
+            client.disconnect();
+            rlfClient.disconnect();
+          },
+        };
+      },
+    },
+  });
+
   await bench(`limit: Redis Cluster of 3 masters vs one Redis, ${C} concurrent callers on ${KEYS_R} keys (ns/op is per ${C} calls)`, {
     baseline: 'RedisTokenLimiter.take, one Redis',
     subjects: {
@@ -335,6 +418,39 @@ try {
 } finally {
   await server?.stop();
   await cluster?.stop();
+}
+
+/**
+ * serverUs runs `call` (an EVALSHA) 2 000 times alone and answers the microseconds Redis spent per
+ * call (INFO commandstats after CONFIG RESETSTAT): a script's cost in Redis, without the round trip.
+ */
+async function serverUs(redis: Redis, call: () => Promise<unknown>): Promise<number> {
+  await redis.config('RESETSTAT');
+  for (let i = 0; i < 2_000; i++) await call();
+  const m = /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(await redis.info('commandstats'));
+  return m === null ? NaN : Number(m[1]);
+}
+
+/**
+ * rotating answers an op that runs each of `rounds` once, the order rotating, each timed on its own, and
+ * the mean time of each and the ratio of two (time of `a` / time of `b`: how much faster `b` is).
+ */
+function rotating(rounds: (() => Promise<unknown>)[]) {
+  const busy = rounds.map(() => 0);
+  let n = 0;
+  return {
+    op: async () => {
+      const first = n++ % rounds.length;
+      for (let j = 0; j < rounds.length; j++) {
+        const s = (first + j) % rounds.length;
+        const t = performance.now();
+        await rounds[s]!();
+        busy[s]! += performance.now() - t;
+      }
+    },
+    meanUs: (i: number) => (busy[i]! / n) * 1000,
+    ratio: (a: number, b: number) => busy[a]! / busy[b]!,
+  };
 }
 
 /** ratioTarget checks an extra number of a section's only subject (an interleaved ratio) against a minimum. */

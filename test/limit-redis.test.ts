@@ -87,14 +87,27 @@ describe('Redis limiters on a real Redis', { skip }, () => {
       await onRedis(lim);
       const [sec, usec] = (await fx.admin.time()) as unknown as [string, string];
       // As if a call had emptied the bucket 5 s into the future (go-zero #4072: late calls rewound it).
-      // The state is "<seconds> <ms within the second>" of Redis's clock.
-      const ahead = `${Number(sec) + 5} ${Number(usec) / 1000}`;
+      // The state is seconds and ms within the second of Redis's clock: a zero byte and two
+      // little-endian doubles (or, as earlier versions wrote it, the text "<seconds> <ms>").
+      const state = (s: number, ms: number) => {
+        const b = Buffer.alloc(17);
+        b.writeDoubleLE(s, 1);
+        b.writeDoubleLE(ms, 9);
+        return b;
+      };
+      const ahead = state(Number(sec) + 5, Number(usec) / 1000);
       await fx.admin.set('t:fwd:{k}', ahead, 'PX', 60_000);
       assert.equal(await lim.take('k'), false);
-      assert.equal(await fx.admin.get('t:fwd:{k}'), ahead);
-      const asMs = (v: string | null) => {
-        const [s, f] = (v ?? '0 0').split(' ').map(Number) as [number, number];
-        assert.ok(f >= 0 && f < 1000, `ms within the second: ${v}`);
+      assert.deepEqual(await fx.admin.getBuffer('t:fwd:{k}'), ahead);
+      const text = `${Number(sec) + 5} ${Number(usec) / 1000}`;
+      await fx.admin.set('t:fwd:{t}', text, 'PX', 60_000);
+      assert.equal(await lim.take('t'), false, 'a text state is read too');
+      assert.equal(await fx.admin.get('t:fwd:{t}'), text);
+      const asMs = (v: Buffer | null) => {
+        assert.ok(v !== null && v.length === 17 && v[0] === 0, `a packed state: ${v?.toString('hex')}`);
+        const s = v.readDoubleLE(1);
+        const f = v.readDoubleLE(9);
+        assert.ok(Number.isInteger(s) && f >= 0 && f < 1000, `ms within the second: ${f}`);
         return s * 1000 + f;
       };
       let last = 0;
@@ -102,7 +115,7 @@ describe('Redis limiters on a real Redis', { skip }, () => {
       await onRedis(fresh);
       for (let i = 0; i < 100; i++) {
         await fresh.take('k');
-        const v = asMs(await fx.admin.get('t:fwd2:{k}'));
+        const v = asMs(await fx.admin.getBuffer('t:fwd2:{k}'));
         assert.ok(v >= last, `${v} < ${last}`);
         last = v;
       }

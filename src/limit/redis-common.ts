@@ -49,7 +49,7 @@ export function ownClient(url: string): Redis {
     // No auto-pipelining: it costs a lone caller ~2 × the latency; concurrent decisions share
     // socket writes anyway (rescue.ts corks the socket while decisions are in flight).
     // Reconnect fast: while Redis is down, decisions are local anyway; when it is back, they return
-    // at the first PONG, which needs a connection.
+    // at the PONGs of the probe, which need a connection.
     retryStrategy: (times) => Math.min(times * 10, 100),
     maxRetriesPerRequest: 1,
     lazyConnect: false,

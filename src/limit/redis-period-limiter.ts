@@ -8,7 +8,7 @@
  * windows aligned like `align`: within any `periodMs` about `quota`, never 2 ×).
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
- * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis at the first PONG.
+ * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis after two PONGs in a row (see rescue.ts).
  */
 import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, integer, options as optionsOf, positive } from '../core/validate.js';
@@ -121,6 +121,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
     const a = this.args;
     const count = String(n);
     return this.switch.run(
+      k,
       () => script.evalsha(this.client, k, a[0], a[1], count, a[2], a[3]),
       (r) => (isReply(r) ? answer(r) : undefined),
       local,

@@ -10,8 +10,9 @@
  * calls in a row would get at that instant (GCRA: admitting m of k is taking m tokens). A caller that
  * finds no call in flight and no batch open is sent at once (a lone caller never waits for the tick);
  * callers behind a call in flight batch. A batch is sent at the end of the tick (process.nextTick), or
- * at once when it reaches 1 024 callers; batches of
- * different keys share one socket write. `take(key, n)` for n ≠ 1 is one script call of its own. If a
+ * at once when it reaches 1 024 callers. The `take()` batches of one tick's keys go as one script call
+ * too: on a single Redis, all of them; on a Cluster, one call per master, holding the keys whose slots
+ * that master owns in the client's slot map. `take(key, n)` for n ≠ 1 is one script call of its own. If a
  * batch's call fails, times out or answers a bad shape, each of its callers is decided by the rescue
  * limiter, one by one, in call order.
  *
@@ -22,8 +23,10 @@
  * `instances × lease.tokens` more than the bucket alone would (and never more than `rate × maxMs` more).
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
- * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis at the first PONG.
+ * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis after two PONGs in a
+ * row; on a Cluster, only the keys of the failed master go to rescue.
  */
+import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
 import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
@@ -31,7 +34,23 @@ import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-common.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
-import { isIntArray, Script, TOKEN_SCRIPT } from './redis-scripts.js';
+import { isCluster } from './redis-cluster.js';
+import { isIntArray, NODE_SCRIPT, Script, TOKEN_SCRIPT } from './redis-scripts.js';
+import {
+  answerBatch,
+  answerKeys,
+  MAX_BATCH,
+  multiArgs,
+  nodeArgs,
+  parseAllowed,
+  parseDecision,
+  splitReason,
+  takeAll,
+  takeByNode,
+  type Batch,
+  type KeysCall,
+  type Waiter,
+} from './redis-token-batches.js';
 import type { LimitDecision, SharedRateLimiter } from './types.js';
 
 /** LeaseOptions turns on token leasing: up to `tokens` tokens taken per script call, spent within `maxMs`. */
@@ -60,17 +79,15 @@ export interface RedisTokenLimiterOptions extends RedisCommonOptions {
 export const redisTokenLimiterDefaults = Object.freeze({});
 
 const script = new Script(TOKEN_SCRIPT);
+const nodeScript = new Script(NODE_SCRIPT);
+/** What a node batch's call answers when the node could not take it whole (see splitError): its keys are sent one by one. */
+const SPLIT = Symbol('split');
 const ONE = '1';
 /** The script's 4th argument for a batch, for a reply of 1 or 0 alone (`take`), and for a lease. */
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
 const LEASE = 'l';
-const MULTI = 'm';
-/** The most single-token decisions one script call carries; a full batch is sent at once. */
-const maxBatch = 1024;
 
-/** A caller in a batch: its resolve, and whether it asked for the numbers (takeDecision) or a boolean (take). */
-type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
 
 /** A key's lease: tokens left to spend until `until` (clock time), or callers waiting for one in flight. */
 class Lease {
@@ -97,7 +114,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   private oneClient = '';
   private oneBatch: Waiter[] | undefined;
   /** This tick's batches of other keys. */
-  private readonly batches = new Map<string, { client: string; waiters: Waiter[] }>();
+  private readonly batches = new Map<string, Batch>();
   private scheduled = false;
   private readonly leases = new Map<string, Lease>();
   private readonly flushTick = (): void => {
@@ -107,17 +124,20 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       const k = this.oneKey!;
       this.oneBatch = this.oneKey = undefined;
       // A lone caller was sent at once (see one()): with other keys this tick, this key's batch joins their one call.
-      if (this.multiKey && this.batches.size > 0 && !w.some((c) => c.decide)) this.batches.set(k, { client: this.oneClient, waiters: w });
+      if (this.batches.size > 0 && !w.some((c) => c.decide)) this.batches.set(k, { client: this.oneClient, waiters: w });
       else this.flush(k, this.oneClient, w);
     }
     if (this.batches.size > 0) {
-      if (this.multiKey) this.flushMulti();
+      if (this.cluster === undefined) this.sendKeys(takeAll(this.batches));
+      else if (this.nodeBatches) for (const call of takeByNode(this.cluster, this.batches)) this.sendKeys(call);
       for (const [k, b] of this.batches) this.flush(k, b.client, b.waiters);
       this.batches.clear();
     }
   };
-  /** Several keys' `take()` batches of one tick may share one script call (a single Redis, not a Cluster, whose keys live on different masters). */
-  private readonly multiKey: boolean;
+  /** The client when it is a Cluster: a tick's keys are then grouped by the master that owns them. */
+  private readonly cluster: Cluster | undefined;
+  /** A tick's keys of one Cluster master go in one call (off after a master could not run the node script, e.g. Redis < 7). */
+  private nodeBatches = true;
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options);
@@ -132,14 +152,14 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       });
       if (!Number.isInteger(lease.tokens)) throw new RangeError(`RedisTokenLimiter: lease.tokens must be an integer, got ${lease.tokens}`);
     }
-    super('RedisTokenLimiter', [script.lua], o);
+    super('RedisTokenLimiter', [script.lua, nodeScript.lua], o);
     this.rate = rate;
     this.burst = burst;
     this.lease = lease;
     this.interval = String(1000 / rate);
     this.burstArg = String(burst);
     this.leaseArg = String(lease?.tokens ?? 1);
-    this.multiKey = !('nodes' in this.client && typeof this.client.nodes === 'function');
+    this.cluster = isCluster(this.client) ? this.client : undefined;
   }
 
   /**
@@ -165,6 +185,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     if (n > this.burst) return Promise.resolve(false);
     const count = String(n);
     return this.switch.run(
+      k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
       parseAllowed,
       () => this.rescue().allow(key, n),
@@ -193,6 +214,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     const burst = this.burst;
     const count = String(n);
     return this.switch.run(
+      k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count),
       (r) => parseDecision(r, burst),
       () => this.rescue().decide(key, n),
@@ -210,7 +232,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     } catch (err) {
       return Promise.reject(err);
     }
-    if (this.switch.mode === 'rescue') {
+    if (this.switch.rescues(k)) {
       this.switch.rescueDecisions++;
       const local = this.rescue();
       return Promise.resolve(decide ? local.decide(key, 1) : local.allow(key, 1));
@@ -238,7 +260,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       process.nextTick(this.flushTick);
     }
     const p = new Promise<boolean | LimitDecision>((resolve) => w.push({ resolve, decide }));
-    if (w.length >= maxBatch) {
+    if (w.length >= MAX_BATCH) {
       if (w === this.oneBatch) this.oneBatch = this.oneKey = undefined;
       else this.batches.delete(k);
       this.flush(k, key, w);
@@ -247,51 +269,54 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   }
 
   /**
-   * flushMulti sends this tick's `take()` batches of several keys as ONE script call that decides each key as its own batch would, and removes
-   * them from the map. Batches with a `takeDecision()` caller stay for their own call.
+   * sendKeys sends several keys' batches as one script call: on a single Redis, TOKEN_SCRIPT's 'm' mode
+   * with the keys as KEYS; on a Cluster, NODE_SCRIPT, whose KEYS[1] routes the call to its master while
+   * the other keys ride in ARGV (allowed to touch other slots of the same node). A node that cannot take
+   * the call whole (see splitReason) gets the keys one by one.
    */
-  private flushMulti(): void {
-    const keys: string[] = [];
-    const counts: string[] = [];
-    const groups: { client: string; waiters: Waiter[] }[] = [];
-    for (const [k, b] of this.batches) {
-      if (b.waiters.some((c) => c.decide)) continue;
-      keys.push(k);
-      counts.push(String(b.waiters.length));
-      groups.push(b);
-      this.batches.delete(k);
-      if (keys.length >= maxBatch) break;
-    }
+  private sendKeys(call: KeysCall): void {
+    const { keys, groups } = call;
     if (keys.length === 0) return;
     if (keys.length === 1) {
       this.flush(keys[0]!, groups[0]!.client, groups[0]!.waiters);
       return;
     }
-    const args = [...keys, this.interval, this.burstArg, '0', MULTI, ...counts];
     let total = 0;
     for (const g of groups) total += g.waiters.length;
+    let send: () => Promise<unknown>;
+    let resend: () => Promise<unknown>;
+    if (this.cluster === undefined) {
+      const args = multiArgs(call, this.interval, this.burstArg);
+      send = () => this.client.evalsha(script.sha, keys.length, ...args);
+      resend = () => this.client.eval(script.lua, keys.length, ...args);
+    } else {
+      const args = nodeArgs(call, this.interval, this.burstArg);
+      send = () => this.client.evalsha(nodeScript.sha, 1, ...args).catch(this.splitOn);
+      resend = () => this.client.eval(nodeScript.lua, 1, ...args).catch(this.splitOn);
+    }
     this.switch.start(
-      () => this.client.evalsha(script.sha, keys.length, ...args),
+      keys[0]!,
+      send,
       (r) => {
-        if (!Array.isArray(r) || r.length !== groups.length) return false;
-        for (let i = 0; i < groups.length; i++) {
-          const m = r[i] as unknown;
-          if (typeof m !== 'number' || !Number.isInteger(m) || m < 0 || m > groups[i]!.waiters.length) return false;
-        }
-        for (let i = 0; i < groups.length; i++) {
-          const w = groups[i]!.waiters;
-          const m = r[i] as number;
-          for (let j = 0; j < w.length; j++) w[j]!.resolve(j < m);
-        }
-        return true;
+        if (r !== SPLIT) return answerKeys(r, groups);
+        for (let i = 0; i < keys.length; i++) this.flush(keys[i]!, groups[i]!.client, groups[i]!.waiters);
+        return 0; // counted by the calls that decide them
       },
       () => {
         for (const g of groups) this.rescueBatch(g.client, g.waiters);
       },
       total,
-      () => this.client.eval(script.lua, keys.length, ...args),
+      resend,
     );
   }
+
+  /** splitOn turns a node script's error that asks for one call per key into SPLIT (and node batches off for a node that cannot run it). */
+  private readonly splitOn = (err: unknown): unknown => {
+    const why = splitReason(err);
+    if (why === undefined) throw err;
+    if (why === 'unsupported') this.nodeBatches = false;
+    return SPLIT;
+  };
 
   /** flush sends a key's batch as one script call: the plain one-token call for a lone caller, else the batch call. */
   private flush(k: string, key: string, w: Waiter[]): void {
@@ -299,8 +324,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       const c = w[0]!;
       const mode = c.decide ? undefined : ANSWER_ONLY;
       this.switch.start(
+        k,
         () => script.evalsha(this.client, k, this.interval, this.burstArg, ONE, mode),
-        (r) => this.answerOne(c, r),
+        (r) => (this.answerOne(c, r) ? 1 : -1),
         () => this.rescueBatch(key, w),
         1,
         () => script.eval(this.client, k, this.interval, this.burstArg, ONE, mode),
@@ -309,8 +335,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     }
     const count = String(w.length);
     this.switch.start(
+      k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, BATCH),
-      (r) => this.answerBatch(w, r),
+      (r) => (answerBatch(w, r, this.burst, this.rate) ? w.length : -1),
       () => this.rescueBatch(key, w),
       w.length,
       () => script.eval(this.client, k, this.interval, this.burstArg, count, BATCH),
@@ -322,29 +349,6 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     const answer = c.decide ? parseDecision(r, this.burst) : parseAllowed(r);
     if (answer === undefined) return false;
     c.resolve(answer);
-    return true;
-  }
-
-  /** answerBatch checks a batch reply and answers its callers; undefined (nobody answered) for a bad shape. */
-  private answerBatch(w: Waiter[], r: unknown): boolean {
-    const k = w.length;
-    if (!isIntArray(r, 5) || r[0]! < 0 || r[0]! > k || r[1]! < 0 || r[3]! < 0) return false;
-    const m = r[0]!;
-    if (m < k && r[2]! < 1) return false;
-    const burst = this.burst;
-    const interval = 1000 / this.rate;
-    const start = r[4]! / 1000;
-    for (let i = 0; i < k; i++) {
-      const c = w[i]!;
-      if (!c.decide) {
-        c.resolve(i < m);
-      } else if (i < m) {
-        const d = start + (i + 1) * interval; // how far ahead the bucket's "full again" time is after this caller's token
-        c.resolve({ allowed: true, limit: burst, remaining: Math.max(0, Math.floor(burst - d / interval + 1e-9)), retryAfterMs: 0, resetMs: Math.ceil(d) });
-      } else {
-        c.resolve({ allowed: false, limit: burst, remaining: r[1]!, retryAfterMs: r[2]!, resetMs: r[3]! });
-      }
-    }
     return true;
   }
 
@@ -377,12 +381,13 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       const waiting: Waiter[] = (l.waiting = [{ resolve, decide }]);
       const arg = this.leaseArg;
       this.switch.start(
+        k,
         () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
         (r) => {
-          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return false;
-          this.switch.redisDecisions += waiting.length;
+          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return -1;
+          const n = waiting.length; // callers join the wait while the call is in flight
           this.settleLease(l, waiting, r[0]!, r[1]! / 1000);
-          return true;
+          return n;
         },
         () => {
           l.waiting = undefined;
@@ -390,7 +395,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
           this.switch.rescueDecisions += waiting.length;
           this.rescueBatch(key, waiting);
         },
-        0, // counted when answered: callers join the wait while the call is in flight
+        0, // counted when answered
         () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
       );
     });
@@ -450,14 +455,4 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   protected makeRescue(instances: number): KeyedLimiter {
     return new KeyedLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), maxKeys: this.maxKeys, clock: this.clock });
   }
-}
-
-function parseDecision(r: unknown, burst: number): LimitDecision | undefined {
-  if (!isIntArray(r, 4) || (r[0] !== 0 && r[0] !== 1)) return undefined;
-  return { allowed: r[0] === 1, limit: burst, remaining: r[1]!, retryAfterMs: r[2]! < 0 ? Infinity : r[2]!, resetMs: r[3]! };
-}
-
-/** parseAllowed reads an ANSWER_ONLY reply: 1 or 0, anything else is a bad shape. */
-function parseAllowed(r: unknown): boolean | undefined {
-  return r === 1 ? true : r === 0 ? false : undefined;
 }

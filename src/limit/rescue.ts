@@ -3,30 +3,57 @@
  * is down or slow (go-zero `tokenlimit`'s rescue, made strict):
  *
  * - a decision that errors, answers an unexpected shape, or gets no answer within `timeoutMs`
- *   switches to rescue; that call and every call still waiting on Redis are answered from the
- *   in-process limiter at once;
- * - in rescue, no call touches Redis: decisions are synchronous local answers;
- * - a probe PINGs Redis every `probeIntervalMs` (one PING in flight at most, timer unref'd) and the
- *   first PONG switches back to Redis (with a Cluster client: a PING to every master);
- * - one process warning per outage, a `modeChange` event per switch, counters in `stats()`.
+ *   switches its part of the key space to rescue: that call and every call still waiting on the same
+ *   Redis are answered from the in-process limiter at once. A single Redis is one part. On a Cluster
+ *   the part is every slot that the failed call's master owns in the client's slot map: while one
+ *   master fails over, the keys of the others stay on Redis;
+ * - in rescue, no call for those keys touches Redis: decisions are synchronous local answers;
+ * - a probe runs every `probeIntervalMs` (one at a time, timer unref'd): a PING to Redis, or on a
+ *   Cluster a PING to each master that owns rescued slots in the client's slot map now (while the map
+ *   still names a dead master, there is nothing to ask: the probe fails and asks the client to refresh
+ *   its map). A part comes back after RECOVER_PROBES successful probes in a row of the same master —
+ *   hysteresis, so that a node that answers once in the middle of a failover does not pull decisions
+ *   back only for them to time out again; an outage that starts soon after a return doubles that
+ *   count for the next return (see RELAPSE_MS). At the start, before Redis was ever reached, the first
+ *   PONG is enough: there was no outage to flap back into;
+ * - `mode` is 'rescue' while any part is: one process warning per outage, one `modeChange` event per
+ *   switch (out, and back once every part is back), counters in `stats()`.
  *
- * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO and a single
- * timer is armed for the oldest one's deadline (Redis answers a connection's calls in order). Every
- * timer is set through the injected clock.
+ * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO (all have the
+ * same timeout, so the oldest is due first) and a single timer is armed for the oldest one's
+ * deadline. Every timer is set through the injected clock.
  */
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { limitModeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
+import { isCluster, keySlot, masterNamed, nodesOf, ownerOf, SLOTS } from './redis-cluster.js';
 import type { LimiterMode, ModeChange, RedisClient } from './types.js';
+
+/**
+ * RECOVER_PROBES is how many successful probes in a row bring a part back from rescue: one more probe
+ * interval in rescue after the first PONG, against flapping while a Cluster fails over (go-zero's
+ * rescue comes back at the first PONG).
+ */
+const RECOVER_PROBES = 2;
+/**
+ * An outage that starts within RELAPSE_MS (or 10 probe intervals, if longer) of the last return is a
+ * relapse: the next return then needs twice as many probes in a row, up to 2^MAX_RELAPSES × RECOVER_PROBES
+ * (a Redis that answers PING but not scripts in time — overloaded — is left alone longer each time).
+ */
+const RELAPSE_MS = 1_000;
+const MAX_RELAPSES = 5;
 
 /** A decision waiting on Redis. A class, not a closure per call: cheaper to make and to keep. */
 class Pending {
   done = false;
   constructor(
     readonly deadline: number,
-    readonly epoch: number,
+    /** The call's part: its key's slot on a Cluster, 0 on a single Redis. */
+    readonly slot: number,
+    /** The master the call went to (`host:port` from the slot map; '' on a single Redis). */
+    readonly node: string,
     /** How many decisions this call carries (a batch carries several). */
     readonly count: number,
     /** Answers the call's callers from the in-process limiter. */
@@ -41,7 +68,7 @@ class Pending {
 }
 
 /** isNoScript tells whether `err` is Redis's NOSCRIPT (the node does not have the script cached). */
-function isNoScript(err: unknown): boolean {
+export function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
@@ -55,8 +82,13 @@ export class RedisRescue {
   cause: unknown = undefined;
   rescueSince: number | undefined = undefined;
   readonly changes = new Emitter<ModeChange>();
-  /** Bumped at every switch: a late failure of a call sent before the switch does not count again. */
-  private epoch = 0;
+  /** The client when it is a Cluster: slots and masters come from its slot map. */
+  private readonly cluster: Cluster | undefined;
+  /** 1 for each part in rescue: each slot of a Cluster, or the one part of a single Redis. */
+  private readonly down: Uint8Array;
+  private downCount = 0;
+  /** Successful probes in a row, per master (`host:port`; '' for a single Redis). */
+  private readonly streaks = new Map<string, number>();
   private readonly queue: Pending[] = [];
   private head = 0;
   private timer: TimerHandle | undefined;
@@ -66,6 +98,11 @@ export class RedisRescue {
   private corked = false;
   /** A warning was emitted for the current outage (or Redis was reached since the start). */
   private warned = false;
+  /** Redis was reached since the start: from then on, parts come back after RECOVER_PROBES probes. */
+  private reached = false;
+  /** Outages in a row that started soon after a return (see RELAPSE_MS), and when decisions last returned. */
+  private relapses = 0;
+  private backAt = -Infinity;
   private closed = false;
 
   constructor(
@@ -76,15 +113,20 @@ export class RedisRescue {
     private readonly clock: Clock,
     private readonly lua: readonly string[],
   ) {
+    this.cluster = isCluster(redis) ? redis : undefined;
+    this.down = new Uint8Array(this.cluster === undefined ? 1 : SLOTS);
     // A (re)connect is the earliest sign Redis is back: load the script, so that the next decision
     // does not pay a NOSCRIPT round trip, and probe at once rather than at the next tick.
     redis.on('ready', this.onReady);
     if (redis.status === 'ready') {
+      this.reached = true;
       this.onReady();
     } else {
       // Not connected yet: decide in process until Redis answers, rather than make the first callers
       // wait for a connection. This is a start, not an outage: no warning unless the probe fails.
       this.mode = 'rescue';
+      this.down.fill(1);
+      this.downCount = this.down.length;
       this.cause = new Error('not connected to Redis yet');
       this.rescueSince = clock.now();
       this.startProbe();
@@ -96,32 +138,43 @@ export class RedisRescue {
     return this.head === this.queue.length;
   }
 
+  /** rescues tells whether decisions for the Redis key `key` are made in process now. */
+  rescues(key: string): boolean {
+    return this.downCount > 0 && (this.cluster === undefined || this.down[keySlot(key)] === 1);
+  }
+
+  /** rescuedParts is how many parts are in rescue: slots of a Cluster, or 0 / 1 for a single Redis. */
+  get rescuedParts(): number {
+    return this.downCount;
+  }
+
   private readonly onReady = (): void => {
     // A Cluster runs a script on the master of its key's slot: load it on every master (a master that
     // comes later, after a failover, answers NOSCRIPT once and gets it by EVAL; see redis-scripts.ts).
     for (const node of nodesOf(this.redis)) for (const lua of this.lua) node.script('LOAD', lua).catch(() => {});
-    if (this.mode === 'rescue') this.ping();
+    if (this.downCount > 0) this.ping();
   };
 
   /**
-   * run asks Redis (`send`), turns the reply into an answer (`parse`: undefined for a bad shape), and
-   * answers from the rescue limiter (`local`) in rescue mode or when Redis fails. `count` is how many
-   * decisions the call carries, for the stats. `resend` (EVAL) is tried once when `send` (EVALSHA)
-   * answers NOSCRIPT.
+   * run asks Redis (`send`) about the Redis key `key`, turns the reply into an answer (`parse`:
+   * undefined for a bad shape), and answers from the rescue limiter (`local`) while the key's part is
+   * in rescue or when Redis fails. `count` is how many decisions the call carries, for the stats.
+   * `resend` (EVAL) is tried once when `send` (EVALSHA) answers NOSCRIPT.
    */
-  run<R>(send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1, resend?: () => Promise<unknown>): Promise<R> {
-    if (this.mode === 'rescue') {
+  run<R>(key: string, send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1, resend?: () => Promise<unknown>): Promise<R> {
+    if (this.downCount > 0 && this.rescues(key)) {
       this.rescueDecisions += count;
       return Promise.resolve(local());
     }
     return new Promise<R>((resolve) => {
       this.start(
+        key,
         send,
         (reply) => {
           const value = parse(reply);
-          if (value === undefined) return false;
+          if (value === undefined) return -1;
           resolve(value);
-          return true;
+          return count;
         },
         () => resolve(local()),
         count,
@@ -131,27 +184,32 @@ export class RedisRescue {
   }
 
   /**
-   * start is `run` without a promise of its own: `answer` answers the callers from a reply (false for a
-   * bad shape), `local` answers them in process (at once in rescue mode, or when Redis fails).
+   * start is `run` without a promise of its own: `answer` answers the callers from a reply and says how
+   * many decisions it made on Redis (-1 for a bad shape), `local` answers them in process (at once while
+   * `key`'s part is in rescue, or when Redis fails). `key` names the node the call goes to: the master
+   * of its slot on a Cluster.
    */
-  start(send: () => Promise<unknown>, answer: (reply: unknown) => boolean, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
-    if (this.mode === 'rescue') {
+  start(key: string, send: () => Promise<unknown>, answer: (reply: unknown) => number, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
+    const cluster = this.cluster;
+    const slot = cluster === undefined ? 0 : keySlot(key);
+    if (this.downCount > 0 && this.down[slot] === 1) {
       this.rescueDecisions += count;
       local();
       return;
     }
-    const entry = new Pending(this.clock.now() + this.timeoutMs, this.epoch, count, local);
+    const entry = new Pending(this.clock.now() + this.timeoutMs, slot, cluster === undefined ? '' : ownerOf(cluster, slot), count, local);
     if (this.queue.length > this.head) this.batch();
     this.queue.push(entry);
     if (this.timer === undefined) this.arm(entry.deadline);
     const onReply = (reply: unknown): void => {
       if (entry.done) return; // answered from rescue already
-      if (!answer(reply)) {
-        this.fail(new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`), entry.epoch);
+      const n = answer(reply);
+      if (n < 0) {
+        this.fail(entry, new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`));
         return;
       }
       entry.done = true;
-      this.redisDecisions += count;
+      this.redisDecisions += n;
       this.compact();
     };
     const onError = (err: unknown): void => {
@@ -160,19 +218,19 @@ export class RedisRescue {
         try {
           again = resend();
         } catch (e) {
-          this.fail(e, entry.epoch);
+          this.fail(entry, e);
           return;
         }
-        again.then(onReply, (e: unknown) => this.fail(e, entry.epoch));
+        again.then(onReply, (e: unknown) => this.fail(entry, e));
         return;
       }
-      this.fail(err, entry.epoch);
+      this.fail(entry, err);
     };
     let sent: Promise<unknown>;
     try {
       sent = send();
     } catch (err) {
-      this.fail(err, entry.epoch);
+      this.fail(entry, err);
       return;
     }
     sent.then(onReply, onError);
@@ -208,23 +266,52 @@ export class RedisRescue {
     this.clock.clearTimeout(this.probe);
     this.clock.clearTimeout(this.timer);
     this.probe = this.timer = undefined;
-    this.rescueAll();
+    this.rescueWaiting(undefined);
   }
 
-  private fail(err: unknown, epoch: number): void {
+  /** fail answers a failed call in process, and sends its part to rescue unless it is there already. */
+  private fail(entry: Pending, err: unknown): void {
     this.failures++;
-    if (epoch !== this.epoch || this.mode === 'rescue') return;
-    this.mode = 'rescue';
-    this.epoch++;
-    this.outages++;
+    if (entry.done || this.closed) return;
+    if (this.down[entry.slot] !== 1) this.markDown(entry, err);
+    if (!entry.done) {
+      this.rescueDecisions += entry.count;
+      entry.rescue();
+    }
+    this.compact();
+  }
+
+  /** markDown sends the failed call's part to rescue (on a Cluster, every slot of its master) and answers the calls waiting on it. */
+  private markDown(entry: Pending, err: unknown): void {
+    const first = this.downCount === 0;
+    const down = this.down;
+    if (this.cluster === undefined) {
+      down[0] = 1;
+      this.downCount = 1;
+    } else {
+      const map = this.cluster.slots;
+      const node = entry.node;
+      for (let i = 0; i < SLOTS; i++) {
+        if (down[i] === 0 && (i === entry.slot || (node !== '' && map[i]?.[0] === node))) {
+          down[i] = 1;
+          this.downCount++;
+        }
+      }
+    }
+    this.streaks.delete(entry.node);
     this.cause = err;
-    this.rescueSince = this.clock.now();
+    this.rescueWaiting(entry.node);
+    if (!first) return;
+    const now = this.clock.now();
+    this.relapses = now - this.backAt < Math.max(RELAPSE_MS, 10 * this.probeIntervalMs) ? Math.min(this.relapses + 1, MAX_RELAPSES) : 0;
+    this.mode = 'rescue';
+    this.outages++;
+    this.rescueSince = now;
     process.emitWarning(
       `bulwark: ${this.owner}: Redis failed (${describe(err)}); deciding in process until it answers again`,
       { code: 'BULWARK_LIMIT_RESCUE' },
     );
     if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'rescue', cause: err });
-    this.rescueAll();
     this.warned = true;
     this.changes.emit({ mode: 'rescue', cause: err });
     this.startProbe();
@@ -236,68 +323,132 @@ export class RedisRescue {
     this.probe.unref();
   }
 
+  /** targets answers the masters to probe: the one Redis, or each master that owns rescued slots now (undefined: not connected to it). */
+  private targets(): Map<string, Redis | undefined> {
+    const out = new Map<string, Redis | undefined>();
+    const cluster = this.cluster;
+    if (cluster === undefined) {
+      out.set('', this.redis as Redis);
+      return out;
+    }
+    const map = cluster.slots;
+    for (let i = 0; i < SLOTS; i++) {
+      if (this.down[i] === 1) {
+        const owner = map[i]?.[0] ?? '';
+        if (!out.has(owner)) out.set(owner, owner === '' ? undefined : masterNamed(cluster, owner));
+      }
+    }
+    return out;
+  }
+
   private ping(): void {
-    if (this.probing || this.mode !== 'rescue') return;
+    if (this.probing || this.downCount === 0 || this.closed) return;
     this.probing = true;
     const seq = ++this.probeSeq;
     // A PING to a node that went away may wait in a client's offline queue: give up on it after
     // max(timeoutMs, probeIntervalMs), so that the next probe can ask again (a Cluster's new masters).
     const giveUp = this.clock.setTimeout(() => {
-      if (this.probeSeq === seq) this.probing = false;
+      if (this.probeSeq !== seq) return;
+      this.probing = false;
+      this.streaks.clear();
     }, Math.max(this.timeoutMs, this.probeIntervalMs));
     giveUp.unref();
-    const settled = (): boolean => {
-      this.clock.clearTimeout(giveUp);
-      if (this.probeSeq !== seq || !this.probing) return false;
-      this.probing = false;
-      return true;
-    };
-    let replies: Promise<unknown[]>;
-    try {
-      replies = Promise.all(nodesOf(this.redis).map((n) => n.ping()));
-    } catch (err) {
-      replies = Promise.reject(err);
+    const targets = this.targets();
+    let refresh = false;
+    let firstError: unknown;
+    const asks: Promise<boolean>[] = [];
+    for (const node of targets.values()) {
+      if (node === undefined) {
+        refresh = true;
+        asks.push(Promise.resolve(false));
+        continue;
+      }
+      let pong: Promise<unknown>;
+      try {
+        pong = node.ping();
+      } catch (err) {
+        pong = Promise.reject(err);
+      }
+      asks.push(
+        pong.then(
+          (r) => r === 'PONG',
+          (err: unknown) => {
+            firstError ??= err;
+            return false;
+          },
+        ),
+      );
     }
-    replies.then(
-      (r) => {
-        if (settled() && r.length > 0 && r.every((x) => x === 'PONG')) this.recover();
-      },
-      (err: unknown) => {
-        if (!settled()) return;
-        if (!this.warned) {
-          // Redis was never reached since the start: say so once.
-          this.warned = true;
-          this.cause = err;
-          process.emitWarning(`bulwark: ${this.owner}: cannot reach Redis (${describe(err)}); deciding in process until it answers`, {
-            code: 'BULWARK_LIMIT_RESCUE',
-          });
+    // The slot map still names a master the client has no connection to (a dead one): ask for the new map.
+    if (refresh && this.cluster !== undefined) this.cluster.refreshSlotsCache(() => {});
+    void Promise.all(asks).then((ok) => {
+      this.clock.clearTimeout(giveUp);
+      if (this.probeSeq !== seq || !this.probing) return;
+      this.probing = false;
+      if (this.closed) return;
+      const need = this.reached ? RECOVER_PROBES << this.relapses : 1;
+      const back: string[] = [];
+      let i = 0;
+      for (const owner of targets.keys()) {
+        if (ok[i++] === true) {
+          const streak = (this.streaks.get(owner) ?? 0) + 1;
+          this.streaks.set(owner, streak);
+          if (streak >= need) back.push(owner);
+        } else {
+          this.streaks.delete(owner);
         }
-      },
-    );
+      }
+      if (back.length > 0) this.recover(back);
+      if (this.downCount > 0 && firstError !== undefined && !this.warned) {
+        // Redis was never reached since the start: say so once.
+        this.warned = true;
+        this.cause = firstError;
+        process.emitWarning(`bulwark: ${this.owner}: cannot reach Redis (${describe(firstError)}); deciding in process until it answers`, {
+          code: 'BULWARK_LIMIT_RESCUE',
+        });
+      }
+    });
   }
 
-  private recover(): void {
-    if (this.mode !== 'rescue' || this.closed) return;
+  /** recover brings back the rescued parts that the masters `owners` own now; decisions return to Redis once no part is left in rescue. */
+  private recover(owners: string[]): void {
+    const down = this.down;
+    if (this.cluster === undefined) {
+      down[0] = 0;
+      this.downCount = 0;
+    } else {
+      const map = this.cluster.slots;
+      for (let i = 0; i < SLOTS; i++) {
+        if (down[i] === 1 && owners.includes(map[i]?.[0] ?? '')) {
+          down[i] = 0;
+          this.downCount--;
+        }
+      }
+    }
+    for (const o of owners) this.streaks.delete(o);
+    this.reached = true;
+    if (this.downCount > 0 || this.mode !== 'rescue') return;
     this.mode = 'redis';
     this.warned = true;
-    this.epoch++;
     this.rescueSince = undefined;
+    this.backAt = this.clock.now();
     this.clock.clearTimeout(this.probe);
     this.probe = undefined;
     if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'redis', cause: undefined });
     this.changes.emit({ mode: 'redis', cause: undefined });
   }
 
-  private rescueAll(): void {
+  /** rescueWaiting answers in process every waiting call of a part in rescue, or sent to `node` (all calls when undefined). */
+  private rescueWaiting(node: string | undefined): void {
     const q = this.queue;
     for (let i = this.head; i < q.length; i++) {
-      if (!q[i]!.done) {
-        this.rescueDecisions += q[i]!.count;
-        q[i]!.rescue();
+      const e = q[i]!;
+      if (!e.done && (node === undefined || e.node === node || this.down[e.slot] === 1)) {
+        this.rescueDecisions += e.count;
+        e.rescue();
       }
     }
-    q.length = 0;
-    this.head = 0;
+    this.compact();
   }
 
   private compact(): void {
@@ -317,27 +468,21 @@ export class RedisRescue {
     this.timer.unref();
   }
 
-  /** The timer fired: fail over if the oldest pending call is past its deadline, else wait for it. */
+  /** The timer fired: each pending call past its deadline fails (oldest first); the timer is armed again for the next one. */
   private expire(): void {
     this.timer = undefined;
-    this.compact();
-    const oldest = this.queue[this.head];
-    if (oldest === undefined) return;
-    if (this.clock.now() >= oldest.deadline) {
-      this.fail(new TimeoutError(`${this.owner}: Redis did not answer within ${this.timeoutMs} ms`), oldest.epoch);
-      return;
+    for (;;) {
+      this.compact();
+      const oldest = this.queue[this.head];
+      if (oldest === undefined || this.closed) return;
+      if (this.clock.now() < oldest.deadline) {
+        this.arm(oldest.deadline);
+        return;
+      }
+      const at = oldest.node === '' ? '' : ` (master ${oldest.node})`;
+      this.fail(oldest, new TimeoutError(`${this.owner}: Redis${at} did not answer within ${this.timeoutMs} ms`));
     }
-    this.arm(oldest.deadline);
   }
-}
-
-/** nodesOf answers the connections to ask: the client itself, or every master of a Cluster. */
-function nodesOf(redis: RedisClient): Redis[] {
-  if ('nodes' in redis && typeof redis.nodes === 'function') {
-    const masters = redis.nodes('master');
-    return masters.length > 0 ? masters : [];
-  }
-  return [redis as Redis];
 }
 
 function preview(reply: unknown): string {
