@@ -168,22 +168,18 @@ export class HashRing {
    * rebuild builds, beside this ring, a new one holding this ring's members with `changes` applied (as
    * `update` applies them; a member listed twice: the last wins), a slice at a time: each `step()` of
    * the answer does about `stepSize` units of work (a point kept, sorted or merged is one, a point
-   * hashed eight, a member's map work 128–256; a unit is ~5 ns) so that a large change — a first million points, every member's count halving or
+   * hashed eight, an element of fresh memory three, a member's map work 64–256; a unit is ~5 ns) so that a large change — a first million points, every member's count halving or
    * doubling — need not block the event loop. This ring keeps answering lookups meanwhile and must
    * not change until the build completes (a step then throws). The new ring owns every key as one
    * built by `update` would: the points kept are filtered from this ring in order, the new ones hashed
    * (without building their names, for the default hash and names), radix-sorted and merged in.
-   * `stepSize` defaults to Infinity (one step).
+   * `changes` is read in the steps too (a lazy iterable costs nothing up front), so a bad member or
+   * count throws from the step that reads it. `stepSize` defaults to Infinity (one step).
    */
   rebuild(changes: Iterable<readonly [string, number]>, stepSize = Infinity): RingBuild {
     if (!(stepSize >= 1)) throw new RangeError(`HashRing.rebuild: stepSize must be ≥ 1, got ${String(stepSize)}`);
-    const list: [string, number][] = [];
-    for (const [m, c] of changes) {
-      checkMember('HashRing.rebuild', m);
-      list.push([m, integer('HashRing.rebuild', 'count', c, 0, MAX_POINTS_PER_MEMBER)]);
-    }
     const next = new HashRing({ replicas: this.replicas, hash: this.hash, pointName: this.pointName });
-    const steps = this.rebuildSteps(next, list, stepSize);
+    const steps = this.rebuildSteps(next, changes[Symbol.iterator](), stepSize);
     let done = false;
     return { ring: next, step: () => done || (done = steps.next().done === true) };
   }
@@ -222,24 +218,32 @@ export class HashRing {
   }
 
   /** rebuildSteps is `rebuild`'s work, yielding whenever `stepSize` units are spent. */
-  private *rebuildSteps(next: HashRing, list: readonly [string, number][], stepSize: number): Generator<void, void, void> {
+  private *rebuildSteps(next: HashRing, changes: Iterator<readonly [string, number]>, stepSize: number): Generator<void, void, void> {
     const version = this.version;
     const unchanged = () => {
       if (this.version !== version) throw new Error('HashRing.rebuild: the ring changed while a rebuild of it ran');
     };
     let budget = stepSize;
+    // 0. Read (and check) the changes.
+    let list: [string, number][] = [];
+    for (let more = true; more; ) {
+      const max = room(budget / 32);
+      const read = readChanges(changes, list, max);
+      more = read === max;
+      budget -= 32 * read;
+      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+    }
     // 1. Members: the new ring starts from this one's slots, so the points it keeps keep their owners.
     // A member listed twice is found by its slot being claimed already: the list is then made unique
     // (the last count wins) and the pass starts again.
     let claim: Claim;
     for (;;) {
       next.slots = new Map();
-      const entries = this.slots.entries();
-      for (let more = true; more; ) {
-        const max = room(budget / 128);
-        const copied = copyEntries(entries, next.slots, max);
-        more = copied === max;
-        budget -= 128 * copied;
+      for (let slot = 0; slot < this.names.length; ) {
+        const end = Math.min(this.names.length, slot + room(budget / 64));
+        copySlots(this.names, slot, end, next.slots);
+        budget -= 64 * (end - slot);
+        slot = end;
         if (budget <= 0) (yield, unchanged(), (budget = stepSize));
       }
       next.names = this.names.slice();
@@ -270,9 +274,9 @@ export class HashRing {
       const a = new Uint32Array(length);
       if (length < BIG_ARRAY) return a;
       for (let i = 0; i < length; ) {
-        const end = Math.min(length, i + room(budget / 2));
+        const end = Math.min(length, i + room(budget / 3));
         a.fill(0, i, end);
-        budget -= 2 * (end - i);
+        budget -= 3 * (end - i);
         i = end;
         if (budget <= 0) (yield, (budget = stepSize));
       }
@@ -333,11 +337,12 @@ export class HashRing {
       const tmp: Uint32Array[] = [];
       for (let t = 0; t < 3; t++) tmp.push(yield* fresh(added));
       const sort = new RadixSort(hashes.subarray(0, added), ownerOf.subarray(0, added), rankOf.subarray(0, added), tmp[0]!, tmp[1]!, tmp[2]!);
-      for (const pass of [sort.count, sort.scatterLow, sort.scatterHigh]) {
-        if (pass === sort.scatterLow) sort.prefix();
+      for (let d = -1; d < 4; d++) {
+        if (d === 0) sort.prefix();
         for (let i = 0; i < added; ) {
           const end = Math.min(added, i + room(budget / 2));
-          pass.call(sort, i, end);
+          if (d < 0) sort.count(i, end);
+          else sort.pass(d, i, end);
           budget -= 2 * (end - i);
           i = end;
           if (budget <= 0) (yield, (budget = stepSize));
@@ -651,14 +656,24 @@ export class HashRing {
   }
 }
 
-/** copyEntries copies up to `max` entries from `from` into `into`; answers how many (fewer: `from` is done). */
-function copyEntries(from: Iterator<[string, number]>, into: Map<string, number>, max: number): number {
+/** readChanges moves up to `max` checked `[member, count]` pairs from `from` to `into`; answers how many (fewer: `from` is done). */
+function readChanges(from: Iterator<readonly [string, number]>, into: [string, number][], max: number): number {
   for (let k = 0; k < max; k++) {
     const r = from.next();
     if (r.done === true) return k;
-    into.set(r.value[0], r.value[1]);
+    const [m, c] = r.value;
+    checkMember('HashRing.rebuild', m);
+    into.push([m, integer('HashRing.rebuild', 'count', c, 0, MAX_POINTS_PER_MEMBER)]);
   }
   return max;
+}
+
+/** copySlots sets `into` (member → slot) for the slots [from, to) of `names` that hold a member. */
+function copySlots(names: readonly string[], from: number, to: number, into: Map<string, number>): void {
+  for (let slot = from; slot < to; slot++) {
+    const m = names[slot]!;
+    if (m !== '') into.set(m, slot);
+  }
 }
 
 /** room is how many units of work fit in `budget` (at least one, so that every step progresses). */
