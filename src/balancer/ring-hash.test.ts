@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { ManualClock } from '../core/clock.js';
 import { NoInstanceError } from '../core/errors.js';
 import { HashRing } from '../core/hash-ring.js';
 import type { ServiceInstance } from '../registry/types.js';
@@ -142,6 +143,133 @@ describe('RingHash', () => {
     );
   });
 
+  it('with rebuilds in slices (picks between them), owns every key as a ring built from scratch once they complete (property)', () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constantFrom('join' as const, 'leave' as const, 'eject' as const, 'return' as const), id: fc.integer({ min: 0, max: 11 }) }),
+      fc.record({ kind: fc.constant('weight' as const), id: fc.integer({ min: 0, max: 11 }), w: fc.integer({ min: 1, max: 4 }) }),
+      fc.record({ kind: fc.constant('bulk' as const), from: fc.integer({ min: 12, max: 30 }), n: fc.integer({ min: 1, max: 20 }) }),
+      fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 1, max: 4 }) }),
+    );
+    fc.assert(
+      fc.property(fc.boolean(), fc.integer({ min: 1, max: 600 }), fc.array(op, { minLength: 1, maxLength: 40 }), (small, sliceSize, ops) => {
+        const clock = new ManualClock();
+        const options = small ? { replicas: 64, minRingSize: 1, maxRingSize: 400 } : { replicas: 16, minRingSize: 1 };
+        const p = new RingHash({ ...options, sliceSize, clock });
+        const weights = new Map<string, number>();
+        const ejected = new Set<string>();
+        let list: ServiceInstance[] = [];
+        const apply = () => {
+          list = [...weights].filter(([id]) => !ejected.has(id)).map(([id, w]) => inst(id, String(w)));
+          if (list.length === 0) return;
+          const ids = new Set(list.map((x) => x.id));
+          const a = p.pick(list, 'warm');
+          assert.ok(ids.has(a.id), 'a pick during a rebuild goes to an instance in the list');
+          assert.equal(p.pick(list, 'warm').id, a.id, 'and the same key goes to the same instance until the list or ring changes');
+          assert.ok(ids.has(p.pick(list, 'other', new Set([a.id])).id));
+        };
+        for (const o of ops) {
+          if (o.kind === 'tick') {
+            clock.advance(o.ms);
+            apply();
+            continue;
+          }
+          const id = `i${o.kind === 'bulk' ? 0 : o.id}`;
+          if (o.kind === 'join') weights.set(id, weights.get(id) ?? 1);
+          else if (o.kind === 'leave') (weights.delete(id), ejected.delete(id));
+          else if (o.kind === 'eject') weights.has(id) && ejected.add(id);
+          else if (o.kind === 'return') ejected.delete(id);
+          else if (o.kind === 'weight' && weights.has(id)) weights.set(id, o.w);
+          else if (o.kind === 'bulk') for (let i = o.from; i < o.from + o.n; i++) weights.set(`i${i}`, 1 + (i % 3));
+          apply();
+        }
+        if (list.length === 0) return;
+        for (let turns = 0; p.stats().rebuilding; turns++) {
+          assert.ok(turns < 10_000, 'a rebuild completes');
+          clock.advance(1);
+        }
+        const scale = p.stats().pointsPerWeight;
+        const fresh = new RingHash({ replicas: scale, minRingSize: 1, maxRingSize: 1 << 24 });
+        for (let i = 0; i < 300; i++) assert.equal(p.pick(list, `k${i}`).id, fresh.pick(list, `k${i}`).id, `key k${i}`);
+        assert.equal(clock.pendingTimers, 0, 'no timer is left once the ring is complete');
+        if (small) assert.ok(p.stats().points <= 400 + p.stats().absentPoints, `ring of ${p.stats().points} points`);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('builds a big first ring in slices, one per timer turn, keyed picks meanwhile going by jump hashing over the list', async () => {
+    const clock = new ManualClock();
+    const list = instances(300);
+    const p = new RingHash({ clock, sliceSize: 1 << 15 });
+    const during = Array.from({ length: 2_000 }, (_, i) => p.pick(list, `k${i}`).id);
+    assert.equal(p.stats().rebuilding, true);
+    assert.equal(p.stats().points, 0);
+    const counts = new Map<string, number>();
+    for (const id of during) counts.set(id, (counts.get(id) ?? 0) + 1);
+    assert.ok(counts.size > 250, `jump hashing spreads keys: ${counts.size} of 300 instances picked`);
+    let turns = 0;
+    while (p.stats().rebuilding) {
+      clock.advance(1);
+      turns++;
+      if (p.stats().rebuilding) for (let i = 0; i < 50; i++) assert.equal(p.pick(list, `k${i}`).id, during[i], 'stable while the build runs');
+    }
+    // 300 × 1 280 points × 8 units to hash alone are 94 slices of 2^15 units.
+    assert.ok(turns >= 94, `${turns} slices`);
+    assert.equal(p.stats().rebuilds, 1);
+    assert.equal(p.stats().points, 300 * 1280);
+    const fresh = new HashRing({ replicas: 1280 });
+    fresh.set(list.map((x) => x.id));
+    for (let i = 0; i < 2_000; i++) assert.equal(p.pick(list, `k${i}`).id, fresh.get(`k${i}`));
+    // An instance joining now is one merge, at once.
+    const grown = [...list, inst('i300')];
+    p.pick(grown, 'k');
+    assert.equal(p.stats().rebuilding, false);
+    assert.equal(p.stats().points, 301 * 1280);
+    await p.close();
+  });
+
+  it('rescales in slices while picks use the old ring, an instance that leaves meanwhile excluded at once', async () => {
+    const clock = new ManualClock();
+    const p = new RingHash({ clock, replicas: 64, minRingSize: 1, maxRingSize: 64 * 100, sliceSize: 2_000 });
+    const list = instances(100);
+    p.pick(list, 'k');
+    while (p.stats().rebuilding) clock.advance(1);
+    assert.equal(p.stats().pointsPerWeight, 64);
+    const before = Array.from({ length: 1_000 }, (_, i) => p.pick(list, `k${i}`).id);
+    const grown = [...list, inst('i100')]; // 101 × 64 > 6 400: every instance halves to 32 points
+    p.pick(grown, 'k');
+    assert.equal(p.stats().rebuilding, true);
+    assert.equal(p.stats().pointsPerWeight, 32);
+    for (let i = 0; i < 1_000; i++) assert.equal(p.pick(grown, `k${i}`).id, before[i], 'the old ring answers until the new one is in');
+    clock.advance(1);
+    const shrunk = grown.filter((x) => x.id !== 'i7');
+    for (let i = 0; i < 1_000; i++) {
+      const id = p.pick(shrunk, `k${i}`).id;
+      assert.notEqual(id, 'i7');
+      if (before[i] !== 'i7') assert.equal(id, before[i]);
+    }
+    while (p.stats().rebuilding) clock.advance(1);
+    const fresh = new RingHash({ replicas: 32, minRingSize: 1 });
+    for (let i = 0; i < 1_000; i++) assert.equal(p.pick(shrunk, `k${i}`).id, fresh.pick(shrunk, `k${i}`).id, `key k${i}`);
+    assert.equal(p.stats().points - p.stats().absentPoints, 100 * 32);
+    await p.close();
+  });
+
+  it('completes a rebuild on close and clears its timer', async () => {
+    const clock = new ManualClock();
+    const p = new RingHash({ clock, sliceSize: 1_000 });
+    const list = instances(20);
+    p.pick(list, 'k');
+    assert.equal(p.stats().rebuilding, true);
+    assert.equal(clock.pendingTimers, 1);
+    await p[Symbol.asyncDispose]();
+    assert.equal(clock.pendingTimers, 0);
+    assert.equal(p.stats().rebuilding, false);
+    assert.equal(p.stats().points, 20 * 1280);
+    p.pick([...list, inst('i20')], 'k'); // after close, updates apply at once
+    assert.equal(p.stats().points, 21 * 1280);
+  });
+
   it('routes a key of an ejected instance to its next instance clockwise, and back when it returns, without touching the ring', () => {
     const list = instances(10);
     const p = new RingHash({ replicas: 50, minRingSize: 1 });
@@ -187,6 +315,8 @@ describe('RingHash', () => {
     assert.throws(() => new RingHash({ boundedLoad: 'yes' as never }), TypeError);
     assert.throws(() => new RingHash({ maxRingSize: 0 }), RangeError);
     assert.throws(() => new RingHash({ minRingSize: 2_000, maxRingSize: 1_000 }), RangeError);
+    assert.throws(() => new RingHash({ sliceSize: 0 }), RangeError);
+    assert.throws(() => new RingHash({ clock: { now: () => 0 } as never }), TypeError);
     const p = new RingHash();
     assert.throws(() => p.pick([], 'k'), NoInstanceError);
     assert.throws(() => p.pick(instances(2), 42 as never), TypeError);

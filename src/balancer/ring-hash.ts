@@ -15,10 +15,22 @@
  * Updates are incremental: an instance that joins merges its points into the ring, a weight change
  * adds or drops the difference, and an instance that leaves the list — removed, or ejected by health
  * checks — stays on the ring, skipped at pick time (a key it owned walks clockwise to the next present
- * instance, exactly where it would go on a ring without it). Absent instances' points are dropped in
- * one pass once they are half the ring; an ejected instance that returns first costs nothing. Only a
- * change of scale (the total weight crossing a power of two near the bound) re-places every point.
+ * instance, exactly where it would go on a ring without it). Absent instances' points are dropped once
+ * they are half the ring; an ejected instance that returns first costs nothing.
  *
+ * One update is one list handed to `pick`; what it costs is the ring work its differences need (a
+ * point kept, sorted or merged is one unit, a point hashed eight). An update within `sliceSize` units
+ * (one instance joining, leaving, ejected or re-weighted, at any N) is applied at once. A larger one —
+ * a change of scale (the total weight crossing a power of two near the bound re-places every point),
+ * dropping the absent instances' points from a big ring, a first list of 10 000 instances or 5 000
+ * joining at once — builds the new ring beside the old one in slices of `sliceSize` units, one per
+ * timer turn of `clock`, and swaps it in when complete (`HashRing.rebuild`). Meanwhile picks use the
+ * old ring, which stays right: an instance that left is skipped as an ejected one is, and instances
+ * that joined take keyed picks once the new ring is in. Before any ring has a present instance (a first
+ * build), a keyed pick goes to jump consistent hashing over the list (Lamping & Veach 2014): stable for
+ * a key while the build runs, evenly spread, and O(log n). At 10 000 instances a slice takes ~1 ms and
+ * a first build or change of scale completes within ~0.3 s (bench/scale.bench.ts measures both).
+
  * `boundedLoad` turns on Google's "consistent hashing with bounded loads" (Mirrokni, Thorup,
  * Zadimoghaddam 2016; Vimeo's HAProxy patch): no instance takes more than ⌈c × (in-flight + 1) / n⌉
  * calls at once (c = 1.25); a key whose instance is full walks clockwise to the next one that is not.
@@ -26,8 +38,10 @@
  *
  * A pick without a key goes to a random instance (Envoy's ring hash does the same).
  */
-import { HashRing } from '../core/hash-ring.js';
-import { finite, fn, integer, options as checkOptions } from '../core/validate.js';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
+import { hash32 } from '../core/hash.js';
+import { HashRing, type RingBuild } from '../core/hash-ring.js';
+import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { InstanceTable, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
@@ -46,10 +60,18 @@ export interface RingHashOptions {
   loadFactor?: number;
   /** Uniform random numbers in [0, 1), for picks without a key. Defaults to `Math.random`. */
   random?: () => number;
+  /**
+   * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
+   * hashed eight); a larger update is built in slices of this size, one per timer turn. Defaults to
+   * 262 144 (about 1–2 ms).
+   */
+  sliceSize?: number;
+  /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 /** Defaults for RingHashOptions. */
-export const ringHashDefaults = Object.freeze({ replicas: 1280, minRingSize: 1024, maxRingSize: 1 << 20, boundedLoad: false, loadFactor: 1.25 });
+export const ringHashDefaults = Object.freeze({ replicas: 1280, minRingSize: 1024, maxRingSize: 1 << 20, boundedLoad: false, loadFactor: 1.25, sliceSize: 1 << 18 });
 
 interface RingEntry extends Entry {
   /** Calls in flight (started, not yet reported). */
@@ -69,18 +91,36 @@ export interface RingStats {
   pointsPerWeight: number;
   /** Calls in flight (counted with `boundedLoad`'s start / report). */
   inFlight: number;
+  /** A new ring is being built in slices (picks use the previous one meanwhile). */
+  rebuilding: boolean;
+  /** Rebuilds run in slices so far. */
+  rebuilds: number;
+}
+
+/** Job is a ring being rebuilt in slices. */
+interface Job {
+  readonly build: RingBuild;
+  timer: TimerHandle | undefined;
+  /** Ids that left the list while it ran (the new ring may hold them). */
+  readonly left: string[];
 }
 
 /** RingHash is a Picker that routes a key to the same instance by consistent hashing. */
 export class RingHash implements Picker {
-  /** The ring of instance ids; shared semantics with the cache's peer picker. */
-  readonly ring: HashRing;
   readonly replicas: number;
   readonly minRingSize: number;
   readonly maxRingSize: number;
   readonly boundedLoad: boolean;
   readonly loadFactor: number;
+  readonly sliceSize: number;
   private readonly random: () => number;
+  private readonly clock: Clock;
+  private current: HashRing;
+  private job: Job | undefined;
+  private rebuilds = 0;
+  private closed = false;
+  /** No instance on the ring is in the list (a first build runs): keyed picks use jump hashing. */
+  private interim = false;
   private readonly table = new InstanceTable<RingEntry>((instance, prev) => {
     if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
     prev.instance = instance;
@@ -92,6 +132,8 @@ export class RingHash implements Picker {
   private readonly absent = new Map<string, number>();
   private absentPoints = 0;
   private scale: number;
+  /** Σ points the instances in the list want at `scale` (kept as the list changes). */
+  private presentPoints = 0;
   private totalLoad = 0;
 
   constructor(options?: RingHashOptions) {
@@ -99,12 +141,19 @@ export class RingHash implements Picker {
     this.replicas = integer('RingHash', 'replicas', o.replicas ?? ringHashDefaults.replicas, 1, 1 << 16);
     this.maxRingSize = integer('RingHash', 'maxRingSize', o.maxRingSize ?? ringHashDefaults.maxRingSize, 1, 1 << 24);
     this.minRingSize = integer('RingHash', 'minRingSize', o.minRingSize ?? ringHashDefaults.minRingSize, 1, this.maxRingSize);
-    this.ring = new HashRing({ replicas: this.replicas });
+    this.current = new HashRing({ replicas: this.replicas });
     this.scale = this.replicas;
     this.boundedLoad = o.boundedLoad ?? ringHashDefaults.boundedLoad;
     if (typeof this.boundedLoad !== 'boolean') throw new TypeError(`RingHash: boundedLoad must be a boolean, got ${typeof this.boundedLoad}`);
     this.loadFactor = finite('RingHash', 'loadFactor', o.loadFactor ?? ringHashDefaults.loadFactor, 1.000001, 100);
     this.random = o.random === undefined ? Math.random : fn('RingHash', 'random', o.random);
+    this.sliceSize = integer('RingHash', 'sliceSize', o.sliceSize ?? ringHashDefaults.sliceSize, 1, Number.MAX_SAFE_INTEGER);
+    this.clock = clockOption('RingHash', o.clock, systemClock);
+  }
+
+  /** ring is the ring picks use now (shared semantics with the cache's peer picker); a sliced rebuild swaps it. */
+  get ring(): HashRing {
+    return this.current;
   }
 
   /**
@@ -126,7 +175,8 @@ export class RingHash implements Picker {
       return entries[i >= 0 && i < n ? i : 0]!.instance;
     }
     if (typeof key !== 'string') throw new TypeError(`RingHash.pick: key must be a string, got ${typeof key}`);
-    const ring = this.ring;
+    if (this.interim) return this.jumpPick(key, undefined, n);
+    const ring = this.current;
     const pos = ring.position(key);
     const bySlot = this.bySlot;
     if (!this.boundedLoad) {
@@ -145,13 +195,13 @@ export class RingHash implements Picker {
 
   /** walk returns the first present instance clockwise from `pos` (absent ones are skipped). */
   private walk(pos: number): ServiceInstance {
-    const ring = this.ring;
+    const ring = this.current;
     const points = ring.pointCount;
     for (let i = 1; i < points; i++) {
       const e = this.bySlot[ring.memberIndexAt(pos + i)];
       if (e !== undefined) return e.instance;
     }
-    return this.table.entries[0]!.instance; // unreachable: every present instance has points
+    return this.table.entries[0]!.instance; // unreachable: some present instance has points
   }
 
   /** pickAllowed is `pick` over the `m` instances `exclude` lacks (0 < m < n). */
@@ -162,7 +212,8 @@ export class RingHash implements Picker {
       return nthAllowed(entries, exclude, i >= 0 && i < m ? i : 0).instance;
     }
     if (typeof key !== 'string') throw new TypeError(`RingHash.pick: key must be a string, got ${typeof key}`);
-    const ring = this.ring;
+    if (this.interim) return this.jumpPick(key, exclude, m);
+    const ring = this.current;
     const pos = ring.position(key);
     const cap = this.boundedLoad ? Math.ceil((this.loadFactor * (this.totalLoad + 1)) / m) : Infinity;
     let first: RingEntry | undefined;
@@ -174,6 +225,26 @@ export class RingHash implements Picker {
       first ??= e;
     }
     return (first ?? nthAllowed(entries, exclude, 0)).instance;
+  }
+
+  /**
+   * jumpPick is a keyed pick while no ring instance is in the list: jump consistent hashing gives the
+   * key an index in the list, from which the pick walks on past excluded (or, with `boundedLoad`, full)
+   * instances. `m` is how many instances are allowed.
+   */
+  private jumpPick(key: string, exclude: ExcludeSet | undefined, m: number): ServiceInstance {
+    const entries = this.table.entries;
+    const n = entries.length;
+    const start = jump(hash32(key), n);
+    const cap = this.boundedLoad ? Math.ceil((this.loadFactor * (this.totalLoad + 1)) / m) : Infinity;
+    let first: RingEntry | undefined;
+    for (let k = 0; k < n; k++) {
+      const e = entries[start + k < n ? start + k : start + k - n]!;
+      if (exclude?.has(e.instance.id)) continue;
+      if (e.load < cap) return e.instance;
+      first ??= e;
+    }
+    return (first ?? entries[start]!).instance;
   }
 
   /** start counts a call in flight to `instance` (used by `boundedLoad`). */
@@ -196,11 +267,32 @@ export class RingHash implements Picker {
   stats(): RingStats {
     return {
       instances: this.table.entries.length,
-      points: this.ring.pointCount,
+      points: this.current.pointCount,
       absentPoints: this.absentPoints,
       pointsPerWeight: this.scale,
       inFlight: this.totalLoad,
+      rebuilding: this.job !== undefined,
+      rebuilds: this.rebuilds,
     };
+  }
+
+  /**
+   * close clears the timer of a rebuild in progress and completes it at once; later updates apply at
+   * once however large (no timers). Idempotent.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    const job = this.job;
+    if (job === undefined) return;
+    this.clock.clearTimeout(job.timer);
+    while (!job.build.step());
+    this.job = undefined;
+    this.finish(job.build.ring, job.left);
+  }
+
+  /** [Symbol.asyncDispose] closes the picker (`await using p = new RingHash(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** pointsFor is the number of virtual nodes for `weight` at scale `s`. */
@@ -208,77 +300,203 @@ export class RingHash implements Picker {
     return Math.min(this.maxRingSize, Math.max(1, Math.round(weight * s)));
   }
 
-  /** sync applies what changed in the list to the ring: points for the new, absence for the gone. */
+  /**
+   * sync applies what changed in the list: presence at once (absent instances are skipped by picks),
+   * and the ring work as `plan` decides — unless a rebuild runs, which reconciles when it completes.
+   */
   private sync(instances: readonly ServiceInstance[]): RingEntry[] {
     const t = this.table;
     const entries = t.sync(instances);
-    const ring = this.ring;
-    const changes: [string, number][] = [];
+    const ring = this.current;
+    const job = this.job;
     for (const e of t.removed) {
       const id = e.instance.id;
+      this.totalLoad -= e.load;
+      this.presentPoints -= this.pointsFor(e.weight);
+      job?.left.push(id);
+      const slot = ring.slotOf(id);
+      if (slot < 0) continue; // joined while a rebuild ran: not on this ring
       const pts = ring.pointsOf(id);
-      this.bySlot[ring.slotOf(id)] = undefined;
+      this.bySlot[slot] = undefined;
       this.absent.set(id, pts);
       this.absentPoints += pts;
-      this.totalLoad -= e.load;
     }
+    const changes: [string, number][] = [];
+    const onRing = ring.size > 0; // a first list skips the lookups
     for (const e of t.added) {
       const id = e.instance.id;
-      const was = this.absent.get(id);
+      const was = this.absent.size > 0 ? this.absent.get(id) : undefined;
       if (was !== undefined) {
         this.absent.delete(id);
         this.absentPoints -= was;
       }
+      const slot = onRing ? ring.slotOf(id) : -1;
+      if (slot >= 0) this.bySlot[slot] = e;
       const want = this.pointsFor(e.weight);
-      if (ring.pointsOf(id) !== want) changes.push([id, want]);
+      this.presentPoints += want;
+      if (job === undefined && (slot < 0 ? 0 : ring.pointsOf(id)) !== want) changes.push([id, want]);
     }
     for (const e of t.updated) {
       const w = instanceWeight(e.instance);
       if (w === e.weight) continue;
+      this.presentPoints += this.pointsFor(w) - this.pointsFor(e.weight);
       e.weight = w;
-      changes.push([e.instance.id, this.pointsFor(w)]);
+      if (job === undefined) changes.push([e.instance.id, this.pointsFor(w)]);
     }
-    const rescaled = this.rescale(entries, changes);
+    this.interim = ring.size === this.absent.size;
+    if (job === undefined) this.plan(entries, changes);
+    return entries;
+  }
+
+  /**
+   * plan applies `changes` (and a change of scale or the dropping of absent points, if due) to the
+   * ring: at once when the work fits one slice, else by starting a sliced rebuild.
+   */
+  private plan(entries: readonly RingEntry[], changes: [string, number][]): void {
+    const ring = this.current;
+    const rescaled = this.rescale(entries);
     // Absent instances' points go once they are half the ring (a pick then walks past one on average).
-    if (rescaled || this.absentPoints * 2 > ring.pointCount) {
-      for (const id of this.absent.keys()) changes.push([id, 0]);
+    const compact = rescaled || this.absentPoints * 2 > ring.pointCount;
+    let target: Iterable<readonly [string, number]> = changes;
+    let work = compact ? ring.pointCount : 0;
+    if (rescaled) {
+      // Every instance's count changes: the list of them is made lazily, in the rebuild's steps.
+      target = this.counts(entries, [...this.absent.keys()]);
+      work += 8 * this.presentPoints;
+    } else {
+      if (compact) for (const id of this.absent.keys()) changes.push([id, 0]);
+      if (changes.length === 0) return;
+      for (const [id, count] of changes) {
+        const had = ring.pointsOf(id);
+        work += count > had ? 8 * (count - had) : had - count;
+      }
+    }
+    if (work > this.sliceSize && !this.closed) {
+      const job: Job = { build: ring.rebuild(target, this.sliceSize), timer: undefined, left: [] };
+      this.job = job;
+      this.rebuilds++;
+      this.schedule(job);
+      return;
+    }
+    ring.update(target);
+    if (compact) {
       this.absent.clear();
       this.absentPoints = 0;
     }
-    if (changes.length > 0) ring.update(changes);
-    for (const e of rescaled ? entries : t.added) this.bySlot[ring.slotOf(e.instance.id)] = e;
-    return entries;
+    const t = this.table;
+    if (rescaled) for (const e of entries) this.bySlot[ring.slotOf(e.instance.id)] = e;
+    else for (const [id, count] of changes) if (count > 0) this.bySlot[ring.slotOf(id)] = t.get(id);
+    this.interim = ring.size === this.absent.size;
+  }
+
+  /** counts lists every instance's points at the current scale, then `gone` with none. */
+  private *counts(entries: readonly RingEntry[], gone: readonly string[]): Generator<readonly [string, number]> {
+    for (const e of entries) yield [e.instance.id, this.pointsFor(e.weight)];
+    for (const id of gone) yield [id, 0];
+  }
+
+  /** schedule runs the next slice of `job` on the next timer turn. */
+  private schedule(job: Job): void {
+    job.timer = this.clock.setTimeout(() => {
+      if (this.job !== job) return;
+      if (!job.build.step()) return this.schedule(job);
+      this.job = undefined;
+      this.finish(job.build.ring, job.left);
+    }, 0);
+    job.timer.unref();
+  }
+
+  /**
+   * finish swaps in a rebuilt ring and reconciles it with the list as it is now: presence, and the
+   * points of instances that joined or changed weight while it was built (`left`: the ids that left
+   * the list meanwhile) — applied by `plan`, in slices again if that is much work.
+   */
+  private finish(ring: HashRing, left: readonly string[]): void {
+    this.current = ring;
+    const t = this.table;
+    const absent = new Map<string, number>();
+    let absentPoints = 0;
+    for (const id of [...this.absent.keys(), ...left]) {
+      const pts = ring.pointsOf(id);
+      if (pts === 0 || t.get(id) !== undefined || absent.has(id)) continue;
+      absent.set(id, pts);
+      absentPoints += pts;
+    }
+    this.absent.clear();
+    for (const [id, pts] of absent) this.absent.set(id, pts);
+    this.absentPoints = absentPoints;
+    const bySlot: (RingEntry | undefined)[] = [];
+    const changes: [string, number][] = [];
+    const entries = t.entries;
+    for (const e of entries) {
+      const id = e.instance.id;
+      const slot = ring.slotOf(id);
+      if (slot >= 0) bySlot[slot] = e;
+      const want = this.pointsFor(e.weight);
+      if ((slot < 0 ? 0 : ring.pointsOf(id)) !== want) changes.push([id, want]);
+    }
+    this.bySlot = bySlot;
+    this.interim = ring.size === this.absent.size;
+    this.plan(entries, changes);
   }
 
   /**
    * rescale keeps the ring within [minRingSize, maxRingSize]: when the present instances' points leave
    * that range it picks a new number of points per unit of weight (a power of two times `replicas`),
-   * replaces `changes` with every instance's new count and answers true.
+   * and answers true. O(1) unless a change of scale is near: the present total is kept as the list
+   * changes, and the total at half the scale is known within ± n of half of it (rounding; at least
+   * one point each), so it is counted only when that does not settle the question.
    */
-  private rescale(entries: readonly RingEntry[], changes: [string, number][]): boolean {
-    const total = (s: number) => {
-      let sum = 0;
-      for (const e of entries) sum += this.pointsFor(e.weight, s);
+  private rescale(entries: readonly RingEntry[]): boolean {
+    const n = entries.length;
+    const { minRingSize: min, maxRingSize: max, replicas } = this;
+    const memo = new Map<number, number>([[this.scale, this.presentPoints]]);
+    const total = (s: number): number => {
+      let sum = memo.get(s);
+      if (sum === undefined) {
+        sum = 0;
+        for (let i = 0; i < n; i++) sum += this.pointsFor(entries[i]!.weight, s);
+        memo.set(s, sum);
+      }
       return sum;
     };
+    // More per unit of weight than `replicas` though half the points would still reach the minimum.
+    const halfFits = (s: number, now: number) => s > replicas && (now / 2 - n >= min || (now / 2 + n >= min && total(s / 2) >= min));
     let s = this.scale;
-    let now = total(s);
-    if (now > this.maxRingSize || (s > this.replicas && total(s / 2) >= this.minRingSize)) {
-      // Too many points, or more per unit of weight than `replicas` though the minimum no longer needs them.
-      while (s > 2 ** -30 && (now > this.maxRingSize || (s > this.replicas && total(s / 2) >= this.minRingSize))) now = total((s /= 2));
+    let now = this.presentPoints;
+    if (now > max || halfFits(s, now)) {
+      while (s > 2 ** -30 && (now > max || halfFits(s, now))) now = total((s /= 2));
     } else {
       // Grow back towards `replicas` only when twice the points fit twice over (hysteresis), or while below the minimum.
-      while (entries.length > 0 && ((s < this.replicas && now * 4 <= this.maxRingSize) || now < this.minRingSize)) {
+      while (n > 0 && ((s < replicas && now * 4 <= max) || now < min)) {
         const next = total(s * 2);
-        if (next > this.maxRingSize || (next * 2 > this.maxRingSize && now >= this.minRingSize)) break;
+        if (next > max || (next * 2 > max && now >= min)) break;
         s *= 2;
         now = next;
       }
     }
     if (s === this.scale) return false;
     this.scale = s;
-    changes.length = 0;
-    for (const e of entries) changes.push([e.instance.id, this.pointsFor(e.weight)]);
+    this.presentPoints = now;
     return true;
   }
+}
+
+/**
+ * jump is jump consistent hashing (Lamping & Veach, "A Fast, Minimal Memory, Consistent Hash
+ * Algorithm", 2014) with a 32-bit xorshift stream seeded by `h`: a bucket in [0, n) for the key hash
+ * `h`; when n grows by one, only 1/(n + 1) of the keys move (to the new bucket). O(log n), no memory.
+ */
+function jump(h: number, n: number): number {
+  let b = 0;
+  let x = h >>> 0 || 0x9e3779b9;
+  for (let j = 0; j < n; ) {
+    b = j;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    j = Math.floor((b + 1) * (4294967296 / (x + 1)));
+  }
+  return b;
 }

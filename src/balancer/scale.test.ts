@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { Balancer } from './balancer.js';
+import { RingHash } from './ring-hash.js';
 import type { StrategyName } from './types.js';
 
 /**
@@ -45,6 +46,7 @@ describe(`Balancer at ${N} instances`, () => {
       const b = new Balancer({ instances: list, strategy, clock, outlier: { consecutiveFailures: 1, baseEjectionMs: 1_000, maxEjectionMs: 1_000 } });
       const key = 'user:42';
       b.pick(key); // the strategy builds its state for the first list (not an update)
+      if (b.picker instanceof RingHash) while (b.picker.stats().rebuilding) clock.advance(1); // a first ring is built in slices
       const victim = list[N >> 1]!;
       const costs = {
         join: fastest(() => (b.update(grown), b.pick(key), b.update(list), b.pick(key))) / 2,
@@ -62,4 +64,37 @@ describe(`Balancer at ${N} instances`, () => {
       void b.close();
     });
   }
+});
+
+describe(`RingHash at ${N} instances`, () => {
+  it(`builds a first ring and changes scale (every point re-placed) in slices of under ${LIMIT_MS} ms, picks going on between them`, () => {
+    const clock = new ManualClock();
+    const p = new RingHash({ clock });
+    const big = Object.freeze(Array.from({ length: 13_107 }, (_, i) => instance(i))); // 80 points each: 2^20
+    const over = Object.freeze([...big, instance(13_107)]); // past 2^20: every instance halves to 40
+    const small = Object.freeze(big.slice(0, 6_553)); // fits twice over at 80: every instance doubles
+    let slowest = 0;
+    let slices = 0;
+    const drain = (list: readonly ServiceInstance[]) => {
+      p.pick(list, 'k');
+      while (p.stats().rebuilding) {
+        const t = process.cpuUsage();
+        clock.advance(1);
+        const u = process.cpuUsage(t);
+        slowest = Math.max(slowest, (u.user + u.system) / 1000);
+        slices++;
+        p.pick(list, 'k');
+      }
+    };
+    drain(big);
+    assert.equal(p.stats().pointsPerWeight, 80);
+    drain(over);
+    assert.equal(p.stats().pointsPerWeight, 40);
+    drain(small);
+    assert.equal(p.stats().pointsPerWeight, 80);
+    assert.equal(p.stats().rebuilds, 3);
+    assert.ok(slices > 30, `${slices} slices`);
+    assert.ok(slowest < LIMIT_MS, `slowest slice ${slowest.toFixed(1)} ms`);
+    void p.close();
+  });
 });

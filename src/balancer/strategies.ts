@@ -35,7 +35,7 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
     case 'weighted-round-robin':
       return new SmoothWeightedRoundRobin();
     case 'ring-hash':
-      return new RingHash({ random });
+      return new RingHash({ clock: deps.clock, random });
     case 'p2c':
       return new P2C({ clock: deps.clock, random });
     case 'least-request':

@@ -143,6 +143,70 @@ describe('HashRing', () => {
     );
   });
 
+  it('rebuilds, in steps of any size, the ring update would make: same owner for every key, this ring untouched meanwhile (property)', () => {
+    const weak = (s: string) => hash32(s) & 0xff;
+    const change = fc.tuple(fc.integer({ min: 0, max: 11 }), fc.integer({ min: 0, max: 30 }));
+    fc.assert(
+      fc.property(fc.boolean(), fc.array(change, { maxLength: 12 }), fc.array(change, { maxLength: 16 }), fc.integer({ min: 1, max: 200 }), (useWeak, before, changes, stepSize) => {
+        const hash = useWeak ? weak : hash32;
+        const ring = new HashRing({ replicas: 7, hash });
+        ring.update(before.map(([m, c]) => [`m${m}`, c]));
+        const owners = Array.from({ length: 100 }, (_, i) => ring.get(`k${i}`));
+        const counts = new Map(ring.members().map((m) => [m, ring.pointsOf(m)]));
+        for (const [m, c] of changes) c === 0 ? counts.delete(`m${m}`) : counts.set(`m${m}`, c); // a member listed twice: the last wins
+        const build = ring.rebuild(changes.map(([m, c]) => [`m${m}`, c]), stepSize);
+        let steps = 1;
+        while (!build.step()) {
+          steps++;
+          assert.equal(ring.get(`k${steps % 100}`), owners[steps % 100], 'the source ring answers as before');
+        }
+        assert.equal(build.step(), true, 'a complete build stays complete');
+        const next = build.ring;
+        const expected = naiveOwner(counts, hash);
+        assert.equal(next.size, counts.size);
+        assert.deepEqual(next.members(), [...counts.keys()].sort());
+        assert.equal(next.pointCount, [...counts.values()].reduce((a, b) => a + b, 0));
+        for (let i = 0; i < 300; i++) assert.equal(next.get(`k${i}`), expected(`k${i}`), `key k${i}`);
+        // The rebuilt ring takes incremental changes like any other.
+        next.setPoints('m3', 5);
+        counts.set('m3', 5);
+        const after = naiveOwner(counts, hash);
+        for (let i = 0; i < 100; i++) assert.equal(next.get(`k${i}`), after(`k${i}`), `key k${i} after setPoints`);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('rebuilds a ring of 2^18 points (radix sort, fresh arrays zeroed in steps) as update builds it, in bounded steps', () => {
+    const members = Array.from({ length: 256 }, (_, i) => `10.0.${i >> 4}.${i & 15}:8080`);
+    const incremental = new HashRing();
+    for (const m of members) incremental.setPoints(m, 1024); // one member at a time: the merge path
+    const build = new HashRing().rebuild(members.map((m) => [m, 1024]), 1 << 16);
+    let steps = 1;
+    while (!build.step()) steps++;
+    assert.ok(steps >= 32, `${steps} steps`); // 2^18 points × 8 units to hash alone need 32 steps of 2^16
+    for (let i = 0; i < 20_000; i++) assert.equal(build.ring.get(`key:${i}`), incremental.get(`key:${i}`), `key:${i}`);
+    // Halving every member's points drops by rank, no hashing: half the keys stay where they were.
+    const halved = build.ring.rebuild(members.map((m) => [m, 512]), 1 << 16);
+    while (!halved.step());
+    for (const m of members) incremental.setPoints(m, 512);
+    for (let i = 0; i < 20_000; i++) assert.equal(halved.ring.get(`key:${i}`), incremental.get(`key:${i}`), `key:${i} halved`);
+  });
+
+  it('refuses to go on rebuilding a ring that changed under the build, and bad steps', () => {
+    const ring = new HashRing({ replicas: 4 });
+    ring.add('a', 'b');
+    const build = ring.rebuild([['c', 4]], 1);
+    build.step();
+    ring.add('d');
+    assert.throws(() => {
+      while (!build.step());
+    }, /the ring changed while a rebuild of it ran/);
+    assert.throws(() => ring.rebuild([], 0), RangeError);
+    assert.throws(() => ring.rebuild([['', 1]]).step(), TypeError); // changes are read in the steps
+    assert.throws(() => ring.rebuild([['a', -1]]).step(), RangeError);
+  });
+
   it('answers each member\'s share of the hash space, summing to 1, in proportion to its points', () => {
     const ring = new HashRing({ replicas: 500 });
     ring.set(['a', 'b']);

@@ -13,6 +13,7 @@
  * changing a count adds or drops only the difference.
  */
 import { hash32, type HashFn } from './hash.js';
+import { PointHasher, RadixSort, hashRange, keepPoints, mergeBack, orderTies, type MergeState, type Points } from './ring-points.js';
 import { fn, integer } from './validate.js';
 
 /** HashRingOptions configures a HashRing. */
@@ -36,8 +37,34 @@ const ADD_CHUNK = 2 ** 21;
 /** The most virtual nodes one member may hold (`setPoints`). */
 const MAX_POINTS_PER_MEMBER = 1 << 24;
 
+/** Below this many new points a rebuild sorts them natively (packed doubles); from it on, by radix. */
+const RADIX_FROM = 1 << 15;
+/** A rebuild gives an array of this many points or more a step of its own to be allocated in. */
+const BIG_ARRAY = 1 << 18;
+
+/** Claim is what a rebuild's membership pass found: points kept per old slot, (slot, from, to) to add, slots freed. */
+interface Claim {
+  keepOf: Uint32Array;
+  /** 1 for each slot the pass has seen. */
+  claimed: Uint8Array;
+  grow: number[];
+  gone: number[];
+  added: number;
+}
+
 /** Defaults for HashRingOptions. */
 export const hashRingDefaults = Object.freeze({ replicas: 50 });
+
+/**
+ * RingBuild is a ring being built by `HashRing.rebuild`: `step()` does one slice of the work and
+ * answers true once `ring` is complete (and on every call after).
+ */
+export interface RingBuild {
+  /** The new ring; empty until the build completes. */
+  readonly ring: HashRing;
+  /** step does about `stepSize` units of work; true when the build is complete. */
+  step(): boolean;
+}
 
 /** HashRing maps keys to members. */
 export class HashRing {
@@ -45,7 +72,7 @@ export class HashRing {
   private readonly hash: HashFn;
   private readonly pointName: (member: string, index: number) => string;
   /** Slot of each member; slots are reused after removal. */
-  private readonly slots = new Map<string, number>();
+  private slots = new Map<string, number>();
   /** names[slot] and counts[slot] (virtual nodes) of each slot; '' and 0 when free. */
   private names: string[] = [];
   private counts: number[] = [];
@@ -59,6 +86,8 @@ export class HashRing {
   /** ranks[i] is which of its member's points points[i] is (its i in `hash("i-m")`). */
   private ranks = new Uint32Array(0);
   private length = 0;
+  /** Counts the changes, so that a rebuild notices its source ring changing under it. */
+  private version = 0;
 
   constructor(options: HashRingOptions = {}) {
     this.replicas = integer('HashRing', 'replicas', options.replicas ?? hashRingDefaults.replicas, 1, 1 << 16);
@@ -122,17 +151,224 @@ export class HashRing {
   }
 
   /**
-   * update applies several `[member, count]` changes at once (count 0 removes): one pass over the ring
-   * for all the points removed and one merge for all the points added.
+   * update applies several `[member, count]` changes at once (count 0 removes; a member listed twice:
+   * the last count wins): one pass over the ring for all the points removed and one merge for all the
+   * points added.
    */
   update(changes: Iterable<readonly [string, number]>): void {
-    const list: [string, number][] = [];
+    const last = new Map<string, number>(); // a member listed twice: the last count wins
     for (const [m, c] of changes) {
       checkMember('HashRing.update', m);
-      integer('HashRing.update', 'count', c, 0, MAX_POINTS_PER_MEMBER);
-      list.push([m, c]);
+      last.set(m, integer('HashRing.update', 'count', c, 0, MAX_POINTS_PER_MEMBER));
     }
-    this.apply(list);
+    this.apply([...last]);
+  }
+
+  /**
+   * rebuild builds, beside this ring, a new one holding this ring's members with `changes` applied (as
+   * `update` applies them; a member listed twice: the last wins), a slice at a time: each `step()` of
+   * the answer does about `stepSize` units of work (a point kept, sorted or merged is one, a point
+   * hashed eight, an element of fresh memory three, a member's map work 64–256; a unit is ~5 ns) so that a large change — a first million points, every member's count halving or
+   * doubling — need not block the event loop. This ring keeps answering lookups meanwhile and must
+   * not change until the build completes (a step then throws). The new ring owns every key as one
+   * built by `update` would: the points kept are filtered from this ring in order, the new ones hashed
+   * (without building their names, for the default hash and names), radix-sorted and merged in.
+   * `changes` is read in the steps too (a lazy iterable costs nothing up front), so a bad member or
+   * count throws from the step that reads it. `stepSize` defaults to Infinity (one step).
+   */
+  rebuild(changes: Iterable<readonly [string, number]>, stepSize = Infinity): RingBuild {
+    if (!(stepSize >= 1)) throw new RangeError(`HashRing.rebuild: stepSize must be ≥ 1, got ${String(stepSize)}`);
+    const next = new HashRing({ replicas: this.replicas, hash: this.hash, pointName: this.pointName });
+    const steps = this.rebuildSteps(next, changes[Symbol.iterator](), stepSize);
+    let done = false;
+    return { ring: next, step: () => done || (done = steps.next().done === true) };
+  }
+
+  /**
+   * claim is a rebuild's membership work on the ring being built, for list[from … to): each member
+   * gets its count (a slot when new); `c` collects what moves. Answers false at a member listed twice.
+   */
+  private claim(list: readonly [string, number][], from: number, to: number, c: Claim): boolean {
+    for (let i = from; i < to; i++) {
+      const [m, count] = list[i]!;
+      let slot = this.slots.get(m);
+      if (slot !== undefined && c.claimed[slot] === 1) return false;
+      const had = slot === undefined ? 0 : this.counts[slot]!;
+      if (count === had) {
+        if (slot !== undefined) c.claimed[slot] = 1;
+        continue;
+      }
+      if (slot === undefined) {
+        if (this.slots.size >= MAX_MEMBERS) throw new RangeError(`HashRing: at most ${MAX_MEMBERS} members`);
+        slot = this.free.pop() ?? this.names.length;
+        this.slots.set(m, slot);
+        this.names[slot] = m;
+      }
+      c.claimed[slot] = 1;
+      this.counts[slot] = count;
+      if (count < had) {
+        c.keepOf[slot] = count;
+        if (count === 0) c.gone.push(slot);
+      } else {
+        c.grow.push(slot, had, count);
+        c.added += count - had;
+      }
+    }
+    return true;
+  }
+
+  /** rebuildSteps is `rebuild`'s work, yielding whenever `stepSize` units are spent. */
+  private *rebuildSteps(next: HashRing, changes: Iterator<readonly [string, number]>, stepSize: number): Generator<void, void, void> {
+    const version = this.version;
+    const unchanged = () => {
+      if (this.version !== version) throw new Error('HashRing.rebuild: the ring changed while a rebuild of it ran');
+    };
+    let budget = stepSize;
+    // 0. Read (and check) the changes.
+    let list: [string, number][] = [];
+    for (let more = true; more; ) {
+      const max = room(budget / 32);
+      const read = readChanges(changes, list, max);
+      more = read === max;
+      budget -= 32 * read;
+      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+    }
+    // 1. Members: the new ring starts from this one's slots, so the points it keeps keep their owners.
+    // A member listed twice is found by its slot being claimed already: the list is then made unique
+    // (the last count wins) and the pass starts again.
+    let claim: Claim;
+    for (;;) {
+      next.slots = new Map();
+      for (let slot = 0; slot < this.names.length; ) {
+        const end = Math.min(this.names.length, slot + room(budget / 64));
+        copySlots(this.names, slot, end, next.slots);
+        budget -= 64 * (end - slot);
+        slot = end;
+        if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+      }
+      next.names = this.names.slice();
+      next.counts = this.counts.slice();
+      next.free = this.free.slice();
+      next.sorted = undefined;
+      claim = { keepOf: new Uint32Array(this.names.length).fill(MAX_POINTS_PER_MEMBER), claimed: new Uint8Array(this.names.length + list.length), grow: [], gone: [], added: 0 };
+      let unique = true;
+      for (let i = 0; i < list.length && unique; ) {
+        const end = Math.min(list.length, i + room(budget / 256));
+        unique = next.claim(list, i, end, claim);
+        budget -= 256 * (end - i);
+        i = end;
+        if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+      }
+      if (unique) break;
+      list = [...new Map(list)];
+    }
+    const { keepOf, grow, added } = claim;
+    for (const slot of claim.gone) {
+      next.slots.delete(next.names[slot]!);
+      next.names[slot] = '';
+      next.free.push(slot);
+    }
+    // Big arrays are zero-filled in steps after they are allocated: a first touch of fresh memory
+    // faults its pages in, which would land on whichever step first writes all over the array.
+    const fresh = function* (length: number): Generator<void, Uint32Array<ArrayBuffer>, void> {
+      const a = new Uint32Array(length);
+      if (length < BIG_ARRAY) return a;
+      for (let i = 0; i < length; ) {
+        const end = Math.min(length, i + room(budget / 3));
+        a.fill(0, i, end);
+        budget -= 3 * (end - i);
+        i = end;
+        if (budget <= 0) (yield, (budget = stepSize));
+      }
+      return a;
+    };
+    const n = this.length;
+    const capacity = Math.max(64, n + added);
+    const points = yield* fresh(capacity);
+    const owners = yield* fresh(capacity);
+    const ranks = yield* fresh(capacity);
+    unchanged();
+    const into: Points = { hashes: points, owners, ranks };
+    // 2. Keep: this ring's points whose rank stays below their member's new count, in ring order, at
+    // the front of the new arrays.
+    const src: Points = { hashes: this.points, owners: this.owners, ranks: this.ranks };
+    let kept = 0;
+    for (let i = 0; i < n; ) {
+      const end = Math.min(n, i + room(budget));
+      kept = keepPoints(src, i, end, keepOf, into, kept);
+      budget -= end - i;
+      i = end;
+      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+    }
+    // 3. Hash the new points: with no point kept, straight into the new arrays; else beside them.
+    const alone = kept === 0;
+    const fresh3 = alone ? into : { hashes: yield* fresh(added), owners: yield* fresh(added), ranks: yield* fresh(added) };
+    const names = next.names;
+    const hasher = this.hash === hash32 && this.pointName === defaultPointName ? new PointHasher() : undefined;
+    let p = 0;
+    for (let g = 0; g < grow.length; g += 3) {
+      const slot = grow[g]!;
+      const name = names[slot]!;
+      for (let r = grow[g + 1]!, to = grow[g + 2]!; r < to; ) {
+        const end = Math.min(to, r + room(budget / 8));
+        hashRange(fresh3, p, slot, name, r, end, hasher, this.hash, this.pointName);
+        budget -= 8 * (end - r);
+        p += end - r;
+        r = end;
+        if (budget <= 0) (yield, (budget = stepSize));
+      }
+    }
+    // 4. Sort them by hash, stably, in place (owner and rank carried along).
+    const { hashes, owners: ownerOf, ranks: rankOf } = fresh3;
+    if (added < RADIX_FROM) {
+      const packed = new Float64Array(added);
+      for (let i = 0; i < added; i++) packed[i] = hashes[i]! * RADIX_FROM + i;
+      packed.sort();
+      const o = ownerOf.slice(0, added);
+      const r = rankOf.slice(0, added);
+      for (let i = 0; i < added; i++) {
+        const at = packed[i]! % RADIX_FROM;
+        hashes[i] = (packed[i]! - at) / RADIX_FROM;
+        ownerOf[i] = o[at]!;
+        rankOf[i] = r[at]!;
+      }
+      budget -= 4 * added;
+    } else {
+      const tmp: Uint32Array[] = [];
+      for (let t = 0; t < 3; t++) tmp.push(yield* fresh(added));
+      const sort = new RadixSort(hashes.subarray(0, added), ownerOf.subarray(0, added), rankOf.subarray(0, added), tmp[0]!, tmp[1]!, tmp[2]!);
+      for (let d = -1; d < 4; d++) {
+        if (d === 0) sort.prefix();
+        for (let i = 0; i < added; ) {
+          const end = Math.min(added, i + room(budget / 2));
+          if (d < 0) sort.count(i, end);
+          else sort.pass(d, i, end);
+          budget -= 2 * (end - i);
+          i = end;
+          if (budget <= 0) (yield, (budget = stepSize));
+        }
+      }
+    }
+    // 5. Equal hashes among the new points go by member name (as `update` orders them), then rank.
+    for (let i = 1; i < added; ) {
+      const end = Math.min(added, i + room(budget));
+      orderTies(fresh3, names, i, end);
+      budget -= end - i;
+      i = end;
+      if (budget <= 0) (yield, (budget = stepSize));
+    }
+    // 6. Merge from the back: the kept points [0, kept) and the new ones fill [0, kept + added).
+    if (!alone) {
+      const state: MergeState = { i: kept - 1, j: added - 1, w: kept + added - 1 };
+      while (state.j >= 0) {
+        budget -= mergeBack(into, fresh3, names, state, room(budget));
+        if (state.j >= 0) (yield, (budget = stepSize));
+      }
+    }
+    next.points = points;
+    next.owners = owners;
+    next.ranks = ranks;
+    next.length = kept + added;
   }
 
   /** pointsOf answers how many virtual nodes `member` holds (0 when it is not on the ring). */
@@ -205,6 +441,12 @@ export class HashRing {
   /** apply sets each listed member's count: the points dropped go out in one pass, the new ones merge in. */
   private apply(changes: [string, number][]): void {
     if (changes.length === 0) return;
+    if (this.length === 0 && changes.length > 1) {
+      // A first build: hashing without names and a radix sort beat hashing names and merging.
+      let total = 0;
+      for (const [, c] of changes) total += c;
+      if (total >= RADIX_FROM) return this.adopt(this.rebuild(changes));
+    }
     const drop = new Map<number, [keep: number, had: number]>();
     const grow: [slot: number, from: number, to: number][] = [];
     let removed = 0;
@@ -220,6 +462,7 @@ export class HashRing {
         this.sorted = undefined;
       }
       this.counts[slot] = count;
+      this.version++;
       if (count < had) {
         drop.set(slot, [count, had]);
         removed += had - count;
@@ -384,6 +627,22 @@ export class HashRing {
     this.length = n + k;
   }
 
+  /** adopt takes the ring `build` makes (running all its steps) as this ring's state. */
+  private adopt(build: RingBuild): void {
+    while (!build.step());
+    const r = build.ring;
+    this.slots = r.slots;
+    this.names = r.names;
+    this.counts = r.counts;
+    this.free = r.free;
+    this.sorted = undefined;
+    this.points = r.points;
+    this.owners = r.owners;
+    this.ranks = r.ranks;
+    this.length = r.length;
+    this.version++;
+  }
+
   private resize(capacity: number): void {
     const points = new Uint32Array(capacity);
     const owners = new Uint32Array(capacity);
@@ -395,6 +654,31 @@ export class HashRing {
     this.owners = owners;
     this.ranks = ranks;
   }
+}
+
+/** readChanges moves up to `max` checked `[member, count]` pairs from `from` to `into`; answers how many (fewer: `from` is done). */
+function readChanges(from: Iterator<readonly [string, number]>, into: [string, number][], max: number): number {
+  for (let k = 0; k < max; k++) {
+    const r = from.next();
+    if (r.done === true) return k;
+    const [m, c] = r.value;
+    checkMember('HashRing.rebuild', m);
+    into.push([m, integer('HashRing.rebuild', 'count', c, 0, MAX_POINTS_PER_MEMBER)]);
+  }
+  return max;
+}
+
+/** copySlots sets `into` (member → slot) for the slots [from, to) of `names` that hold a member. */
+function copySlots(names: readonly string[], from: number, to: number, into: Map<string, number>): void {
+  for (let slot = from; slot < to; slot++) {
+    const m = names[slot]!;
+    if (m !== '') into.set(m, slot);
+  }
+}
+
+/** room is how many units of work fit in `budget` (at least one, so that every step progresses). */
+function room(budget: number): number {
+  return budget >= 1 ? Math.ceil(budget) : 1;
 }
 
 function defaultPointName(member: string, index: number): string {
