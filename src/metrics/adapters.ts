@@ -4,15 +4,18 @@
  * their constructor's name and shape, not by `instanceof`: importing bulwark/metrics must not load the
  * modules (etcd3, ioredis, undici) of the components an application does not use. @internal
  */
-import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit } from './types.js';
-import { labelValue } from './family.js';
+import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit, TextOut, TextSection } from './types.js';
 
 import { counter, gauge, flag, type Any } from './spec.js';
 import { client, retry, retryBudget, bulkhead, timeout, fallback, httpGuard, cacheGroup, httpPool } from './adapters-calls.js';
 
 
-/** The breaker states exported as one 0/1 series each (resilience4j's state gauge). */
+/**
+ * The breaker states exported as one 0/1 series each (resilience4j's state gauge). A CircuitBreaker has
+ * all four; an SreBreaker has no half-open or forced-open state, so it exports closed and open only.
+ */
 export const BREAKER_STATES = ['closed', 'open', 'half_open', 'forced_open'] as const;
+const SRE_STATES = ['closed', 'open'] as const;
 
 export const BREAKER_FAMILIES: readonly MetricFamilySpec[] = [
   gauge('breaker_state', 'Breaker state: 1 for the current state, 0 for the others (an SreBreaker dropping calls reads open).', ['group', 'state']),
@@ -30,47 +33,81 @@ const GROUP_FAMILIES: readonly MetricFamilySpec[] = [
 
 const stateLabel = (s: string): string => s.replace('-', '_');
 
-/** emitBreaker emits one breaker's series (standalone: group ''; in a group: name = its key). */
-function emitBreaker(b: Any, emit: Emit, group: string, name?: string, labelText?: string): void {
-  const s = b.stats();
-  if (labelText !== undefined && emit.line !== undefined) return breakerLines(s, emit.line, labelText);
-  const base: Record<string, string> = name === undefined ? { group } : { name, group };
-  let state: string;
-  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
-  else state = s.dropRatio > 0 ? 'open' : 'closed';
-  for (const st of BREAKER_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
+/** stateOf answers the exported state of a breaker's stats (an SreBreaker reads open while it drops). */
+function stateOf(s: Any): string {
+  if (typeof s.state === 'string') return s.isolated === true ? 'forced_open' : stateLabel(s.state);
+  return s.dropRatio > 0 ? 'open' : 'closed';
+}
+
+/** failureRate answers the share of failed calls in a breaker's window (0 without calls). */
+function failureRate(s: Any): number {
+  const total = typeof s.calls === 'number' ? s.calls : s.successes + s.failures;
+  return total > 0 ? s.failures / total : 0;
+}
+
+/**
+ * emitBreaker emits one breaker's series through label objects (prom-client's path): `base` is `{}` for
+ * a breaker tracked on its own (`name` is added by track; no `group` label), `{ name: key, group }` for
+ * a group's member.
+ */
+function emitBreaker(s: Any, emit: Emit, base: Labels): void {
+  const circuit = typeof s.state === 'string';
+  const state = stateOf(s);
+  for (const st of circuit ? BREAKER_STATES : SRE_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
   emit('breaker_calls_total', { ...base, kind: 'successful' }, s.successfulCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'failed' }, s.failedCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'ignored' }, s.ignoredCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'not_permitted' }, s.notPermittedCalls ?? 0);
-  if (typeof s.calls === 'number') {
-    emit('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
-    emit('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
-  } else {
-    const total = s.successes + s.failures;
-    emit('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
-    emit('breaker_drop_ratio', base, s.dropRatio);
-  }
+  emit('breaker_failure_rate', base, failureRate(s));
+  if (circuit) emit('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  else emit('breaker_drop_ratio', base, s.dropRatio);
 }
 
-/** breakerLines is emitBreaker on the text path: one label prefix per breaker, no label objects. */
-function breakerLines(s: Any, line: NonNullable<Emit['line']>, base: string): void {
-  let state: string;
-  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
-  else state = s.dropRatio > 0 ? 'open' : 'closed';
-  for (const st of BREAKER_STATES) line('breaker_state', `${base},state="${st}"`, st === state ? 1 : 0);
-  line('breaker_calls_total', `${base},kind="successful"`, s.successfulCalls ?? 0);
-  line('breaker_calls_total', `${base},kind="failed"`, s.failedCalls ?? 0);
-  line('breaker_calls_total', `${base},kind="ignored"`, s.ignoredCalls ?? 0);
-  line('breaker_calls_total', `${base},kind="not_permitted"`, s.notPermittedCalls ?? 0);
-  if (typeof s.calls === 'number') {
-    line('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
-    line('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
-  } else {
-    const total = s.successes + s.failures;
-    line('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
-    line('breaker_drop_ratio', base, s.dropRatio);
+/** BreakerSections are where a scrape's text path writes the breaker families. */
+interface BreakerSections {
+  state: TextSection | undefined;
+  calls: TextSection | undefined;
+  failure: TextSection | undefined;
+  slow: TextSection | undefined;
+  drop: TextSection | undefined;
+}
+
+function breakerSections(text: TextOut): BreakerSections {
+  return {
+    state: text.section('breaker_state'),
+    calls: text.section('breaker_calls_total'),
+    failure: text.section('breaker_failure_rate'),
+    slow: text.section('breaker_slow_call_rate'),
+    drop: text.section('breaker_drop_ratio'),
+  };
+}
+
+const bit = (b: boolean): number => (b ? 1 : 0);
+
+/**
+ * writeBreaker is emitBreaker on the text path: one string per family and breaker, after `base` (the
+ * breaker's label text, `name="x"` or `name="key",group="g"`), no label objects.
+ */
+function writeBreaker(s: Any, x: BreakerSections, base: string): void {
+  const circuit = typeof s.state === 'string';
+  const state = stateOf(s);
+  if (x.state !== undefined) {
+    const p = `${x.state.name}{${base},state="`;
+    x.state.write(
+      circuit
+        ? `${p}closed"} ${bit(state === 'closed')}\n${p}open"} ${bit(state === 'open')}\n${p}half_open"} ${bit(state === 'half_open')}\n${p}forced_open"} ${bit(state === 'forced_open')}\n`
+        : `${p}closed"} ${bit(state === 'closed')}\n${p}open"} ${bit(state === 'open')}\n`,
+    );
   }
+  if (x.calls !== undefined) {
+    const p = `${x.calls.name}{${base},kind="`;
+    x.calls.write(
+      `${p}successful"} ${s.successfulCalls ?? 0}\n${p}failed"} ${s.failedCalls ?? 0}\n${p}ignored"} ${s.ignoredCalls ?? 0}\n${p}not_permitted"} ${s.notPermittedCalls ?? 0}\n`,
+    );
+  }
+  x.failure?.write(`${x.failure.name}{${base}} ${failureRate(s)}\n`);
+  if (circuit) x.slow?.write(`${x.slow.name}{${base}} ${s.calls > 0 ? s.slowCalls / s.calls : 0}\n`);
+  else x.drop?.write(`${x.drop.name}{${base}} ${s.dropRatio}\n`);
 }
 
 function breakerSnapshot(b: Any): Any {
@@ -90,7 +127,11 @@ function breaker(c: Any, trackName: () => string): MetricsDescription {
   return {
     kind: circuit ? 'CircuitBreaker' : 'SreBreaker',
     families: circuit ? [...BREAKER_FAMILIES, TRANSITIONS] : BREAKER_FAMILIES,
-    collect: (emit) => emitBreaker(c, emit, '', undefined, emit.line === undefined ? undefined : `name="${labelValue(trackName())}",group=""`),
+    collect: (emit) => {
+      const s = c.stats();
+      if (emit.text === undefined) emitBreaker(s, emit, {});
+      else writeBreaker(s, breakerSections(emit.text), `name="${emit.text.label(trackName())}"`);
+    },
     subscribe: circuit
       ? (sink) => c.onStateChange((e: Any) => sink.inc('breaker_state_transitions_total', { from: stateLabel(e.from), to: stateLabel(e.to) }))
       : undefined,
@@ -109,11 +150,15 @@ function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
       emit('breaker_group_created_total', {}, s.created);
       emit('breaker_group_evicted_total', {}, s.evicted);
       const group = trackName();
-      const groupText = `group="${labelValue(group)}"`;
       // Members as they are now: made since the last scrape, or evicted, they come and go with the group.
-      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) {
-        emitBreaker(b, emit, group, key, emit.line === undefined ? undefined : `name="${labelValue(key)}",${groupText}`);
+      const text = emit.text;
+      if (text === undefined) {
+        for (const [key, b] of c.breakers() as Iterable<[string, Any]>) emitBreaker(b.stats(), emit, { name: key, group });
+        return;
       }
+      const x = breakerSections(text);
+      const groupText = `",group="${text.label(group)}"`;
+      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) writeBreaker(b.stats(), x, `name="${text.label(key)}${groupText}`);
     },
     snapshot: () => {
       const members: Any = {};

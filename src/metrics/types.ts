@@ -28,12 +28,30 @@ export interface MetricFamilySpec {
 /** Emit records one sample at scrape time: the family's name (unprefixed), its labels (without `name`) and value. */
 export type Emit = ((family: string, labels: Labels, value: number) => void) & {
   /**
-   * line, when present (the text path), records a sample from its label text, already escaped and
-   * without braces, `name` included (e.g. `name="a",group="g",state="open"`). For collectors that
-   * emit very many series (a BreakerGroup's members). @internal
+   * text, when present (the text path of `BulwarkMetrics.metrics()`), lets a collector that emits very
+   * many series (a BreakerGroup's members) write sample lines itself, with no label objects. @internal
    */
-  line?: (family: string, labelText: string, value: number) => void;
+  text?: TextOut;
 };
+
+/** TextOut is the text path of a scrape, for collectors that write their sample lines themselves. @internal */
+export interface TextOut {
+  /** label answers a label value escaped for the text format, as a byte string. */
+  label(value: string | number): string;
+  /** section answers where the lines of `family` (unprefixed) go, or undefined when it is not registered. */
+  section(family: string): TextSection | undefined;
+}
+
+/** TextSection is one family's part of the text exposition under way. @internal */
+export interface TextSection {
+  /** name is the family's full (prefixed) name: each line starts with it. */
+  readonly name: string;
+  /**
+   * write appends sample lines, each ending in a newline: `name{name="x",…} value`, the `name` label
+   * first, label values made by `TextOut.label`, values as `String(number)` of finite numbers.
+   */
+  write(lines: string): void;
+}
 
 /** MetricsSink receives a component's events between scrapes (counters and histograms counted as they happen). */
 export interface MetricsSink {
