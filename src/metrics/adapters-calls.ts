@@ -3,8 +3,19 @@
  * Bulkhead, Timeout, Fallback), HttpGuard — and of the cache (Group, HttpPool); see adapters.ts for how
  * components are recognised. @internal
  */
-import type { MetricsDescription } from './types.js';
+import type { HistogramObserver, MetricsDescription } from './types.js';
 import { counter, gauge, histogram, type Any } from './spec.js';
+
+type Observe = HistogramObserver;
+
+/** ServiceObservers are a client's bound histogram observers of one service: attempts ok/error, calls by outcome. */
+interface ServiceObservers {
+  ok: Observe;
+  error: Observe;
+  succeeded: Observe;
+  fallback: Observe;
+  failed: Observe;
+}
 
 export function client(c: Any): MetricsDescription {
   return {
@@ -16,6 +27,11 @@ export function client(c: Any): MetricsDescription {
       counter('client_retries_refused_total', 'Retries the retry budget refused.'),
       counter('client_bulkhead_rejections_total', 'Calls the bulkhead refused (too many in flight for the service).'),
       histogram('client_attempt_duration_seconds', 'Duration of attempts, by service and outcome (ok or error).', ['service', 'outcome']),
+      histogram(
+        'client_call_duration_seconds',
+        'Duration of calls, by service and outcome (succeeded, fallback or failed): from the first attempt’s start to the last one’s end, or to the fallback’s answer.',
+        ['service', 'outcome'],
+      ),
     ],
     collect: (emit) => {
       const s = c.stats();
@@ -30,21 +46,42 @@ export function client(c: Any): MetricsDescription {
       emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
     },
     subscribe: (sink) => {
-      // One bound observer per (service, outcome): an attempt costs two Map lookups, no label hashing.
-      const byService = new Map<string, Map<string, (value: number) => void>>();
-      const observerOf = (service: string, outcome: string): ((value: number) => void) => {
-        let byOutcome = byService.get(service);
-        if (byOutcome === undefined) byService.set(service, (byOutcome = new Map()));
-        let o = byOutcome.get(outcome);
-        if (o === undefined) {
-          const labels = { service, outcome };
-          o = sink.observer?.('client_attempt_duration_seconds', labels) ?? ((v: number) => sink.observe('client_attempt_duration_seconds', labels, v));
-          byOutcome.set(outcome, o);
-        }
-        return o;
+      // Durations come through the client's measure hook as plain arguments (no event object per
+      // attempt), into bound observers per (service, outcome): no label hashing, and one Map lookup per
+      // call at most (none while calls go to the same service as the last one).
+      const bind = (family: string, service: string, outcome: string): Observe => {
+        const labels = { service, outcome };
+        return sink.observer?.(family, labels) ?? { observe: (v: number) => sink.observe(family, labels, v) };
       };
-      return c.onAttempt((e: Any) => {
-        if (e.outcome !== 'rejected') observerOf(e.service, e.outcome)(e.latencyMs / 1000);
+      const byService = new Map<string, ServiceObservers>();
+      let lastService = '';
+      let last: ServiceObservers | undefined;
+      const observers = (service: string): ServiceObservers => {
+        if (service === lastService && last !== undefined) return last;
+        let o = byService.get(service);
+        if (o === undefined) {
+          const a = 'client_attempt_duration_seconds';
+          const k = 'client_call_duration_seconds';
+          o = { ok: bind(a, service, 'ok'), error: bind(a, service, 'error'), succeeded: bind(k, service, 'succeeded'), fallback: bind(k, service, 'fallback'), failed: bind(k, service, 'failed') };
+          byService.set(service, o);
+        }
+        lastService = service;
+        return (last = o);
+      };
+      return c.measure({
+        answered: (service: string, latencyMs: number, callMs: number): void => {
+          const o = observers(service);
+          o.ok.observe(latencyMs / 1000);
+          o.succeeded.observe(callMs / 1000);
+        },
+        attempt: (service: string, failed: boolean, latencyMs: number): void => {
+          const o = observers(service);
+          (failed ? o.error : o.ok).observe(latencyMs / 1000);
+        },
+        call: (service: string, outcome: string, durationMs: number): void => {
+          const o = observers(service);
+          (outcome === 'fallback' ? o.fallback : o.failed).observe(durationMs / 1000);
+        },
       });
     },
     snapshot: () => ({ ...c.stats(), openServices: typeof c.openServices === 'function' ? c.openServices().map((s: Any) => s.name) : [] }),

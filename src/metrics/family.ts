@@ -22,9 +22,35 @@ export interface Sample {
 export interface EventSeries {
   labels: Record<string, string | number>;
   value: number;
-  /** Histogram only: per-bucket counts (not cumulative) and the sum of observations. */
+  /** Histogram only (undefined / 0 otherwise): per-bucket counts (not cumulative) and the sum of observations. */
   counts?: Float64Array;
   sum?: number;
+}
+
+/**
+ * SeriesObserver is a histogram series bound for a hot event path (MetricsSink.observer): one
+ * monomorphic method, the bucket search inline, nothing allocated. @internal
+ */
+export class SeriesObserver {
+  constructor(
+    private readonly owner: { readonly live: boolean },
+    private readonly bounds: Float64Array,
+    private readonly s: EventSeries,
+  ) {}
+
+  observe(value: number): void {
+    if (!this.owner.live || !Number.isFinite(value)) return;
+    const b = this.bounds;
+    const s = this.s;
+    for (let i = 0; i < b.length; i++) {
+      if (value <= b[i]!) {
+        s.counts![i]!++;
+        break;
+      }
+    }
+    s.value++;
+    s.sum! += value;
+  }
 }
 
 /** The OpenMetrics content type, in which prom-client appends `_total` to counter names itself. */
@@ -47,6 +73,8 @@ export class Family implements TextSection {
   /** Event series by owner (a tracked component's entry), then by label key. */
   readonly events = new Map<object, Map<string, EventSeries>>();
   private readonly fullName: string;
+  /** The bucket bounds as doubles, for observe. */
+  readonly bounds: Float64Array;
 
   constructor(
     prefix: string,
@@ -59,6 +87,7 @@ export class Family implements TextSection {
     this.help = spec.help;
     this.labelNames = ['name', ...spec.labelNames];
     this.buckets = spec.type === 'histogram' ? [...(spec.buckets ?? DEFAULT_BUCKETS)].sort((a, b) => a - b) : [];
+    this.bounds = Float64Array.from(this.buckets);
   }
 
   /** name is the full (prefixed) name; prom-client's OpenMetrics mode rewrites it, which is ignored. */
@@ -143,11 +172,9 @@ export class Family implements TextSection {
     const key = labelKey(labels);
     let s = byKey.get(key);
     if (s === undefined) {
-      s = { labels, value: 0 };
-      if (this.type === 'histogram') {
-        s.counts = new Float64Array(this.buckets.length);
-        s.sum = 0;
-      }
+      // One shape for every series (the histogram fields unused by counters): the hot observe path
+      // stays monomorphic.
+      s = { labels, value: 0, counts: this.type === 'histogram' ? new Float64Array(this.buckets.length) : undefined, sum: 0 };
       byKey.set(key, s);
     }
     return s;
@@ -155,7 +182,7 @@ export class Family implements TextSection {
 
   /** observe adds one observation to a histogram series. */
   observe(s: EventSeries, value: number): void {
-    const b = this.buckets;
+    const b = this.bounds;
     for (let i = 0; i < b.length; i++) {
       if (value <= b[i]!) {
         s.counts![i]!++;

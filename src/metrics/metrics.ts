@@ -11,7 +11,7 @@
  */
 import promClient, { type Registry, type RegistryContentType } from 'prom-client';
 import { describeComponent } from './adapters.js';
-import { Family, labelKey } from './family.js';
+import { Family, SeriesObserver, labelKey } from './family.js';
 import { ByteText, NOT_ASCII } from './text.js';
 import type {
   BulwarkMetricsOptions,
@@ -30,6 +30,7 @@ const NAME_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const LABEL_RE = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const BLANK_LINE = Buffer.from('\n\n');
 const NEWLINE = Buffer.from('\n');
+const NO_OBSERVER = { observe: (_value: number): void => {} };
 
 /** Entry is one tracked component. */
 interface Entry {
@@ -39,6 +40,8 @@ interface Entry {
   readonly desc: MetricsDescription;
   readonly families: Family[];
   dispose: (() => void) | undefined;
+  /** live is true until the component is untracked (its sink then counts nothing). */
+  live: boolean;
 }
 
 /** BulwarkMetrics: see the module comment. */
@@ -99,13 +102,14 @@ export class BulwarkMetrics {
     const name = this.nameFor(component, kind, options?.name);
     trackName = name;
     const families = d.families.map((spec) => this.family(spec));
-    const entry: Entry = { component, name, kind, desc: d, families, dispose: undefined };
+    const entry: Entry = { component, name, kind, desc: d, families, dispose: undefined, live: true };
     this.entries.set(component, entry);
     if (d.subscribe !== undefined) {
       try {
         entry.dispose = d.subscribe(this.sink(entry));
       } catch (err) {
         this.entries.delete(component);
+        entry.live = false;
         throw err;
       }
     }
@@ -117,6 +121,7 @@ export class BulwarkMetrics {
     const e = this.entries.get(component);
     if (e === undefined) return false;
     this.entries.delete(component);
+    e.live = false;
     e.dispose?.();
     e.dispose = undefined;
     for (const f of e.families) f.events.delete(e);
@@ -281,7 +286,7 @@ export class BulwarkMetrics {
   private sink(e: Entry): MetricsSink {
     const seriesOf = (family: string, labels: Labels) => {
       const f = this.families.get(family);
-      if (f === undefined || this.entries.get(e.component) !== e) return undefined;
+      if (f === undefined || !e.live) return undefined;
       return { f, s: f.series(e, { name: e.name, ...labels }) };
     };
     return {
@@ -295,11 +300,8 @@ export class BulwarkMetrics {
       },
       observer: (family, labels) => {
         const x = seriesOf(family, labels);
-        if (x === undefined || x.f.type !== 'histogram') return () => {};
-        const { f, s } = x;
-        return (value) => {
-          if (this.entries.get(e.component) === e && Number.isFinite(value)) f.observe(s, value);
-        };
+        if (x === undefined || x.f.type !== 'histogram') return NO_OBSERVER;
+        return new SeriesObserver(e, x.f.bounds, x.s);
       },
     };
   }

@@ -60,11 +60,16 @@ export interface MetricsSink {
   /** observe adds one observation (seconds) to a histogram series. */
   observe(family: string, labels: Labels, value: number): void;
   /**
-   * observer answers a function that adds one observation to the histogram series of `labels`, for hot
-   * event paths: hold it per label set, and the labels are not hashed again per event. It does nothing
-   * once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
+   * observer answers the histogram series of `labels` as an object whose `observe(value)` adds one
+   * observation, for hot event paths: hold it per label set, and the labels are not hashed again per
+   * event. It does nothing once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
    */
-  observer?(family: string, labels: Labels): (value: number) => void;
+  observer?(family: string, labels: Labels): HistogramObserver;
+}
+
+/** HistogramObserver adds observations (seconds) to one histogram series. */
+export interface HistogramObserver {
+  observe(value: number): void;
 }
 
 /** MetricsDescription is what a component answers to `describeMetrics()`. */
