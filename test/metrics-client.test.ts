@@ -1,6 +1,7 @@
 /**
  * A tracked ResilientClient on a ManualClock: its attempt and call duration histograms (fed through the
- * client's measure hook, no event objects) and its counters, after known calls.
+ * client's measure hook, no event objects) and its counters, after known calls; a Timeout's calls and
+ * timeouts.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,7 +9,8 @@ import { Registry } from 'prom-client';
 import { BulwarkMetrics } from '../src/metrics/index.js';
 import { ResilientClient } from '../src/client/index.js';
 import { MemoryRegistry } from '../src/registry/index.js';
-import { ManualClock } from '../src/core/index.js';
+import { ManualClock, TimeoutError } from '../src/core/index.js';
+import { Timeout } from '../src/policy/index.js';
 
 function value(text: string, series: string): number | undefined {
   const l = text.split('\n').find((x) => x.startsWith(`${series} `));
@@ -83,5 +85,27 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     const client = new ResilientClient({ registry: new MemoryRegistry() });
     assert.throws(() => client.measure({} as never), /ResilientClient.measure: m must have answered\(\), attempt\(\) and call\(\)/);
     return client.close();
+  });
+
+  it('counts a Timeout’s calls and timeouts, with a shared deadline and with a caller’s signal', async () => {
+    const clock = new ManualClock();
+    const t = new Timeout({ timeoutMs: 100, clock });
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(t, { name: 'db' });
+    await t.execute(async () => 1);
+    const never = () => new Promise<never>(() => {});
+    const shared = assert.rejects(t.execute(never), TimeoutError);
+    const own = assert.rejects(t.execute(never, { signal: new AbortController().signal }), TimeoutError);
+    await clock.advanceAsync(150);
+    await shared;
+    await own;
+    await t.execute(() => Promise.reject(new Error('not a timeout'))).catch(() => {});
+    await t.execute(undefined as never).catch(() => {}); // a bad argument is not a call
+    assert.deepEqual(t.stats(), { calls: 4, timeouts: 2 });
+    const text = await m.metrics();
+    assert.equal(value(text, 'bulwark_timeout_calls_total{name="db"}'), 4);
+    assert.equal(value(text, 'bulwark_timeout_timeouts_total{name="db"}'), 2);
+    assert.equal(value(text, 'bulwark_timeout_seconds{name="db"}'), 0.1);
+    await m.close();
   });
 });

@@ -25,7 +25,6 @@
  * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis at the first PONG.
  */
 import type { Clock } from '../core/clock.js';
-import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
@@ -149,7 +148,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
    */
   take(key: string, n = 1): Promise<boolean> {
     const p = this.decideTake(key, n);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+    return this.answered(p, key, n);
   }
 
   private decideTake(key: string, n: number): Promise<boolean> {
@@ -176,7 +175,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   /** takeDecision is `take` with the numbers behind the answer. */
   takeDecision(key: string, n = 1): Promise<LimitDecision> {
     const p = this.decideTakeDecision(key, n);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+    return this.answered(p, key, n);
   }
 
   private decideTakeDecision(key: string, n: number): Promise<LimitDecision> {

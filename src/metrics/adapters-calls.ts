@@ -137,9 +137,19 @@ export function bulkhead(c: Any): MetricsDescription {
 export function timeout(c: Any): MetricsDescription {
   return {
     kind: 'Timeout',
-    families: [gauge('timeout_seconds', 'The deadline a Timeout policy gives each call.')],
-    collect: (emit) => emit('timeout_seconds', {}, c.timeoutMs / 1000),
-    snapshot: () => ({ timeoutMs: c.timeoutMs }),
+    families: [
+      gauge('timeout_seconds', 'The deadline a Timeout policy gives each call.'),
+      counter('timeout_calls_total', 'Calls a Timeout policy ran.'),
+      counter('timeout_timeouts_total', 'Calls a Timeout policy ran that ended in TimeoutError.'),
+    ],
+    collect: (emit) => {
+      emit('timeout_seconds', {}, c.timeoutMs / 1000);
+      if (typeof c.stats !== 'function') return;
+      const s = c.stats();
+      emit('timeout_calls_total', {}, s.calls);
+      emit('timeout_timeouts_total', {}, s.timeouts);
+    },
+    snapshot: () => ({ timeoutMs: c.timeoutMs, ...(typeof c.stats === 'function' ? c.stats() : {}) }),
   };
 }
 

@@ -169,12 +169,15 @@ function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
   };
 }
 
+const DECISIONS = counter('limiter_decisions_total', 'Decisions of a limiter (local or Redis), by result: allowed or limited.', ['result']);
+
 export const LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
-  counter('limiter_decisions_total', 'Decisions of a local limiter, by result: allowed or limited.', ['result']),
+  DECISIONS,
   gauge('limiter_keys', 'Keys a keyed limiter (or a Redis limiter rescue) keeps now.'),
   gauge('limiter_tokens', 'Tokens in a TokenLimiter bucket now.'),
 ];
 const REDIS_LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
+  DECISIONS,
   gauge('limiter_mode', 'Where a Redis limiter decides now: 1 for the current mode (redis or rescue), 0 for the other.', ['mode']),
   counter('limiter_redis_decisions_total', 'Decisions of a Redis limiter, by where they were made: redis or rescue (in process).', ['mode']),
   counter('limiter_rescue_switches_total', 'Times a Redis limiter switched its decisions to the in-process rescue.'),
@@ -203,6 +206,8 @@ function redisLimiter(c: Any, kind: string): MetricsDescription {
     families: REDIS_LIMITER_FAMILIES,
     collect: (emit) => {
       const s = c.stats();
+      emit('limiter_decisions_total', { result: 'allowed' }, s.allowed ?? 0);
+      emit('limiter_decisions_total', { result: 'limited' }, s.limited ?? 0);
       emit('limiter_mode', { mode: 'redis' }, s.mode === 'redis' ? 1 : 0);
       emit('limiter_mode', { mode: 'rescue' }, s.mode === 'rescue' ? 1 : 0);
       emit('limiter_redis_decisions_total', { mode: 'redis' }, s.redisDecisions);
