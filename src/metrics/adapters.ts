@@ -63,51 +63,83 @@ function emitBreaker(s: Any, emit: Emit, base: Labels): void {
   else emit('breaker_drop_ratio', base, s.dropRatio);
 }
 
-/** BreakerSections are where a scrape's text path writes the breaker families. */
-interface BreakerSections {
+/**
+ * BreakerText is where a scrape's text path writes the breaker families, with each line's fixed parts
+ * made once per scrape: the head up to the breaker's name, and the tails after it (the group label, the
+ * state or kind, up to the value).
+ */
+interface BreakerText {
   state: TextSection | undefined;
   calls: TextSection | undefined;
   failure: TextSection | undefined;
   slow: TextSection | undefined;
   drop: TextSection | undefined;
+  heads: { state: Uint8Array; calls: Uint8Array; failure: Uint8Array; slow: Uint8Array; drop: Uint8Array };
+  tails: Record<(typeof BREAKER_STATES)[number] | 'successful' | 'failed' | 'ignored' | 'not_permitted' | 'plain', Uint8Array>;
 }
 
-function breakerSections(text: TextOut): BreakerSections {
-  return {
+/** breakerText answers the sections and line parts of the breaker families; `group` is undefined for a breaker on its own. */
+function breakerText(text: TextOut, group: string | undefined): BreakerText {
+  const g = group === undefined ? '' : `,group="${text.label(group)}"`;
+  const head = (x: TextSection | undefined) => bytesOf(x === undefined ? '' : `${x.name}{name="`);
+  const x = {
     state: text.section('breaker_state'),
     calls: text.section('breaker_calls_total'),
     failure: text.section('breaker_failure_rate'),
     slow: text.section('breaker_slow_call_rate'),
     drop: text.section('breaker_drop_ratio'),
   };
+  return {
+    ...x,
+    heads: { state: head(x.state), calls: head(x.calls), failure: head(x.failure), slow: head(x.slow), drop: head(x.drop) },
+    tails: {
+      closed: bytesOf(`"${g},state="closed"} `),
+      open: bytesOf(`"${g},state="open"} `),
+      half_open: bytesOf(`"${g},state="half_open"} `),
+      forced_open: bytesOf(`"${g},state="forced_open"} `),
+      successful: bytesOf(`"${g},kind="successful"} `),
+      failed: bytesOf(`"${g},kind="failed"} `),
+      ignored: bytesOf(`"${g},kind="ignored"} `),
+      not_permitted: bytesOf(`"${g},kind="not_permitted"} `),
+      plain: bytesOf(`"${g}} `),
+    },
+  };
 }
 
 const bit = (b: boolean): number => (b ? 1 : 0);
 
+/** bytesOf answers the bytes of a byte string. */
+const bytesOf = (s: string): Uint8Array => Buffer.from(s, 'latin1');
+
 /**
- * writeBreaker is emitBreaker on the text path: one string per family and breaker, after `base` (the
- * breaker's label text, `name="x"` or `name="key",group="g"`), no label objects.
+ * writeBreaker is emitBreaker on the text path: the breaker's lines written from their parts, `key`
+ * being its name as a label value; no label objects, no line strings.
  */
-function writeBreaker(s: Any, x: BreakerSections, base: string): void {
+function writeBreaker(s: Any, x: BreakerText, key: string): void {
   const circuit = typeof s.state === 'string';
   const state = stateOf(s);
-  if (x.state !== undefined) {
-    const p = `${x.state.name}{${base},state="`;
-    x.state.write(
-      circuit
-        ? `${p}closed"} ${bit(state === 'closed')}\n${p}open"} ${bit(state === 'open')}\n${p}half_open"} ${bit(state === 'half_open')}\n${p}forced_open"} ${bit(state === 'forced_open')}\n`
-        : `${p}closed"} ${bit(state === 'closed')}\n${p}open"} ${bit(state === 'open')}\n`,
-    );
+  const t = x.tails;
+  const st = x.state;
+  if (st !== undefined) {
+    const h = x.heads.state;
+    st.line(h, key, t.closed, bit(state === 'closed'));
+    st.line(h, key, t.open, bit(state === 'open'));
+    if (circuit) {
+      st.line(h, key, t.half_open, bit(state === 'half_open'));
+      st.line(h, key, t.forced_open, bit(state === 'forced_open'));
+    }
   }
-  if (x.calls !== undefined) {
-    const p = `${x.calls.name}{${base},kind="`;
-    x.calls.write(
-      `${p}successful"} ${s.successfulCalls ?? 0}\n${p}failed"} ${s.failedCalls ?? 0}\n${p}ignored"} ${s.ignoredCalls ?? 0}\n${p}not_permitted"} ${s.notPermittedCalls ?? 0}\n`,
-    );
+  const c = x.calls;
+  if (c !== undefined) {
+    const h = x.heads.calls;
+    c.line(h, key, t.successful, s.successfulCalls ?? 0);
+    c.line(h, key, t.failed, s.failedCalls ?? 0);
+    c.line(h, key, t.ignored, s.ignoredCalls ?? 0);
+    c.line(h, key, t.not_permitted, s.notPermittedCalls ?? 0);
   }
-  x.failure?.write(`${x.failure.name}{${base}} ${failureRate(s)}\n`);
-  if (circuit) x.slow?.write(`${x.slow.name}{${base}} ${s.calls > 0 ? s.slowCalls / s.calls : 0}\n`);
-  else x.drop?.write(`${x.drop.name}{${base}} ${s.dropRatio}\n`);
+  x.failure?.line(x.heads.failure, key, t.plain, failureRate(s));
+  if (circuit) x.slow?.line(x.heads.slow, key, t.plain, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  else x.drop?.line(x.heads.drop, key, t.plain, s.dropRatio);
 }
 
 function breakerSnapshot(b: Any): Any {
@@ -130,7 +162,7 @@ function breaker(c: Any, trackName: () => string): MetricsDescription {
     collect: (emit) => {
       const s = c.stats();
       if (emit.text === undefined) emitBreaker(s, emit, {});
-      else writeBreaker(s, breakerSections(emit.text), `name="${emit.text.label(trackName())}"`);
+      else writeBreaker(s, breakerText(emit.text, undefined), emit.text.label(trackName()));
     },
     subscribe: circuit
       ? (sink) => c.onStateChange((e: Any) => sink.inc('breaker_state_transitions_total', { from: stateLabel(e.from), to: stateLabel(e.to) }))
@@ -156,9 +188,8 @@ function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
         for (const [key, b] of c.breakers() as Iterable<[string, Any]>) emitBreaker(b.stats(), emit, { name: key, group });
         return;
       }
-      const x = breakerSections(text);
-      const groupText = `",group="${text.label(group)}"`;
-      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) writeBreaker(b.stats(), x, `name="${text.label(key)}${groupText}`);
+      const x = breakerText(text, group);
+      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) writeBreaker(b.stats(), x, text.label(key));
     },
     snapshot: () => {
       const members: Any = {};

@@ -130,6 +130,11 @@ export class Family implements TextSection {
     this.out?.write(lines);
   }
 
+  /** line appends one sample line from its parts (see TextSection.line). */
+  line(head: Uint8Array, key: string, tail: Uint8Array, value: number): void {
+    this.out?.line(head, key, tail, value);
+  }
+
   /**
    * sample writes one sample line from a label object (the generic path of `emit`), after `first`: label
    * text already made (e.g. `name="x"`), or ''.

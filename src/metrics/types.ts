@@ -51,6 +51,12 @@ export interface TextSection {
    * first, label values made by `TextOut.label`, values as `String(number)` of finite numbers.
    */
   write(lines: string): void;
+  /**
+   * line appends one sample line from its parts, with no string made: `head` (the bytes of e.g.
+   * `name{name="`), a label value made by `TextOut.label`, `tail` (the bytes of the rest up to the
+   * value, e.g. `",state="open"} `), the value, a newline.
+   */
+  line(head: Uint8Array, key: string, tail: Uint8Array, value: number): void;
 }
 
 /** MetricsSink receives a component's events between scrapes (counters and histograms counted as they happen). */
