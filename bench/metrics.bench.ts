@@ -231,7 +231,8 @@ function heapSubject(track: boolean): Subject {
   gc();
   const bytes = process.memoryUsage().heapUsed - before;
   let i = 0;
-  return { op: () => breakers[i++ % breakers.length]!.stats(), extra: () => ({ bytesPerBreaker: bytes / 10_000 }) };
+  // teardown references the metrics: they stay reachable (and counted) until measured.
+  return { op: () => breakers[i++ % breakers.length]!.stats(), extra: () => ({ bytesPerBreaker: bytes / 10_000 }), teardown: () => m.close() };
 }
 
 await bench('metrics: a scrape of 10 000 breakers and 1 000 keys; memory per tracked breaker', {

@@ -17,7 +17,11 @@ interface ServiceObservers {
   failed: Observe;
 }
 
+/** Answered calls a tracked client notes before folding them into its histograms. */
+const PENDING = 256;
+
 export function client(c: Any): MetricsDescription {
+  let fold: (() => void) | undefined;
   return {
     kind: 'ResilientClient',
     families: [
@@ -34,6 +38,7 @@ export function client(c: Any): MetricsDescription {
       ),
     ],
     collect: (emit) => {
+      fold?.(); // the answered calls noted since the last scrape go into their histograms first
       const s = c.stats();
       emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
       emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
@@ -68,11 +73,26 @@ export function client(c: Any): MetricsDescription {
         lastService = service;
         return (last = o);
       };
+      // An answered call (the hot path) is only noted: its service and two durations in arrays, folded
+      // into the histograms when they are full and at each scrape, in a loop that costs less per call.
+      const services = new Array<string>(PENDING).fill('');
+      const times = new Float64Array(2 * PENDING);
+      let n = 0;
+      fold = () => {
+        for (let i = 0; i < n; i++) {
+          const o = observers(services[i]!);
+          o.ok.observe(times[2 * i]! / 1000);
+          o.succeeded.observe(times[2 * i + 1]! / 1000);
+        }
+        n = 0;
+      };
       return c.measure({
         answered: (service: string, latencyMs: number, callMs: number): void => {
-          const o = observers(service);
-          o.ok.observe(latencyMs / 1000);
-          o.succeeded.observe(callMs / 1000);
+          const i = n;
+          services[i] = service;
+          times[2 * i] = latencyMs;
+          times[2 * i + 1] = callMs;
+          if ((n = i + 1) === PENDING) fold!();
         },
         attempt: (service: string, failed: boolean, latencyMs: number): void => {
           const o = observers(service);

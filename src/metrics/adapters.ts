@@ -106,6 +106,17 @@ function breakerText(text: TextOut, group: string | undefined): BreakerText {
   };
 }
 
+/** The line parts of breakers tracked on their own (all ASCII: no group label), shared per registered family. */
+const standalone = new WeakMap<object, BreakerText>();
+
+function standaloneText(text: TextOut): BreakerText {
+  const key = text.section('breaker_state');
+  if (key === undefined) return breakerText(text, undefined);
+  let x = standalone.get(key);
+  if (x === undefined || x.calls !== text.section('breaker_calls_total')) standalone.set(key, (x = breakerText(text, undefined)));
+  return x;
+}
+
 const bit = (b: boolean): number => (b ? 1 : 0);
 
 /** bytesOf answers the bytes of a byte string. */
@@ -162,7 +173,7 @@ function breaker(c: Any, trackName: () => string): MetricsDescription {
     collect: (emit) => {
       const s = c.stats();
       if (emit.text === undefined) emitBreaker(s, emit, {});
-      else writeBreaker(s, breakerText(emit.text, undefined), emit.text.label(trackName()));
+      else writeBreaker(s, standaloneText(emit.text), emit.text.label(trackName()));
     },
     subscribe: circuit
       ? (sink) => c.onStateChange((e: Any) => sink.inc('breaker_state_transitions_total', { from: stateLabel(e.from), to: stateLabel(e.to) }))

@@ -177,8 +177,8 @@ export class BulwarkMetrics {
     if (reg.contentType !== promClient.Registry.PROMETHEUS_CONTENT_TYPE || Object.keys(reg._defaultLabels ?? {}).length > 0) return reg.metrics();
     // Ours are rendered at once, before awaiting anything: a concurrent scrape cannot interleave. The
     // families' buffers are kept from scrape to scrape (a scrape of a large group would otherwise
-    // allocate megabytes of external memory each time, and V8 answers that with full collections); a
-    // scrape that starts while another is under way writes into buffers of its own.
+    // allocate its size again each time; they hold about one exposition's bytes); a scrape that starts
+    // while another is under way writes into buffers of its own.
     const reuse = !this.rendering;
     this.rendering = true;
     try {
