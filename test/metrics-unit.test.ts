@@ -34,7 +34,7 @@ describe('BulwarkMetrics', () => {
     m.track(b);
     const state = async () => {
       const lines = await scrape(m);
-      return ['closed', 'open', 'half_open', 'forced_open'].filter((s) => value(lines, `bulwark_breaker_state{name="pay",group="",state="${s}"}`) === 1);
+      return ['closed', 'open', 'half_open', 'forced_open'].filter((s) => value(lines, `bulwark_breaker_state{name="pay",state="${s}"}`) === 1);
     };
     assert.deepEqual(await state(), ['closed']);
     await b.execute(() => Promise.reject(new Error('x'))).catch(() => {});
@@ -50,8 +50,8 @@ describe('BulwarkMetrics', () => {
     assert.equal(value(lines, 'bulwark_breaker_state_transitions_total{name="pay",from="closed",to="open"}'), 2);
     assert.equal(value(lines, 'bulwark_breaker_state_transitions_total{name="pay",from="open",to="half_open"}'), 1);
     assert.equal(value(lines, 'bulwark_breaker_state_transitions_total{name="pay",from="half_open",to="closed"}'), 1);
-    assert.equal(value(lines, 'bulwark_breaker_calls_total{name="pay",group="",kind="successful"}'), 1);
-    assert.equal(value(lines, 'bulwark_breaker_calls_total{name="pay",group="",kind="failed"}'), 2);
+    assert.equal(value(lines, 'bulwark_breaker_calls_total{name="pay",kind="successful"}'), 1);
+    assert.equal(value(lines, 'bulwark_breaker_calls_total{name="pay",kind="failed"}'), 2);
     await m.close();
   });
 
@@ -62,10 +62,10 @@ describe('BulwarkMetrics', () => {
     m.track(b);
     for (let i = 0; i < 50; i++) await b.execute(() => Promise.reject(new Error('x'))).catch(() => {});
     const lines = await scrape(m);
-    assert.equal(value(lines, 'bulwark_breaker_state{name="sre",group="",state="open"}'), 1);
-    assert.ok(value(lines, 'bulwark_breaker_drop_ratio{name="sre",group=""}')! > 0);
-    const failed = value(lines, 'bulwark_breaker_calls_total{name="sre",group="",kind="failed"}')!;
-    const dropped = value(lines, 'bulwark_breaker_calls_total{name="sre",group="",kind="not_permitted"}')!;
+    assert.equal(value(lines, 'bulwark_breaker_state{name="sre",state="open"}'), 1);
+    assert.ok(value(lines, 'bulwark_breaker_drop_ratio{name="sre"}')! > 0);
+    const failed = value(lines, 'bulwark_breaker_calls_total{name="sre",kind="failed"}')!;
+    const dropped = value(lines, 'bulwark_breaker_calls_total{name="sre",kind="not_permitted"}')!;
     assert.equal(failed + dropped, 50);
     assert.ok(dropped > 0);
     await m.close();

@@ -16,7 +16,7 @@ import type { ServiceInstance } from '../registry/types.js';
 import type { DeadlineNode, Granule } from '../core/deadline.js';
 import type { AttemptTimeout } from './deadlines.js';
 import type { ClientCounters } from './stats.js';
-import type { AdmissionToken, AttemptEvent, CallBreaker, InstanceTask, ServiceBalancer } from './types.js';
+import type { AdmissionToken, AttemptEvent, CallBreaker, ClientMeasure, InstanceTask, ServiceBalancer } from './types.js';
 
 export type { AttemptEvent, InstanceTask } from './types.js';
 
@@ -42,6 +42,8 @@ export interface RunContext {
   readonly clock: Clock;
   readonly counters: ClientCounters;
   readonly attempts: Emitter<AttemptEvent>;
+  /** Where attempt and call durations go as plain arguments (ResilientClient.measure), or undefined. */
+  measure: ClientMeasure | undefined;
 }
 
 /**
@@ -116,6 +118,8 @@ export class CallRun<T> implements DeadlineNode {
   private token: AdmissionToken | undefined;
   private serviceToken: AdmissionToken | undefined;
   private start = 0;
+  /** When the call's first attempt started (-1: none has): where a call's duration for ClientMeasure starts. */
+  firstStart = -1;
   private settled = true;
   private resolveAttempt: ((value: T) => void) | undefined;
   private rejectAttempt: ((err: unknown) => void) | undefined;
@@ -190,6 +194,7 @@ export class CallRun<T> implements DeadlineNode {
     this.serviceToken = serviceToken;
     ctx.counters.attempts++;
     const start = (this.start = ctx.clock.now());
+    if (this.firstStart === -1) this.firstStart = start;
     const n = this.attemptsMade;
     return new Promise<T>((resolve, reject) => {
       this.resolveAttempt = resolve;
@@ -263,7 +268,8 @@ export class CallRun<T> implements DeadlineNode {
     const instance = this.instance!;
     const token = this.token!;
     const serviceToken = this.serviceToken!;
-    const latencyMs = ctx.clock.now() - this.start;
+    const end = ctx.clock.now();
+    const latencyMs = end - this.start;
     const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || this.isFailure(err));
     if (failed) {
       ctx.counters.failedAttempts++;
@@ -281,6 +287,12 @@ export class CallRun<T> implements DeadlineNode {
       if (err !== null && typeof err === 'object') notRetryable.add(err);
     }
     this.service.balancer.report(instance, failed ? { ok: false, latencyMs } : { ok: true, latencyMs });
+    const measure = ctx.measure;
+    if (measure !== undefined) {
+      // An attempt that answers ends its call as succeeded: both durations in one call.
+      if (err === undefined) measure.answered(this.service.name, latencyMs, end - this.firstStart);
+      else measure.attempt(this.service.name, failed, latencyMs);
+    }
     if (ctx.attempts.hasListeners || clientAttemptChannel.hasSubscribers) {
       this.emitAttempt(
         failed

@@ -31,6 +31,7 @@ import { OriginPools, type OriginPoolsOptions } from '../internal/origin-pools.j
 import { httpPoolsOptions, type HttpPoolsOptions } from './http-pools.js';
 import { ServiceState, type ServiceStateOptions } from './service-state.js';
 import { ClientCounters, type ClientStats } from './stats.js';
+import type { ClientMeasure } from './types.js';
 
 /** CallOptions are the per-call options of `ResilientClient.call`. */
 export interface CallOptions<T> {
@@ -103,6 +104,7 @@ export class ResilientClient {
   private readonly ctx: RunContext;
   private readonly counters = new ClientCounters();
   private readonly attemptEvents = new Emitter<AttemptEvent>();
+  private measures: readonly ClientMeasure[] = [];
   private readonly services = new Map<string, ServiceState>();
   private readonly opening = new SingleFlight<string, ServiceState>();
   private readonly defaultTimeout: AttemptTimeout | undefined;
@@ -122,7 +124,7 @@ export class ResilientClient {
     const clock = clockOption('ResilientClient', o.clock, systemClock);
     this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
     this.stateOptions = ServiceState.validate({ ...o, clock });
-    this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents };
+    this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents, measure: undefined };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
@@ -137,6 +139,25 @@ export class ResilientClient {
   /** onAttempt subscribes to every attempt's outcome (ok, error, rejected by a breaker); returns the disposer. */
   onAttempt(listener: Listener<AttemptEvent>): Disposer {
     return this.attemptEvents.on(listener);
+  }
+
+  /**
+   * measure hands each attempt's and each call's duration to `m` as plain arguments, with no event
+   * object built per attempt (what bulwark/metrics' histograms use); answers the disposer. @internal
+   */
+  measure(m: ClientMeasure): Disposer {
+    if (m === null || typeof m !== 'object' || typeof m.answered !== 'function' || typeof m.attempt !== 'function' || typeof m.call !== 'function') {
+      throw new TypeError(`ResilientClient.measure: m must have answered(), attempt() and call(), got ${showValue(m)}`);
+    }
+    this.measures = [...this.measures, m];
+    this.ctx.measure = fanOut(this.measures);
+    let active = true;
+    return () => {
+      if (!active) return;
+      active = false;
+      this.measures = this.measures.filter((x) => x !== m);
+      this.ctx.measure = fanOut(this.measures);
+    };
   }
 
   /**
@@ -284,6 +305,7 @@ export class ResilientClient {
       isFailure = options.isFailure;
     }
     const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge);
+    const measure = this.ctx.measure;
     const bulkheaded = s.bulkheaded(run.attempt);
     let p: Promise<T>;
     if (retry === undefined) {
@@ -306,17 +328,57 @@ export class ResilientClient {
         (value) => {
           if (failed) counters.fallbacks++;
           else counters.succeeded++;
+          if (failed && measure !== undefined) measure.call(s.name, 'fallback', this.since(run));
           return value;
         },
-        (err: unknown) => this.failed<T>(err, undefined, signal, true),
+        (err: unknown) => (measure === undefined ? this.failed<T>(err, undefined, signal, true) : this.failedMeasured<T>(err, undefined, signal, true, run, measure, s.name)),
       );
     }
     return p.then(
       (value) => {
-        counters.succeeded++;
+        counters.succeeded++; // measured as it answered (ClientMeasure.answered)
         return value;
       },
-      (err: unknown) => this.failed(err, fallback, signal),
+      (err: unknown) => (measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, s.name)),
+    );
+  }
+
+  /** since answers the ms since the call's first attempt started (0 when none ran). */
+  private since(run: { readonly firstStart: number }): number {
+    return run.firstStart === -1 ? 0 : this.ctx.clock.now() - run.firstStart;
+  }
+
+  /** failedMeasured is `failed` for a measured call: the call's outcome and duration go to `measure` when it ends. */
+  private failedMeasured<T>(
+    err: unknown,
+    fallback: FallbackStrategy<T> | undefined,
+    signal: AbortSignal | undefined,
+    noted: boolean,
+    run: CallRun<T>,
+    measure: ClientMeasure,
+    service: string,
+  ): T | PromiseLike<T> {
+    const fallbacks = this.counters.fallbacks;
+    let r: T | PromiseLike<T>;
+    try {
+      r = this.failed(err, fallback, signal, noted);
+    } catch (e) {
+      measure.call(service, 'failed', this.since(run));
+      throw e;
+    }
+    if (this.counters.fallbacks === fallbacks) {
+      measure.call(service, 'failed', this.since(run)); // the last HTTP answer
+      return r;
+    }
+    return Promise.resolve(r).then(
+      (value) => {
+        measure.call(service, 'fallback', this.since(run));
+        return value;
+      },
+      (e: unknown) => {
+        measure.call(service, 'failed', this.since(run));
+        throw e;
+      },
     );
   }
 
@@ -390,3 +452,18 @@ export class ResilientClient {
   }
 }
 
+/** fanOut answers one ClientMeasure for several (undefined for none). */
+function fanOut(ms: readonly ClientMeasure[]): ClientMeasure | undefined {
+  if (ms.length <= 1) return ms[0];
+  return {
+    answered: (service, latencyMs, callMs) => {
+      for (const m of ms) m.answered(service, latencyMs, callMs);
+    },
+    attempt: (service, failed, latencyMs) => {
+      for (const m of ms) m.attempt(service, failed, latencyMs);
+    },
+    call: (service, outcome, durationMs) => {
+      for (const m of ms) m.call(service, outcome, durationMs);
+    },
+  };
+}

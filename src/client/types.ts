@@ -59,6 +59,25 @@ export interface AttemptEvent {
   readonly error?: unknown;
 }
 
+/**
+ * ClientMeasure receives each attempt's and each call's duration as plain arguments, with no event
+ * object built (see `ResilientClient.measure`). bulwark/metrics feeds its histograms from it. @internal
+ */
+export interface ClientMeasure {
+  /**
+   * answered is called when an attempt answers a value, which ends its call as succeeded: the attempt's
+   * duration and the call's (from its first attempt's start), in ms. One call for both on the hot path.
+   */
+  answered(service: string, latencyMs: number, callMs: number): void;
+  /** attempt is called when an attempt that ran ends without a value (failed, or its error did not count), with its duration in ms. */
+  attempt(service: string, failed: boolean, latencyMs: number): void;
+  /**
+   * call is called when a call ends without an attempt's value: answered by its fallback, or failed;
+   * its duration in ms from its first attempt's start (0 when none ran) to the fallback's answer or the failure.
+   */
+  call(service: string, outcome: 'fallback' | 'failed', durationMs: number): void;
+}
+
 /** ClientStats is a snapshot of a ResilientClient's counters since it was made. */
 export interface ClientStats {
   /** Calls made (`call` and `fetch`), each counted once however many attempts it took. */

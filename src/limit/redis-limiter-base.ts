@@ -32,6 +32,8 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
   private rescueLimiter: Rescue | undefined;
   private rescueFor = 0;
   private closing: Promise<void> | undefined;
+  private allowed = 0;
+  private limited = 0;
 
   /** Subclasses validate their own options first, so that a bad option never opens a connection. */
   protected constructor(private readonly owner: 'RedisTokenLimiter' | 'RedisPeriodLimiter', lua: readonly string[], o: Partial<RedisCommonOptions> & { prefix?: string }) {
@@ -67,6 +69,8 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
       mode: s.mode,
       redisDecisions: s.redisDecisions,
       rescueDecisions: s.rescueDecisions,
+      allowed: this.allowed,
+      limited: this.limited,
       failures: s.failures,
       outages: s.outages,
       cause: s.cause,
@@ -119,13 +123,25 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
     return this.rescueLimiter;
   }
 
-  /** observe publishes `p`'s answer on `bulwark:limit:refused` when it is a refusal. Call only when someone listens. */
-  protected observe<R>(p: Promise<R>, key: string, n: number): Promise<R> {
+  /**
+   * answered counts `p`'s answer (allowed or limited) and publishes it on `bulwark:limit:refused` when
+   * it is a refusal and someone listens. One reaction per call, with no closure made unless someone listens.
+   */
+  protected answered<R>(p: Promise<R>, key: string, n: number): Promise<R> {
+    if (!limitRefusedChannel.hasSubscribers) return p.then(this.count);
     return p.then((r) => {
+      this.count(r);
       if (refusedAnswer(r) && limitRefusedChannel.hasSubscribers) publishRefusal(this.owner, this, key, n, this.switch.mode);
       return r;
     });
   }
+
+  /** count counts one answer: allowed, or limited. */
+  private readonly count = <R>(r: R): R => {
+    if (refusedAnswer(r)) this.limited++;
+    else this.allowed++;
+    return r;
+  };
 
   /** makeRescue builds the in-process limiter that stands in for Redis, sized for `instances`. */
   protected abstract makeRescue(instances: number): Rescue;

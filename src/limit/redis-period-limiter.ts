@@ -10,7 +10,6 @@
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis after two PONGs in a row (see rescue.ts).
  */
-import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, integer, options as optionsOf, positive } from '../core/validate.js';
 import { redisKey } from './keys.js';
 import { PeriodLimiter } from './period-limiter.js';
@@ -71,7 +70,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
   /** takeAnswer counts one call for `key` and answers go-zero's three answers (`hit-quota`: the last one allowed). */
   takeAnswer(key: string): Promise<PeriodAnswer> {
     const p = this.decideAnswer(key);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, 1) : p;
+    return this.answered(p, key, 1);
   }
 
   private decideAnswer(key: string): Promise<PeriodAnswer> {
@@ -81,7 +80,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
   /** take counts `n` calls (default 1) for `key` when the quota has room for them. Never rejects for a Redis failure. */
   take(key: string, n = 1): Promise<boolean> {
     const p = this.decideTake(key, n);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+    return this.answered(p, key, n);
   }
 
   private decideTake(key: string, n: number): Promise<boolean> {
@@ -92,7 +91,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
   /** takeDecision is `take` with the numbers behind the answer. */
   takeDecision(key: string, n = 1): Promise<LimitDecision> {
     const p = this.decideTakeDecision(key, n);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+    return this.answered(p, key, n);
   }
 
   private decideTakeDecision(key: string, n: number): Promise<LimitDecision> {

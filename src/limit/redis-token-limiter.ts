@@ -28,7 +28,6 @@
  */
 import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
-import { limitRefusedChannel } from '../core/diagnostics.js';
 import { finite, options as optionsOf, positive } from '../core/validate.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
@@ -169,7 +168,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
    */
   take(key: string, n = 1): Promise<boolean> {
     const p = this.decideTake(key, n);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+    return this.answered(p, key, n);
   }
 
   private decideTake(key: string, n: number): Promise<boolean> {
@@ -197,7 +196,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   /** takeDecision is `take` with the numbers behind the answer. */
   takeDecision(key: string, n = 1): Promise<LimitDecision> {
     const p = this.decideTakeDecision(key, n);
-    return limitRefusedChannel.hasSubscribers ? this.observe(p, key, n) : p;
+    return this.answered(p, key, n);
   }
 
   private decideTakeDecision(key: string, n: number): Promise<LimitDecision> {

@@ -63,6 +63,9 @@ export interface RedisLimiterStats {
   readonly redisDecisions: number;
   /** Decisions the in-process rescue limiter answered. */
   readonly rescueDecisions: number;
+  /** Calls answered allowed, and answered refused (`take` false, `takeDecision` not allowed), wherever decided. */
+  readonly allowed: number;
+  readonly limited: number;
   /** Redis calls that failed (errors, timeouts, bad replies), the one that started an outage included. */
   readonly failures: number;
   /** How many times decisions switched to rescue. */

@@ -3,10 +3,25 @@
  * Bulkhead, Timeout, Fallback), HttpGuard — and of the cache (Group, HttpPool); see adapters.ts for how
  * components are recognised. @internal
  */
-import type { MetricsDescription } from './types.js';
+import type { HistogramObserver, MetricsDescription } from './types.js';
 import { counter, gauge, histogram, type Any } from './spec.js';
 
+type Observe = HistogramObserver;
+
+/** ServiceObservers are a client's bound histogram observers of one service: attempts ok/error, calls by outcome. */
+interface ServiceObservers {
+  ok: Observe;
+  error: Observe;
+  succeeded: Observe;
+  fallback: Observe;
+  failed: Observe;
+}
+
+/** Answered calls a tracked client notes before folding them into its histograms. */
+const PENDING = 256;
+
 export function client(c: Any): MetricsDescription {
+  let fold: (() => void) | undefined;
   return {
     kind: 'ResilientClient',
     families: [
@@ -16,8 +31,14 @@ export function client(c: Any): MetricsDescription {
       counter('client_retries_refused_total', 'Retries the retry budget refused.'),
       counter('client_bulkhead_rejections_total', 'Calls the bulkhead refused (too many in flight for the service).'),
       histogram('client_attempt_duration_seconds', 'Duration of attempts, by service and outcome (ok or error).', ['service', 'outcome']),
+      histogram(
+        'client_call_duration_seconds',
+        'Duration of calls, by service and outcome (succeeded, fallback or failed): from the first attempt’s start to the last one’s end, or to the fallback’s answer.',
+        ['service', 'outcome'],
+      ),
     ],
     collect: (emit) => {
+      fold?.(); // the answered calls noted since the last scrape go into their histograms first
       const s = c.stats();
       emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
       emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
@@ -30,21 +51,57 @@ export function client(c: Any): MetricsDescription {
       emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
     },
     subscribe: (sink) => {
-      // One bound observer per (service, outcome): an attempt costs two Map lookups, no label hashing.
-      const byService = new Map<string, Map<string, (value: number) => void>>();
-      const observerOf = (service: string, outcome: string): ((value: number) => void) => {
-        let byOutcome = byService.get(service);
-        if (byOutcome === undefined) byService.set(service, (byOutcome = new Map()));
-        let o = byOutcome.get(outcome);
-        if (o === undefined) {
-          const labels = { service, outcome };
-          o = sink.observer?.('client_attempt_duration_seconds', labels) ?? ((v: number) => sink.observe('client_attempt_duration_seconds', labels, v));
-          byOutcome.set(outcome, o);
-        }
-        return o;
+      // Durations come through the client's measure hook as plain arguments (no event object per
+      // attempt), into bound observers per (service, outcome): no label hashing, and one Map lookup per
+      // call at most (none while calls go to the same service as the last one).
+      const bind = (family: string, service: string, outcome: string): Observe => {
+        const labels = { service, outcome };
+        return sink.observer?.(family, labels) ?? { observe: (v: number) => sink.observe(family, labels, v) };
       };
-      return c.onAttempt((e: Any) => {
-        if (e.outcome !== 'rejected') observerOf(e.service, e.outcome)(e.latencyMs / 1000);
+      const byService = new Map<string, ServiceObservers>();
+      let lastService = '';
+      let last: ServiceObservers | undefined;
+      const observers = (service: string): ServiceObservers => {
+        if (service === lastService && last !== undefined) return last;
+        let o = byService.get(service);
+        if (o === undefined) {
+          const a = 'client_attempt_duration_seconds';
+          const k = 'client_call_duration_seconds';
+          o = { ok: bind(a, service, 'ok'), error: bind(a, service, 'error'), succeeded: bind(k, service, 'succeeded'), fallback: bind(k, service, 'fallback'), failed: bind(k, service, 'failed') };
+          byService.set(service, o);
+        }
+        lastService = service;
+        return (last = o);
+      };
+      // An answered call (the hot path) is only noted: its service and two durations in arrays, folded
+      // into the histograms when they are full and at each scrape, in a loop that costs less per call.
+      const services = new Array<string>(PENDING).fill('');
+      const times = new Float64Array(2 * PENDING);
+      let n = 0;
+      fold = () => {
+        for (let i = 0; i < n; i++) {
+          const o = observers(services[i]!);
+          o.ok.observe(times[2 * i]! / 1000);
+          o.succeeded.observe(times[2 * i + 1]! / 1000);
+        }
+        n = 0;
+      };
+      return c.measure({
+        answered: (service: string, latencyMs: number, callMs: number): void => {
+          const i = n;
+          services[i] = service;
+          times[2 * i] = latencyMs;
+          times[2 * i + 1] = callMs;
+          if ((n = i + 1) === PENDING) fold!();
+        },
+        attempt: (service: string, failed: boolean, latencyMs: number): void => {
+          const o = observers(service);
+          (failed ? o.error : o.ok).observe(latencyMs / 1000);
+        },
+        call: (service: string, outcome: string, durationMs: number): void => {
+          const o = observers(service);
+          (outcome === 'fallback' ? o.fallback : o.failed).observe(durationMs / 1000);
+        },
       });
     },
     snapshot: () => ({ ...c.stats(), openServices: typeof c.openServices === 'function' ? c.openServices().map((s: Any) => s.name) : [] }),
@@ -100,9 +157,19 @@ export function bulkhead(c: Any): MetricsDescription {
 export function timeout(c: Any): MetricsDescription {
   return {
     kind: 'Timeout',
-    families: [gauge('timeout_seconds', 'The deadline a Timeout policy gives each call.')],
-    collect: (emit) => emit('timeout_seconds', {}, c.timeoutMs / 1000),
-    snapshot: () => ({ timeoutMs: c.timeoutMs }),
+    families: [
+      gauge('timeout_seconds', 'The deadline a Timeout policy gives each call.'),
+      counter('timeout_calls_total', 'Calls a Timeout policy ran.'),
+      counter('timeout_timeouts_total', 'Calls a Timeout policy ran that ended in TimeoutError.'),
+    ],
+    collect: (emit) => {
+      emit('timeout_seconds', {}, c.timeoutMs / 1000);
+      if (typeof c.stats !== 'function') return;
+      const s = c.stats();
+      emit('timeout_calls_total', {}, s.calls);
+      emit('timeout_timeouts_total', {}, s.timeouts);
+    },
+    snapshot: () => ({ timeoutMs: c.timeoutMs, ...(typeof c.stats === 'function' ? c.stats() : {}) }),
   };
 }
 

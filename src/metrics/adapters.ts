@@ -4,15 +4,18 @@
  * their constructor's name and shape, not by `instanceof`: importing bulwark/metrics must not load the
  * modules (etcd3, ioredis, undici) of the components an application does not use. @internal
  */
-import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit } from './types.js';
-import { labelValue } from './family.js';
+import type { Labels, MetricFamilySpec, MetricsDescription, Trackable, Emit, TextOut, TextSection } from './types.js';
 
 import { counter, gauge, flag, type Any } from './spec.js';
 import { client, retry, retryBudget, bulkhead, timeout, fallback, httpGuard, cacheGroup, httpPool } from './adapters-calls.js';
 
 
-/** The breaker states exported as one 0/1 series each (resilience4j's state gauge). */
+/**
+ * The breaker states exported as one 0/1 series each (resilience4j's state gauge). A CircuitBreaker has
+ * all four; an SreBreaker has no half-open or forced-open state, so it exports closed and open only.
+ */
 export const BREAKER_STATES = ['closed', 'open', 'half_open', 'forced_open'] as const;
+const SRE_STATES = ['closed', 'open'] as const;
 
 export const BREAKER_FAMILIES: readonly MetricFamilySpec[] = [
   gauge('breaker_state', 'Breaker state: 1 for the current state, 0 for the others (an SreBreaker dropping calls reads open).', ['group', 'state']),
@@ -30,47 +33,124 @@ const GROUP_FAMILIES: readonly MetricFamilySpec[] = [
 
 const stateLabel = (s: string): string => s.replace('-', '_');
 
-/** emitBreaker emits one breaker's series (standalone: group ''; in a group: name = its key). */
-function emitBreaker(b: Any, emit: Emit, group: string, name?: string, labelText?: string): void {
-  const s = b.stats();
-  if (labelText !== undefined && emit.line !== undefined) return breakerLines(s, emit.line, labelText);
-  const base: Record<string, string> = name === undefined ? { group } : { name, group };
-  let state: string;
-  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
-  else state = s.dropRatio > 0 ? 'open' : 'closed';
-  for (const st of BREAKER_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
+/** stateOf answers the exported state of a breaker's stats (an SreBreaker reads open while it drops). */
+function stateOf(s: Any): string {
+  if (typeof s.state === 'string') return s.isolated === true ? 'forced_open' : stateLabel(s.state);
+  return s.dropRatio > 0 ? 'open' : 'closed';
+}
+
+/** failureRate answers the share of failed calls in a breaker's window (0 without calls). */
+function failureRate(s: Any): number {
+  const total = typeof s.calls === 'number' ? s.calls : s.successes + s.failures;
+  return total > 0 ? s.failures / total : 0;
+}
+
+/**
+ * emitBreaker emits one breaker's series through label objects (prom-client's path): `base` is `{}` for
+ * a breaker tracked on its own (`name` is added by track; no `group` label), `{ name: key, group }` for
+ * a group's member.
+ */
+function emitBreaker(s: Any, emit: Emit, base: Labels): void {
+  const circuit = typeof s.state === 'string';
+  const state = stateOf(s);
+  for (const st of circuit ? BREAKER_STATES : SRE_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
   emit('breaker_calls_total', { ...base, kind: 'successful' }, s.successfulCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'failed' }, s.failedCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'ignored' }, s.ignoredCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'not_permitted' }, s.notPermittedCalls ?? 0);
-  if (typeof s.calls === 'number') {
-    emit('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
-    emit('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
-  } else {
-    const total = s.successes + s.failures;
-    emit('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
-    emit('breaker_drop_ratio', base, s.dropRatio);
-  }
+  emit('breaker_failure_rate', base, failureRate(s));
+  if (circuit) emit('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  else emit('breaker_drop_ratio', base, s.dropRatio);
 }
 
-/** breakerLines is emitBreaker on the text path: one label prefix per breaker, no label objects. */
-function breakerLines(s: Any, line: NonNullable<Emit['line']>, base: string): void {
-  let state: string;
-  if (typeof s.state === 'string') state = s.isolated === true ? 'forced_open' : stateLabel(s.state);
-  else state = s.dropRatio > 0 ? 'open' : 'closed';
-  for (const st of BREAKER_STATES) line('breaker_state', `${base},state="${st}"`, st === state ? 1 : 0);
-  line('breaker_calls_total', `${base},kind="successful"`, s.successfulCalls ?? 0);
-  line('breaker_calls_total', `${base},kind="failed"`, s.failedCalls ?? 0);
-  line('breaker_calls_total', `${base},kind="ignored"`, s.ignoredCalls ?? 0);
-  line('breaker_calls_total', `${base},kind="not_permitted"`, s.notPermittedCalls ?? 0);
-  if (typeof s.calls === 'number') {
-    line('breaker_failure_rate', base, s.calls > 0 ? s.failures / s.calls : 0);
-    line('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
-  } else {
-    const total = s.successes + s.failures;
-    line('breaker_failure_rate', base, total > 0 ? s.failures / total : 0);
-    line('breaker_drop_ratio', base, s.dropRatio);
+/**
+ * BreakerText is where a scrape's text path writes the breaker families, with each line's fixed parts
+ * made once per scrape: the head up to the breaker's name, and the tails after it (the group label, the
+ * state or kind, up to the value).
+ */
+interface BreakerText {
+  state: TextSection | undefined;
+  calls: TextSection | undefined;
+  failure: TextSection | undefined;
+  slow: TextSection | undefined;
+  drop: TextSection | undefined;
+  heads: { state: Uint8Array; calls: Uint8Array; failure: Uint8Array; slow: Uint8Array; drop: Uint8Array };
+  tails: Record<(typeof BREAKER_STATES)[number] | 'successful' | 'failed' | 'ignored' | 'not_permitted' | 'plain', Uint8Array>;
+}
+
+/** breakerText answers the sections and line parts of the breaker families; `group` is undefined for a breaker on its own. */
+function breakerText(text: TextOut, group: string | undefined): BreakerText {
+  const g = group === undefined ? '' : `,group="${text.label(group)}"`;
+  const head = (x: TextSection | undefined) => bytesOf(x === undefined ? '' : `${x.name}{name="`);
+  const x = {
+    state: text.section('breaker_state'),
+    calls: text.section('breaker_calls_total'),
+    failure: text.section('breaker_failure_rate'),
+    slow: text.section('breaker_slow_call_rate'),
+    drop: text.section('breaker_drop_ratio'),
+  };
+  return {
+    ...x,
+    heads: { state: head(x.state), calls: head(x.calls), failure: head(x.failure), slow: head(x.slow), drop: head(x.drop) },
+    tails: {
+      closed: bytesOf(`"${g},state="closed"} `),
+      open: bytesOf(`"${g},state="open"} `),
+      half_open: bytesOf(`"${g},state="half_open"} `),
+      forced_open: bytesOf(`"${g},state="forced_open"} `),
+      successful: bytesOf(`"${g},kind="successful"} `),
+      failed: bytesOf(`"${g},kind="failed"} `),
+      ignored: bytesOf(`"${g},kind="ignored"} `),
+      not_permitted: bytesOf(`"${g},kind="not_permitted"} `),
+      plain: bytesOf(`"${g}} `),
+    },
+  };
+}
+
+/** The line parts of breakers tracked on their own (all ASCII: no group label), shared per registered family. */
+const standalone = new WeakMap<object, BreakerText>();
+
+function standaloneText(text: TextOut): BreakerText {
+  const key = text.section('breaker_state');
+  if (key === undefined) return breakerText(text, undefined);
+  let x = standalone.get(key);
+  if (x === undefined || x.calls !== text.section('breaker_calls_total')) standalone.set(key, (x = breakerText(text, undefined)));
+  return x;
+}
+
+const bit = (b: boolean): number => (b ? 1 : 0);
+
+/** bytesOf answers the bytes of a byte string. */
+const bytesOf = (s: string): Uint8Array => Buffer.from(s, 'latin1');
+
+/**
+ * writeBreaker is emitBreaker on the text path: the breaker's lines written from their parts, `key`
+ * being its name as a label value; no label objects, no line strings.
+ */
+function writeBreaker(s: Any, x: BreakerText, key: string): void {
+  const circuit = typeof s.state === 'string';
+  const state = stateOf(s);
+  const t = x.tails;
+  const st = x.state;
+  if (st !== undefined) {
+    const h = x.heads.state;
+    st.line(h, key, t.closed, bit(state === 'closed'));
+    st.line(h, key, t.open, bit(state === 'open'));
+    if (circuit) {
+      st.line(h, key, t.half_open, bit(state === 'half_open'));
+      st.line(h, key, t.forced_open, bit(state === 'forced_open'));
+    }
   }
+  const c = x.calls;
+  if (c !== undefined) {
+    const h = x.heads.calls;
+    c.line(h, key, t.successful, s.successfulCalls ?? 0);
+    c.line(h, key, t.failed, s.failedCalls ?? 0);
+    c.line(h, key, t.ignored, s.ignoredCalls ?? 0);
+    c.line(h, key, t.not_permitted, s.notPermittedCalls ?? 0);
+  }
+  x.failure?.line(x.heads.failure, key, t.plain, failureRate(s));
+  if (circuit) x.slow?.line(x.heads.slow, key, t.plain, s.calls > 0 ? s.slowCalls / s.calls : 0);
+  else x.drop?.line(x.heads.drop, key, t.plain, s.dropRatio);
 }
 
 function breakerSnapshot(b: Any): Any {
@@ -90,7 +170,11 @@ function breaker(c: Any, trackName: () => string): MetricsDescription {
   return {
     kind: circuit ? 'CircuitBreaker' : 'SreBreaker',
     families: circuit ? [...BREAKER_FAMILIES, TRANSITIONS] : BREAKER_FAMILIES,
-    collect: (emit) => emitBreaker(c, emit, '', undefined, emit.line === undefined ? undefined : `name="${labelValue(trackName())}",group=""`),
+    collect: (emit) => {
+      const s = c.stats();
+      if (emit.text === undefined) emitBreaker(s, emit, {});
+      else writeBreaker(s, standaloneText(emit.text), emit.text.label(trackName()));
+    },
     subscribe: circuit
       ? (sink) => c.onStateChange((e: Any) => sink.inc('breaker_state_transitions_total', { from: stateLabel(e.from), to: stateLabel(e.to) }))
       : undefined,
@@ -109,11 +193,14 @@ function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
       emit('breaker_group_created_total', {}, s.created);
       emit('breaker_group_evicted_total', {}, s.evicted);
       const group = trackName();
-      const groupText = `group="${labelValue(group)}"`;
       // Members as they are now: made since the last scrape, or evicted, they come and go with the group.
-      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) {
-        emitBreaker(b, emit, group, key, emit.line === undefined ? undefined : `name="${labelValue(key)}",${groupText}`);
+      const text = emit.text;
+      if (text === undefined) {
+        for (const [key, b] of c.breakers() as Iterable<[string, Any]>) emitBreaker(b.stats(), emit, { name: key, group });
+        return;
       }
+      const x = breakerText(text, group);
+      for (const [key, b] of c.breakers() as Iterable<[string, Any]>) writeBreaker(b.stats(), x, text.label(key));
     },
     snapshot: () => {
       const members: Any = {};
@@ -124,12 +211,15 @@ function breakerGroup(c: Any, trackName: () => string): MetricsDescription {
   };
 }
 
+const DECISIONS = counter('limiter_decisions_total', 'Decisions of a limiter (local or Redis), by result: allowed or limited.', ['result']);
+
 export const LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
-  counter('limiter_decisions_total', 'Decisions of a local limiter, by result: allowed or limited.', ['result']),
+  DECISIONS,
   gauge('limiter_keys', 'Keys a keyed limiter (or a Redis limiter rescue) keeps now.'),
   gauge('limiter_tokens', 'Tokens in a TokenLimiter bucket now.'),
 ];
 const REDIS_LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
+  DECISIONS,
   gauge('limiter_mode', 'Where a Redis limiter decides now: 1 for the current mode (redis or rescue), 0 for the other.', ['mode']),
   counter('limiter_redis_decisions_total', 'Decisions of a Redis limiter, by where they were made: redis or rescue (in process).', ['mode']),
   counter('limiter_rescue_switches_total', 'Times a Redis limiter switched its decisions to the in-process rescue.'),
@@ -158,6 +248,8 @@ function redisLimiter(c: Any, kind: string): MetricsDescription {
     families: REDIS_LIMITER_FAMILIES,
     collect: (emit) => {
       const s = c.stats();
+      emit('limiter_decisions_total', { result: 'allowed' }, s.allowed ?? 0);
+      emit('limiter_decisions_total', { result: 'limited' }, s.limited ?? 0);
       emit('limiter_mode', { mode: 'redis' }, s.mode === 'redis' ? 1 : 0);
       emit('limiter_mode', { mode: 'rescue' }, s.mode === 'rescue' ? 1 : 0);
       emit('limiter_redis_decisions_total', { mode: 'redis' }, s.redisDecisions);

@@ -5,7 +5,8 @@
  * histograms). prom-client's own Counter has no `set`, and a counter read from `stats()` is a total,
  * so the family formats its samples itself. @internal
  */
-import type { Labels, MetricFamilySpec, MetricType } from './types.js';
+import { ByteText, TextBuffer, escapeHelp, valueText } from './text.js';
+import type { Labels, MetricFamilySpec, MetricType, TextSection } from './types.js';
 
 /** Default histogram buckets, in seconds: 5 ms … 10 s. */
 export const DEFAULT_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -21,15 +22,41 @@ export interface Sample {
 export interface EventSeries {
   labels: Record<string, string | number>;
   value: number;
-  /** Histogram only: per-bucket counts (not cumulative) and the sum of observations. */
+  /** Histogram only (undefined / 0 otherwise): per-bucket counts (not cumulative) and the sum of observations. */
   counts?: Float64Array;
   sum?: number;
+}
+
+/**
+ * SeriesObserver is a histogram series bound for a hot event path (MetricsSink.observer): one
+ * monomorphic method, the bucket search inline, nothing allocated. @internal
+ */
+export class SeriesObserver {
+  constructor(
+    private readonly owner: { readonly live: boolean },
+    private readonly bounds: Float64Array,
+    private readonly s: EventSeries,
+  ) {}
+
+  observe(value: number): void {
+    if (!this.owner.live || !Number.isFinite(value)) return;
+    const b = this.bounds;
+    const s = this.s;
+    for (let i = 0; i < b.length; i++) {
+      if (value <= b[i]!) {
+        s.counts![i]!++;
+        break;
+      }
+    }
+    s.value++;
+    s.sum! += value;
+  }
 }
 
 /** The OpenMetrics content type, in which prom-client appends `_total` to counter names itself. */
 const OPENMETRICS = 'application/openmetrics-text; version=1.0.0; charset=utf-8';
 
-export class Family {
+export class Family implements TextSection {
   readonly type: MetricType;
   readonly help: string;
   readonly labelNames: readonly string[];
@@ -37,11 +64,17 @@ export class Family {
   readonly aggregator = 'sum';
   /** Samples collected for the scrape under way (prom-client's path). */
   buffer: Sample[] = [];
-  /** Sample lines collected for the scrape under way (the text path of `BulwarkMetrics.metrics()`). */
-  lines: string[] = [];
+  /** The family's text for the scrape under way (the text path of `BulwarkMetrics.metrics()`). */
+  private out: TextBuffer | undefined;
+  /** Bytes of the last scrape's text: the next one starts with a buffer that size. */
+  private sizeHint = 0;
+  /** The last scrape's buffer, kept for the next one (see BulwarkMetrics.render). */
+  private spare: TextBuffer | undefined;
   /** Event series by owner (a tracked component's entry), then by label key. */
   readonly events = new Map<object, Map<string, EventSeries>>();
   private readonly fullName: string;
+  /** The bucket bounds as doubles, for observe. */
+  readonly bounds: Float64Array;
 
   constructor(
     prefix: string,
@@ -54,6 +87,7 @@ export class Family {
     this.help = spec.help;
     this.labelNames = ['name', ...spec.labelNames];
     this.buckets = spec.type === 'histogram' ? [...(spec.buckets ?? DEFAULT_BUCKETS)].sort((a, b) => a - b) : [];
+    this.bounds = Float64Array.from(this.buckets);
   }
 
   /** name is the full (prefixed) name; prom-client's OpenMetrics mode rewrites it, which is ignored. */
@@ -80,21 +114,60 @@ export class Family {
     return { name, help: this.help, type: this.type, values, aggregator: this.aggregator };
   }
 
-  /** text answers the family in the text exposition format (prom-client's layout), from `lines`. */
-  text(): string {
-    const lines = this.lines;
-    this.lines = [];
+  /**
+   * begin starts the family's text for a scrape (HELP and TYPE lines); `write` then adds sample lines.
+   * With `reuse`, it is written into the last scrape's buffer (whose text must have been copied by then).
+   */
+  begin(bytes: ByteText, reuse: boolean): void {
+    const spare = reuse ? this.spare : undefined;
+    const out = (this.out = spare ?? new TextBuffer(this.sizeHint));
+    spare?.clear();
+    out.write(`# HELP ${this.fullName} ${bytes.bytes(escapeHelp(this.help))}\n# TYPE ${this.fullName} ${this.type}\n`);
+  }
+
+  /** write appends sample lines (byte strings, each ending in a newline) to the text under way. */
+  write(lines: string): void {
+    this.out?.write(lines);
+  }
+
+  /** line appends one sample line from its parts (see TextSection.line). */
+  line(head: Uint8Array, key: string, tail: Uint8Array, value: number): void {
+    this.out?.line(head, key, tail, value);
+  }
+
+  /**
+   * sample writes one sample line from a label object (the generic path of `emit`), after `first`: label
+   * text already made (e.g. `name="x"`), or ''.
+   */
+  sample(bytes: ByteText, metricName: string, first: string, labels: Labels, value: number): void {
+    let l = first;
+    for (const k in labels) l += `${l === '' ? '' : ','}${k}="${bytes.label(labels[k]!)}"`;
+    this.out?.write(l === '' ? `${metricName} ${valueText(value)}\n` : `${metricName}{${l}} ${valueText(value)}\n`);
+  }
+
+  /**
+   * end adds the series counted from events and answers the family in the text exposition format
+   * (prom-client's layout, no final newline), as UTF-8 bytes: a view of the buffer, which is kept for
+   * the next scrape when `keep`.
+   */
+  end(bytes: ByteText, keep: boolean): Buffer {
+    if (this.out === undefined) this.begin(bytes, false);
     for (const series of this.events.values()) {
       for (const e of series.values()) {
-        if (this.type === 'histogram') {
-          const out: Sample[] = [];
-          this.histogramSamples(e, out);
-          for (const x of out) lines.push(formatLine(x.metricName!, x.labels, x.value));
-        } else lines.push(formatLine(this.fullName, e.labels, e.value));
+        if (this.type !== 'histogram') {
+          this.sample(bytes, this.fullName, '', e.labels, e.value);
+          continue;
+        }
+        const out: Sample[] = [];
+        this.histogramSamples(e, out);
+        for (const x of out) this.sample(bytes, x.metricName!, '', x.labels, x.value);
       }
     }
-    const head = `# HELP ${this.fullName} ${escapeString(this.help)}\n# TYPE ${this.fullName} ${this.type}`;
-    return lines.length === 0 ? head : `${head}\n${lines.join('\n')}`;
+    const out = this.out!;
+    this.out = undefined;
+    this.sizeHint = out.length + (out.length >> 4);
+    if (keep) this.spare = out;
+    return out.bytes();
   }
 
   /** series answers (making it) the event series of `owner` with these labels. */
@@ -104,11 +177,9 @@ export class Family {
     const key = labelKey(labels);
     let s = byKey.get(key);
     if (s === undefined) {
-      s = { labels, value: 0 };
-      if (this.type === 'histogram') {
-        s.counts = new Float64Array(this.buckets.length);
-        s.sum = 0;
-      }
+      // One shape for every series (the histogram fields unused by counters): the hot observe path
+      // stays monomorphic.
+      s = { labels, value: 0, counts: this.type === 'histogram' ? new Float64Array(this.buckets.length) : undefined, sum: 0 };
       byKey.set(key, s);
     }
     return s;
@@ -116,7 +187,7 @@ export class Family {
 
   /** observe adds one observation to a histogram series. */
   observe(s: EventSeries, value: number): void {
-    const b = this.buckets;
+    const b = this.bounds;
     for (let i = 0; i < b.length; i++) {
       if (value <= b[i]!) {
         s.counts![i]!++;
@@ -138,30 +209,6 @@ export class Family {
     out.push({ metricName: `${base}_sum`, labels: s.labels, value: s.sum! });
     out.push({ metricName: `${base}_count`, labels: s.labels, value: s.value });
   }
-}
-
-const NEEDS_ESCAPE = /[\\\n"]/;
-
-function escapeString(s: string): string {
-  return s.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-}
-
-/** labelValue escapes a label value for the text format (backslash, newline, double quote). */
-export function labelValue(v: string | number): string {
-  if (typeof v !== 'string') return String(v);
-  return NEEDS_ESCAPE.test(v) ? escapeString(v).replace(/"/g, '\\"') : v;
-}
-
-/** valueText formats a sample value as prom-client does. */
-export function valueText(v: number): string {
-  return Number.isNaN(v) ? 'Nan' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : String(v);
-}
-
-/** formatLine formats one sample line: `name{a="x",b="y"} value`. */
-export function formatLine(name: string, labels: Record<string, string | number>, value: number): string {
-  let l = '';
-  for (const k in labels) l += `${l === '' ? '' : ','}${k}="${labelValue(labels[k]!)}"`;
-  return l === '' ? `${name} ${valueText(value)}` : `${name}{${l}} ${valueText(value)}`;
 }
 
 /** labelKey is a stable key of a label set. */

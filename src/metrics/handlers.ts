@@ -9,14 +9,17 @@ import type { BulwarkMetrics } from './metrics.js';
 /** Exposition is what a handler serves: a BulwarkMetrics or a prom-client Registry. */
 export type Exposition = Pick<BulwarkMetrics, 'metrics' | 'contentType'> | Registry<RegistryContentType>;
 
-function exposition(owner: string, source: Exposition): () => Promise<{ body: string; type: string }> {
+function exposition(owner: string, source: Exposition): () => Promise<{ body: string | Buffer; type: string }> {
   if (source === null || typeof source !== 'object' || typeof (source as { metrics?: unknown }).metrics !== 'function') {
     throw new TypeError(`${owner}: source must be a BulwarkMetrics or a prom-client Registry`);
   }
+  // A BulwarkMetrics answers bytes: no string is made of a large exposition only to be encoded again.
+  const bytes = (source as Partial<Pick<BulwarkMetrics, 'metricsBuffer'>>).metricsBuffer;
+  if (typeof bytes === 'function') return async () => ({ body: await bytes.call(source), type: source.contentType });
   return async () => ({ body: await source.metrics(), type: source.contentType });
 }
 
-function answer(res: ServerResponse, status: number, type: string, body: string, head: boolean): void {
+function answer(res: ServerResponse, status: number, type: string, body: string | Buffer, head: boolean): void {
   res.statusCode = status;
   res.setHeader('content-type', type);
   res.setHeader('cache-control', 'no-store');
@@ -80,7 +83,7 @@ export interface FastifyMetricsHost {
 export interface FastifyMetricsReply {
   header(name: string, value: string): FastifyMetricsReply;
   type(contentType: string): FastifyMetricsReply;
-  send(body: string): FastifyMetricsReply;
+  send(body: string | Buffer): FastifyMetricsReply;
 }
 
 /** FastifyMetricsOptions configures fastifyMetrics. */

@@ -10,6 +10,7 @@ export type {
   BulwarkMetricsOptions,
   ComponentSnapshot,
   Emit,
+  HistogramObserver,
   Labels,
   MetricFamilySpec,
   MetricType,

@@ -28,12 +28,36 @@ export interface MetricFamilySpec {
 /** Emit records one sample at scrape time: the family's name (unprefixed), its labels (without `name`) and value. */
 export type Emit = ((family: string, labels: Labels, value: number) => void) & {
   /**
-   * line, when present (the text path), records a sample from its label text, already escaped and
-   * without braces, `name` included (e.g. `name="a",group="g",state="open"`). For collectors that
-   * emit very many series (a BreakerGroup's members). @internal
+   * text, when present (the text path of `BulwarkMetrics.metrics()`), lets a collector that emits very
+   * many series (a BreakerGroup's members) write sample lines itself, with no label objects. @internal
    */
-  line?: (family: string, labelText: string, value: number) => void;
+  text?: TextOut;
 };
+
+/** TextOut is the text path of a scrape, for collectors that write their sample lines themselves. @internal */
+export interface TextOut {
+  /** label answers a label value escaped for the text format, as a byte string. */
+  label(value: string | number): string;
+  /** section answers where the lines of `family` (unprefixed) go, or undefined when it is not registered. */
+  section(family: string): TextSection | undefined;
+}
+
+/** TextSection is one family's part of the text exposition under way. @internal */
+export interface TextSection {
+  /** name is the family's full (prefixed) name: each line starts with it. */
+  readonly name: string;
+  /**
+   * write appends sample lines, each ending in a newline: `name{name="x",…} value`, the `name` label
+   * first, label values made by `TextOut.label`, values as `String(number)` of finite numbers.
+   */
+  write(lines: string): void;
+  /**
+   * line appends one sample line from its parts, with no string made: `head` (the bytes of e.g.
+   * `name{name="`), a label value made by `TextOut.label`, `tail` (the bytes of the rest up to the
+   * value, e.g. `",state="open"} `), the value, a newline.
+   */
+  line(head: Uint8Array, key: string, tail: Uint8Array, value: number): void;
+}
 
 /** MetricsSink receives a component's events between scrapes (counters and histograms counted as they happen). */
 export interface MetricsSink {
@@ -42,11 +66,16 @@ export interface MetricsSink {
   /** observe adds one observation (seconds) to a histogram series. */
   observe(family: string, labels: Labels, value: number): void;
   /**
-   * observer answers a function that adds one observation to the histogram series of `labels`, for hot
-   * event paths: hold it per label set, and the labels are not hashed again per event. It does nothing
-   * once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
+   * observer answers the histogram series of `labels` as an object whose `observe(value)` adds one
+   * observation, for hot event paths: hold it per label set, and the labels are not hashed again per
+   * event. It does nothing once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
    */
-  observer?(family: string, labels: Labels): (value: number) => void;
+  observer?(family: string, labels: Labels): HistogramObserver;
+}
+
+/** HistogramObserver adds observations (seconds) to one histogram series. */
+export interface HistogramObserver {
+  observe(value: number): void;
 }
 
 /** MetricsDescription is what a component answers to `describeMetrics()`. */

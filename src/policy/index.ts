@@ -16,6 +16,7 @@ export type {
   RetryBudgetOptions,
   RetryBudgetStats,
   TimeoutOptions,
+  TimeoutStats,
   BulkheadOptions,
   BulkheadStats,
   FallbackOptions,

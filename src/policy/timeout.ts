@@ -22,9 +22,9 @@ import { Deadlines } from '../core/deadline.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { clockOption, finite, options as optionsObject } from '../core/validate.js';
 import { checkCall } from './check-call.js';
-import type { TimeoutOptions } from './types.js';
+import type { TimeoutOptions, TimeoutStats } from './types.js';
 
-export type { TimeoutOptions } from './types.js';
+export type { TimeoutOptions, TimeoutStats } from './types.js';
 
 
 /** Defaults for TimeoutOptions. */
@@ -35,6 +35,8 @@ export class Timeout implements Guard {
   readonly timeoutMs: number;
   private readonly deadlines: Deadlines;
   private readonly clock: Clock;
+  private calls = 0;
+  private timeouts = 0;
 
   constructor(options?: TimeoutOptions) {
     const o = optionsObject('Timeout', options);
@@ -43,6 +45,17 @@ export class Timeout implements Guard {
     this.deadlines = new Deadlines({ timeoutMs: this.timeoutMs, clock: this.clock });
   }
 
+  /** stats answers a fresh snapshot of the counters: calls started, and calls that timed out. */
+  stats(): TimeoutStats {
+    return { calls: this.calls, timeouts: this.timeouts };
+  }
+
+  /** countTimeout counts a shared-deadline call that timed out, and rejects with its error again. */
+  private readonly countTimeout = (err: unknown): never => {
+    if (err instanceof TimeoutError) this.timeouts++;
+    throw err;
+  };
+
   /**
    * execute runs `fn` with a signal that aborts at the deadline; rejects with `TimeoutError` then, or
    * `AbortedError` if `signal` aborts first. Without `signal`, the deadline is shared (see above).
@@ -50,9 +63,10 @@ export class Timeout implements Guard {
   execute<T>(fn: Task<T>, options?: ExecuteOptions): Promise<T> {
     const bad = checkCall('Timeout', fn, options);
     if (bad !== undefined) return Promise.reject(bad);
+    this.calls++;
     const given = options?.signal;
     // Nobody else can abort the call: share the deadline of its granule.
-    if (given === undefined || given === neverAborted) return this.deadlines.run(fn);
+    if (given === undefined || given === neverAborted) return this.deadlines.run(fn).catch(this.countTimeout);
     const parent = given;
     if (parent.aborted) return Promise.reject(new AbortedError('timeout: aborted before start', { cause: parent.reason }));
     const timeoutMs = this.timeoutMs;
@@ -71,6 +85,7 @@ export class Timeout implements Guard {
       const timer = clock.setTimeout(() => {
         if (!settle()) return;
         const err = withoutStack(() => new TimeoutError(`operation timed out after ${timeoutMs} ms`));
+        this.timeouts++;
         controller.abort(err);
         reject(err);
       }, timeoutMs);

@@ -88,6 +88,14 @@ export interface TimeoutOptions {
   clock?: Clock;
 }
 
+/** TimeoutStats is a snapshot of a Timeout's counters since it was made. */
+export interface TimeoutStats {
+  /** Calls `execute` started (bad arguments not counted). */
+  calls: number;
+  /** Calls that ended in TimeoutError. */
+  timeouts: number;
+}
+
 /** BulkheadOptions configures a Bulkhead. */
 export interface BulkheadOptions {
   /** Calls that may run at once. Defaults to 10. */

@@ -23,6 +23,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
   const retry = new Retry({ maxAttempts: 2, backoff: { initialMs: 1, maxMs: 1 } });
   const client = new ResilientClient({ registry: cache });
   const group = new BreakerGroup();
+  const circuits = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name }) });
   const circuit = new CircuitBreaker({ name: 'circuit', minimumCalls: 1 });
   /** exercise makes the event-counted series appear (run it after tracking). */
   const exercise = async (): Promise<void> => {
@@ -31,6 +32,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     await retry.execute(() => (n++ === 0 ? Promise.reject(new Error('once')) : 'ok'));
     await client.call('svc', async () => 'ok');
     await group.execute('peer-1', () => 1);
+    await circuits.execute('peer-1', () => 1);
     await circuit.execute(() => Promise.reject(new Error('x'))).catch(() => {});
     balancer.release(balancer.pick());
   };
@@ -43,6 +45,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     new SreBreaker({ name: 'sre' }),
     circuit,
     group,
+    circuits,
     new TokenLimiter({ rate: 10 }),
     new PeriodLimiter({ quota: 10, periodMs: 1000 }),
     new KeyedLimiter({ rate: 10 }),

@@ -1,0 +1,111 @@
+/**
+ * A tracked ResilientClient on a ManualClock: its attempt and call duration histograms (fed through the
+ * client's measure hook, no event objects) and its counters, after known calls; a Timeout's calls and
+ * timeouts.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Registry } from 'prom-client';
+import { BulwarkMetrics } from '../src/metrics/index.js';
+import { ResilientClient } from '../src/client/index.js';
+import { MemoryRegistry } from '../src/registry/index.js';
+import { ManualClock, TimeoutError } from '../src/core/index.js';
+import { Timeout } from '../src/policy/index.js';
+
+function value(text: string, series: string): number | undefined {
+  const l = text.split('\n').find((x) => x.startsWith(`${series} `));
+  return l === undefined ? undefined : Number(l.slice(series.length + 1));
+}
+
+describe('BulwarkMetrics on a ResilientClient', () => {
+  it('observes each attempt and each call, by service and outcome, in seconds', async () => {
+    const clock = new ManualClock();
+    const registry = new MemoryRegistry();
+    await registry.register({ id: 'a', name: 'svc', address: '127.0.0.1:9001' });
+    const client = new ResilientClient({ registry, clock, timeoutMs: 0 });
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(client, { name: 'api' });
+    // Answers after 30 ms.
+    await client.call('svc', async () => {
+      clock.advance(30);
+      return 1;
+    });
+    // Fails after 200 ms, not retried, no fallback.
+    await client
+      .call('svc', async () => {
+        clock.advance(200);
+        throw new Error('down');
+      }, { retry: false })
+      .catch(() => {});
+    // Fails after 2 s; the fallback answers 1 s later.
+    const answer = await client.call(
+      'svc',
+      async () => {
+        clock.advance(2000);
+        throw new Error('down');
+      },
+      {
+        retry: false,
+        fallback: async () => {
+          clock.advance(1000);
+          return 'fallback';
+        },
+      },
+    );
+    assert.equal(answer, 'fallback');
+    const text = await m.metrics();
+    const a = 'bulwark_client_attempt_duration_seconds';
+    const c = 'bulwark_client_call_duration_seconds';
+    assert.equal(value(text, `${a}_count{name="api",service="svc",outcome="ok"}`), 1);
+    assert.equal(value(text, `${a}_sum{name="api",service="svc",outcome="ok"}`), 0.03);
+    assert.equal(value(text, `${a}_count{name="api",service="svc",outcome="error"}`), 2);
+    assert.equal(value(text, `${a}_sum{name="api",service="svc",outcome="error"}`), 2.2);
+    assert.equal(value(text, `${c}_count{name="api",service="svc",outcome="succeeded"}`), 1);
+    assert.equal(value(text, `${c}_sum{name="api",service="svc",outcome="succeeded"}`), 0.03);
+    assert.equal(value(text, `${c}_bucket{name="api",service="svc",outcome="succeeded",le="0.025"}`), 0);
+    assert.equal(value(text, `${c}_bucket{name="api",service="svc",outcome="succeeded",le="0.05"}`), 1);
+    assert.equal(value(text, `${c}_count{name="api",service="svc",outcome="failed"}`), 1);
+    assert.equal(value(text, `${c}_sum{name="api",service="svc",outcome="failed"}`), 0.2);
+    assert.equal(value(text, `${c}_count{name="api",service="svc",outcome="fallback"}`), 1);
+    assert.equal(value(text, `${c}_sum{name="api",service="svc",outcome="fallback"}`), 3, 'the fallback’s own time is in the call');
+    assert.equal(value(text, 'bulwark_client_calls_total{name="api",outcome="succeeded"}'), 1);
+    assert.equal(value(text, 'bulwark_client_calls_total{name="api",outcome="fallback"}'), 1);
+    assert.equal(value(text, 'bulwark_client_calls_total{name="api",outcome="failed"}'), 1);
+    assert.equal(text, await m.registry.metrics());
+    // Untracked: the hook is gone, nothing more is observed.
+    m.untrack(client);
+    await client.call('svc', async () => 1);
+    assert.ok(!(await m.metrics()).includes('name="api"'));
+    await m.close();
+    await client.close();
+    await registry.close();
+  });
+
+  it('refuses a measure hook without its methods', () => {
+    const client = new ResilientClient({ registry: new MemoryRegistry() });
+    assert.throws(() => client.measure({} as never), /ResilientClient.measure: m must have answered\(\), attempt\(\) and call\(\)/);
+    return client.close();
+  });
+
+  it('counts a Timeout’s calls and timeouts, with a shared deadline and with a caller’s signal', async () => {
+    const clock = new ManualClock();
+    const t = new Timeout({ timeoutMs: 100, clock });
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(t, { name: 'db' });
+    await t.execute(async () => 1);
+    const never = () => new Promise<never>(() => {});
+    const shared = assert.rejects(t.execute(never), TimeoutError);
+    const own = assert.rejects(t.execute(never, { signal: new AbortController().signal }), TimeoutError);
+    await clock.advanceAsync(150);
+    await shared;
+    await own;
+    await t.execute(() => Promise.reject(new Error('not a timeout'))).catch(() => {});
+    await t.execute(undefined as never).catch(() => {}); // a bad argument is not a call
+    assert.deepEqual(t.stats(), { calls: 4, timeouts: 2 });
+    const text = await m.metrics();
+    assert.equal(value(text, 'bulwark_timeout_calls_total{name="db"}'), 4);
+    assert.equal(value(text, 'bulwark_timeout_timeouts_total{name="db"}'), 2);
+    assert.equal(value(text, 'bulwark_timeout_seconds{name="db"}'), 0.1);
+    await m.close();
+  });
+});
