@@ -7,6 +7,7 @@ import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError }
 import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
 import { Balancer, type BalancerEvent } from './balancer.js';
 import { P2C } from './p2c.js';
+import { RingHash } from './ring-hash.js';
 import type { Picker } from './types.js';
 import { inst, instances, seeded } from './test-fixtures.js';
 
@@ -248,6 +249,26 @@ describe('Balancer', () => {
     assert.equal(b.health()[1]!.timesEjected, 0, 'i1 came back as new');
     assert.equal(b.health()[1]!.ejected, false);
     await b.close();
+  });
+
+  it('closes its picker on close: a custom one once, and a RingHash rebuilding in slices finishes its rebuild', async () => {
+    let closes = 0;
+    const custom: Picker = { pick: (l) => l[0]!, close: () => void closes++ };
+    const a = new Balancer({ instances: instances(2), strategy: custom });
+    await a.close();
+    await a.close();
+    assert.equal(closes, 1, 'closed once, however often the balancer is');
+
+    const clock = new ManualClock();
+    const ring = new RingHash({ clock, sliceSize: 1_000 });
+    const b = new Balancer({ instances: instances(50), strategy: ring, clock, outlier: false });
+    b.pick('user:1'); // hands the picker its first list: a rebuild in slices starts
+    assert.equal(ring.stats().rebuilding, true);
+    assert.ok(clock.pendingTimers > 0);
+    await b.close();
+    assert.equal(ring.stats().rebuilding, false, 'the rebuild was finished, not left on a timer');
+    assert.equal(clock.pendingTimers, 0);
+    assert.equal(ring.ring.size, 50);
   });
 
   it('avoids excluded instances while others are available', async () => {

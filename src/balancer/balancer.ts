@@ -286,12 +286,13 @@ export class Balancer {
     return this.close();
   }
 
-  /** close stops the watch and the probes; later picks throw ClosedError. Idempotent. */
+  /** close stops the watch and the probes and closes the picker; later picks throw ClosedError. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.active?.close();
     await this.follower?.close();
+    await this.picker.close?.();
     this.events.clear();
   }
 

@@ -45,6 +45,7 @@ import { clockOption, finite, fn, integer, options as checkOptions } from '../co
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { InstanceTable, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { RingSize } from './ring-size.js';
 
 /** RingHashOptions configures a RingHash. */
 export interface RingHashOptions {
@@ -131,9 +132,8 @@ export class RingHash implements Picker {
   /** Ring members not in the list, with their points. */
   private readonly absent = new Map<string, number>();
   private absentPoints = 0;
-  private scale: number;
-  /** Σ points the instances in the list want at `scale` (kept as the list changes). */
-  private presentPoints = 0;
+  /** Points per unit of weight, and the total the list wants at that scale. */
+  private readonly size: RingSize;
   private totalLoad = 0;
 
   constructor(options?: RingHashOptions) {
@@ -142,7 +142,7 @@ export class RingHash implements Picker {
     this.maxRingSize = integer('RingHash', 'maxRingSize', o.maxRingSize ?? ringHashDefaults.maxRingSize, 1, 1 << 24);
     this.minRingSize = integer('RingHash', 'minRingSize', o.minRingSize ?? ringHashDefaults.minRingSize, 1, this.maxRingSize);
     this.current = new HashRing({ replicas: this.replicas });
-    this.scale = this.replicas;
+    this.size = new RingSize(this.replicas, this.minRingSize, this.maxRingSize);
     this.boundedLoad = o.boundedLoad ?? ringHashDefaults.boundedLoad;
     if (typeof this.boundedLoad !== 'boolean') throw new TypeError(`RingHash: boundedLoad must be a boolean, got ${typeof this.boundedLoad}`);
     this.loadFactor = finite('RingHash', 'loadFactor', o.loadFactor ?? ringHashDefaults.loadFactor, 1.000001, 100);
@@ -269,7 +269,7 @@ export class RingHash implements Picker {
       instances: this.table.entries.length,
       points: this.current.pointCount,
       absentPoints: this.absentPoints,
-      pointsPerWeight: this.scale,
+      pointsPerWeight: this.size.scale,
       inFlight: this.totalLoad,
       rebuilding: this.job !== undefined,
       rebuilds: this.rebuilds,
@@ -295,11 +295,6 @@ export class RingHash implements Picker {
     return this.close();
   }
 
-  /** pointsFor is the number of virtual nodes for `weight` at scale `s`. */
-  private pointsFor(weight: number, s = this.scale): number {
-    return Math.min(this.maxRingSize, Math.max(1, Math.round(weight * s)));
-  }
-
   /**
    * sync applies what changed in the list: presence at once (absent instances are skipped by picks),
    * and the ring work as `plan` decides — unless a rebuild runs, which reconciles when it completes.
@@ -312,7 +307,7 @@ export class RingHash implements Picker {
     for (const e of t.removed) {
       const id = e.instance.id;
       this.totalLoad -= e.load;
-      this.presentPoints -= this.pointsFor(e.weight);
+      this.size.present -= this.size.pointsFor(e.weight);
       job?.left.push(id);
       const slot = ring.slotOf(id);
       if (slot < 0) continue; // joined while a rebuild ran: not on this ring
@@ -332,16 +327,16 @@ export class RingHash implements Picker {
       }
       const slot = onRing ? ring.slotOf(id) : -1;
       if (slot >= 0) this.bySlot[slot] = e;
-      const want = this.pointsFor(e.weight);
-      this.presentPoints += want;
+      const want = this.size.pointsFor(e.weight);
+      this.size.present += want;
       if (job === undefined && (slot < 0 ? 0 : ring.pointsOf(id)) !== want) changes.push([id, want]);
     }
     for (const e of t.updated) {
       const w = instanceWeight(e.instance);
       if (w === e.weight) continue;
-      this.presentPoints += this.pointsFor(w) - this.pointsFor(e.weight);
+      this.size.present += this.size.pointsFor(w) - this.size.pointsFor(e.weight);
       e.weight = w;
-      if (job === undefined) changes.push([e.instance.id, this.pointsFor(w)]);
+      if (job === undefined) changes.push([e.instance.id, this.size.pointsFor(w)]);
     }
     this.interim = ring.size === this.absent.size;
     if (job === undefined) this.plan(entries, changes);
@@ -354,7 +349,7 @@ export class RingHash implements Picker {
    */
   private plan(entries: readonly RingEntry[], changes: [string, number][]): void {
     const ring = this.current;
-    const rescaled = this.rescale(entries);
+    const rescaled = this.size.rescale(entries);
     // Absent instances' points go once they are half the ring (a pick then walks past one on average).
     const compact = rescaled || this.absentPoints * 2 > ring.pointCount;
     let target: Iterable<readonly [string, number]> = changes;
@@ -362,7 +357,7 @@ export class RingHash implements Picker {
     if (rescaled) {
       // Every instance's count changes: the list of them is made lazily, in the rebuild's steps.
       target = this.counts(entries, [...this.absent.keys()]);
-      work += 8 * this.presentPoints;
+      work += 8 * this.size.present;
     } else {
       if (compact) for (const id of this.absent.keys()) changes.push([id, 0]);
       if (changes.length === 0) return;
@@ -391,7 +386,7 @@ export class RingHash implements Picker {
 
   /** counts lists every instance's points at the current scale, then `gone` with none. */
   private *counts(entries: readonly RingEntry[], gone: readonly string[]): Generator<readonly [string, number]> {
-    for (const e of entries) yield [e.instance.id, this.pointsFor(e.weight)];
+    for (const e of entries) yield [e.instance.id, this.size.pointsFor(e.weight)];
     for (const id of gone) yield [id, 0];
   }
 
@@ -432,53 +427,12 @@ export class RingHash implements Picker {
       const id = e.instance.id;
       const slot = ring.slotOf(id);
       if (slot >= 0) bySlot[slot] = e;
-      const want = this.pointsFor(e.weight);
+      const want = this.size.pointsFor(e.weight);
       if ((slot < 0 ? 0 : ring.pointsOf(id)) !== want) changes.push([id, want]);
     }
     this.bySlot = bySlot;
     this.interim = ring.size === this.absent.size;
     this.plan(entries, changes);
-  }
-
-  /**
-   * rescale keeps the ring within [minRingSize, maxRingSize]: when the present instances' points leave
-   * that range it picks a new number of points per unit of weight (a power of two times `replicas`),
-   * and answers true. O(1) unless a change of scale is near: the present total is kept as the list
-   * changes, and the total at half the scale is known within ± n of half of it (rounding; at least
-   * one point each), so it is counted only when that does not settle the question.
-   */
-  private rescale(entries: readonly RingEntry[]): boolean {
-    const n = entries.length;
-    const { minRingSize: min, maxRingSize: max, replicas } = this;
-    const memo = new Map<number, number>([[this.scale, this.presentPoints]]);
-    const total = (s: number): number => {
-      let sum = memo.get(s);
-      if (sum === undefined) {
-        sum = 0;
-        for (let i = 0; i < n; i++) sum += this.pointsFor(entries[i]!.weight, s);
-        memo.set(s, sum);
-      }
-      return sum;
-    };
-    // More per unit of weight than `replicas` though half the points would still reach the minimum.
-    const halfFits = (s: number, now: number) => s > replicas && (now / 2 - n >= min || (now / 2 + n >= min && total(s / 2) >= min));
-    let s = this.scale;
-    let now = this.presentPoints;
-    if (now > max || halfFits(s, now)) {
-      while (s > 2 ** -30 && (now > max || halfFits(s, now))) now = total((s /= 2));
-    } else {
-      // Grow back towards `replicas` only when twice the points fit twice over (hysteresis), or while below the minimum.
-      while (n > 0 && ((s < replicas && now * 4 <= max) || now < min)) {
-        const next = total(s * 2);
-        if (next > max || (next * 2 > max && now >= min)) break;
-        s *= 2;
-        now = next;
-      }
-    }
-    if (s === this.scale) return false;
-    this.scale = s;
-    this.presentPoints = now;
-    return true;
   }
 }
 

@@ -40,6 +40,8 @@ export interface Picker {
   start?(instance: ServiceInstance): void;
   /** report tells the picker a call to `instance` ended (in-flight − 1, latency sample); no outcome: it was never made. */
   report?(instance: ServiceInstance, outcome?: CallOutcome): void;
+  /** close releases what the picker holds (RingHash: finishes a rebuild running on timers); the Balancer calls it from its own `close()`. */
+  close?(): void | Promise<void>;
 }
 
 /** ExcludeSet names instances a pick should avoid (a `Set<string>` of ids is one). */

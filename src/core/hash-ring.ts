@@ -11,9 +11,13 @@
  * removing one moves the blocks between its points out; neither re-sorts the ring. A member may hold
  * any number of points (`setPoints`, for weights); its i-th point is the same whatever the count, so
  * changing a count adds or drops only the difference.
+ *
+ * `rebuild` builds a changed ring beside this one in bounded steps; its work lives in ring-rebuild.ts
+ * (the steps) and ring-points.ts (bulk hashing and sorting of points), which HashRing alone uses.
  */
 import { hash32, type HashFn } from './hash.js';
-import { PointHasher, RadixSort, hashRange, keepPoints, mergeBack, orderTies, type MergeState, type Points } from './ring-points.js';
+import { MAX_MEMBERS, MAX_POINTS_PER_MEMBER, checkMember, defaultPointName } from './ring-points.js';
+import { RADIX_FROM, rebuildSteps, type RingState } from './ring-rebuild.js';
 import { fn, integer } from './validate.js';
 
 /** HashRingOptions configures a HashRing. */
@@ -29,28 +33,8 @@ export interface HashRingOptions {
   pointName?: (member: string, index: number) => string;
 }
 
-/** Member slots are packed below hashes in one double while sorting new points: 2^20 members at most. */
-const MEMBER_SPACE = 2 ** 20;
-const MAX_MEMBERS = MEMBER_SPACE;
 /** New points merged at once: packed below their hash in one double while sorting. */
 const ADD_CHUNK = 2 ** 21;
-/** The most virtual nodes one member may hold (`setPoints`). */
-const MAX_POINTS_PER_MEMBER = 1 << 24;
-
-/** Below this many new points a rebuild sorts them natively (packed doubles); from it on, by radix. */
-const RADIX_FROM = 1 << 15;
-/** A rebuild gives an array of this many points or more a step of its own to be allocated in. */
-const BIG_ARRAY = 1 << 18;
-
-/** Claim is what a rebuild's membership pass found: points kept per old slot, (slot, from, to) to add, slots freed. */
-interface Claim {
-  keepOf: Uint32Array;
-  /** 1 for each slot the pass has seen. */
-  claimed: Uint8Array;
-  grow: number[];
-  gone: number[];
-  added: number;
-}
 
 /** Defaults for HashRingOptions. */
 export const hashRingDefaults = Object.freeze({ replicas: 50 });
@@ -179,196 +163,20 @@ export class HashRing {
   rebuild(changes: Iterable<readonly [string, number]>, stepSize = Infinity): RingBuild {
     if (!(stepSize >= 1)) throw new RangeError(`HashRing.rebuild: stepSize must be ≥ 1, got ${String(stepSize)}`);
     const next = new HashRing({ replicas: this.replicas, hash: this.hash, pointName: this.pointName });
-    const steps = this.rebuildSteps(next, changes[Symbol.iterator](), stepSize);
+    const steps = rebuildSteps(() => this.state(), () => this.version, this.hash, this.pointName, changes[Symbol.iterator](), stepSize);
     let done = false;
-    return { ring: next, step: () => done || (done = steps.next().done === true) };
-  }
-
-  /**
-   * claim is a rebuild's membership work on the ring being built, for list[from … to): each member
-   * gets its count (a slot when new); `c` collects what moves. Answers false at a member listed twice.
-   */
-  private claim(list: readonly [string, number][], from: number, to: number, c: Claim): boolean {
-    for (let i = from; i < to; i++) {
-      const [m, count] = list[i]!;
-      let slot = this.slots.get(m);
-      if (slot !== undefined && c.claimed[slot] === 1) return false;
-      const had = slot === undefined ? 0 : this.counts[slot]!;
-      if (count === had) {
-        if (slot !== undefined) c.claimed[slot] = 1;
-        continue;
-      }
-      if (slot === undefined) {
-        if (this.slots.size >= MAX_MEMBERS) throw new RangeError(`HashRing: at most ${MAX_MEMBERS} members`);
-        slot = this.free.pop() ?? this.names.length;
-        this.slots.set(m, slot);
-        this.names[slot] = m;
-      }
-      c.claimed[slot] = 1;
-      this.counts[slot] = count;
-      if (count < had) {
-        c.keepOf[slot] = count;
-        if (count === 0) c.gone.push(slot);
-      } else {
-        c.grow.push(slot, had, count);
-        c.added += count - had;
-      }
-    }
-    return true;
-  }
-
-  /** rebuildSteps is `rebuild`'s work, yielding whenever `stepSize` units are spent. */
-  private *rebuildSteps(next: HashRing, changes: Iterator<readonly [string, number]>, stepSize: number): Generator<void, void, void> {
-    const version = this.version;
-    const unchanged = () => {
-      if (this.version !== version) throw new Error('HashRing.rebuild: the ring changed while a rebuild of it ran');
+    return {
+      ring: next,
+      step: () => {
+        if (done) return true;
+        const r = steps.next();
+        if (r.done !== true) return false;
+        done = true;
+        // A step that threw ends the generator: later steps answer done with no state to install.
+        if (r.value !== undefined) next.install(r.value);
+        return true;
+      },
     };
-    let budget = stepSize;
-    // 0. Read (and check) the changes.
-    let list: [string, number][] = [];
-    for (let more = true; more; ) {
-      const max = room(budget / 32);
-      const read = readChanges(changes, list, max);
-      more = read === max;
-      budget -= 32 * read;
-      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
-    }
-    // 1. Members: the new ring starts from this one's slots, so the points it keeps keep their owners.
-    // A member listed twice is found by its slot being claimed already: the list is then made unique
-    // (the last count wins) and the pass starts again.
-    let claim: Claim;
-    for (;;) {
-      next.slots = new Map();
-      for (let slot = 0; slot < this.names.length; ) {
-        const end = Math.min(this.names.length, slot + room(budget / 64));
-        copySlots(this.names, slot, end, next.slots);
-        budget -= 64 * (end - slot);
-        slot = end;
-        if (budget <= 0) (yield, unchanged(), (budget = stepSize));
-      }
-      next.names = this.names.slice();
-      next.counts = this.counts.slice();
-      next.free = this.free.slice();
-      next.sorted = undefined;
-      claim = { keepOf: new Uint32Array(this.names.length).fill(MAX_POINTS_PER_MEMBER), claimed: new Uint8Array(this.names.length + list.length), grow: [], gone: [], added: 0 };
-      let unique = true;
-      for (let i = 0; i < list.length && unique; ) {
-        const end = Math.min(list.length, i + room(budget / 256));
-        unique = next.claim(list, i, end, claim);
-        budget -= 256 * (end - i);
-        i = end;
-        if (budget <= 0) (yield, unchanged(), (budget = stepSize));
-      }
-      if (unique) break;
-      list = [...new Map(list)];
-    }
-    const { keepOf, grow, added } = claim;
-    for (const slot of claim.gone) {
-      next.slots.delete(next.names[slot]!);
-      next.names[slot] = '';
-      next.free.push(slot);
-    }
-    // Big arrays are zero-filled in steps after they are allocated: a first touch of fresh memory
-    // faults its pages in, which would land on whichever step first writes all over the array.
-    const fresh = function* (length: number): Generator<void, Uint32Array<ArrayBuffer>, void> {
-      const a = new Uint32Array(length);
-      if (length < BIG_ARRAY) return a;
-      for (let i = 0; i < length; ) {
-        const end = Math.min(length, i + room(budget / 3));
-        a.fill(0, i, end);
-        budget -= 3 * (end - i);
-        i = end;
-        if (budget <= 0) (yield, (budget = stepSize));
-      }
-      return a;
-    };
-    const n = this.length;
-    const capacity = Math.max(64, n + added);
-    const points = yield* fresh(capacity);
-    const owners = yield* fresh(capacity);
-    const ranks = yield* fresh(capacity);
-    unchanged();
-    const into: Points = { hashes: points, owners, ranks };
-    // 2. Keep: this ring's points whose rank stays below their member's new count, in ring order, at
-    // the front of the new arrays.
-    const src: Points = { hashes: this.points, owners: this.owners, ranks: this.ranks };
-    let kept = 0;
-    for (let i = 0; i < n; ) {
-      const end = Math.min(n, i + room(budget));
-      kept = keepPoints(src, i, end, keepOf, into, kept);
-      budget -= end - i;
-      i = end;
-      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
-    }
-    // 3. Hash the new points: with no point kept, straight into the new arrays; else beside them.
-    const alone = kept === 0;
-    const fresh3 = alone ? into : { hashes: yield* fresh(added), owners: yield* fresh(added), ranks: yield* fresh(added) };
-    const names = next.names;
-    const hasher = this.hash === hash32 && this.pointName === defaultPointName ? new PointHasher() : undefined;
-    let p = 0;
-    for (let g = 0; g < grow.length; g += 3) {
-      const slot = grow[g]!;
-      const name = names[slot]!;
-      for (let r = grow[g + 1]!, to = grow[g + 2]!; r < to; ) {
-        const end = Math.min(to, r + room(budget / 8));
-        hashRange(fresh3, p, slot, name, r, end, hasher, this.hash, this.pointName);
-        budget -= 8 * (end - r);
-        p += end - r;
-        r = end;
-        if (budget <= 0) (yield, (budget = stepSize));
-      }
-    }
-    // 4. Sort them by hash, stably, in place (owner and rank carried along).
-    const { hashes, owners: ownerOf, ranks: rankOf } = fresh3;
-    if (added < RADIX_FROM) {
-      const packed = new Float64Array(added);
-      for (let i = 0; i < added; i++) packed[i] = hashes[i]! * RADIX_FROM + i;
-      packed.sort();
-      const o = ownerOf.slice(0, added);
-      const r = rankOf.slice(0, added);
-      for (let i = 0; i < added; i++) {
-        const at = packed[i]! % RADIX_FROM;
-        hashes[i] = (packed[i]! - at) / RADIX_FROM;
-        ownerOf[i] = o[at]!;
-        rankOf[i] = r[at]!;
-      }
-      budget -= 4 * added;
-    } else {
-      const tmp: Uint32Array[] = [];
-      for (let t = 0; t < 3; t++) tmp.push(yield* fresh(added));
-      const sort = new RadixSort(hashes.subarray(0, added), ownerOf.subarray(0, added), rankOf.subarray(0, added), tmp[0]!, tmp[1]!, tmp[2]!);
-      for (let d = -1; d < 4; d++) {
-        if (d === 0) sort.prefix();
-        for (let i = 0; i < added; ) {
-          const end = Math.min(added, i + room(budget / 2));
-          if (d < 0) sort.count(i, end);
-          else sort.pass(d, i, end);
-          budget -= 2 * (end - i);
-          i = end;
-          if (budget <= 0) (yield, (budget = stepSize));
-        }
-      }
-    }
-    // 5. Equal hashes among the new points go by member name (as `update` orders them), then rank.
-    for (let i = 1; i < added; ) {
-      const end = Math.min(added, i + room(budget));
-      orderTies(fresh3, names, i, end);
-      budget -= end - i;
-      i = end;
-      if (budget <= 0) (yield, (budget = stepSize));
-    }
-    // 6. Merge from the back: the kept points [0, kept) and the new ones fill [0, kept + added).
-    if (!alone) {
-      const state: MergeState = { i: kept - 1, j: added - 1, w: kept + added - 1 };
-      while (state.j >= 0) {
-        budget -= mergeBack(into, fresh3, names, state, room(budget));
-        if (state.j >= 0) (yield, (budget = stepSize));
-      }
-    }
-    next.points = points;
-    next.owners = owners;
-    next.ranks = ranks;
-    next.length = kept + added;
   }
 
   /** pointsOf answers how many virtual nodes `member` holds (0 when it is not on the ring). */
@@ -630,17 +438,27 @@ export class HashRing {
   /** adopt takes the ring `build` makes (running all its steps) as this ring's state. */
   private adopt(build: RingBuild): void {
     while (!build.step());
-    const r = build.ring;
-    this.slots = r.slots;
-    this.names = r.names;
-    this.counts = r.counts;
-    this.free = r.free;
-    this.sorted = undefined;
-    this.points = r.points;
-    this.owners = r.owners;
-    this.ranks = r.ranks;
-    this.length = r.length;
+    this.install(build.ring.state());
     this.version++;
+  }
+
+  /** state is this ring's state as the rebuild reads it (the arrays themselves, not copies). */
+  private state(): RingState {
+    const { slots, names, counts, free, points, owners, ranks, length } = this;
+    return { slots, names, counts, free, points, owners, ranks, length };
+  }
+
+  /** install makes `s` this ring's state (a completed rebuild's). */
+  private install(s: RingState): void {
+    this.slots = s.slots;
+    this.names = s.names;
+    this.counts = s.counts;
+    this.free = s.free;
+    this.sorted = undefined;
+    this.points = s.points;
+    this.owners = s.owners;
+    this.ranks = s.ranks;
+    this.length = s.length;
   }
 
   private resize(capacity: number): void {
@@ -654,37 +472,4 @@ export class HashRing {
     this.owners = owners;
     this.ranks = ranks;
   }
-}
-
-/** readChanges moves up to `max` checked `[member, count]` pairs from `from` to `into`; answers how many (fewer: `from` is done). */
-function readChanges(from: Iterator<readonly [string, number]>, into: [string, number][], max: number): number {
-  for (let k = 0; k < max; k++) {
-    const r = from.next();
-    if (r.done === true) return k;
-    const [m, c] = r.value;
-    checkMember('HashRing.rebuild', m);
-    into.push([m, integer('HashRing.rebuild', 'count', c, 0, MAX_POINTS_PER_MEMBER)]);
-  }
-  return max;
-}
-
-/** copySlots sets `into` (member → slot) for the slots [from, to) of `names` that hold a member. */
-function copySlots(names: readonly string[], from: number, to: number, into: Map<string, number>): void {
-  for (let slot = from; slot < to; slot++) {
-    const m = names[slot]!;
-    if (m !== '') into.set(m, slot);
-  }
-}
-
-/** room is how many units of work fit in `budget` (at least one, so that every step progresses). */
-function room(budget: number): number {
-  return budget >= 1 ? Math.ceil(budget) : 1;
-}
-
-function defaultPointName(member: string, index: number): string {
-  return `${index}-${member}`;
-}
-
-function checkMember(owner: string, m: unknown): asserts m is string {
-  if (typeof m !== 'string' || m.length === 0) throw new TypeError(`${owner}: a member must be a non-empty string, got ${String(m)}`);
 }

@@ -12,6 +12,21 @@
  * points keep the order they were generated in among equal hashes), instead of a comparator sort.
  */
 
+/** Member slots are packed below hashes in one double while sorting new points: 2^20 members at most. */
+export const MAX_MEMBERS = 2 ** 20;
+/** The most virtual nodes one member may hold (`HashRing.setPoints`). */
+export const MAX_POINTS_PER_MEMBER = 1 << 24;
+
+/** defaultPointName is HashRing's default virtual node name, `` `${index}-${member}` `` (what PointHasher hashes). */
+export function defaultPointName(member: string, index: number): string {
+  return `${index}-${member}`;
+}
+
+/** checkMember throws a TypeError naming `owner` unless `m` is a non-empty string. */
+export function checkMember(owner: string, m: unknown): asserts m is string {
+  if (typeof m !== 'string' || m.length === 0) throw new TypeError(`${owner}: a member must be a non-empty string, got ${String(m)}`);
+}
+
 const C1 = 0xcc9e2d51;
 const C2 = 0x1b873593;
 
