@@ -67,8 +67,30 @@ export async function startServe(args: string[], options: { port?: number; ready
     },
   };
   spawnInto(proc);
-  if (options.ready !== false) await waitReady(proc);
+  if (options.ready !== false) {
+    try {
+      await waitReady(proc);
+    } catch (err) {
+      await proc.kill('SIGKILL'); // a node that never got ready must not outlive the test
+      throw new Error(`${(err as Error).message}; its output:\n${proc.lines.join('\n')}`);
+    }
+  }
   return proc;
+}
+
+/**
+ * startNodes starts `count` nodes with `args` at once and waits until every one is ready; if one fails,
+ * it stops the others before rethrowing, so that no node outlives a failed `before()`.
+ */
+export async function startNodes(count: number, args: () => string[]): Promise<ServeProc[]> {
+  const started = await Promise.allSettled(Array.from({ length: count }, () => startServe(args())));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  const nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  if (failed !== undefined) {
+    await stopAll(nodes);
+    throw failed.reason;
+  }
+  return nodes;
 }
 
 function spawnInto(proc: ServeProc): void {
