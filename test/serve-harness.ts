@@ -109,6 +109,10 @@ function spawnInto(proc: ServeProc): void {
   proc.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
 }
 
+/**
+ * waitReady waits for /readyz (a deadline, not an expectation: a node is ready in 1–3 s, but on a machine
+ * under a load of 20–30 its start-up alone, tsx compiling the CLI, has taken over 30 s).
+ */
 async function waitReady(proc: ServeProc): Promise<void> {
   let exited = false;
   void proc.exited.then(() => (exited = true));
@@ -119,7 +123,7 @@ async function waitReady(proc: ServeProc): Promise<void> {
     } catch {
       return false;
     }
-  }, 30_000);
+  }, 90_000);
 }
 
 /** status reads a node's /status. */
