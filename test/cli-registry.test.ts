@@ -8,28 +8,46 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { freePort, skipReason, waitFor } from './support/servers.js';
-import { runBulwark, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+import { runBulwark, startNodes, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-describe('bulwark registry', () => {
-  it('bad flags exit 2 with one line; an unreachable registry or node exits 1', async () => {
-    for (const args of [['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus']]) {
-      const r = await runBulwark(args);
-      assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
-      assert.equal(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
-      assert.match(r.stderr, /^bulwark registry: /);
+/** inTurn runs the tasks `limit` at a time and answers their results in order. */
+async function inTurn<T>(limit: number, tasks: readonly (() => Promise<T>)[]): Promise<T[]> {
+  const out: T[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: limit }, async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      out[i] = await tasks[i]!();
     }
+  }));
+  return out;
+}
+
+// The bad-input test (six processes of its own, three at a time) runs beside the etcd group.
+describe('bulwark registry', { concurrency: true }, () => {
+  it('bad flags exit 2 with one line; an unreachable registry or node exits 1', async () => {
     const port = await freePort();
-    const etcd = await runBulwark(['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--timeout', '1s']);
-    assert.equal(etcd.code, 1, etcd.stderr);
-    assert.match(etcd.stderr, /^bulwark registry: /);
-    const node = await runBulwark(['registry', 'ls', '--node', `http://127.0.0.1:${port}`, '--timeout', '1s']);
-    assert.equal(node.code, 1, node.stderr);
-    assert.match(node.stderr, /^bulwark registry: cannot read the node at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/);
+    const bad = [['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus']];
+    const [etcd, node, ...flags] = await inTurn(3, [
+      () => runBulwark(['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--timeout', '1s']),
+      () => runBulwark(['registry', 'ls', '--node', `http://127.0.0.1:${port}`, '--timeout', '1s']),
+      ...bad.map((args) => () => runBulwark(args)),
+    ]);
+    for (const [i, r] of flags.entries()) {
+      assert.equal(r!.code, 2, `${bad[i]!.join(' ')}: ${r!.stderr}`);
+      assert.equal(r!.stderr.trimEnd().split('\n').length, 1, r!.stderr);
+      assert.match(r!.stderr, /^bulwark registry: /);
+    }
+    assert.equal(etcd!.code, 1, etcd!.stderr);
+    assert.match(etcd!.stderr, /^bulwark registry: /);
+    assert.equal(node!.code, 1, node!.stderr);
+    assert.match(node!.stderr, /^bulwark registry: cannot read the node at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/);
   });
 
-  describe('against etcd and running nodes', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+  // One at a time (a nested suite would inherit `concurrency: true`): the tests share the nodes, and one adds a node.
+  describe('against etcd and running nodes', { skip: skipReason(etcdBinary, 'etcd'), concurrency: 1 }, () => {
     let etcd: EtcdServer;
     let origin: TestOrigin;
     let nodes: ServeProc[] = [];
@@ -39,7 +57,7 @@ describe('bulwark registry', () => {
       etcd = await startEtcd();
       origin = await startOrigin();
       registry = `etcd://${etcd.endpoint.replace('http://', '')}`;
-      nodes = await Promise.all([0, 1].map(() => startServe(['--registry', registry, '--etcd-prefix', prefix, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0', '--quiet'])));
+      nodes = await startNodes(2, () => ['--registry', registry, '--etcd-prefix', prefix, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0', '--quiet']);
       await waitMembers(nodes, nodes.map((n) => n.url));
     });
     after(async () => {

@@ -6,7 +6,8 @@ import { runBulwark } from './serve-harness.js';
 /** bulwark runs the CLI as a child process (one helper for every CLI test). */
 const bulwark = (args: string[], timeoutMs = 60_000) => runBulwark(args, timeoutMs);
 
-describe('bulwark demo', () => {
+// Each test runs processes of its own: all at once (the 3 s run is the longest; the others end beside it).
+describe('bulwark demo', { concurrency: true }, () => {
   it('runs for --duration 3s, prints live lines and the summary, and exits 0 by itself', async (t) => {
     const started = Date.now();
     const r = await bulwark(['demo', '--duration', '3s']);

@@ -1,9 +1,10 @@
 /**
  * The examples in docs/*.md, checked three ways. Run `npm run build` first: examples import the built package.
  *
- * 1. **They run.** Every ```ts block is a complete program, run with tsx against the built package
+ * 1. **They run.** Every ```ts block is a complete program, run with node against the built package
  *    (imports of 'bulwark' and 'bulwark/<module>' resolve to dist/ through the package's own exports
- *    map); it must exit 0. A block whose first line is `// requires: etcd` or `// requires: redis`
+ *    map); it must exit 0. TypeScript strips its types first (`ts.transpileModule`, as tsx would with
+ *    esbuild, without tsx's ~0.3 s of CPU per process to load itself); its types are checked in 3. A block whose first line is `// requires: etcd` or `// requires: redis`
  *    gets a real server started for it, its address in ETCD_ENDPOINT or REDIS_URL.
  *
  * 2. **They print what they say.** A line of a runnable block that ends with `// → text` states one
@@ -13,10 +14,12 @@
  *    a line-by-line diff. Within a text, `…` stands for any run of characters (for what changes from run
  *    to run: a port, a duration). A block with no `// →` line is run, but what it prints is not checked.
  *
- * 3. **They type-check.** Every block is type-checked, runnable ones (tsx runs them without) and
+ * 3. **They type-check.** Every block is type-checked, runnable ones (1 strips their types unchecked) and
  *    ```ts no-run fragments (shown, never run) alike: each is written to .tmp/docs-check/ as a module
- *    of its own and one TypeScript program checks them all, with
- *    'bulwark' and 'bulwark/<module>' mapped to src/ (unused names are allowed). A fragment may use
+ *    of its own and one TypeScript program (docs-typecheck.ts, a process of its own started before the
+ *    examples run, so the two overlap) checks them all, with 'bulwark' and 'bulwark/<module>'
+ *    mapped to the built declarations (dist/…/index.d.ts: the API a user's compiler sees, and half the
+ *    work of checking src/ again) (unused names are allowed). A fragment may use
  *    names it does not define when it declares them, in either of two ways:
  *      - leading lines `// declare: const app: import('express').Express` (shown to the reader as a
  *        comment saying what the fragment assumes) become `declare const app: import('express').Express;`;
@@ -28,7 +31,7 @@
  * Every page under docs/ but those that describe no module (conventions.md, README.md) has at least
  * one runnable block. `DOCS_PAGES=http,errors node scripts/test.mjs docs` checks only those pages.
  */
-import { after, describe, it, type TestContext } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -36,11 +39,13 @@ import { spawn } from 'node:child_process';
 import ts from 'typescript';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
+import type { CheckFragment } from './docs-typecheck.js';
 
 const root = new URL('..', import.meta.url).pathname;
 const docsDir = join(root, 'docs');
 const scratch = join(root, '.tmp', 'docs');
 const checkDir = join(root, '.tmp', 'docs-check');
+const CHECKER = join(root, 'test', 'docs-typecheck.ts');
 
 /** Pages that describe no module, so need no runnable example. */
 const NOT_MODULE_PAGES = new Set(['conventions.md', 'README.md']);
@@ -172,6 +177,11 @@ function printedLines(stdout: string): string[] {
   return lines;
 }
 
+/** toJavaScript strips an example's types: the ES module node runs (ES2022, as the package's own build). */
+function toJavaScript(code: string): string {
+  return ts.transpileModule(code, { compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 } }).outputText;
+}
+
 /** run runs a program to its end (killed after `timeoutMs`) and answers its exit status and output. */
 function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
@@ -214,51 +224,30 @@ function fragmentSource(code: string): { source: string; offset: number } {
   return { source: [...prelude, code, 'export {};', ''].join('\n'), offset: prelude.length };
 }
 
-/** typeCheck builds one program of every fragment and answers the diagnostics of each, by file. */
-function typeCheck(fragments: Fragment[]): Map<string, string[]> {
-  rmSync(checkDir, { recursive: true, force: true });
-  mkdirSync(checkDir, { recursive: true });
-  for (const f of fragments) writeFileSync(join(checkDir, f.file), fragmentSource(f.ex.code).source);
-  const tsconfig = {
-    extends: '../../tsconfig.json',
-    compilerOptions: {
-      noEmit: true,
-      declaration: false,
-      sourceMap: false,
-      noUnusedLocals: false,
-      noUnusedParameters: false,
-      allowImportingTsExtensions: true,
-      paths: { bulwark: ['../../src/index.ts'], 'bulwark/*': ['../../src/*/index.ts'] },
-    },
-    include: ['*.ts'],
-  };
-  const configPath = join(checkDir, 'tsconfig.json');
-  writeFileSync(configPath, JSON.stringify(tsconfig, null, 2));
-  const byFile = new Map<string, string[]>();
-  const config = ts.getParsedCommandLineOfConfigFile(configPath, {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => byFile.set('*', [ts.flattenDiagnosticMessageText(d.messageText, '\n')]),
-  });
-  if (config === undefined) return byFile;
-  // Per file, syntactic and semantic: one fragment's syntax error must not hide another's type errors.
-  const program = ts.createProgram(config.fileNames, config.options);
-  for (const f of fragments) {
-    const sf = program.getSourceFile(join(checkDir, f.file));
-    if (sf === undefined) {
-      byFile.set(f.file, ['not in the program']);
-      continue;
-    }
-    const diags = [...program.getSyntacticDiagnostics(sf), ...program.getSemanticDiagnostics(sf)];
-    const lines = diags.map((d) => {
-      const at = d.start === undefined ? 0 : sf.getLineAndCharacterOfPosition(d.start).line;
-      return `docs/${f.ex.page}:${f.ex.line + at - f.offset}: TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, '\n  ')}`;
+/**
+ * typeCheck runs docs-typecheck.ts over every fragment in a process of its own (see there) and answers
+ * the diagnostics of each, by file.
+ */
+function typeCheck(fragments: Fragment[]): Promise<Map<string, string[]>> {
+  const input: CheckFragment[] = fragments.map((f) => ({ file: f.file, source: fragmentSource(f.ex.code).source, page: f.ex.page, line: f.ex.line, offset: f.offset }));
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CHECKER], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    child.on('error', reject);
+    child.on('close', (status) => {
+      if (status !== 0) return reject(new Error(`the type check exited ${status}:\n${stderr}`));
+      resolve(new Map(Object.entries(JSON.parse(stdout) as Record<string, string[]>)));
     });
-    if (lines.length > 0) byFile.set(f.file, lines);
-  }
-  return byFile;
+    child.stdin.end(JSON.stringify({ dir: checkDir, fragments: input }));
+  });
 }
 
-// Two at a time: each example is a process of its own, mostly waiting on its start-up and its servers.
+// Two at a time: each example is a process of its own, mostly waiting on its start-up, timers and servers.
+// (Four at a time was no faster on a busy machine, and there some examples' own deadlines and clock-second
+// boundaries — grpc.md's 2 s deadline, http.md's retry-after — no longer held.)
 describe('docs examples', { concurrency: 2 }, () => {
   const all = examples();
   const unchecked: string[] = [];
@@ -292,15 +281,15 @@ describe('docs examples', { concurrency: 2 }, () => {
     const what = ex.expected.length > 0 ? `runs and prints its ${ex.expected.length} \`// →\` line(s)` : 'runs';
     it(`${name(ex)} ${what}`, { skip: skip ? 'server not installed' : false }, (t) => checked(t, ex, 'run', async () => {
       mkdirSync(scratch, { recursive: true });
-      const file = join(scratch, `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.ts`);
-      writeFileSync(file, ex.code);
+      const file = join(scratch, `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.mjs`);
+      writeFileSync(file, toJavaScript(ex.code));
       let etcd: EtcdServer | undefined;
       let redis: RedisServer | undefined;
       try {
         const env: NodeJS.ProcessEnv = { ...process.env };
         if (needsEtcd) env.ETCD_ENDPOINT = (etcd = await startEtcd()).endpoint;
         if (needsRedis) env.REDIS_URL = (redis = await startRedis()).url;
-        const r = await run(['--import', 'tsx', file], env, 60_000);
+        const r = await run([file], env, 60_000);
         assert.equal(r.status, 0, `docs/${ex.page}:${ex.line} exited ${r.status}\n${r.stdout}\n${r.stderr}`);
         if (ex.expected.length > 0) {
           const diff = outputDiff(`docs/${ex.page}:${ex.line}`, ex.expected, printedLines(r.stdout));
@@ -315,10 +304,15 @@ describe('docs examples', { concurrency: 2 }, () => {
   }
 
   const fragments: Fragment[] = all.map((ex) => ({ ex, file: `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.ts`, offset: fragmentSource(ex.code).offset }));
-  let diagnostics: Map<string, string[]> | undefined;
+  // Started before the first example runs, checked by the tests at the end.
+  let checking: Promise<Map<string, string[]>> | undefined;
+  before(() => {
+    checking = typeCheck(fragments);
+    checking.catch(() => {}); // reported by the tests that await it
+  });
   for (const f of fragments) {
-    it(`${name(f.ex)} type-checks${f.ex.runnable ? '' : ' (no-run)'}`, (t) => checked(t, f.ex, 'type-check', () => {
-      diagnostics ??= typeCheck(fragments);
+    it(`${name(f.ex)} type-checks${f.ex.runnable ? '' : ' (no-run)'}`, (t) => checked(t, f.ex, 'type-check', async () => {
+      const diagnostics = await checking!;
       const errors = [...(diagnostics.get(f.file) ?? []), ...(diagnostics.get('*') ?? [])];
       assert.equal(errors.length, 0, `${name(f.ex)} does not type-check:\n${errors.join('\n')}`);
     }));

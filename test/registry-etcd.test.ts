@@ -5,8 +5,13 @@
  * and repeats nothing, a compacted resume revision leads to a resync with exactly the right events, bad
  * values are skipped with one warning, an unreachable (or stopped) etcd rejects RegistryUnavailableError
  * naming the endpoint within the dial timeout (RegistryPendingError for register/deregister, which are
- * carried out later), calls take an AbortSignal, and close() revokes the leases.
+ * carried out later), calls take an AbortSignal, close() revokes the leases, and a process whose watch
+ * lost its stream exits promptly once it closed its registry.
  * (Clusters of three members: registry-etcd-cluster.test.ts.)
+ *
+ * The tests run four at a time: most wait on etcd's lease timers, dial timeouts and child processes, not
+ * on the CPU. Those that stop, kill or compact etcd get an etcd of their own (`ownEtcd`); the others
+ * share one, each under a prefix of its own.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,17 +27,56 @@ import { freePort, skipReason, waitFor } from './support/servers.js';
 import { collect } from './support/collect-watch.js';
 
 const skip = skipReason(etcdBinary, 'etcd');
+const REGISTRY_MODULE = new URL('../src/registry/etcd-registry.ts', import.meta.url).pathname;
 let etcd: EtcdServer;
 let raw: Etcd3;
 let n = 0;
 const prefix = () => `/bulwark-etcd-test/${process.pid}-${++n}`;
 const inst = (name: string, id: string, extra: Partial<ServiceInstance> = {}): ServiceInstance => ({ id, name, address: '127.0.0.1:9000', ...extra });
 const open: Registry[] = [];
-const make = (o: Partial<ConstructorParameters<typeof EtcdRegistry>[0]> = {}) => {
+type Options = Partial<ConstructorParameters<typeof EtcdRegistry>[0]>;
+const make = (o: Options = {}) => {
   const r = new EtcdRegistry({ hosts: etcd.endpoint, ttlMs: 2000, dialTimeoutMs: 1500, ...o });
   open.push(r);
   return r;
 };
+
+/** Own is an etcd of one test's own, with a raw client and the registries the test made on it. */
+interface Own {
+  readonly etcd: EtcdServer;
+  readonly raw: Etcd3;
+  make(o?: Options): EtcdRegistry;
+}
+
+/**
+ * ownEtcd runs `fn` with an etcd of its own, for a test that stops, kills or compacts etcd (which would
+ * disturb the tests running beside it on the shared one); then closes what it made and stops that etcd.
+ */
+async function ownEtcd(fn: (own: Own) => Promise<void>): Promise<void> {
+  const server = await startEtcd();
+  const made: EtcdRegistry[] = [];
+  const own: Own = {
+    etcd: server,
+    raw: new Etcd3({ hosts: server.endpoint }),
+    make(o = {}) {
+      const r = new EtcdRegistry({ hosts: server.endpoint, ttlMs: 2000, dialTimeoutMs: 1500, ...o });
+      made.push(r);
+      return r;
+    },
+  };
+  try {
+    await fn(own);
+  } finally {
+    try {
+      server.process.signal('SIGCONT'); // if the test failed with etcd stopped
+    } catch {
+      // killed: nothing to continue
+    }
+    await Promise.all(made.map((r) => r.close().catch(() => {})));
+    own.raw.close();
+    await server.stop();
+  }
+}
 
 
 const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''}`);
@@ -41,7 +85,7 @@ const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.i
  * sigstop stops etcd and waits until every thread of it is stopped: a stop takes effect when the thread
  * the kernel chose for the signal next runs, and on a busy machine another thread may answer a request first.
  */
-async function sigstop(): Promise<void> {
+async function sigstop(etcd: EtcdServer): Promise<void> {
   etcd.process.signal('SIGSTOP');
   const pid = etcd.process.pid!;
   const state = (task: string) => {
@@ -96,13 +140,13 @@ async function proxy(target: number): Promise<{ endpoint: string; cut(): void; r
   }
 }
 
-describe('EtcdRegistry on a real etcd', { skip }, () => {
+describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
   before(async () => {
     etcd = await startEtcd();
     raw = new Etcd3({ hosts: etcd.endpoint });
   });
   after(async () => {
-    for (const r of open) await r.close().catch(() => {});
+    await Promise.all(open.map((r) => r.close().catch(() => {})));
     raw?.close();
     await etcd?.stop();
   });
@@ -112,7 +156,7 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     const watcher = make({ prefix: p });
     const w = await collect(watcher, 'doomed');
     const code = `
-      const { EtcdRegistry } = await import(${JSON.stringify(new URL('../src/registry/etcd-registry.ts', import.meta.url).pathname)});
+      const { EtcdRegistry } = await import(${JSON.stringify(REGISTRY_MODULE)});
       const r = new EtcdRegistry({ hosts: ${JSON.stringify(etcd.endpoint)}, prefix: ${JSON.stringify(p)}, ttlMs: 2000 });
       await r.register({ id: 'd1', name: 'doomed', address: '127.0.0.1:1' });
       console.log('registered');
@@ -220,10 +264,10 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     await assert.rejects(it.next(), RegistryUnavailableError);
   });
 
-  it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', async () => {
+  it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', () => ownEtcd(async ({ etcd, make }) => {
     const r = make({ dialTimeoutMs: 1500, prefix: prefix() });
     await r.register(inst('api', 'a1'));
-    await sigstop();
+    await sigstop(etcd);
     try {
       const t0 = Date.now();
       await assert.rejects(r.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(etcd.endpoint));
@@ -245,14 +289,14 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     // the register and the deregister made while etcd was stopped are carried out once it answers
     await waitFor('a2 written and a1 deleted', async () => (await r.getService('api').catch(() => [])).map((i) => i.id).join() === 'a2', 10_000);
     await waitFor('nothing pending', () => r.stats().pending === 0, 5000);
-  });
+  }));
 
-  it('keeps its lease through keep-alives no member answered, while the TTL has not passed', async () => {
+  it('keeps its lease through keep-alives no member answered, while the TTL has not passed', () => ownEtcd(async ({ etcd, raw, make }) => {
     const p = prefix();
     const r = make({ prefix: p, ttlMs: 5000, dialTimeoutMs: 1500 });
     await r.register(inst('kept', 'k1'));
     const lease = (await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease;
-    await sigstop();
+    await sigstop(etcd);
     try {
       // the keep-alive due at TTL/3 gets no answer within the 1.5 s call deadline
       await waitFor('a failed keep-alive', () => r.stats().keepAliveFailures >= 1, 10_000);
@@ -265,9 +309,9 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     const s = r.stats();
     assert.deepEqual({ lost: s.leasesLost, granted: s.leasesGranted, rewrites: s.rewrites }, { lost: 0, granted: 1, rewrites: 0 });
     assert.equal((await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease, lease, 'the same lease');
-  });
+  }));
 
-  it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', async () => {
+  it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', () => ownEtcd(async ({ etcd, make }) => {
     const p = prefix();
     const writer = make({ prefix: p, ttlMs: 3000 });
     const reader = make({ prefix: p });
@@ -277,19 +321,65 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     await waitFor('two creates', () => w.events.length === 2, 5000);
     await etcd.kill();
     await assert.rejects(writer.register(inst('api', 'a3')), RegistryPendingError); // remembered, written on return
-    await new Promise((r) => setTimeout(r, 1500));
+    await waitFor('the watch to lose its stream', () => reader.stats().watchMoves >= 1, 10_000);
     await etcd.restart();
     await waitFor('all three instances', async () => (await writer.getService('api').catch(() => [])).length === 3, 15_000);
     await writer.deregister(inst('api', 'a1'));
     await writer.register(inst('api', 'a2', { version: '2' }));
-    await waitFor('the watch to catch up', () => w.events.length >= 5, 10_000);
-    await new Promise((r) => setTimeout(r, 1500)); // anything repeated would arrive now
-    assert.deepEqual(summary(w.events), ['create a1', 'create a2', 'create a3', 'delete a1', 'update a2@2']);
+    // A last event marks the end: the stream delivers in revision order, so anything lost would be missing
+    // before it and anything repeated (a replay from an older revision) would arrive before it.
+    await writer.register(inst('api', 'end'));
+    await waitFor('the watch to reach the last event', () => w.events.some((e) => e.instance.id === 'end'), 10_000);
+    assert.deepEqual(summary(w.events), ['create a1', 'create a2', 'create a3', 'delete a1', 'update a2@2', 'create end']);
     assert.equal(w.failure, undefined);
     await w.stop();
-  });
+  }));
 
-  it('resyncs with exactly the right events when the revision to resume from was compacted', async () => {
+  it('lets its process exit within 2 s of close() after a watch lost its stream to a dead etcd (etcd3 leaves no reconnect timer behind)', () => ownEtcd(async ({ etcd }) => {
+    // etcd3 sets a reconnect timer on every broken watch stream, doubling from 128 ms to 30 s; eight broken
+    // streams make it several seconds long, which a process would wait out after close() if it were left.
+    const code = `
+      const { EtcdRegistry } = await import(${JSON.stringify(REGISTRY_MODULE)});
+      const r = new EtcdRegistry({ hosts: ${JSON.stringify(etcd.endpoint)}, prefix: '/exit-test', dialTimeoutMs: 1000 });
+      const events = r.watch({ service: 'w', onReady: () => console.log('watching') });
+      void (async () => { try { for await (const _ of events) {} } catch {} })();
+      setTimeout(() => { console.log('stuck ' + JSON.stringify(r.stats())); process.exit(3); }, 30_000).unref();
+      const poll = setInterval(async () => {
+        if (r.stats().watchMoves < 8) return;
+        clearInterval(poll);
+        await r.close();
+        console.log('closed');
+      }, 20);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const lines: string[] = [];
+    let closedAt = 0;
+    let stderr = '';
+    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.stdout!.on('data', (b: Buffer) => {
+      for (const l of b.toString().split('\n').filter(Boolean)) {
+        lines.push(l);
+        if (l === 'closed') closedAt = Date.now();
+      }
+    });
+    const exited = new Promise<{ code: number | null; at: number }>((r) => child.once('exit', (code) => r({ code, at: Date.now() })));
+    try {
+      await waitFor('the child to watch', () => lines.includes('watching') || child.exitCode !== null, 20_000);
+      assert.ok(lines.includes('watching'), `${lines.join('\n')}\n${stderr}`);
+      await etcd.kill();
+      await waitFor('the child to close its registry after eight broken watch streams', () => closedAt > 0 || child.exitCode !== null, 30_000);
+      assert.ok(closedAt > 0, `${lines.join('\n')}\n${stderr}`);
+      let timer: NodeJS.Timeout | undefined;
+      const exit = await Promise.race([exited, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 40_000)))]);
+      clearTimeout(timer);
+      assert.ok(exit !== undefined, 'the child was still running 40 s after close()');
+      assert.equal(exit.code, 0, stderr);
+      assert.ok(exit.at - closedAt < 2000, `the child exited ${exit.at - closedAt} ms after close()`);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }));
+
+  it('resyncs with exactly the right events when the revision to resume from was compacted', () => ownEtcd(async ({ etcd, raw, make }) => {
     const p = prefix();
     const px = await proxy(Number(new URL(etcd.endpoint).port));
     try {
@@ -320,7 +410,7 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
     } finally {
       await px.close();
     }
-  });
+  }));
 
   it('gives instances with their own ttlMs a lease of that TTL (one lease per distinct TTL), and drops a lease nothing uses', async () => {
     const p = prefix();
@@ -363,7 +453,8 @@ describe('EtcdRegistry on a real etcd', { skip }, () => {
 
   it('uses the endpoints that answer when one of its hosts is dead', async () => {
     const dead = `http://127.0.0.1:${await freePort()}`;
-    const r = make({ prefix: prefix(), hosts: [dead, etcd.endpoint] });
+    // a long cooldown: however slowly the calls run beside the other tests, the dead host stays skipped
+    const r = make({ prefix: prefix(), hosts: [dead, etcd.endpoint], cooldownMs: 30_000 });
     for (let i = 0; i < 20; i++) await r.register(inst('two', `t${i}`));
     for (let i = 0; i < 20; i++) assert.equal((await r.getService('two')).length, 20);
     const s = r.stats();

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { EtcdRegistry } from '../src/registry/index.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { skipReason } from './support/servers.js';
-import { get, startOrigin, startServe, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+import { get, startNodes, startOrigin, startServe, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'etcd') }, () => {
   let etcd: EtcdServer;
@@ -21,13 +21,16 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     '--lease-ttl', '2s',
     '--origin', `${origin.url}/items/{key}`,
     '--drain-delay', '300ms',
+    // No test here is about the origin's deadline: a generous one keeps a loaded machine (the test process
+    // is the origin, answering 200 requests at once) from turning a slow answer into a failed request.
+    '--origin-timeout', '10s',
     '--shutdown-timeout', '5s',
     '--quiet',
   ];
   before(async () => {
     etcd = await startEtcd();
     origin = await startOrigin();
-    nodes = await Promise.all([0, 1, 2].map(() => startServe(args())));
+    nodes = await startNodes(3, args);
     await waitMembers(nodes, nodes.map((n) => n.url));
   });
   after(async () => {

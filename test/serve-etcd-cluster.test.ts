@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { startEtcdCluster, type EtcdCluster } from './support/etcd-cluster.js';
 import { etcdBinary } from './support/etcd.js';
 import { skipReason } from './support/servers.js';
-import { startOrigin, startServe, status, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+import { startNodes, startOrigin, status, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBinary, 'etcd') }, () => {
   let cluster: EtcdCluster;
@@ -18,7 +18,7 @@ describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBina
     cluster = await startEtcdCluster(3);
     origin = await startOrigin();
     const registry = `etcd://${cluster.endpoints.map((e) => e.replace('http://', '')).join(',')}`;
-    nodes = await Promise.all([0, 1, 2].map(() => startServe(['--registry', registry, '--lease-ttl', '6s', '--origin', `${origin.url}/items/{key}`, '--quiet'])));
+    nodes = await startNodes(3, () => ['--registry', registry, '--lease-ttl', '6s', '--origin', `${origin.url}/items/{key}`, '--quiet']);
     await waitMembers(nodes, nodes.map((n) => n.url));
   });
   after(async () => {

@@ -67,8 +67,30 @@ export async function startServe(args: string[], options: { port?: number; ready
     },
   };
   spawnInto(proc);
-  if (options.ready !== false) await waitReady(proc);
+  if (options.ready !== false) {
+    try {
+      await waitReady(proc);
+    } catch (err) {
+      await proc.kill('SIGKILL'); // a node that never got ready must not outlive the test
+      throw new Error(`${(err as Error).message}; its output:\n${proc.lines.join('\n')}`);
+    }
+  }
   return proc;
+}
+
+/**
+ * startNodes starts `count` nodes with `args` at once and waits until every one is ready; if one fails,
+ * it stops the others before rethrowing, so that no node outlives a failed `before()`.
+ */
+export async function startNodes(count: number, args: () => string[]): Promise<ServeProc[]> {
+  const started = await Promise.allSettled(Array.from({ length: count }, () => startServe(args())));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  const nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  if (failed !== undefined) {
+    await stopAll(nodes);
+    throw failed.reason;
+  }
+  return nodes;
 }
 
 function spawnInto(proc: ServeProc): void {
@@ -87,6 +109,10 @@ function spawnInto(proc: ServeProc): void {
   proc.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
 }
 
+/**
+ * waitReady waits for /readyz (a deadline, not an expectation: a node is ready in 1–3 s, but on a machine
+ * under a load of 20–30 its start-up alone, tsx compiling the CLI, has taken over 30 s).
+ */
 async function waitReady(proc: ServeProc): Promise<void> {
   let exited = false;
   void proc.exited.then(() => (exited = true));
@@ -97,7 +123,7 @@ async function waitReady(proc: ServeProc): Promise<void> {
     } catch {
       return false;
     }
-  }, 30_000);
+  }, 90_000);
 }
 
 /** status reads a node's /status. */

@@ -14,7 +14,8 @@ import { get, runBulwark, startOrigin, startServe, status, stopAll, type ServePr
 import { tempDir, waitFor } from './support/servers.js';
 import { checkMetrics } from './support/prometheus.js';
 
-describe('bulwark serve: flags', () => {
+// Each case is a process of its own that parses its flags and exits: four at a time.
+describe('bulwark serve: flags', { concurrency: 4 }, () => {
   for (const [args, flag] of [
     [['--origin', 'http://127.0.0.1:1/{key}', '--cache-bytes', 'lots'], '--cache-bytes'],
     [['--origin', 'http://127.0.0.1:1/items'], '--origin'],

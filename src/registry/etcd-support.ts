@@ -22,6 +22,19 @@ const once = {
     Promise.resolve().then(() => fn({ signal: new AbortController().signal, attempt: 1 })),
 };
 
+/**
+ * etcd3's watch reconnect backoff, constant and short. On every broken watch stream etcd3's WatchManager
+ * sets a Node timer to reconnect its watchers (cockatiel's exponential backoff by default: 128 ms doubling
+ * to 30 s, reset only when a stream answers), never unref'd and never cleared, not even by `close()`, so
+ * a process whose watch lost its stream could stay alive up to 30 s after `EtcdRegistry.close()`. That
+ * timer never has anything to do for us: EtcdWatch detaches the etcd3 watcher the moment it is told the
+ * stream broke (before the timer is set) and reconnects on its own clock. So the timer is kept short:
+ * once it fires it finds no watcher and stops; 100 ms rather than 0 so that a watcher left attached by
+ * mistake would be retried 10 times a second, not in a tight loop.
+ */
+const WATCH_BACKOFF: IBackoff = { duration: 100, next: () => WATCH_BACKOFF };
+type IBackoff = NonNullable<NonNullable<IOptions['faultHandling']>['watchBackoff']>;
+
 /** EtcdClient is what EtcdRegistry uses of one member's client: the seam where tests put a fake. */
 export interface EtcdClient {
   readonly kv: Pick<KVClient, 'range' | 'put' | 'txn' | 'deleteRange'>;
@@ -34,7 +47,7 @@ export interface EtcdClient {
 
 /** createClient builds the client of one member on etcd3. */
 export function createClient(host: string): EtcdClient {
-  const options: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never } };
+  const options: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } };
   const client = new Etcd3(options);
   return {
     kv: client.kv,

@@ -1,0 +1,18 @@
+// A node:test reporter that scripts/test.mjs runs beside the visible one: it records how long each test
+// file's tests took ({ "<absolute path>": seconds, the sum of its top-level tests and suites }) in the JSON
+// file named by BULWARK_TEST_TIMES_FILE, so that the next run can start the longest files first. The file
+// is rewritten as each file's top-level test ends (synchronously: --test-force-exit ends the runner
+// without waiting for a reporter's last output).
+import { writeFileSync } from 'node:fs';
+
+export default async function* testTimes(source) {
+  const out = process.env.BULWARK_TEST_TIMES_FILE;
+  const seconds = {};
+  for await (const event of source) {
+    if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
+    const { file, nesting, details } = event.data;
+    if (file === undefined || nesting !== 0) continue;
+    seconds[file] = (seconds[file] ?? 0) + (details?.duration_ms ?? 0) / 1000;
+    if (out !== undefined) writeFileSync(out, JSON.stringify(seconds));
+  }
+}
