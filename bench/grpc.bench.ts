@@ -42,7 +42,7 @@ type CallWith = (req: unknown, md: Metadata, options: { deadline: number }, cb: 
 
 const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
-async function unary(kind: 'bare' | 'deadline' | 'client' | 'client-no-retry' | 'policy' | 'server', concurrency: number): Promise<Subject> {
+async function unary(kind: 'bare' | 'deadline' | 'client' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
   const server = new Server(sg === undefined ? {} : { interceptors: [sg.interceptor] });
   server.addService(greeter, { SayHello: (_c: unknown, cb: (e: null, r: unknown) => void) => cb(null, { message: 'hi' }) });
@@ -52,14 +52,14 @@ async function unary(kind: 'bare' | 'deadline' | 'client' | 'client-no-retry' | 
   let discovery: GrpcDiscovery | undefined;
   let cg: GrpcClientGuard | undefined;
   let client: InstanceType<typeof Greeter>;
-  if (kind === 'client' || kind === 'client-no-retry' || kind === 'policy') {
+  if (kind === 'client' || kind === 'client-no-retry' || kind === 'client-no-deadline' || kind === 'policy') {
     registry = new MemoryRegistry();
     await registry.register({ id: 'g', name: 'greeter', address: `127.0.0.1:${port}` });
     cache = new RegistryCache(registry);
     discovery = new GrpcDiscovery({ registry: cache, health: false, ...(kind === 'client-no-retry' ? { retry: false as const } : {}) });
     // 'policy' is discovery and the P2C policy alone, no interceptor: the two rows tell the guard's
     // share of the client side's cost from the resolver's and the LB policy's.
-    if (kind !== 'policy') cg = new GrpcClientGuard({ target: 'bulwark:///greeter' });
+    if (kind !== 'policy') cg = new GrpcClientGuard({ target: 'bulwark:///greeter', ...(kind === 'client-no-deadline' ? { defaultDeadlineMs: 0 } : {}) });
     client = new Greeter('bulwark:///greeter', credentials.createInsecure(), { ...discovery.channelOptions(), ...(cg ? { interceptors: [cg.interceptor] } : {}) });
   } else client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure());
   const say = (client as unknown as { SayHello: Call }).SayHello.bind(client);
@@ -204,6 +204,7 @@ if (section === undefined || section === 'unary') {
         'bare grpc-js, 2 s deadline': () => unary('deadline', c),
         'client guard + bulwark:/// + P2C policy': () => unary('client', c),
         'the same, retry: false': () => unary('client-no-retry', c),
+        'the same, no default deadline': () => unary('client-no-deadline', c),
         'bulwark:/// + P2C policy, no guard': () => unary('policy', c),
         'server guard': () => unary('server', c),
       },
