@@ -19,7 +19,9 @@ import type { RedisClient } from './types.js';
 /**
  * STATE_LUA: how the token scripts read and write a bucket's state (see TOKEN_SCRIPT), given `sec`
  * and `frac` (now, from TIME): aheadOf(value) is how many ms the stored time is ahead of now (0 for
- * none, or one in the past); stateOf(ahead) packs now + ahead.
+ * none, or one in the past); stateOf(ahead) packs now + ahead; admitUpTo(key, value, k) admits up to k
+ * single-token callers of one key, one token at a time (needs `interval` and `lim`), writes the key if
+ * any was admitted and answers how many.
  */
 const STATE_LUA = `
 local function aheadOf(v)
@@ -42,6 +44,16 @@ local function stateOf(a)
   local f = frac + a
   local s = floor(f / 1000)
   return struct.pack('<Bdd', 0, sec + s, f - s * 1000)
+end
+local function admitUpTo(key, v, k)
+  local a, m = aheadOf(v), 0
+  while m < k do
+    local x = a + interval
+    if x > lim then break end
+    a, m = x, m + 1
+  end
+  if m > 0 then redis.call('SET', key, stateOf(a), 'PX', math.ceil(a) + 1000) end
+  return m
 end`;
 
 /**
@@ -86,15 +98,7 @@ ${STATE_LUA}
 if mode == 'm' then
   local out = {}
   for i = 1, #KEYS do
-    local a = aheadOf(redis.call('GET', KEYS[i]))
-    local k, m = tonumber(ARGV[4 + i]), 0
-    while m < k do
-      local x = a + interval
-      if x > lim then break end
-      a, m = x, m + 1
-    end
-    if m > 0 then redis.call('SET', KEYS[i], stateOf(a), 'PX', ceil(a) + 1000) end
-    out[i] = m
+    out[i] = admitUpTo(KEYS[i], redis.call('GET', KEYS[i]), tonumber(ARGV[4 + i]))
   end
   return out
 end
@@ -157,15 +161,7 @@ end
 for i = 1, #keys do found[i] = redis.call('GET', keys[i]) end
 local out = {}
 for i = 1, #keys do
-  local a = aheadOf(found[i])
-  local k, m = counts[i], 0
-  while m < k do
-    local x = a + interval
-    if x > lim then break end
-    a, m = x, m + 1
-  end
-  if m > 0 then redis.call('SET', keys[i], stateOf(a), 'PX', ceil(a) + 1000) end
-  out[i] = m
+  out[i] = admitUpTo(keys[i], found[i], counts[i])
 end
 return out
 `;
