@@ -62,7 +62,7 @@ const visible = process.stdout.isTTY ? 'spec' : 'tap';
 const child = spawn(
   process.execPath,
   [
-    '--import', 'tsx', '--test', '--test-force-exit', `--test-concurrency=${concurrency}`, '--test-timeout=240000',
+    '--import', 'tsx', '--import', join(root, 'scripts', 'test-assert.mjs'), '--test', '--test-force-exit', `--test-concurrency=${concurrency}`, '--test-timeout=240000',
     `--test-reporter=${visible}`, '--test-reporter-destination=stdout',
     `--test-reporter=${join(root, 'scripts', 'test-times.mjs')}`, '--test-reporter-destination=stderr',
     ...files,
