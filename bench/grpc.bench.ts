@@ -17,10 +17,11 @@
  * test/grpc-balancing.test.ts, which prints both.
  * - the guards' own cost per call over a fake next call (no network), optionally beside another build's.
  *   Target: ≤ 1 µs each (a loopback unary call costs tens of µs of CPU).
- * Environment: GRPC_BENCH=unary|layers|pick (one section), GRPC_BASE_DIST (a dist/ to compare with), BENCH_RUNS (rounds, default 7 for the unary
+ * Environment: GRPC_BENCH=unary|layers|pick (one section), GRPC_CONCURRENCY (the unary section's
+ * concurrencies, default 1,64), GRPC_BASE_DIST (a dist/ to compare with), BENCH_RUNS (rounds, default 7 for the unary
  * section), BENCH_MS (measured time per child, default 1 000).
  */
-import { Server, ServerCredentials, credentials, makeGenericClientConstructor, Metadata } from '@grpc/grpc-js';
+import { Server, ServerCredentials, credentials, makeGenericClientConstructor, Metadata, InterceptingCall, type Interceptor } from '@grpc/grpc-js';
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -42,7 +43,7 @@ type CallWith = (req: unknown, md: Metadata, options: { deadline: number }, cb: 
 
 const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
-async function unary(kind: 'bare' | 'deadline' | 'client' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
+async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'client' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
   const server = new Server(sg === undefined ? {} : { interceptors: [sg.interceptor] });
   server.addService(greeter, { SayHello: (_c: unknown, cb: (e: null, r: unknown) => void) => cb(null, { message: 'hi' }) });
@@ -61,6 +62,15 @@ async function unary(kind: 'bare' | 'deadline' | 'client' | 'client-no-retry' | 
     // share of the client side's cost from the resolver's and the LB policy's.
     if (kind !== 'policy') cg = new GrpcClientGuard({ target: 'bulwark:///greeter', ...(kind === 'client-no-deadline' ? { defaultDeadlineMs: 0 } : {}) });
     client = new Greeter('bulwark:///greeter', credentials.createInsecure(), { ...discovery.channelOptions(), ...(cg ? { interceptors: [cg.interceptor] } : {}) });
+  } else if (kind === 'pass') {
+    // A pass-through interceptor that only wraps the next call in grpc-js's own InterceptingCall: what
+    // any interceptor costs in grpc-js's call path, whatever it does.
+    const pass: Interceptor = (options, nextCall) => new InterceptingCall(nextCall(options));
+    client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure(), { interceptors: [pass] });
+  } else if (kind === 'guard-direct') {
+    // The client guard on a direct target (no resolver, no policy), without its default deadline.
+    cg = new GrpcClientGuard({ target: `127.0.0.1:${port}`, defaultDeadlineMs: 0 });
+    client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure(), { interceptors: [cg.interceptor] });
   } else client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure());
   const say = (client as unknown as { SayHello: Call }).SayHello.bind(client);
   const sayWith = (client as unknown as { SayHello: CallWith }).SayHello.bind(client);
@@ -194,7 +204,7 @@ const section = process.env.GRPC_BENCH;
 const isChild = process.argv.includes('--child');
 
 if (section === undefined || section === 'unary') {
-  for (const c of [1, 64]) {
+  for (const c of (process.env.GRPC_CONCURRENCY ?? '1,64').split(',').map(Number)) {
     const title = `grpc: unary call over loopback, ${c} concurrent`;
     const spec = {
       baseline: 'bare grpc-js',
@@ -206,6 +216,8 @@ if (section === undefined || section === 'unary') {
         'the same, retry: false': () => unary('client-no-retry', c),
         'the same, no default deadline': () => unary('client-no-deadline', c),
         'bulwark:/// + P2C policy, no guard': () => unary('policy', c),
+        'bare + pass-through interceptor': () => unary('pass', c),
+        'bare + client guard, no default deadline': () => unary('guard-direct', c),
         'server guard': () => unary('server', c),
       },
     };
