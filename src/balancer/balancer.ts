@@ -108,7 +108,9 @@ export class Balancer {
   private readonly active: ActiveHealthChecker | undefined;
   private readonly events = new Emitter<BalancerEvent>();
   /** The instances by id, diffed against each new list so that only what changed is handled. */
-  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
+  private readonly table: InstanceTable<Entry>;
+  /** The last list applied: `all` once the table has taken it over (a list differing in thousands is synced in slices). */
+  private latest: readonly ServiceInstance[] = EMPTY;
   /** Ids of instances ejected or down (only ids in the list). */
   private readonly out = new Set<string>();
   private all: readonly ServiceInstance[] = EMPTY;
@@ -124,6 +126,12 @@ export class Balancer {
     this.clock = clockOption('Balancer', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('Balancer', 'random', o.random);
     this.panicThreshold = finite('Balancer', 'panicThreshold', o.panicThreshold ?? balancerDefaults.panicThreshold, 0, 1);
+    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), {
+      clock: this.clock,
+      onReady: (list) => {
+        if (!this.closed && list === this.latest) this.apply(list);
+      },
+    });
     this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random });
     if (o.registry !== undefined) {
       const r = o.registry as Partial<Registry>;
@@ -290,6 +298,7 @@ export class Balancer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.table.close();
     await this.active?.close();
     await this.follower?.close();
     await this.picker.close?.();
@@ -319,6 +328,7 @@ export class Balancer {
    */
   private apply(list: readonly ServiceInstance[]): void {
     const t = this.table;
+    this.latest = list;
     t.sync(list);
     if (t.added.length === 0 && t.removed.length === 0 && t.updated.length === 0 && t.entries.length === this.all.length) return;
     const entries = t.entries;
@@ -383,14 +393,16 @@ export class Balancer {
   private onEvent(event: RegistryEvent, service: string): void {
     const inst = event?.instance;
     if (this.closed || inst === undefined || inst === null || inst.name !== service || typeof inst.id !== 'string' || inst.id.length === 0) return;
-    const known = this.table.get(inst.id)?.instance;
+    // While a large list is synced in slices, the event applies to that list (the table does not know it yet).
+    const latest = this.latest;
+    const known = this.table.pending ? latest.find((x) => x.id === inst.id) : this.table.get(inst.id)?.instance;
     if (event.type === 'delete') {
       if (known === undefined) return;
-      this.apply(this.all.filter((x) => x.id !== inst.id));
+      this.apply(latest.filter((x) => x.id !== inst.id));
     } else if (known === undefined) {
-      this.apply([...this.all, inst]);
+      this.apply([...latest, inst]);
     } else if (known !== inst && !sameInstance(known, inst)) {
-      this.apply(this.all.map((x) => (x.id === inst.id ? inst : x)));
+      this.apply(latest.map((x) => (x.id === inst.id ? inst : x)));
     }
   }
 }

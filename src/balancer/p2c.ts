@@ -106,7 +106,7 @@ export class P2C implements Picker {
         return prev;
       }
       return this.create(instance);
-    });
+    }, { clock: this.clock });
   }
 
   /**

@@ -63,8 +63,10 @@ export interface RingHashOptions {
   random?: () => number;
   /**
    * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
-   * hashed eight); a larger update is built in slices of this size, one per timer turn. Defaults to
-   * 262 144 (about 1–2 ms).
+   * hashed eight); a larger update is built in slices of this size, one per timer turn. It bounds the
+   * list work too (an instance compared is one unit, looked up 8, new or changed 32): a list differing
+   * from the last in thousands of instances is taken in in slices, picks using the previous list
+   * meanwhile. Defaults to 262 144 (about 1–2 ms).
    */
   sliceSize?: number;
   /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
@@ -96,6 +98,8 @@ export interface RingStats {
   rebuilding: boolean;
   /** Rebuilds run in slices so far. */
   rebuilds: number;
+  /** A list differing in thousands of instances is being taken in in slices (picks use the previous list meanwhile). */
+  listPending: boolean;
 }
 
 /** Job is a ring being rebuilt in slices. */
@@ -122,11 +126,7 @@ export class RingHash implements Picker {
   private closed = false;
   /** No instance on the ring is in the list (a first build runs): keyed picks use jump hashing. */
   private interim = false;
-  private readonly table = new InstanceTable<RingEntry>((instance, prev) => {
-    if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
-    prev.instance = instance;
-    return prev;
-  });
+  private readonly table: InstanceTable<RingEntry>;
   /** bySlot[s] is the entry of the ring member in slot s, or undefined while that member is absent. */
   private bySlot: (RingEntry | undefined)[] = [];
   /** Ring members not in the list, with their points. */
@@ -149,6 +149,11 @@ export class RingHash implements Picker {
     this.random = o.random === undefined ? Math.random : fn('RingHash', 'random', o.random);
     this.sliceSize = integer('RingHash', 'sliceSize', o.sliceSize ?? ringHashDefaults.sliceSize, 1, Number.MAX_SAFE_INTEGER);
     this.clock = clockOption('RingHash', o.clock, systemClock);
+    this.table = new InstanceTable<RingEntry>((instance, prev) => {
+      if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
+      prev.instance = instance;
+      return prev;
+    }, { clock: this.clock, sliceSize: this.sliceSize });
   }
 
   /** ring is the ring picks use now (shared semantics with the cache's peer picker); a sliced rebuild swaps it. */
@@ -273,6 +278,7 @@ export class RingHash implements Picker {
       inFlight: this.totalLoad,
       rebuilding: this.job !== undefined,
       rebuilds: this.rebuilds,
+      listPending: this.table.pending,
     };
   }
 
@@ -282,6 +288,7 @@ export class RingHash implements Picker {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.table.close();
     const job = this.job;
     if (job === undefined) return;
     this.clock.clearTimeout(job.timer);

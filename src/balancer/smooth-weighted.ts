@@ -19,7 +19,8 @@
  * Weights come from `metadata.weight` (a positive finite number, else 1 with one warning per instance).
  * Current weights are kept by instance id, so they survive list updates for instances that stay.
  */
-import { fn, options as checkOptions } from '../core/validate.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { Picker } from './types.js';
 import { defaultWarn, InstanceTable, noInstance, weightOf, type Entry } from './instance-table.js';
@@ -35,6 +36,8 @@ const MAX_CYCLE = 1024;
 export interface SmoothWeightedRoundRobinOptions {
   /** Called once per instance whose weight is unusable. Defaults to `process.emitWarning`. */
   warn?: (message: string) => void;
+  /** Sets the timers that apply a list differing in thousands of instances in slices (the previous list is picked from meanwhile). Defaults to `systemClock`. */
+  clock?: Clock;
 }
 
 interface WeightedEntry extends Entry {
@@ -101,7 +104,7 @@ export class SmoothWeightedRoundRobin implements Picker {
         return prev;
       }
       return { instance, seen: 0, index: 0, raw, weight, slot: -1 };
-    });
+    }, { clock: clockOption('SmoothWeightedRoundRobin', o.clock, systemClock) });
   }
 
   /** pick returns the instance with the largest current weight; throws NoInstanceError when `instances` is empty. */

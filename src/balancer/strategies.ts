@@ -29,17 +29,17 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
   const random = deps.random;
   switch (strategy) {
     case 'round-robin':
-      return new RoundRobin({ random });
+      return new RoundRobin({ random, clock: deps.clock });
     case 'random':
-      return new Random({ random });
+      return new Random({ random, clock: deps.clock });
     case 'weighted-round-robin':
-      return new SmoothWeightedRoundRobin();
+      return new SmoothWeightedRoundRobin({ clock: deps.clock });
     case 'ring-hash':
       return new RingHash({ clock: deps.clock, random });
     case 'p2c':
       return new P2C({ clock: deps.clock, random });
     case 'least-request':
-      return new LeastRequest({ random });
+      return new LeastRequest({ random, clock: deps.clock });
     default:
       throw new RangeError(`strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
   }
