@@ -165,6 +165,27 @@ describe('InstanceTable', () => {
     assert.equal(t.entries[0]!.instance, b[0]);
   });
 
+  it('leaves the table as it was when a list holds a bad instance, at once or in a slice (the next sync then throws)', () => {
+    const clock = new ManualClock();
+    const t = table(clock, 1 << 12);
+    const a = Array.from({ length: 2_000 }, (_, i) => inst(`a${i}`));
+    t.sync(a);
+    const early = [inst('x'), null as never, ...a];
+    assert.throws(() => t.sync(early), TypeError);
+    assert.equal(t.get('x'), undefined);
+    const late = [...Array.from({ length: 2_000 }, (_, i) => inst(`b${i}`)), null as never];
+    t.sync(late); // sliced: the bad instance is met on a timer turn
+    for (let k = 0; k < 100 && clock.pendingTimers > 0; k++) clock.advance(1);
+    assert.equal(t.pending, false);
+    assert.equal(t.get('b0'), undefined);
+    assert.throws(() => t.sync(late), TypeError);
+    const grown = [...a, inst('y')];
+    t.sync(grown);
+    assert.deepEqual(t.entries.map((e) => e.instance), grown);
+    assert.deepEqual(t.entries.map((e) => e.index), grown.map((_, k) => k));
+    assert.deepEqual(t.added.map((e) => e.instance.id), ['y']);
+  });
+
   it('lets RoundRobin and P2C pick from the previous list while a new one is taken in, then from the new one', () => {
     const clock = new ManualClock();
     for (const p of [new RoundRobin({ clock }), new P2C({ clock })]) {

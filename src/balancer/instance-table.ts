@@ -88,15 +88,15 @@ export interface InstanceTableOptions {
   clock?: Clock | undefined;
   /**
    * The most work one slice of a sync does, in units (an entry compared is one, an id looked up 8, an
-   * entry made or updated 32). Defaults to 131 072 (about 1 ms).
+   * entry made or updated 32). Defaults to 65 536 (about 0.5 ms).
    */
   sliceSize?: number;
   /** Called from the timer when a sliced sync of `list` is complete: sync `list` again to take it over. */
   onReady?: (list: readonly ServiceInstance[]) => void;
 }
 
-/** The default `sliceSize`: a whole new list of 3 000 instances, or one that differs from the last in one, per slice. */
-export const TABLE_SLICE = 1 << 17;
+/** The default `sliceSize`: 1 600 new instances, or a list of 60 000 that differs from the last in one, per slice. */
+export const TABLE_SLICE = 1 << 16;
 /** Work units of a sync (see `sliceSize`). */
 const LOOKUP = 8;
 const MAKE = 32;
@@ -133,6 +133,8 @@ export class InstanceTable<E extends Entry> {
   private readonly byId = new Map<string, E>();
   private generation = 0;
   private walk: Walk<E> | undefined = undefined;
+  /** A list whose sliced walk met a bad instance. */
+  private failed: readonly ServiceInstance[] | undefined = undefined;
   private clock: Clock | undefined;
   private readonly sliceSize: number;
   private readonly onReady: ((list: readonly ServiceInstance[]) => void) | undefined;
@@ -166,8 +168,15 @@ export class InstanceTable<E extends Entry> {
     }
     if (!Array.isArray(list)) throw new TypeError(`pick: instances must be an array, got ${list === null ? 'null' : typeof list}`);
     const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], timer: undefined };
-    const sliced = this.clock !== undefined && this.entries.length > 0;
-    if (this.step(w, sliced ? this.sliceSize : Infinity)) return this.finish(w);
+    const sliced = this.clock !== undefined && this.entries.length > 0 && list !== this.failed;
+    let done: boolean;
+    try {
+      done = this.step(w, sliced ? this.sliceSize : Infinity);
+    } catch (err) {
+      this.cancel(w);
+      throw err;
+    }
+    if (done) return this.finish(w);
     this.walk = w;
     this.source = list;
     this.added = [];
@@ -194,7 +203,17 @@ export class InstanceTable<E extends Entry> {
     w.timer = this.clock!.setTimeout(() => {
       w.timer = undefined;
       if (this.walk !== w) return;
-      if (!this.step(w, this.sliceSize)) return this.schedule(w);
+      let done: boolean;
+      try {
+        done = this.step(w, this.sliceSize);
+      } catch {
+        // A bad instance: the next sync of the list walks it at once, so that the pick throws.
+        this.walk = undefined;
+        this.cancel(w);
+        this.failed = w.list;
+        return;
+      }
+      if (!done) return this.schedule(w);
       if (this.source === w.list) this.source = undefined; // the next sync of the list takes it over
       this.onReady?.(w.list);
     }, 0);
@@ -206,39 +225,48 @@ export class InstanceTable<E extends Entry> {
     if (w.timer !== undefined) this.clock!.clearTimeout(w.timer);
     w.timer = undefined;
     for (const e of w.added) if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
+    const old = this.entries;
+    for (let k = 0; k < old.length; k++) old[k]!.index = k; // the walk moved those it visited
     if (this.source === w.list) this.source = undefined;
   }
 
   /**
-   * step walks `w` on until `budget` units are spent; answers true when the list is done. The old
-   * entries are not changed (but for `seen`): updates wait in `pending` for the handover.
+   * step walks `w` on until `budget` units are spent; answers true when the list is done. Of the old
+   * entries only `seen` and `index` change (an entry's index is read only while the walk has not
+   * visited it; a dropped walk restores them): updates wait in `pending` for the handover.
    */
   private step(w: Walk<E>, budget: number): boolean {
     const { list, gen, entries, added, updated, pending } = w;
     const old = this.entries;
     const byId = this.byId;
+    const n = list.length;
     let i = w.i;
     let j = w.j;
     let spent = 0;
-    for (; j < list.length && spent < budget; j++) {
-      spent++;
-      const inst = list[j]!;
-      const expected = i < old.length ? old[i]! : undefined;
-      if (expected !== undefined && expected.instance === inst && expected.seen !== gen) {
-        expected.seen = gen;
-        entries.push(expected);
-        i++;
-        continue;
+    while (j < n && spent < budget) {
+      // The common case, a run of the same objects in the same order: a pointer comparison each.
+      const stop = budget - spent < n - j ? j + Math.ceil(budget - spent) : n;
+      const from = j;
+      for (; j < stop && i < old.length; i++, j++) {
+        const x = old[i]!;
+        if (x.instance !== list[j] || x.seen === gen) break;
+        x.seen = gen;
+        x.index = entries.length;
+        entries.push(x);
       }
+      spent += j - from;
+      if (j === stop) continue;
+      const inst = list[j++]!;
+      spent += 1 + LOOKUP;
       if (inst === null || typeof inst !== 'object' || typeof inst.id !== 'string') {
         throw new TypeError(`pick: every instance must be an object with a string id, got ${inst === null ? 'null' : typeof inst}`);
       }
-      spent += LOOKUP;
       const e = byId.get(inst.id);
       if (e === undefined || (e.seen !== gen && old[e.index] !== e)) {
         spent += MAKE;
         const made = this.make(inst, undefined);
         made.seen = gen;
+        made.index = entries.length;
         byId.set(inst.id, made);
         entries.push(made);
         added.push(made);
@@ -257,17 +285,17 @@ export class InstanceTable<E extends Entry> {
       }
       i = e.index + 1; // resynchronise the walk after it
       e.seen = gen;
+      e.index = entries.length;
       entries.push(e);
     }
     w.i = i;
     w.j = j;
-    return j === list.length;
+    return j === n;
   }
 
   /** finish hands a complete walk over: indices, the updates it found, and the entries no longer listed. */
   private finish(w: Walk<E>): E[] {
     const { entries, gen, pending } = w;
-    for (let k = 0; k < entries.length; k++) entries[k]!.index = k;
     for (let k = 0; k < pending.length; k += 2) this.update(pending[k] as E, pending[k + 1] as ServiceInstance);
     const old = this.entries;
     const removed: E[] = [];
@@ -278,6 +306,7 @@ export class InstanceTable<E extends Entry> {
         removed.push(e);
       }
     }
+    this.failed = undefined;
     this.entries = entries;
     this.added = w.added;
     this.removed = removed;
