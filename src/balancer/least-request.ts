@@ -37,7 +37,7 @@ interface CountEntry extends Entry {
 /** LeastRequest is a Picker choosing the instance with the fewest calls in flight among a few drawn at random. */
 export class LeastRequest implements Picker {
   readonly choiceCount: number;
-  private readonly table: InstanceTable<CountEntry>;
+  private declare readonly table: InstanceTable<CountEntry>;
   private readonly random: (() => number) | undefined;
   private seed = ((Math.random() * 0x100000000) | 0) || 1;
   private last: CountEntry | undefined;

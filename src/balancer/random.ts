@@ -18,7 +18,7 @@ export interface RandomOptions {
 
 /** Random is a Picker that chooses uniformly at random. */
 export class Random implements Picker {
-  private readonly table: InstanceTable<Entry>;
+  private declare readonly table: InstanceTable<Entry>;
   private readonly random: () => number;
 
   constructor(options?: RandomOptions) {

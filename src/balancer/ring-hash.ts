@@ -126,7 +126,7 @@ export class RingHash implements Picker {
   private closed = false;
   /** No instance on the ring is in the list (a first build runs): keyed picks use jump hashing. */
   private interim = false;
-  private readonly table: InstanceTable<RingEntry>;
+  private declare readonly table: InstanceTable<RingEntry>;
   /** bySlot[s] is the entry of the ring member in slot s, or undefined while that member is absent. */
   private bySlot: (RingEntry | undefined)[] = [];
   /** Ring members not in the list, with their points. */

@@ -19,7 +19,7 @@ export interface RoundRobinOptions {
 
 /** RoundRobin is a Picker that takes instances in turn. */
 export class RoundRobin implements Picker {
-  private readonly table: InstanceTable<Entry>;
+  private declare readonly table: InstanceTable<Entry>;
   private next: number;
 
   constructor(options?: RoundRobinOptions) {
