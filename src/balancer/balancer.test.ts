@@ -128,6 +128,28 @@ describe('Balancer', () => {
     await b.close();
   });
 
+  it('starts and drops the health state of thousands of instances over timer turns, in order with later changes', async () => {
+    const clock = new ManualClock();
+    const a = instances(5_000, 'a');
+    const b = new Balancer({ instances: a, strategy: 'round-robin', clock, outlier: { consecutiveFailures: 1, maxEjectionPercent: 100 } });
+    b.report(a[0]!, { ok: false, latencyMs: 1 });
+    assert.equal(b.stats().ejected, 1);
+    const next = instances(5_000, 'b');
+    b.update(next);
+    while (clock.pendingTimers > 0 && b.instances()[0] !== next[0]) clock.advance(1);
+    assert.equal(b.instances()[0], next[0], 'taken in');
+    assert.ok(clock.pendingTimers > 0, 'health bookkeeping still running on timers');
+    b.update([...next, inst('c')]); // a small change meanwhile: the earlier batch is completed first
+    assert.equal(b.stats().ejected, 0, 'the ejected instance that left was dropped');
+    b.report(next[4_999]!, { ok: false, latencyMs: 1 });
+    assert.equal(b.stats().ejected, 1, 'a new instance is tracked');
+    b.report(inst('c'), { ok: false, latencyMs: 1 });
+    assert.equal(b.stats().ejected, 2);
+    while (clock.pendingTimers > 0) clock.advance(1);
+    assert.equal(b.stats().ejected, 2);
+    await b.close();
+  });
+
   it('answers NoInstanceError for a service without instances, and picks once one registers', async () => {
     const reg = new FakeRegistry();
     const b = new Balancer({ registry: reg, service: 'svc' });

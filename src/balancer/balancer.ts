@@ -21,7 +21,7 @@
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
  * call was never made.
  */
-import { systemClock, type Clock } from '../core/clock.js';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 import { balancerHealthChannel } from '../core/diagnostics.js';
 import { Emitter } from '../core/events.js';
@@ -82,6 +82,18 @@ export interface InstanceHealth {
 }
 
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
+/** The most instances whose health bookkeeping (outlier and probe state) one turn of the loop starts or drops. */
+const HEALTH_SLICE = 2_048;
+
+/** HealthBatch is the health bookkeeping of a large list change, done HEALTH_SLICE instances per timer turn. */
+interface HealthBatch {
+  readonly removed: readonly Entry[];
+  readonly added: readonly Entry[];
+  readonly updated: readonly Entry[];
+  /** How far it got: an index into removed, then added, then updated, as if concatenated. */
+  done: number;
+  timer: TimerHandle | undefined;
+}
 
 /** BalancerStats is what `Balancer.stats()` answers. */
 export interface BalancerStats {
@@ -120,6 +132,7 @@ export class Balancer {
   private closed = false;
   private rotate = 0;
   private readonly follower: Follower<readonly ServiceInstance[], RegistryEvent> | undefined;
+  private healthBatch: HealthBatch | undefined;
 
   constructor(options: BalancerOptions) {
     const o = checkOptions('Balancer', options);
@@ -299,6 +312,8 @@ export class Balancer {
     if (this.closed) return;
     this.closed = true;
     this.table.close();
+    if (this.healthBatch?.timer !== undefined) this.clock.clearTimeout(this.healthBatch.timer);
+    this.healthBatch = undefined;
     await this.active?.close();
     await this.follower?.close();
     await this.picker.close?.();
@@ -335,19 +350,59 @@ export class Balancer {
     const all = new Array<ServiceInstance>(entries.length);
     for (let i = 0; i < entries.length; i++) all[i] = entries[i]!.instance;
     this.all = Object.freeze(all);
-    for (const e of t.removed) {
-      const id = e.instance.id;
-      this.out.delete(id);
-      this.outlier?.remove(id);
-      this.active?.remove(id);
+    // Health state is started and dropped for what changed: at once for a few instances, for
+    // thousands over timer turns (an instance's passive health counts from when its state starts).
+    this.flushHealth(); // an earlier batch first: each instance's changes apply in order
+    const batch: HealthBatch = { removed: t.removed, added: t.added, updated: t.updated, done: 0, timer: undefined };
+    if (this.outlier !== undefined || this.active !== undefined || this.out.size > 0) {
+      if (!this.healthStep(batch, this.closed ? Infinity : HEALTH_SLICE)) this.scheduleHealth(batch);
     }
-    for (const e of t.added) {
-      this.outlier?.add(e.instance.id);
-      this.active?.add(e.instance);
-    }
-    for (const e of t.updated) this.active?.add(e.instance); // takes the new object (address)
     this.events.emit({ type: 'instances', count: this.all.length });
     this.recompute();
+  }
+
+  /** healthStep does up to `budget` instances of `b`'s health bookkeeping; answers true when it is done. */
+  private healthStep(b: HealthBatch, budget: number): boolean {
+    const { removed, added, updated } = b;
+    const total = removed.length + added.length + updated.length;
+    const end = Math.min(total, b.done + budget);
+    for (let k = b.done; k < end; k++) {
+      if (k < removed.length) {
+        const id = removed[k]!.instance.id;
+        this.out.delete(id);
+        this.outlier?.remove(id);
+        this.active?.remove(id);
+      } else if (k < removed.length + added.length) {
+        const e = added[k - removed.length]!;
+        this.outlier?.add(e.instance.id);
+        this.active?.add(e.instance);
+      } else {
+        this.active?.add(updated[k - removed.length - added.length]!.instance); // takes the new object (address)
+      }
+    }
+    b.done = end;
+    return end === total;
+  }
+
+  private scheduleHealth(b: HealthBatch): void {
+    this.healthBatch = b;
+    b.timer = this.clock.setTimeout(() => {
+      b.timer = undefined;
+      if (this.healthBatch !== b) return;
+      if (!this.healthStep(b, HEALTH_SLICE)) return this.scheduleHealth(b);
+      this.healthBatch = undefined;
+      this.recompute();
+    }, 0);
+    b.timer.unref();
+  }
+
+  /** flushHealth completes a batch of health bookkeeping still running on timers. */
+  private flushHealth(): void {
+    const b = this.healthBatch;
+    if (b === undefined) return;
+    this.healthBatch = undefined;
+    if (b.timer !== undefined) this.clock.clearTimeout(b.timer);
+    this.healthStep(b, Infinity);
   }
 
   /**
