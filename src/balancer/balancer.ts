@@ -15,7 +15,10 @@
  * 5. Changes cost what changed: one watch event or one ejection updates the health bookkeeping in
  *    O(1) and hands the strategy a new list that differs by one instance, which it applies
  *    incrementally (a pointer comparison per instance, then work for the one that changed): well
- *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts).
+ *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts). A list that
+ *    differs in thousands of instances (a registry's whole new list) is taken in over timer turns of
+ *    `clock`, the previous list answering meanwhile: the table walk, then the health bookkeeping,
+ *    then the strategy's own, each a few thousand instances per turn.
  *
  * Every `pick` must be followed by exactly one `report(instance, { ok, latencyMs })`: it ends the
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
@@ -145,7 +148,7 @@ export class Balancer {
         if (!this.closed && list === this.latest) this.apply(list);
       },
     });
-    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random });
+    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random, sliceLists: true });
     if (o.registry !== undefined) {
       const r = o.registry as Partial<Registry>;
       if (r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
@@ -242,7 +245,9 @@ export class Balancer {
   /**
    * update replaces the instance list (for balancers without a registry). Duplicate ids: the last
    * object wins, in the place of the first. Instances that stay keep their health and strategy state;
-   * the cost is a pointer comparison per instance plus work for the instances that changed.
+   * the cost is a pointer comparison per instance plus work for the instances that changed. A list
+   * differing from the current one in thousands of instances is taken in over timer turns of `clock`
+   * (`instances()` and picks answer the current list until then).
    */
   update(instances: readonly ServiceInstance[]): void {
     if (!Array.isArray(instances)) throw new TypeError('Balancer.update: instances must be an array');

@@ -5,6 +5,8 @@ import { ManualClock } from '../core/clock.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { InstanceTable, type Entry } from './instance-table.js';
 import { P2C } from './p2c.js';
+import { RingHash } from './ring-hash.js';
+import type { Picker } from './types.js';
 import { RoundRobin } from './round-robin.js';
 
 interface Counted extends Entry {
@@ -186,9 +188,9 @@ describe('InstanceTable', () => {
     assert.deepEqual(t.added.map((e) => e.instance.id), ['y']);
   });
 
-  it('lets RoundRobin and P2C pick from the previous list while a new one is taken in, then from the new one', () => {
+  it('lets RoundRobin and P2C pick from the previous list while a new one is taken in (sliceLists), then from the new one', () => {
     const clock = new ManualClock();
-    for (const p of [new RoundRobin({ clock }), new P2C({ clock })]) {
+    for (const p of [new RoundRobin({ clock, sliceLists: true }), new P2C({ clock, sliceLists: true })]) {
       const a = Array.from({ length: 4_000 }, (_, i) => inst(`a${i}`));
       const b = Array.from({ length: 4_000 }, (_, i) => inst(`b${i}`));
       p.pick(a);
@@ -197,5 +199,17 @@ describe('InstanceTable', () => {
       assert.equal(clock.pendingTimers, 0);
       for (let k = 0; k < 20; k++) assert.match(p.pick(b).id, /^b/);
     }
+  });
+
+  it('without sliceLists a picker takes any list in at once: every pick is one of the instances it is handed', () => {
+    const clock = new ManualClock();
+    for (const p of [new RoundRobin({ clock }), new P2C({ clock }), new RingHash({ clock })] as Picker[]) {
+      const a = Array.from({ length: 4_000 }, (_, i) => inst(`a${i}`));
+      const b = Array.from({ length: 4_000 }, (_, i) => inst(`b${i}`));
+      p.pick(a, 'k');
+      for (let k = 0; k < 20; k++) assert.match(p.pick(b, `k${k}`).id, /^b/);
+      void p.close?.();
+    }
+    assert.throws(() => new RoundRobin({ sliceLists: 'yes' as never }), TypeError);
   });
 });

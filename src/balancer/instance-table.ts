@@ -101,6 +101,12 @@ export const TABLE_SLICE = 1 << 16;
 const LOOKUP = 8;
 const MAKE = 32;
 
+/** sliceLists checks a picker's `sliceLists` option (a boolean, default false). */
+export function sliceLists(owner: string, value: unknown): boolean {
+  if (value !== undefined && typeof value !== 'boolean') throw new TypeError(`${owner}: sliceLists must be a boolean, got ${typeof value}`);
+  return value === true;
+}
+
 /** Walk is a sync in progress: the new list, how far it got, and what it found. */
 interface Walk<E extends Entry> {
   readonly list: readonly ServiceInstance[];

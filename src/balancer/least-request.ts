@@ -12,7 +12,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+import { InstanceTable, noInstance, sliceLists, type Entry } from './instance-table.js';
 
 /** LeastRequestOptions configures a LeastRequest. */
 export interface LeastRequestOptions {
@@ -20,8 +20,10 @@ export interface LeastRequestOptions {
   choiceCount?: number;
   /** Uniform random numbers in [0, 1). Defaults to a xorshift32 generator seeded from `Math.random`. */
   random?: () => number;
-  /** Sets the timers that apply a list differing in thousands of instances in slices (the previous list is picked from meanwhile). Defaults to `systemClock`. */
+  /** Sets the timers of `sliceLists`. Defaults to `systemClock`. */
   clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 /** Defaults for LeastRequestOptions. */
@@ -51,7 +53,7 @@ export class LeastRequest implements Picker {
       if (prev === undefined) return { instance, seen: 0, index: 0, inFlight: 0 };
       prev.instance = instance;
       return prev;
-    }, { clock });
+    }, { clock: sliceLists('LeastRequest', o.sliceLists) ? clock : undefined });
   }
 
   /**

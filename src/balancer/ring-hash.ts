@@ -44,7 +44,7 @@ import { HashRing, type RingBuild } from '../core/hash-ring.js';
 import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { InstanceTable, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
 import { RingSize } from './ring-size.js';
 
 /** RingHashOptions configures a RingHash. */
@@ -63,14 +63,15 @@ export interface RingHashOptions {
   random?: () => number;
   /**
    * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
-   * hashed eight); a larger update is built in slices of this size, one per timer turn. It bounds the
-   * list work too (an instance compared is one unit, looked up 8, new or changed 32): a list differing
-   * from the last in thousands of instances is taken in in slices, picks using the previous list
-   * meanwhile. Defaults to 262 144 (about 1–2 ms).
+   * hashed eight); a larger update is built in slices of this size, one per timer turn. With
+   * `sliceLists` it bounds the list work too (an instance compared is one unit, looked up 8, new or
+   * changed 32). Defaults to 262 144 (about 1–2 ms).
    */
   sliceSize?: number;
   /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
   clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 /** Defaults for RingHashOptions. */
@@ -153,7 +154,7 @@ export class RingHash implements Picker {
       if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
       prev.instance = instance;
       return prev;
-    }, { clock: this.clock, sliceSize: this.sliceSize });
+    }, { clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined, sliceSize: this.sliceSize });
   }
 
   /** ring is the ring picks use now (shared semantics with the cache's peer picker); a sliced rebuild swaps it. */
