@@ -28,11 +28,21 @@
  *    its pick syncs 13 107 new entries at once (`pickMs`, and `coldPickMs` when it is the process's
  *    first, code not yet compiled); only its ring is built in slices.
  *
+ * 4. The instance table every picker (and the Balancer) keeps, synced with a new list of 10 000: the
+ *    same instances in a new array, one added, one removed, one re-weighted (a new object), every
+ *    instance a new equal object (a registry re-list that keeps no identity) and a whole new list
+ *    (10 000 new ids). A list differing in thousands of instances is taken in in slices on timer turns
+ *    (a ManualClock here, its turns timed one by one); the op is the sync, every slice and the sync
+ *    that hands it over. Each subject reports the CPU time of the longest turn (`maxTurnCpuMs`, the
+ *    median over ops), the sync call itself (`callCpuMs`) and the turns taken. Target: the longest
+ *    turn ≤ 5 ms for every kind of list.
+ *
  *   BENCH_RUNS=3 BENCH_MS=300 npm run bench -- scale
  */
 import { createRequire } from 'node:module';
 import { atMost, bench, type Subject, type Target } from './harness.js';
 import { Balancer, LeastRequest, P2C, Random, RingHash, RoundRobin, SmoothWeightedRoundRobin, type Picker, type StrategyName } from '../src/balancer/index.js';
+import { InstanceTable, type Entry } from '../src/balancer/instance-table.js';
 import { ManualClock, systemClock, type Clock } from '../src/core/clock.js';
 import { hash32 } from '../src/core/hash.js';
 import type { ServiceInstance } from '../src/registry/types.js';
@@ -310,6 +320,73 @@ function ringSubjects(): Record<string, () => Subject | Promise<Subject>> {
   return out;
 }
 
+/** TurnClock is a ManualClock timing, in CPU time, every timer callback it runs (a sliced sync's turns). */
+class TurnClock extends ManualClock {
+  turns: number[] = [];
+  override setTimeout(fn: () => void, ms: number) {
+    return super.setTimeout(() => {
+      const c = process.cpuUsage();
+      fn();
+      const u = process.cpuUsage(c);
+      this.turns.push((u.user + u.system) / 1000);
+    }, ms);
+  }
+}
+
+const TABLE_N = 10_000;
+
+/**
+ * tableSubjects: an InstanceTable of TABLE_N instances synced with `other(base)` and back, in turn
+ * (the op is one sync, every slice it takes and the sync that hands it over).
+ */
+function tableSubjects(): Record<string, () => Subject> {
+  const cases: Record<string, (base: readonly ServiceInstance[]) => readonly ServiceInstance[]> = {
+    'same instances, new array': (base) => [...base],
+    'one added': (base) => [...base, instance(TABLE_N)],
+    'one removed': (base) => base.filter((_, i) => i !== TABLE_N >> 1),
+    'one weight changed': (base) => base.map((x, i) => (i === TABLE_N >> 1 ? instance(i, 7) : x)),
+    'every instance a new equal object (re-list)': (base) => base.map((x) => Object.freeze({ ...x })),
+    'whole new list (10 000 new ids)': () => Array.from({ length: TABLE_N }, (_, i) => instance(TABLE_N + i)),
+  };
+  const out: Record<string, () => Subject> = {};
+  for (const [name, other] of Object.entries(cases)) {
+    out[`InstanceTable sync N=10000: ${name}`] = () => {
+      const base = fleet(TABLE_N);
+      const next = other(base);
+      const clock = new TurnClock();
+      const t = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock });
+      t.sync(base);
+      let odd = false;
+      const maxTurn: number[] = [];
+      const call: number[] = [];
+      const turns: number[] = [];
+      const cpu = (f: () => void) => {
+        const c = process.cpuUsage();
+        f();
+        const u = process.cpuUsage(c);
+        return (u.user + u.system) / 1000;
+      };
+      const op = () => {
+        const list = (odd = !odd) ? next : base;
+        clock.turns = [];
+        const first = cpu(() => t.sync(list));
+        while (clock.pendingTimers > 0) clock.advance(1);
+        const handover = t.source === list ? 0 : cpu(() => t.sync(list));
+        if (t.entries.length === 0 || t.source !== list) throw new Error('the list was not taken in');
+        if (maxTurn.length < MAX_SAMPLES) {
+          maxTurn.push(Math.max(first, handover, ...clock.turns));
+          call.push(first);
+          turns.push(1 + clock.turns.length + (handover > 0 ? 1 : 0));
+        }
+      };
+      const late = (xs: number[]) => xs.slice(xs.length >> 1).sort((x, y) => x - y);
+      const med = (xs: number[]) => late(xs)[Math.floor(late(xs).length / 2)] ?? NaN;
+      return { batch: 1, op, extra: () => ({ maxTurnCpuMs: med(maxTurn), callCpuMs: med(call), turns: med(turns) }) };
+    };
+  }
+  return out;
+}
+
 /** within: the median single update of `subject` takes at most `maxMs` (wall time; see `alternate`). */
 const within = (label: string, subject: string, maxMs: number): Target => ({
   label,
@@ -344,6 +421,19 @@ if (child === undefined || child in updates) {
 }
 if (child === undefined || child in picks) {
   await bench('scale: one pick per op', { subjects: picks, targets: pickTargets });
+}
+const tables = tableSubjects();
+if (child === undefined || child in tables) {
+  await bench('scale: an instance table synced with a new list of 10 000 (one op = one list taken in)', {
+    subjects: tables,
+    targets: Object.keys(tables).map((subject): Target => ({
+      label: `${subject.replace('InstanceTable sync N=10000: ', '')}: longest turn ≤ ${UPDATE_BUDGET_MS} ms CPU`,
+      check: (m) => {
+        const v = m.extra(subject, 'maxTurnCpuMs');
+        return { value: v, ok: v <= UPDATE_BUDGET_MS, unit: ' ms' };
+      },
+    })),
+  });
 }
 const rings = ringSubjects();
 const FIRST = 'RingHash first build of 13 107 instances (2^20 points)';

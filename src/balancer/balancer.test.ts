@@ -102,6 +102,54 @@ describe('Balancer', () => {
     assert.equal(reg.watches.size, 0, 'the watch ended');
   });
 
+  it('takes a list differing in thousands of instances in in slices on timer turns, the previous list answering meanwhile', async () => {
+    const clock = new ManualClock();
+    const a = instances(3_000, 'a');
+    const b = new Balancer({ instances: a, strategy: 'round-robin', clock, outlier: false });
+    const events: BalancerEvent[] = [];
+    b.onChange((e) => events.push(e));
+    const next = instances(3_000, 'b');
+    b.update(next);
+    assert.equal(b.instances().length, 3_000);
+    assert.equal(b.instances()[0]!.id, 'a0', 'the previous list until it is taken in');
+    assert.match(b.pick().id, /^a/);
+    const last = [...next.slice(1), inst('c')]; // a newer list replaces the one being taken in
+    b.update(last);
+    let turns = 0;
+    while (clock.pendingTimers > 0) {
+      clock.advance(1);
+      turns++;
+      b.pick();
+    }
+    assert.ok(turns >= 2, `${turns} turns`);
+    assert.deepEqual(b.instances(), last);
+    assert.ok(b.pick().id !== 'b0');
+    assert.deepEqual(events, [{ type: 'instances', count: 3_000 }]);
+    await b.close();
+  });
+
+  it('starts and drops the health state of thousands of instances over timer turns, in order with later changes', async () => {
+    const clock = new ManualClock();
+    const a = instances(5_000, 'a');
+    const b = new Balancer({ instances: a, strategy: 'round-robin', clock, outlier: { consecutiveFailures: 1, maxEjectionPercent: 100 } });
+    b.report(a[0]!, { ok: false, latencyMs: 1 });
+    assert.equal(b.stats().ejected, 1);
+    const next = instances(5_000, 'b');
+    b.update(next);
+    while (clock.pendingTimers > 0 && b.instances()[0] !== next[0]) clock.advance(1);
+    assert.equal(b.instances()[0], next[0], 'taken in');
+    assert.ok(clock.pendingTimers > 0, 'health bookkeeping still running on timers');
+    b.update([...next, inst('c')]); // a small change meanwhile: the earlier batch is completed first
+    assert.equal(b.stats().ejected, 0, 'the ejected instance that left was dropped');
+    b.report(next[4_999]!, { ok: false, latencyMs: 1 });
+    assert.equal(b.stats().ejected, 1, 'a new instance is tracked');
+    b.report(inst('c'), { ok: false, latencyMs: 1 });
+    assert.equal(b.stats().ejected, 2);
+    while (clock.pendingTimers > 0) clock.advance(1);
+    assert.equal(b.stats().ejected, 2);
+    await b.close();
+  });
+
   it('answers NoInstanceError for a service without instances, and picks once one registers', async () => {
     const reg = new FakeRegistry();
     const b = new Balancer({ registry: reg, service: 'svc' });

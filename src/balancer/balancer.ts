@@ -15,13 +15,16 @@
  * 5. Changes cost what changed: one watch event or one ejection updates the health bookkeeping in
  *    O(1) and hands the strategy a new list that differs by one instance, which it applies
  *    incrementally (a pointer comparison per instance, then work for the one that changed): well
- *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts).
+ *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts). A list that
+ *    differs in thousands of instances (a registry's whole new list) is taken in over timer turns of
+ *    `clock`, the previous list answering meanwhile: the table walk, then the health bookkeeping,
+ *    then the strategy's own, each a few thousand instances per turn.
  *
  * Every `pick` must be followed by exactly one `report(instance, { ok, latencyMs })`: it ends the
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
  * call was never made.
  */
-import { systemClock, type Clock } from '../core/clock.js';
+import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 import { balancerHealthChannel } from '../core/diagnostics.js';
 import { Emitter } from '../core/events.js';
@@ -82,6 +85,18 @@ export interface InstanceHealth {
 }
 
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
+/** The most instances whose health bookkeeping (outlier and probe state) one turn of the loop starts or drops. */
+const HEALTH_SLICE = 2_048;
+
+/** HealthBatch is the health bookkeeping of a large list change, done HEALTH_SLICE instances per timer turn. */
+interface HealthBatch {
+  readonly removed: readonly Entry[];
+  readonly added: readonly Entry[];
+  readonly updated: readonly Entry[];
+  /** How far it got: an index into removed, then added, then updated, as if concatenated. */
+  done: number;
+  timer: TimerHandle | undefined;
+}
 
 /** BalancerStats is what `Balancer.stats()` answers. */
 export interface BalancerStats {
@@ -108,7 +123,9 @@ export class Balancer {
   private readonly active: ActiveHealthChecker | undefined;
   private readonly events = new Emitter<BalancerEvent>();
   /** The instances by id, diffed against each new list so that only what changed is handled. */
-  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
+  private readonly table: InstanceTable<Entry>;
+  /** The last list applied: `all` once the table has taken it over (a list differing in thousands is synced in slices). */
+  private latest: readonly ServiceInstance[] = EMPTY;
   /** Ids of instances ejected or down (only ids in the list). */
   private readonly out = new Set<string>();
   private all: readonly ServiceInstance[] = EMPTY;
@@ -118,13 +135,20 @@ export class Balancer {
   private closed = false;
   private rotate = 0;
   private readonly follower: Follower<readonly ServiceInstance[], RegistryEvent> | undefined;
+  private healthBatch: HealthBatch | undefined;
 
   constructor(options: BalancerOptions) {
     const o = checkOptions('Balancer', options);
     this.clock = clockOption('Balancer', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('Balancer', 'random', o.random);
     this.panicThreshold = finite('Balancer', 'panicThreshold', o.panicThreshold ?? balancerDefaults.panicThreshold, 0, 1);
-    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random });
+    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), {
+      clock: this.clock,
+      onReady: (list) => {
+        if (!this.closed && list === this.latest) this.apply(list);
+      },
+    });
+    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random, sliceLists: true });
     if (o.registry !== undefined) {
       const r = o.registry as Partial<Registry>;
       if (r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
@@ -221,7 +245,9 @@ export class Balancer {
   /**
    * update replaces the instance list (for balancers without a registry). Duplicate ids: the last
    * object wins, in the place of the first. Instances that stay keep their health and strategy state;
-   * the cost is a pointer comparison per instance plus work for the instances that changed.
+   * the cost is a pointer comparison per instance plus work for the instances that changed. A list
+   * differing from the current one in thousands of instances is taken in over timer turns of `clock`
+   * (`instances()` and picks answer the current list until then).
    */
   update(instances: readonly ServiceInstance[]): void {
     if (!Array.isArray(instances)) throw new TypeError('Balancer.update: instances must be an array');
@@ -290,6 +316,9 @@ export class Balancer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.table.close();
+    if (this.healthBatch?.timer !== undefined) this.clock.clearTimeout(this.healthBatch.timer);
+    this.healthBatch = undefined;
     await this.active?.close();
     await this.follower?.close();
     await this.picker.close?.();
@@ -319,25 +348,66 @@ export class Balancer {
    */
   private apply(list: readonly ServiceInstance[]): void {
     const t = this.table;
+    this.latest = list;
     t.sync(list);
     if (t.added.length === 0 && t.removed.length === 0 && t.updated.length === 0 && t.entries.length === this.all.length) return;
     const entries = t.entries;
     const all = new Array<ServiceInstance>(entries.length);
     for (let i = 0; i < entries.length; i++) all[i] = entries[i]!.instance;
     this.all = Object.freeze(all);
-    for (const e of t.removed) {
-      const id = e.instance.id;
-      this.out.delete(id);
-      this.outlier?.remove(id);
-      this.active?.remove(id);
+    // Health state is started and dropped for what changed: at once for a few instances, for
+    // thousands over timer turns (an instance's passive health counts from when its state starts).
+    this.flushHealth(); // an earlier batch first: each instance's changes apply in order
+    const batch: HealthBatch = { removed: t.removed, added: t.added, updated: t.updated, done: 0, timer: undefined };
+    if (this.outlier !== undefined || this.active !== undefined || this.out.size > 0) {
+      if (!this.healthStep(batch, this.closed ? Infinity : HEALTH_SLICE)) this.scheduleHealth(batch);
     }
-    for (const e of t.added) {
-      this.outlier?.add(e.instance.id);
-      this.active?.add(e.instance);
-    }
-    for (const e of t.updated) this.active?.add(e.instance); // takes the new object (address)
     this.events.emit({ type: 'instances', count: this.all.length });
     this.recompute();
+  }
+
+  /** healthStep does up to `budget` instances of `b`'s health bookkeeping; answers true when it is done. */
+  private healthStep(b: HealthBatch, budget: number): boolean {
+    const { removed, added, updated } = b;
+    const total = removed.length + added.length + updated.length;
+    const end = Math.min(total, b.done + budget);
+    for (let k = b.done; k < end; k++) {
+      if (k < removed.length) {
+        const id = removed[k]!.instance.id;
+        this.out.delete(id);
+        this.outlier?.remove(id);
+        this.active?.remove(id);
+      } else if (k < removed.length + added.length) {
+        const e = added[k - removed.length]!;
+        this.outlier?.add(e.instance.id);
+        this.active?.add(e.instance);
+      } else {
+        this.active?.add(updated[k - removed.length - added.length]!.instance); // takes the new object (address)
+      }
+    }
+    b.done = end;
+    return end === total;
+  }
+
+  private scheduleHealth(b: HealthBatch): void {
+    this.healthBatch = b;
+    b.timer = this.clock.setTimeout(() => {
+      b.timer = undefined;
+      if (this.healthBatch !== b) return;
+      if (!this.healthStep(b, HEALTH_SLICE)) return this.scheduleHealth(b);
+      this.healthBatch = undefined;
+      this.recompute();
+    }, 0);
+    b.timer.unref();
+  }
+
+  /** flushHealth completes a batch of health bookkeeping still running on timers. */
+  private flushHealth(): void {
+    const b = this.healthBatch;
+    if (b === undefined) return;
+    this.healthBatch = undefined;
+    if (b.timer !== undefined) this.clock.clearTimeout(b.timer);
+    this.healthStep(b, Infinity);
   }
 
   /**
@@ -383,14 +453,16 @@ export class Balancer {
   private onEvent(event: RegistryEvent, service: string): void {
     const inst = event?.instance;
     if (this.closed || inst === undefined || inst === null || inst.name !== service || typeof inst.id !== 'string' || inst.id.length === 0) return;
-    const known = this.table.get(inst.id)?.instance;
+    // While a large list is synced in slices, the event applies to that list (the table does not know it yet).
+    const latest = this.latest;
+    const known = this.table.pending ? latest.find((x) => x.id === inst.id) : this.table.get(inst.id)?.instance;
     if (event.type === 'delete') {
       if (known === undefined) return;
-      this.apply(this.all.filter((x) => x.id !== inst.id));
+      this.apply(latest.filter((x) => x.id !== inst.id));
     } else if (known === undefined) {
-      this.apply([...this.all, inst]);
+      this.apply([...latest, inst]);
     } else if (known !== inst && !sameInstance(known, inst)) {
-      this.apply(this.all.map((x) => (x.id === inst.id ? inst : x)));
+      this.apply(latest.map((x) => (x.id === inst.id ? inst : x)));
     }
   }
 }

@@ -7,7 +7,15 @@
  * differ: an instance added, removed or ejected at N = 10 000 costs one pass of pointer comparisons
  * (tens of µs) plus map work for what changed. It reports what changed (`added`, `removed`,
  * `updated`) so that pickers with derived structures (a ring, a scheduler) update only those.
+ *
+ * A list that differs in thousands of entries (a registry's whole new list) is synced in slices of
+ * `sliceSize` units, one per timer turn of `clock`, when the table has a clock and already holds a
+ * list: meanwhile `entries` stays the previous list's and `source` is the new list, so picks keep
+ * using the old entries at no extra cost; once the walk is done, `source` is cleared and the next
+ * sync of that list hands the new entries over in one pass of plain assignments. A first list (no
+ * previous entries to pick from) is synced at once.
  */
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { NoInstanceError } from '../core/errors.js';
 import type { ServiceInstance } from '../registry/types.js';
 
@@ -74,13 +82,53 @@ export function noInstance(): NoInstanceError {
   return new NoInstanceError('no instance to pick: the instance list is empty');
 }
 
+/** InstanceTableOptions configures how an InstanceTable applies large changes. */
+export interface InstanceTableOptions {
+  /** Sets the timers of a sliced sync. Defaults to none: every sync completes at once. */
+  clock?: Clock | undefined;
+  /**
+   * The most work one slice of a sync does, in units (an entry compared is one, an id looked up 8, an
+   * entry made or updated 32). Defaults to 65 536 (about 0.5 ms).
+   */
+  sliceSize?: number;
+  /** Called from the timer when a sliced sync of `list` is complete: sync `list` again to take it over. */
+  onReady?: (list: readonly ServiceInstance[]) => void;
+}
+
+/** The default `sliceSize`: 1 600 new instances, or a list of 60 000 that differs from the last in one, per slice. */
+export const TABLE_SLICE = 1 << 16;
+/** Work units of a sync (see `sliceSize`). */
+const LOOKUP = 8;
+const MAKE = 32;
+
+/** sliceLists checks a picker's `sliceLists` option (a boolean, default false). */
+export function sliceLists(owner: string, value: unknown): boolean {
+  if (value !== undefined && typeof value !== 'boolean') throw new TypeError(`${owner}: sliceLists must be a boolean, got ${typeof value}`);
+  return value === true;
+}
+
+/** Walk is a sync in progress: the new list, how far it got, and what it found. */
+interface Walk<E extends Entry> {
+  readonly list: readonly ServiceInstance[];
+  readonly gen: number;
+  /** The next index of `list` to visit, and the old entry expected there. */
+  j: number;
+  i: number;
+  readonly entries: E[];
+  readonly added: E[];
+  readonly updated: E[];
+  /** Updates applied at handover, so the old entries stay as they were meanwhile: entry, instance, entry, … */
+  readonly pending: (E | ServiceInstance)[];
+  timer: TimerHandle | undefined;
+}
+
 /**
  * InstanceTable maps the last list a picker saw to one entry per distinct id. `make(instance, previous)`
  * builds the entry for an id, given the entry it had in the previous list (undefined when new); it is
  * called only for ids that are new or whose instance object changed.
  */
 export class InstanceTable<E extends Entry> {
-  /** The array the entries were built from. */
+  /** The array the entries were built from, or the one being synced in slices (see the module comment). */
   source: readonly ServiceInstance[] | undefined = undefined;
   /** One entry per distinct id, in order of first appearance (the object of the last appearance). */
   entries: E[] = [];
@@ -90,81 +138,190 @@ export class InstanceTable<E extends Entry> {
   updated: E[] = [];
   private readonly byId = new Map<string, E>();
   private generation = 0;
+  private walk: Walk<E> | undefined = undefined;
+  /** A list whose sliced walk met a bad instance. */
+  private failed: readonly ServiceInstance[] | undefined = undefined;
+  private clock: Clock | undefined;
+  private readonly sliceSize: number;
+  private readonly onReady: ((list: readonly ServiceInstance[]) => void) | undefined;
 
-  constructor(private readonly make: (instance: ServiceInstance, previous: E | undefined) => E) {}
+  constructor(
+    private readonly make: (instance: ServiceInstance, previous: E | undefined) => E,
+    options?: InstanceTableOptions,
+  ) {
+    this.clock = options?.clock;
+    this.sliceSize = options?.sliceSize ?? TABLE_SLICE;
+    this.onReady = options?.onReady;
+  }
 
-  /** sync rebuilds the entries for `list` unless it is the array they were built from, and returns them. */
+  /** pending is true while a sliced sync runs or waits for its handover. */
+  get pending(): boolean {
+    return this.walk !== undefined;
+  }
+
+  /**
+   * sync makes the entries those of `list` unless it is `source`, and returns them: at once, or — a
+   * large change of a table that has entries and a clock — in slices, returning the previous entries
+   * (with nothing reported changed) until the walk is complete.
+   */
   sync(list: readonly ServiceInstance[]): E[] {
     if (list === this.source) return this.entries;
+    const running = this.walk;
+    if (running !== undefined) {
+      this.walk = undefined;
+      if (running.list === list && running.j === list.length) return this.finish(running);
+      this.cancel(running);
+    }
     if (!Array.isArray(list)) throw new TypeError(`pick: instances must be an array, got ${list === null ? 'null' : typeof list}`);
-    const gen = ++this.generation;
-    const old = this.entries;
-    const entries: E[] = [];
-    const added: E[] = [];
-    const updated: E[] = [];
-    let i = 0; // the old entry expected next
-    for (let j = 0; j < list.length; j++) {
-      const inst = list[j]!;
-      const expected = i < old.length ? old[i]! : undefined;
-      if (expected !== undefined && expected.instance === inst && expected.seen !== gen) {
-        expected.seen = gen;
-        expected.index = entries.length;
-        entries.push(expected);
-        i++;
-        continue;
+    const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], timer: undefined };
+    const sliced = this.clock !== undefined && this.entries.length > 0 && list !== this.failed;
+    let done: boolean;
+    try {
+      done = this.step(w, sliced ? this.sliceSize : Infinity);
+    } catch (err) {
+      this.cancel(w);
+      throw err;
+    }
+    if (done) return this.finish(w);
+    this.walk = w;
+    this.source = list;
+    this.added = [];
+    this.removed = [];
+    this.updated = [];
+    this.schedule(w);
+    return this.entries;
+  }
+
+  /** close drops a sliced sync in progress (its timer and what it found); later syncs complete at once. */
+  close(): void {
+    const w = this.walk;
+    this.walk = undefined;
+    if (w !== undefined) this.cancel(w);
+    this.clock = undefined;
+  }
+
+  /** get returns the entry for `id` in the current list (while a sliced sync runs, possibly one of the next). */
+  get(id: string): E | undefined {
+    return this.byId.get(id);
+  }
+
+  private schedule(w: Walk<E>): void {
+    w.timer = this.clock!.setTimeout(() => {
+      w.timer = undefined;
+      if (this.walk !== w) return;
+      let done: boolean;
+      try {
+        done = this.step(w, this.sliceSize);
+      } catch {
+        // A bad instance: the next sync of the list walks it at once, so that the pick throws.
+        this.walk = undefined;
+        this.cancel(w);
+        this.failed = w.list;
+        return;
       }
+      if (!done) return this.schedule(w);
+      if (this.source === w.list) this.source = undefined; // the next sync of the list takes it over
+      this.onReady?.(w.list);
+    }, 0);
+    w.timer.unref();
+  }
+
+  /** cancel forgets a walk: its timer, and the entries it made (not in the old list). */
+  private cancel(w: Walk<E>): void {
+    if (w.timer !== undefined) this.clock!.clearTimeout(w.timer);
+    w.timer = undefined;
+    for (const e of w.added) if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
+    const old = this.entries;
+    for (let k = 0; k < old.length; k++) old[k]!.index = k; // the walk moved those it visited
+    if (this.source === w.list) this.source = undefined;
+  }
+
+  /**
+   * step walks `w` on until `budget` units are spent; answers true when the list is done. Of the old
+   * entries only `seen` and `index` change (an entry's index is read only while the walk has not
+   * visited it; a dropped walk restores them): updates wait in `pending` for the handover.
+   */
+  private step(w: Walk<E>, budget: number): boolean {
+    const { list, gen, entries, added, updated, pending } = w;
+    const old = this.entries;
+    const byId = this.byId;
+    const n = list.length;
+    let i = w.i;
+    let j = w.j;
+    let spent = 0;
+    while (j < n && spent < budget) {
+      // The common case, a run of the same objects in the same order: a pointer comparison each.
+      const stop = budget - spent < n - j ? j + Math.ceil(budget - spent) : n;
+      const from = j;
+      for (; j < stop && i < old.length; i++, j++) {
+        const x = old[i]!;
+        if (x.instance !== list[j] || x.seen === gen) break;
+        x.seen = gen;
+        x.index = entries.length;
+        entries.push(x);
+      }
+      spent += j - from;
+      if (j === stop) continue;
+      const inst = list[j++]!;
+      spent += 1 + LOOKUP;
       if (inst === null || typeof inst !== 'object' || typeof inst.id !== 'string') {
         throw new TypeError(`pick: every instance must be an object with a string id, got ${inst === null ? 'null' : typeof inst}`);
       }
-      let e = this.byId.get(inst.id);
-      if (e === undefined) {
-        e = this.make(inst, undefined);
-        e.seen = gen;
-        e.index = entries.length;
-        this.byId.set(inst.id, e);
-        entries.push(e);
-        added.push(e);
+      const e = byId.get(inst.id);
+      if (e === undefined || (e.seen !== gen && old[e.index] !== e)) {
+        spent += MAKE;
+        const made = this.make(inst, undefined);
+        made.seen = gen;
+        made.index = entries.length;
+        byId.set(inst.id, made);
+        entries.push(made);
+        added.push(made);
         continue;
       }
       if (e.seen === gen) {
         // A duplicate id (rare): the later object wins, the first place stays.
-        if (e.instance !== inst) {
-          this.update(e, inst);
-          if (!added.includes(e) && !updated.includes(e)) updated.push(e);
-        }
+        pending.push(e, inst);
+        if (e.instance !== inst && !added.includes(e) && !updated.includes(e)) updated.push(e);
         continue;
       }
       if (e.instance !== inst) {
-        this.update(e, inst);
+        spent += MAKE;
+        pending.push(e, inst);
         updated.push(e);
       }
-      if (e.seen === gen - 1 && old[e.index] === e) i = e.index + 1; // resynchronise the walk after it
+      i = e.index + 1; // resynchronise the walk after it
       e.seen = gen;
       e.index = entries.length;
       entries.push(e);
     }
+    w.i = i;
+    w.j = j;
+    return j === n;
+  }
+
+  /** finish hands a complete walk over: indices, the updates it found, and the entries no longer listed. */
+  private finish(w: Walk<E>): E[] {
+    const { entries, gen, pending } = w;
+    for (let k = 0; k < pending.length; k += 2) this.update(pending[k] as E, pending[k + 1] as ServiceInstance);
+    const old = this.entries;
     const removed: E[] = [];
     for (let k = 0; k < old.length; k++) {
       const e = old[k]!;
       if (e.seen !== gen) {
-        this.byId.delete(e.instance.id);
+        if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
         removed.push(e);
       }
     }
+    this.failed = undefined;
     this.entries = entries;
-    this.added = added;
+    this.added = w.added;
     this.removed = removed;
-    this.updated = updated;
-    this.source = list;
+    this.updated = w.updated;
+    this.source = w.list;
     return entries;
   }
 
   private update(e: E, inst: ServiceInstance): void {
     if (this.make(inst, e) !== e) throw new Error('InstanceTable: make must update and return the previous entry');
-  }
-
-  /** get returns the entry for `id` in the current list. */
-  get(id: string): E | undefined {
-    return this.byId.get(id);
   }
 }

@@ -8,10 +8,11 @@
  * instances share the traffic at random.
  * In-flight counts come from `start` / `report` (the Balancer calls both).
  */
-import { fn, integer, options as checkOptions } from '../core/validate.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+import { InstanceTable, noInstance, sliceLists, type Entry } from './instance-table.js';
 
 /** LeastRequestOptions configures a LeastRequest. */
 export interface LeastRequestOptions {
@@ -19,6 +20,10 @@ export interface LeastRequestOptions {
   choiceCount?: number;
   /** Uniform random numbers in [0, 1). Defaults to a xorshift32 generator seeded from `Math.random`. */
   random?: () => number;
+  /** Sets the timers of `sliceLists`. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 /** Defaults for LeastRequestOptions. */
@@ -34,11 +39,7 @@ interface CountEntry extends Entry {
 /** LeastRequest is a Picker choosing the instance with the fewest calls in flight among a few drawn at random. */
 export class LeastRequest implements Picker {
   readonly choiceCount: number;
-  private readonly table = new InstanceTable<CountEntry>((instance, prev) => {
-    if (prev === undefined) return { instance, seen: 0, index: 0, inFlight: 0 };
-    prev.instance = instance;
-    return prev;
-  });
+  private declare readonly table: InstanceTable<CountEntry>;
   private readonly random: (() => number) | undefined;
   private seed = ((Math.random() * 0x100000000) | 0) || 1;
   private last: CountEntry | undefined;
@@ -47,6 +48,12 @@ export class LeastRequest implements Picker {
     const o = checkOptions('LeastRequest', options);
     this.choiceCount = integer('LeastRequest', 'choiceCount', o.choiceCount ?? leastRequestDefaults.choiceCount, 2, 100);
     this.random = o.random === undefined ? undefined : fn<() => number>('LeastRequest', 'random', o.random);
+    const clock = clockOption('LeastRequest', o.clock, systemClock);
+    this.table = new InstanceTable<CountEntry>((instance, prev) => {
+      if (prev === undefined) return { instance, seen: 0, index: 0, inFlight: 0 };
+      prev.instance = instance;
+      return prev;
+    }, { clock: sliceLists('LeastRequest', o.sliceLists) ? clock : undefined });
   }
 
   /**

@@ -19,7 +19,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { allowedCount, InstanceTable, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { allowedCount, InstanceTable, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
 
 /** P2COptions configures a P2C picker. */
 export interface P2COptions {
@@ -37,6 +37,8 @@ export interface P2COptions {
   slowStartMinWeight?: number;
   /** Time source. Defaults to `systemClock`. */
   clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
   /** Uniform random numbers in [0, 1). Defaults to a xorshift32 generator inside the picker, seeded from `Math.random` (a call to `Math.random` costs more than the rest of a pick). */
   random?: () => number;
 }
@@ -106,7 +108,7 @@ export class P2C implements Picker {
         return prev;
       }
       return this.create(instance);
-    });
+    }, { clock: sliceLists('P2C', o.sliceLists) ? this.clock : undefined });
   }
 
   /**

@@ -2,25 +2,32 @@
  * Random picks an instance uniformly at random: with many instances it spreads about as well as
  * round robin, and needs no shared turn.
  */
-import { fn, options as checkOptions } from '../core/validate.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { ExcludeSet, Picker } from './types.js';
-import { InstanceTable, allowedCount, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { InstanceTable, allowedCount, noInstance, nthAllowed, sliceLists, type Entry } from './instance-table.js';
 
 /** RandomOptions configures a Random. */
 export interface RandomOptions {
   /** Uniform random numbers in [0, 1). Defaults to `Math.random`. */
   random?: () => number;
+  /** Sets the timers of `sliceLists`. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 /** Random is a Picker that chooses uniformly at random. */
 export class Random implements Picker {
-  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
+  private declare readonly table: InstanceTable<Entry>;
   private readonly random: () => number;
 
   constructor(options?: RandomOptions) {
     const o = checkOptions('Random', options);
     this.random = o.random === undefined ? Math.random : fn('Random', 'random', o.random);
+    const clock = clockOption('Random', o.clock, systemClock);
+    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock: sliceLists('Random', o.sliceLists) ? clock : undefined });
   }
 
   /**

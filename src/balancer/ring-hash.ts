@@ -44,7 +44,7 @@ import { HashRing, type RingBuild } from '../core/hash-ring.js';
 import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { InstanceTable, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
 import { RingSize } from './ring-size.js';
 
 /** RingHashOptions configures a RingHash. */
@@ -63,12 +63,15 @@ export interface RingHashOptions {
   random?: () => number;
   /**
    * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
-   * hashed eight); a larger update is built in slices of this size, one per timer turn. Defaults to
-   * 262 144 (about 1–2 ms).
+   * hashed eight); a larger update is built in slices of this size, one per timer turn. With
+   * `sliceLists` it bounds the list work too (an instance compared is one unit, looked up 8, new or
+   * changed 32). Defaults to 262 144 (about 1–2 ms).
    */
   sliceSize?: number;
   /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
   clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 /** Defaults for RingHashOptions. */
@@ -96,6 +99,8 @@ export interface RingStats {
   rebuilding: boolean;
   /** Rebuilds run in slices so far. */
   rebuilds: number;
+  /** A list differing in thousands of instances is being taken in in slices (picks use the previous list meanwhile). */
+  listPending: boolean;
 }
 
 /** Job is a ring being rebuilt in slices. */
@@ -122,11 +127,7 @@ export class RingHash implements Picker {
   private closed = false;
   /** No instance on the ring is in the list (a first build runs): keyed picks use jump hashing. */
   private interim = false;
-  private readonly table = new InstanceTable<RingEntry>((instance, prev) => {
-    if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
-    prev.instance = instance;
-    return prev;
-  });
+  private declare readonly table: InstanceTable<RingEntry>;
   /** bySlot[s] is the entry of the ring member in slot s, or undefined while that member is absent. */
   private bySlot: (RingEntry | undefined)[] = [];
   /** Ring members not in the list, with their points. */
@@ -149,6 +150,11 @@ export class RingHash implements Picker {
     this.random = o.random === undefined ? Math.random : fn('RingHash', 'random', o.random);
     this.sliceSize = integer('RingHash', 'sliceSize', o.sliceSize ?? ringHashDefaults.sliceSize, 1, Number.MAX_SAFE_INTEGER);
     this.clock = clockOption('RingHash', o.clock, systemClock);
+    this.table = new InstanceTable<RingEntry>((instance, prev) => {
+      if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
+      prev.instance = instance;
+      return prev;
+    }, { clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined, sliceSize: this.sliceSize });
   }
 
   /** ring is the ring picks use now (shared semantics with the cache's peer picker); a sliced rebuild swaps it. */
@@ -273,6 +279,7 @@ export class RingHash implements Picker {
       inFlight: this.totalLoad,
       rebuilding: this.job !== undefined,
       rebuilds: this.rebuilds,
+      listPending: this.table.pending,
     };
   }
 
@@ -282,6 +289,7 @@ export class RingHash implements Picker {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.table.close();
     const job = this.job;
     if (job === undefined) return;
     this.clock.clearTimeout(job.timer);

@@ -3,26 +3,33 @@
  * offset, so that many clients started together do not all begin with the same instance (gRPC's
  * round_robin does the same).
  */
-import { fn, options as checkOptions } from '../core/validate.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { ExcludeSet, Picker } from './types.js';
-import { InstanceTable, noInstance, type Entry } from './instance-table.js';
+import { InstanceTable, noInstance, sliceLists, type Entry } from './instance-table.js';
 
 /** RoundRobinOptions configures a RoundRobin. */
 export interface RoundRobinOptions {
   /** Uniform random numbers in [0, 1), for the starting offset. Defaults to `Math.random`. */
   random?: () => number;
+  /** Sets the timers of `sliceLists`. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 /** RoundRobin is a Picker that takes instances in turn. */
 export class RoundRobin implements Picker {
-  private readonly table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)));
+  private declare readonly table: InstanceTable<Entry>;
   private next: number;
 
   constructor(options?: RoundRobinOptions) {
     const o = checkOptions('RoundRobin', options);
     const random = o.random === undefined ? Math.random : fn<() => number>('RoundRobin', 'random', o.random);
     this.next = Math.floor(random() * 1024) >>> 0;
+    const clock = clockOption('RoundRobin', o.clock, systemClock);
+    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock: sliceLists('RoundRobin', o.sliceLists) ? clock : undefined });
   }
 
   /**

@@ -19,10 +19,11 @@
  * Weights come from `metadata.weight` (a positive finite number, else 1 with one warning per instance).
  * Current weights are kept by instance id, so they survive list updates for instances that stay.
  */
-import { fn, options as checkOptions } from '../core/validate.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { Picker } from './types.js';
-import { defaultWarn, InstanceTable, noInstance, weightOf, type Entry } from './instance-table.js';
+import { defaultWarn, InstanceTable, noInstance, sliceLists, weightOf, type Entry } from './instance-table.js';
 
 /** The most (instance, bad weight) pairs remembered for warn-once. */
 const MAX_WARNED = 10_000;
@@ -35,6 +36,10 @@ const MAX_CYCLE = 1024;
 export interface SmoothWeightedRoundRobinOptions {
   /** Called once per instance whose weight is unusable. Defaults to `process.emitWarning`. */
   warn?: (message: string) => void;
+  /** Sets the timers of `sliceLists`. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
 }
 
 interface WeightedEntry extends Entry {
@@ -101,7 +106,7 @@ export class SmoothWeightedRoundRobin implements Picker {
         return prev;
       }
       return { instance, seen: 0, index: 0, raw, weight, slot: -1 };
-    });
+    }, { clock: sliceLists('SmoothWeightedRoundRobin', o.sliceLists) ? clockOption('SmoothWeightedRoundRobin', o.clock, systemClock) : undefined });
   }
 
   /** pick returns the instance with the largest current weight; throws NoInstanceError when `instances` is empty. */

@@ -15,8 +15,8 @@ export type StrategyOption = StrategyName | Picker | (() => Picker);
 
 const names: readonly StrategyName[] = ['round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request'];
 
-/** createPicker builds the Picker `strategy` names, passing `clock` and `random` to the ones that use them. */
-export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; random?: () => number } = {}): Picker {
+/** createPicker builds the Picker `strategy` names, passing `clock`, `random` and `sliceLists` to the ones that use them. */
+export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; random?: () => number; sliceLists?: boolean } = {}): Picker {
   if (typeof strategy === 'function') {
     const p = strategy();
     if (p === null || typeof p !== 'object' || typeof p.pick !== 'function') throw new TypeError('strategy: the factory must return a Picker (an object with pick())');
@@ -27,19 +27,20 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
     return strategy;
   }
   const random = deps.random;
+  const { clock, sliceLists } = deps;
   switch (strategy) {
     case 'round-robin':
-      return new RoundRobin({ random });
+      return new RoundRobin({ random, clock, sliceLists });
     case 'random':
-      return new Random({ random });
+      return new Random({ random, clock, sliceLists });
     case 'weighted-round-robin':
-      return new SmoothWeightedRoundRobin();
+      return new SmoothWeightedRoundRobin({ clock, sliceLists });
     case 'ring-hash':
-      return new RingHash({ clock: deps.clock, random });
+      return new RingHash({ clock, random, sliceLists });
     case 'p2c':
-      return new P2C({ clock: deps.clock, random });
+      return new P2C({ clock, random, sliceLists });
     case 'least-request':
-      return new LeastRequest({ random });
+      return new LeastRequest({ random, clock, sliceLists });
     default:
       throw new RangeError(`strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
   }

@@ -24,7 +24,9 @@ export interface CallOutcome {
  * Load-aware strategies also want `start(instance)` when a call to the picked instance begins and
  * `report(instance, outcome)` when it ends (exactly once per start; without an outcome when the call
  * was not made after all, e.g. its breaker refused it); the Balancer does both.
- * A picker holds the state of one service: give each service its own.
+ * A picker holds the state of one service: give each service its own. Built-in pickers made with
+ * `sliceLists` (the Balancer's) take a list differing in thousands of instances in over timer turns
+ * and answer from the previous list until then; without it every pick is one of `instances`.
  */
 export interface Picker {
   /**

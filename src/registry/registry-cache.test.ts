@@ -182,6 +182,22 @@ describe('RegistryCache: what go-micro users ran into', () => {
     await cache.close();
   });
 
+  it('keeps the objects of unchanged instances across listings, so a re-list changes only what changed', async () => {
+    const { clock, fake, cache } = setup();
+    const first = await cache.getService('api');
+    // the registry parses new (equal) objects on every listing, and one instance changed
+    fake.services.set('api', fake.services.get('api')!.map((x) => (x.id === 'a2' ? { ...x, metadata: { weight: '5' } } : { ...x })));
+    clock.advance(60_001);
+    const second = await cache.getService('api');
+    assert.equal(fake.calls, 2);
+    assert.notEqual(second, first, 'a new list');
+    assert.equal(second[0], first[0], 'the unchanged instance is the same object');
+    assert.notEqual(second[1], first[1]);
+    assert.equal(second[1]!.metadata?.weight, '5');
+    assert.ok(Object.isFrozen(second[1]));
+    await cache.close();
+  });
+
   it('applies create, update and delete events and keeps the entry fresh', async () => {
     const { clock, fake, cache } = setup();
     const seen: string[] = [];

@@ -35,7 +35,7 @@ import { clockOption, fn, integer, options as checkOptions } from '../core/valid
 import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
-import { checkName } from './validate.js';
+import { checkName, sameInstance } from './validate.js';
 import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
 
 export { registryCacheDefaults };
@@ -274,12 +274,15 @@ export class RegistryCache implements Registry {
 
   /** store replaces the entry of `name` with `list` (a full, fresh answer). */
   private store(name: string, list: readonly ServiceInstance[], now: number): Entry {
-    const instances = freezeList(list);
+    let e = this.entries.get(name);
+    const before = e?.instances ?? EMPTY;
+    // Instances equal to the ones cached keep their objects (a registry parses new ones on every
+    // listing): consumers that diff lists by identity — the balancer's pickers — then do work only
+    // for what changed, and the old copies can be collected.
+    const instances = before.length === 0 ? freezeList(list) : keepIdentity(before, list);
     const nodeExpiry = new Map<string, number>();
     const expiry = now + this.ttlMs;
     for (const i of instances) nodeExpiry.set(i.id, expiry);
-    let e = this.entries.get(name);
-    const before = e?.instances ?? EMPTY;
     if (e === undefined) {
       this.makeRoom();
       e = { instances, answer: undefined, validUntil: expiry, nodeExpiry, serviceExpiry: expiry, lastUsed: now };
@@ -492,4 +495,19 @@ export class RegistryCache implements Registry {
 }
 
 function noop(): void {}
+
+/**
+ * keepIdentity is `freezeList(list)` with every instance equal to one of `before` (same id and data)
+ * answered as that object, so that an unchanged instance keeps its identity across listings.
+ */
+function keepIdentity(before: readonly ServiceInstance[], list: readonly ServiceInstance[]): readonly ServiceInstance[] {
+  const known = new Map<string, ServiceInstance>();
+  for (const i of before) known.set(i.id, i);
+  const out: ServiceInstance[] = [];
+  for (const i of list) {
+    const k = known.get(i.id);
+    out.push(k !== undefined && (k === i || sameInstance(k, i)) ? k : frozenInstance(i));
+  }
+  return Object.freeze(out);
+}
 
