@@ -66,7 +66,7 @@ describe('bulwark policy', () => {
       results[policy] = { share: ok.filter((r) => r.server === 'slow').length / ok.length, p50: percentile(ms, 50), p99: percentile(ms, 99), calls: ok.length };
     }
     console.log(`slow instance: ${JSON.stringify(results)}`);
-    assert.ok(results.bulwark!.share < 0.05, `P2C sent ${(results.bulwark!.share * 100).toFixed(1)} % to the slow server (calls p50 ${results.bulwark!.p50.toFixed(1)} ms: well above 2 ms, the machine is too loaded for "two fast servers" to hold)`);
+    assert.ok(results.bulwark!.share < 0.05, `P2C sent ${(results.bulwark!.share * 100).toFixed(1)} % to the slow server (calls p50 ${results.bulwark!.p50.toFixed(1)} ms${results.bulwark!.p50 > 50 ? ': the machine is too loaded for "two fast servers" to hold' : ''})`);
     assert.ok(Math.abs(results.round_robin!.share - 1 / 3) < 0.05, `round_robin sent ${(results.round_robin!.share * 100).toFixed(1)} % to the slow server`);
   });
 
