@@ -2,6 +2,20 @@
 // Runs every test (unit tests beside the code in src/, cross-module and real-server tests in test/)
 // with node:test, TypeScript loaded through tsx. Arguments filter files by substring:
 //   node scripts/test.mjs breaker registry
+// `npm test` runs `node scripts/test.mjs --typecheck`: the type check of everything (tsc --noEmit, incremental
+// through .tmp/typecheck.tsbuildinfo) runs beside the build, and the tests only if both pass.
+//
+// It builds first. Tests that start processes run what a user runs — the built CLI (`node dist/cli/main.js`)
+// and the built package (docs examples, test children) — so dist/ is rebuilt (tsc -p tsconfig.build.json)
+// whenever a file it is built from (src/ but its tests, the tsconfigs, package.json) is newer than the last
+// build (.tmp/build-stamp); `node scripts/test.mjs serve` never tests a stale dist/.
+//
+// The unit tests in src/ run one process per module, not one per file: a generated entry,
+// .tmp/units/<module>.test.mjs, imports that module's test files in turn, each file's tests inside a suite
+// named by the file (`src/core/clock.test.ts`), so a failure still names its file and test; a process's
+// start-up (node + tsx, ~0.4 CPU-s) is most of what a unit test file costs. Files in ISOLATED keep a process
+// of their own (see there). The test/ files, which start servers and set process-wide hooks, keep theirs.
+//
 // A file gets 240 s: the docs test runs ~45 example programs, each a process of its own.
 //
 // Files run two at a time (BULWARK_TEST_CONCURRENCY to change it), the longest first: each run records how
@@ -14,26 +28,39 @@
 // a dependency leaves behind. It hides nothing a test asserts: every close() is still awaited in the files'
 // after() hooks, and test/registry-etcd.test.ts checks in a child process that a closed EtcdRegistry
 // leaves nothing that keeps a process alive (etcd3's watch-reconnect timer used to, for up to 30 s).
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 
 const root = new URL('..', import.meta.url).pathname;
-const filters = process.argv.slice(2);
+const args = process.argv.slice(2);
+const typecheck = args.includes('--typecheck');
+const filters = args.filter((a) => a !== '--typecheck');
 const concurrency = Number(process.env.BULWARK_TEST_CONCURRENCY ?? 2);
 if (!Number.isInteger(concurrency) || concurrency < 1) {
   console.error(`BULWARK_TEST_CONCURRENCY must be a whole number ≥ 1, got ${process.env.BULWARK_TEST_CONCURRENCY}`);
   process.exit(2);
 }
-const timesFile = join(root, '.tmp', 'test-times.json');
-const lastRunFile = join(root, '.tmp', `test-times.${process.pid}.json`);
+const tmp = join(root, '.tmp');
+const timesFile = join(tmp, 'test-times.json');
+const lastRunFile = join(tmp, `test-times.${process.pid}.json`);
+const buildStamp = join(tmp, 'build-stamp');
+const unitsDir = join(tmp, 'units');
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 
-function walk(dir, out) {
+/**
+ * ISOLATED lists the unit test files that keep a process of their own: they measure CPU time of one
+ * operation against a bound, which another file's garbage would inflate.
+ */
+const ISOLATED = new Set(['src/balancer/scale.test.ts']);
+
+function walk(dir, keep, out) {
   for (const name of readdirSync(dir)) {
     if (name === 'node_modules' || name.startsWith('.')) continue;
     const p = join(dir, name);
-    if (statSync(p).isDirectory()) walk(p, out);
-    else if (name.endsWith('.test.ts')) out.push(relative(root, p));
+    if (statSync(p).isDirectory()) walk(p, keep, out);
+    else if (keep(name)) out.push(relative(root, p));
   }
   return out;
 }
@@ -46,17 +73,94 @@ function readTimes(file) {
   }
 }
 
-const times = readTimes(timesFile);
-const expected = (f) => times[join(root, f)] ?? (f.startsWith('test/') ? Infinity : 0);
-const files = [...walk(join(root, 'src'), []), ...walk(join(root, 'test'), [])]
+const isTest = (name) => name.endsWith('.test.ts');
+const selected = [...walk(join(root, 'src'), isTest, []), ...walk(join(root, 'test'), isTest, [])]
   .filter((f) => filters.length === 0 || filters.some((s) => f.includes(s)))
-  .sort()
-  .sort((a, b) => expected(b) - expected(a));
-if (files.length === 0) {
+  .sort();
+if (selected.length === 0) {
   console.error('no test files matched');
   process.exit(1);
 }
-mkdirSync(join(root, '.tmp'), { recursive: true });
+mkdirSync(tmp, { recursive: true });
+
+/** run runs `node <args>` with its output on ours and answers its exit code. */
+function run(label, nodeArgs) {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, nodeArgs, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.on('exit', (code, signal) => {
+      console.error(`# ${label}: ${code === 0 ? 'done' : `failed (${code ?? signal})`} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      resolve(code ?? 1);
+    });
+  });
+}
+
+/** buildIsStale tells whether dist/ is older than a file it is built from (or missing). */
+function buildIsStale() {
+  if (!existsSync(join(root, 'dist', 'cli', 'main.js')) || !existsSync(buildStamp)) return true;
+  const built = statSync(buildStamp).mtimeMs;
+  const inputs = walk(join(root, 'src'), (n) => n.endsWith('.ts') && !n.endsWith('.test.ts'), []);
+  inputs.push('tsconfig.json', 'tsconfig.build.json', 'package.json');
+  return inputs.some((f) => statSync(join(root, f)).mtimeMs > built);
+}
+
+async function build() {
+  if (!buildIsStale()) return 0;
+  const started = new Date();
+  const code = await run('build (tsc -p tsconfig.build.json)', [tsc, '-p', 'tsconfig.build.json']);
+  if (code === 0) {
+    // stamped with the time the build started: a file saved during the build makes the next run build again
+    writeFileSync(buildStamp, '');
+    utimesSync(buildStamp, started, started);
+  }
+  return code;
+}
+
+const checks = [build()];
+if (typecheck) {
+  checks.push(run('typecheck (tsc --noEmit)', [tsc, '-p', 'tsconfig.json', '--noEmit', '--incremental', '--tsBuildInfoFile', join(tmp, 'typecheck.tsbuildinfo')]));
+}
+if ((await Promise.all(checks)).some((c) => c !== 0)) process.exit(1);
+
+/**
+ * units groups the selected unit test files of src/ by module (src/<module>/…) into generated entries,
+ * each importing its files in turn, every file's tests in a suite named by the file.
+ */
+function units(files) {
+  const byModule = new Map();
+  for (const f of files) {
+    const module = f.split('/')[1];
+    if (!byModule.has(module)) byModule.set(module, []);
+    byModule.get(module).push(f);
+  }
+  rmSync(unitsDir, { recursive: true, force: true });
+  mkdirSync(unitsDir, { recursive: true });
+  const entries = [];
+  for (const [module, group] of byModule) {
+    const entry = join(unitsDir, `${module}.test.mjs`);
+    const list = group.map((f) => `  ${JSON.stringify(f)},`).join('\n');
+    writeFileSync(entry, `// Generated by scripts/test.mjs: the unit tests of src/${module}/ in one process, each file's tests in a suite named by the file.
+import { describe } from 'node:test';
+const files = [
+${list}
+];
+for (const file of files) {
+  // one file at a time: its tests register inside its suite while its module evaluates
+  await new Promise((loaded) => describe(file, () => import(new URL(\`../../\${file}\`, import.meta.url).href).finally(loaded)));
+}
+`);
+    entries.push(relative(root, entry));
+  }
+  return entries;
+}
+
+const grouped = selected.filter((f) => f.startsWith('src/') && !ISOLATED.has(f));
+const files = [...units(grouped), ...selected.filter((f) => !grouped.includes(f))];
+
+const times = readTimes(timesFile);
+const expected = (f) => times[join(root, f)] ?? (f.startsWith('test/') ? Infinity : 0);
+files.sort((a, b) => expected(b) - expected(a));
+
 // The visible reporter is node's default: spec on a terminal, TAP otherwise.
 const visible = process.stdout.isTTY ? 'spec' : 'tap';
 const child = spawn(
