@@ -19,11 +19,14 @@
 //
 // A file gets 240 s: the docs test runs ~45 example programs, each a process of its own.
 //
-// Files run two at a time (BULWARK_TEST_CONCURRENCY to change it), the longest first: each run records how
-// long each file's tests took in .tmp/test-times.json (scripts/test-times.mjs, a reporter beside the
-// visible one), and the next run starts the files in that order, so that the long real-server files do not
-// start last while the other slot idles; files not timed yet go first among test/ files (they may be long)
-// and last among src/ ones (unit tests, short).
+// Files run two at a time (BULWARK_TEST_CONCURRENCY to change it): first the test/ files with a process of
+// their own, then the shared processes (.tmp/units/…, src/balancer/scale.test.ts), each part the longest
+// first. Each run records how long each file's tests took in .tmp/test-times.json (scripts/test-times.mjs,
+// a reporter beside the visible one), and the next run starts the files in that order, so that the long
+// real-server files do not start last while the other slot idles; a file not timed yet goes first in its
+// part. The shared processes keep a core busy for 5-15 s straight; in two full runs under a load of 9-14
+// that ordered them among the real-server files, grpc-balancing's P2C test (its fast servers share the
+// test's event loop) failed with the balancer unit process beside it.
 //
 // --test-force-exit ends a file's process once its tests are done instead of waiting for a timer or socket
 // a dependency leaves behind. It hides nothing a test asserts: every close() is still awaited in the files'
@@ -189,8 +192,9 @@ for (const f of selected) {
 const files = [...entries(groups), ...alone];
 
 const times = readTimes(timesFile);
-const expected = (f) => times[join(root, f)] ?? (f.startsWith('test/') ? Infinity : 0);
-files.sort((a, b) => expected(b) - expected(a));
+const ownProcess = (f) => (f.startsWith('test/') ? 0 : 1);
+const expected = (f) => times[join(root, f)] ?? Infinity;
+files.sort((a, b) => ownProcess(a) - ownProcess(b) || expected(b) - expected(a));
 
 // The visible reporter is node's default: spec on a terminal, TAP otherwise.
 const visible = process.stdout.isTTY ? 'spec' : 'tap';
