@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { freePort, skipReason, waitFor } from './support/servers.js';
-import { runBulwark, startNodes, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+import { bulwarkArgs, runBulwark, startNodes, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -86,7 +86,7 @@ describe('bulwark registry', { concurrency: true }, () => {
     });
 
     it('watch prints the list, then a line per change, and exits 0 at SIGINT', async () => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'registry', 'watch', '--registry', registry, '--etcd-prefix', prefix, '--json'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', registry, '--etcd-prefix', prefix, '--json']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
       const lines: string[] = [];
       let buf = '';
       child.stdout.on('data', (d: Buffer) => {

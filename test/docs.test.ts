@@ -1,5 +1,5 @@
 /**
- * The examples in docs/*.md, checked three ways. Run `npm run build` first: examples import the built package.
+ * The examples in docs/*.md, checked three ways. Examples import the built package: scripts/test.mjs (`npm test`) builds dist/ first when it is stale.
  *
  * 1. **They run.** Every ```ts block is a complete program, run with node against the built package
  *    (imports of 'bulwark' and 'bulwark/<module>' resolve to dist/ through the package's own exports

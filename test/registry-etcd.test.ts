@@ -27,7 +27,8 @@ import { freePort, skipReason, waitFor } from './support/servers.js';
 import { collect } from './support/collect-watch.js';
 
 const skip = skipReason(etcdBinary, 'etcd');
-const REGISTRY_MODULE = new URL('../src/registry/etcd-registry.ts', import.meta.url).pathname;
+/** The built EtcdRegistry, for child processes (plain node: what a user's process runs; scripts/test.mjs builds first). */
+const REGISTRY_MODULE = new URL('../dist/registry/etcd-registry.js', import.meta.url).pathname;
 let etcd: EtcdServer;
 let raw: Etcd3;
 let n = 0;
@@ -161,7 +162,7 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
       await r.register({ id: 'd1', name: 'doomed', address: '127.0.0.1:1' });
       console.log('registered');
       setInterval(() => {}, 1000);`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((res, rej) => {
       child.stdout!.on('data', (b: Buffer) => b.toString().includes('registered') && res());
       child.once('exit', () => rej(new Error('child exited before registering')));
@@ -350,7 +351,7 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
         await r.close();
         console.log('closed');
       }, 20);`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
     const lines: string[] = [];
     let closedAt = 0;
     let stderr = '';

@@ -1,15 +1,26 @@
 /**
- * Test helper (not a test) for `bulwark serve` as users run it: each node a real process
- * (`node --import tsx src/cli/main.ts serve …`) on a free loopback port, stopped by PID; a small origin
- * server that counts its loads and can go down (503, or hang) and come back.
+ * Test helper (not a test) for `bulwark serve` as users run it: each node a real process of the built CLI
+ * (`node dist/cli/main.js serve …`, what the package's `bulwark` bin runs; scripts/test.mjs builds dist/
+ * first when it is stale) on a free loopback port, stopped by PID; a small origin server that counts its
+ * loads and can go down (503, or hang) and come back.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
+import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from './support/servers.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** CLI is the built `bulwark` command (package.json `bin`). */
+const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+
+/** bulwarkArgs answers node's arguments to run `bulwark <args>`, built. */
+export function bulwarkArgs(args: readonly string[]): string[] {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run the tests with \`node scripts/test.mjs\` (or \`npm test\`), which builds dist/ first`);
+  return [CLI, ...args];
+}
 
 /** ServeProc is one `bulwark serve` process. */
 export interface ServeProc {
@@ -29,7 +40,7 @@ export interface ServeProc {
 /** runBulwark runs `bulwark <args>` to its end and answers its exit code and output. */
 export function runBulwark(args: string[], timeoutMs = 30_000, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, bulwarkArgs(args), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -94,7 +105,7 @@ export async function startNodes(count: number, args: () => string[]): Promise<S
 }
 
 function spawnInto(proc: ServeProc): void {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...proc.args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, bulwarkArgs(proc.args), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.child = child;
   let buf = '';
   const onData = (d: Buffer) => {
@@ -111,7 +122,7 @@ function spawnInto(proc: ServeProc): void {
 
 /**
  * waitReady waits for /readyz (a deadline, not an expectation: a node is ready in 1–3 s, but on a machine
- * under a load of 20–30 its start-up alone, tsx compiling the CLI, has taken over 30 s).
+ * under a load of 20–30 its start-up alone has taken over 30 s).
  */
 async function waitReady(proc: ServeProc): Promise<void> {
   let exited = false;
