@@ -87,10 +87,10 @@ end`;
  *
  * ARGV: interval (ms per token), burst, n[, mode]. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
  *
- * With ARGV[4] = 'a' (`take()`, which needs only the answer) the reply is the integer 1 or 0: the
- * same decision, without computing and sending the numbers. This is the path of every lone caller, so
- * it comes first and does only what the decision needs: no closures, n = '1' compared as a string
- * rather than parsed.
+ * With ARGV[4] = 'a' (`take(key, n)`, which needs only the answer) the reply is the integer 1 or 0:
+ * the same decision, without computing and sending the numbers. With interval and burst alone (no n),
+ * it is that answer for one token: a lone `take()`, the path that comes first and does only what the
+ * decision needs (no closures, no n to send or parse; every argument costs the client and Redis).
  *
  * With ARGV[4] = '1' (a batch of n single-token decisions) it admits as many of the n as the bucket
  * holds, one token at a time with the same test and arithmetic as n calls of one token in a row, and
@@ -116,16 +116,18 @@ if mode ~= 'm' then
   local v = redis.call('GET', KEYS[1])
   local ahead
   ${readAhead('v', 'ahead')}
-  if mode == 'a' then
+  local n = ARGV[3]
+  if n == nil or mode == 'a' then
     local nxt
-    if ARGV[3] == '1' then nxt = ahead + interval else nxt = ahead + tonumber(ARGV[3]) * interval end
+    if n == nil then nxt = ahead + interval else nxt = ahead + tonumber(n) * interval end
     if nxt <= lim then
       ${writeAhead('KEYS[1]', 'nxt')}
       return 1
     end
     return 0
   end
-  local burst, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local burst = tonumber(ARGV[2])
+  n = tonumber(n)
   local ceil, floor = math.ceil, math.floor
   if mode == '1' or mode == 'l' then
     local nxt, m = ahead, 0
@@ -284,6 +286,8 @@ end
 return { allowed, quota - count, ttl, retry }
 `;
 
+const ONE_KEY = '1';
+
 /** Script is a Lua script with its SHA1, run by EVALSHA (and EVAL when the node answers NOSCRIPT). */
 export class Script {
   readonly sha: string;
@@ -291,22 +295,30 @@ export class Script {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
 
-  /** evalsha runs the script by its SHA1 on the node that owns `key` (rejects NOSCRIPT when the node lacks it). */
-  evalsha(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    return d === undefined
-      ? redis.evalsha(this.sha, 1, key, a, b, c)
-      : e === undefined
-        ? redis.evalsha(this.sha, 1, key, a, b, c, d)
-        : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
+  /**
+   * evalsha runs the script by its SHA1 on the node that owns `key` (rejects NOSCRIPT when the node
+   * lacks it). Each argument is sent as given (the key count as the string '1': ioredis would convert
+   * a number on every call).
+   */
+  evalsha(redis: RedisClient, key: string, a: string, b: string, c?: string, d?: string, e?: string): Promise<unknown> {
+    return c === undefined
+      ? redis.evalsha(this.sha, ONE_KEY, key, a, b)
+      : d === undefined
+        ? redis.evalsha(this.sha, ONE_KEY, key, a, b, c)
+        : e === undefined
+          ? redis.evalsha(this.sha, ONE_KEY, key, a, b, c, d)
+          : redis.evalsha(this.sha, ONE_KEY, key, a, b, c, d, e);
   }
 
   /** eval sends the script itself, which also caches it on that node. */
-  eval(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    return d === undefined
-      ? redis.eval(this.lua, 1, key, a, b, c)
-      : e === undefined
-        ? redis.eval(this.lua, 1, key, a, b, c, d)
-        : redis.eval(this.lua, 1, key, a, b, c, d, e);
+  eval(redis: RedisClient, key: string, a: string, b: string, c?: string, d?: string, e?: string): Promise<unknown> {
+    return c === undefined
+      ? redis.eval(this.lua, ONE_KEY, key, a, b)
+      : d === undefined
+        ? redis.eval(this.lua, ONE_KEY, key, a, b, c)
+        : e === undefined
+          ? redis.eval(this.lua, ONE_KEY, key, a, b, c, d)
+          : redis.eval(this.lua, ONE_KEY, key, a, b, c, d, e);
   }
 }
 
