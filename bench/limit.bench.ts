@@ -137,7 +137,11 @@ try {
     subjects: {
       [ROTATING]: async () => {
         const redis = new Redis(url());
-        const floor = await scriptCall(redis, BUCKET_FLOOR);
+        // Every subject on a connection of its own, as the limiter and RateLimiterRedis have: a connection
+        // that three subjects keep busy answered a little faster (0.5–4 µs at the median call) than one
+        // used by a single subject, a bias towards whichever subjects shared it.
+        const [pingClient, floorClient, rawClient] = [new Redis(url()), new Redis(url()), new Redis(url())];
+        const floor = await scriptCall(floorClient, BUCKET_FLOOR);
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
         const lim = new RedisTokenLimiter({ redis: url(), prefix: `bi:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
@@ -145,10 +149,11 @@ try {
         await onRedis(lim);
         await onRedis(leased);
         // The limiter's own script, as take('k') sends it (interval and burst: one token, answer only), on a key of its own.
-        const tokenSha = (await redis.script('LOAD', TOKEN_SCRIPT)) as string;
+        const tokenSha = (await rawClient.script('LOAD', TOKEN_SCRIPT)) as string;
         const rawKey = `braw:${process.pid}:{k}`;
-        const raw = () => redis.evalsha(tokenSha, '1', rawKey, String(1000 / REDIS_RATE), String(BIG));
-        const calls = [() => redis.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw];
+        const raw = () => rawClient.evalsha(tokenSha, '1', rawKey, String(1000 / REDIS_RATE), String(BIG));
+        await pingClient.ping();
+        const calls = [() => pingClient.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw];
         const S = calls.length;
         const busy = calls.map(() => 0);
         // Each call's time, for the medians (µs, grown as needed).
@@ -209,8 +214,7 @@ try {
           teardown: async () => {
             await lim.close();
             await leased.close();
-            redis.disconnect();
-            rlfClient.disconnect();
+            for (const c of [redis, pingClient, floorClient, rawClient, rlfClient]) c.disconnect();
           },
         };
       },
