@@ -5,13 +5,16 @@
  *
  * Targets (checked after each table):
  * - TokenLimiter.allow ≥ 4× RateLimiterMemory.consume;
- * - one caller at a time, interleaved in one process (the section to trust on a shared machine):
+ * - one caller at a time, interleaved in one process, the order shuffled each round (the section to trust on a shared machine):
  *   RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume and ≥ 0.9× the TIME+GET+SET floor script;
  *   with a lease of 100, ≥ 10× the PING rate;
- *   The same rotation runs our script by a bare EVALSHA ("raw script"): RedisTokenLimiter.take vs raw
- *   is what the limiter's client-side layers (rescue, batching, promises) cost; raw vs the floor is
- *   what the bucket's own Lua costs in Redis (the part no client change can win back), and
- *   floor_server_us / script_server_us say what each costs inside Redis (commandstats);
+ *   The same rotation runs our script by a bare EVALSHA ("raw script", the arguments take('k') sends):
+ *   RedisTokenLimiter.take vs raw is what the limiter's client-side layers (rescue, batching, promises)
+ *   cost; raw vs the floor is what the bucket's own Lua and arguments cost. floor_server_us /
+ *   script_server_us say what each script costs inside Redis (INFO commandstats usec_per_call, the
+ *   median of 10 interleaved chunks of 10 000 calls each, per run), a number the machine's load moves
+ *   far less than a round trip; *_p50 ratios compare the median single call (robust to a stall that
+ *   lands on one subject), the targets the mean (throughput);
  * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys — the keys'
  *   target read from an interleaved section too (rounds of 64 calls of each subject in one process,
  *   the order rotating), since separate processes measured at different moments swing with the load
@@ -63,7 +66,7 @@ async function evalFloor(lua: string) {
  */
 const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[2], 'PX', 60000) return 1";
 
-const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100 | raw script, rotating';
+const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100 | raw script, shuffled';
 const BIG = 1e12; // a rate / quota so large that every call is admitted
 /** A rate beyond what a single double of ms since 1970 could keep exact (the state is split); with a BIG burst every call is admitted. */
 const REDIS_RATE = 1_000_000;
@@ -134,35 +137,58 @@ try {
     subjects: {
       [ROTATING]: async () => {
         const redis = new Redis(url());
-        const floor = await scriptCall(redis, BUCKET_FLOOR);
+        // Every subject on a connection of its own, as the limiter and RateLimiterRedis have: a connection
+        // that three subjects keep busy answered a little faster (0.5–4 µs at the median call) than one
+        // used by a single subject, a bias towards whichever subjects shared it.
+        const [pingClient, floorClient, rawClient] = [new Redis(url()), new Redis(url()), new Redis(url())];
+        const floor = await scriptCall(floorClient, BUCKET_FLOOR);
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
         const lim = new RedisTokenLimiter({ redis: url(), prefix: `bi:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         const leased = new RedisTokenLimiter({ redis: url(), prefix: `bl:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000, lease: { tokens: 100, maxMs: 1_000 } });
         await onRedis(lim);
         await onRedis(leased);
-        // The limiter's own script, as take('k') sends it (interval, burst, 1 token, answer only), on a key of its own.
-        const tokenSha = (await redis.script('LOAD', TOKEN_SCRIPT)) as string;
+        // The limiter's own script, as take('k') sends it (interval and burst: one token, answer only), on a key of its own.
+        const tokenSha = (await rawClient.script('LOAD', TOKEN_SCRIPT)) as string;
         const rawKey = `braw:${process.pid}:{k}`;
-        const raw = () => redis.evalsha(tokenSha, 1, rawKey, String(1000 / REDIS_RATE), String(BIG), '1', 'a');
-        const calls = [() => redis.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw];
+        const raw = () => rawClient.evalsha(tokenSha, '1', rawKey, String(1000 / REDIS_RATE), String(BIG));
+        await pingClient.ping();
+        const calls = [() => pingClient.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw];
         const S = calls.length;
         const busy = calls.map(() => 0);
+        // Each call's time, for the medians (µs, grown as needed).
+        let times = calls.map(() => new Float64Array(1 << 16));
+        const order = calls.map((_, i) => i);
         let n = 0;
         return {
           async: true,
           batch: 25,
-          // Each op: one call of each subject, the order rotating, each call timed on its own.
+          // Each op: one call of each subject, in a new random order, each call timed on its own. Random,
+          // not rotating: in a rotation each subject always follows the same one, a bias that more runs do
+          // not average out (on a loaded machine, two identical floor subjects measured 0.82× and 0.95×
+          // apart in a rotation); shuffled, what is left is noise, which they do.
           op: async () => {
-            const first = n++ % S;
+            n++;
+            for (let i = S - 1; i > 0; i--) {
+              const j = Math.floor(Math.random() * (i + 1));
+              const x = order[i]!;
+              order[i] = order[j]!;
+              order[j] = x;
+            }
             for (let j = 0; j < S; j++) {
-              const s = (first + j) % S;
+              const s = order[j]!;
               const t = performance.now();
               await calls[s]!();
-              busy[s]! += performance.now() - t;
+              const dt = performance.now() - t;
+              busy[s]! += dt;
+              if (n > times[s]!.length) times = times.map((a) => Float64Array.from({ length: a.length * 2 }, (_, i) => a[i] ?? 0));
+              times[s]![n - 1] = dt;
             }
           },
-          extra: async () => ({
+          extra: async () => {
+            const p50 = (s: number) => median(times[s]!.subarray(0, n));
+            const server = await serverUs(redis, floor, raw);
+            return {
             ping_us: (busy[0]! / n) * 1000,
             ours_us: (busy[2]! / n) * 1000,
             floor_vs_ping: busy[0]! / busy[1]!,
@@ -173,16 +199,22 @@ try {
             lease100_vs_ping: busy[0]! / busy[4]!,
             ours_vs_raw_script: busy[5]! / busy[2]!,
             raw_script_vs_floor: busy[1]! / busy[5]!,
+            ours_vs_floor_p50: p50(1) / p50(2),
+            ours_vs_rateLimiterRedis_p50: p50(3) / p50(2),
+            // The client side's cost: take()'s median call over a bare EVALSHA's of the same script (medians:
+            // the difference of means is mostly the machine's stalls, which land on either).
+            client_layers_p50_us: (p50(2) - p50(5)) * 1000,
+            floor_p50_us: p50(1) * 1000,
             // What each script costs inside Redis (commandstats), measured here after the rotation.
-            floor_server_us: await serverUs(redis, floor),
-            script_server_us: await serverUs(redis, raw),
+            floor_server_us: server.a,
+            script_server_us: server.b,
             rescued: lim.stats().rescueDecisions + leased.stats().rescueDecisions,
-          }),
+            };
+          },
           teardown: async () => {
             await lim.close();
             await leased.close();
-            redis.disconnect();
-            rlfClient.disconnect();
+            for (const c of [redis, pingClient, floorClient, rawClient, rlfClient]) c.disconnect();
           },
         };
       },
@@ -421,14 +453,30 @@ try {
 }
 
 /**
- * serverUs runs `call` (an EVALSHA) 2 000 times alone and answers the microseconds Redis spent per
- * call (INFO commandstats after CONFIG RESETSTAT): a script's cost in Redis, without the round trip.
+ * serverUs answers the microseconds Redis spends per call of `a` and of `b` (each an EVALSHA): a
+ * script's cost in Redis, without the round trip. Chunks of 10 000 calls of each, 100 in flight at a
+ * time, alternate (a, b, a, b…: A/B in the same minutes); each chunk's INFO commandstats usec_per_call
+ * after CONFIG RESETSTAT, and the median of 10 chunks.
  */
-async function serverUs(redis: Redis, call: () => Promise<unknown>): Promise<number> {
-  await redis.config('RESETSTAT');
-  for (let i = 0; i < 2_000; i++) await call();
-  const m = /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(await redis.info('commandstats'));
-  return m === null ? NaN : Number(m[1]);
+async function serverUs(redis: Redis, a: () => Promise<unknown>, b: () => Promise<unknown>): Promise<{ a: number; b: number }> {
+  const chunk = async (call: () => Promise<unknown>) => {
+    await redis.config('RESETSTAT');
+    for (let i = 0; i < 100; i++) await Promise.all(Array.from({ length: 100 }, call));
+    const m = /cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(await redis.info('commandstats'));
+    return m === null ? NaN : Number(m[1]);
+  };
+  const as: number[] = [];
+  const bs: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    as.push(await chunk(a));
+    bs.push(await chunk(b));
+  }
+  return { a: median(as), b: median(bs) };
+}
+
+function median(xs: ArrayLike<number>): number {
+  const s = Array.from(xs).sort((x, y) => x - y);
+  return s[s.length >> 1] ?? NaN;
 }
 
 /**

@@ -59,7 +59,7 @@ class FakeCluster extends EventEmitter {
     const node = this.masters.find((n) => n.key === owner)!;
     if (!node.up) return new Promise(() => {});
     const [, , n, mode] = args;
-    if (mode === 'a') return Promise.resolve(1);
+    if (mode === 'a' || n === undefined) return Promise.resolve(1); // a lone take() sends interval and burst alone
     if (mode === '1') return Promise.resolve([Number(n), 1_000, 0, 0, 0]); // a batch: all n admitted
     // A node batch: key, callers pairs after the first key's callers.
     const admitted = [Number(n)];

@@ -136,6 +136,19 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
     });
   }
 
+  /**
+   * tally counts an answer that is made where it is known (not through `answered`), and publishes it on
+   * `bulwark:limit:refused` when it is a refusal and someone listens.
+   */
+  protected readonly tally = (r: unknown, key: string, n: number): void => {
+    if (refusedAnswer(r)) {
+      this.limited++;
+      if (limitRefusedChannel.hasSubscribers) publishRefusal(this.owner, this, key, n, this.switch.mode);
+    } else {
+      this.allowed++;
+    }
+  };
+
   /** count counts one answer: allowed, or limited. */
   private readonly count = <R>(r: R): R => {
     if (refusedAnswer(r)) this.limited++;

@@ -17,33 +17,52 @@ import { createHash } from 'node:crypto';
 import type { RedisClient } from './types.js';
 
 /**
- * STATE_LUA: how the token scripts read and write a bucket's state (see TOKEN_SCRIPT), given `sec`
- * and `frac` (now, from TIME): aheadOf(value) is how many ms the stored time is ahead of now (0 for
- * none, or one in the past); stateOf(ahead) packs now + ahead; admitUpTo(key, value, k) admits up to k
- * single-token callers of one key, one token at a time (needs `interval` and `lim`), writes the key if
- * any was admitted and answers how many.
+ * readAhead(v, out): Lua statements that set the local `out` to how many ms the state `v` (a GET reply)
+ * holds a time ahead of now (0 for none, or one in the past), given `sec` and `frac` (now, from TIME).
+ * The packed state is told by its length and its zero first byte (struct.unpack answers that byte:
+ * no string.byte call); anything else is read as the old text state, "<seconds> <ms>".
+ */
+const readAhead = (v: string, out: string): string => `
+${out} = 0
+if ${v} then
+  local b, s, f
+  if #${v} == 17 then b, s, f = struct.unpack('<Bdd', ${v}) end
+  if b ~= 0 then
+    s, f = nil, nil
+    local sp = string.find(${v}, ' ', 1, true)
+    if sp then s, f = tonumber(string.sub(${v}, 1, sp - 1)), tonumber(string.sub(${v}, sp + 1)) end
+  end
+  if s and f then
+    ${out} = (s - sec) * 1000 + (f - frac)
+    if ${out} < 0 then ${out} = 0 end
+  end
+end`;
+
+/**
+ * writeAhead(key, a): Lua statements that store now + `a` ms as `key`'s state, expiring a second after
+ * that time (to the next whole ms). The expiry goes to SET as a string made by string.format('%d'):
+ * Redis 7.0 turns a Lua number argument into text with snprintf('%.17g'), which costs about three
+ * times as much.
+ */
+const writeAhead = (key: string, a: string): string => `
+do
+  local f = frac + ${a}
+  local s = math.floor(f / 1000)
+  redis.call('SET', ${key}, struct.pack('<Bdd', 0, sec + s, f - s * 1000), 'PX', string.format('%d', ${a} + 1001))
+end`;
+
+/**
+ * STATE_LUA: the functions the multi-key modes (TOKEN_SCRIPT's 'm', NODE_SCRIPT) share, given `sec`,
+ * `frac` (now), `interval` and `lim`: aheadOf(value) is readAhead as a function; admitUpTo(key, value, k)
+ * admits up to k single-token callers of one key, one token at a time, writes the key if any was
+ * admitted and answers how many. (A single key's decision does not call them: making a closure per
+ * call costs more inside Redis than the inline statements.)
  */
 const STATE_LUA = `
 local function aheadOf(v)
-  if not v then return 0 end
-  local s, f
-  if string.byte(v, 1) == 0 then
-    local _
-    _, s, f = struct.unpack('<Bdd', v)
-  else
-    local sp = string.find(v, ' ', 1, true)
-    if not sp then return 0 end
-    s, f = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
-    if not s or not f then return 0 end
-  end
-  local a = (s - sec) * 1000 + (f - frac)
-  if a < 0 then return 0 end
+  local a
+  ${readAhead('v', 'a')}
   return a
-end
-local function stateOf(a)
-  local f = frac + a
-  local s = floor(f / 1000)
-  return struct.pack('<Bdd', 0, sec + s, f - s * 1000)
 end
 local function admitUpTo(key, v, k)
   local a, m = aheadOf(v), 0
@@ -52,7 +71,7 @@ local function admitUpTo(key, v, k)
     if x > lim then break end
     a, m = x, m + 1
   end
-  if m > 0 then redis.call('SET', key, stateOf(a), 'PX', math.ceil(a) + 1000) end
+  if m > 0 then ${writeAhead('key', 'a')} end
   return m
 end`;
 
@@ -68,8 +87,10 @@ end`;
  *
  * ARGV: interval (ms per token), burst, n[, mode]. Reply: {allowed 0|1, remaining, retryAfterMs (-1: never), resetMs}.
  *
- * With ARGV[4] = 'a' (`take()`, which needs only the answer) the reply is the integer 1 or 0: the
- * same decision, without computing and sending the numbers.
+ * With ARGV[4] = 'a' (`take(key, n)`, which needs only the answer) the reply is the integer 1 or 0:
+ * the same decision, without computing and sending the numbers. With interval and burst alone (no n),
+ * it is that answer for one token: a lone `take()`, the path that comes first and does only what the
+ * decision needs (no closures, no n to send or parse; every argument costs the client and Redis).
  *
  * With ARGV[4] = '1' (a batch of n single-token decisions) it admits as many of the n as the bucket
  * holds, one token at a time with the same test and arithmetic as n calls of one token in a row, and
@@ -85,55 +106,65 @@ end`;
  * none), and answers {taken, aheadUs after}: what a process then spends locally.
  */
 export const TOKEN_SCRIPT = `
-local interval = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local mode = ARGV[4]
-local ceil, floor = math.ceil, math.floor
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
-local frac = tonumber(t[2]) / 1000
-local lim = (burst + 1e-9) * interval
-${STATE_LUA}
-if mode == 'm' then
-  local out = {}
-  for i = 1, #KEYS do
-    out[i] = admitUpTo(KEYS[i], redis.call('GET', KEYS[i]), tonumber(ARGV[4 + i]))
-  end
-  return out
-end
-local ahead = aheadOf(redis.call('GET', KEYS[1]))
-if mode == '1' or mode == 'l' then
-  local nxt, m = ahead, 0
-  if mode == 'l' then
-    m = floor((lim - ahead) / interval)
-    if m > n then m = n end
-    if m < 0 then m = 0 end
-    nxt = ahead + m * interval
-  else
-    while m < n do
-      local x = nxt + interval
-      if x > lim then break end
-      nxt, m = x, m + 1
+local frac = t[2] / 1000
+local interval = tonumber(ARGV[1])
+local lim = (tonumber(ARGV[2]) + 1e-9) * interval
+local mode = ARGV[4]
+if mode ~= 'm' then
+  local v = redis.call('GET', KEYS[1])
+  local ahead
+  ${readAhead('v', 'ahead')}
+  local n = ARGV[3]
+  if n == nil or mode == 'a' then
+    local nxt
+    if n == nil then nxt = ahead + interval else nxt = ahead + tonumber(n) * interval end
+    if nxt <= lim then
+      ${writeAhead('KEYS[1]', 'nxt')}
+      return 1
     end
+    return 0
   end
-  if m > 0 then redis.call('SET', KEYS[1], stateOf(nxt), 'PX', ceil(nxt) + 1000) end
-  if mode == 'l' then return { m, floor(nxt * 1000) } end
-  local left = floor(burst - nxt / interval + 1e-9)
+  local burst = tonumber(ARGV[2])
+  n = tonumber(n)
+  local ceil, floor = math.ceil, math.floor
+  if mode == '1' or mode == 'l' then
+    local nxt, m = ahead, 0
+    if mode == 'l' then
+      m = floor((lim - ahead) / interval)
+      if m > n then m = n end
+      if m < 0 then m = 0 end
+      nxt = ahead + m * interval
+    else
+      while m < n do
+        local x = nxt + interval
+        if x > lim then break end
+        nxt, m = x, m + 1
+      end
+    end
+    if m > 0 then ${writeAhead('KEYS[1]', 'nxt')} end
+    if mode == 'l' then return { m, floor(nxt * 1000) } end
+    local left = floor(burst - nxt / interval + 1e-9)
+    if left < 0 then left = 0 end
+    return { m, left, ceil(nxt + interval - burst * interval), ceil(nxt), floor(ahead * 1000) }
+  end
+  local nxt = ahead + n * interval
+  if nxt <= lim then
+    ${writeAhead('KEYS[1]', 'nxt')}
+    return { 1, floor(burst - nxt / interval + 1e-9), 0, ceil(nxt) }
+  end
+  local left = floor(burst - ahead / interval + 1e-9)
   if left < 0 then left = 0 end
-  return { m, left, ceil(nxt + interval - burst * interval), ceil(nxt), floor(ahead * 1000) }
+  if n > burst then return { 0, left, -1, ceil(ahead) } end
+  return { 0, left, ceil(nxt - burst * interval), ceil(ahead) }
 end
-local nxt = ahead + n * interval
-if nxt <= lim then
-  redis.call('SET', KEYS[1], stateOf(nxt), 'PX', ceil(nxt) + 1000)
-  if mode == 'a' then return 1 end
-  return { 1, floor(burst - nxt / interval + 1e-9), 0, ceil(nxt) }
+${STATE_LUA}
+local out = {}
+for i = 1, #KEYS do
+  out[i] = admitUpTo(KEYS[i], redis.call('GET', KEYS[i]), tonumber(ARGV[4 + i]))
 end
-if mode == 'a' then return 0 end
-local left = floor(burst - ahead / interval + 1e-9)
-if left < 0 then left = 0 end
-if n > burst then return { 0, left, -1, ceil(ahead) } end
-return { 0, left, ceil(nxt - burst * interval), ceil(ahead) }
+return out
 `;
 
 /**
@@ -145,13 +176,11 @@ return { 0, left, ceil(nxt - burst * interval), ceil(ahead) }
  * that a key the node does not own (its slot moved) fails the call before it changed anything.
  */
 export const NODE_SCRIPT = `#!lua flags=allow-cross-slot-keys
-local interval = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local ceil, floor = math.ceil, math.floor
 local t = redis.call('TIME')
 local sec = tonumber(t[1])
-local frac = tonumber(t[2]) / 1000
-local lim = (burst + 1e-9) * interval
+local frac = t[2] / 1000
+local interval = tonumber(ARGV[1])
+local lim = (tonumber(ARGV[2]) + 1e-9) * interval
 ${STATE_LUA}
 local keys, counts, found = { KEYS[1] }, { tonumber(ARGV[3]) }, {}
 for i = 4, #ARGV, 2 do
@@ -257,6 +286,8 @@ end
 return { allowed, quota - count, ttl, retry }
 `;
 
+const ONE_KEY = '1';
+
 /** Script is a Lua script with its SHA1, run by EVALSHA (and EVAL when the node answers NOSCRIPT). */
 export class Script {
   readonly sha: string;
@@ -264,22 +295,30 @@ export class Script {
     this.sha = createHash('sha1').update(lua).digest('hex');
   }
 
-  /** evalsha runs the script by its SHA1 on the node that owns `key` (rejects NOSCRIPT when the node lacks it). */
-  evalsha(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    return d === undefined
-      ? redis.evalsha(this.sha, 1, key, a, b, c)
-      : e === undefined
-        ? redis.evalsha(this.sha, 1, key, a, b, c, d)
-        : redis.evalsha(this.sha, 1, key, a, b, c, d, e);
+  /**
+   * evalsha runs the script by its SHA1 on the node that owns `key` (rejects NOSCRIPT when the node
+   * lacks it). Each argument is sent as given (the key count as the string '1': ioredis would convert
+   * a number on every call).
+   */
+  evalsha(redis: RedisClient, key: string, a: string, b: string, c?: string, d?: string, e?: string): Promise<unknown> {
+    return c === undefined
+      ? redis.evalsha(this.sha, ONE_KEY, key, a, b)
+      : d === undefined
+        ? redis.evalsha(this.sha, ONE_KEY, key, a, b, c)
+        : e === undefined
+          ? redis.evalsha(this.sha, ONE_KEY, key, a, b, c, d)
+          : redis.evalsha(this.sha, ONE_KEY, key, a, b, c, d, e);
   }
 
   /** eval sends the script itself, which also caches it on that node. */
-  eval(redis: RedisClient, key: string, a: string, b: string, c: string, d?: string, e?: string): Promise<unknown> {
-    return d === undefined
-      ? redis.eval(this.lua, 1, key, a, b, c)
-      : e === undefined
-        ? redis.eval(this.lua, 1, key, a, b, c, d)
-        : redis.eval(this.lua, 1, key, a, b, c, d, e);
+  eval(redis: RedisClient, key: string, a: string, b: string, c?: string, d?: string, e?: string): Promise<unknown> {
+    return c === undefined
+      ? redis.eval(this.lua, ONE_KEY, key, a, b)
+      : d === undefined
+        ? redis.eval(this.lua, ONE_KEY, key, a, b, c)
+        : e === undefined
+          ? redis.eval(this.lua, ONE_KEY, key, a, b, c, d)
+          : redis.eval(this.lua, ONE_KEY, key, a, b, c, d, e);
   }
 }
 

@@ -7,11 +7,63 @@
 import { ReplyError, type Cluster } from 'ioredis';
 import { keySlot, ownerOf } from './redis-cluster.js';
 import { isIntArray } from './redis-scripts.js';
-import { isNoScript } from './rescue.js';
+import { isNoScript, type RedisCall } from './rescue.js';
 import type { LimitDecision } from './types.js';
 
-/** A caller in a batch: its resolve, and whether it asked for the numbers (takeDecision) or a boolean (take). */
-export type Waiter = { resolve: (answer: boolean | LimitDecision) => void; decide: boolean };
+/** What a single-token caller needs of its limiter: one object per limiter, shared by all its callers. */
+export interface WaiterContext {
+  /** The bucket's size, for the numbers of a decision. */
+  readonly burst: number;
+  /** tally counts an answer of the limiter (allowed or limited; a refusal is published when someone listens). */
+  tally(answer: boolean | LimitDecision, key: string, n: number): void;
+  /** sendOne asks Redis for one token of the Redis key `k`: by EVALSHA, or by EVAL when `again` (after NOSCRIPT). */
+  sendOne(k: string, decide: boolean, again: boolean): Promise<unknown>;
+  /** local decides one token of the client key `key` in process. */
+  local(key: string, decide: boolean): boolean | LimitDecision;
+}
+
+/**
+ * Waiter is a single-token caller (take or takeDecision): answered once, counted as it is answered.
+ * Alone, it is its own script call (a RedisCall: one object per lone caller, no closures); in a batch,
+ * the batch's call answers it.
+ */
+export class Waiter implements RedisCall {
+  constructor(
+    private readonly ctx: WaiterContext,
+    /** The Redis key. */
+    readonly k: string,
+    /** The client key (for the rescue limiter and the refusal event). */
+    readonly key: string,
+    /** Whether the caller asked for the numbers (takeDecision) or a boolean (take). */
+    readonly decide: boolean,
+    private readonly done: (answer: boolean | LimitDecision) => void,
+  ) {}
+
+  /** resolve answers the caller. */
+  resolve(answer: boolean | LimitDecision): void {
+    this.ctx.tally(answer, this.key, 1);
+    this.done(answer);
+  }
+
+  send(): Promise<unknown> {
+    return this.ctx.sendOne(this.k, this.decide, false);
+  }
+
+  resend(): Promise<unknown> {
+    return this.ctx.sendOne(this.k, this.decide, true);
+  }
+
+  answer(reply: unknown): number {
+    const answer = this.decide ? parseDecision(reply, this.ctx.burst) : parseAllowed(reply);
+    if (answer === undefined) return -1;
+    this.resolve(answer);
+    return 1;
+  }
+
+  local(): void {
+    this.resolve(this.ctx.local(this.key, this.decide));
+  }
+}
 /** One key's callers of a tick, and the client key (for the rescue limiter). */
 export type Batch = { client: string; waiters: Waiter[] };
 /** Several keys' batches that go as one script call: Redis keys and their batches, in the same order. */

@@ -46,9 +46,10 @@ import {
   splitReason,
   takeAll,
   takeByNode,
+  Waiter,
   type Batch,
   type KeysCall,
-  type Waiter,
+  type WaiterContext,
 } from './redis-token-batches.js';
 import type { LimitDecision, SharedRateLimiter } from './types.js';
 
@@ -82,7 +83,7 @@ const nodeScript = new Script(NODE_SCRIPT);
 /** What a node batch's call answers when the node could not take it whole (see splitError): its keys are sent one by one. */
 const SPLIT = Symbol('split');
 const ONE = '1';
-/** The script's 4th argument for a batch, for a reply of 1 or 0 alone (`take`), and for a lease. */
+/** The script's 4th argument for a batch, for a reply of 1 or 0 alone (`take(key, n)`), and for a lease. */
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
 const LEASE = 'l';
@@ -108,6 +109,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   private readonly interval: string;
   private readonly burstArg: string;
   private readonly leaseArg: string;
+  /** What this limiter's single-token callers share (see Waiter). */
+  private readonly ctx: WaiterContext;
+  /** The last client key asked about and its Redis key: a caller that asks about the same key again builds and checks nothing. */
+  private lastKey = '';
+  private lastK: string;
   /** This tick's batch, when it holds one key only (the common case: no Map). */
   private oneKey: string | undefined;
   private oneClient = '';
@@ -124,12 +130,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       this.oneBatch = this.oneKey = undefined;
       // A lone caller was sent at once (see one()): with other keys this tick, this key's batch joins their one call.
       if (this.batches.size > 0 && !w.some((c) => c.decide)) this.batches.set(k, { client: this.oneClient, waiters: w });
-      else this.flush(k, this.oneClient, w);
+      else this.flush(k, w);
     }
     if (this.batches.size > 0) {
       if (this.cluster === undefined) this.sendKeys(takeAll(this.batches));
       else if (this.nodeBatches) for (const call of takeByNode(this.cluster, this.batches)) this.sendKeys(call);
-      for (const [k, b] of this.batches) this.flush(k, b.client, b.waiters);
+      for (const [k, b] of this.batches) this.flush(k, b.waiters);
       this.batches.clear();
     }
   };
@@ -159,6 +165,24 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     this.burstArg = String(burst);
     this.leaseArg = String(lease?.tokens ?? 1);
     this.cluster = isCluster(this.client) ? this.client : undefined;
+    this.lastK = redisKey('RedisTokenLimiter', this.prefix, '');
+    const client = this.client;
+    const interval = this.interval;
+    const burstArg = this.burstArg;
+    this.ctx = {
+      burst,
+      tally: this.tally,
+      // A lone take() sends the interval and burst only: one token, answer 1 or 0 (see TOKEN_SCRIPT).
+      sendOne: (k, decide, again) =>
+        again
+          ? decide
+            ? script.eval(client, k, interval, burstArg, ONE)
+            : script.eval(client, k, interval, burstArg)
+          : decide
+            ? script.evalsha(client, k, interval, burstArg, ONE)
+            : script.evalsha(client, k, interval, burstArg),
+      local: (key, decide) => (decide ? this.rescue().decide(key, 1) : this.rescue().allow(key, 1)),
+    };
   }
 
   /**
@@ -167,12 +191,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
    * close() with ClosedError. Never rejects for a Redis failure.
    */
   take(key: string, n = 1): Promise<boolean> {
-    const p = this.decideTake(key, n);
-    return this.answered(p, key, n);
+    // A single token's answer is counted where it is made (see Waiter): no promise in between.
+    if (n === 1) return this.one(key, false) as Promise<boolean>;
+    return this.answered(this.decideTake(key, n), key, n);
   }
 
   private decideTake(key: string, n: number): Promise<boolean> {
-    if (n === 1) return this.one(key, false) as Promise<boolean>;
     if (this.closed) return Promise.reject(this.closedError('take'));
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.take: n must be a number ≥ 0, got ${String(n)}`));
     let k: string;
@@ -195,12 +219,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
 
   /** takeDecision is `take` with the numbers behind the answer. */
   takeDecision(key: string, n = 1): Promise<LimitDecision> {
-    const p = this.decideTakeDecision(key, n);
-    return this.answered(p, key, n);
+    if (n === 1) return this.one(key, true) as Promise<LimitDecision>;
+    return this.answered(this.decideTakeDecision(key, n), key, n);
   }
 
   private decideTakeDecision(key: string, n: number): Promise<LimitDecision> {
-    if (n === 1) return this.one(key, true) as Promise<LimitDecision>;
     if (this.closed) return Promise.reject(this.closedError('takeDecision'));
     if (!(n >= 0)) return Promise.reject(new RangeError(`RedisTokenLimiter.takeDecision: n must be a number ≥ 0, got ${String(n)}`));
     let k: string;
@@ -222,25 +245,35 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     );
   }
 
-  /** A single-token decision: from rescue, from the key's lease, or in this tick's batch for the key. */
+  /**
+   * A single-token decision: from rescue, from the key's lease, or in this tick's batch for the key.
+   * Every answer is counted as it is made (Waiter.resolve, or tally here).
+   */
   private one(key: string, decide: boolean): Promise<boolean | LimitDecision> {
     if (this.closed) return Promise.reject(this.closedError(decide ? 'takeDecision' : 'take'));
     let k: string;
-    try {
-      k = redisKey('RedisTokenLimiter', this.prefix, key);
-    } catch (err) {
-      return Promise.reject(err);
+    if (key === this.lastKey) {
+      k = this.lastK;
+    } else {
+      try {
+        k = redisKey('RedisTokenLimiter', this.prefix, key);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      this.lastKey = key;
+      this.lastK = k;
     }
     if (this.switch.rescues(k)) {
       this.switch.rescueDecisions++;
-      const local = this.rescue();
-      return Promise.resolve(decide ? local.decide(key, 1) : local.allow(key, 1));
+      const answer = this.ctx.local(key, decide);
+      this.tally(answer, key, 1);
+      return Promise.resolve(answer);
     }
     if (this.lease !== undefined) return this.fromLease(key, k, decide);
     if (!this.scheduled && this.switch.idle) {
       // Nothing in flight and no batch this tick: a lone caller is sent at once rather than at the end
       // of the tick (callers that follow in this tick batch behind it, as they would behind any call in flight).
-      return new Promise<boolean | LimitDecision>((resolve) => this.flush(k, key, [{ resolve, decide }]));
+      return new Promise<boolean | LimitDecision>((resolve) => this.switch.start(k, new Waiter(this.ctx, k, key, decide, resolve), 1));
     }
     let w: Waiter[] | undefined;
     if (this.oneKey === k) {
@@ -258,11 +291,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       this.scheduled = true;
       process.nextTick(this.flushTick);
     }
-    const p = new Promise<boolean | LimitDecision>((resolve) => w.push({ resolve, decide }));
+    const p = new Promise<boolean | LimitDecision>((resolve) => w.push(new Waiter(this.ctx, k, key, decide, resolve)));
     if (w.length >= MAX_BATCH) {
       if (w === this.oneBatch) this.oneBatch = this.oneKey = undefined;
       else this.batches.delete(k);
-      this.flush(k, key, w);
+      this.flush(k, w);
     }
     return p;
   }
@@ -277,7 +310,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     const { keys, groups } = call;
     if (keys.length === 0) return;
     if (keys.length === 1) {
-      this.flush(keys[0]!, groups[0]!.client, groups[0]!.waiters);
+      this.flush(keys[0]!, groups[0]!.waiters);
       return;
     }
     let total = 0;
@@ -293,16 +326,16 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       send = () => this.client.evalsha(nodeScript.sha, 1, ...args).catch(this.splitOn);
       resend = () => this.client.eval(nodeScript.lua, 1, ...args).catch(this.splitOn);
     }
-    this.switch.start(
+    this.switch.startWith(
       keys[0]!,
       send,
       (r) => {
         if (r !== SPLIT) return answerKeys(r, groups);
-        for (let i = 0; i < keys.length; i++) this.flush(keys[i]!, groups[i]!.client, groups[i]!.waiters);
+        for (let i = 0; i < keys.length; i++) this.flush(keys[i]!, groups[i]!.waiters);
         return 0; // counted by the calls that decide them
       },
       () => {
-        for (const g of groups) this.rescueBatch(g.client, g.waiters);
+        for (const g of groups) this.rescueBatch(g.waiters);
       },
       total,
       resend,
@@ -317,47 +350,26 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     return SPLIT;
   };
 
-  /** flush sends a key's batch as one script call: the plain one-token call for a lone caller, else the batch call. */
-  private flush(k: string, key: string, w: Waiter[]): void {
+  /** flush sends a key's batch as one script call: the caller's own one-token call for a lone caller, else the batch call. */
+  private flush(k: string, w: Waiter[]): void {
     if (w.length === 1) {
-      const c = w[0]!;
-      const mode = c.decide ? undefined : ANSWER_ONLY;
-      this.switch.start(
-        k,
-        () => script.evalsha(this.client, k, this.interval, this.burstArg, ONE, mode),
-        (r) => (this.answerOne(c, r) ? 1 : -1),
-        () => this.rescueBatch(key, w),
-        1,
-        () => script.eval(this.client, k, this.interval, this.burstArg, ONE, mode),
-      );
+      this.switch.start(k, w[0]!, 1);
       return;
     }
     const count = String(w.length);
-    this.switch.start(
+    this.switch.startWith(
       k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, BATCH),
       (r) => (answerBatch(w, r, this.burst, this.rate) ? w.length : -1),
-      () => this.rescueBatch(key, w),
+      () => this.rescueBatch(w),
       w.length,
       () => script.eval(this.client, k, this.interval, this.burstArg, count, BATCH),
     );
   }
 
-  /** answerOne checks a one-token reply and answers the lone caller; undefined (not answered) for a bad shape. */
-  private answerOne(c: Waiter, r: unknown): boolean {
-    const answer = c.decide ? parseDecision(r, this.burst) : parseAllowed(r);
-    if (answer === undefined) return false;
-    c.resolve(answer);
-    return true;
-  }
-
   /** rescueBatch decides each caller of a batch in process, in call order. */
-  private rescueBatch(key: string, w: Waiter[]): void {
-    const local = this.rescue();
-    for (let i = 0; i < w.length; i++) {
-      const c = w[i]!;
-      c.resolve(c.decide ? local.decide(key, 1) : local.allow(key, 1));
-    }
+  private rescueBatch(w: Waiter[]): void {
+    for (let i = 0; i < w.length; i++) w[i]!.local();
   }
 
   /** fromLease spends a token of the key's lease, or waits for a new lease (one lease call per key in flight). */
@@ -370,16 +382,19 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     if (l.waiting === undefined && l.left > 0 && this.clock.now() < l.until) {
       l.left--;
       this.switch.redisDecisions++;
-      return Promise.resolve(decide ? this.leaseDecision(l) : true);
+      const answer = decide ? this.leaseDecision(l) : true;
+      this.tally(answer, key, 1);
+      return Promise.resolve(answer);
     }
     const p = new Promise<boolean | LimitDecision>((resolve) => {
+      const c = new Waiter(this.ctx, k, key, decide, resolve);
       if (l.waiting !== undefined) {
-        l.waiting.push({ resolve, decide });
+        l.waiting.push(c);
         return;
       }
-      const waiting: Waiter[] = (l.waiting = [{ resolve, decide }]);
+      const waiting: Waiter[] = (l.waiting = [c]);
       const arg = this.leaseArg;
-      this.switch.start(
+      this.switch.startWith(
         k,
         () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
         (r) => {
@@ -392,7 +407,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
           l.waiting = undefined;
           l.left = 0;
           this.switch.rescueDecisions += waiting.length;
-          this.rescueBatch(key, waiting);
+          this.rescueBatch(waiting);
         },
         0, // counted when answered
         () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
@@ -440,11 +455,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     const w = this.oneBatch;
     if (w !== undefined) {
       this.switch.rescueDecisions += w.length;
-      this.rescueBatch(this.oneClient, w);
+      this.rescueBatch(w);
     }
     for (const b of this.batches.values()) {
       this.switch.rescueDecisions += b.waiters.length;
-      this.rescueBatch(b.client, b.waiters);
+      this.rescueBatch(b.waiters);
     }
     this.oneBatch = this.oneKey = undefined;
     this.batches.clear();

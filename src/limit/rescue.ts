@@ -20,8 +20,8 @@
  *   switch (out, and back once every part is back), counters in `stats()`.
  *
  * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO (all have the
- * same timeout, so the oldest is due first) and a single timer is armed for the oldest one's
- * deadline. Every timer is set through the injected clock.
+ * same timeout, so the oldest is due first), a list linked through the calls themselves, and a single
+ * timer is armed for the oldest one's deadline. Every timer is set through the injected clock.
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { Clock, TimerHandle } from '../core/clock.js';
@@ -45,9 +45,26 @@ const RECOVER_PROBES = 2;
 const RELAPSE_MS = 1_000;
 const MAX_RELAPSES = 5;
 
-/** A decision waiting on Redis. A class, not a closure per call: cheaper to make and to keep. */
+/**
+ * RedisCall is one script call that RedisRescue runs for a limiter: how to ask Redis, how to answer its
+ * callers from the reply, and how to answer them in process. An object with methods, so that a lone
+ * caller's call can be one object (see Waiter in redis-token-batches.ts) rather than four closures.
+ */
+export interface RedisCall {
+  /** send asks Redis (EVALSHA). */
+  send(): Promise<unknown>;
+  /** resend asks again after Redis answered `send` with NOSCRIPT (EVAL, which also caches the script on that node). */
+  resend?(): Promise<unknown>;
+  /** answer answers the callers from a reply and says how many decisions it made on Redis (-1 for a bad shape: nobody answered). */
+  answer(reply: unknown): number;
+  /** local answers the callers in process. */
+  local(): void;
+}
+
+/** A call waiting on Redis, and the next one sent after it (the FIFO of pending calls). */
 class Pending {
   done = false;
+  next: Pending | undefined = undefined;
   constructor(
     readonly deadline: number,
     /** The call's part: its key's slot on a Cluster, 0 on a single Redis. */
@@ -56,15 +73,24 @@ class Pending {
     readonly node: string,
     /** How many decisions this call carries (a batch carries several). */
     readonly count: number,
-    /** Answers the call's callers from the in-process limiter. */
-    readonly local: () => void,
+    readonly call: RedisCall,
   ) {}
 
-  /** rescue answers the decision from the in-process limiter. */
+  /** rescue answers the call's callers from the in-process limiter. */
   rescue(): void {
     this.done = true;
-    this.local();
+    this.call.local();
   }
+}
+
+/** A RedisCall made of functions (for calls that are not on a lone caller's path). */
+class FnCall implements RedisCall {
+  constructor(
+    readonly send: () => Promise<unknown>,
+    readonly answer: (reply: unknown) => number,
+    readonly local: () => void,
+    readonly resend: (() => Promise<unknown>) | undefined,
+  ) {}
 }
 
 /** isNoScript tells whether `err` is Redis's NOSCRIPT (the node does not have the script cached). */
@@ -89,8 +115,9 @@ export class RedisRescue {
   private downCount = 0;
   /** Successful probes in a row, per master (`host:port`; '' for a single Redis). */
   private readonly streaks = new Map<string, number>();
-  private readonly queue: Pending[] = [];
-  private head = 0;
+  /** The oldest call waiting on Redis, and the newest (undefined: none). */
+  private first: Pending | undefined = undefined;
+  private last: Pending | undefined = undefined;
   private timer: TimerHandle | undefined;
   private probe: TimerHandle | undefined;
   private probing = false;
@@ -135,7 +162,7 @@ export class RedisRescue {
 
   /** idle is true while no call waits on Redis (a lone caller may then be sent at once). */
   get idle(): boolean {
-    return this.head === this.queue.length;
+    return this.first === undefined;
   }
 
   /** rescues tells whether decisions for the Redis key `key` are made in process now. */
@@ -167,7 +194,7 @@ export class RedisRescue {
       return Promise.resolve(local());
     }
     return new Promise<R>((resolve) => {
-      this.start(
+      this.startWith(
         key,
         send,
         (reply) => {
@@ -184,56 +211,76 @@ export class RedisRescue {
   }
 
   /**
-   * start is `run` without a promise of its own: `answer` answers the callers from a reply and says how
-   * many decisions it made on Redis (-1 for a bad shape), `local` answers them in process (at once while
-   * `key`'s part is in rescue, or when Redis fails). `key` names the node the call goes to: the master
-   * of its slot on a Cluster.
+   * startWith is `run` without a promise of its own: `answer` answers the callers from a reply and says
+   * how many decisions it made on Redis (-1 for a bad shape), `local` answers them in process (at once
+   * while `key`'s part is in rescue, or when Redis fails). `key` names the node the call goes to: the
+   * master of its slot on a Cluster.
    */
-  start(key: string, send: () => Promise<unknown>, answer: (reply: unknown) => number, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
+  startWith(key: string, send: () => Promise<unknown>, answer: (reply: unknown) => number, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
+    this.start(key, new FnCall(send, answer, local, resend), count);
+  }
+
+  /** start runs `call` (carrying `count` decisions) on the node of the Redis key `key`, as startWith does. */
+  start(key: string, call: RedisCall, count = 1): void {
     const cluster = this.cluster;
     const slot = cluster === undefined ? 0 : keySlot(key);
     if (this.downCount > 0 && this.down[slot] === 1) {
       this.rescueDecisions += count;
-      local();
+      call.local();
       return;
     }
-    const entry = new Pending(this.clock.now() + this.timeoutMs, slot, cluster === undefined ? '' : ownerOf(cluster, slot), count, local);
-    if (this.queue.length > this.head) this.batch();
-    this.queue.push(entry);
+    const entry = new Pending(this.clock.now() + this.timeoutMs, slot, cluster === undefined ? '' : ownerOf(cluster, slot), count, call);
+    const last = this.last;
+    if (last === undefined) {
+      this.first = entry;
+    } else {
+      this.batch();
+      last.next = entry;
+    }
+    this.last = entry;
     if (this.timer === undefined) this.arm(entry.deadline);
-    const onReply = (reply: unknown): void => {
-      if (entry.done) return; // answered from rescue already
-      const n = answer(reply);
-      if (n < 0) {
-        this.fail(entry, new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`));
-        return;
-      }
-      entry.done = true;
-      this.redisDecisions += n;
-      this.compact();
-    };
-    const onError = (err: unknown): void => {
-      if (resend !== undefined && isNoScript(err) && !entry.done) {
-        let again: Promise<unknown>;
-        try {
-          again = resend();
-        } catch (e) {
-          this.fail(entry, e);
-          return;
-        }
-        again.then(onReply, (e: unknown) => this.fail(entry, e));
-        return;
-      }
-      this.fail(entry, err);
-    };
     let sent: Promise<unknown>;
     try {
-      sent = send();
+      sent = call.send();
     } catch (err) {
       this.fail(entry, err);
       return;
     }
-    sent.then(onReply, onError);
+    sent.then(
+      (reply) => this.onReply(entry, reply),
+      (err: unknown) => this.onError(entry, err),
+    );
+  }
+
+  private onReply(entry: Pending, reply: unknown): void {
+    if (entry.done) return; // answered from rescue already
+    const n = entry.call.answer(reply);
+    if (n < 0) {
+      this.fail(entry, new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`));
+      return;
+    }
+    entry.done = true;
+    this.redisDecisions += n;
+    if (entry === this.first) this.compact();
+  }
+
+  private onError(entry: Pending, err: unknown): void {
+    const call = entry.call;
+    if (call.resend !== undefined && isNoScript(err) && !entry.done) {
+      let again: Promise<unknown>;
+      try {
+        again = call.resend();
+      } catch (e) {
+        this.fail(entry, e);
+        return;
+      }
+      again.then(
+        (reply) => this.onReply(entry, reply),
+        (e: unknown) => this.fail(entry, e),
+      );
+      return;
+    }
+    this.fail(entry, err);
   }
 
   /**
@@ -440,9 +487,7 @@ export class RedisRescue {
 
   /** rescueWaiting answers in process every waiting call of a part in rescue, or sent to `node` (all calls when undefined). */
   private rescueWaiting(node: string | undefined): void {
-    const q = this.queue;
-    for (let i = this.head; i < q.length; i++) {
-      const e = q[i]!;
+    for (let e = this.first; e !== undefined; e = e.next) {
       if (!e.done && (node === undefined || e.node === node || this.down[e.slot] === 1)) {
         this.rescueDecisions += e.count;
         e.rescue();
@@ -451,16 +496,12 @@ export class RedisRescue {
     this.compact();
   }
 
+  /** compact drops the answered calls at the head of the FIFO. */
   private compact(): void {
-    const q = this.queue;
-    while (this.head < q.length && q[this.head]!.done) this.head++;
-    if (this.head === q.length) {
-      q.length = 0;
-      this.head = 0;
-    } else if (this.head > 1024 && this.head * 2 > q.length) {
-      q.splice(0, this.head);
-      this.head = 0;
-    }
+    let e = this.first;
+    while (e !== undefined && e.done) e = e.next;
+    this.first = e;
+    if (e === undefined) this.last = undefined;
   }
 
   private arm(deadline: number): void {
@@ -473,7 +514,7 @@ export class RedisRescue {
     this.timer = undefined;
     for (;;) {
       this.compact();
-      const oldest = this.queue[this.head];
+      const oldest = this.first;
       if (oldest === undefined || this.closed) return;
       if (this.clock.now() < oldest.deadline) {
         this.arm(oldest.deadline);
