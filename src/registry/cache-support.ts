@@ -6,6 +6,7 @@ import { linkSignal } from '../core/abort.js';
 import { ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { followerDefaults } from '../core/follower.js';
 import type { Registry, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
+import { sameInstance } from './validate.js';
 
 /** Defaults for RegistryCacheOptions. */
 export const registryCacheDefaults = Object.freeze({
@@ -143,4 +144,19 @@ export function entriesFromSnapshot(services: Iterable<[string, readonly Service
 /** defaultWarn is RegistryCache's `onWarning` default: a process warning with code BULWARK_REGISTRY_CACHE. */
 export function defaultWarn(message: string): void {
   process.emitWarning(message, { code: 'BULWARK_REGISTRY_CACHE' });
+}
+
+/**
+ * keepIdentity is `freezeList(list)` with every instance equal to one of `before` (same id and data)
+ * answered as that object, so that an unchanged instance keeps its identity across listings.
+ */
+export function keepIdentity(before: readonly ServiceInstance[], list: readonly ServiceInstance[]): readonly ServiceInstance[] {
+  const known = new Map<string, ServiceInstance>();
+  for (const i of before) known.set(i.id, i);
+  const out: ServiceInstance[] = [];
+  for (const i of list) {
+    const k = known.get(i.id);
+    out.push(k !== undefined && (k === i || sameInstance(k, i)) ? k : frozenInstance(i));
+  }
+  return Object.freeze(out);
 }

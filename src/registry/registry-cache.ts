@@ -35,8 +35,8 @@ import { clockOption, fn, integer, options as checkOptions } from '../core/valid
 import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
-import { checkName, sameInstance } from './validate.js';
-import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
+import { checkName } from './validate.js';
+import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, keepIdentity, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
 
 export { registryCacheDefaults };
 
@@ -495,19 +495,3 @@ export class RegistryCache implements Registry {
 }
 
 function noop(): void {}
-
-/**
- * keepIdentity is `freezeList(list)` with every instance equal to one of `before` (same id and data)
- * answered as that object, so that an unchanged instance keeps its identity across listings.
- */
-function keepIdentity(before: readonly ServiceInstance[], list: readonly ServiceInstance[]): readonly ServiceInstance[] {
-  const known = new Map<string, ServiceInstance>();
-  for (const i of before) known.set(i.id, i);
-  const out: ServiceInstance[] = [];
-  for (const i of list) {
-    const k = known.get(i.id);
-    out.push(k !== undefined && (k === i || sameInstance(k, i)) ? k : frozenInstance(i));
-  }
-  return Object.freeze(out);
-}
-
