@@ -7,7 +7,7 @@
 import { ReplyError, type Cluster } from 'ioredis';
 import { keySlot, ownerOf } from './redis-cluster.js';
 import { isIntArray } from './redis-scripts.js';
-import { isNoScript, type RedisCall } from './rescue.js';
+import { isNoScript, type RedisCall } from './redis-call.js';
 import type { LimitDecision } from './types.js';
 
 /** What a single-token caller needs of its limiter: one object per limiter, shared by all its callers. */

@@ -29,6 +29,7 @@ import { limitModeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
 import { isCluster, keySlot, masterNamed, nodesOf, ownerOf, SLOTS } from './redis-cluster.js';
+import { describe, FnCall, isNoScript, Pending, preview, type RedisCall } from './redis-call.js';
 import type { LimiterMode, ModeChange, RedisClient } from './types.js';
 
 /**
@@ -44,59 +45,6 @@ const RECOVER_PROBES = 2;
  */
 const RELAPSE_MS = 1_000;
 const MAX_RELAPSES = 5;
-
-/**
- * RedisCall is one script call that RedisRescue runs for a limiter: how to ask Redis, how to answer its
- * callers from the reply, and how to answer them in process. An object with methods, so that a lone
- * caller's call can be one object (see Waiter in redis-token-batches.ts) rather than four closures.
- */
-export interface RedisCall {
-  /** send asks Redis (EVALSHA). */
-  send(): Promise<unknown>;
-  /** resend asks again after Redis answered `send` with NOSCRIPT (EVAL, which also caches the script on that node). */
-  resend?(): Promise<unknown>;
-  /** answer answers the callers from a reply and says how many decisions it made on Redis (-1 for a bad shape: nobody answered). */
-  answer(reply: unknown): number;
-  /** local answers the callers in process. */
-  local(): void;
-}
-
-/** A call waiting on Redis, and the next one sent after it (the FIFO of pending calls). */
-class Pending {
-  done = false;
-  next: Pending | undefined = undefined;
-  constructor(
-    readonly deadline: number,
-    /** The call's part: its key's slot on a Cluster, 0 on a single Redis. */
-    readonly slot: number,
-    /** The master the call went to (`host:port` from the slot map; '' on a single Redis). */
-    readonly node: string,
-    /** How many decisions this call carries (a batch carries several). */
-    readonly count: number,
-    readonly call: RedisCall,
-  ) {}
-
-  /** rescue answers the call's callers from the in-process limiter. */
-  rescue(): void {
-    this.done = true;
-    this.call.local();
-  }
-}
-
-/** A RedisCall made of functions (for calls that are not on a lone caller's path). */
-class FnCall implements RedisCall {
-  constructor(
-    readonly send: () => Promise<unknown>,
-    readonly answer: (reply: unknown) => number,
-    readonly local: () => void,
-    readonly resend: (() => Promise<unknown>) | undefined,
-  ) {}
-}
-
-/** isNoScript tells whether `err` is Redis's NOSCRIPT (the node does not have the script cached). */
-export function isNoScript(err: unknown): boolean {
-  return err instanceof Error && err.message.startsWith('NOSCRIPT');
-}
 
 /** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
 export class RedisRescue {
@@ -524,16 +472,4 @@ export class RedisRescue {
       this.fail(oldest, new TimeoutError(`${this.owner}: Redis${at} did not answer within ${this.timeoutMs} ms`));
     }
   }
-}
-
-function preview(reply: unknown): string {
-  try {
-    return (JSON.stringify(reply) ?? String(reply)).slice(0, 120);
-  } catch {
-    return Object.prototype.toString.call(reply);
-  }
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
 }
