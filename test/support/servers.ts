@@ -6,7 +6,7 @@
  * BULWARK_REQUIRE_SERVERS=1 (CI), where it throws so the run fails instead of passing on a skip.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,8 +37,50 @@ export function skipReason(binary: string | undefined, name: string): string | u
   return binary === undefined ? `${name} is not installed (set BULWARK_REQUIRE_SERVERS=1 to fail instead)` : undefined;
 }
 
-/** freePort asks the OS for a free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
+/**
+ * freePort answers a TCP port on 127.0.0.1 that is free now, for a server a test is about to start.
+ *
+ * It picks below the kernel's ephemeral range (ip_local_port_range), where outgoing connections take
+ * their local ports: a port found free inside that range can be taken by any process's connect() before
+ * the server binds it, and etcd then exits with "address already in use" (seen in CI with many tests
+ * connecting at once). It also stays 10 000 below the range, so that a Redis Cluster node's bus port
+ * (its port + 10 000) is outside it too. Within a process no port is handed out twice.
+ */
+export async function freePort(): Promise<number> {
+  const low = 10_000;
+  const high = ephemeralLow() - 10_000;
+  if (high - low >= 1_000) {
+    for (let i = 0; i < 200; i++) {
+      const port = low + Math.floor(Math.random() * (high - low));
+      if (handedOut.has(port) || !(await canListen(port))) continue;
+      handedOut.add(port);
+      return port;
+    }
+  }
+  return anyPort(); // an unusual range: let the OS choose, as before
+}
+
+const handedOut = new Set<number>();
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+function anyPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
