@@ -4,8 +4,12 @@
  * - bare grpc-js (a direct `127.0.0.1:port` target) vs the client side (GrpcClientGuard + `bulwark:///`
  *   resolver + `bulwark` P2C policy, retries and outlier detection on) vs the server side
  *   (GrpcServerGuard with a breaker per method), at 1 and at 64 concurrent calls: time per call
- *   (throughput) and p50 latency. Target: each ≤ 5 % overhead (≤ 1.05× bare) on both.
- *   Interleaved: every round runs each subject once, in a rotated order, back to back; the ratios are
+ *   (throughput) and p50 latency. Target: each ≤ 5 % overhead (≤ 1.05× bare) on both. The client side is
+ *   compared on the same call both ways: its caller sets a 2 s deadline on every call, bare or not (the
+ *   guard's default deadline then applies to nothing); the client side as configured by default (the
+ *   guard gives calls without one a 2 s deadline) against bare calls with none is shown beside it,
+ *   and the difference is what grpc-js's deadline costs (the 'bare grpc-js, 2 s deadline' row).
+ *   Interleaved: every round runs each subject once, in a random order, back to back; the ratios are
  *   taken within a round (so the machine's noise of that moment falls on both) and the median of the
  *   rounds' ratios is what counts. A second bare subject (A/A) shows the noise floor of those ratios,
  *   and bare grpc-js with a 2 s deadline shows what the client guard's default deadline costs in grpc-js.
@@ -44,7 +48,7 @@ type CallWith = (req: unknown, md: Metadata, options: { deadline: number }, cb: 
 
 const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
-async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'client' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
+async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'client' | 'client-deadline' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
   const server = new Server(sg === undefined ? {} : { interceptors: [sg.interceptor] });
   server.addService(greeter, { SayHello: (_c: unknown, cb: (e: null, r: unknown) => void) => cb(null, { message: 'hi' }) });
@@ -54,7 +58,7 @@ async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'clie
   let discovery: GrpcDiscovery | undefined;
   let cg: GrpcClientGuard | undefined;
   let client: InstanceType<typeof Greeter>;
-  if (kind === 'client' || kind === 'client-no-retry' || kind === 'client-no-deadline' || kind === 'policy') {
+  if (kind === 'client' || kind === 'client-deadline' || kind === 'client-no-retry' || kind === 'client-no-deadline' || kind === 'policy') {
     registry = new MemoryRegistry();
     await registry.register({ id: 'g', name: 'greeter', address: `127.0.0.1:${port}` });
     cache = new RegistryCache(registry);
@@ -86,8 +90,11 @@ async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'clie
   let cpuFrom: NodeJS.CpuUsage | undefined;
   let countFrom = 0;
   // GrpcClientGuard gives every call a deadline (2 s by default, as zrpc): grpc-js then arms a timer
-  // and sends grpc-timeout per call. The 'deadline' subject is bare grpc-js paying that same price.
-  const withDeadline = kind === 'deadline';
+  // and sends grpc-timeout per call, and the server parses it and arms its own. The 'deadline' subject is
+  // bare grpc-js paying that same price, its caller setting a 2 s deadline on every call, and
+  // 'client-deadline' is the whole client side with the same caller (the guard's default then applies to
+  // nothing): the pair compares the same call, with and without bulwark.
+  const withDeadline = kind === 'deadline' || kind === 'client-deadline';
   const one = () =>
     new Promise<void>((resolve, reject) => {
       const t0 = performance.now();
@@ -152,23 +159,43 @@ const median = (xs: readonly number[]): number => {
   return v.length === 0 ? NaN : v.length % 2 ? v[m]! : (v[m - 1]! + v[m]!) / 2;
 };
 
+/** PairTarget is a ratio a target bounds: `subject` ÷ `than`, both measured in the same round. */
+interface PairTarget {
+  label: string;
+  subject: string;
+  than: string;
+  max: number;
+  /** A lower bound too (the A/A pair, whose ratio should be 1 either way). */
+  min?: number;
+}
+
+/** shuffle puts `xs` in a random order in place (Fisher–Yates). */
+function shuffle<T>(xs: T[]): T[] {
+  for (let i = xs.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [xs[i], xs[j]] = [xs[j]!, xs[i]!];
+  }
+  return xs;
+}
+
 /**
  * interleaved runs a section's subjects round after round, each once per round in its own child (the
- * harness's child protocol), rotating their order; it prints, per subject, the median time per call and
- * p50, and the median (min–max) over the rounds of its ratio to the baseline measured in the same round.
+ * harness's child protocol), in a new random order each round (in a fixed rotation a subject would
+ * always follow the same one, and what that one leaves behind — a warm cache, a busy core — would fall
+ * on it every time); it prints, per subject, the median time per call and p50, and the median (min–max)
+ * over the rounds of its ratio to the baseline measured in the same round. Each target is a pair of
+ * subjects, its ratio taken within each round the same way.
  */
-function interleaved(title: string, spec: BenchSpec & { baseline: string }, perOp: number, targets: { label: string; subject: string; max: number }[]): void {
+function interleaved(title: string, spec: BenchSpec & { baseline: string }, perOp: number, targets: PairTarget[]): void {
   const rounds = Number(process.env.BENCH_RUNS ?? 7);
   const file = fileURLToPath(import.meta.url);
   const names = Object.keys(spec.subjects);
   const got = new Map<string, ChildResult[]>(names.map((n) => [n, []]));
-  const ratios = new Map<string, { time: number[]; p50: number[]; cpu: number[] }>(names.map((n) => [n, { time: [], p50: [], cpu: [] }]));
+  const measured: Map<string, ChildResult>[] = [];
   process.stdout.write(`\n## ${title}  (${rounds} interleaved rounds × ${process.env.BENCH_MS ?? 1_000} ms per subject, each in its own process)\n`);
   for (let r = 0; r < rounds; r++) {
-    const order = names.map((_, i) => names[(i + r) % names.length]!);
-    if (r % 2 === 1) order.reverse();
     const round = new Map<string, ChildResult>();
-    for (const name of order) {
+    for (const name of shuffle([...names])) {
       const child = spawnSync(process.execPath, [...process.execArgv, file, '--child', name, '--section', title], { encoding: 'utf8', env: process.env, timeout: 120_000, maxBuffer: 16 << 20 });
       const line = child.stdout.split('\n').find((l) => l.startsWith('@@RESULT '));
       if (child.status !== 0 || line === undefined) {
@@ -180,30 +207,38 @@ function interleaved(title: string, spec: BenchSpec & { baseline: string }, perO
       round.set(name, res);
       got.get(name)!.push(res);
     }
-    const base = round.get(spec.baseline);
-    if (base === undefined) continue;
-    for (const [name, res] of round) {
-      ratios.get(name)!.time.push(res.nsPerOp / base.nsPerOp);
-      ratios.get(name)!.p50.push(res.extra.p50Us! / base.extra.p50Us!);
-      ratios.get(name)!.cpu.push(res.extra.cpuUs! / base.extra.cpuUs!);
-    }
+    measured.push(round);
   }
+  /** ratios answers `subject` ÷ `than` in each round where both ran: time per call, p50 and CPU per call. */
+  const ratios = (subject: string, than: string) => {
+    const out = { time: [] as number[], p50: [] as number[], cpu: [] as number[] };
+    for (const round of measured) {
+      const a = round.get(subject);
+      const b = round.get(than);
+      if (a === undefined || b === undefined) continue;
+      out.time.push(a.nsPerOp / b.nsPerOp);
+      out.p50.push(a.extra.p50Us! / b.extra.p50Us!);
+      out.cpu.push(a.extra.cpuUs! / b.extra.cpuUs!);
+    }
+    return out;
+  };
   const spread = (xs: number[]) => (xs.length === 0 ? '–' : `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`);
   const rows = [['subject', 'calls/s', 'time/call', 'p50', 'CPU/call', `time ÷ ${spec.baseline}, per round`, `p50 ÷ ${spec.baseline}, per round`, `CPU ÷ ${spec.baseline}, per round`]];
   for (const name of names) {
     const rs = got.get(name)!;
     const ns = median(rs.map((x) => x.nsPerOp)) / perOp;
-    rows.push([name, `${(1e9 / ns / 1000).toFixed(1)} k/s`, `${(ns / 1000).toFixed(2)} µs`, `${median(rs.map((x) => x.extra.p50Us!)).toFixed(1)} µs`, `${median(rs.map((x) => x.extra.cpuUs!)).toFixed(1)} µs`, spread(ratios.get(name)!.time), spread(ratios.get(name)!.p50), spread(ratios.get(name)!.cpu)]);
+    const r = ratios(name, spec.baseline);
+    rows.push([name, `${(1e9 / ns / 1000).toFixed(1)} k/s`, `${(ns / 1000).toFixed(2)} µs`, `${median(rs.map((x) => x.extra.p50Us!)).toFixed(1)} µs`, `${median(rs.map((x) => x.extra.cpuUs!)).toFixed(1)} µs`, spread(r.time), spread(r.p50), spread(r.cpu)]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   for (const row of rows) process.stdout.write(`  ${row.map((c, i) => c.padEnd(widths[i]!)).join('  ')}\n`);
-  process.stdout.write('  targets (median of the per-round ratios):\n');
+  process.stdout.write('  targets (median over the rounds of the ratio within a round; min–max):\n');
   for (const t of targets) {
-    const r = ratios.get(t.subject);
-    if (r === undefined) continue; // its subject was left out (GRPC_SUBJECTS)
+    if (!names.includes(t.subject) || !names.includes(t.than)) continue; // left out (GRPC_SUBJECTS)
+    const r = ratios(t.subject, t.than);
     for (const [what, xs] of [['time per call', r.time], ['p50', r.p50], ['CPU per call', r.cpu]] as const) {
       const v = median(xs);
-      process.stdout.write(`  ${v <= t.max ? '✓' : '✗'} ${t.label}, ${what}: ${Number.isNaN(v) ? 'failed' : `${v.toFixed(3)}×`}\n`);
+      process.stdout.write(`  ${v <= t.max && v >= (t.min ?? 0) ? '✓' : '✗'} ${t.label}, ${what}: ${Number.isNaN(v) ? 'failed' : `${v.toFixed(3)}×`} ${xs.length > 0 ? `(${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})` : ''}\n`);
     }
   }
 }
@@ -221,6 +256,7 @@ if (section === undefined || section === 'unary') {
         'bare grpc-js (A/A)': () => unary('bare', c),
         'bare grpc-js, 2 s deadline': () => unary('deadline', c),
         'client guard + bulwark:/// + P2C policy': () => unary('client', c),
+        'the same, caller sets a 2 s deadline': () => unary('client-deadline', c),
         'the same, retry: false': () => unary('client-no-retry', c),
         'the same, no default deadline': () => unary('client-no-deadline', c),
         'bulwark:/// + P2C policy, no guard': () => unary('policy', c),
@@ -237,9 +273,10 @@ if (section === undefined || section === 'unary') {
     if (isChild) await bench(title, spec);
     else
       interleaved(title, spec, c, [
-        { label: `A/A: bare ÷ bare (${c} concurrent), the noise floor`, subject: 'bare grpc-js (A/A)', max: 1.05 },
-        { label: `client side ≤ 1.05× bare (${c} concurrent)`, subject: 'client guard + bulwark:/// + P2C policy', max: 1.05 },
-        { label: `server side ≤ 1.05× bare (${c} concurrent)`, subject: 'server guard', max: 1.05 },
+        { label: `A/A: bare ÷ bare (${c} concurrent), the noise floor, within 0.95–1.05`, subject: 'bare grpc-js (A/A)', than: 'bare grpc-js', min: 0.95, max: 1.05 },
+        { label: `client side ≤ 1.05× bare, the caller setting a 2 s deadline on both (${c} concurrent)`, subject: 'the same, caller sets a 2 s deadline', than: 'bare grpc-js, 2 s deadline', max: 1.05 },
+        { label: `client side with its default deadline ≤ 1.05× bare with none (${c} concurrent)`, subject: 'client guard + bulwark:/// + P2C policy', than: 'bare grpc-js', max: 1.05 },
+        { label: `server side ≤ 1.05× bare (${c} concurrent)`, subject: 'server guard', than: 'bare grpc-js', max: 1.05 },
       ]);
   }
 }
