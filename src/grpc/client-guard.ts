@@ -13,13 +13,13 @@ import type { Interceptor, InterceptorOptions, StatusObject } from '@grpc/grpc-j
 import type { InterceptingCallInterface } from '@grpc/grpc-js/build/src/client-interceptors.js';
 import type { InterceptingListener, MessageContext } from '@grpc/grpc-js/build/src/call-interface.js';
 import type { AdmissionToken } from '../core/admission.js';
-import { BreakerGroup } from '../breaker/breaker-group.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { BreakerOpenError } from '../core/errors.js';
 import { clockOption, integer, options as checkOptions } from '../core/validate.js';
-import { CallStats, type GrpcCallStats } from './stats.js';
+import type { CallStats } from './stats.js';
+import { GuardBase } from './guard-base.js';
 import { failureSet, refusal } from './status.js';
-import type { GrpcBreakerSource, MetricsDescription } from './types.js';
+import type { GrpcBreakerSource } from './types.js';
 import { ensureGrpcJs } from './version.js';
 
 /** GrpcClientGuardOptions configures a GrpcClientGuard. */
@@ -132,13 +132,12 @@ class GuardedCall extends InterceptingCall implements InterceptingListener {
 }
 
 /** GrpcClientGuard holds the per-method client guards; pass `guard.interceptor` in the client's `interceptors`. */
-export class GrpcClientGuard {
+export class GrpcClientGuard extends GuardBase {
   /** interceptor is the grpc-js client interceptor. */
   readonly interceptor: Interceptor;
-  private readonly calls = new CallStats('client');
-  private readonly ownGroup: BreakerGroup | undefined;
 
   constructor(options?: GrpcClientGuardOptions) {
+    super('client');
     ensureGrpcJs();
     const o = checkOptions('GrpcClientGuard', options);
     const target = o.target ?? grpcClientGuardDefaults.target;
@@ -146,11 +145,7 @@ export class GrpcClientGuard {
     const deadlineMs = integer('GrpcClientGuard', 'defaultDeadlineMs', o.defaultDeadlineMs ?? grpcClientGuardDefaults.defaultDeadlineMs, 0);
     const clock = clockOption('GrpcClientGuard', o.clock, systemClock);
     const isFailure = failureSet('GrpcClientGuard', o.failureCodes);
-    let breakers: GrpcBreakerSource | undefined;
-    if (o.breakers === undefined) breakers = this.ownGroup = new BreakerGroup();
-    else if (o.breakers === false) breakers = undefined;
-    else if (o.breakers !== null && typeof o.breakers === 'object' && typeof o.breakers.get === 'function') breakers = o.breakers;
-    else throw new TypeError('GrpcClientGuard: breakers must have get(name) (a BreakerGroup) or be false');
+    const breakers = this.breakerSource('GrpcClientGuard', o.breakers);
     const stats = this.calls;
     const shared: Shared = { stats, clock, isFailure };
     /** Breaker names by method path, so a call does not build `target + method` again. */
@@ -177,24 +172,5 @@ export class GrpcClientGuard {
       if (deadlineMs > 0 && options.deadline === undefined) options.deadline = Date.now() + deadlineMs;
       return new GuardedCall(nextCall(options), shared, method, token, clock.now());
     };
-  }
-
-  /** stats answers the calls by method and code, and the refusals. */
-  stats(): GrpcCallStats {
-    return this.calls.stats();
-  }
-
-  /** describeMetrics offers `grpc_client_calls_total` and `grpc_client_call_duration_seconds` to a metrics registry. */
-  describeMetrics(): MetricsDescription {
-    return this.calls.describeMetrics();
-  }
-
-  /** close closes the breaker group the guard made itself (a group passed in stays open). */
-  async close(): Promise<void> {
-    await this.ownGroup?.close();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
   }
 }

@@ -23,13 +23,13 @@ import type { ServerInterceptor, StatusObject } from '@grpc/grpc-js';
 import type { InterceptingServerListener, ServerInterceptingCallInterface } from '@grpc/grpc-js/build/src/server-interceptors.js';
 import type { PartialStatusObject } from '@grpc/grpc-js/build/src/call-interface.js';
 import type { AdmissionToken } from '../core/admission.js';
-import { BreakerGroup } from '../breaker/breaker-group.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { BreakerOpenError, OverloadedError, RateLimitedError } from '../core/errors.js';
 import { clockOption, options as checkOptions } from '../core/validate.js';
-import { CallStats, type GrpcCallStats } from './stats.js';
+import type { CallStats } from './stats.js';
+import { GuardBase } from './guard-base.js';
 import { failureSet, refusal } from './status.js';
-import type { GrpcBreakerSource, GrpcLimiter, GrpcShedder, MetricsDescription } from './types.js';
+import type { GrpcBreakerSource, GrpcLimiter, GrpcShedder } from './types.js';
 import { ensureGrpcJs } from './version.js';
 
 /** LimitBy says what a server limiter keys on. */
@@ -204,13 +204,12 @@ class GuardedServerCall extends ServerInterceptingCall implements InterceptingSe
 }
 
 /** GrpcServerGuard holds the server guards; pass `guard.interceptor` in the server's `interceptors` option. */
-export class GrpcServerGuard {
+export class GrpcServerGuard extends GuardBase {
   /** interceptor is the grpc-js server interceptor. */
   readonly interceptor: ServerInterceptor;
-  private readonly calls = new CallStats('server');
-  private readonly ownGroup: BreakerGroup | undefined;
 
   constructor(options?: GrpcServerGuardOptions) {
+    super('server');
     ensureGrpcJs();
     const o = checkOptions('GrpcServerGuard', options);
     const clock = clockOption('GrpcServerGuard', o.clock, systemClock);
@@ -220,32 +219,9 @@ export class GrpcServerGuard {
     const limiter = o.limiter === undefined || o.limiter === false ? undefined : o.limiter;
     if (limiter !== undefined && typeof limiter.decide !== 'function') throw new TypeError('GrpcServerGuard: limiter must have decide(key) (a KeyedLimiter)');
     const keyOf = limitKey(o.limitBy ?? grpcServerGuardDefaults.limitBy);
-    let breakers: GrpcBreakerSource | undefined;
-    if (o.breakers === undefined) breakers = this.ownGroup = new BreakerGroup();
-    else if (o.breakers === false) breakers = undefined;
-    else if (o.breakers !== null && typeof o.breakers === 'object' && typeof o.breakers.get === 'function') breakers = o.breakers;
-    else throw new TypeError('GrpcServerGuard: breakers must have get(name) (a BreakerGroup) or be false');
+    const breakers = this.breakerSource('GrpcServerGuard', o.breakers);
     const shared: Shared = { stats: this.calls, clock, isFailure, shedder, limiter, keyOf, breakers };
     this.interceptor = (descriptor, call) => new GuardedServerCall(call, shared, descriptor.path);
-  }
-
-  /** stats answers the calls by method and code, and the refusals. */
-  stats(): GrpcCallStats {
-    return this.calls.stats();
-  }
-
-  /** describeMetrics offers `grpc_server_calls_total` and `grpc_server_call_duration_seconds` to a metrics registry. */
-  describeMetrics(): MetricsDescription {
-    return this.calls.describeMetrics();
-  }
-
-  /** close closes the breaker group the guard made itself (a group passed in stays open). */
-  async close(): Promise<void> {
-    await this.ownGroup?.close();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
   }
 }
 
