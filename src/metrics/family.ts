@@ -40,16 +40,7 @@ export class SeriesObserver {
 
   observe(value: number): void {
     if (!this.owner.live || !Number.isFinite(value)) return;
-    const b = this.bounds;
-    const s = this.s;
-    for (let i = 0; i < b.length; i++) {
-      if (value <= b[i]!) {
-        s.counts![i]!++;
-        break;
-      }
-    }
-    s.value++;
-    s.sum! += value;
+    observeInto(this.bounds, this.s, value);
   }
 }
 
@@ -187,15 +178,7 @@ export class Family implements TextSection {
 
   /** observe adds one observation to a histogram series. */
   observe(s: EventSeries, value: number): void {
-    const b = this.bounds;
-    for (let i = 0; i < b.length; i++) {
-      if (value <= b[i]!) {
-        s.counts![i]!++;
-        break;
-      }
-    }
-    s.value++;
-    s.sum! += value;
+    observeInto(this.bounds, s, value);
   }
 
   private histogramSamples(s: EventSeries, out: Sample[]): void {
@@ -209,6 +192,18 @@ export class Family implements TextSection {
     out.push({ metricName: `${base}_sum`, labels: s.labels, value: s.sum! });
     out.push({ metricName: `${base}_count`, labels: s.labels, value: s.value });
   }
+}
+
+/** observeInto counts `value` in the first bucket whose bound holds it, and in the series' count and sum. */
+function observeInto(bounds: Float64Array, s: EventSeries, value: number): void {
+  for (let i = 0; i < bounds.length; i++) {
+    if (value <= bounds[i]!) {
+      s.counts![i]!++;
+      break;
+    }
+  }
+  s.value++;
+  s.sum! += value;
 }
 
 /** labelKey is a stable key of a label set. */
