@@ -48,7 +48,7 @@ type CallWith = (req: unknown, md: Metadata, options: { deadline: number }, cb: 
 
 const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
-async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'client' | 'client-deadline' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
+async function unary(kind: 'bare' | 'deadline' | 'deadline-retry' | 'pass' | 'guard-direct' | 'client' | 'client-deadline' | 'client-no-retry' | 'client-no-deadline' | 'policy' | 'server', concurrency: number): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
   const server = new Server(sg === undefined ? {} : { interceptors: [sg.interceptor] });
   server.addService(greeter, { SayHello: (_c: unknown, cb: (e: null, r: unknown) => void) => cb(null, { message: 'hi' }) });
@@ -76,6 +76,12 @@ async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'clie
     // The client guard on a direct target (no resolver, no policy), without its default deadline.
     cg = new GrpcClientGuard({ target: `127.0.0.1:${port}`, defaultDeadlineMs: 0 });
     client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure(), { interceptors: [cg.interceptor] });
+  } else if (kind === 'deadline-retry') {
+    // Bare grpc-js with the retry policy GrpcDiscovery gives its channels by default (UNAVAILABLE, 3
+    // attempts, 10–100 ms backoff) as a default service config: grpc-js then buffers each call's request
+    // for a retry, which it does not for a channel without a retry policy.
+    const serviceConfig = { loadBalancingConfig: [], methodConfig: [{ name: [{}], retryPolicy: { maxAttempts: 3, initialBackoff: '0.010000s', maxBackoff: '0.100000s', backoffMultiplier: 2, retryableStatusCodes: ['UNAVAILABLE'] } }] };
+    client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure(), { 'grpc.service_config': JSON.stringify(serviceConfig) });
   } else client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure());
   const say = (client as unknown as { SayHello: Call }).SayHello.bind(client);
   const sayWith = (client as unknown as { SayHello: CallWith }).SayHello.bind(client);
@@ -94,7 +100,7 @@ async function unary(kind: 'bare' | 'deadline' | 'pass' | 'guard-direct' | 'clie
   // bare grpc-js paying that same price, its caller setting a 2 s deadline on every call, and
   // 'client-deadline' is the whole client side with the same caller (the guard's default then applies to
   // nothing): the pair compares the same call, with and without bulwark.
-  const withDeadline = kind === 'deadline' || kind === 'client-deadline';
+  const withDeadline = kind === 'deadline' || kind === 'deadline-retry' || kind === 'client-deadline';
   const one = () =>
     new Promise<void>((resolve, reject) => {
       const t0 = performance.now();
@@ -255,6 +261,7 @@ if (section === undefined || section === 'unary') {
         'bare grpc-js': () => unary('bare', c),
         'bare grpc-js (A/A)': () => unary('bare', c),
         'bare grpc-js, 2 s deadline': () => unary('deadline', c),
+        'bare grpc-js, 2 s deadline, the same retry policy': () => unary('deadline-retry', c),
         'client guard + bulwark:/// + P2C policy': () => unary('client', c),
         'the same, caller sets a 2 s deadline': () => unary('client-deadline', c),
         'the same, retry: false': () => unary('client-no-retry', c),
@@ -275,6 +282,7 @@ if (section === undefined || section === 'unary') {
       interleaved(title, spec, c, [
         { label: `A/A: bare ÷ bare (${c} concurrent), the noise floor, within 0.95–1.05`, subject: 'bare grpc-js (A/A)', than: 'bare grpc-js', min: 0.95, max: 1.05 },
         { label: `client side ≤ 1.05× bare, the caller setting a 2 s deadline on both (${c} concurrent)`, subject: 'the same, caller sets a 2 s deadline', than: 'bare grpc-js, 2 s deadline', max: 1.05 },
+        { label: `client side ≤ 1.05× bare, both with the caller's 2 s deadline and the same retry policy (${c} concurrent)`, subject: 'the same, caller sets a 2 s deadline', than: 'bare grpc-js, 2 s deadline, the same retry policy', max: 1.05 },
         { label: `client side with its default deadline ≤ 1.05× bare with none (${c} concurrent)`, subject: 'client guard + bulwark:/// + P2C policy', than: 'bare grpc-js', max: 1.05 },
         { label: `server side ≤ 1.05× bare (${c} concurrent)`, subject: 'server guard', than: 'bare grpc-js', max: 1.05 },
       ]);
