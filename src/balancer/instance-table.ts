@@ -91,8 +91,14 @@ export interface InstanceTableOptions {
    * entry made or updated 32). Defaults to 65 536 (about 0.5 ms).
    */
   sliceSize?: number;
-  /** Called from the timer when a sliced sync of `list` is complete: sync `list` again to take it over. */
+  /** Called from the timer when a sliced sync of `list` is complete: sync `list` again to take it over (or, with `hold`, call `handOver()`). */
   onReady?: (list: readonly ServiceInstance[]) => void;
+  /**
+   * Keep a complete sliced sync waiting for `handOver()`: `source` stays the new list, so picks keep
+   * the previous entries until the owner has prepared its own state for the new ones (`next`).
+   * Defaults to false: the next sync of the list takes it over.
+   */
+  hold?: boolean;
 }
 
 /** The default `sliceSize`: 1 600 new instances, or a list of 60 000 that differs from the last in one, per slice. */
@@ -100,6 +106,8 @@ export const TABLE_SLICE = 1 << 16;
 /** Work units of a sync (see `sliceSize`). */
 const LOOKUP = 8;
 const MAKE = 32;
+/** Entries that left dropped from the id map at once; more are dropped this many per timer turn. */
+const DROP_SLICE = 4_096;
 
 /** sliceLists checks a picker's `sliceLists` option (a boolean, default false). */
 export function sliceLists(owner: string, value: unknown): boolean {
@@ -119,7 +127,19 @@ interface Walk<E extends Entry> {
   readonly updated: E[];
   /** Updates applied at handover, so the old entries stay as they were meanwhile: entry, instance, entry, … */
   readonly pending: (E | ServiceInstance)[];
+  /** The old entries not in the list, found once the list is walked; `k` is how far that scan got. */
+  readonly removed: E[];
+  k: number;
   timer: TimerHandle | undefined;
+}
+
+/** Walked is what a complete sliced sync will hand over (see `InstanceTable.next`). */
+export interface Walked<E extends Entry> {
+  readonly list: readonly ServiceInstance[];
+  readonly added: readonly E[];
+  readonly removed: readonly E[];
+  /** The updates handOver applies: entry, its new instance, entry, … */
+  readonly updates: readonly (E | ServiceInstance)[];
 }
 
 /**
@@ -138,6 +158,13 @@ export class InstanceTable<E extends Entry> {
   updated: E[] = [];
   private readonly byId = new Map<string, E>();
   private generation = 0;
+  /** The walk the entries came from: an entry whose `seen` is older left the list (it may still be in `byId`, until dropped). */
+  private live = 0;
+  /** Entries that left, dropped from `byId` on timer turns from `dropAt` on. */
+  private drops: E[] = [];
+  private dropAt = 0;
+  private dropTimer: TimerHandle | undefined = undefined;
+  private readonly hold: boolean;
   private walk: Walk<E> | undefined = undefined;
   /** A list whose sliced walk met a bad instance. */
   private failed: readonly ServiceInstance[] | undefined = undefined;
@@ -152,6 +179,7 @@ export class InstanceTable<E extends Entry> {
     this.clock = options?.clock;
     this.sliceSize = options?.sliceSize ?? TABLE_SLICE;
     this.onReady = options?.onReady;
+    this.hold = options?.hold === true;
   }
 
   /** pending is true while a sliced sync runs or waits for its handover. */
@@ -169,11 +197,14 @@ export class InstanceTable<E extends Entry> {
     const running = this.walk;
     if (running !== undefined) {
       this.walk = undefined;
-      if (running.list === list && running.j === list.length) return this.finish(running);
+      if (running.list === list && running.j === list.length) {
+        this.step(running, Infinity); // the scan for what left, if not done yet
+        return this.finish(running);
+      }
       this.cancel(running);
     }
     if (!Array.isArray(list)) throw new TypeError(`pick: instances must be an array, got ${list === null ? 'null' : typeof list}`);
-    const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], timer: undefined };
+    const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], removed: [], k: 0, timer: undefined };
     const sliced = this.clock !== undefined && this.entries.length > 0 && list !== this.failed;
     let done: boolean;
     try {
@@ -192,17 +223,39 @@ export class InstanceTable<E extends Entry> {
     return this.entries;
   }
 
+  /** next answers what a complete sliced sync held for `handOver()` will hand over, or undefined. */
+  get next(): Walked<E> | undefined {
+    const w = this.walk;
+    if (w === undefined || w.j < w.list.length || w.k < this.entries.length) return undefined;
+    return { list: w.list, added: w.added, removed: w.removed, updates: w.pending };
+  }
+
+  /**
+   * handOver takes over the list of a complete sliced sync (see `hold`) and returns the new entries,
+   * reporting what changed as `sync` does; undefined when none is complete.
+   */
+  handOver(): E[] | undefined {
+    const w = this.walk;
+    if (w === undefined || this.next === undefined) return undefined;
+    this.walk = undefined;
+    return this.finish(w);
+  }
+
   /** close drops a sliced sync in progress (its timer and what it found); later syncs complete at once. */
   close(): void {
     const w = this.walk;
     this.walk = undefined;
     if (w !== undefined) this.cancel(w);
+    if (this.dropTimer !== undefined) this.clock!.clearTimeout(this.dropTimer);
+    this.dropTimer = undefined;
+    this.dropAll();
     this.clock = undefined;
   }
 
   /** get returns the entry for `id` in the current list (while a sliced sync runs, possibly one of the next). */
   get(id: string): E | undefined {
-    return this.byId.get(id);
+    const e = this.byId.get(id);
+    return e !== undefined && e.seen >= this.live ? e : undefined;
   }
 
   private schedule(w: Walk<E>): void {
@@ -220,7 +273,7 @@ export class InstanceTable<E extends Entry> {
         return;
       }
       if (!done) return this.schedule(w);
-      if (this.source === w.list) this.source = undefined; // the next sync of the list takes it over
+      if (!this.hold && this.source === w.list) this.source = undefined; // the next sync of the list takes it over
       this.onReady?.(w.list);
     }, 0);
     w.timer.unref();
@@ -296,21 +349,30 @@ export class InstanceTable<E extends Entry> {
     }
     w.i = i;
     w.j = j;
-    return j === n;
+    if (j < n) return false;
+    // Then the old entries the walk did not meet: they leave the list.
+    const removed = w.removed;
+    let k = w.k;
+    const end = budget - spent < old.length - k ? k + Math.ceil(budget - spent) : old.length;
+    for (; k < end; k++) if (old[k]!.seen !== gen) removed.push(old[k]!);
+    w.k = k;
+    return k === old.length;
   }
 
   /** finish hands a complete walk over: indices, the updates it found, and the entries no longer listed. */
   private finish(w: Walk<E>): E[] {
     const { entries, gen, pending } = w;
     for (let k = 0; k < pending.length; k += 2) this.update(pending[k] as E, pending[k + 1] as ServiceInstance);
-    const old = this.entries;
-    const removed: E[] = [];
-    for (let k = 0; k < old.length; k++) {
-      const e = old[k]!;
-      if (e.seen !== gen) {
-        if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
-        removed.push(e);
-      }
+    const removed = w.removed;
+    // Entries that left answer no `get` from now on (their `seen` is older than `live`); many are
+    // dropped from the id map on later timer turns.
+    this.live = gen;
+    if (this.clock === undefined || removed.length <= DROP_SLICE) {
+      for (let k = 0; k < removed.length; k++) this.drop(removed[k]!);
+    } else {
+      this.drops = this.dropAt === this.drops.length ? removed : this.drops.slice(this.dropAt).concat(removed);
+      this.dropAt = 0;
+      this.scheduleDrops();
     }
     this.failed = undefined;
     this.entries = entries;
@@ -319,6 +381,31 @@ export class InstanceTable<E extends Entry> {
     this.updated = w.updated;
     this.source = w.list;
     return entries;
+  }
+
+  private drop(e: E): void {
+    if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
+  }
+
+  private dropAll(): void {
+    const drops = this.drops;
+    for (let k = this.dropAt; k < drops.length; k++) this.drop(drops[k]!);
+    this.drops = [];
+    this.dropAt = 0;
+  }
+
+  private scheduleDrops(): void {
+    if (this.dropTimer !== undefined) return;
+    this.dropTimer = this.clock!.setTimeout(() => {
+      this.dropTimer = undefined;
+      const drops = this.drops;
+      const end = Math.min(drops.length, this.dropAt + DROP_SLICE);
+      for (let k = this.dropAt; k < end; k++) this.drop(drops[k]!);
+      this.dropAt = end;
+      if (end < drops.length) this.scheduleDrops();
+      else this.drops = [];
+    }, 0);
+    this.dropTimer.unref();
   }
 
   private update(e: E, inst: ServiceInstance): void {
