@@ -208,10 +208,16 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.noCycle = false;
     const t = this.table;
     t.sync(instances);
-    for (const e of t.removed) this.leave(e);
+    // Many instances leaving or joining: one pass over the tree beats a path per instance.
+    const removed = t.removed;
     const added = t.added;
-    if (this.used + added.length > this.cap) this.grow(added.length);
-    const bulk = added.length * 4 > this.cap;
+    let bulk = removed.length * 4 > this.cap;
+    for (const e of removed) this.leave(e, !bulk);
+    if (this.used + added.length > this.cap) {
+      this.grow(added.length); // builds the tree
+      bulk = false;
+    }
+    bulk ||= added.length * 4 > this.cap;
     for (const e of added) this.join(e, !bulk);
     if (bulk) this.build();
   }
@@ -227,7 +233,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     if (update) this.path(s, this.x);
   }
 
-  private leave(e: WeightedEntry): void {
+  private leave(e: WeightedEntry, update: boolean): void {
     const s = e.slot;
     if (s < 0) return;
     this.total -= this.w[s]!;
@@ -236,7 +242,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.w[s] = 0;
     this.c[s] = 0;
     e.slot = -1;
-    this.path(s, this.x);
+    if (update) this.path(s, this.x);
     if (this.table.entries.length === 0) this.total = 0; // no rounding left over
   }
 

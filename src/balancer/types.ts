@@ -2,6 +2,7 @@
  * The balancer's interfaces: what a strategy (`Picker`) is, what a finished call tells it, and how a
  * pick is told which instances to avoid.
  */
+import type { Clock } from '../core/clock.js';
 import type { ServiceInstance } from '../registry/types.js';
 
 /** CallOutcome is what a finished call tells the balancer: whether it succeeded and how long it took. */
@@ -53,3 +54,50 @@ export interface ExcludeSet {
 
 /** StrategyName names a built-in strategy, for `BalancerOptions.strategy`. */
 export type StrategyName = 'round-robin' | 'random' | 'weighted-round-robin' | 'ring-hash' | 'p2c' | 'least-request';
+
+/** RingHashOptions configures a RingHash. */
+export interface RingHashOptions {
+  /** Virtual nodes per unit of weight, ≥ 1 (fewer when the ring would pass `maxRingSize`). Defaults to 1 280 (measured; see the module comment). */
+  replicas?: number;
+  /** The ring grows past `replicas` per unit of weight while it has fewer points than this (Envoy's `minimum_ring_size`). Defaults to 1 024. */
+  minRingSize?: number;
+  /** The most points on the ring (Envoy's `maximum_ring_size`); 8 bytes each. Defaults to 1 048 576. */
+  maxRingSize?: number;
+  /** Bound each instance's load to `loadFactor` × the mean (Google's bounded loads). Defaults to false. */
+  boundedLoad?: boolean;
+  /** The bound c for `boundedLoad`, > 1. Defaults to 1.25 (the paper's and Vimeo's choice). */
+  loadFactor?: number;
+  /** Uniform random numbers in [0, 1), for picks without a key. Defaults to `Math.random`. */
+  random?: () => number;
+  /**
+   * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
+   * hashed eight); a larger update is built in slices of this size, one per timer turn. With
+   * `sliceLists` it bounds the list work too (an instance compared is one unit, looked up 8, new or
+   * changed 32). Defaults to 262 144 (about 1–2 ms).
+   */
+  sliceSize?: number;
+  /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
+}
+
+/** RingStats is what `RingHash.stats()` answers. */
+export interface RingStats {
+  /** Instances in the list. */
+  instances: number;
+  /** Virtual nodes on the ring, absent instances' included. */
+  points: number;
+  /** Virtual nodes of instances no longer in the list (skipped by picks until dropped). */
+  absentPoints: number;
+  /** Virtual nodes per unit of weight now. */
+  pointsPerWeight: number;
+  /** Calls in flight (counted with `boundedLoad`'s start / report). */
+  inFlight: number;
+  /** A new ring is being built in slices (picks use the previous one meanwhile). */
+  rebuilding: boolean;
+  /** Rebuilds run in slices so far. */
+  rebuilds: number;
+  /** A list differing in thousands of instances is being taken in in slices (picks use the previous list meanwhile). */
+  listPending: boolean;
+}
