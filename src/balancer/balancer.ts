@@ -86,7 +86,7 @@ export interface InstanceHealth {
 
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
 /** The most instances whose health bookkeeping (outlier and probe state) one turn of the loop starts or drops. */
-const HEALTH_SLICE = 2_048;
+const HEALTH_SLICE = 1_024;
 
 /** HealthBatch is the health bookkeeping of a large list change, done HEALTH_SLICE instances per timer turn. */
 interface HealthBatch {
