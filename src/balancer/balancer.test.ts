@@ -106,6 +106,7 @@ describe('Balancer', () => {
     const clock = new ManualClock();
     const a = instances(3_000, 'a');
     const b = new Balancer({ instances: a, strategy: 'round-robin', clock, outlier: false });
+    assert.equal(b.instances().length, 3_000, 'a first list read before its slices are done is taken in at once');
     const events: BalancerEvent[] = [];
     b.onChange((e) => events.push(e));
     const next = instances(3_000, 'b');

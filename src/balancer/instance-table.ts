@@ -115,6 +115,20 @@ export function sliceLists(owner: string, value: unknown): boolean {
   return value === true;
 }
 
+/**
+ * prepareList is the built-in pickers' `prepare`: `sync(list, sliceFirst)` is the picker's own sync
+ * of a list (its table's, then its own per-list work). A first list is walked in slices too; `done`
+ * is called once the table has taken a list over (from the timer turn that completes the walk, which
+ * then takes it over, or at once).
+ */
+export function prepareList<E extends Entry>(t: InstanceTable<E>, list: readonly ServiceInstance[], sync: (list: readonly ServiceInstance[], sliceFirst: boolean) => unknown, done: () => void): void {
+  if (list !== t.source) sync(list, true);
+  t.whenTaken(() => {
+    if (t.next?.list === list) sync(list, false);
+    done();
+  });
+}
+
 /** Walk is a sync in progress: the new list, how far it got, and what it found. */
 interface Walk<E extends Entry> {
   readonly list: readonly ServiceInstance[];
@@ -165,6 +179,8 @@ export class InstanceTable<E extends Entry> {
   private dropAt = 0;
   private dropTimer: TimerHandle | undefined = undefined;
   private readonly hold: boolean;
+  /** Called once no sliced sync is pending (see `whenTaken`). */
+  private waiting: (() => void)[] = [];
   private walk: Walk<E> | undefined = undefined;
   /** A list whose sliced walk met a bad instance. */
   private failed: readonly ServiceInstance[] | undefined = undefined;
@@ -192,20 +208,26 @@ export class InstanceTable<E extends Entry> {
    * large change of a table that has entries and a clock — in slices, returning the previous entries
    * (with nothing reported changed) until the walk is complete.
    */
-  sync(list: readonly ServiceInstance[]): E[] {
+  sync(list: readonly ServiceInstance[], sliceFirst = false): E[] {
     if (list === this.source) return this.entries;
     const running = this.walk;
     if (running !== undefined) {
       this.walk = undefined;
-      if (running.list === list && running.j === list.length) {
-        this.step(running, Infinity); // the scan for what left, if not done yet
-        return this.finish(running);
+      if (running.list === list) {
+        // Walked, or a first list being walked (nothing to pick from meanwhile): complete it now.
+        try {
+          this.step(running, Infinity);
+        } catch (err) {
+          this.cancel(running);
+          throw err;
+        }
+        return this.done(this.finish(running));
       }
       this.cancel(running);
     }
     if (!Array.isArray(list)) throw new TypeError(`pick: instances must be an array, got ${list === null ? 'null' : typeof list}`);
     const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], removed: [], k: 0, timer: undefined };
-    const sliced = this.clock !== undefined && this.entries.length > 0 && list !== this.failed;
+    const sliced = this.clock !== undefined && (this.entries.length > 0 || sliceFirst) && list !== this.failed;
     let done: boolean;
     try {
       done = this.step(w, sliced ? this.sliceSize : Infinity);
@@ -213,9 +235,10 @@ export class InstanceTable<E extends Entry> {
       this.cancel(w);
       throw err;
     }
-    if (done) return this.finish(w);
+    if (done) return this.done(this.finish(w));
     this.walk = w;
-    this.source = list;
+    // Picks use the previous entries meanwhile; with none (a first list), a pick completes the walk.
+    this.source = this.entries.length > 0 ? list : undefined;
     this.added = [];
     this.removed = [];
     this.updated = [];
@@ -238,7 +261,16 @@ export class InstanceTable<E extends Entry> {
     const w = this.walk;
     if (w === undefined || this.next === undefined) return undefined;
     this.walk = undefined;
-    return this.finish(w);
+    return this.done(this.finish(w));
+  }
+
+  /**
+   * whenTaken calls `fn` once no sliced sync is pending: now, or from the timer turn that completes
+   * one (before the list is taken over: `next` tells which) or from the sync that completes it.
+   */
+  whenTaken(fn: () => void): void {
+    if (this.walk === undefined) fn();
+    else this.waiting.push(fn);
   }
 
   /** close drops a sliced sync in progress (its timer and what it found); later syncs complete at once. */
@@ -275,6 +307,11 @@ export class InstanceTable<E extends Entry> {
       if (!done) return this.schedule(w);
       if (!this.hold && this.source === w.list) this.source = undefined; // the next sync of the list takes it over
       this.onReady?.(w.list);
+      if (this.waiting.length > 0) {
+        // On a turn of its own: the callbacks take the list over, after this turn's slice.
+        const timer = this.clock!.setTimeout(() => this.wake(), 0);
+        timer.unref();
+      }
     }, 0);
     w.timer.unref();
   }
@@ -381,6 +418,18 @@ export class InstanceTable<E extends Entry> {
     this.updated = w.updated;
     this.source = w.list;
     return entries;
+  }
+
+  /** done calls the `whenTaken` callbacks once no walk is pending, and answers `entries`. */
+  private done(entries: E[]): E[] {
+    if (this.waiting.length > 0 && this.walk === undefined) this.wake();
+    return entries;
+  }
+
+  private wake(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const fn of waiting) fn();
   }
 
   private drop(e: E): void {

@@ -187,6 +187,17 @@ export function* reconcile(
   return { absent, absentPoints, bySlot, changes };
 }
 
+/** ringCounts lists `counts` ([member, points] pairs), then `gone` with no points: a rebuild's changes, read lazily. */
+export function* ringCounts(counts: Iterable<readonly [string, number]>, gone: readonly string[]): Generator<readonly [string, number]> {
+  yield* counts;
+  for (const id of gone) yield [id, 0];
+}
+
+/** scaled lists every instance's points at `size`'s scale, lazily. */
+export function* scaled(entries: readonly RingEntry[], size: RingSize): Generator<readonly [string, number]> {
+  for (const e of entries) yield [e.instance.id, size.pointsFor(e.weight)];
+}
+
 /**
  * jump is jump consistent hashing (Lamping & Veach, "A Fast, Minimal Memory, Consistent Hash
  * Algorithm", 2014) with a 32-bit xorshift stream seeded by `h`: a bucket in [0, n) for the key hash

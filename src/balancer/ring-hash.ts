@@ -45,7 +45,7 @@ import { clockOption, finite, fn, integer, options as checkOptions } from '../co
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker, RingHashOptions, RingStats } from './types.js';
 import { InstanceTable, TABLE_SLICE, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed } from './instance-table.js';
-import { jump, reconcile, stage, type Job, type Prep, type Reconciled, type RingEntry, type Staged } from './ring-handover.js';
+import { jump, reconcile, ringCounts, scaled, stage, type Job, type Prep, type Reconciled, type RingEntry, type Staged } from './ring-handover.js';
 import { RingSize } from './ring-size.js';
 
 export type { RingHashOptions, RingStats } from './types.js';
@@ -77,6 +77,8 @@ export class RingHash implements Picker {
   /** Counts changes of the ring state a staged list was computed against (ring, absent, sizes). */
   private epoch = 0;
   private prep: Prep | undefined;
+  /** Called once a list is taken over (see `prepare`). */
+  private waiting: (() => void)[] = [];
   private absentPoints = 0;
   /** Points per unit of weight, and the total the list wants at that scale. */
   private readonly size: RingSize;
@@ -103,7 +105,7 @@ export class RingHash implements Picker {
       clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined,
       sliceSize: Math.min(this.sliceSize, TABLE_SLICE),
       hold: true,
-      onReady: (list) => this.prepare(list),
+      onReady: (list) => this.stageList(list),
     });
   }
 
@@ -256,11 +258,11 @@ export class RingHash implements Picker {
    * sync applies what changed in the list: presence at once (absent instances are skipped by picks),
    * and the ring work as `plan` decides — unless a rebuild runs, which reconciles when it completes.
    */
-  private sync(instances: readonly ServiceInstance[]): RingEntry[] {
+  private sync(instances: readonly ServiceInstance[], sliceFirst = false): RingEntry[] {
     const t = this.table;
     this.dropPrep(); // a list being staged is replaced (the table drops its walk too)
     this.epoch++;
-    const entries = t.sync(instances);
+    const entries = t.sync(instances, sliceFirst);
     const ring = this.current;
     const job = this.job;
     for (const e of t.removed) {
@@ -299,7 +301,23 @@ export class RingHash implements Picker {
     }
     this.interim = ring.size === this.absent.size;
     if (job === undefined) this.plan(entries, changes);
+    if (!t.pending) this.prepared();
     return entries;
+  }
+
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    if (instances !== this.table.source) this.sync(instances, true);
+    this.waiting.push(done);
+    if (!this.table.pending) this.prepared();
+  }
+
+  /** prepared calls the `prepare` callbacks: a list has been taken over. */
+  private prepared(): void {
+    const waiting = this.waiting;
+    if (waiting.length === 0) return;
+    this.waiting = [];
+    for (const fn of waiting) fn();
   }
 
   /**
@@ -316,7 +334,7 @@ export class RingHash implements Picker {
     let work = compact ? ring.pointCount : 0;
     if (rescaled) {
       // Every instance's count changes: the list of them is made lazily, in the rebuild's steps.
-      target = this.counts(entries, [...this.absent.keys()]);
+      target = ringCounts(scaled(entries, this.size), [...this.absent.keys()]);
       work += 8 * this.size.present;
     } else {
       if (changes.length === 0 && !compact) return;
@@ -331,7 +349,7 @@ export class RingHash implements Picker {
       if (compact) {
         // The absent members go too (read lazily by the rebuild, from a copy of their ids).
         work += this.absentPoints;
-        target = this.dropping(changes, [...this.absent.keys()]);
+        target = ringCounts(changes, [...this.absent.keys()]);
       }
     }
     if (work > this.sliceSize && !this.closed) {
@@ -350,18 +368,6 @@ export class RingHash implements Picker {
     if (rescaled) for (const e of entries) this.bySlot[ring.slotOf(e.instance.id)] = e;
     else for (const [id, count] of changes) if (count > 0) this.bySlot[ring.slotOf(id)] = t.get(id);
     this.interim = ring.size === this.absent.size;
-  }
-
-  /** dropping lists `changes`, then `gone` with no points. */
-  private *dropping(changes: readonly [string, number][], gone: readonly string[]): Generator<readonly [string, number]> {
-    yield* changes;
-    for (const id of gone) yield [id, 0];
-  }
-
-  /** counts lists every instance's points at the current scale, then `gone` with none. */
-  private *counts(entries: readonly RingEntry[], gone: readonly string[]): Generator<readonly [string, number]> {
-    for (const e of entries) yield [e.instance.id, this.size.pointsFor(e.weight)];
-    for (const id of gone) yield [id, 0];
   }
 
   /** schedule runs the next slice of `job` on the next timer turn. */
@@ -409,8 +415,8 @@ export class RingHash implements Picker {
     return reconcile(job.build.ring, this.size, t.entries, (id) => t.get(id), [...this.absent.keys(), ...job.left], this.sliceSize);
   }
 
-  /** prepare starts staging `list`, which the table has walked and holds, on the next timer turns. */
-  private prepare(list: readonly ServiceInstance[]): void {
+  /** stageList starts staging `list`, which the table has walked and holds, on the next timer turns. */
+  private stageList(list: readonly ServiceInstance[]): void {
     if (this.closed) return;
     this.dropPrep();
     const p: Prep = { list, epoch: -1, steps: undefined, staged: undefined, timer: undefined };
@@ -475,6 +481,7 @@ export class RingHash implements Picker {
     this.epoch++;
     this.interim = this.current.size === this.absent.size;
     if (job === undefined) this.plan(entries, s.changes, s.work);
+    this.prepared();
   }
 
   private dropPrep(): void {
