@@ -334,16 +334,21 @@ export class Balancer {
     this.flushHealth(); // an earlier batch first: each instance's changes apply in order
     const batch: HealthBatch = { removed: t.removed, added: t.added, updated: t.updated, done: 0, timer: undefined };
     if (this.outlier !== undefined || this.active !== undefined || this.out.size > 0) {
-      if (!this.healthStep(batch, this.closed ? Infinity : HEALTH_SLICE)) this.scheduleHealth(batch);
+      // A batch of thousands starts on the next turn: this one has taken the list over.
+      const total = batch.removed.length + batch.added.length + batch.updated.length;
+      if (this.closed || total <= HEALTH_SLICE) this.healthStep(batch, Infinity);
+      else this.scheduleHealth(batch);
     }
     this.events.emit({ type: 'instances', count: this.all.length });
     this.recompute();
     if (!this.primed) this.prepare();
   }
 
-  /** takeFirst completes a first list being walked in slices: the balancer's list is read before it is in. */
+  /** takeFirst completes a first list being walked in slices, health state included: the balancer's list is read before it is in. */
   private takeFirst(): void {
-    if (this.table.pending && !this.closed) this.apply(this.latest);
+    if (!this.table.pending || this.closed) return;
+    this.apply(this.latest);
+    this.flushHealth();
   }
 
   /** prepare has the strategy take the first list in (over timer turns), then resolves `ready`. */
