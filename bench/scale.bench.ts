@@ -39,10 +39,11 @@
  *
  * 5. A Balancer of each strategy taking in a list of 10 000 over timer turns (a ManualClock, its turns
  *    timed one by one, a keyed pick after each): a whole new list (10 000 new ids) and a first list
- *    (until `ready()` resolves). Each subject reports the CPU time of the longest turn once each turn's
- *    noise is filtered out (`maxLeastCpuMs`: the least over the ops of each turn, then the longest),
- *    the longest turn noise included (`maxTurnCpuMs`, the median over ops) and the turns taken.
- *    Target: `maxLeastCpuMs` ≤ 5 ms.
+ *    (until `ready()` resolves). Each subject reports the longest turn once each turn's noise is
+ *    filtered out (the least over the ops of each turn, then the longest): `maxLeastMs` in wall time,
+ *    `maxLeastCpuMs` in CPU time (which counts the collector's helper threads too), the longest turn
+ *    noise included (`maxTurnCpuMs`, the median over ops) and the turns taken. Target: `maxLeastMs`
+ *    ≤ 5 ms.
  *
  *   BENCH_RUNS=3 BENCH_MS=300 npm run bench -- scale
  */
@@ -403,38 +404,6 @@ function tableSubjects(): Record<string, () => Subject> {
  */
 function balancerListSubjects(): Record<string, () => Subject> {
   const out: Record<string, () => Subject> = {};
-  const cpu = (f: () => void) => {
-    const c = process.cpuUsage();
-    f();
-    const u = process.cpuUsage(c);
-    return (u.user + u.system) / 1000;
-  };
-  /**
-   * Each op's turns are kept by kind (`least[kind][turn]`: the least CPU time of that turn over the
-   * ops of that kind): on a shared machine any one turn may take a time slice or a collection, so
-   * the target reads the longest turn once each turn's noise is filtered out that way
-   * (`maxLeastCpuMs`); `maxTurnCpuMs` is the median over ops of their longest turn, noise included.
-   */
-  const report = (maxTurn: number[], turns: number[], least: Map<string, { ops: number; at: number[]; n: number[] }>) => {
-    const late = (xs: number[]) => xs.slice(xs.length >> 1).sort((x, y) => x - y);
-    const med = (xs: number[]) => late(xs)[Math.floor(late(xs).length / 2)] ?? NaN;
-    return () => {
-      let maxLeastCpuMs = 0;
-      let maxLeastAt = 0;
-      // Turns that only a few ops had (a longer op than usual) are not filtered: they are left out.
-      for (const l of least.values()) l.at.forEach((v, i) => l.n[i]! * 2 >= l.ops && v > maxLeastCpuMs && ((maxLeastCpuMs = v), (maxLeastAt = i)));
-      return { maxLeastCpuMs, maxLeastAt, maxTurnCpuMs: med(maxTurn), turns: med(turns) };
-    };
-  };
-  const keep = (least: Map<string, { ops: number; at: number[]; n: number[] }>, kind: string, times: number[]) => {
-    let l = least.get(kind);
-    if (l === undefined) least.set(kind, (l = { ops: 0, at: [], n: [] }));
-    if (l.ops++ === 0) return; // the process's first: code not yet compiled
-    for (let i = 0; i < times.length; i++) {
-      l.at[i] = Math.min(l.at[i] ?? Infinity, times[i]!);
-      l.n[i] = (l.n[i] ?? 0) + 1;
-    }
-  };
   for (const strategy of STRATEGIES) {
     out[`Balancer ${strategy}: whole new list`] = () => {
       const base = fleet(TABLE_N);
@@ -444,45 +413,109 @@ function balancerListSubjects(): Record<string, () => Subject> {
       b.pick('k');
       while (clock.pendingTimers > 0) clock.advance(1);
       let odd = false;
-      const maxTurn: number[] = [];
-      const turns: number[] = [];
-      const least = new Map<string, { ops: number; at: number[]; n: number[] }>();
+      const turns = new Turns();
       const op = () => {
         const list = (odd = !odd) ? next : base;
-        const times = [cpu(() => (b.update(list), b.pick('k')))];
-        while (clock.pendingTimers > 0) times.push(cpu(() => (clock.advance(1), b.pick('k'))));
+        turns.start(odd ? 'there' : 'back');
+        turns.time(() => (b.update(list), b.pick('k')));
+        while (clock.pendingTimers > 0) turns.time(() => (clock.advance(1), b.pick('k')));
         if (b.instances()[0] !== list[0]) throw new Error('the list was not taken in');
-        if (maxTurn.length < MAX_SAMPLES) (maxTurn.push(Math.max(...times)), turns.push(times.length));
-        keep(least, odd ? 'there' : 'back', times);
+        turns.end();
       };
-      return { batch: 1, op, teardown: () => b.close(), extra: report(maxTurn, turns, least) };
+      return { batch: 1, op, teardown: () => b.close(), extra: () => turns.report() };
     };
     out[`Balancer ${strategy}: first list`] = () => {
       const list = fleet(TABLE_N);
-      const maxTurn: number[] = [];
-      const turns: number[] = [];
-      const least = new Map<string, { ops: number; at: number[]; n: number[] }>();
+      const turns = new Turns();
       const op = async () => {
         const clock = new ManualClock();
         let b!: Balancer;
-        const times = [cpu(() => (b = new Balancer({ instances: list, strategy, clock })))];
+        turns.start('first');
+        turns.time(() => (b = new Balancer({ instances: list, strategy, clock })));
         let ready = false;
         void b.ready().then(() => (ready = true));
-        while (!ready || clock.pendingTimers > 0) {
-          if (times.length > 100_000) throw new Error('the list was not taken in');
-          let t = cpu(() => clock.advance(1));
+        for (let n = 0; !ready || clock.pendingTimers > 0; n++) {
+          if (n > 100_000) throw new Error('the list was not taken in');
+          turns.time(() => clock.advance(1));
           for (let k = 0; k < 4; k++) await null;
-          if (ready) t += cpu(() => b.pick('k'));
-          times.push(t);
+          if (ready) turns.add(() => b.pick('k'));
         }
-        if (maxTurn.length < MAX_SAMPLES) (maxTurn.push(Math.max(...times)), turns.push(times.length));
-        keep(least, 'first', times);
+        turns.end();
         await b.close();
       };
-      return { batch: 1, op, async: true, extra: report(maxTurn, turns, least) };
+      return { batch: 1, op, async: true, extra: () => turns.report() };
     };
   }
   return out;
+}
+
+/**
+ * Turns times the turns of each op (wall and CPU) and keeps, for each kind of op and each turn, the
+ * least time over the ops: on a shared machine any one turn may take a time slice or a collection,
+ * so the target reads the longest turn once each turn's noise is filtered out that way. CPU time
+ * includes the collector's helper threads (concurrent marking), which do not block the loop; wall
+ * time includes other processes' time slices: the least of many ops filters both. `maxTurnCpuMs`
+ * is the median over ops of their longest turn, noise included.
+ */
+class Turns {
+  private kind = '';
+  private wall: number[] = [];
+  private cpu: number[] = [];
+  private readonly least = new Map<string, { ops: number; wall: number[]; cpu: number[]; n: number[] }>();
+  private readonly maxCpu: number[] = [];
+  private readonly counts: number[] = [];
+
+  start(kind: string): void {
+    this.kind = kind;
+    this.wall = [];
+    this.cpu = [];
+  }
+
+  /** time runs `f` as a turn of its own. */
+  time(f: () => void): void {
+    this.wall.push(0);
+    this.cpu.push(0);
+    this.add(f);
+  }
+
+  /** add runs `f` as part of the last turn. */
+  add(f: () => void): void {
+    const t = performance.now();
+    const c = process.cpuUsage();
+    f();
+    const u = process.cpuUsage(c);
+    this.wall[this.wall.length - 1]! += performance.now() - t;
+    this.cpu[this.cpu.length - 1]! += (u.user + u.system) / 1000;
+  }
+
+  end(): void {
+    if (this.maxCpu.length < MAX_SAMPLES) (this.maxCpu.push(Math.max(...this.cpu)), this.counts.push(this.cpu.length));
+    let l = this.least.get(this.kind);
+    if (l === undefined) this.least.set(this.kind, (l = { ops: 0, wall: [], cpu: [], n: [] }));
+    if (l.ops++ === 0) return; // the process's first: code not yet compiled
+    for (let i = 0; i < this.cpu.length; i++) {
+      l.wall[i] = Math.min(l.wall[i] ?? Infinity, this.wall[i]!);
+      l.cpu[i] = Math.min(l.cpu[i] ?? Infinity, this.cpu[i]!);
+      l.n[i] = (l.n[i] ?? 0) + 1;
+    }
+  }
+
+  report(): Record<string, number> {
+    const late = (xs: number[]) => xs.slice(xs.length >> 1).sort((x, y) => x - y);
+    const med = (xs: number[]) => late(xs)[Math.floor(late(xs).length / 2)] ?? NaN;
+    let maxLeastMs = 0;
+    let maxLeastCpuMs = 0;
+    let maxLeastAt = 0;
+    // Turns that only a few ops had (a longer op than usual) are left out: they cannot be filtered.
+    for (const l of this.least.values()) {
+      for (let i = 0; i < l.cpu.length; i++) {
+        if (l.n[i]! * 2 < l.ops) continue;
+        if (l.wall[i]! > maxLeastMs) (maxLeastMs = l.wall[i]!), (maxLeastAt = i);
+        maxLeastCpuMs = Math.max(maxLeastCpuMs, l.cpu[i]!);
+      }
+    }
+    return { maxLeastMs, maxLeastCpuMs, maxLeastAt, maxTurnCpuMs: med(this.maxCpu), turns: med(this.counts) };
+  }
 }
 
 /** within: the median single update of `subject` takes at most `maxMs` (wall time; see `alternate`). */
@@ -538,9 +571,9 @@ if (child === undefined || child in balancerLists) {
   await bench('scale: a Balancer taking in a list of 10 000 (one op = one list taken in)', {
     subjects: balancerLists,
     targets: Object.keys(balancerLists).map((subject): Target => ({
-      label: `${subject.replace('Balancer ', '')}: longest turn (least of the ops at each turn) ≤ ${UPDATE_BUDGET_MS} ms CPU`,
+      label: `${subject.replace('Balancer ', '')}: longest turn (least of the ops at each turn) ≤ ${UPDATE_BUDGET_MS} ms`,
       check: (m) => {
-        const v = m.extra(subject, 'maxLeastCpuMs');
+        const v = m.extra(subject, 'maxLeastMs');
         return { value: v, ok: v <= UPDATE_BUDGET_MS, unit: ' ms' };
       },
     })),

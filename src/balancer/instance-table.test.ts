@@ -138,9 +138,9 @@ describe('InstanceTable', () => {
     assert.equal(t.added.length, 5_000);
     assert.equal(t.removed.length, 5_000);
     assert.equal(t.get('a0'), undefined, 'an id that left answers no get at once');
-    // 5 000 ids left: more than one turn's worth, so the id map drops them on the next turns (2 048 a turn).
+    // 5 000 ids left: more than one turn's worth, so the id map drops them on the next turns (1 024 a turn).
     assert.equal(clock.pendingTimers, 1);
-    for (let k = 0; k < 3; k++) clock.advance(1);
+    for (let k = 0; k < 5; k++) clock.advance(1);
     assert.equal(clock.pendingTimers, 0);
     assert.equal(t.get('a4999'), undefined);
     assert.equal(t.get('b4999')?.instance, b[4_999]);

@@ -107,7 +107,7 @@ export const TABLE_SLICE = 1 << 16;
 const LOOKUP = 8;
 const MAKE = 32;
 /** Entries that left dropped from the id map at once; more are dropped this many per timer turn. */
-const DROP_SLICE = 2_048;
+const DROP_SLICE = 1_024;
 
 /** sliceLists checks a picker's `sliceLists` option (a boolean, default false). */
 export function sliceLists(owner: string, value: unknown): boolean {
