@@ -91,7 +91,7 @@ export interface InstanceTableOptions {
    * entry made or updated 32). Defaults to 65 536 (about 0.5 ms).
    */
   sliceSize?: number;
-  /** Called from the timer when a sliced sync of `list` is complete: sync `list` again to take it over (or, with `hold`, call `handOver()`). */
+  /** Called from a timer turn after a sliced sync of `list` is complete: sync `list` again to take it over (or, with `hold`, call `handOver()`). */
   onReady?: (list: readonly ServiceInstance[]) => void;
   /**
    * Keep a complete sliced sync waiting for `handOver()`: `source` stays the new list, so picks keep
@@ -306,12 +306,15 @@ export class InstanceTable<E extends Entry> {
       }
       if (!done) return this.schedule(w);
       if (!this.hold && this.source === w.list) this.source = undefined; // the next sync of the list takes it over
-      this.onReady?.(w.list);
-      if (this.waiting.length > 0) {
-        // On a turn of its own: the callbacks take the list over, after this turn's slice.
-        const timer = this.clock!.setTimeout(() => this.wake(), 0);
-        timer.unref();
-      }
+      if (this.onReady === undefined && this.waiting.length === 0) return;
+      // On a turn of its own: the callbacks take the list over, after this turn's slice.
+      w.timer = this.clock!.setTimeout(() => {
+        w.timer = undefined;
+        if (this.walk !== w) return;
+        this.onReady?.(w.list);
+        this.wake();
+      }, 0);
+      w.timer.unref();
     }, 0);
     w.timer.unref();
   }
@@ -399,6 +402,8 @@ export class InstanceTable<E extends Entry> {
   /** finish hands a complete walk over: indices, the updates it found, and the entries no longer listed. */
   private finish(w: Walk<E>): E[] {
     const { entries, gen, pending } = w;
+    if (w.timer !== undefined) this.clock?.clearTimeout(w.timer); // its onReady turn: taken over already
+    w.timer = undefined;
     for (let k = 0; k < pending.length; k += 2) this.update(pending[k] as E, pending[k + 1] as ServiceInstance);
     const removed = w.removed;
     // Entries that left answer no `get` from now on (their `seen` is older than `live`); many are
