@@ -187,15 +187,36 @@ export function* reconcile(
   return { absent, absentPoints, bySlot, changes };
 }
 
-/** ringCounts lists `counts` ([member, points] pairs), then `gone` with no points: a rebuild's changes, read lazily. */
-export function* ringCounts(counts: Iterable<readonly [string, number]>, gone: readonly string[]): Generator<readonly [string, number]> {
-  yield* counts;
-  for (const id of gone) yield [id, 0];
-}
+/**
+ * RingCounts lists a rebuild's changes, read lazily in its steps: `[member, points]` pairs — given, or
+ * every entry's points at `size`'s scale when read — then `gone` with no points (a plain iterator: a
+ * rebuild reads thousands of them a step).
+ */
+export class RingCounts implements IterableIterator<readonly [string, number]> {
+  private i = 0;
+  private j = 0;
 
-/** scaled lists every instance's points at `size`'s scale, lazily. */
-export function* scaled(entries: readonly RingEntry[], size: RingSize): Generator<readonly [string, number]> {
-  for (const e of entries) yield [e.instance.id, size.pointsFor(e.weight)];
+  constructor(
+    private readonly counts: readonly (readonly [string, number])[] | readonly RingEntry[],
+    private readonly size: RingSize | undefined,
+    private readonly gone: readonly string[],
+  ) {}
+
+  next(): IteratorResult<readonly [string, number]> {
+    const counts = this.counts;
+    if (this.i < counts.length) {
+      const c = counts[this.i++]!;
+      const size = this.size;
+      const value = size === undefined ? (c as readonly [string, number]) : ([(c as RingEntry).instance.id, size.pointsFor((c as RingEntry).weight)] as const);
+      return { value, done: false };
+    }
+    if (this.j < this.gone.length) return { value: [this.gone[this.j++]!, 0], done: false };
+    return { value: undefined, done: true };
+  }
+
+  [Symbol.iterator](): this {
+    return this;
+  }
 }
 
 /**

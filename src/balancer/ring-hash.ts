@@ -45,7 +45,7 @@ import { clockOption, finite, fn, integer, options as checkOptions } from '../co
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker, RingHashOptions, RingStats } from './types.js';
 import { InstanceTable, TABLE_SLICE, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed } from './instance-table.js';
-import { jump, reconcile, ringCounts, scaled, stage, type Job, type Prep, type Reconciled, type RingEntry, type Staged } from './ring-handover.js';
+import { jump, reconcile, RingCounts, stage, type Job, type Prep, type Reconciled, type RingEntry, type Staged } from './ring-handover.js';
 import { RingSize } from './ring-size.js';
 
 export type { RingHashOptions, RingStats } from './types.js';
@@ -334,7 +334,7 @@ export class RingHash implements Picker {
     let work = compact ? ring.pointCount : 0;
     if (rescaled) {
       // Every instance's count changes: the list of them is made lazily, in the rebuild's steps.
-      target = ringCounts(scaled(entries, this.size), [...this.absent.keys()]);
+      target = new RingCounts(entries, this.size, [...this.absent.keys()]);
       work += 8 * this.size.present;
     } else {
       if (changes.length === 0 && !compact) return;
@@ -349,7 +349,7 @@ export class RingHash implements Picker {
       if (compact) {
         // The absent members go too (read lazily by the rebuild, from a copy of their ids).
         work += this.absentPoints;
-        target = ringCounts(changes, [...this.absent.keys()]);
+        target = new RingCounts(changes, undefined, [...this.absent.keys()]);
       }
     }
     if (work > this.sliceSize && !this.closed) {
