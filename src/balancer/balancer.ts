@@ -18,7 +18,9 @@
  *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts). A list that
  *    differs in thousands of instances (a registry's whole new list) is taken in over timer turns of
  *    `clock`, the previous list answering meanwhile: the table walk, then the health bookkeeping,
- *    then the strategy's own, each a few thousand instances per turn.
+ *    then the strategy's own, each a thousand or so instances per turn. A first list of thousands is
+ *    taken in the same way (the strategy's part through `Picker.prepare`); `ready()` waits for it,
+ *    and reading the list before then takes the rest in at once.
  *
  * Every `pick` must be followed by exactly one `report(instance, { ok, latencyMs })`: it ends the
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the

@@ -11,9 +11,13 @@
  * A list that differs in thousands of entries (a registry's whole new list) is synced in slices of
  * `sliceSize` units, one per timer turn of `clock`, when the table has a clock and already holds a
  * list: meanwhile `entries` stays the previous list's and `source` is the new list, so picks keep
- * using the old entries at no extra cost; once the walk is done, `source` is cleared and the next
- * sync of that list hands the new entries over in one pass of plain assignments. A first list (no
- * previous entries to pick from) is synced at once.
+ * using the old entries at no extra cost. The walk then finds, in its own slices, the old entries that
+ * left; once it is done, `source` is cleared (or, with `hold`, kept until the owner calls `handOver`)
+ * and the next sync of that list hands the new entries over in one pass of plain assignments. The
+ * ids that left are dropped from the id map 1 024 a timer turn after that (an entry older than the
+ * list answers no `get` meanwhile). A first list (no previous entries to pick from) is synced at once,
+ * unless the caller asks for slices (`sync(list, true)`, a picker's `prepare`): then `source` stays
+ * undefined, so a pick of the list completes the walk at once.
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { NoInstanceError } from '../core/errors.js';
@@ -205,8 +209,9 @@ export class InstanceTable<E extends Entry> {
 
   /**
    * sync makes the entries those of `list` unless it is `source`, and returns them: at once, or — a
-   * large change of a table that has entries and a clock — in slices, returning the previous entries
-   * (with nothing reported changed) until the walk is complete.
+   * large change of a table that has entries (or, with `sliceFirst`, none yet) and a clock — in
+   * slices, returning the previous entries (with nothing reported changed) until the walk is complete.
+   * A sync of the list being walked completes the walk at once.
    */
   sync(list: readonly ServiceInstance[], sliceFirst = false): E[] {
     if (list === this.source) return this.entries;
