@@ -1,79 +1,14 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { setImmediate as tick } from 'node:timers/promises';
 import fc from 'fast-check';
 import { ManualClock } from '../core/clock.js';
-import { ClosedError, NoInstanceError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
-import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../registry/types.js';
+import { ClosedError, NoInstanceError, RegistryUnavailableError } from '../core/errors.js';
+import type { ServiceInstance } from '../registry/types.js';
 import { Balancer, type BalancerEvent } from './balancer.js';
 import { P2C } from './p2c.js';
 import { RingHash } from './ring-hash.js';
 import type { Picker } from './types.js';
-import { inst, instances, seeded } from './test-fixtures.js';
-
-/** FakeRegistry is a Registry of our own for unit tests: a map, scripted failures, pushable watches. */
-class FakeRegistry implements Registry {
-  readonly byId = new Map<string, ServiceInstance>();
-  listFailures: Error[] = [];
-  lists = 0;
-  readonly watches = new Set<{ push: (e: RegistryEvent | Error) => void; signal: AbortSignal | undefined }>();
-
-  async register(i: ServiceInstance): Promise<void> {
-    const type = this.byId.has(i.id) ? 'update' : 'create';
-    this.byId.set(i.id, i);
-    this.emit({ type, instance: i });
-  }
-  async deregister(i: ServiceInstance): Promise<void> {
-    if (this.byId.delete(i.id)) this.emit({ type: 'delete', instance: i });
-  }
-  async getService(name: string): Promise<ServiceInstance[]> {
-    this.lists++;
-    const err = this.listFailures.shift();
-    if (err) throw err;
-    const out = [...this.byId.values()].filter((i) => i.name === name);
-    if (out.length === 0) throw new NotFoundError(`no ${name}`);
-    return out;
-  }
-  async listServices(): Promise<string[]> {
-    return [...new Set([...this.byId.values()].map((i) => i.name))];
-  }
-  watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
-    const queue: (RegistryEvent | Error)[] = [];
-    let wake: (() => void) | undefined;
-    const w = { push: (e: RegistryEvent | Error) => (queue.push(e), wake?.()), signal: options?.signal };
-    const watches = this.watches;
-    return {
-      async *[Symbol.asyncIterator]() {
-        watches.add(w);
-        options?.onReady?.(); // established as soon as it is iterated
-        try {
-          while (!options?.signal?.aborted) {
-            const e = queue.shift();
-            if (e instanceof Error) throw e;
-            if (e !== undefined) yield e;
-            else {
-              await new Promise<void>((resolve) => {
-                wake = resolve;
-                options?.signal?.addEventListener('abort', () => resolve(), { once: true });
-              });
-              wake = undefined;
-            }
-          }
-        } finally {
-          watches.delete(w);
-        }
-      },
-    };
-  }
-  async close(): Promise<void> {}
-  emit(e: RegistryEvent | Error): void {
-    for (const w of this.watches) w.push(e);
-  }
-}
-
-async function settle(): Promise<void> {
-  for (let i = 0; i < 10; i++) await tick();
-}
+import { FakeRegistry, inst, instances, seeded, settle } from './test-fixtures.js';
 
 const ids = (list: readonly ServiceInstance[]) => list.map((i) => i.id).sort();
 
@@ -106,6 +41,7 @@ describe('Balancer', () => {
     const clock = new ManualClock();
     const a = instances(3_000, 'a');
     const b = new Balancer({ instances: a, strategy: 'round-robin', clock, outlier: false });
+    assert.equal(b.instances().length, 3_000, 'a first list read before its slices are done is taken in at once');
     const events: BalancerEvent[] = [];
     b.onChange((e) => events.push(e));
     const next = instances(3_000, 'b');

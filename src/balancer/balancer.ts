@@ -18,7 +18,9 @@
  *    under 1 ms at 10 000 instances for every built-in strategy (bench/scale.bench.ts). A list that
  *    differs in thousands of instances (a registry's whole new list) is taken in over timer turns of
  *    `clock`, the previous list answering meanwhile: the table walk, then the health bookkeeping,
- *    then the strategy's own, each a few thousand instances per turn.
+ *    then the strategy's own, each a thousand or so instances per turn. A first list of thousands is
+ *    taken in the same way (the strategy's part through `Picker.prepare`); `ready()` waits for it,
+ *    and reading the list before then takes the rest in at once.
  *
  * Every `pick` must be followed by exactly one `report(instance, { ok, latencyMs })`: it ends the
  * call's in-flight count and feeds latency and passive health — or by `release(instance)` when the
@@ -33,60 +35,20 @@ import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types
 import { sameInstance } from '../registry/validate.js';
 import { followService } from '../registry/follow.js';
 import type { Follower } from '../core/follower.js';
-import type { CallOutcome, ExcludeSet, Picker } from './types.js';
+import type { BalancerEvent, BalancerOptions, BalancerStats, CallOutcome, ExcludeSet, InstanceHealth, Picker } from './types.js';
 import { InstanceTable, type Entry } from './instance-table.js';
-import { ActiveHealthChecker, type ActiveHealthOptions } from './health/active.js';
-import { OutlierDetector, type OutlierOptions } from './health/outlier.js';
+import { ActiveHealthChecker } from './health/active.js';
+import { OutlierDetector } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
 
-/** BalancerOptions configures a Balancer. Give either `registry` + `service`, or `instances`. */
-export interface BalancerOptions {
-  /** Where the instances come from (a Registry or a RegistryCache). Defaults to none: use `instances` / `update()`. */
-  registry?: Registry;
-  /** The service to balance over; required with `registry`. Defaults to none. */
-  service?: string;
-  /** A fixed instance list, for use without a registry (replace it with `update()`). Defaults to []. */
-  instances?: readonly ServiceInstance[];
-  /** The strategy: a name, a Picker, or a factory. Defaults to `'p2c'`. */
-  strategy?: StrategyOption;
-  /** Passive outlier detection, or false to turn it off. Defaults to `{}` (Envoy's defaults, 50 % max). */
-  outlier?: OutlierOptions | false;
-  /** Active HTTP probes, or false for none. Defaults to false (instances need a health endpoint). */
-  activeHealth?: ActiveHealthOptions | false;
-  /** Below this share of healthy instances, pick among all (panic mode), in [0, 1]; 0 never panics. Defaults to 0.5. */
-  panicThreshold?: number;
-  /** Time source (shared with outlier detection and the strategy). Defaults to `systemClock`. */
-  clock?: Clock;
-  /** Uniform random numbers in [0, 1) (strategy, backoff, probe jitter). Defaults to `Math.random`. */
-  random?: () => number;
-}
+export type { BalancerEvent, BalancerOptions, BalancerStats, InstanceHealth } from './types.js';
 
 /** Defaults for BalancerOptions. */
 export const balancerDefaults = Object.freeze({ strategy: 'p2c' as StrategyOption, panicThreshold: 0.5 });
 
-/** BalancerEvent tells what changed: the list, an instance's health, or panic mode. */
-export type BalancerEvent =
-  | { readonly type: 'instances'; readonly count: number }
-  | { readonly type: 'ejected'; readonly id: string; readonly untilMs: number }
-  | { readonly type: 'returned'; readonly id: string }
-  | { readonly type: 'down'; readonly id: string }
-  | { readonly type: 'up'; readonly id: string }
-  | { readonly type: 'panic'; readonly panic: boolean };
-
-/** InstanceHealth is one instance's health as the balancer sees it. */
-export interface InstanceHealth {
-  readonly instance: ServiceInstance;
-  /** Ejected by outlier detection. */
-  readonly ejected: boolean;
-  /** Up according to active probes (true when probes are off). */
-  readonly up: boolean;
-  /** How many times outlier detection has ejected it. */
-  readonly timesEjected: number;
-}
-
 const EMPTY: readonly ServiceInstance[] = Object.freeze([]);
 /** The most instances whose health bookkeeping (outlier and probe state) one turn of the loop starts or drops. */
-const HEALTH_SLICE = 2_048;
+const HEALTH_SLICE = 1_024;
 
 /** HealthBatch is the health bookkeeping of a large list change, done HEALTH_SLICE instances per timer turn. */
 interface HealthBatch {
@@ -96,20 +58,6 @@ interface HealthBatch {
   /** How far it got: an index into removed, then added, then updated, as if concatenated. */
   done: number;
   timer: TimerHandle | undefined;
-}
-
-/** BalancerStats is what `Balancer.stats()` answers. */
-export interface BalancerStats {
-  /** Instances known, healthy or not. */
-  instances: number;
-  /** Instances picks are made from now (all of them in panic mode). */
-  available: number;
-  /** Instances ejected by outlier detection now. */
-  ejected: number;
-  /** Instances down according to active probes. */
-  down: number;
-  /** True while too few instances are healthy and picks go to all of them. */
-  panic: boolean;
 }
 
 /** Balancer picks instances of one service, following the registry and leaving unhealthy ones out. */
@@ -136,6 +84,9 @@ export class Balancer {
   private rotate = 0;
   private readonly follower: Follower<readonly ServiceInstance[], RegistryEvent> | undefined;
   private healthBatch: HealthBatch | undefined;
+  /** The first list has been taken in by the table and the strategy (see `ready`). */
+  private primed = false;
+  private readonly primedWaiters = new Set<(err?: Error) => void>();
 
   constructor(options: BalancerOptions) {
     const o = checkOptions('Balancer', options);
@@ -190,17 +141,31 @@ export class Balancer {
 
   /**
    * ready resolves once the first listing of the service has arrived (a service with no instances
-   * counts), or at once without a registry; it rejects with the error of the first listing if that
-   * failed (the balancer keeps retrying in the background), and with `AbortedError` when `signal`
-   * aborts first.
+   * counts) and has been taken in — by the balancer and by the strategy, a list of thousands over
+   * timer turns of `clock` (a pick before then takes the rest in at once, however long that takes);
+   * without a registry, once `instances` has. It rejects with the error of the first listing if that
+   * failed (the balancer keeps retrying in the background), with `AbortedError` when `signal` aborts
+   * first, and with `ClosedError` once closed.
    */
-  ready(options?: { signal?: AbortSignal | undefined }): Promise<void> {
-    if (this.follower === undefined) {
-      if (this.closed) return Promise.reject(new ClosedError('balancer is closed'));
-      const signal = options?.signal;
-      return signal?.aborted ? Promise.reject(new AbortedError('Balancer.ready aborted', { cause: signal.reason })) : Promise.resolve();
-    }
-    return this.follower.ready(options);
+  async ready(options?: { signal?: AbortSignal | undefined }): Promise<void> {
+    const signal = options?.signal;
+    if (this.follower !== undefined) await this.follower.ready(options);
+    if (this.closed) throw new ClosedError('balancer is closed');
+    if (signal?.aborted) throw new AbortedError('Balancer.ready aborted', { cause: signal.reason });
+    if (this.primed) return;
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        this.primedWaiters.delete(waiter);
+        reject(new AbortedError('Balancer.ready aborted', { cause: signal!.reason }));
+      };
+      const waiter = (err?: Error) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      this.primedWaiters.add(waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /**
@@ -213,10 +178,12 @@ export class Balancer {
    */
   pick(key?: string, exclude?: ExcludeSet): ServiceInstance {
     if (this.closed) throw new ClosedError('balancer is closed');
+    if (this.all.length === 0) this.takeFirst();
     if (this.nextExpiry !== Infinity && this.clock.now() >= this.nextExpiry) this.recompute();
     const list = this.available;
     if (list.length === 0) throw new NoInstanceError(`no instance of ${this.service ?? 'the service'} to pick`);
     let inst = this.picker.pick(list, key, exclude);
+    if (!this.primed) this.prime(undefined); // the pick took the list in
     if (exclude !== undefined && exclude.has(inst.id)) inst = this.avoid(list, key, exclude, inst);
     this.picker.start?.(inst);
     return inst;
@@ -227,6 +194,7 @@ export class Balancer {
     if (instance === null || typeof instance !== 'object' || typeof instance.id !== 'string') throw new TypeError('Balancer.report: instance must be a ServiceInstance');
     if (outcome === null || typeof outcome !== 'object' || typeof outcome.ok !== 'boolean') throw new TypeError('Balancer.report: outcome must be { ok: boolean, latencyMs: number }');
     if (this.closed) return;
+    if (this.all.length === 0) this.takeFirst();
     this.picker.report?.(instance, outcome);
     if (this.outlier?.record(instance.id, outcome.ok)) this.recompute();
   }
@@ -260,11 +228,13 @@ export class Balancer {
 
   /** instances returns every known instance, healthy or not. */
   instances(): readonly ServiceInstance[] {
+    if (this.all.length === 0) this.takeFirst();
     return this.all;
   }
 
   /** healthy returns the instances picks are made from now (all of them in panic mode). */
   healthy(): readonly ServiceInstance[] {
+    if (this.all.length === 0) this.takeFirst();
     if (this.nextExpiry !== Infinity && this.clock.now() >= this.nextExpiry) this.recompute();
     return this.available;
   }
@@ -288,6 +258,7 @@ export class Balancer {
 
   /** health returns a snapshot of every instance's health. */
   health(): InstanceHealth[] {
+    if (this.all.length === 0) this.takeFirst();
     const now = this.clock.now();
     return this.all.map((instance) => ({
       instance,
@@ -316,6 +287,7 @@ export class Balancer {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.prime(new ClosedError('balancer is closed'));
     this.table.close();
     if (this.healthBatch?.timer !== undefined) this.clock.clearTimeout(this.healthBatch.timer);
     this.healthBatch = undefined;
@@ -349,8 +321,12 @@ export class Balancer {
   private apply(list: readonly ServiceInstance[]): void {
     const t = this.table;
     this.latest = list;
-    t.sync(list);
-    if (t.added.length === 0 && t.removed.length === 0 && t.updated.length === 0 && t.entries.length === this.all.length) return;
+    t.sync(list, true);
+    if (t.pending && t.entries.length === 0) return; // a first list, walked in slices: `onReady` applies it
+    if (t.added.length === 0 && t.removed.length === 0 && t.updated.length === 0 && t.entries.length === this.all.length) {
+      if (!this.primed) this.prepare(); // an empty first list
+      return;
+    }
     const entries = t.entries;
     const all = new Array<ServiceInstance>(entries.length);
     for (let i = 0; i < entries.length; i++) all[i] = entries[i]!.instance;
@@ -360,10 +336,37 @@ export class Balancer {
     this.flushHealth(); // an earlier batch first: each instance's changes apply in order
     const batch: HealthBatch = { removed: t.removed, added: t.added, updated: t.updated, done: 0, timer: undefined };
     if (this.outlier !== undefined || this.active !== undefined || this.out.size > 0) {
-      if (!this.healthStep(batch, this.closed ? Infinity : HEALTH_SLICE)) this.scheduleHealth(batch);
+      // A batch of thousands starts on the next turn: this one has taken the list over.
+      const total = batch.removed.length + batch.added.length + batch.updated.length;
+      if (this.closed || total <= HEALTH_SLICE) this.healthStep(batch, Infinity);
+      else this.scheduleHealth(batch);
     }
     this.events.emit({ type: 'instances', count: this.all.length });
     this.recompute();
+    if (!this.primed) this.prepare();
+  }
+
+  /** takeFirst completes a first list being walked in slices, health state included: the balancer's list is read before it is in. */
+  private takeFirst(): void {
+    if (!this.table.pending || this.closed) return;
+    this.apply(this.latest);
+    this.flushHealth();
+  }
+
+  /** prepare has the strategy take the first list in (over timer turns), then resolves `ready`. */
+  private prepare(): void {
+    const p = this.picker;
+    const list = this.available;
+    if (p.prepare === undefined || list.length === 0) return this.prime(undefined);
+    p.prepare(list, () => this.prime(undefined));
+  }
+
+  /** prime marks the first list taken in (or the balancer closed: `err`) and settles `ready`. */
+  private prime(err: Error | undefined): void {
+    this.primed = true;
+    const waiters = [...this.primedWaiters];
+    this.primedWaiters.clear();
+    for (const w of waiters) w(err);
   }
 
   /** healthStep does up to `budget` instances of `b`'s health bookkeeping; answers true when it is done. */

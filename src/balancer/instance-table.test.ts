@@ -128,8 +128,8 @@ describe('InstanceTable', () => {
       clock.advance(1);
       turns++;
     }
-    // 5 000 × (1 + 8 + 32) units in slices of 2^14: 13 slices, the first in the sync itself.
-    assert.equal(turns, 12);
+    // 5 000 × (1 + 8 + 32) units in slices of 2^14: 13 slices, the first in the sync itself; onReady on a turn of its own.
+    assert.equal(turns, 13);
     assert.equal(ready[0], b);
     assert.equal(t.source, undefined, 'the next sync of the list takes it over');
     const after = t.sync(b);
@@ -137,8 +137,13 @@ describe('InstanceTable', () => {
     assert.equal(after[0]!.instance, b[0]);
     assert.equal(t.added.length, 5_000);
     assert.equal(t.removed.length, 5_000);
-    assert.equal(t.get('a0'), undefined);
+    assert.equal(t.get('a0'), undefined, 'an id that left answers no get at once');
+    // 5 000 ids left: more than one turn's worth, so the id map drops them on the next turns (1 024 a turn).
+    assert.equal(clock.pendingTimers, 1);
+    for (let k = 0; k < 5; k++) clock.advance(1);
     assert.equal(clock.pendingTimers, 0);
+    assert.equal(t.get('a4999'), undefined);
+    assert.equal(t.get('b4999')?.instance, b[4_999]);
   });
 
   it('applies a small change at once, and a new list replaces one being taken in', () => {

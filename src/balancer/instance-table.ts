@@ -11,9 +11,13 @@
  * A list that differs in thousands of entries (a registry's whole new list) is synced in slices of
  * `sliceSize` units, one per timer turn of `clock`, when the table has a clock and already holds a
  * list: meanwhile `entries` stays the previous list's and `source` is the new list, so picks keep
- * using the old entries at no extra cost; once the walk is done, `source` is cleared and the next
- * sync of that list hands the new entries over in one pass of plain assignments. A first list (no
- * previous entries to pick from) is synced at once.
+ * using the old entries at no extra cost. The walk then finds, in its own slices, the old entries that
+ * left; once it is done, `source` is cleared (or, with `hold`, kept until the owner calls `handOver`)
+ * and the next sync of that list hands the new entries over in one pass of plain assignments. The
+ * ids that left are dropped from the id map 1 024 a timer turn after that (an entry older than the
+ * list answers no `get` meanwhile). A first list (no previous entries to pick from) is synced at once,
+ * unless the caller asks for slices (`sync(list, true)`, a picker's `prepare`): then `source` stays
+ * undefined, so a pick of the list completes the walk at once.
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { NoInstanceError } from '../core/errors.js';
@@ -91,8 +95,14 @@ export interface InstanceTableOptions {
    * entry made or updated 32). Defaults to 65 536 (about 0.5 ms).
    */
   sliceSize?: number;
-  /** Called from the timer when a sliced sync of `list` is complete: sync `list` again to take it over. */
+  /** Called from a timer turn after a sliced sync of `list` is complete: sync `list` again to take it over (or, with `hold`, call `handOver()`). */
   onReady?: (list: readonly ServiceInstance[]) => void;
+  /**
+   * Keep a complete sliced sync waiting for `handOver()`: `source` stays the new list, so picks keep
+   * the previous entries until the owner has prepared its own state for the new ones (`next`).
+   * Defaults to false: the next sync of the list takes it over.
+   */
+  hold?: boolean;
 }
 
 /** The default `sliceSize`: 1 600 new instances, or a list of 60 000 that differs from the last in one, per slice. */
@@ -100,11 +110,27 @@ export const TABLE_SLICE = 1 << 16;
 /** Work units of a sync (see `sliceSize`). */
 const LOOKUP = 8;
 const MAKE = 32;
+/** Entries that left dropped from the id map at once; more are dropped this many per timer turn. */
+const DROP_SLICE = 1_024;
 
 /** sliceLists checks a picker's `sliceLists` option (a boolean, default false). */
 export function sliceLists(owner: string, value: unknown): boolean {
   if (value !== undefined && typeof value !== 'boolean') throw new TypeError(`${owner}: sliceLists must be a boolean, got ${typeof value}`);
   return value === true;
+}
+
+/**
+ * prepareList is the built-in pickers' `prepare`: `sync(list, sliceFirst)` is the picker's own sync
+ * of a list (its table's, then its own per-list work). A first list is walked in slices too; `done`
+ * is called once the table has taken a list over (from the timer turn that completes the walk, which
+ * then takes it over, or at once).
+ */
+export function prepareList<E extends Entry>(t: InstanceTable<E>, list: readonly ServiceInstance[], sync: (list: readonly ServiceInstance[], sliceFirst: boolean) => unknown, done: () => void): void {
+  if (list !== t.source) sync(list, true);
+  t.whenTaken(() => {
+    if (t.next?.list === list) sync(list, false);
+    done();
+  });
 }
 
 /** Walk is a sync in progress: the new list, how far it got, and what it found. */
@@ -119,7 +145,19 @@ interface Walk<E extends Entry> {
   readonly updated: E[];
   /** Updates applied at handover, so the old entries stay as they were meanwhile: entry, instance, entry, … */
   readonly pending: (E | ServiceInstance)[];
+  /** The old entries not in the list, found once the list is walked; `k` is how far that scan got. */
+  readonly removed: E[];
+  k: number;
   timer: TimerHandle | undefined;
+}
+
+/** Walked is what a complete sliced sync will hand over (see `InstanceTable.next`). */
+export interface Walked<E extends Entry> {
+  readonly list: readonly ServiceInstance[];
+  readonly added: readonly E[];
+  readonly removed: readonly E[];
+  /** The updates handOver applies: entry, its new instance, entry, … */
+  readonly updates: readonly (E | ServiceInstance)[];
 }
 
 /**
@@ -138,6 +176,15 @@ export class InstanceTable<E extends Entry> {
   updated: E[] = [];
   private readonly byId = new Map<string, E>();
   private generation = 0;
+  /** The walk the entries came from: an entry whose `seen` is older left the list (it may still be in `byId`, until dropped). */
+  private live = 0;
+  /** Entries that left, dropped from `byId` on timer turns from `dropAt` on. */
+  private drops: E[] = [];
+  private dropAt = 0;
+  private dropTimer: TimerHandle | undefined = undefined;
+  private readonly hold: boolean;
+  /** Called once no sliced sync is pending (see `whenTaken`). */
+  private waiting: (() => void)[] = [];
   private walk: Walk<E> | undefined = undefined;
   /** A list whose sliced walk met a bad instance. */
   private failed: readonly ServiceInstance[] | undefined = undefined;
@@ -152,6 +199,7 @@ export class InstanceTable<E extends Entry> {
     this.clock = options?.clock;
     this.sliceSize = options?.sliceSize ?? TABLE_SLICE;
     this.onReady = options?.onReady;
+    this.hold = options?.hold === true;
   }
 
   /** pending is true while a sliced sync runs or waits for its handover. */
@@ -161,20 +209,30 @@ export class InstanceTable<E extends Entry> {
 
   /**
    * sync makes the entries those of `list` unless it is `source`, and returns them: at once, or — a
-   * large change of a table that has entries and a clock — in slices, returning the previous entries
-   * (with nothing reported changed) until the walk is complete.
+   * large change of a table that has entries (or, with `sliceFirst`, none yet) and a clock — in
+   * slices, returning the previous entries (with nothing reported changed) until the walk is complete.
+   * A sync of the list being walked completes the walk at once.
    */
-  sync(list: readonly ServiceInstance[]): E[] {
+  sync(list: readonly ServiceInstance[], sliceFirst = false): E[] {
     if (list === this.source) return this.entries;
     const running = this.walk;
     if (running !== undefined) {
       this.walk = undefined;
-      if (running.list === list && running.j === list.length) return this.finish(running);
+      if (running.list === list) {
+        // Walked, or a first list being walked (nothing to pick from meanwhile): complete it now.
+        try {
+          this.step(running, Infinity);
+        } catch (err) {
+          this.cancel(running);
+          throw err;
+        }
+        return this.done(this.finish(running));
+      }
       this.cancel(running);
     }
     if (!Array.isArray(list)) throw new TypeError(`pick: instances must be an array, got ${list === null ? 'null' : typeof list}`);
-    const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], timer: undefined };
-    const sliced = this.clock !== undefined && this.entries.length > 0 && list !== this.failed;
+    const w: Walk<E> = { list, gen: ++this.generation, j: 0, i: 0, entries: [], added: [], updated: [], pending: [], removed: [], k: 0, timer: undefined };
+    const sliced = this.clock !== undefined && (this.entries.length > 0 || sliceFirst) && list !== this.failed;
     let done: boolean;
     try {
       done = this.step(w, sliced ? this.sliceSize : Infinity);
@@ -182,9 +240,10 @@ export class InstanceTable<E extends Entry> {
       this.cancel(w);
       throw err;
     }
-    if (done) return this.finish(w);
+    if (done) return this.done(this.finish(w));
     this.walk = w;
-    this.source = list;
+    // Picks use the previous entries meanwhile; with none (a first list), a pick completes the walk.
+    this.source = this.entries.length > 0 ? list : undefined;
     this.added = [];
     this.removed = [];
     this.updated = [];
@@ -192,17 +251,48 @@ export class InstanceTable<E extends Entry> {
     return this.entries;
   }
 
+  /** next answers what a complete sliced sync held for `handOver()` will hand over, or undefined. */
+  get next(): Walked<E> | undefined {
+    const w = this.walk;
+    if (w === undefined || w.j < w.list.length || w.k < this.entries.length) return undefined;
+    return { list: w.list, added: w.added, removed: w.removed, updates: w.pending };
+  }
+
+  /**
+   * handOver takes over the list of a complete sliced sync (see `hold`) and returns the new entries,
+   * reporting what changed as `sync` does; undefined when none is complete.
+   */
+  handOver(): E[] | undefined {
+    const w = this.walk;
+    if (w === undefined || this.next === undefined) return undefined;
+    this.walk = undefined;
+    return this.done(this.finish(w));
+  }
+
+  /**
+   * whenTaken calls `fn` once no sliced sync is pending: now, or from the timer turn that completes
+   * one (before the list is taken over: `next` tells which) or from the sync that completes it.
+   */
+  whenTaken(fn: () => void): void {
+    if (this.walk === undefined) fn();
+    else this.waiting.push(fn);
+  }
+
   /** close drops a sliced sync in progress (its timer and what it found); later syncs complete at once. */
   close(): void {
     const w = this.walk;
     this.walk = undefined;
     if (w !== undefined) this.cancel(w);
+    if (this.dropTimer !== undefined) this.clock!.clearTimeout(this.dropTimer);
+    this.dropTimer = undefined;
+    this.dropAll();
     this.clock = undefined;
   }
 
   /** get returns the entry for `id` in the current list (while a sliced sync runs, possibly one of the next). */
   get(id: string): E | undefined {
-    return this.byId.get(id);
+    const e = this.byId.get(id);
+    return e !== undefined && e.seen >= this.live ? e : undefined;
   }
 
   private schedule(w: Walk<E>): void {
@@ -220,8 +310,16 @@ export class InstanceTable<E extends Entry> {
         return;
       }
       if (!done) return this.schedule(w);
-      if (this.source === w.list) this.source = undefined; // the next sync of the list takes it over
-      this.onReady?.(w.list);
+      if (!this.hold && this.source === w.list) this.source = undefined; // the next sync of the list takes it over
+      if (this.onReady === undefined && this.waiting.length === 0) return;
+      // On a turn of its own: the callbacks take the list over, after this turn's slice.
+      w.timer = this.clock!.setTimeout(() => {
+        w.timer = undefined;
+        if (this.walk !== w) return;
+        this.onReady?.(w.list);
+        this.wake();
+      }, 0);
+      w.timer.unref();
     }, 0);
     w.timer.unref();
   }
@@ -296,21 +394,32 @@ export class InstanceTable<E extends Entry> {
     }
     w.i = i;
     w.j = j;
-    return j === n;
+    if (j < n) return false;
+    // Then the old entries the walk did not meet: they leave the list.
+    const removed = w.removed;
+    let k = w.k;
+    const end = budget - spent < old.length - k ? k + Math.ceil(budget - spent) : old.length;
+    for (; k < end; k++) if (old[k]!.seen !== gen) removed.push(old[k]!);
+    w.k = k;
+    return k === old.length;
   }
 
   /** finish hands a complete walk over: indices, the updates it found, and the entries no longer listed. */
   private finish(w: Walk<E>): E[] {
     const { entries, gen, pending } = w;
+    if (w.timer !== undefined) this.clock?.clearTimeout(w.timer); // its onReady turn: taken over already
+    w.timer = undefined;
     for (let k = 0; k < pending.length; k += 2) this.update(pending[k] as E, pending[k + 1] as ServiceInstance);
-    const old = this.entries;
-    const removed: E[] = [];
-    for (let k = 0; k < old.length; k++) {
-      const e = old[k]!;
-      if (e.seen !== gen) {
-        if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
-        removed.push(e);
-      }
+    const removed = w.removed;
+    // Entries that left answer no `get` from now on (their `seen` is older than `live`); many are
+    // dropped from the id map on later timer turns.
+    this.live = gen;
+    if (this.clock === undefined || removed.length <= DROP_SLICE) {
+      for (let k = 0; k < removed.length; k++) this.drop(removed[k]!);
+    } else {
+      this.drops = this.dropAt === this.drops.length ? removed : this.drops.slice(this.dropAt).concat(removed);
+      this.dropAt = 0;
+      this.scheduleDrops();
     }
     this.failed = undefined;
     this.entries = entries;
@@ -319,6 +428,43 @@ export class InstanceTable<E extends Entry> {
     this.updated = w.updated;
     this.source = w.list;
     return entries;
+  }
+
+  /** done calls the `whenTaken` callbacks once no walk is pending, and answers `entries`. */
+  private done(entries: E[]): E[] {
+    if (this.waiting.length > 0 && this.walk === undefined) this.wake();
+    return entries;
+  }
+
+  private wake(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const fn of waiting) fn();
+  }
+
+  private drop(e: E): void {
+    if (this.byId.get(e.instance.id) === e) this.byId.delete(e.instance.id);
+  }
+
+  private dropAll(): void {
+    const drops = this.drops;
+    for (let k = this.dropAt; k < drops.length; k++) this.drop(drops[k]!);
+    this.drops = [];
+    this.dropAt = 0;
+  }
+
+  private scheduleDrops(): void {
+    if (this.dropTimer !== undefined) return;
+    this.dropTimer = this.clock!.setTimeout(() => {
+      this.dropTimer = undefined;
+      const drops = this.drops;
+      const end = Math.min(drops.length, this.dropAt + DROP_SLICE);
+      for (let k = this.dropAt; k < end; k++) this.drop(drops[k]!);
+      this.dropAt = end;
+      if (end < drops.length) this.scheduleDrops();
+      else this.drops = [];
+    }, 0);
+    this.dropTimer.unref();
   }
 
   private update(e: E, inst: ServiceInstance): void {

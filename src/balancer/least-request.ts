@@ -12,7 +12,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, noInstance, sliceLists, type Entry } from './instance-table.js';
+import { InstanceTable, noInstance, prepareList, sliceLists, type Entry } from './instance-table.js';
 
 /** LeastRequestOptions configures a LeastRequest. */
 export interface LeastRequestOptions {
@@ -138,6 +138,11 @@ export class LeastRequest implements Picker {
   /** inFlightOf returns the calls in flight to `id`, or undefined. */
   inFlightOf(id: string): number | undefined {
     return this.table.get(id)?.inFlight;
+  }
+
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    prepareList(this.table, instances, (l, first) => ((this.last = undefined), this.table.sync(l, first)), done);
   }
 
   /** stats answers the number of instances and of calls in flight to them. */

@@ -19,7 +19,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { allowedCount, InstanceTable, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { allowedCount, InstanceTable, prepareList, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
 
 /** P2COptions configures a P2C picker. */
 export interface P2COptions {
@@ -278,6 +278,11 @@ export class P2C implements Picker {
     return this.table.get(id)?.inFlight;
   }
 
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    prepareList(this.table, instances, (l, first) => this.sync(l, first), done);
+  }
+
   /** stats answers the number of instances, the calls in flight to them and their mean latency EWMA (ms). */
   stats(): { instances: number; inFlight: number; meanEwmaMs: number } {
     let inFlight = 0;
@@ -294,7 +299,7 @@ export class P2C implements Picker {
     return (e.ewma > MIN_LATENCY_MS ? e.ewma : MIN_LATENCY_MS) * (e.inFlight + 1);
   }
 
-  private sync(instances: readonly ServiceInstance[]): P2CEntry[] {
+  private sync(instances: readonly ServiceInstance[], sliceFirst = false): P2CEntry[] {
     this.last = undefined; // it may belong to an instance that leaves
     this.now = this.clock.now();
     this.tick = 0;
@@ -306,7 +311,7 @@ export class P2C implements Picker {
       known++;
     }
     this.prior = known > 0 ? sum / known : this.initialLatencyMs;
-    const entries = this.table.sync(instances);
+    const entries = this.table.sync(instances, sliceFirst);
     if (entries.length > 0) this.seeded = true;
     let warmUntil = -Infinity;
     for (const e of entries) if (e.joined + this.slowStartMs > warmUntil) warmUntil = e.joined + this.slowStartMs;

@@ -6,7 +6,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { ExcludeSet, Picker } from './types.js';
-import { InstanceTable, allowedCount, noInstance, nthAllowed, sliceLists, type Entry } from './instance-table.js';
+import { InstanceTable, allowedCount, noInstance, nthAllowed, prepareList, sliceLists, type Entry } from './instance-table.js';
 
 /** RandomOptions configures a Random. */
 export interface RandomOptions {
@@ -43,6 +43,11 @@ export class Random implements Picker {
     let i = Math.floor(this.random() * (m === 0 ? n : m));
     if (!(i >= 0 && i < n)) i = i >= n ? n - 1 : 0; // a random() outside [0, 1) still picks a real instance
     return (m === 0 || m === n ? entries[i]! : nthAllowed(entries, exclude!, Math.min(i, m - 1))).instance;
+  }
+
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    prepareList(this.table, instances, (l, first) => this.table.sync(l, first), done);
   }
 
   /** stats answers the number of instances in the list last picked from. */

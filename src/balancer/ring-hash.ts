@@ -18,19 +18,19 @@
  * instance, exactly where it would go on a ring without it). Absent instances' points are dropped once
  * they are half the ring; an ejected instance that returns first costs nothing.
  *
- * One update is one list handed to `pick`; what it costs is the ring work its differences need (a
- * point kept, sorted or merged is one unit, a point hashed eight). An update within `sliceSize` units
- * (one instance joining, leaving, ejected or re-weighted, at any N) is applied at once. A larger one —
- * a change of scale (the total weight crossing a power of two near the bound re-places every point),
- * dropping the absent instances' points from a big ring, a first list of 10 000 instances or 5 000
- * joining at once — builds the new ring beside the old one in slices of `sliceSize` units, one per
- * timer turn of `clock`, and swaps it in when complete (`HashRing.rebuild`). Meanwhile picks use the
- * old ring, which stays right: an instance that left is skipped as an ejected one is, and instances
- * that joined take keyed picks once the new ring is in. Before any ring has a present instance (a first
- * build), a keyed pick goes to jump consistent hashing over the list (Lamping & Veach 2014): stable for
- * a key while the build runs, evenly spread, and O(log n). At 10 000 instances a slice takes ~1 ms and
- * a first build or change of scale completes within ~0.3 s (bench/scale.bench.ts measures both).
-
+ * One update is one list handed to `pick`; it costs the ring work its differences need (a point kept,
+ * sorted or merged is one unit, a point hashed eight). Within `sliceSize` units (one instance joining,
+ * leaving, ejected or re-weighted, at any N) it is applied at once. A larger one (a change of scale,
+ * dropping absent points from a big ring, a first list of 10 000) builds the new ring beside the old
+ * in slices of `sliceSize` units, one per timer turn of `clock` (`HashRing.rebuild`), reconciles it
+ * with the list in slices too, and swaps it in. Meanwhile picks use the old ring, which stays right:
+ * an instance that left is skipped as an ejected one is; those that joined take keyed picks once the
+ * new ring is in. Before any ring has a present instance (a first build, a whole new list), a keyed
+ * pick goes to jump consistent hashing over the list (Lamping & Veach 2014): stable for a key while
+ * the build runs, evenly spread, O(log n). With `sliceLists`, a list differing in thousands of
+ * instances is walked by the instance table and its effect on the ring staged (ring-handover.ts) over
+ * timer turns while picks answer the previous list; the turn that takes it over swaps state in.
+ *
  * `boundedLoad` turns on Google's "consistent hashing with bounded loads" (Mirrokni, Thorup,
  * Zadimoghaddam 2016; Vimeo's HAProxy patch): no instance takes more than ⌈c × (in-flight + 1) / n⌉
  * calls at once (c = 1.25); a key whose instance is full walks clockwise to the next one that is not.
@@ -38,78 +38,20 @@
  *
  * A pick without a key goes to a random instance (Envoy's ring hash does the same).
  */
-import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
+import { systemClock, type Clock } from '../core/clock.js';
 import { hash32 } from '../core/hash.js';
-import { HashRing, type RingBuild } from '../core/hash-ring.js';
+import { HashRing } from '../core/hash-ring.js';
 import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
-import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { InstanceTable, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import type { CallOutcome, ExcludeSet, Picker, RingHashOptions, RingStats } from './types.js';
+import { InstanceTable, TABLE_SLICE, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed } from './instance-table.js';
+import { jump, reconcile, RingCounts, stage, type Job, type Prep, type Reconciled, type RingEntry, type Staged } from './ring-handover.js';
 import { RingSize } from './ring-size.js';
 
-/** RingHashOptions configures a RingHash. */
-export interface RingHashOptions {
-  /** Virtual nodes per unit of weight, ≥ 1 (fewer when the ring would pass `maxRingSize`). Defaults to 1 280 (measured; see the module comment). */
-  replicas?: number;
-  /** The ring grows past `replicas` per unit of weight while it has fewer points than this (Envoy's `minimum_ring_size`). Defaults to 1 024. */
-  minRingSize?: number;
-  /** The most points on the ring (Envoy's `maximum_ring_size`); 8 bytes each. Defaults to 1 048 576. */
-  maxRingSize?: number;
-  /** Bound each instance's load to `loadFactor` × the mean (Google's bounded loads). Defaults to false. */
-  boundedLoad?: boolean;
-  /** The bound c for `boundedLoad`, > 1. Defaults to 1.25 (the paper's and Vimeo's choice). */
-  loadFactor?: number;
-  /** Uniform random numbers in [0, 1), for picks without a key. Defaults to `Math.random`. */
-  random?: () => number;
-  /**
-   * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
-   * hashed eight); a larger update is built in slices of this size, one per timer turn. With
-   * `sliceLists` it bounds the list work too (an instance compared is one unit, looked up 8, new or
-   * changed 32). Defaults to 262 144 (about 1–2 ms).
-   */
-  sliceSize?: number;
-  /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
-  clock?: Clock;
-  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
-  sliceLists?: boolean;
-}
+export type { RingHashOptions, RingStats } from './types.js';
 
 /** Defaults for RingHashOptions. */
 export const ringHashDefaults = Object.freeze({ replicas: 1280, minRingSize: 1024, maxRingSize: 1 << 20, boundedLoad: false, loadFactor: 1.25, sliceSize: 1 << 18 });
-
-interface RingEntry extends Entry {
-  /** Calls in flight (started, not yet reported). */
-  load: number;
-  weight: number;
-}
-
-/** RingStats is what `RingHash.stats()` answers. */
-export interface RingStats {
-  /** Instances in the list. */
-  instances: number;
-  /** Virtual nodes on the ring, absent instances' included. */
-  points: number;
-  /** Virtual nodes of instances no longer in the list (skipped by picks until dropped). */
-  absentPoints: number;
-  /** Virtual nodes per unit of weight now. */
-  pointsPerWeight: number;
-  /** Calls in flight (counted with `boundedLoad`'s start / report). */
-  inFlight: number;
-  /** A new ring is being built in slices (picks use the previous one meanwhile). */
-  rebuilding: boolean;
-  /** Rebuilds run in slices so far. */
-  rebuilds: number;
-  /** A list differing in thousands of instances is being taken in in slices (picks use the previous list meanwhile). */
-  listPending: boolean;
-}
-
-/** Job is a ring being rebuilt in slices. */
-interface Job {
-  readonly build: RingBuild;
-  timer: TimerHandle | undefined;
-  /** Ids that left the list while it ran (the new ring may hold them). */
-  readonly left: string[];
-}
 
 /** RingHash is a Picker that routes a key to the same instance by consistent hashing. */
 export class RingHash implements Picker {
@@ -131,7 +73,12 @@ export class RingHash implements Picker {
   /** bySlot[s] is the entry of the ring member in slot s, or undefined while that member is absent. */
   private bySlot: (RingEntry | undefined)[] = [];
   /** Ring members not in the list, with their points. */
-  private readonly absent = new Map<string, number>();
+  private absent = new Map<string, number>();
+  /** Counts changes of the ring state a staged list was computed against (ring, absent, sizes). */
+  private epoch = 0;
+  private prep: Prep | undefined;
+  /** Called once a list is taken over (see `prepare`). */
+  private waiting: (() => void)[] = [];
   private absentPoints = 0;
   /** Points per unit of weight, and the total the list wants at that scale. */
   private readonly size: RingSize;
@@ -154,7 +101,12 @@ export class RingHash implements Picker {
       if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
       prev.instance = instance;
       return prev;
-    }, { clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined, sliceSize: this.sliceSize });
+    }, {
+      clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined,
+      sliceSize: Math.min(this.sliceSize, TABLE_SLICE),
+      hold: true,
+      onReady: (list) => this.stageList(list),
+    });
   }
 
   /** ring is the ring picks use now (shared semantics with the cache's peer picker); a sliced rebuild swaps it. */
@@ -289,13 +241,12 @@ export class RingHash implements Picker {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.dropPrep();
     this.table.close();
     const job = this.job;
     if (job === undefined) return;
     this.clock.clearTimeout(job.timer);
-    while (!job.build.step());
-    this.job = undefined;
-    this.finish(job.build.ring, job.left);
+    this.stepJob(job, true);
   }
 
   /** [Symbol.asyncDispose] closes the picker (`await using p = new RingHash(…)`). */
@@ -307,9 +258,11 @@ export class RingHash implements Picker {
    * sync applies what changed in the list: presence at once (absent instances are skipped by picks),
    * and the ring work as `plan` decides — unless a rebuild runs, which reconciles when it completes.
    */
-  private sync(instances: readonly ServiceInstance[]): RingEntry[] {
+  private sync(instances: readonly ServiceInstance[], sliceFirst = false): RingEntry[] {
     const t = this.table;
-    const entries = t.sync(instances);
+    this.dropPrep(); // a list being staged is replaced (the table drops its walk too)
+    this.epoch++;
+    const entries = t.sync(instances, sliceFirst);
     const ring = this.current;
     const job = this.job;
     for (const e of t.removed) {
@@ -348,14 +301,31 @@ export class RingHash implements Picker {
     }
     this.interim = ring.size === this.absent.size;
     if (job === undefined) this.plan(entries, changes);
+    if (!t.pending) this.prepared();
     return entries;
+  }
+
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    if (instances !== this.table.source) this.sync(instances, true);
+    this.waiting.push(done);
+    if (!this.table.pending) this.prepared();
+  }
+
+  /** prepared calls the `prepare` callbacks: a list has been taken over. */
+  private prepared(): void {
+    const waiting = this.waiting;
+    if (waiting.length === 0) return;
+    this.waiting = [];
+    for (const fn of waiting) fn();
   }
 
   /**
    * plan applies `changes` (and a change of scale or the dropping of absent points, if due) to the
    * ring: at once when the work fits one slice, else by starting a sliced rebuild.
    */
-  private plan(entries: readonly RingEntry[], changes: [string, number][]): void {
+  private plan(entries: readonly RingEntry[], changes: [string, number][], changesWork = -1): void {
+    this.epoch++;
     const ring = this.current;
     const rescaled = this.size.rescale(entries);
     // Absent instances' points go once they are half the ring (a pick then walks past one on average).
@@ -364,18 +334,26 @@ export class RingHash implements Picker {
     let work = compact ? ring.pointCount : 0;
     if (rescaled) {
       // Every instance's count changes: the list of them is made lazily, in the rebuild's steps.
-      target = this.counts(entries, [...this.absent.keys()]);
+      target = new RingCounts(entries, this.size, [...this.absent.keys()]);
       work += 8 * this.size.present;
     } else {
-      if (compact) for (const id of this.absent.keys()) changes.push([id, 0]);
-      if (changes.length === 0) return;
-      for (const [id, count] of changes) {
-        const had = ring.pointsOf(id);
-        work += count > had ? 8 * (count - had) : had - count;
+      if (changes.length === 0 && !compact) return;
+      if (changesWork < 0) {
+        changesWork = 0;
+        for (const [id, count] of changes) {
+          const had = ring.pointsOf(id);
+          changesWork += count > had ? 8 * (count - had) : had - count;
+        }
+      }
+      work += changesWork;
+      if (compact) {
+        // The absent members go too (read lazily by the rebuild, from a copy of their ids).
+        work += this.absentPoints;
+        target = new RingCounts(changes, undefined, [...this.absent.keys()]);
       }
     }
     if (work > this.sliceSize && !this.closed) {
-      const job: Job = { build: ring.rebuild(target, this.sliceSize), timer: undefined, left: [] };
+      const job: Job = { build: ring.rebuild(target, this.sliceSize), timer: undefined, left: [], settle: undefined, entries };
       this.job = job;
       this.rebuilds++;
       this.schedule(job);
@@ -392,73 +370,123 @@ export class RingHash implements Picker {
     this.interim = ring.size === this.absent.size;
   }
 
-  /** counts lists every instance's points at the current scale, then `gone` with none. */
-  private *counts(entries: readonly RingEntry[], gone: readonly string[]): Generator<readonly [string, number]> {
-    for (const e of entries) yield [e.instance.id, this.size.pointsFor(e.weight)];
-    for (const id of gone) yield [id, 0];
-  }
-
   /** schedule runs the next slice of `job` on the next timer turn. */
   private schedule(job: Job): void {
     job.timer = this.clock.setTimeout(() => {
       if (this.job !== job) return;
-      if (!job.build.step()) return this.schedule(job);
-      this.job = undefined;
-      this.finish(job.build.ring, job.left);
+      if (!this.stepJob(job)) this.schedule(job);
     }, 0);
     job.timer.unref();
   }
 
   /**
-   * finish swaps in a rebuilt ring and reconciles it with the list as it is now: presence, and the
-   * points of instances that joined or changed weight while it was built (`left`: the ids that left
-   * the list meanwhile) — applied by `plan`, in slices again if that is much work.
+   * stepJob does one slice of `job` (all of it without a budget): a step of the rebuild, then of its
+   * reconciliation with the list as it is now (started again when the list changes meanwhile: the
+   * instances that left are in `left`); once both are complete it swaps the new ring in and answers
+   * true. The ring work still due (instances that joined or changed weight meanwhile) goes to `plan`.
    */
-  private finish(ring: HashRing, left: readonly string[]): void {
-    this.current = ring;
-    const t = this.table;
-    const absent = new Map<string, number>();
-    let absentPoints = 0;
-    for (const id of [...this.absent.keys(), ...left]) {
-      const pts = ring.pointsOf(id);
-      if (pts === 0 || t.get(id) !== undefined || absent.has(id)) continue;
-      absent.set(id, pts);
-      absentPoints += pts;
+  private stepJob(job: Job, all = false): boolean {
+    if (job.settle === undefined) {
+      let built = job.build.step();
+      while (all && !built) built = job.build.step();
+      if (!built) return false;
+      job.settle = this.settlement(job);
+      if (!all) return false; // the reconciliation starts on a turn of its own
     }
-    this.absent.clear();
-    for (const [id, pts] of absent) this.absent.set(id, pts);
+    if (job.entries !== this.table.entries) job.settle = this.settlement(job);
+    let r = job.settle.next();
+    while (all && r.done !== true) r = job.settle.next();
+    if (r.done !== true) return false;
+    this.job = undefined;
+    const { absent, absentPoints, bySlot, changes } = r.value;
+    this.current = job.build.ring;
+    this.absent = absent;
     this.absentPoints = absentPoints;
-    const bySlot: (RingEntry | undefined)[] = [];
-    const changes: [string, number][] = [];
-    const entries = t.entries;
-    for (const e of entries) {
-      const id = e.instance.id;
-      const slot = ring.slotOf(id);
-      if (slot >= 0) bySlot[slot] = e;
-      const want = this.size.pointsFor(e.weight);
-      if ((slot < 0 ? 0 : ring.pointsOf(id)) !== want) changes.push([id, want]);
-    }
     this.bySlot = bySlot;
-    this.interim = ring.size === this.absent.size;
-    this.plan(entries, changes);
+    this.interim = this.current.size === absent.size;
+    this.plan(this.table.entries, changes);
+    return true;
   }
-}
 
-/**
- * jump is jump consistent hashing (Lamping & Veach, "A Fast, Minimal Memory, Consistent Hash
- * Algorithm", 2014) with a 32-bit xorshift stream seeded by `h`: a bucket in [0, n) for the key hash
- * `h`; when n grows by one, only 1/(n + 1) of the keys move (to the new bucket). O(log n), no memory.
- */
-function jump(h: number, n: number): number {
-  let b = 0;
-  let x = h >>> 0 || 0x9e3779b9;
-  for (let j = 0; j < n; ) {
-    b = j;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    j = Math.floor((b + 1) * (4294967296 / (x + 1)));
+  /** settlement starts reconciling `job`'s ring with the list as it is now. */
+  private settlement(job: Job): Generator<void, Reconciled, void> {
+    const t = this.table;
+    job.entries = t.entries;
+    return reconcile(job.build.ring, this.size, t.entries, (id) => t.get(id), [...this.absent.keys(), ...job.left], this.sliceSize);
   }
-  return b;
+
+  /** stageList starts staging `list`, which the table has walked and holds, on the next timer turns. */
+  private stageList(list: readonly ServiceInstance[]): void {
+    if (this.closed) return;
+    this.dropPrep();
+    const p: Prep = { list, epoch: -1, steps: undefined, staged: undefined, timer: undefined };
+    this.prep = p;
+    this.schedulePrep(p);
+  }
+
+  private schedulePrep(p: Prep): void {
+    p.timer = this.clock.setTimeout(() => {
+      p.timer = undefined;
+      if (this.prep === p && !this.prepStep(p)) this.schedulePrep(p);
+    }, 0);
+    p.timer.unref();
+  }
+
+  /**
+   * prepStep does one slice of staging `p` (starting again if the ring state changed meanwhile), and
+   * on the turn after the last one takes the list over; answers true when done.
+   */
+  private prepStep(p: Prep): boolean {
+    const walked = this.table.next;
+    if (walked === undefined || walked.list !== p.list) {
+      this.prep = undefined; // the walk was dropped
+      return true;
+    }
+    if (p.epoch !== this.epoch) {
+      p.epoch = this.epoch;
+      p.steps = stage(this.current, this.size, this.absent, this.absentPoints, this.size.present, walked, this.sliceSize);
+      p.staged = undefined;
+    }
+    if (p.staged === undefined) {
+      const r = p.steps!.next();
+      if (r.done === true) p.staged = r.value;
+      return false;
+    }
+    this.prep = undefined;
+    this.takeOver(p.staged);
+    return true;
+  }
+
+  /**
+   * takeOver hands the table's held list over and swaps in its staged ring state: presence (absent
+   * members, the entry of each slot), the total and the weights, then the ring work as `plan` decides
+   * — unless a rebuild runs, which reconciles when it completes.
+   */
+  private takeOver(s: Staged): void {
+    const t = this.table;
+    const entries = t.handOver()!;
+    const job = this.job;
+    for (const e of t.removed) {
+      this.totalLoad -= e.load;
+      job?.left.push(e.instance.id);
+    }
+    const bySlot = this.bySlot.slice();
+    for (const slot of s.clear) bySlot[slot] = undefined;
+    for (let k = 0; k < s.set.length; k += 2) bySlot[s.set[k] as number] = s.set[k + 1] as RingEntry;
+    for (let k = 0; k < s.weights.length; k += 2) (s.weights[k] as RingEntry).weight = s.weights[k + 1] as number;
+    this.bySlot = bySlot;
+    this.absent = s.absent;
+    this.absentPoints = s.absentPoints;
+    this.size.present = s.present;
+    this.epoch++;
+    this.interim = this.current.size === this.absent.size;
+    if (job === undefined) this.plan(entries, s.changes, s.work);
+    this.prepared();
+  }
+
+  private dropPrep(): void {
+    const p = this.prep;
+    this.prep = undefined;
+    if (p?.timer !== undefined) this.clock.clearTimeout(p.timer);
+  }
 }

@@ -7,7 +7,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { ExcludeSet, Picker } from './types.js';
-import { InstanceTable, noInstance, sliceLists, type Entry } from './instance-table.js';
+import { InstanceTable, noInstance, prepareList, sliceLists, type Entry } from './instance-table.js';
 
 /** RoundRobinOptions configures a RoundRobin. */
 export interface RoundRobinOptions {
@@ -49,6 +49,11 @@ export class RoundRobin implements Picker {
     }
     this.next = i + 1;
     return entries[i]!.instance;
+  }
+
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    prepareList(this.table, instances, (l, first) => this.table.sync(l, first), done);
   }
 
   /** stats answers the number of instances in the list last picked from. */

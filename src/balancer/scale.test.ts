@@ -111,6 +111,45 @@ describe(`Balancer at ${N} instances, handed a whole new list`, () => {
   }
 });
 
+describe(`Balancer at ${N} instances, handed a first list`, () => {
+  for (const strategy of strategies) {
+    it(`${strategy}: takes it in with no turn of the loop over ${LIMIT_MS} ms, ready() once it is in`, async () => {
+      const list = Object.freeze(Array.from({ length: N }, (_, i) => instance(i)));
+      const cpu = (op: () => void) => {
+        const t = process.cpuUsage();
+        op();
+        const u = process.cpuUsage(t);
+        return (u.user + u.system) / 1000;
+      };
+      // The slowest turn, the least of three balancers (a collection may land in any one turn).
+      let slowest = Infinity;
+      for (let r = 0; r < 3; r++) {
+        const clock = new ManualClock();
+        let b!: Balancer;
+        let turn = cpu(() => (b = new Balancer({ instances: list, strategy, clock })));
+        let ready = false;
+        void b.ready().then(() => (ready = true));
+        let turns = 0;
+        for (; clock.pendingTimers > 0; turns++) {
+          assert.ok(turns < 10_000, 'the list is taken in');
+          turn = Math.max(turn, cpu(() => clock.advance(1)));
+          await Promise.resolve(); // lets ready() settle
+          await Promise.resolve();
+          await Promise.resolve();
+          if (ready) turn = Math.max(turn, cpu(() => b.pick('user:42')));
+        }
+        await new Promise((r) => setImmediate(r));
+        assert.ok(ready, 'ready() resolved');
+        assert.ok(turns > 1, `taken in over ${turns} turns`);
+        assert.equal(b.instances().length, N);
+        slowest = Math.min(slowest, turn);
+        void b.close();
+      }
+      assert.ok(slowest < LIMIT_MS, `${strategy}: slowest turn ${slowest.toFixed(2)} ms`);
+    });
+  }
+});
+
 describe(`RingHash at ${N} instances`, () => {
   it(`builds a first ring and changes scale (every point re-placed) in slices of under ${LIMIT_MS} ms, picks going on between them`, () => {
     const clock = new ManualClock();

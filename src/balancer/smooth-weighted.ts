@@ -23,7 +23,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, fn, options as checkOptions } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { Picker } from './types.js';
-import { defaultWarn, InstanceTable, noInstance, sliceLists, weightOf, type Entry } from './instance-table.js';
+import { defaultWarn, InstanceTable, noInstance, prepareList, sliceLists, weightOf, type Entry } from './instance-table.js';
 
 /** The most (instance, bad weight) pairs remembered for warn-once. */
 const MAX_WARNED = 10_000;
@@ -182,6 +182,13 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.build();
   }
 
+  /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
+  prepare(instances: readonly ServiceInstance[], done: () => void): void {
+    // The tree's arrays for a first list are made now, not in the turn that takes the list over.
+    if (this.table.entries.length === 0 && this.used + instances.length > this.cap) this.grow(instances.length);
+    prepareList(this.table, instances, (l, first) => this.sync(l, first), done);
+  }
+
   /** stats answers the number of instances and their total weight. */
   stats(): { instances: number; totalWeight: number } {
     return { instances: this.table.entries.length, totalWeight: this.total };
@@ -203,15 +210,21 @@ export class SmoothWeightedRoundRobin implements Picker {
   }
 
   /** sync applies what changed in the list: instances added (current weight 0) and removed. */
-  private sync(instances: readonly ServiceInstance[]): void {
+  private sync(instances: readonly ServiceInstance[], sliceFirst = false): void {
     this.endCycle();
     this.noCycle = false;
     const t = this.table;
-    t.sync(instances);
-    for (const e of t.removed) this.leave(e);
+    t.sync(instances, sliceFirst);
+    // Many instances leaving or joining: one pass over the tree beats a path per instance.
+    const removed = t.removed;
     const added = t.added;
-    if (this.used + added.length > this.cap) this.grow(added.length);
-    const bulk = added.length * 4 > this.cap;
+    let bulk = removed.length * 4 > this.cap;
+    for (const e of removed) this.leave(e, !bulk);
+    if (this.used + added.length > this.cap) {
+      this.grow(added.length); // the tree is built below
+      bulk = true;
+    }
+    bulk ||= added.length * 4 > this.cap;
     for (const e of added) this.join(e, !bulk);
     if (bulk) this.build();
   }
@@ -227,7 +240,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     if (update) this.path(s, this.x);
   }
 
-  private leave(e: WeightedEntry): void {
+  private leave(e: WeightedEntry, update: boolean): void {
     const s = e.slot;
     if (s < 0) return;
     this.total -= this.w[s]!;
@@ -236,7 +249,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.w[s] = 0;
     this.c[s] = 0;
     e.slot = -1;
-    this.path(s, this.x);
+    if (update) this.path(s, this.x);
     if (this.table.entries.length === 0) this.total = 0; // no rounding left over
   }
 
@@ -254,7 +267,7 @@ export class SmoothWeightedRoundRobin implements Picker {
     e.weight = weight;
   }
 
-  /** grow makes room for `more` slots: compacts out the holes, doubling the tree when that is not enough. */
+  /** grow makes room for `more` slots: compacts out the holes, doubling the tree when that is not enough (the tree is left to `build`). */
   private grow(more: number): void {
     const live: WeightedEntry[] = [];
     for (let s = 0; s < this.used; s++) if (this.bySlot[s] !== undefined) live.push(this.bySlot[s]!);
@@ -277,7 +290,6 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.cap = cap;
     this.win = new Int32Array(2 * cap);
     this.fail = new Float64Array(2 * cap);
-    this.build();
   }
 
   /** rebase moves the origin of turns to now, keeping every current weight, so the numbers stay exact. */
@@ -288,14 +300,19 @@ export class SmoothWeightedRoundRobin implements Picker {
     this.build();
   }
 
-  /** build computes every node from the leaves up. */
+  /** build computes every node from the leaves up (the subtrees of slots not handed out yet are empty). */
   private build(): void {
-    const cap = this.cap;
-    for (let s = 0; s < cap; s++) {
-      this.win[cap + s] = this.bySlot[s] === undefined ? -1 : s;
-      this.fail[cap + s] = Infinity;
+    const { cap, used, win, fail } = this;
+    for (let s = 0; s < used; s++) win[cap + s] = this.bySlot[s] === undefined ? -1 : s;
+    win.fill(-1, cap + used, 2 * cap);
+    fail.fill(Infinity, cap, 2 * cap);
+    // Level by level: the nodes from `lo` on cover `span` slots each.
+    for (let lo = cap >> 1, span = 2; lo >= 1; lo >>= 1, span <<= 1) {
+      for (let n = 2 * lo - 1; n >= lo; n--) {
+        if ((n - lo) * span < used) this.pull(n, this.x);
+        else (win[n] = -1), (fail[n] = Infinity);
+      }
     }
-    for (let n = cap - 1; n >= 1; n--) this.pull(n, this.x);
   }
 
   /** path recomputes the nodes above slot `s`. */

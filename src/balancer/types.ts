@@ -2,7 +2,11 @@
  * The balancer's interfaces: what a strategy (`Picker`) is, what a finished call tells it, and how a
  * pick is told which instances to avoid.
  */
-import type { ServiceInstance } from '../registry/types.js';
+import type { Clock } from '../core/clock.js';
+import type { Registry, ServiceInstance } from '../registry/types.js';
+import type { ActiveHealthOptions } from './health/active.js';
+import type { OutlierOptions } from './health/outlier.js';
+import type { StrategyOption } from './strategies.js';
 
 /** CallOutcome is what a finished call tells the balancer: whether it succeeded and how long it took. */
 export interface CallOutcome {
@@ -38,6 +42,13 @@ export interface Picker {
    * Balancer's second pick).
    */
   pick(instances: readonly ServiceInstance[], key?: string, exclude?: ExcludeSet): ServiceInstance;
+  /**
+   * prepare takes `instances` in ahead of picks and calls `done` once it has (a pick of them before
+   * then takes the rest in at once). Built-in pickers made with `sliceLists` take even a first list
+   * of thousands in over timer turns; the Balancer prepares its first list so that `ready()` resolves
+   * only once it is in.
+   */
+  prepare?(instances: readonly ServiceInstance[], done: () => void): void;
   /** start tells the picker a call to `instance` began (in-flight + 1). */
   start?(instance: ServiceInstance): void;
   /** report tells the picker a call to `instance` ended (in-flight − 1, latency sample); no outcome: it was never made. */
@@ -53,3 +64,106 @@ export interface ExcludeSet {
 
 /** StrategyName names a built-in strategy, for `BalancerOptions.strategy`. */
 export type StrategyName = 'round-robin' | 'random' | 'weighted-round-robin' | 'ring-hash' | 'p2c' | 'least-request';
+
+/** RingHashOptions configures a RingHash. */
+export interface RingHashOptions {
+  /** Virtual nodes per unit of weight, ≥ 1 (fewer when the ring would pass `maxRingSize`). Defaults to 1 280 (measured; see the module comment). */
+  replicas?: number;
+  /** The ring grows past `replicas` per unit of weight while it has fewer points than this (Envoy's `minimum_ring_size`). Defaults to 1 024. */
+  minRingSize?: number;
+  /** The most points on the ring (Envoy's `maximum_ring_size`); 8 bytes each. Defaults to 1 048 576. */
+  maxRingSize?: number;
+  /** Bound each instance's load to `loadFactor` × the mean (Google's bounded loads). Defaults to false. */
+  boundedLoad?: boolean;
+  /** The bound c for `boundedLoad`, > 1. Defaults to 1.25 (the paper's and Vimeo's choice). */
+  loadFactor?: number;
+  /** Uniform random numbers in [0, 1), for picks without a key. Defaults to `Math.random`. */
+  random?: () => number;
+  /**
+   * The most ring work an update does at once, in units (a point kept, sorted or merged is one, a point
+   * hashed eight); a larger update is built in slices of this size, one per timer turn. With
+   * `sliceLists` it bounds the list work too (an instance compared is one unit, looked up 8, new or
+   * changed 32). Defaults to 262 144 (about 1–2 ms).
+   */
+  sliceSize?: number;
+  /** Sets the timers that run a sliced rebuild. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Take a list differing from the last in thousands of instances in in slices on `clock`'s timer turns: until then picks answer from the previous list (an instance may no longer be listed). The Balancer turns it on. Defaults to false. */
+  sliceLists?: boolean;
+}
+
+/** RingStats is what `RingHash.stats()` answers. */
+export interface RingStats {
+  /** Instances in the list. */
+  instances: number;
+  /** Virtual nodes on the ring, absent instances' included. */
+  points: number;
+  /** Virtual nodes of instances no longer in the list (skipped by picks until dropped). */
+  absentPoints: number;
+  /** Virtual nodes per unit of weight now. */
+  pointsPerWeight: number;
+  /** Calls in flight (counted with `boundedLoad`'s start / report). */
+  inFlight: number;
+  /** A new ring is being built in slices (picks use the previous one meanwhile). */
+  rebuilding: boolean;
+  /** Rebuilds run in slices so far. */
+  rebuilds: number;
+  /** A list differing in thousands of instances is being taken in in slices (picks use the previous list meanwhile). */
+  listPending: boolean;
+}
+
+/** BalancerOptions configures a Balancer. Give either `registry` + `service`, or `instances`. */
+export interface BalancerOptions {
+  /** Where the instances come from (a Registry or a RegistryCache). Defaults to none: use `instances` / `update()`. */
+  registry?: Registry;
+  /** The service to balance over; required with `registry`. Defaults to none. */
+  service?: string;
+  /** A fixed instance list, for use without a registry (replace it with `update()`). Defaults to []. */
+  instances?: readonly ServiceInstance[];
+  /** The strategy: a name, a Picker, or a factory. Defaults to `'p2c'`. */
+  strategy?: StrategyOption;
+  /** Passive outlier detection, or false to turn it off. Defaults to `{}` (Envoy's defaults, 50 % max). */
+  outlier?: OutlierOptions | false;
+  /** Active HTTP probes, or false for none. Defaults to false (instances need a health endpoint). */
+  activeHealth?: ActiveHealthOptions | false;
+  /** Below this share of healthy instances, pick among all (panic mode), in [0, 1]; 0 never panics. Defaults to 0.5. */
+  panicThreshold?: number;
+  /** Time source (shared with outlier detection and the strategy). Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Uniform random numbers in [0, 1) (strategy, backoff, probe jitter). Defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** BalancerEvent tells what changed: the list, an instance's health, or panic mode. */
+export type BalancerEvent =
+  | { readonly type: 'instances'; readonly count: number }
+  | { readonly type: 'ejected'; readonly id: string; readonly untilMs: number }
+  | { readonly type: 'returned'; readonly id: string }
+  | { readonly type: 'down'; readonly id: string }
+  | { readonly type: 'up'; readonly id: string }
+  | { readonly type: 'panic'; readonly panic: boolean };
+
+/** InstanceHealth is one instance's health as the balancer sees it. */
+export interface InstanceHealth {
+  readonly instance: ServiceInstance;
+  /** Ejected by outlier detection. */
+  readonly ejected: boolean;
+  /** Up according to active probes (true when probes are off). */
+  readonly up: boolean;
+  /** How many times outlier detection has ejected it. */
+  readonly timesEjected: number;
+}
+
+/** BalancerStats is what `Balancer.stats()` answers. */
+export interface BalancerStats {
+  /** Instances known, healthy or not. */
+  instances: number;
+  /** Instances picks are made from now (all of them in panic mode). */
+  available: number;
+  /** Instances ejected by outlier detection now. */
+  ejected: number;
+  /** Instances down according to active probes. */
+  down: number;
+  /** True while too few instances are healthy and picks go to all of them. */
+  panic: boolean;
+}

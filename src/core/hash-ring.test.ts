@@ -193,6 +193,32 @@ describe('HashRing', () => {
     for (let i = 0; i < 20_000; i++) assert.equal(halved.ring.get(`key:${i}`), incremental.get(`key:${i}`), `key:${i} halved`);
   });
 
+  it('builds rings that sort with the radix sort side by side, in interleaved steps, each as update builds it (scratch arrays are never shared)', () => {
+    const a = Array.from({ length: 64 }, (_, i) => `a${i}`);
+    const b = Array.from({ length: 96 }, (_, i) => `b${i}`);
+    const ref = (members: string[]) => {
+      const r = new HashRing();
+      for (const m of members) r.setPoints(m, 1024);
+      return r;
+    };
+    for (let round = 0; round < 2; round++) {
+      // Round 2 reuses the scratch arrays the first round left (if the collector has not taken them).
+      const x = new HashRing().rebuild(a.map((m) => [m, 1024]), 1 << 12);
+      const y = new HashRing().rebuild(b.map((m) => [m, 1024]), 1 << 12);
+      let dx = false;
+      let dy = false;
+      while (!dx || !dy) {
+        dx ||= x.step();
+        dy ||= y.step();
+      }
+      const [ra, rb] = [ref(a), ref(b)];
+      for (let i = 0; i < 5_000; i++) {
+        assert.equal(x.ring.get(`key:${i}`), ra.get(`key:${i}`), `a key:${i}`);
+        assert.equal(y.ring.get(`key:${i}`), rb.get(`key:${i}`), `b key:${i}`);
+      }
+    }
+  });
+
   it('refuses to go on rebuilding a ring that changed under the build, and bad steps', () => {
     const ring = new HashRing({ replicas: 4 });
     ring.add('a', 'b');

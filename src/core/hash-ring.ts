@@ -185,6 +185,11 @@ export class HashRing {
     return s === undefined ? 0 : this.counts[s]!;
   }
 
+  /** pointsAt answers how many virtual nodes the member in `slot` (see `slotOf`) holds; 0 for a free slot. */
+  pointsAt(slot: number): number {
+    return this.counts[slot] ?? 0;
+  }
+
   /** get returns the member that owns `key`, or undefined when the ring is empty. */
   get(key: string): string | undefined {
     if (this.length === 0) return undefined;

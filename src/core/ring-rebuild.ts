@@ -187,8 +187,14 @@ export function* rebuildSteps(
     }
     budget -= 4 * added;
   } else {
-    const tmp: Uint32Array[] = [];
-    for (let t = 0; t < 3; t++) tmp.push(yield* fresh(added));
+    // The sort's scratch arrays are written before they are read: the last rebuild's serve if still
+    // alive (no fresh memory to fault in, no garbage for the collector), else fresh ones.
+    let full = takeScratch(added);
+    if (full === undefined) {
+      full = [];
+      for (let t = 0; t < 3; t++) full.push(yield* fresh(added));
+    }
+    const tmp = full.map((a) => a.subarray(0, added));
     const sort = new RadixSort(hashes.subarray(0, added), ownerOf.subarray(0, added), rankOf.subarray(0, added), tmp[0]!, tmp[1]!, tmp[2]!);
     for (let d = -1; d < 4; d++) {
       if (d === 0) sort.prefix();
@@ -201,6 +207,8 @@ export function* rebuildSteps(
         if (budget <= 0) (yield, (budget = stepSize));
       }
     }
+    const kept = scratch?.deref();
+    if (kept === undefined || kept[0]!.length <= full[0]!.length) scratch = new WeakRef(full);
   }
   // 5. Equal hashes among the new points go by member name (as `update` orders them), then rank.
   for (let i = 1; i < added; ) {
@@ -276,6 +284,21 @@ function copySlots(names: readonly string[], from: number, to: number, into: Map
     const m = names[slot]!;
     if (m !== '') into.set(m, slot);
   }
+}
+
+/**
+ * The radix sort's scratch arrays, held weakly: a rebuild takes the last one's while the collector
+ * has not (a process that rebuilds big rings keeps them; one that stopped gives them back). Taken
+ * arrays are the taker's alone until it gives them back, so rebuilds running at once never share them.
+ */
+let scratch: WeakRef<Uint32Array<ArrayBuffer>[]> | undefined;
+
+/** takeScratch answers the kept scratch arrays if they hold `length` elements, and forgets them. */
+function takeScratch(length: number): Uint32Array<ArrayBuffer>[] | undefined {
+  const kept = scratch?.deref();
+  if (kept === undefined || kept[0]!.length < length) return undefined;
+  scratch = undefined;
+  return kept;
 }
 
 /** room is how many units of work fit in `budget` (at least one, so that every step progresses). */
