@@ -149,17 +149,26 @@ describe('SmoothWeightedRoundRobin', () => {
         const p = new SmoothWeightedRoundRobin();
         const l = weights.map((w, i) => inst(`n${i}`, String(w)));
         const total = weights.reduce((a, b) => a + b, 0);
-        const counts = new Map<string, number>();
-        for (let k = 0; k < picks; k++) {
-          const id = p.pick(l).id;
-          counts.set(id, (counts.get(id) ?? 0) + 1);
+        // nginx's algorithm beside it: each pick, every current weight grows by its weight, the largest
+        // is picked and loses the total. With irregular weights nginx itself drifts a little more than
+        // one pick from the exact share (1.07 for weights like 999.72, 11.8, 3.57, 10, 1.78, 1000, 1000
+        // after 1 411 picks), so the bound is taken against nginx, at every pick.
+        const current = weights.map(() => 0);
+        const nginx = weights.map(() => 0);
+        const ours = weights.map(() => 0);
+        for (let k = 1; k <= picks; k++) {
+          let best = 0;
+          for (let i = 0; i < weights.length; i++) {
+            current[i]! += weights[i]!;
+            if (current[i]! > current[best]!) best = i;
+          }
+          current[best]! -= total;
+          nginx[best]!++;
+          ours[Number(p.pick(l).id.slice(1))]!++;
+          for (let i = 0; i < weights.length; i++) {
+            assert.ok(Math.abs(ours[i]! - nginx[i]!) <= 1, `after ${k} picks, n${i}: ${ours[i]} picks, nginx ${nginx[i]}, share ${((k * weights[i]!) / total).toFixed(3)}`);
+          }
         }
-        // nginx's smoothness: after t picks each instance has its exact share ± 1 (rounding aside).
-        weights.forEach((w, i) => {
-          const got = counts.get(`n${i}`) ?? 0;
-          const share = (picks * w) / total;
-          assert.ok(Math.abs(got - share) <= 1 + 1e-6 * picks, `n${i}: ${got} picks, share ${share.toFixed(3)}`);
-        });
       }),
       { numRuns: 200 },
     );
