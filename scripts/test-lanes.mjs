@@ -96,6 +96,10 @@ let nextId = 0;
 let finish;
 const allDone = new Promise((resolve) => (finish = resolve));
 
+/** trace writes when each file starts and ends to stderr, with BULWARK_TEST_TRACE=1 (to see the lanes at work). */
+const trace = process.env.BULWARK_TEST_TRACE === '1'
+  ? (what, file, kind) => process.stderr.write(`# ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s ${what.padEnd(5)} ${kind.padEnd(9)} ${file}\n`)
+  : () => {};
 const count = (kind) => [...running.values()].filter((k) => k === kind).length;
 function canStart(kind) {
   if (kind === 'wait') return count('wait') < plan.wait && count('sensitive') === 0;
@@ -115,9 +119,11 @@ function schedule() {
     const id = nextId++;
     running.set(id, kind);
     buffered.set(id, []);
+    trace('start', file, kind);
     const stream = run({ files: [file], concurrency: 1, timeout: plan.timeoutMs, forceExit: true });
     stream.on('data', (event) => onEvent(id, event));
     stream.on('end', () => {
+      trace('end', file, kind);
       running.delete(id);
       onEnd(id);
       schedule();
