@@ -39,6 +39,7 @@ import { spawn } from 'node:child_process';
 import ts from 'typescript';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
+import { tsNodeArgs } from './support/ts-node.js';
 import type { CheckFragment } from './docs-typecheck.js';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -231,7 +232,7 @@ function fragmentSource(code: string): { source: string; offset: number } {
 function typeCheck(fragments: Fragment[]): Promise<Map<string, string[]>> {
   const input: CheckFragment[] = fragments.map((f) => ({ file: f.file, source: fragmentSource(f.ex.code).source, page: f.ex.page, line: f.ex.line, offset: f.offset }));
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CHECKER], { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, tsNodeArgs(CHECKER), { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));

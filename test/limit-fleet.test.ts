@@ -15,6 +15,7 @@ import { Redis } from 'ioredis';
 import { RedisTokenLimiter } from '../src/limit/index.js';
 import { onRedis, redisBinary, startRedis } from './support/redis.js';
 import { skipReason } from './support/servers.js';
+import { tsNodeArgs } from './support/ts-node.js';
 
 /** A token per 1 000 s: nothing refills while a test runs. */
 const RATE = 0.001;
@@ -56,7 +57,7 @@ interface Worker {
 }
 
 function startWorker(env: NodeJS.ProcessEnv): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url)], {
+  const child = spawn(process.execPath, tsNodeArgs(fileURLToPath(import.meta.url)), {
     env: { ...process.env, ...env, BULWARK_LIMIT_WORKER: '1' },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

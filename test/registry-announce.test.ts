@@ -11,6 +11,7 @@ import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import type { RegistryEvent } from '../src/registry/types.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { skipReason, waitFor } from './support/servers.js';
+import { tsNodeArgs } from './support/ts-node.js';
 
 const CHILD = fileURLToPath(new URL('./support/announce-child.ts', import.meta.url));
 
@@ -21,7 +22,7 @@ interface Child {
 }
 
 function startChild(...args: string[]): Child {
-  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, tsNodeArgs(CHILD, ...args), { stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let buf = '';
   proc.stdout!.on('data', (d: Buffer) => {

@@ -234,8 +234,13 @@ export interface Traffic {
   stop(): Promise<void>;
 }
 
-/** traffic starts client loops; with `retry`, a failed request (no answer, or 5xx) is tried on the next node. */
-export function traffic(targets: () => readonly ServeProc[], keys: readonly string[], concurrency: number, retry: boolean): Traffic {
+/**
+ * traffic starts client loops; with `retry`, a failed request (no answer, or 5xx) is tried on the next node.
+ * Each loop pauses `pauseMs` (default 50) after each request: a steady, bounded load (16 loops: at most 320
+ * requests a second) rather than busy loops that kept every node and both cores busy for as long as the
+ * traffic ran (measured: 2 CPU-s of the leader-kill test's 16, for the same assertions).
+ */
+export function traffic(targets: () => readonly ServeProc[], keys: readonly string[], concurrency: number, retry: boolean, pauseMs = 50): Traffic {
   let running = true;
   const t: Traffic = { ok: 0, failed: [], stop: async () => {
     running = false;
@@ -263,6 +268,7 @@ export function traffic(targets: () => readonly ServeProc[], keys: readonly stri
       if (error === '') t.ok++;
       else t.failed.push(error);
       n += concurrency;
+      if (running) await new Promise((r) => setTimeout(r, pauseMs));
     }
   };
   const loops = Promise.all(Array.from({ length: concurrency }, (_, i) => one(i)));

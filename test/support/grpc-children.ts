@@ -3,6 +3,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { tsNodeArgs } from './ts-node.js';
 
 const script = fileURLToPath(new URL('./grpc-server-child.ts', import.meta.url));
 
@@ -19,7 +20,7 @@ export interface GreeterChild {
 
 /** spawnGreeter starts a child greeter registered in etcd as `id`; rejects if it is not ready within `timeoutMs`. */
 export function spawnGreeter(endpoint: string, prefix: string, id: string, extra: string[] = [], timeoutMs = 20_000): Promise<GreeterChild> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, endpoint, prefix, id, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, tsNodeArgs(script, endpoint, prefix, id, ...extra), { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return new Promise((resolve, reject) => {
