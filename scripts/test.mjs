@@ -38,6 +38,8 @@
 // a dependency leaves behind. It hides nothing a test asserts: every close() is still awaited in the files'
 // after() hooks, and test/registry-etcd.test.ts checks in a child process that a closed EtcdRegistry
 // leaves nothing that keeps a process alive (etcd3's watch-reconnect timer used to, for up to 30 s).
+// Its process.exit() would drop results still queued for the pipe to the runner: scripts/test-stdout.mjs,
+// preloaded into every test process, makes those writes blocking.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -270,7 +272,7 @@ const plan = {
 };
 const child = spawn(
   process.execPath,
-  ['--import', join(root, 'scripts', 'test-ts.mjs'), '--import', join(root, 'scripts', 'test-assert.mjs'), join(root, 'scripts', 'test-lanes.mjs'), JSON.stringify(plan)],
+  ['--import', join(root, 'scripts', 'test-ts.mjs'), '--import', join(root, 'scripts', 'test-assert.mjs'), '--import', join(root, 'scripts', 'test-stdout.mjs'), join(root, 'scripts', 'test-lanes.mjs'), JSON.stringify(plan)],
   { cwd: root, stdio: 'inherit', env: { ...process.env, BULWARK_TEST_TIMES_FILE: lastRunFile } },
 );
 const tested = await new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
