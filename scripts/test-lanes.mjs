@@ -40,6 +40,14 @@ const reporting = Promise.all([
 const SUMMARY = /^(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$/;
 const totals = { tests: 0, suites: 0, pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 };
 let topLevel = 0;
+/** The failed tests (not suites), one line each, repeated after the summary: a CI log's tail names them. */
+const failures = [];
+const path = []; // names of the tests started, by nesting (files' events are forwarded one file at a time)
+const failureLine = ({ file, name, nesting, details }) => {
+  const cause = details?.error?.cause ?? details?.error;
+  const message = String(cause?.message ?? cause ?? '').split('\n').find((l) => l.trim() !== '') ?? '';
+  return `failed: ${file === undefined ? '' : `${file.replace(process.cwd() + '/', '')} › `}${[...path.slice(0, nesting), name].join(' › ')}${message === '' ? '' : ` — ${message.trim().slice(0, 300)}`}`;
+};
 
 /** forward passes one file's event on: its run's plan and summary are left out (one of each at the end). */
 function forward(event) {
@@ -53,6 +61,8 @@ function forward(event) {
     }
   }
   if ((type === 'test:pass' || type === 'test:fail') && data.nesting === 0) data.testNumber = ++topLevel;
+  if (type === 'test:start') path.splice(data.nesting, Infinity, data.name);
+  if (type === 'test:fail' && data.details?.type !== 'suite') failures.push(failureLine(data));
   emit(event);
 }
 
@@ -138,6 +148,7 @@ await allDone;
 emit({ type: 'test:plan', data: { nesting: 0, count: topLevel } });
 for (const [name, value] of Object.entries(totals)) emit({ type: 'test:diagnostic', data: { nesting: 0, message: `${name} ${value}` } });
 emit({ type: 'test:diagnostic', data: { nesting: 0, message: `duration_ms ${performance.now() - started}` } });
+for (const message of failures) emit({ type: 'test:diagnostic', data: { nesting: 0, message } });
 visible.end();
 times.end();
 await reporting;
