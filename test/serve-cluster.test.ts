@@ -66,17 +66,33 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     const keys = Array.from({ length: 300 }, (_, i) => `kill-${i}`);
     const load = traffic(() => [a, b], keys, 16, false);
     await new Promise((r) => setTimeout(r, 500));
+    const observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
+    const listedVictim = async () =>
+      (await observer.getService('bulwark-cache')).map((i) => i.address).filter((addr) => addr.endsWith(`:${victim.port}`));
+    assert.equal((await listedVictim()).length, 1, 'the victim is registered before the kill');
     const killedAt = Date.now();
     await victim.kill('SIGKILL');
-    await waitMembers([a, b], [a.url, b.url], 15_000);
-    const healedMs = Date.now() - killedAt;
-    await new Promise((r) => setTimeout(r, 300));
-    await load.stop();
+    let healedMs: number;
+    let listedAtHeal: string[];
+    try {
+      await waitMembers([a, b], [a.url, b.url], 15_000);
+      healedMs = Date.now() - killedAt;
+      listedAtHeal = await listedVictim();
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      await observer.close();
+      await load.stop();
+      // Back in the cluster whatever was asserted above: the tests after this one need all three nodes.
+      await victim.restart();
+    }
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
     t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; ring healed ${healedMs} ms after kill -9 (lease TTL 2 s)`);
-    assert.ok(healedMs >= 1_500, `healed after ${healedMs} ms: before the 2 s lease could end?`);
-    await victim.restart();
+    // The ring drops the member when etcd does, not sooner: its key is gone once the survivors' rings are
+    // healed. (How long after the kill that is depends on when the last keep-alive went out, up to a third
+    // of the TTL before the kill on time, more when a busy machine delayed it: a fixed lower bound on
+    // healedMs failed at 1 484 ms under a load of 5.)
+    assert.deepEqual(listedAtHeal, [], `the ring healed ${healedMs} ms after the kill while etcd still listed the node`);
     await waitMembers(nodes, nodes.map((n) => n.url));
     const r = await get(victim.url, 'kill-1');
     assert.equal(r.status, 200);
@@ -89,21 +105,28 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     await new Promise((r) => setTimeout(r, 500));
     const t0 = Date.now();
     victim.child.kill('SIGTERM');
-    const { code } = await victim.exited;
-    // Gone from etcd when the process has exited: it deregistered (its 2 s lease cannot have expired yet).
-    const observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
-    const listed = await observer.getService('bulwark-cache').catch(() => []);
-    await observer.close();
-    const exitMs = Date.now() - t0;
-    await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
-    await new Promise((r) => setTimeout(r, 300));
-    await load.stop();
+    let code: number | null;
+    let listed: { address: string }[];
+    let exitMs: number;
+    try {
+      ({ code } = await victim.exited);
+      // Gone from etcd when the process has exited: it deregistered (its 2 s lease cannot have expired yet).
+      const observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
+      listed = await observer.getService('bulwark-cache').catch(() => []);
+      await observer.close();
+      exitMs = Date.now() - t0;
+      await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      await load.stop();
+      await victim.kill('SIGKILL'); // a no-op once it has exited
+      await victim.restart(); // back whatever is asserted below: the next test needs all three nodes
+    }
     assert.equal(code, 0, victim.lines.join('\n'));
     assert.deepEqual(listed.map((i) => i.address).filter((a) => a.endsWith(`:${victim.port}`)), [], 'still in etcd after it exited');
     t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; exited ${exitMs} ms after SIGTERM`);
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
-    await victim.restart();
     await waitMembers(nodes, nodes.map((n) => n.url));
   });
 
