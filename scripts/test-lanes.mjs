@@ -12,7 +12,8 @@
 // Each file is a node:test run() of its own (process isolation, --test-force-exit and the per-file timeout
 // as under `node --test`); their events go to the reporters as one stream, one file's events at a time (the
 // others' wait in a buffer, as `node --test` orders files' output): top-level tests numbered in one
-// sequence, one plan, and one summary (tests, pass, fail … summed over the files).
+// sequence, one plan, and one summary (tests, pass, fail … summed over the files), then a line per failed
+// test (`# failed: <file> › <suite> › <test> — <first line of the error>`), so a log's tail names them.
 //
 //   node --import ./scripts/test-ts.mjs --import ./scripts/test-assert.mjs scripts/test-lanes.mjs '<plan JSON>'
 // plan: { files: [{ file, kind: 'cpu' | 'wait' | 'sensitive' }] (in start order), cpu, wait, timeoutMs,
