@@ -15,6 +15,11 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
   let etcd: EtcdServer;
   let origin: TestOrigin;
   let nodes: ServeProc[] = [];
+  /** Reads etcd as a client would, beside the nodes (what the ring should follow). */
+  let observer: EtcdRegistry;
+  /** listed answers the addresses etcd lists for `node` (none once it deregistered or its lease ended). */
+  const listed = async (node: ServeProc) =>
+    (await observer.getService('bulwark-cache')).map((i) => i.address).filter((addr) => addr.endsWith(`:${node.port}`));
   const args = () => [
     '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`,
     '--etcd-prefix', `/serve-test-${process.pid}`,
@@ -29,6 +34,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
   ];
   before(async () => {
     etcd = await startEtcd();
+    observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
     origin = await startOrigin();
     nodes = await startNodes(3, args);
     await waitMembers(nodes, nodes.map((n) => n.url));
@@ -36,6 +42,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
   after(async () => {
     await stopAll(nodes);
     await origin?.close();
+    await observer?.close();
     await etcd?.stop();
   });
 
@@ -66,22 +73,19 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     const keys = Array.from({ length: 300 }, (_, i) => `kill-${i}`);
     const load = traffic(() => [a, b], keys, 16, false);
     await new Promise((r) => setTimeout(r, 500));
-    const observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
-    const listedVictim = async () =>
-      (await observer.getService('bulwark-cache')).map((i) => i.address).filter((addr) => addr.endsWith(`:${victim.port}`));
-    assert.equal((await listedVictim()).length, 1, 'the victim is registered before the kill');
-    const killedAt = Date.now();
-    await victim.kill('SIGKILL');
     let healedMs: number;
     let listedAtHeal: string[];
     try {
+      assert.equal((await listed(victim)).length, 1, 'the victim is registered before the kill');
+      const killedAt = Date.now();
+      await victim.kill('SIGKILL');
       await waitMembers([a, b], [a.url, b.url], 15_000);
       healedMs = Date.now() - killedAt;
-      listedAtHeal = await listedVictim();
+      listedAtHeal = await listed(victim);
       await new Promise((r) => setTimeout(r, 300));
     } finally {
-      await observer.close();
       await load.stop();
+      await victim.kill('SIGKILL'); // a no-op once it has exited
       // Back in the cluster whatever was asserted above: the tests after this one need all three nodes.
       await victim.restart();
     }
@@ -106,24 +110,22 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     const t0 = Date.now();
     victim.child.kill('SIGTERM');
     let code: number | null;
-    let listed: { address: string }[];
+    let listedAtExit: string[];
     let exitMs: number;
     try {
       ({ code } = await victim.exited);
       // Gone from etcd when the process has exited: it deregistered (its 2 s lease cannot have expired yet).
-      const observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
-      listed = await observer.getService('bulwark-cache').catch(() => []);
-      await observer.close();
+      listedAtExit = await listed(victim);
       exitMs = Date.now() - t0;
       await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
       await new Promise((r) => setTimeout(r, 300));
     } finally {
       await load.stop();
       await victim.kill('SIGKILL'); // a no-op once it has exited
-      await victim.restart(); // back whatever is asserted below: the next test needs all three nodes
+      await victim.restart(); // back whatever is asserted below, as in the test above
     }
     assert.equal(code, 0, victim.lines.join('\n'));
-    assert.deepEqual(listed.map((i) => i.address).filter((a) => a.endsWith(`:${victim.port}`)), [], 'still in etcd after it exited');
+    assert.deepEqual(listedAtExit, [], 'still in etcd after it exited');
     t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; exited ${exitMs} ms after SIGTERM`);
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
