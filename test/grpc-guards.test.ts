@@ -12,6 +12,8 @@ import { KeyedLimiter } from '../src/limit/keyed-limiter.js';
 import { GreeterClientCtor, sayHello, startGreeter } from './support/grpc-greeter.js';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { makeGenericClientConstructor } from '@grpc/grpc-js';
+import { Registry } from 'prom-client';
+import { BulwarkMetrics } from '../src/metrics/index.js';
 
 const insecure = credentials.createInsecure();
 
@@ -181,6 +183,44 @@ describe('GrpcServerGuard', () => {
     const e = await refusal(sayHello(client, { name: 'x' }, { deadline: Date.now() - 1 }));
     assert.equal(e.code, status.DEADLINE_EXCEEDED);
     assert.equal(handled, 0);
+  });
+});
+
+describe('the guards in Prometheus', () => {
+  it('counts calls by method and code and times them in seconds, on both sides, as a scrape reads them', async () => {
+    const server = new GrpcServerGuard({ breakers: false });
+    const { server: grpcServer, address } = await startGreeter('a', { interceptors: [server.interceptor] });
+    after(() => grpcServer.forceShutdown());
+    const client = new GrpcClientGuard({ target: address, breakers: false });
+    const greeter = new GreeterClientCtor(address, insecure, { interceptors: [client.interceptor] });
+    after(() => greeter.close());
+    const metrics = new BulwarkMetrics({ registry: new Registry() });
+    metrics.track(client, { name: 'greeter-client' });
+    metrics.track(server, { name: 'greeter-server' });
+    await sayHello(greeter, { name: 'x' });
+    await sayHello(greeter, { name: 'y', delayMs: 30 });
+    const err = await refusal(sayHello(greeter, { name: 'z', fail: status.NOT_FOUND }));
+    assert.equal(err.code, status.NOT_FOUND);
+    const text = await metrics.metrics();
+    await metrics.close();
+    const sample = (line: string) => {
+      const m = text.split('\n').find((l) => l.startsWith(`${line} `));
+      assert.ok(m !== undefined, `no sample ${line} in:\n${text}`);
+      return Number(m.slice(line.length + 1));
+    };
+    const method = 'method="/helloworld.Greeter/SayHello"';
+    for (const [side, name] of [['client', 'greeter-client'], ['server', 'greeter-server']] as const) {
+      assert.equal(sample(`bulwark_grpc_${side}_calls_total{name="${name}",${method},code="OK"}`), 2, side);
+      assert.equal(sample(`bulwark_grpc_${side}_calls_total{name="${name}",${method},code="NOT_FOUND"}`), 1, side);
+      assert.equal(sample(`bulwark_grpc_${side}_call_duration_seconds_count{name="${name}",${method},code="OK"}`), 2, side);
+      // The 30 ms call is in seconds: the sum is past 0.03 and far below 30 (not milliseconds).
+      const sum = sample(`bulwark_grpc_${side}_call_duration_seconds_sum{name="${name}",${method},code="OK"}`);
+      assert.ok(sum >= 0.029 && sum < 5, `${side} sum ${sum}`);
+      // The 30 ms call is past the 25 ms bucket (the quick one may be in it), and both are in +Inf.
+      const bucket = (le: string) => sample(`bulwark_grpc_${side}_call_duration_seconds_bucket{name="${name}",${method},code="OK",le="${le}"}`);
+      assert.ok(bucket('0.025') <= 1, `${side}: ${bucket('0.025')} calls within 25 ms`);
+      assert.equal(bucket('+Inf'), 2, side);
+    }
   });
 });
 

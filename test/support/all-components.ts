@@ -1,7 +1,8 @@
 /**
  * allComponents makes one of every component bulwark/metrics knows, on real servers where the component
- * needs one (etcd for EtcdRegistry, Redis for the Redis limiters), for the tests that compare a full
- * scrape with docs/metrics.md. `close()` closes them all.
+ * needs one (etcd for EtcdRegistry, Redis for the Redis limiters, a grpc-js greeter on loopback for the
+ * gRPC guards and discovery), for the tests that compare a full scrape with docs/metrics.md. `close()`
+ * closes them all.
  */
 import { CircuitBreaker, SreBreaker, BreakerGroup } from '../../src/breaker/index.js';
 import { AdaptiveShedder, KeyedLimiter, PeriodLimiter, RedisPeriodLimiter, RedisTokenLimiter, TokenLimiter } from '../../src/limit/index.js';
@@ -11,6 +12,9 @@ import { EtcdRegistry, MemoryRegistry, RegistryCache } from '../../src/registry/
 import { Balancer } from '../../src/balancer/index.js';
 import { ResilientClient } from '../../src/client/index.js';
 import { Group, HttpPool } from '../../src/cache/index.js';
+import { GrpcClientGuard, GrpcDiscovery, GrpcServerGuard } from '../../src/grpc/index.js';
+import { GreeterClientCtor, sayHello, startGreeter } from './grpc-greeter.js';
+import { credentials } from '@grpc/grpc-js';
 
 export async function allComponents(etcdUrl: string, redisUrl: string): Promise<{ parts: object[]; exercise(): Promise<void>; close(): Promise<void> }> {
   const reg = new MemoryRegistry();
@@ -25,6 +29,13 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
   const group = new BreakerGroup();
   const circuits = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name }) });
   const circuit = new CircuitBreaker({ name: 'circuit', minimumCalls: 1 });
+  // gRPC: a greeter behind the server guard, called through bulwark:///greeter with the client guard.
+  const serverGuard = new GrpcServerGuard({});
+  const greeter = await startGreeter('g', { interceptors: [serverGuard.interceptor] });
+  await reg.register({ id: 'g', name: 'greeter', address: greeter.address });
+  const discovery = new GrpcDiscovery({ registry: cache, health: false });
+  const clientGuard = new GrpcClientGuard({ target: 'bulwark:///greeter' });
+  const greeterClient = new GreeterClientCtor('bulwark:///greeter', credentials.createInsecure(), { ...discovery.channelOptions(), interceptors: [clientGuard.interceptor] });
   /** exercise makes the event-counted series appear (run it after tracking). */
   const exercise = async (): Promise<void> => {
     await fallback.execute(() => Promise.reject(new Error('x')));
@@ -35,6 +46,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     await circuits.execute('peer-1', () => 1);
     await circuit.execute(() => Promise.reject(new Error('x'))).catch(() => {});
     balancer.release(balancer.pick());
+    await sayHello(greeterClient, { name: 'metrics' });
   };
   const etcd = new EtcdRegistry({ hosts: etcdUrl });
   await etcd.register({ id: 'e', name: 'svc', address: '127.0.0.1:8081' }, { ttlMs: 5000 });
@@ -64,11 +76,16 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     new HttpGuard({ limiter: new KeyedLimiter({ rate: 10 }) }),
     new Group({ name: 'g', cacheBytes: 1024, getter: (k) => k }),
     pool,
+    clientGuard,
+    serverGuard,
+    discovery,
   ];
   return {
     parts,
     exercise,
     async close() {
+      greeterClient.close();
+      greeter.server.forceShutdown();
       for (const p of [...parts].reverse()) await (p as { close?: () => Promise<void> }).close?.();
       await reg.close?.();
     },
