@@ -14,6 +14,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { makeGenericClientConstructor } from '@grpc/grpc-js';
 import { Registry } from 'prom-client';
 import { BulwarkMetrics } from '../src/metrics/index.js';
+import { sampleValue } from './support/scrape.js';
 
 const insecure = credentials.createInsecure();
 
@@ -203,10 +204,10 @@ describe('the guards in Prometheus', () => {
     assert.equal(err.code, status.NOT_FOUND);
     const text = await metrics.metrics();
     await metrics.close();
-    const sample = (line: string) => {
-      const m = text.split('\n').find((l) => l.startsWith(`${line} `));
-      assert.ok(m !== undefined, `no sample ${line} in:\n${text}`);
-      return Number(m.slice(line.length + 1));
+    const sample = (series: string) => {
+      const v = sampleValue(text, series);
+      assert.ok(v !== undefined, `no sample ${series} in:\n${text}`);
+      return v;
     };
     const method = 'method="/helloworld.Greeter/SayHello"';
     for (const [side, name] of [['client', 'greeter-client'], ['server', 'greeter-server']] as const) {

@@ -11,11 +11,7 @@ import { ResilientClient } from '../src/client/index.js';
 import { MemoryRegistry } from '../src/registry/index.js';
 import { ManualClock, TimeoutError } from '../src/core/index.js';
 import { Timeout } from '../src/policy/index.js';
-
-function value(text: string, series: string): number | undefined {
-  const l = text.split('\n').find((x) => x.startsWith(`${series} `));
-  return l === undefined ? undefined : Number(l.slice(series.length + 1));
-}
+import { sampleValue as value } from './support/scrape.js';
 
 describe('BulwarkMetrics on a ResilientClient', () => {
   it('observes each attempt and each call, by service and outcome, in seconds', async () => {

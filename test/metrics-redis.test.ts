@@ -9,11 +9,7 @@ import { BulwarkMetrics } from '../src/metrics/index.js';
 import { RedisPeriodLimiter, RedisTokenLimiter } from '../src/limit/index.js';
 import { onRedis, redisBinary, startRedis, type RedisServer } from './support/redis.js';
 import { skipReason, waitFor } from './support/servers.js';
-
-function value(text: string, series: string): number | undefined {
-  const l = text.split('\n').find((x) => x.startsWith(`${series} `));
-  return l === undefined ? undefined : Number(l.slice(series.length + 1));
-}
+import { sampleValue as value } from './support/scrape.js';
 
 describe('BulwarkMetrics on Redis limiters', { skip: skipReason(redisBinary, 'redis-server') }, () => {
   let redis: RedisServer;

@@ -15,15 +15,11 @@ import { BulwarkMetrics, expressMetrics, fastifyMetrics, metricsHandler, statusH
 import { BreakerGroup, CircuitBreaker, SreBreaker } from '../src/breaker/index.js';
 import { KeyedLimiter, TokenLimiter } from '../src/limit/index.js';
 import { ManualClock } from '../src/core/index.js';
+import { sampleValue as value } from './support/scrape.js';
 
 /** scrape answers the exposition's samples as `name{labels} value` lines, comments left out. */
 async function scrape(m: BulwarkMetrics): Promise<string[]> {
   return (await m.metrics()).split('\n').filter((l) => l.length > 0 && !l.startsWith('#'));
-}
-
-function value(lines: string[], series: string): number | undefined {
-  const l = lines.find((x) => x.startsWith(`${series} `));
-  return l === undefined ? undefined : Number(l.slice(series.length + 1));
 }
 
 describe('BulwarkMetrics', () => {
