@@ -1,6 +1,6 @@
 /**
  * Group is a groupcache group: a named cache with a getter that loads a key from its origin, spread
- * over peers so that each key has one owner (golang/groupcache `Group`; ARCHITECTURE.md "A cache read").
+ * over peers so that each key has one owner (golang/groupcache `Group`; docs/architecture.md "A cache read").
  *
  * get(key): main cache, then hot cache; else one load per key per node (singleflight): the ring's owner
  * is asked over the pool, or, when this node owns the key or the owner fails to answer, the getter runs

@@ -1,5 +1,5 @@
 /**
- * bulwark/cache: a groupcache-style distributed cache (golang/groupcache; ARCHITECTURE.md "A cache read").
+ * bulwark/cache: a groupcache-style distributed cache (golang/groupcache; docs/architecture.md "A cache read").
  *
  * - `LruCache`: least-recently-used by bytes, typed-array slots, optional expiry per entry.
  * - `Group`: a named read-through cache: main cache, hot cache, one load per key per node, the owner by

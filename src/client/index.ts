@@ -1,6 +1,6 @@
 /**
  * bulwark/client: `ResilientClient`, which calls a service through the whole guarded-call flow of
- * ARCHITECTURE.md — discovery (RegistryCache) → balancer pick (P2C by default, ejected instances left
+ * docs/architecture.md — discovery (RegistryCache) → balancer pick (P2C by default, ejected instances left
  * out) → bulkhead → breaker per service and per instance → timeout → outcome fed back to the balancer
  * and breakers → retry on another instance within a retry budget → fallback — with `call(service, fn)`
  * for any transport and `fetch('http://payments/api/x')` for HTTP over per-instance undici keep-alive pools.

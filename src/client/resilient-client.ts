@@ -1,5 +1,5 @@
 /**
- * ResilientClient runs calls to a service through ARCHITECTURE.md's guarded-call flow:
+ * ResilientClient runs calls to a service through docs/architecture.md's guarded-call flow:
  *
  * 1. discovery: the service's instances come from the registry (answered from memory by a
  *    RegistryCache, which serves stale entries while the registry is down);
