@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { ManualClock } from '../core/clock.js';
 import { MemoryRegistry } from '../registry/memory-registry.js';
 import type { ServiceInstance } from '../registry/types.js';
+import { Balancer } from '../balancer/balancer.js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import { SreBreaker } from '../breaker/sre-breaker.js';
 import { ResilientClient } from './resilient-client.js';
 
 const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9000'), { code: 'ECONNREFUSED' });
@@ -58,12 +60,14 @@ describe('a half-healthy service (one dead instance, one failing half its calls)
     const pay2 = s.breakerOf('pay-2') as CircuitBreaker;
     assert.notEqual(pay2.state, 'closed', 'pay-2 fails half its calls: its breaker is open on evidence');
     assert.ok(pay2.stats().bypassedCalls > 0, 'calls went through its open breaker, and were counted');
-    const b = (s.balancer as { stats(): { ejected: number; capped: number; panic: boolean; available: number } }).stats();
+    assert.ok(s.balancer instanceof Balancer);
+    const b = s.balancer.stats();
     assert.equal(b.ejected, 1, 'pay-1 is ejected');
     assert.equal(b.capped, 1, 'pay-2 would be out too: the cap keeps it in');
     assert.equal(b.available, 1);
     assert.equal(b.panic, false);
-    assert.equal((s.breaker as { stats(): { notPermittedCalls: number } }).stats().notPermittedCalls, 0, 'the service breaker dropped nothing');
+    assert.ok(s.breaker instanceof SreBreaker);
+    assert.equal(s.breaker.stats().notPermittedCalls, 0, 'the service breaker dropped nothing');
     await t.close();
   });
 
@@ -81,10 +85,10 @@ describe('a half-healthy service (one dead instance, one failing half its calls)
     assert.equal(t.sim.pay2Calls, before, 'the isolated instance was never called');
     assert.equal(answered, 0);
     assert.equal(pay2.stats().bypassedCalls, 0);
-    const b = (s.balancer as { stats(): { forced: number } }).stats();
-    assert.equal(b.forced, 1);
+    assert.ok(s.balancer instanceof Balancer);
+    assert.equal(s.balancer.stats().forced, 1);
     pay2.reset();
-    assert.equal((s.balancer as { stats(): { forced: number } }).stats().forced, 0, 'reset lets go of the hold');
+    assert.equal(s.balancer.stats().forced, 0, 'reset lets go of the hold');
     await t.close();
   });
 });

@@ -24,6 +24,7 @@ import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, finite, integer, options as optionsObject, showValue } from '../core/validate.js';
 import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
+import type { BreakerGroup } from '../breaker/breaker-group.js';
 import { RegistryCache } from '../registry/registry-cache.js';
 import type { Registry, RegistryCacheOptions } from '../registry/types.js';
 import { CallRun, ResultFailure, type AttemptEvent, type InstanceTask, type ResultJudge, type RunContext } from './call-run.js';
@@ -96,6 +97,8 @@ export class ResilientClient {
   /** The registry cache instances come from (the one given, or the client's own over the given registry). */
   readonly registry: Registry;
   readonly maxResponseBytes: number;
+  /** The breakers of every service (`<service>`) and instance (`<service>/<instance id>`): the `breakers` option, or the default group. */
+  readonly breakers: BreakerGroup;
   private readonly ownsRegistry: boolean;
   private readonly poolsOptions: OriginPoolsOptions;
   private pools: OriginPools | undefined;
@@ -126,6 +129,7 @@ export class ResilientClient {
     const clock = clockOption('ResilientClient', o.clock, systemClock);
     this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
     this.stateOptions = ServiceState.validate({ ...o, clock }, o.clock === undefined ? undefined : clock);
+    this.breakers = this.stateOptions.breakers!;
     this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents, measure: undefined };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
