@@ -20,13 +20,13 @@ async function payments(clock: ManualClock) {
   const registry = new MemoryRegistry();
   for (const [i, id] of ['pay-1', 'pay-2'].entries()) await registry.register({ id, name: 'payments', address: `127.0.0.1:${9000 + i}` });
   const client = new ResilientClient({ registry, clock });
-  const sim = { pay1Down: false, pay2Calls: 0 };
+  const sim = { pay1Down: false, pay2Flaky: true, pay2Calls: 0 };
   const task = async (inst: ServiceInstance): Promise<string> => {
     if (inst.id === 'pay-1') {
       if (sim.pay1Down) throw refused();
       return inst.id;
     }
-    if (sim.pay2Calls++ % 2 === 0) throw new Error('pay-2 answered 500');
+    if (sim.pay2Flaky && sim.pay2Calls++ % 2 === 0) throw new Error('pay-2 answered 500');
     return inst.id;
   };
   /** call makes one call with a fallback, 50 ms of simulated time apart (retry waits run on the clock). */
@@ -66,6 +66,23 @@ describe('a half-healthy service (one dead instance, one failing half its calls)
     assert.equal(b.capped, 1, 'pay-2 would be out too: the cap keeps it in');
     assert.equal(b.available, 1);
     assert.equal(b.panic, false);
+    assert.ok(s.breaker instanceof SreBreaker);
+    assert.equal(s.breaker.stats().notPermittedCalls, 0, 'the service breaker dropped nothing');
+    await t.close();
+  });
+
+  it('sheds no call a retry answers when both fail only after 200 healthy calls (the issue as written): the service breaker hears whole calls', async () => {
+    const clock = new ManualClock();
+    const t = await payments(clock);
+    t.sim.pay2Flaky = false;
+    for (let i = 0; i < 200; i++) await t.call();
+    t.sim.pay1Down = true;
+    t.sim.pay2Flaky = true;
+    let answered = 0;
+    for (let i = 0; i < 600; i++) if ((await t.call()) !== 'fallback') answered++;
+    // Before: 393-420 of 600, the SreBreaker fed per attempt dropping 136-175 calls.
+    assert.ok(answered >= 0.55 * 600, `${answered} of 600 calls answered by an instance`);
+    const s = await t.client.service('payments');
     assert.ok(s.breaker instanceof SreBreaker);
     assert.equal(s.breaker.stats().notPermittedCalls, 0, 'the service breaker dropped nothing');
     await t.close();
