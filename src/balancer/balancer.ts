@@ -292,8 +292,8 @@ export class Balancer {
    * the reason. Ids the balancer does not list are ignored.
    */
   hold(id: string, reason: HoldReason): void {
-    if (this.closed || this.held.get(id) === reason || this.table.get(id) === undefined) return;
     if (reason !== 'breaker' && reason !== 'forced') throw new TypeError(`Balancer.hold: reason must be 'breaker' or 'forced', got ${String(reason)}`);
+    if (this.closed || this.held.get(id) === reason || this.table.get(id) === undefined) return;
     this.held.delete(id); // a new reason goes to the back: the order is when it went out for it
     this.held.set(id, reason);
     this.recompute();

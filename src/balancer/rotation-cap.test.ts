@@ -62,6 +62,7 @@ describe('Balancer: one cap and one panic rule for every reason an instance is o
     assert.deepEqual({ ...b.stats() }, { instances: 4, available: 2, ejected: 0, down: 0, breakerOpen: 2, forced: 0, capped: 1, panic: false });
     b.unhold('i0');
     assert.equal(b.isHeldOut('i2'), true, 'room freed: the capped one goes out');
+    assert.throws(() => b.hold('nobody', 'open' as never), /Balancer\.hold: reason must be 'breaker' or 'forced', got open/);
   });
 
   it('counts a forced hold first, and panics past the cap only for the forced: everything else is picked from', () => {
