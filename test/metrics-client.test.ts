@@ -77,6 +77,48 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     await registry.close();
   });
 
+  it('tracks the client with its parts in one call: its instance breakers, each service balancer (ejections, the cap, panic) and its registry cache', async () => {
+    const clock = new ManualClock();
+    const registry = new MemoryRegistry();
+    for (const [i, id] of ['pay-1', 'pay-2'].entries()) await registry.register({ id, name: 'payments', address: `127.0.0.1:${9000 + i}` });
+    const client = new ResilientClient({ registry, clock });
+    const m = new BulwarkMetrics({ registry: new Registry(), instanceLabel: 'peer' });
+    assert.equal(m.track(client, { name: 'api' }), 'api');
+    assert.deepEqual(m.tracked(), ['api'], 'one call, one tracked component');
+    let pay2 = 0;
+    const task = async (inst: { id: string }) => {
+      if (inst.id === 'pay-1') throw new Error('connect ECONNREFUSED');
+      if (pay2++ % 2 === 0) throw new Error('500');
+      return inst.id;
+    };
+    for (let i = 0; i < 100; i++) {
+      const p = client.call('payments', task, { fallback: () => 'fallback' });
+      await clock.advanceAsync(50);
+      await p;
+    }
+    const text = await m.metrics();
+    // pay-1 ejected, pay-2's breaker open but kept in rotation by the cap: what §2 needed a /debug route for.
+    assert.equal(value(text, 'bulwark_balancer_instances{name="payments",group="api"}'), 2);
+    assert.equal(value(text, 'bulwark_balancer_ejected_instances{name="payments",group="api"}'), 1);
+    assert.equal(value(text, 'bulwark_balancer_capped_instances{name="payments",group="api"}'), 1);
+    assert.equal(value(text, 'bulwark_balancer_available_instances{name="payments",group="api"}'), 1);
+    assert.equal(value(text, 'bulwark_balancer_panic{name="payments",group="api"}'), 0);
+    assert.equal(value(text, 'bulwark_balancer_instance_up{name="payments",group="api",peer="127.0.0.1:9000"}'), 0);
+    assert.equal(value(text, 'bulwark_breaker_state{name="payments/pay-2",group="api",state="open"}'), 1);
+    assert.equal(value(text, 'bulwark_breaker_state{name="payments/pay-1",group="api",state="closed"}'), 1);
+    assert.ok(value(text, 'bulwark_breaker_calls_total{name="payments",group="api",kind="successful"}')! > 0, 'the service breaker');
+    assert.equal(value(text, 'bulwark_breaker_group_breakers{name="api"}'), 3);
+    assert.equal(value(text, 'bulwark_registry_cache_services{name="api"}'), 1);
+    assert.equal(value(text, 'bulwark_registry_cache_service_instances{name="api",service="payments"}'), 2);
+    assert.ok(value(text, 'bulwark_client_calls_total{name="api",outcome="succeeded"}')! > 50);
+    await client.close();
+    await registry.close();
+    const after = await m.metrics();
+    assert.equal(value(after, 'bulwark_balancer_instances{name="payments",group="api"}'), undefined, 'a closed client is dropped with its parts');
+    assert.equal(value(after, 'bulwark_breaker_group_breakers{name="api"}'), undefined);
+    await m.close();
+  });
+
   it('refuses a measure hook without its methods', () => {
     const client = new ResilientClient({ registry: new MemoryRegistry() });
     assert.throws(() => client.measure({} as never), /ResilientClient.measure: m must have answered\(\), attempt\(\) and call\(\)/);

@@ -8,8 +8,15 @@
  *    instances (health, strategy) is dropped.
  * 2. Health: passive outlier detection on every reported call (on by default) and, when configured,
  *    active HTTP probes. Ejected or down instances are left out of the list the strategy sees.
- * 3. Panic mode (Envoy's panic threshold: picking an unhealthy instance beats failing every call):
- *    when fewer than `panicThreshold` of the instances are healthy, the strategy picks among all of them.
+ * 3. One cap and one panic rule for every reason an instance is out (Envoy's `max_ejection_percent` and
+ *    panic threshold): ejected, down, or held out by its caller — its breaker is open on evidence, or
+ *    forced open by an operator (`hold`). Never more than the outlier detector's `maxEjectionPercent`
+ *    of the instances are out at once: past the cap, the instances that went out last stay in rotation
+ *    (forced and down ones are always out and count first, then ejected ones, then open breakers, each
+ *    in the order they went out). When, after the cap, fewer than `panicThreshold` of the instances are
+ *    left, the strategy picks among all of them but the forced ones (panic mode: picking an unhealthy
+ *    instance beats failing every call). Held instances stay in the list the strategy sees; the caller steers
+ *    around those `isHeldOut` names (its `exclude` set), and lets the others through its breakers.
  * 4. `pick(key?)` answers synchronously from memory; the list handed to the strategy keeps its
  *    identity until something changes, so strategies pick without allocating.
  * 5. Changes cost what changed: one watch event or one ejection updates the health bookkeeping in
@@ -35,13 +42,13 @@ import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types
 import { sameInstance } from '../registry/validate.js';
 import { followService } from '../registry/follow.js';
 import type { Follower } from '../core/follower.js';
-import type { BalancerEvent, BalancerOptions, BalancerStats, CallOutcome, ExcludeSet, InstanceHealth, Picker } from './types.js';
+import type { BalancerEvent, BalancerOptions, BalancerStats, CallOutcome, ExcludeSet, HoldReason, InstanceHealth, Picker } from './types.js';
 import { InstanceTable, type Entry } from './instance-table.js';
 import { ActiveHealthChecker } from './health/active.js';
-import { OutlierDetector } from './health/outlier.js';
+import { OutlierDetector, outlierDefaults } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
 
-export type { BalancerEvent, BalancerOptions, BalancerStats, InstanceHealth } from './types.js';
+export type { BalancerEvent, BalancerOptions, BalancerStats, HoldReason, InstanceHealth } from './types.js';
 
 /** Defaults for BalancerOptions. */
 export const balancerDefaults = Object.freeze({ strategy: 'p2c' as StrategyOption, panicThreshold: 0.5 });
@@ -65,6 +72,8 @@ export class Balancer {
   readonly service: string | undefined;
   readonly picker: Picker;
   readonly panicThreshold: number;
+  /** The most instances out at once for any reason, in percent: the outlier detector's `maxEjectionPercent` (50 without one). */
+  readonly maxEjectionPercent: number;
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly outlier: OutlierDetector | undefined;
@@ -76,6 +85,12 @@ export class Balancer {
   private latest: readonly ServiceInstance[] = EMPTY;
   /** Ids of instances ejected or down (only ids in the list). */
   private readonly out = new Set<string>();
+  /** Ids of instances their caller holds out (`hold`), with why, in the order they went out (only ids in the list). */
+  private readonly held = new Map<string, HoldReason>();
+  /** Of the held ids, those out of rotation now (after the cap and panic): `isHeldOut`. */
+  private readonly heldOut = new Set<string>();
+  /** Instances that would be out (ejected, down, breaker open) but stay in rotation under the cap. */
+  private capped = 0;
   private all: readonly ServiceInstance[] = EMPTY;
   private available: readonly ServiceInstance[] = EMPTY;
   private nextExpiry = Infinity;
@@ -110,6 +125,7 @@ export class Balancer {
     }
     this.service = o.service;
     this.outlier = o.outlier === false ? undefined : new OutlierDetector({ ...(o.outlier ?? {}), clock: this.clock });
+    this.maxEjectionPercent = this.outlier?.maxEjectionPercent ?? outlierDefaults.maxEjectionPercent;
     const activeOpts = o.activeHealth ?? false;
     this.active = activeOpts === false ? undefined : new ActiveHealthChecker({ random: o.random, clock: this.clock, ...activeOpts });
     this.outlier?.onChange((e) => {
@@ -244,16 +260,58 @@ export class Balancer {
     return this.inPanic;
   }
 
-  /** stats answers the counts of instances known, available, ejected and down, and panic mode. */
+  /**
+   * stats answers the counts of instances known, in rotation, out by reason (ejected, down, breaker
+   * open, forced), kept in rotation by the cap, and panic mode.
+   */
   stats(): BalancerStats {
-    const available = this.healthy().length;
+    const listed = this.healthy().length;
+    let breakerOpen = 0;
+    let forced = 0;
+    for (const [id, reason] of this.held) {
+      if (reason === 'forced') forced++;
+      else if (this.heldOut.has(id) && !this.out.has(id)) breakerOpen++;
+    }
     return {
       instances: this.all.length,
-      available,
+      available: listed - this.heldOutListed(),
       ejected: this.outlier?.stats().ejected ?? 0,
       down: this.active?.stats().down ?? 0,
+      breakerOpen,
+      forced,
+      capped: this.capped,
       panic: this.inPanic,
     };
+  }
+
+  /**
+   * hold counts instance `id` as out of rotation for a reason only its caller sees: `'breaker'`, its
+   * breaker is open on evidence; `'forced'`, something other than evidence holds it open (an
+   * operator's isolate). Both count against the cap and the panic rule; a forced instance is always
+   * out, a breaker-held one only while the cap and panic allow (`isHeldOut`). Holding again replaces
+   * the reason. Ids the balancer does not list are ignored.
+   */
+  hold(id: string, reason: HoldReason): void {
+    if (reason !== 'breaker' && reason !== 'forced') throw new TypeError(`Balancer.hold: reason must be 'breaker' or 'forced', got ${String(reason)}`);
+    if (this.closed || this.held.get(id) === reason || this.table.get(id) === undefined) return;
+    this.held.delete(id); // a new reason goes to the back: the order is when it went out for it
+    this.held.set(id, reason);
+    this.recompute();
+  }
+
+  /** unhold ends a `hold` of instance `id` (its breaker closed, the operator reset it). */
+  unhold(id: string): void {
+    if (this.held.delete(id)) this.recompute();
+  }
+
+  /**
+   * isHeldOut tells whether the caller should keep instance `id` out of rotation now: forced, or held
+   * by its breaker within the cap and not in panic. False for an instance not held: a breaker-held
+   * instance the cap or panic keeps in rotation is to be called through its open breaker.
+   */
+  isHeldOut(id: string): boolean {
+    if (this.nextExpiry !== Infinity && this.clock.now() >= this.nextExpiry) this.recompute();
+    return this.heldOut.has(id);
   }
 
   /** health returns a snapshot of every instance's health. */
@@ -378,6 +436,7 @@ export class Balancer {
       if (k < removed.length) {
         const id = removed[k]!.instance.id;
         this.out.delete(id);
+        this.held.delete(id);
         this.outlier?.remove(id);
         this.active?.remove(id);
       } else if (k < removed.length + added.length) {
@@ -414,20 +473,68 @@ export class Balancer {
   }
 
   /**
-   * recompute derives the list the strategy sees from the instances and the set of those ejected or
-   * down: the whole list while none is (no copy), else the others (a new array only when it differs).
+   * recompute derives the list the strategy sees from the instances and those out (ejected, down,
+   * held): the whole list while none is (no copy), else the others (a new array only when it
+   * differs). The cap and panic rule of the module comment decide who is out: forced holds and down
+   * instances first, then ejected ones, then breaker holds, each in the order they went out.
    */
   private recompute(): void {
     const all = this.all;
     this.outlier?.expire(this.clock.now()); // returns update `out` through the change listener
     let next: readonly ServiceInstance[] = all;
     let panic = false;
-    if (this.out.size > 0) {
-      const out = this.out;
-      const healthy: ServiceInstance[] = [];
-      for (let i = 0; i < all.length; i++) if (!out.has(all[i]!.id)) healthy.push(all[i]!);
-      if (healthy.length < this.panicThreshold * all.length) panic = true;
-      else next = healthy;
+    this.heldOut.clear();
+    this.capped = 0;
+    if (this.out.size > 0 || this.held.size > 0) {
+      const { out, held, heldOut } = this;
+      const n = all.length;
+      let forced = 0;
+      for (const reason of held.values()) if (reason === 'forced') forced++;
+      // The cap first (Envoy ejects no more than max_ejection_percent), then panic on what is left.
+      let room = Math.max(0, Math.floor((n * this.maxEjectionPercent) / 100) - forced);
+      const leftOut = new Set<string>();
+      for (const [id, reason] of held) {
+        if (reason !== 'forced') continue;
+        heldOut.add(id);
+        if (out.has(id)) leftOut.add(id);
+      }
+      const breakerOut: string[] = [];
+      // Down instances (active probes) are counted but never put back: a probe saw them fail to answer.
+      if (this.active !== undefined) {
+        for (const id of out) {
+          if (leftOut.has(id) || this.active.isHealthy(id)) continue;
+          leftOut.add(id);
+          if (room > 0) room--;
+        }
+      }
+      for (const id of out) {
+        if (leftOut.has(id)) continue;
+        if (room > 0) {
+          room--;
+          leftOut.add(id);
+        } else this.capped++;
+      }
+      for (const [id, reason] of held) {
+        if (reason !== 'breaker' || out.has(id)) continue;
+        if (room > 0) {
+          room--;
+          heldOut.add(id);
+          breakerOut.push(id);
+        } else this.capped++;
+      }
+      // Panic: too few are left in rotation. Everything but the forced is picked from.
+      let outNow = leftOut.size;
+      for (const id of heldOut) if (!leftOut.has(id)) outNow++;
+      panic = n - outNow < this.panicThreshold * n;
+      if (panic) {
+        for (const id of breakerOut) heldOut.delete(id);
+        for (const id of [...leftOut]) if (held.get(id) !== 'forced') leftOut.delete(id);
+      }
+      if (leftOut.size > 0) {
+        const healthy: ServiceInstance[] = [];
+        for (let i = 0; i < all.length; i++) if (!leftOut.has(all[i]!.id)) healthy.push(all[i]!);
+        next = healthy;
+      }
     }
     if (!sameList(next, this.available)) this.available = next === all ? all : Object.freeze(next as ServiceInstance[]);
     this.nextExpiry = this.outlier?.nextExpiry() ?? Infinity;
@@ -436,6 +543,14 @@ export class Balancer {
       if (balancerHealthChannel.hasSubscribers) balancerHealthChannel.publish({ service: this.service, type: 'panic', panic });
       this.events.emit({ type: 'panic', panic });
     }
+  }
+
+  /** heldOutListed counts the held-out instances still in the list the strategy sees (not also ejected or down). */
+  private heldOutListed(): number {
+    if (this.heldOut.size === 0) return 0;
+    let k = 0;
+    for (const id of this.heldOut) if (!this.out.has(id)) k++; // a held id also in `out` is left out of the list
+    return k;
   }
 
   /** onList replaces the instance list with a registry listing, unless it changes nothing. */

@@ -154,16 +154,29 @@ export interface InstanceHealth {
   readonly timesEjected: number;
 }
 
+/**
+ * HoldReason is why a caller holds an instance out (`Balancer.hold`): `'breaker'`, its breaker is open
+ * on evidence (the cap and panic may keep it in rotation); `'forced'`, something other than evidence
+ * holds it open, such as an operator's isolate (never overridden).
+ */
+export type HoldReason = 'breaker' | 'forced';
+
 /** BalancerStats is what `Balancer.stats()` answers. */
 export interface BalancerStats {
   /** Instances known, healthy or not. */
   instances: number;
-  /** Instances picks are made from now (all of them in panic mode). */
+  /** Instances in rotation now (all but the forced in panic mode). */
   available: number;
   /** Instances ejected by outlier detection now. */
   ejected: number;
   /** Instances down according to active probes. */
   down: number;
+  /** Instances out of rotation because their caller's breaker is open on evidence (`hold(id, 'breaker')`, within the cap). */
+  breakerOpen: number;
+  /** Instances held out by force (`hold(id, 'forced')`: an operator's isolate); never put back by the cap or panic. */
+  forced: number;
+  /** Instances that would be out (ejected, down or breaker open) but stay in rotation: the cap (`maxEjectionPercent`) keeps them in. */
+  capped: number;
   /** True while too few instances are healthy and picks go to all of them. */
   panic: boolean;
 }

@@ -317,4 +317,30 @@ describe('CircuitBreaker', () => {
     );
 
   });
+
+  describe('admitAnyway', () => {
+    it('lets a call past an open breaker, counting its outcome without moving the state machine, and never past an isolate', () => {
+      const clock = new ManualClock();
+      const b = new CircuitBreaker({ minimumCalls: 2, failureRate: 0.5, openMs: 1_000, clock });
+      b.admit().failure(new Error('x'));
+      b.admit().failure(new Error('y'));
+      assert.equal(b.state, 'open');
+      assert.equal(b.heldOpen, false, 'open on evidence');
+      b.admitAnyway()!.success();
+      b.admitAnyway()!.failure(new Error('z'));
+      assert.equal(b.state, 'open', 'outcomes of calls let past do not close or extend it');
+      const s = b.stats();
+      assert.equal(s.bypassedCalls, 2);
+      assert.equal(s.successfulCalls, 1);
+      assert.equal(s.failedCalls, 3);
+      assert.equal(s.notPermittedCalls, 0);
+      clock.advance(1_000);
+      assert.equal(b.state, 'half-open');
+      b.admitAnyway()!.success(); // a free probe permit: a probe, as admit() would
+      assert.equal(b.stats().probesInFlight + b.stats().probeSuccesses, 1);
+      b.isolate();
+      assert.equal(b.heldOpen, true);
+      assert.equal(b.admitAnyway(), undefined, 'force is never overridden');
+    });
+  });
 });

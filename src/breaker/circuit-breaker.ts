@@ -37,7 +37,7 @@ import {
   type InternalToken,
 } from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
-import { ClosedToken, ProbeToken } from './circuit-tokens.js';
+import { BypassToken, ClosedToken, ProbeToken } from './circuit-tokens.js';
 
 const CLOSED = 0;
 const OPEN = 1;
@@ -98,6 +98,8 @@ export class CircuitBreaker implements Breaker {
   private probeFailed = 0;
   private ignored = 0;
   private refused = 0;
+  private bypassOk = 0;
+  private bypassFailed = 0;
 
   constructor(options?: CircuitBreakerOptions) {
     const o = validateCircuitOptions(optionsObject('CircuitBreaker', options));
@@ -139,6 +141,15 @@ export class CircuitBreaker implements Breaker {
     return this.isolatedFlag;
   }
 
+  /**
+   * heldOpen is true while the breaker is open by force rather than on evidence: isolated by an
+   * operator, or closed for good. `admitAnyway()` never lets a call past it, and ResilientClient's cap
+   * and panic rule never put such an instance back in rotation.
+   */
+  get heldOpen(): boolean {
+    return this.isolatedFlag || this.retired;
+  }
+
   /** onStateChange subscribes to transitions; returns the disposer. */
   onStateChange(listener: (change: StateChange) => void): Disposer {
     return this.changes.on(listener);
@@ -162,6 +173,39 @@ export class CircuitBreaker implements Breaker {
   tryAdmit(): InternalToken | undefined {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     return this.admitNotClosed();
+  }
+
+  /**
+   * admitAnyway admits a call that the breaker would refuse on evidence (open, or half-open with every
+   * probe permit taken), for a caller that must keep the instance in rotation anyway (ResilientClient's
+   * cap and panic mode, as Envoy routes to ejected hosts in panic). A closed breaker, or a half-open one
+   * with a free permit, admits as `tryAdmit()` does. The outcome of a call let past is counted in
+   * `stats()` (`bypassedCalls`, and in `successfulCalls` / `failedCalls`) and a failure's reason kept,
+   * but it does not move the state machine: the open period and the probes decide as before. Answers
+   * undefined while the breaker is `heldOpen` (isolated, closed): force is never overridden.
+   */
+  admitAnyway(): AdmissionToken | undefined {
+    if (this.code === CLOSED) return this.tryAdmit();
+    if (this.heldOpen) return undefined;
+    const now = this.clock.now();
+    if (this.code === OPEN && now >= this.openUntil) this.toHalfOpen(now);
+    if (this.code === HALF_OPEN) {
+      const probe = this.admitProbe(now);
+      if (probe !== undefined) return probe;
+    }
+    return new BypassToken(this);
+  }
+
+  /** reportBypass counts the outcome of a call `admitAnyway` let past the open state. @internal */
+  reportBypass(failed: boolean, err: unknown): void {
+    if (this.retired) return;
+    if (!failed) {
+      this.bypassOk++;
+      return;
+    }
+    this.bypassFailed++;
+    this.reasons.add(err);
+    this.rejections.clear();
   }
 
   /** admitNotClosed is tryAdmit() when open or half-open: out of line, so that the closed path stays small enough to inline. */
@@ -293,10 +337,11 @@ export class CircuitBreaker implements Breaker {
       isolated: this.isolatedFlag,
       probesInFlight: this.probesInFlight,
       probeSuccesses: this.probeSuccesses,
-      successfulCalls: this.window.callsTotal - this.window.failuresTotal + this.probeOk,
-      failedCalls: this.window.failuresTotal + this.probeFailed,
+      successfulCalls: this.window.callsTotal - this.window.failuresTotal + this.probeOk + this.bypassOk,
+      failedCalls: this.window.failuresTotal + this.probeFailed + this.bypassFailed,
       ignoredCalls: this.ignored,
       notPermittedCalls: this.refused,
+      bypassedCalls: this.bypassOk + this.bypassFailed,
     };
   }
 

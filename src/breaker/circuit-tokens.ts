@@ -61,3 +61,30 @@ export class ProbeToken implements InternalToken {
     b.reportProbe(this.epoch, this.slot, this.gen, failed, err);
   }
 }
+
+/**
+ * BypassToken reports a call `admitAnyway()` let past the open state: its outcome is counted in the
+ * breaker's totals (and a failure's reason kept) without moving the state machine. Only the first report counts.
+ */
+export class BypassToken implements InternalToken {
+  private b: CircuitBreaker | undefined;
+  constructor(b: CircuitBreaker) {
+    this.b = b;
+  }
+  success(): void {
+    this.report(false, undefined);
+  }
+  failure(err?: unknown): void {
+    this.report(true, err);
+  }
+  /** release gives the admission back without counting the call. */
+  release(): void {
+    this.b = undefined;
+  }
+  private report(failed: boolean, err: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportBypass(failed, err);
+  }
+}

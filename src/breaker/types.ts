@@ -40,6 +40,17 @@ export interface Breaker extends Guard {
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T>;
   /** close retires the breaker: later calls are refused with `ClosedError`. Optional for breakers of your own. */
   close?(): Promise<void>;
+  /**
+   * heldOpen is true while the breaker is open by force (an operator's isolate) rather than on
+   * evidence; nothing lets a call past it. Optional: a breaker without it is never let past.
+   */
+  readonly heldOpen?: boolean;
+  /**
+   * admitAnyway admits a call the breaker would refuse on evidence, for a caller that must keep the
+   * instance in rotation (ResilientClient's cap and panic), counting its outcome without moving the
+   * state; undefined while `heldOpen`. Optional: without it, nothing lets a call past the breaker.
+   */
+  admitAnyway?(): AdmissionToken | undefined;
 }
 
 /** SreBreakerOptions configures an SreBreaker. */
@@ -155,6 +166,8 @@ export interface CircuitBreakerStats {
   failedCalls: number;
   ignoredCalls: number;
   notPermittedCalls: number;
+  /** Since the breaker was made: calls `admitAnyway()` let past the open state (counted in successfulCalls / failedCalls too). */
+  bypassedCalls: number;
 }
 
 /** BreakerGroupOptions configures a BreakerGroup that makes breakers of type `B`. */

@@ -1,11 +1,19 @@
 /**
  * CallRun is one guarded call's state: what to run, which instances it tried, and the attempt in
- * flight. Each attempt asks the service breaker, picks an instance (another one than the call's
- * earlier attempts failed on, while any other is available) whose breaker admits it — an instance whose
- * breaker refuses is passed over (the pick is released, not reported: see `refused`) — runs the task under
- * the per-attempt timeout, and reports the outcome to both breakers and the balancer. Retry and the
- * bulkhead wrap `attempt`; ResilientClient wires them. One promise per attempt; the attempt is its
- * own node in the deadline granule it waits in.
+ * flight. The first attempt asks the service breaker; each attempt picks an instance (another one than
+ * the call's earlier attempts failed on, while any other is available) whose breaker admits it — an
+ * instance whose breaker refuses is passed over (the pick is released, not reported: see `refused`),
+ * unless the cap or panic keeps it in rotation (`admitPast`) — runs the task under the per-attempt
+ * timeout, and reports the outcome to its instance's breaker and the balancer. Retry and the bulkhead
+ * wrap `attempt`; ResilientClient wires them. One promise per attempt; the attempt is its own node in
+ * the deadline granule it waits in.
+ *
+ * The service breaker hears the outcome of the whole call, not of each attempt: a call a retry
+ * answered is a success (it is settled by the attempt that answers, or by `ended` when the call fails).
+ * Fed per attempt, an SreBreaker (k = 1.5) drops a quarter of the calls to a service whose instances
+ * fail half their attempts, although retries answer most of those calls: its job is to shed calls that
+ * would fail anyway, and the retry budget already bounds what retries add. Instance breakers and
+ * passive health still count every attempt.
  */
 import { AbortedError, BreakerOpenError, BulwarkError, PeerError, type TimeoutError } from '../core/errors.js';
 import { clientAttemptChannel } from '../core/diagnostics.js';
@@ -35,6 +43,11 @@ export interface ServiceParts {
   noteRefusal?(id: string): void;
   /** avoids tells whether picks should leave `id` out up front (its breaker refused and is still open). Optional. */
   avoids?(id: string): boolean;
+  /**
+   * admitPast answers a token for `instance` when its breaker refuses on evidence but the cap or panic
+   * keeps it in rotation (see ServiceState), else undefined. Optional: without it, refusals stand.
+   */
+  admitPast?(instance: ServiceInstance): AdmissionToken | undefined;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -116,7 +129,10 @@ export class CallRun<T> implements DeadlineNode {
   // The attempt in flight (one at a time per call): what it runs on, its tokens, and its promise.
   private instance: ServiceInstance | undefined;
   private token: AdmissionToken | undefined;
+  /** The service breaker's admission of the whole call (taken by the first attempt, settled once). */
   private serviceToken: AdmissionToken | undefined;
+  /** Some attempt of this call failed (counted against its instance). */
+  private failedAny = false;
   private start = 0;
   /** When the call's first attempt started (-1: none has): where a call's duration for ClientMeasure starts. */
   firstStart = -1;
@@ -148,50 +164,50 @@ export class CallRun<T> implements DeadlineNode {
   readonly attempt = (signal: AbortSignal): Promise<T> => {
     const { service, ctx } = this;
     if (this.attemptsMade++ > 0) ctx.counters.retries++;
-    let serviceToken: AdmissionToken;
-    try {
-      serviceToken = service.breaker.admit();
-    } catch (err) {
-      if (err instanceof BreakerOpenError) ctx.counters.breakerRejections++;
-      return Promise.reject(err);
+    else {
+      try {
+        this.serviceToken = service.breaker.admit();
+      } catch (err) {
+        if (err instanceof BreakerOpenError) ctx.counters.breakerRejections++;
+        return Promise.reject(err);
+      }
     }
     let picked: ServiceInstance | undefined;
     let token: AdmissionToken | undefined;
     // Pick an instance whose breaker admits the attempt; one that refuses is passed over (it was not
-    // called: the next pick goes elsewhere), up to MAX_PICKS picks.
+    // called: the next pick goes elsewhere), up to MAX_PICKS picks — unless the cap or panic keeps it
+    // in rotation, when the call goes through its open breaker.
     for (let picks = 0; token === undefined; picks++) {
+      const refusing = service.refusing === true;
       try {
-        picked = service.balancer.pick(this.key, this.tried === undefined && service.refusing !== true ? undefined : this);
+        picked = service.balancer.pick(this.key, this.tried === undefined && !refusing ? undefined : this);
       } catch (err) {
-        drop(serviceToken); // nothing ran: the service breaker learns nothing from this attempt
-        return Promise.reject(err);
+        return Promise.reject(err); // nothing ran: the service breaker hears of the call when it ends
       }
       try {
-        token = service.instanceBreaker(picked).admit();
+        token = (refusing ? service.admitPast?.(picked) : undefined) ?? service.instanceBreaker(picked).admit();
       } catch (err) {
         if (!(err instanceof BreakerOpenError)) {
           notRun(service.balancer, picked);
-          drop(serviceToken);
           return Promise.reject(err);
         }
         // Passed over: the next pick excludes it (and the strategy chooses among the others), and so
-        // do later calls' first picks while its breaker stays open (no refusal per call).
-        refused(service.balancer, picked);
+        // do later calls' first picks while its breaker stays open (no refusal per call) — unless,
+        // counted out now, it is one too many for the cap, or the service is in panic.
         service.noteRefusal?.(picked.id);
+        token = service.admitPast?.(picked);
+        if (token !== undefined) break;
+        refused(service.balancer, picked);
         ctx.counters.breakerRejections++;
         if (ctx.attempts.hasListeners || clientAttemptChannel.hasSubscribers) {
           this.emitAttempt({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
         }
-        if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) {
-          drop(serviceToken);
-          return Promise.reject(err);
-        }
+        if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) return Promise.reject(err);
         this.tried.push(picked.id);
       }
     }
     this.instance = picked!;
     this.token = token!;
-    this.serviceToken = serviceToken;
     ctx.counters.attempts++;
     const start = (this.start = ctx.clock.now());
     if (this.firstStart === -1) this.firstStart = start;
@@ -267,22 +283,21 @@ export class CallRun<T> implements DeadlineNode {
     const { ctx } = this;
     const instance = this.instance!;
     const token = this.token!;
-    const serviceToken = this.serviceToken!;
     const end = ctx.clock.now();
     const latencyMs = end - this.start;
     const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || this.isFailure(err));
     if (failed) {
       ctx.counters.failedAttempts++;
       token.failure(err);
-      serviceToken.failure(err);
+      this.failedAny = true; // the service breaker hears of it if the call fails in the end (`ended`)
       (this.tried ??= []).push(instance.id); // a retry must go elsewhere
     } else if (err !== undefined && this.byCaller(err)) {
-      // The caller gave up: the instance is neither blamed nor credited.
+      // The caller gave up: the instance is neither blamed nor credited, nor the service.
       drop(token);
-      drop(serviceToken);
+      this.endService(undefined, false);
     } else {
       token.success();
-      serviceToken.success();
+      this.endService(undefined, true); // answered (or the caller's own error): the call ends here
       // Not the instance's fault (the caller's mistake or cancellation): another instance would say the same.
       if (err !== null && typeof err === 'object') notRetryable.add(err);
     }
@@ -300,6 +315,24 @@ export class CallRun<T> implements DeadlineNode {
           : { service: this.service.name, instance, outcome: 'ok', latencyMs },
       );
     }
+  }
+
+  /**
+   * ended settles the service breaker's admission of a call that failed in the end: a failure if
+   * some attempt failed on an instance, else released (nothing ran, or nothing counted).
+   */
+  ended(err: unknown): void {
+    if (this.serviceToken !== undefined) this.endService(err, false);
+  }
+
+  /** endService settles the service admission once: success, failure (some attempt failed) or release. */
+  private endService(err: unknown, ok: boolean): void {
+    const t = this.serviceToken;
+    if (t === undefined) return;
+    this.serviceToken = undefined;
+    if (ok) t.success();
+    else if (this.failedAny && !(this.callerSignal?.aborted === true)) t.failure(err);
+    else drop(t);
   }
 
   /** emitAttempt tells the client's `onAttempt` listeners and `bulwark:client:attempt` subscribers about an attempt. */

@@ -400,6 +400,29 @@ describe('ResilientClient.call', () => {
     );
   });
 
+  it('feeds the service breaker the whole call: one admission per call, a success when a retry answered, a failure when every attempt failed', async () => {
+    const outcomes: string[] = [];
+    const breakers = new BreakerGroup({
+      factory: (name) => ({
+        name,
+        admit() {
+          if (name.includes('/')) return { success() {}, failure() {}, release() {} };
+          return { success: () => void outcomes.push('success'), failure: () => void outcomes.push('failure'), release: () => void outcomes.push('release') };
+        },
+        execute: () => Promise.reject(new Error('unused')),
+      }),
+    });
+    const t = await setup(['a', 'b', 'c'], { breakers, retryBackoff: { initialMs: 0, maxMs: 0 } });
+    // a fails, b answers: two attempts, one call answered by a retry.
+    assert.equal(await t.client.call('svc', (inst) => (inst.id === 'a' ? Promise.reject(new Error('a down')) : inst.id)), 'b');
+    assert.deepEqual(outcomes, ['success'], 'a call a retry answered is one success, not a failure and a success');
+    // Every attempt fails: one failure for the call.
+    await assert.rejects(t.client.call('svc', () => Promise.reject(new Error('all down'))));
+    assert.deepEqual(outcomes, ['success', 'failure']);
+    assert.equal(t.client.stats().attempts, 5);
+    await t.close();
+  });
+
   it('settles every breaker admission exactly once — success, failure or release — whatever happens (property)', async () => {
     await fc.assert(
       fc.asyncProperty(

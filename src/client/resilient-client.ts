@@ -5,9 +5,11 @@
  *    RegistryCache, which serves stale entries while the registry is down);
  * 2. the balancer (P2C by default) leaves ejected instances out and picks one;
  * 3. the bulkhead admits the attempt or rejects it at once;
- * 4. the service's breaker, then the picked instance's breaker, admit it or reject it at once;
+ * 4. the service's breaker (once per call: it hears the whole call's outcome), then the picked
+ *    instance's breaker, admit it or reject it at once — an instance whose breaker is open on evidence
+ *    stays in rotation while the balancer's cap or panic mode says so (see ServiceState);
  * 5. the timeout aborts the attempt's signal at its deadline;
- * 6. the outcome feeds both breakers and the balancer (latency EWMA, in-flight, passive health);
+ * 6. the outcome feeds the instance's breaker and the balancer (latency EWMA, in-flight, passive health);
  * 7. a retryable failure is retried on ANOTHER instance, if the service's retry budget allows;
  * 8. if all of that fails, the fallback answers.
  *
@@ -22,6 +24,7 @@ import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, finite, integer, options as optionsObject, showValue } from '../core/validate.js';
 import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
+import type { BreakerGroup } from '../breaker/breaker-group.js';
 import { RegistryCache } from '../registry/registry-cache.js';
 import type { Registry, RegistryCacheOptions } from '../registry/types.js';
 import { CallRun, ResultFailure, type AttemptEvent, type InstanceTask, type ResultJudge, type RunContext } from './call-run.js';
@@ -94,6 +97,8 @@ export class ResilientClient {
   /** The registry cache instances come from (the one given, or the client's own over the given registry). */
   readonly registry: Registry;
   readonly maxResponseBytes: number;
+  /** The breakers of every service (`<service>`) and instance (`<service>/<instance id>`): the `breakers` option, or the default group. */
+  readonly breakers: BreakerGroup;
   private readonly ownsRegistry: boolean;
   private readonly poolsOptions: OriginPoolsOptions;
   private pools: OriginPools | undefined;
@@ -123,7 +128,8 @@ export class ResilientClient {
     this.maxServices = integer('ResilientClient', 'maxServices', o.maxServices ?? resilientClientDefaults.maxServices, 1, 1_000_000);
     const clock = clockOption('ResilientClient', o.clock, systemClock);
     this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
-    this.stateOptions = ServiceState.validate({ ...o, clock });
+    this.stateOptions = ServiceState.validate({ ...o, clock }, o.clock === undefined ? undefined : clock);
+    this.breakers = this.stateOptions.breakers!;
     this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents, measure: undefined };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
@@ -319,6 +325,7 @@ export class ResilientClient {
       const inner = p;
       p = fallback.execute(() =>
         inner.catch((err: unknown): never => {
+          run.ended(err);
           failed = true;
           this.note(err);
           throw err;
@@ -339,7 +346,10 @@ export class ResilientClient {
         counters.succeeded++; // measured as it answered (ClientMeasure.answered)
         return value;
       },
-      (err: unknown) => (measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, s.name)),
+      (err: unknown) => {
+        run.ended(err);
+        return measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, s.name);
+      },
     );
   }
 

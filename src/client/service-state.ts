@@ -2,6 +2,14 @@
  * ServiceState holds what ResilientClient keeps per service: its balancer (following the registry),
  * its breaker and one breaker per instance (from a BreakerGroup, named `<service>` and
  * `<service>/<instance id>`), its bulkhead, its retry budget and the Retry that spends it.
+ *
+ * Instance breakers obey the balancer's cap and panic rule (Envoy's `max_ejection_percent` and panic
+ * threshold), as health ejections do: each breaker that leaves closed is held out in the balancer
+ * (`Balancer.hold`: 'breaker' on evidence, 'forced' while `heldOpen`), which counts it with the ejected
+ * and down instances. One that the cap or panic keeps in rotation is called through its open breaker
+ * (`admitAnyway`: outcomes still counted) instead of being passed over; a forced one never is. So one
+ * dead instance and one failing half its calls leave the flaky one serving, and retries answer most
+ * calls, where before both were out and every call went to the fallback.
  */
 import type { BackoffOptions } from '../core/backoff.js';
 import type { Clock } from '../core/clock.js';
@@ -11,7 +19,7 @@ import { fn as fnOption, integer, options as optionsObject, showValue } from '..
 import { Balancer, type BalancerOptions } from '../balancer/balancer.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
-import type { Breaker } from '../breaker/index.js';
+import type { Breaker, StateChange } from '../breaker/index.js';
 import { SreBreaker } from '../breaker/sre-breaker.js';
 import { Bulkhead, type BulkheadOptions } from '../policy/bulkhead.js';
 import { Retry, defaultShouldRetry } from '../policy/retry.js';
@@ -50,9 +58,13 @@ export const serviceStateDefaults = Object.freeze({
   bulkhead: Object.freeze({ maxConcurrent: 1_000, maxQueued: 0 }) as BulkheadOptions,
 });
 
-/** defaultBreakerGroup makes an SreBreaker for a service name and a CircuitBreaker for `<service>/<id>`. */
-export function defaultBreakerGroup(): BreakerGroup {
-  return new BreakerGroup({ factory: (name) => (name.includes('/') ? new CircuitBreaker({ name }) : new SreBreaker({ name })) });
+/**
+ * defaultBreakerGroup makes an SreBreaker for a service name and a CircuitBreaker for `<service>/<id>`,
+ * on `clock` (the client's) when one is given, else on the breakers' default coarse clock.
+ */
+export function defaultBreakerGroup(clock?: Clock): BreakerGroup {
+  if (clock === undefined) return new BreakerGroup({ factory: (name) => (name.includes('/') ? new CircuitBreaker({ name }) : new SreBreaker({ name })) });
+  return new BreakerGroup({ clock, factory: (name) => (name.includes('/') ? new CircuitBreaker({ name, clock }) : new SreBreaker({ name, clock })) });
 }
 
 /** A breaker that admits everything: for names the group excludes. */
@@ -85,16 +97,23 @@ export class ServiceState implements ServiceParts {
   private readonly unsubscribe: (() => void) | undefined;
   /** Ids of instances whose breaker refused a pick, until a look finds it no longer open. */
   private readonly refusingIds = new Set<string>();
+  /** The disposers of the instance breakers' state-change subscriptions, by instance id. */
+  private readonly watching = new Map<string, () => void>();
+  /** The balancer, when it applies the cap and panic rule (a Balancer); else refusals stand. */
+  private readonly capper: Balancer | undefined;
 
-  /** validate checks the options once, at the client's construction. */
-  static validate(options: ServiceStateOptions): ServiceStateOptions {
+  /**
+   * validate checks the options once, at the client's construction. `givenClock` is the clock the
+   * caller gave, if any: the default breakers run on it (else on their coarse clock, cheaper per call).
+   */
+  static validate(options: ServiceStateOptions, givenClock?: Clock): ServiceStateOptions {
     const o = optionsObject('ResilientClient', options);
     if (o.balancerFactory !== undefined) fnOption('ResilientClient', 'balancerFactory', o.balancerFactory);
     if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup)) throw new TypeError(`ResilientClient: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
     new RetryBudget(o.retryBudget); // throws on bad options
     new Bulkhead({ ...serviceStateDefaults.bulkhead, ...o.bulkhead });
     new Retry({ backoff: { ...serviceStateDefaults.retryBackoff, ...o.retryBackoff } });
-    return { ...o, breakers: o.breakers ?? defaultBreakerGroup() };
+    return { ...o, breakers: o.breakers ?? defaultBreakerGroup(givenClock) };
   }
 
   constructor(
@@ -112,6 +131,7 @@ export class ServiceState implements ServiceParts {
     this.backoff = { ...serviceStateDefaults.retryBackoff, ...options.retryBackoff };
     this.clock = options.clock;
     this.retry = maxAttempts > 1 ? this.makeRetry(maxAttempts) : undefined;
+    this.capper = this.balancer instanceof Balancer ? this.balancer : undefined;
     if (this.balancer instanceof Balancer) {
       const b = this.balancer;
       this.unsubscribe = b.onChange((e) => {
@@ -138,6 +158,7 @@ export class ServiceState implements ServiceParts {
     if (b === undefined && !this.instanceBreakers.has(instance.id)) {
       b = this.breakers.get(`${this.name}/${instance.id}`);
       this.instanceBreakers.set(instance.id, b);
+      if (b !== undefined) this.follow(instance.id, b);
     }
     return b ?? OPEN_DOOR;
   }
@@ -158,22 +179,63 @@ export class ServiceState implements ServiceParts {
     return this.refusingIds.size > 0;
   }
 
-  /** noteRefusal remembers that instance `id`'s breaker refused a pick. */
+  /** noteRefusal remembers that instance `id`'s breaker refused a pick, and holds it out in the balancer. */
   noteRefusal(id: string): void {
-    if (this.instanceBreakers.has(id)) this.refusingIds.add(id); // bounded by the instances known
+    const b = this.instanceBreakers.get(id);
+    if (b === undefined) return;
+    this.refusingIds.add(id); // bounded by the instances known
+    this.capper?.hold(id, b.heldOpen === true ? 'forced' : 'breaker');
   }
 
   /**
-   * avoids tells whether picks should leave instance `id` out up front: its breaker refused and is
-   * still open. Reading a CircuitBreaker's state moves it to half-open once its open period is over,
-   * so the instance comes back for the breaker's probes on time; a breaker without an `open` state
-   * (an SreBreaker) is forgotten at the first look.
+   * avoids tells whether picks should leave instance `id` out up front: its breaker refused, is still
+   * open, and the balancer holds it out (within the cap, not in panic, or forced). Reading a
+   * CircuitBreaker's state moves it to half-open once its open period is over, so the instance comes
+   * back for the breaker's probes on time; a breaker without an `open` state (an SreBreaker) is
+   * forgotten at the first look.
    */
   avoids(id: string): boolean {
     if (!this.refusingIds.has(id)) return false;
-    if (this.isOpen(id)) return true;
+    if (this.isOpen(id)) return this.capper === undefined || this.capper.isHeldOut(id);
     this.refusingIds.delete(id);
+    if (!this.watching.has(id)) this.capper?.unhold(id); // a breaker without events: let go at the first look
     return false;
+  }
+
+  /**
+   * admitPast answers a token for `instance` when its breaker refused on evidence but the balancer's
+   * cap or panic keeps it in rotation: the call goes through the open breaker (`admitAnyway`), whose
+   * stats count it. Undefined when the instance is held out, its breaker is forced open or cannot be
+   * let past, or it has not refused.
+   */
+  admitPast(instance: ServiceInstance): AdmissionToken | undefined {
+    const id = instance.id;
+    if (this.capper === undefined || !this.refusingIds.has(id) || this.capper.isHeldOut(id)) return undefined;
+    return this.instanceBreakers.get(id)?.admitAnyway?.();
+  }
+
+  /**
+   * follow keeps the balancer's hold of instance `id` in step with its breaker: held out ('breaker' on
+   * evidence, 'forced' while `heldOpen`) whenever it leaves closed, let go when it closes — so the cap
+   * counts every open breaker, also those no pick has run into yet.
+   */
+  private follow(id: string, b: Breaker): void {
+    const capper = this.capper;
+    const on = (b as { onStateChange?: (l: (c: StateChange) => void) => () => void }).onStateChange;
+    if (capper === undefined || typeof on !== 'function') return;
+    const sync = (state: string) => {
+      if (state === 'closed') capper.unhold(id);
+      else capper.hold(id, b.heldOpen === true ? 'forced' : 'breaker');
+    };
+    this.watching.set(id, on.call(b, (c) => sync(c.to)));
+    const state = (b as { readonly state?: unknown }).state;
+    if (typeof state === 'string' && state !== 'closed') sync(state);
+  }
+
+  /** unfollow ends `follow` for instance `id`. */
+  private unfollow(id: string): void {
+    this.watching.get(id)?.();
+    this.watching.delete(id);
   }
 
   /** isEjected tells whether the balancer's health checks hold `instance` out of rotation. */
@@ -207,6 +269,7 @@ export class ServiceState implements ServiceParts {
   /** close stops the balancer (watch, probes). */
   async close(): Promise<void> {
     this.unsubscribe?.();
+    for (const id of [...this.watching.keys()]) this.unfollow(id);
     await this.balancer.close();
   }
 
@@ -221,6 +284,7 @@ export class ServiceState implements ServiceParts {
     for (const id of this.refusingIds) if (!ids.has(id)) this.refusingIds.delete(id);
     for (const id of this.instanceBreakers.keys()) {
       if (!ids.has(id)) {
+        this.unfollow(id);
         this.instanceBreakers.delete(id);
         this.breakers.delete(`${this.name}/${id}`);
       }

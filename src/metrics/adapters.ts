@@ -367,39 +367,53 @@ function instanceAddress(i: Any): string {
   return typeof i.address === 'string' ? i.address : String(i.id);
 }
 
-function balancer(c: Any, instanceLabel: string | undefined): MetricsDescription {
+/** balancerFamilies answers the Balancer families (the per-instance ones with an instance label). */
+function balancerFamilies(instanceLabel: string | undefined): MetricFamilySpec[] {
   const families = [
-    gauge('balancer_instances', 'Instances a Balancer knows, healthy or not.'),
-    gauge('balancer_available_instances', 'Instances picks are made from now (all of them in panic mode).'),
-    gauge('balancer_ejected_instances', 'Instances ejected by outlier detection now.'),
-    gauge('balancer_down_instances', 'Instances down according to active health probes.'),
-    gauge('balancer_panic', '1 while too few instances are healthy and picks go to all of them.'),
+    gauge('balancer_instances', 'Instances a Balancer knows, healthy or not.', ['group']),
+    gauge('balancer_available_instances', 'Instances in rotation now: not ejected, down or held out by an open breaker within the cap (all but the forced in panic mode).', ['group']),
+    gauge('balancer_ejected_instances', 'Instances ejected by outlier detection now.', ['group']),
+    gauge('balancer_down_instances', 'Instances down according to active health probes.', ['group']),
+    gauge('balancer_breaker_open_instances', 'Instances out of rotation because their breaker is open on evidence (within the cap).', ['group']),
+    gauge('balancer_forced_instances', 'Instances held out by force (an operator isolated their breaker): never put back by the cap or panic.', ['group']),
+    gauge('balancer_capped_instances', 'Instances that would be out (ejected, down or breaker open) but stay in rotation: maxEjectionPercent is reached.', ['group']),
+    gauge('balancer_panic', '1 while too few instances are left after the cap and picks go to all of them (but the forced).', ['group']),
   ];
   if (instanceLabel !== undefined) {
     families.push(
-      gauge('balancer_instance_up', 'Per instance: 1 while healthy (not ejected, up by probes).', [instanceLabel]),
-      gauge('balancer_instance_ewma_seconds', 'Per instance: the P2C balancer’s moving average of response time.', [instanceLabel]),
+      gauge('balancer_instance_up', 'Per instance: 1 while healthy (not ejected, up by probes).', ['group', instanceLabel]),
+      gauge('balancer_instance_ewma_seconds', 'Per instance: the P2C balancer’s moving average of response time.', ['group', instanceLabel]),
     );
   }
+  return families;
+}
+
+/** collectBalancer emits one balancer's series; `base` is `{}` on its own, `{ name: service, group: client }` as a client's part. */
+function collectBalancer(c: Any, emit: Emit, base: Labels, instanceLabel: string | undefined): void {
+  const s = c.stats();
+  emit('balancer_instances', base, s.instances);
+  emit('balancer_available_instances', base, s.available);
+  emit('balancer_ejected_instances', base, s.ejected);
+  emit('balancer_down_instances', base, s.down);
+  emit('balancer_breaker_open_instances', base, s.breakerOpen ?? 0);
+  emit('balancer_forced_instances', base, s.forced ?? 0);
+  emit('balancer_capped_instances', base, s.capped ?? 0);
+  emit('balancer_panic', base, s.panic ? 1 : 0);
+  if (instanceLabel === undefined) return;
+  for (const h of c.health()) {
+    const l: Labels = { ...base, [instanceLabel]: instanceAddress(h.instance) };
+    emit('balancer_instance_up', l, h.up && !h.ejected ? 1 : 0);
+    const e = typeof c.picker?.ewmaOf === 'function' ? c.picker.ewmaOf(h.instance.id) : undefined;
+    if (e !== undefined) emit('balancer_instance_ewma_seconds', l, e / 1000);
+  }
+}
+
+function balancer(c: Any, instanceLabel: string | undefined): MetricsDescription {
   const ewmaOf = (id: string): number | undefined => (typeof c.picker?.ewmaOf === 'function' ? c.picker.ewmaOf(id) : undefined);
   return {
     kind: 'Balancer',
-    families,
-    collect: (emit) => {
-      const s = c.stats();
-      emit('balancer_instances', {}, s.instances);
-      emit('balancer_available_instances', {}, s.available);
-      emit('balancer_ejected_instances', {}, s.ejected);
-      emit('balancer_down_instances', {}, s.down);
-      emit('balancer_panic', {}, s.panic ? 1 : 0);
-      if (instanceLabel === undefined) return;
-      for (const h of c.health()) {
-        const l: Labels = { [instanceLabel]: instanceAddress(h.instance) };
-        emit('balancer_instance_up', l, h.up && !h.ejected ? 1 : 0);
-        const e = ewmaOf(h.instance.id);
-        if (e !== undefined) emit('balancer_instance_ewma_seconds', l, e / 1000);
-      }
-    },
+    families: balancerFamilies(instanceLabel),
+    collect: (emit) => collectBalancer(c, emit, {}, instanceLabel),
     snapshot: () => ({
       ...c.stats(),
       instances: c.health().map((h: Any) => ({
@@ -412,6 +426,45 @@ function balancer(c: Any, instanceLabel: string | undefined): MetricsDescription
       })),
     }),
     closed: flag(c, 'closed'),
+  };
+}
+
+const isBalancer = (b: Any) => b !== null && typeof b === 'object' && typeof b.stats === 'function' && typeof b.health === 'function' && typeof b.pick === 'function';
+const isRegistryCache = (r: Any) => r !== null && typeof r === 'object' && typeof r.stats === 'function' && typeof r.services === 'function' && typeof r.getService === 'function';
+
+/**
+ * resilientClient describes a ResilientClient with its parts, so that one `track(client)` exports what
+ * explains its calls: its own families; its breakers (the BreakerGroup's families, members named
+ * `<service>` and `<service>/<instance id>` with `group` = the client's name: bounded by the instances
+ * the services list and the group's maxBreakers); each open service's balancer (`name` = the service,
+ * `group` = the client's name: health, ejections, the cap and panic); and the registry cache it reads
+ * (named for the client). The parts are found by shape (`breakers`, `openServices()`, `registry`).
+ */
+function resilientClient(c: Any, instanceLabel: string | undefined, trackName: () => string): MetricsDescription {
+  const own = client(c);
+  const group = c.breakers !== null && typeof c.breakers === 'object' && typeof c.breakers.breakers === 'function' ? breakerGroup(c.breakers, trackName) : undefined;
+  const cache = isRegistryCache(c.registry) ? registryCache(c.registry) : undefined;
+  const families = [...own.families, ...(group?.families ?? []), ...balancerFamilies(instanceLabel), ...(cache?.families ?? [])];
+  return {
+    kind: 'ResilientClient',
+    families: [...new Map(families.map((f) => [f.name, f])).values()],
+    collect: (emit) => {
+      own.collect?.(emit);
+      group?.collect?.(emit);
+      const clientName = trackName();
+      for (const s of c.openServices() as Iterable<Any>) {
+        if (!isBalancer(s.balancer)) continue;
+        const base: Labels = { name: s.name, group: clientName };
+        collectBalancer(s.balancer, emit, base, instanceLabel);
+      }
+      if (cache !== undefined && !c.registry.closed) cache.collect?.(emit);
+    },
+    subscribe: own.subscribe,
+    snapshot: () => ({
+      ...(own.snapshot?.() as Any),
+      services: (c.openServices() as Any[]).map((s) => ({ service: s.name, balancer: isBalancer(s.balancer) ? s.balancer.stats() : undefined })),
+    }),
+    closed: own.closed,
   };
 }
 
@@ -446,7 +499,7 @@ export function describeComponent(component: object, instanceLabel: string | und
     case 'Balancer':
       return balancer(c, instanceLabel);
     case 'ResilientClient':
-      return client(c);
+      return resilientClient(c, instanceLabel, trackName);
     case 'Retry':
       return retry(c);
     case 'RetryBudget':
