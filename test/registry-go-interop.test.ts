@@ -15,6 +15,8 @@ import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { buildGo, startGo, type GoBuild, type GoProcess } from './support/go-program.js';
 import { collect } from './support/collect-watch.js';
 import { skipReason, waitFor } from './support/servers.js';
+import { bulwarkArgs, runBulwark } from './serve-harness.js';
+import { spawn } from 'node:child_process';
 
 const SOURCE = fileURLToPath(new URL('./support/go-registry-peer.go', import.meta.url));
 const etcdSkip = skipReason(etcdBinary, 'etcd');
@@ -117,6 +119,40 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     assert.equal((await raw.get(`/micro/registry/${svc}/${svc}-1`).string()), encodeMicroService(instance));
     const lease = (await raw.getAll().prefix(`/micro/registry/${svc}/`).exec()).kvs[0]!.lease;
     assert.notEqual(lease, '0', 'under a lease of the register TTL');
+  });
+
+  it('bulwark registry ls | watch --layout: reads what the Go side registered', async () => {
+    const zsvc = name();
+    const msvc = name();
+    const p = go('-mode', 'zero-pub', '-key', zsvc, '-value', '127.0.0.1:7501', '-ttl', '5');
+    await p.expect(/^REGISTERED /);
+    const at = `etcd://${etcd.endpoint.replace('http://', '')}`;
+    const ls = await runBulwark(['registry', 'ls', '--registry', at, '--layout', 'go-zero', '--service', zsvc, '--json']);
+    assert.equal(ls.code, 0, ls.stderr);
+    assert.deepEqual(JSON.parse(ls.stdout), { services: [{ name: zsvc, instances: [{ id: '127.0.0.1:7501', address: '127.0.0.1:7501' }] }] });
+    const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', at, '--layout', 'go-micro', '--json']), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const lines: string[] = [];
+    let buf = '';
+    child.stdout.on('data', (d: Buffer) => {
+      const parts = (buf + d.toString()).split('\n');
+      buf = parts.pop()!;
+      lines.push(...parts);
+    });
+    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+    try {
+      await waitFor('the first list', () => lines.length >= 1, 20_000);
+      const m = go('-mode', 'micro-pub', '-service', msvc, '-address', '127.0.0.1:7502', '-ttl', '5');
+      await m.expect(/^REGISTERED /);
+      await waitFor('the create event', () => lines.slice(1).some((l) => (JSON.parse(l) as { type: string; service: string }).service === msvc), 10_000);
+      const e = JSON.parse(lines.find((l) => l.includes(msvc))!) as { type: string; instance: { address: string; metadata: Record<string, string> } };
+      assert.equal(e.type, 'create');
+      assert.equal(e.instance.address, '127.0.0.1:7502');
+      assert.equal(e.instance.metadata.protocol, 'mucp');
+      child.kill('SIGINT');
+      assert.equal(await exited, 0);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('go-micro: bulwark finds a go-micro server\'s node: id <service>-<uuid>, its version, its five metadata keys and its own', async () => {
