@@ -77,12 +77,12 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
   it('go-zero: bulwark finds and watches what a go-zero publisher registers, one address under several keys is one instance, gone once every lease expires', async () => {
     const svc = name();
     const r = registry('go-zero');
-    const w = await collect(r, svc);
     const p1 = go('-mode', 'zero-pub', '-key', svc, '-value', '127.0.0.1:7101', '-ttl', '2');
     const key1 = (await p1.expect(/^REGISTERED (\S+)$/))[1]!;
     assert.match(key1, new RegExp(`^${svc}/\\d+$`));
     await waitFor('the Go instance in bulwark', async () => (await r.getService(svc).catch(() => [])).length === 1);
     assert.deepEqual(await r.getService(svc), [{ id: '127.0.0.1:7101', name: svc, address: '127.0.0.1:7101' }]);
+    const w = await collect(r, svc); // opened after: the instance is in its first listing, not in an event
     // a second publisher of the same address (a restart before the old lease expired): still one instance
     const p2 = go('-mode', 'zero-pub', '-key', svc, '-value', '127.0.0.1:7101', '-ttl', '2');
     await p2.expect(/^REGISTERED /);
@@ -93,7 +93,7 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     assert.equal((await r.getService(svc)).length, 1);
     await p2.stop();
     await waitFor('the last key expired', async () => w.events.some((e) => e.type === 'delete'), 8_000);
-    assert.deepEqual(w.events.map((e) => [e.type, e.instance.id]), [['create', '127.0.0.1:7101'], ['delete', '127.0.0.1:7101']]);
+    assert.deepEqual(w.events.map((e) => [e.type, e.instance.id]), [['delete', '127.0.0.1:7101']], 'one delete, after the last key went');
     await w.stop();
   });
 

@@ -6,12 +6,18 @@
  * one value per address however many keys hold it (core/discov/subscriber.go:140-172).
  */
 import { EventQueue } from './event-queue.js';
-import type { RegistryEvent } from './types.js';
+import type { RegistryEvent, ServiceInstance } from './types.js';
 
 /** CollapsingQueue delivers one create and one delete per instance id, whatever the number of keys; see the module comment. */
 export class CollapsingQueue extends EventQueue {
   /** Keys holding each `<name>/<id>` now. */
   private readonly holders = new Map<string, number>();
+
+  /** hold counts a key of the watch's first listing: it holds `instance` without a create event. */
+  hold(instance: ServiceInstance): void {
+    const id = `${instance.name}/${instance.id}`;
+    this.holders.set(id, (this.holders.get(id) ?? 0) + 1);
+  }
 
   override push(event: RegistryEvent): void {
     const id = `${event.instance.name}/${event.instance.id}`;

@@ -236,7 +236,8 @@ export class EtcdRegistry implements Registry {
       throw new TypeError(`EtcdRegistry.watch: the ${this.layout.name} layout without a prefix needs a service to watch, got none`);
     }
     let w: EtcdWatch | undefined;
-    const queue = new (this.layout.collapseDuplicates ? CollapsingQueue : EventQueue)(this.queueSize, o.signal, () => {
+    const collapse = this.layout.collapseDuplicates;
+    const queue = new (collapse ? CollapsingQueue : EventQueue)(this.queueSize, o.signal, () => {
       if (w === undefined) return;
       this.watches.delete(w);
       void w.stop();
@@ -247,6 +248,7 @@ export class EtcdRegistry implements Registry {
       warner: this.warner,
       root: this.root,
       decode: (kv) => this.layout.decode(this.root, kv),
+      onListed: collapse ? (i) => (queue as CollapsingQueue).hold(i) : undefined,
       onResync: () => void this.counters.watchResyncs++,
       onMove: () => void this.counters.watchMoves++,
     }, service, queue, o.onReady);

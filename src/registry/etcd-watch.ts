@@ -32,6 +32,8 @@ export interface EtcdWatchDeps {
   root: string;
   /** Reads one key of the registry's layout (etcd-layout.ts). */
   decode: (kv: IKeyValue) => Decoded;
+  /** Told of each instance the first listing holds (it is in the view, but no event says so). */
+  onListed?: ((instance: ServiceInstance) => void) | undefined;
   /** Called on every resync (a cancelled watch listed again). */
   onResync: () => void;
   /** Called each time the stream moves to another member (or tries its member again) after a disconnect. */
@@ -72,8 +74,10 @@ export class EtcdWatch {
     if (this.stopped) return;
     for (const kv of res.kvs) {
       const d = this.deps.decode(kv);
-      if (d.instance !== undefined) this.view.set(kv.key.toString(), { instance: d.instance });
-      else this.deps.warner.warn(kv, d.error);
+      if (d.instance !== undefined) {
+        this.view.set(kv.key.toString(), { instance: d.instance });
+        this.deps.onListed?.(d.instance);
+      } else this.deps.warner.warn(kv, d.error);
     }
     this.revision = Number(res.header.revision);
     try {
