@@ -206,11 +206,16 @@ export class EtcdRegistry implements Registry {
     const p = `${this.root}${name}/`;
     const res = await this.pool.call('range', (c, o) => c.kv.range({ key: Buffer.from(p), range_end: rangeEnd(p) }, o), signal);
     const out: ServiceInstance[] = [];
-    const collapse = this.layout.collapseDuplicates;
+    // go-zero: keys holding one address are one instance (a Set only for that layout: no cost for the others)
+    const ids = this.layout.collapseDuplicates ? new Set<string>() : undefined;
     for (const kv of res.kvs) {
       const d = this.layout.decode(this.root, kv);
       if (d.instance === undefined) this.warner.warn(kv, d.error);
-      else if (!collapse || !out.some((i) => i.id === d.instance.id)) out.push(d.instance);
+      else if (ids === undefined) out.push(d.instance);
+      else if (!ids.has(d.instance.id)) {
+        ids.add(d.instance.id);
+        out.push(d.instance);
+      }
     }
     return { instances: out, revision: Number(res.header.revision) };
   }
