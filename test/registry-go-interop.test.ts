@@ -70,8 +70,15 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     }
     assert.notEqual(kvs[0]!.lease, kvs[1]!.lease, 'one lease per instance');
     assert.equal(r.stats().leases, 2);
+    // b moves: same lease and key, a new address — another instance in this layout: a delete and a create
+    const w = await collect(r, svc);
+    await r.register({ id: 'b', name: svc, address: '127.0.0.1:7003' });
+    await sub.expect(/^VALUES 127\.0\.0\.1:7001,127\.0\.0\.1:7003$/);
+    await waitFor('the move through the watch', () => w.events.length >= 2);
+    assert.deepEqual(w.events.map((e) => [e.type, e.instance.id]), [['delete', '127.0.0.1:7002'], ['create', '127.0.0.1:7003']]);
+    await w.stop();
     await r.deregister({ id: 'a', name: svc, address: '127.0.0.1:7001' });
-    await sub.expect(/^VALUES 127\.0\.0\.1:7002$/);
+    await sub.expect(/^VALUES 127\.0\.0\.1:7003$/);
   });
 
   it('go-zero: bulwark finds and watches what a go-zero publisher registers, one address under several keys is one instance, gone once every lease expires', async () => {
