@@ -240,6 +240,18 @@ describe('EtcdRegistry in the go-zero layout (fake members, ManualClock)', () =>
     await registry.close();
   });
 
+  it('moves an instance registered again with another TTL to a new lease and key; the old key goes with the old lease', async () => {
+    const { clock, store, registry } = setup({ layout: 'go-zero' });
+    await registry.register(zinst('a1', 9001));
+    await registry.register(zinst('a1', 9001), { ttlMs: 6_000 });
+    assert.equal(store.keys.get('/t/api/101')?.lease, '101');
+    assert.equal(store.leases.get('101'), 6);
+    await clock.advanceAsync(1000);
+    assert.deepEqual([...store.keys.keys()], ['/t/api/101']);
+    assert.deepEqual([...store.leases.keys()], ['101']);
+    await registry.close();
+  });
+
   it('rejects what the layout cannot do with a TypeError: listing every service without a prefix, and a prefix of "" for another layout', async () => {
     const r = new EtcdRegistry({ hosts: 'http://x', layout: 'go-zero', createClient: () => fakeClient(new Store(), { mode: 'up', keepAlives: 0 }) });
     await assert.rejects(r.listServices(), /EtcdRegistry.listServices: the go-zero layout without a prefix/);

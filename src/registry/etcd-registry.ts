@@ -349,6 +349,13 @@ export class EtcdRegistry implements Registry {
   /** leaseFor answers the lease of a TTL (or of one instance), creating its record (not yet granted) on first use. */
   private leaseFor(key: number | string, ttlSeconds: number): Lease {
     let lease = this.leases.get(key);
+    if (lease !== undefined && lease.ttlSeconds !== ttlSeconds) {
+      // an instance's own lease (go-zero) and the instance registered again with another TTL: a new lease,
+      // and so a new key, replace it; the old key goes when the old lease is revoked
+      this.leases.delete(key);
+      if (lease.id !== undefined && this.oldLeases.length < MAX_OLD_LEASES) this.oldLeases.push(lease.id);
+      lease = undefined;
+    }
     if (lease === undefined) {
       lease = { key, ttlSeconds, id: undefined, grantedMs: ttlSeconds * 1000, confirmedAt: 0, dueAt: Infinity, dirty: false };
       this.leases.set(key, lease);
