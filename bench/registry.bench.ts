@@ -7,6 +7,12 @@
  *    at most 2× the event at 10; the code before this round at 10 000 services is shown beside it.
  * 3. etcd put → RegistryCache updated through its watch, p50/p99, against a bare etcd3 watch's
  *    put → event latency in the same run (target within 1.5×). Each subject starts its own etcd.
+ * 4. Per etcd layout (bulwark, go-zero, go-micro): a lookup (EtcdRegistry.getService of 8 instances on
+ *    loopback etcd), a watch event (a put changing an instance's address → RegistryCache shows it) and
+ *    the codec alone (one key decoded); targets: the foreign layouts' lookup and event within 1.2× of
+ *    bulwark's own, in CPU time per op of the client process (what a layout changes: its codec and
+ *    bookkeeping) and in median latency. The etcd subjects share one etcd, started by the parent, each
+ *    under a prefix of its own, so that no subject pays another etcd's state.
  */
 import { existsSync } from 'node:fs';
 import { Etcd3 } from 'etcd3';
@@ -15,6 +21,8 @@ import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
 import type { ServiceInstance } from '../src/registry/types.js';
+import { etcdLayout, type EtcdLayoutName } from '../src/registry/etcd-layout.js';
+import type { IKeyValue } from 'etcd3';
 import { startEtcd } from '../test/support/etcd.js';
 
 const NAMES = Array.from({ length: 16 }, (_, i) => `svc${i}`);
@@ -60,6 +68,8 @@ const runs = (name: string) => child === undefined && (section === undefined || 
 const LOOKUP = ['Map.get', 'Map.get via awaited Promise.resolve', 'RegistryCache.peek', 'RegistryCache.getService', 'RegistryCache.getService (before)', 'RegistryCache.getService awaited'];
 const SCALE = [10, 100, 1_000, 10_000];
 const EVENT = [...SCALE.map((n) => `event at ${n} services`), 'event at 10000 services (before)', 'event at 10000 services, each in turn'];
+const LAYOUTS: EtcdLayoutName[] = ['bulwark', 'go-zero', 'go-micro'];
+const LAYOUT = LAYOUTS.flatMap((l) => [`lookup (${l})`, `watch event (${l})`, `decode (${l})`]);
 
 if (runs('lookup') || (child !== undefined && LOOKUP.includes(child))) await bench('registry: lookup of a fresh entry (16 services × 8 instances)', {
   baseline: 'Map.get',
@@ -173,7 +183,7 @@ if (runs('event') || (child !== undefined && EVENT.includes(child))) await bench
   ],
 });
 
-if (runs('etcd') || (child !== undefined && !LOOKUP.includes(child) && !EVENT.includes(child))) await bench('registry: etcd put → change seen (loopback etcd, one key updated per op)', {
+if (runs('etcd') || (child !== undefined && !LOOKUP.includes(child) && !EVENT.includes(child) && !LAYOUT.includes(child))) await bench('registry: etcd put → change seen (loopback etcd, one key updated per op)', {
   baseline: 'etcd3 watch (bare)',
   durationMs: Number(process.env.BENCH_MS ?? 2_000),
   subjects: {
@@ -240,3 +250,142 @@ if (runs('etcd') || (child !== undefined && !LOOKUP.includes(child) && !EVENT.in
     },
   },
 });
+
+/** The 8 instances of service `api` as layout `name` writes them: raw keys and values, and the registry's root. */
+function layoutFixture(name: EtcdLayoutName, prefix: string) {
+  const layout = etcdLayout('bench', name);
+  const root = `${prefix}/`;
+  const instances: ServiceInstance[] = Array.from({ length: 8 }, (_, i) => ({
+    id: `api-${i}`,
+    name: 'api',
+    address: `10.0.0.${i + 1}:8080`,
+    version: '1.0.0',
+    metadata: { zone: 'eu-1', weight: '100', protocol: 'grpc' },
+  }));
+  // go-zero keys name a lease: any decimal will do for reading
+  const kvs = instances.map((inst, i) => ({ key: layout.key(root, inst, String(7_587_869_420_219_453_957n + BigInt(i))), value: layout.encode(inst) }));
+  return { layout, root, instances, kvs };
+}
+
+/** The etcd the parent started for the layout subjects (BULWARK_BENCH_ETCD), or one of the subject's own. */
+async function layoutEtcd() {
+  const shared = process.env.BULWARK_BENCH_ETCD;
+  if (shared !== undefined) return { endpoint: shared, stop: async () => {} };
+  return startEtcd();
+}
+
+async function layoutRegistry(name: EtcdLayoutName) {
+  const etcd = await layoutEtcd();
+  const client = new Etcd3({ hosts: etcd.endpoint });
+  const prefix = `/bench-${process.pid}`;
+  const f = layoutFixture(name, prefix);
+  for (const kv of f.kvs) await client.put(kv.key).value(kv.value);
+  const registry = new EtcdRegistry({ hosts: etcd.endpoint, prefix, layout: name });
+  const teardown = async () => {
+    await registry.close();
+    await client.delete().prefix(`${prefix}/`).exec();
+    client.close();
+    await etcd.stop();
+  };
+  return { client, f, registry, teardown };
+}
+
+/** cpuPerOp counts the client process's CPU time per op from the first measured op on. */
+function cpuPerOp() {
+  let cpu0: NodeJS.CpuUsage | undefined;
+  let n = 0;
+  return {
+    tick: () => (cpu0 === undefined ? (cpu0 = process.cpuUsage()) : n++),
+    extra: () => {
+      const used = process.cpuUsage(cpu0);
+      return { cpu_us_per_op: (used.user + used.system) / Math.max(1, n) };
+    },
+  };
+}
+
+const layoutRuns = runs('layout') || (child !== undefined && LAYOUT.includes(child));
+const sharedEtcd = runs('layout') && child === undefined && process.env.BULWARK_BENCH_ETCD === undefined ? await startEtcd() : undefined;
+if (sharedEtcd !== undefined) process.env.BULWARK_BENCH_ETCD = sharedEtcd.endpoint;
+const byCpu = (label: string, subject: string, than: string) => ({
+  label,
+  check: (m: { extra(s: string, k: string): number }) => {
+    const value = m.extra(subject, 'cpu_us_per_op') / m.extra(than, 'cpu_us_per_op');
+    return { value, ok: value <= 1.2, unit: '×' };
+  },
+});
+const byP50 = (label: string, subject: string, than: string) => ({
+  label,
+  check: (m: { extra(s: string, k: string): number }) => {
+    const value = m.extra(subject, 'p50_ms') / m.extra(than, 'p50_ms');
+    return { value, ok: value <= 1.2, unit: '×' };
+  },
+});
+
+if (layoutRuns) await bench('registry: per etcd layout — lookup, watch event, codec (bulwark is the baseline)', {
+  baseline: 'lookup (bulwark)',
+  durationMs: Number(process.env.BENCH_MS ?? 2_000),
+  subjects: Object.fromEntries(LAYOUTS.flatMap((name) => [
+    [`lookup (${name})`, async () => {
+      const { registry, teardown } = await layoutRegistry(name);
+      const lat = latencies();
+      const cpu = cpuPerOp();
+      return {
+        async: true,
+        batch: 20,
+        op: async () => {
+          cpu.tick();
+          const t0 = performance.now();
+          await registry.getService('api');
+          lat.add(performance.now() - t0);
+        },
+        extra: () => ({ ...lat.extra(), ...cpu.extra() }),
+        teardown,
+      };
+    }],
+    [`watch event (${name})`, async () => {
+      const { client, f, registry, teardown } = await layoutRegistry(name);
+      const cache = new RegistryCache(registry);
+      await cache.getService('api');
+      let want = '';
+      let resolve: (() => void) | undefined;
+      cache.onChange((c) => {
+        if (c.instances.some((i) => i.address === want)) resolve?.();
+      });
+      const lat = latencies();
+      const cpu = cpuPerOp();
+      let n = 0;
+      return {
+        async: true,
+        batch: 10,
+        // instance 0 moves to a new address each op: an update in the bulwark and go-micro layouts, a delete and a create in go-zero's
+        op: async () => {
+          cpu.tick();
+          want = `10.0.1.${(++n % 200) + 1}:8080`;
+          const seen = new Promise<void>((r) => (resolve = r));
+          const t0 = performance.now();
+          await client.put(f.kvs[0]!.key).value(f.layout.encode({ ...f.instances[0]!, address: want }));
+          await seen;
+          lat.add(performance.now() - t0);
+        },
+        extra: () => ({ ...lat.extra(), ...cpu.extra() }),
+        teardown: async () => {
+          await cache.close();
+          await teardown();
+        },
+      };
+    }],
+    [`decode (${name})`, () => {
+      const f = layoutFixture(name, '/bench');
+      const kvs = f.kvs.map((kv) => ({ key: Buffer.from(kv.key), value: kv.value, mod_revision: '1' }) as IKeyValue);
+      let i = 0;
+      return { op: () => f.layout.decode(f.root, kvs[i++ & 7]!) };
+    }],
+  ])),
+  targets: (['go-zero', 'go-micro'] as const).flatMap((l) => [
+    byCpu(`lookup (${l}) within 1.2× of bulwark, CPU per op`, `lookup (${l})`, 'lookup (bulwark)'),
+    byP50(`lookup (${l}) within 1.2× of bulwark, p50`, `lookup (${l})`, 'lookup (bulwark)'),
+    byCpu(`watch event (${l}) within 1.2× of bulwark, CPU per op`, `watch event (${l})`, 'watch event (bulwark)'),
+    byP50(`watch event (${l}) within 1.2× of bulwark, p50`, `watch event (${l})`, 'watch event (bulwark)'),
+  ]),
+});
+await sharedEtcd?.stop();

@@ -29,7 +29,11 @@ async function inTurn<T>(limit: number, tasks: readonly (() => Promise<T>)[]): P
 describe('bulwark registry', { concurrency: true }, () => {
   it('bad flags exit 2 with one line; an unreachable registry or node exits 1', async () => {
     const port = await freePort();
-    const bad = [['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus']];
+    const bad = [
+      ['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus'],
+      ['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--layout', 'consul'],
+      ['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--layout', 'go-zero'], // no common prefix: --service needed
+    ];
     const [etcd, node, ...flags] = await inTurn(3, [
       () => runBulwark(['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--timeout', '1s']),
       () => runBulwark(['registry', 'ls', '--node', `http://127.0.0.1:${port}`, '--timeout', '1s']),

@@ -2,7 +2,8 @@
  * A mixed cluster of real golang/groupcache nodes (built from test/support/groupcache-peer.go) and
  * bulwark nodes with `protocol: 'groupcache'`, on one peer list: the rings agree on every key's owner,
  * each key is loaded from the origin once under concurrent gets from all four nodes, each side reads
- * values the other owns, and what cannot cross (not-found answers, removal) degrades as documented.
+ * values the other owns, and what cannot cross (not-found answers, removal) degrades as documented. Then
+ * the same with `bulwark serve --protocol groupcache` processes in place of the library's nodes.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +13,8 @@ import { NotFoundError } from '../src/core/errors.js';
 import { crc32Utf8 } from '../src/cache/ring.js';
 import { listen, startNode, type CacheNode } from './cache-nodes.js';
 import { buildGoPeer, startGoPeer, type GoPeer, type GoPeerBuild } from './support/groupcache.js';
+import { freePort } from './support/servers.js';
+import { startServe, stopAll, type ServeProc } from './serve-harness.js';
 
 const build: GoPeerBuild = await buildGoPeer();
 const skip = 'skip' in build ? build.skip : undefined;
@@ -61,7 +64,6 @@ describe('Go groupcache interop (real Go peers)', { skip }, () => {
     await Promise.all(nodes.map((n) => n.stop()));
     originServer?.closeAllConnections();
     originServer?.close();
-    if ('remove' in build) build.remove();
   });
 
   async function goGet(peer: GoPeer, key: string): Promise<{ status: number; body: string }> {
@@ -173,3 +175,75 @@ function crc32Of(bytes: Uint8Array): number {
   }
   return (c ^ -1) >>> 0;
 }
+
+/**
+ * The same mix with `bulwark serve --protocol groupcache` as separate processes, as an operator runs them:
+ * two serve nodes and two Go nodes on one static peer list.
+ */
+describe('bulwark serve --protocol groupcache among real Go groupcache nodes', { skip }, () => {
+  let originServer: Server;
+  let origin: string;
+  const loads = new Map<string, number>();
+  let goPeers: GoPeer[] = [];
+  let serves: ServeProc[] = [];
+
+  before(async () => {
+    originServer = createServer((req, res) => {
+      const key = new URL(req.url ?? '/', 'http://x').searchParams.get('key') ?? '';
+      loads.set(key, (loads.get(key) ?? 0) + 1);
+      setTimeout(() => res.writeHead(200).end(`value of ${key}`), 5);
+    });
+    origin = await listen(originServer);
+    if (skip !== undefined || !('binary' in build)) return;
+    goPeers = [await startGoPeer(build.binary, origin), await startGoPeer(build.binary, origin)];
+    const ports = [await freePort(), await freePort()];
+    const all = [goPeers[0]!.url, `http://127.0.0.1:${ports[0]}`, goPeers[1]!.url, `http://127.0.0.1:${ports[1]}`];
+    const args = ['--protocol', 'groupcache', '--registry', 'memory', '--peers', all.join(','), '--group', 'items', '--origin', `${origin}/?key={key}`, '--hot-cache-bytes', '0', '--drain-delay', '0', '--quiet'];
+    serves = await Promise.all(ports.map((port) => startServe(args, { port })));
+    for (const g of goPeers) await g.setPeers(all);
+  });
+
+  after(async () => {
+    await Promise.all(goPeers.map((g) => g.stop()));
+    await stopAll(serves);
+    originServer?.closeAllConnections();
+    originServer?.close();
+    if ('remove' in build) build.remove();
+  });
+
+  const serveGet = async (node: ServeProc, key: string) => {
+    const res = await request(`${node.url}/v1/groups/items/keys/${encodeURIComponent(key)}`);
+    return { status: res.statusCode, source: String(res.headers['x-bulwark-source']), body: await res.body.text() };
+  };
+  const goGet = async (peer: GoPeer, path: string) => (await request(`${peer.url}${path}`)).body.text();
+
+  it('loads each key once under concurrent gets from all four nodes, and each side reads what the other owns', async () => {
+    const keys = Array.from({ length: 80 }, (_, i) => `serve:${i}`);
+    const gets: Promise<void>[] = [];
+    const fromPeer = new Set<string>();
+    for (const key of keys) {
+      for (const g of goPeers) gets.push(goGet(g, `/get?key=${encodeURIComponent(key)}`).then((v) => assert.equal(v, `value of ${key}`)));
+      for (const n of serves) {
+        gets.push(serveGet(n, key).then((r) => {
+          assert.equal(r.status, 200, r.body);
+          assert.equal(r.body, `value of ${key}`);
+          if (r.source === 'peer') fromPeer.add(key);
+        }));
+      }
+    }
+    await Promise.all(gets);
+    const extra = keys.filter((k) => loads.get(k) !== 1).map((k) => `${k}×${loads.get(k)}`);
+    assert.deepEqual(extra, [], 'each key loaded from the origin exactly once');
+    // serve nodes read keys Go owns from Go; Go read keys serve nodes own from them
+    const owners = await Promise.all(keys.map((k) => goGet(goPeers[0]!, `/owner?key=${encodeURIComponent(k)}`)));
+    const goOwned = keys.filter((_, i) => goPeers.some((g) => g.url === owners[i]));
+    assert.ok(goOwned.length > 0 && goOwned.length < keys.length, 'both kinds own keys');
+    assert.ok(goOwned.some((k) => fromPeer.has(k)), 'a serve node read a Go-owned key from its Go owner');
+    for (const g of goPeers) {
+      const s = JSON.parse(await goGet(g, '/stats')) as { peerLoads: number; peerErrors: number; serverRequests: number };
+      assert.ok(s.peerLoads > 0, 'a Go node read values from its peers');
+      assert.equal(s.peerErrors, 0);
+      assert.ok(s.serverRequests > 0, 'a Go node served its peers');
+    }
+  });
+});

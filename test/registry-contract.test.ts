@@ -1,13 +1,18 @@
 /**
- * The Registry contract: one suite, run against MemoryRegistry and against EtcdRegistry on a real etcd.
+ * The Registry contract: one suite, run against MemoryRegistry and against EtcdRegistry on a real etcd in
+ * each of its layouts. What a layout cannot carry (go-zero: no version, no metadata, the id is the
+ * address's) is a capability it declares: the suite expects such fields absent, never an error. A
+ * RegistryCache over each subject is checked the same way (watch, stale answers, throttled refreshes).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { NotFoundError } from '../src/core/errors.js';
 import { MemoryRegistry } from '../src/registry/memory-registry.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
+import { addressId, etcdLayout, type EtcdLayoutName, type LayoutCapabilities } from '../src/registry/etcd-layout.js';
+import { RegistryCache } from '../src/registry/registry-cache.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
-import { skipReason } from './support/servers.js';
+import { skipReason, waitFor } from './support/servers.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../src/registry/types.js';
 
 /** Subject builds a fresh registry for one test, under its own namespace. */
@@ -49,8 +54,21 @@ async function watchReady(r: Registry, service?: string, signal?: AbortSignal) {
   };
 }
 
+/** Everything carried: MemoryRegistry, and EtcdRegistry's bulwark layout. */
+const ALL: LayoutCapabilities = { version: true, metadata: true, stringIds: true };
+
 /** contract registers the shared suite for one implementation. */
-export function contract(label: string, make: Subject, options: { skip?: string | undefined } = {}): void {
+export function contract(label: string, make: Subject, options: { skip?: string | undefined; capabilities?: LayoutCapabilities } = {}): void {
+  const caps = options.capabilities ?? ALL;
+  /** readBack is `i` as the subject answers it: without what it cannot carry. */
+  const readBack = (i: ServiceInstance): ServiceInstance => {
+    const out: { -readonly [K in keyof ServiceInstance]: ServiceInstance[K] } = { ...i };
+    if (!caps.version) delete out.version;
+    if (!caps.metadata) delete out.metadata;
+    if (!caps.stringIds) out.id = addressId(i.address);
+    return out;
+  };
+  const byId = (a: ServiceInstance, b: ServiceInstance) => a.id.localeCompare(b.id);
   describe(`Registry contract: ${label}`, { skip: options.skip }, () => {
     const open: Registry[] = [];
     const fresh = async () => {
@@ -67,8 +85,8 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       const name = svc();
       await r.register(inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }));
       await r.register(inst(name, 'a2'));
-      const got = [...(await r.getService(name))].sort((x, y) => x.id.localeCompare(y.id));
-      assert.deepEqual(got, [inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }), inst(name, 'a2')]);
+      const got = [...(await r.getService(name))].sort(byId);
+      assert.deepEqual(got, [inst(name, 'a1', { version: '1.0', metadata: { zone: 'z1' } }), inst(name, 'a2')].map(readBack).sort(byId));
       assert.ok((await r.listServices()).includes(name));
     });
 
@@ -108,7 +126,7 @@ export function contract(label: string, make: Subject, options: { skip?: string 
         // frozen: fine
       }
       assert.equal((await r.getService(name)).length, 1);
-      assert.equal((await r.getService(name))[0]!.metadata?.w, '1');
+      assert.equal((await r.getService(name))[0]!.metadata?.w, caps.metadata ? '1' : undefined);
     });
 
     it('watches one service: create, update, delete in order, and nothing of other services', async () => {
@@ -120,12 +138,16 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       await r.register(inst(name, 'a1'));
       await r.register(inst(name, 'a1', { version: '2' }));
       await r.deregister(inst(name, 'a1'));
-      const got = [await w.next(), await w.next(), await w.next()];
-      assert.deepEqual(got.map((e) => [e.type, e.instance.name, e.instance.id, e.instance.version]), [
-        ['create', name, 'a1', undefined],
-        ['update', name, 'a1', '2'],
-        ['delete', name, 'a1', '2'],
-      ]);
+      // a layout without versions stores nothing new for the second register: no update
+      const expected = caps.version
+        ? [['create', inst(name, 'a1')], ['update', inst(name, 'a1', { version: '2' })], ['delete', inst(name, 'a1', { version: '2' })]] as const
+        : [['create', inst(name, 'a1')], ['delete', inst(name, 'a1')]] as const;
+      const got: RegistryEvent[] = [];
+      for (let i = 0; i < expected.length; i++) got.push(await w.next());
+      assert.deepEqual(
+        got.map((e) => [e.type, e.instance.name, e.instance.id, e.instance.version]),
+        expected.map(([type, i]) => [type, name, readBack(i).id, readBack(i).version]),
+      );
       await w.return();
     });
 
@@ -151,6 +173,35 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       await r.close();
       assert.equal(await w2.end(), true);
     });
+
+    it('behind a RegistryCache: watch events keep lookups fresh, refreshes are throttled, a failing registry answers stale', async () => {
+      const r = await fresh();
+      const name = svc();
+      const cache = new RegistryCache(r, { ttlMs: 300, minRetryIntervalMs: 60_000 });
+      try {
+        await r.register(inst(name, 'a1'));
+        assert.deepEqual((await cache.getService(name)).map((i) => i.id), [readBack(inst(name, 'a1')).id]);
+        // the watch brings a2 in without another registry call
+        await r.register(inst(name, 'a2'));
+        await waitFor('a2 through the watch', async () => (await cache.getService(name)).length === 2, 10_000);
+        await r.deregister(inst(name, 'a1'));
+        await waitFor('a1 gone through the watch', async () => (await cache.getService(name)).length === 1, 10_000);
+        assert.equal(cache.stats().registryCalls <= 2, true, `registry calls ${cache.stats().registryCalls}`); // the first lookup, at most one TTL refresh
+        // an unknown service: asked once, then throttled
+        const missing = svc();
+        await assert.rejects(cache.getService(missing), NotFoundError);
+        const calls = cache.stats().registryCalls;
+        await assert.rejects(cache.getService(missing), NotFoundError);
+        assert.equal(cache.stats().registryCalls, calls);
+        assert.ok(cache.stats().throttled >= 1);
+        // the registry fails (closed): once the entry expires, the last list is answered stale
+        await r.close();
+        await waitFor('a stale answer', async () => (await cache.getService(name)).length === 1 && cache.stats().stale > 0, 10_000);
+        assert.deepEqual((await cache.getService(name)).map((i) => i.id), [readBack(inst(name, 'a2')).id]);
+      } finally {
+        await cache.close();
+      }
+    });
   });
 }
 
@@ -165,8 +216,10 @@ after(async () => {
   await etcd?.stop();
 });
 let prefixes = 0;
-contract(
-  'EtcdRegistry',
-  async () => new EtcdRegistry({ hosts: etcd!.endpoint, prefix: `/bulwark-contract/${process.pid}-${++prefixes}`, ttlMs: 5000 }),
-  { skip: skipReason(etcdBinary, 'etcd') },
-);
+for (const layout of ['bulwark', 'go-zero', 'go-micro'] as EtcdLayoutName[]) {
+  contract(
+    `EtcdRegistry (${layout} layout)`,
+    async () => new EtcdRegistry({ hosts: etcd!.endpoint, layout, prefix: `/bulwark-contract/${process.pid}-${++prefixes}`, ttlMs: 5000 }),
+    { skip: skipReason(etcdBinary, 'etcd'), capabilities: etcdLayout('contract', layout).capabilities },
+  );
+}

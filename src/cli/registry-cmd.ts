@@ -1,7 +1,9 @@
 /**
  * `bulwark registry ls | watch`: what a registry holds, for operators.
  *
- * - `--registry etcd://host:port[,host:port]` reads etcd itself (`--etcd-prefix`, as the nodes use it).
+ * - `--registry etcd://host:port[,host:port]` reads etcd itself (`--etcd-prefix`, as the nodes use it), in
+ *   bulwark's layout or, with `--layout go-zero | go-micro`, in a Go fleet's (go-zero keys share no
+ *   common start: there `--service` or `--etcd-prefix` is needed).
  * - `--registry memory` is a registry inside one process: `--node http://host:port` names a running
  *   `bulwark serve` node, and its membership is read from its `GET /v1/registry`.
  *
@@ -22,7 +24,9 @@ Usage: bulwark registry ls    [--registry etcd://host:port[,host:port] | --node 
 Options:
       --registry <memory|etcd://h:p[,h:p]>  where to read (default memory, which needs --node)
       --node <url>            a running 'bulwark serve' node: its membership (with --registry memory)
-      --etcd-prefix <path>    etcd key prefix (default /bulwark/services)
+      --layout <name>         how etcd holds instances: bulwark, go-zero or go-micro (default bulwark)
+      --etcd-prefix <path>    etcd key prefix (default the layout's: /bulwark/services, none for
+                              go-zero, /micro/registry for go-micro)
       --service <name>        only this service (default every service)
       --json                  JSON instead of a table (watch: one object per line)
       --interval <time>       watch --node: how often to poll the node (default 1s)
@@ -57,6 +61,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
       registry: { kind: 'string' },
       node: { kind: 'string' },
       'etcd-prefix': { kind: 'string' },
+      layout: { kind: 'string' },
       service: { kind: 'string' },
       json: { kind: 'boolean' },
       interval: { kind: 'duration' },
@@ -80,14 +85,21 @@ export async function runRegistry(argv: string[]): Promise<number> {
     const reg = ((flags.registry as string | undefined) ?? 'memory').trim();
     const node = flags.node as string | undefined;
     if (reg === 'memory') {
+      if (flags.layout !== undefined) throw new UsageError('--layout is how etcd holds instances; it needs --registry etcd://…');
       if (node === undefined) throw new UsageError('--registry memory lives inside a node: give --node http://host:port of a running bulwark serve');
       source = nodeSource(nodeUrl(node), timeoutMs);
     } else if (reg.startsWith('etcd://')) {
       if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
       const hosts = reg.slice('etcd://'.length).split(',').map((h) => h.trim());
       for (const h of hosts) if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(h)) throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
-      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
-      source = etcdSource(etcd);
+      const layout = (flags.layout as string | undefined) ?? 'bulwark';
+      if (layout !== 'bulwark' && layout !== 'go-zero' && layout !== 'go-micro') throw new UsageError(`--layout must be bulwark, go-zero or go-micro, got ${JSON.stringify(layout)}`);
+      const prefix = flags['etcd-prefix'] as string | undefined;
+      if (layout === 'go-zero' && prefix === undefined && service === undefined) {
+        throw new UsageError('go-zero keys start with the service name itself (its Key): give --service <name>, or --etcd-prefix when the Keys share one');
+      }
+      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      source = etcdSource(etcd, service);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
@@ -153,10 +165,11 @@ function nodeSource(url: string, timeoutMs: number): Source {
   };
 }
 
-function etcdSource(registry: Registry): Source {
+/** etcdSource lists every service, or only `service` (without listing every service: go-zero keys have no common start). */
+function etcdSource(registry: Registry, service: string | undefined): Source {
   return {
     async list() {
-      const names = (await registry.listServices()).sort();
+      const names = service !== undefined ? [service] : (await registry.listServices()).sort();
       const out: Service[] = [];
       for (const name of names) {
         const instances = await registry.getService(name).catch((err: unknown) => {

@@ -3,13 +3,23 @@
  * file holds its mechanics.
  */
 import type { Clock } from '../core/clock.js';
+import type { EtcdLayoutName } from './etcd-layout.js';
 import type { EtcdClient } from './etcd-support.js';
 
 /** EtcdRegistryOptions configures an EtcdRegistry. */
 export interface EtcdRegistryOptions {
   /** etcd endpoints (every member of the cluster), e.g. `http://127.0.0.1:2379`. Required. */
   hosts: string | string[];
-  /** Key prefix; keys are `<prefix>/<name>/<id>`. Defaults to `/bulwark/services`. */
+  /**
+   * How instances are kept in etcd: `'bulwark'` (`<prefix>/<name>/<id>` → JSON), `'go-zero'` (`<prefix>/<name>/<lease
+   * id>` → `host:port`, a lease per instance) or `'go-micro'` (`<prefix>/<name>/<node id>` → a go-micro service's
+   * JSON); see docs/registry.md for what each carries. Defaults to `'bulwark'`.
+   */
+  layout?: EtcdLayoutName;
+  /**
+   * Key prefix; keys are `<prefix>/<name>/…`. Defaults to the layout's: `/bulwark/services`, `/micro/registry`,
+   * and none for go-zero (keys start with the service name, go-zero's `Key`).
+   */
   prefix?: string;
   /**
    * The lease TTL of instances registered without their own `ttlMs` (rounded up to whole seconds, etcd's
@@ -34,6 +44,8 @@ export interface EtcdRegistryOptions {
 
 /** Defaults for EtcdRegistryOptions. */
 export const etcdRegistryDefaults = Object.freeze({
+  layout: 'bulwark' as EtcdLayoutName,
+  /** The bulwark layout's; each layout has its own (EtcdLayout.defaultPrefix). */
   prefix: '/bulwark/services',
   ttlMs: 15_000,
   dialTimeoutMs: 3_000,
@@ -61,7 +73,7 @@ export interface EtcdRegistryStats {
   leasesGranted: number;
   /** Leases given up: etcd answered that they are gone, or their TTL passed with no confirmed keep-alive. */
   leasesLost: number;
-  /** Leases held now (one per distinct TTL in use). */
+  /** Leases held now (one per distinct TTL in use; one per instance in the go-zero layout). */
   leases: number;
   /** Keep-alives etcd answered with TTL > 0. */
   keepAlives: number;

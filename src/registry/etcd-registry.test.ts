@@ -80,7 +80,7 @@ function fakeClient(store: Store, m: Member): EtcdClient {
   };
 }
 
-function setup(o: { ttlMs?: number; dialTimeoutMs?: number } = {}) {
+function setup(o: { ttlMs?: number; dialTimeoutMs?: number; layout?: 'go-zero' } = {}) {
   const clock = new ManualClock();
   const store = new Store();
   const members: Member[] = [0, 1, 2].map(() => ({ mode: 'up', keepAlives: 0 }));
@@ -91,6 +91,7 @@ function setup(o: { ttlMs?: number; dialTimeoutMs?: number } = {}) {
     ttlMs: o.ttlMs ?? 3000,
     dialTimeoutMs: o.dialTimeoutMs ?? 3000,
     clock,
+    ...(o.layout === undefined ? {} : { layout: o.layout }),
     createClient: (h) => fakeClient(store, members[hosts.indexOf(h)]!),
   });
   const all = (mode: Member['mode']) => members.forEach((m) => (m.mode = mode));
@@ -196,5 +197,67 @@ describe('EtcdRegistry leases and confirmations (fake members, ManualClock)', ()
     assert.equal(registry.stats().leases, 1);
     await registry.close();
     assert.ok(!store.leases.has(l2), 'close revokes the rest');
+  });
+});
+
+describe('EtcdRegistry in the go-zero layout (fake members, ManualClock)', () => {
+  const zinst = (id: string, port: number) => ({ id, name: 'api', address: `127.0.0.1:${port}` });
+
+  it('gives each instance a lease of its own, its key <prefix>/<name>/<lease id> and its value the address', async () => {
+    const { store, registry } = setup({ layout: 'go-zero' });
+    await registry.register(zinst('a1', 9001));
+    await registry.register(zinst('a2', 9002));
+    const keys = [...store.keys].map(([k, v]) => [k, v.value, v.lease]);
+    assert.deepEqual(keys, [['/t/api/100', '127.0.0.1:9001', '100'], ['/t/api/101', '127.0.0.1:9002', '101']]);
+    assert.equal(registry.stats().leases, 2);
+    // registered again with a new address: same lease, same key, new value
+    await registry.register(zinst('a1', 9011));
+    assert.equal(store.keys.get('/t/api/100')?.value, '127.0.0.1:9011');
+    assert.equal(registry.stats().leasesGranted, 2);
+    await registry.close();
+  });
+
+  it('replaces a lost lease with a new one and writes the instance under the new key; the old key goes with the old lease', async () => {
+    const { clock, store, registry } = setup({ layout: 'go-zero' });
+    await registry.register(zinst('a1', 9001));
+    store.revoke('100'); // etcd lost it (expired while paused): key and lease gone
+    await clock.advanceAsync(1000); // the keep-alive answers TTL 0: a new lease, the instance written again
+    assert.deepEqual([...store.keys].map(([k, v]) => [k, v.value]), [['/t/api/101', '127.0.0.1:9001']]);
+    assert.deepEqual({ granted: registry.stats().leasesGranted, lost: registry.stats().leasesLost }, { granted: 2, lost: 1 });
+    await registry.close();
+  });
+
+  it('deregisters by deleting the key of its lease, then revokes the lease nothing uses', async () => {
+    const { clock, store, registry } = setup({ layout: 'go-zero' });
+    await registry.register(zinst('a1', 9001));
+    await registry.register(zinst('a2', 9002));
+    await registry.deregister(zinst('a1', 9001));
+    assert.deepEqual([...store.keys.keys()], ['/t/api/101']);
+    await clock.advanceAsync(1000);
+    assert.deepEqual([...store.leases.keys()], ['101']);
+    assert.equal(registry.stats().leases, 1);
+    await registry.deregister(zinst('never', 9003)); // not registered here: nothing to delete, resolves
+    await registry.close();
+  });
+
+  it('moves an instance registered again with another TTL to a new lease and key; the old key goes with the old lease', async () => {
+    const { clock, store, registry } = setup({ layout: 'go-zero' });
+    await registry.register(zinst('a1', 9001));
+    await registry.register(zinst('a1', 9001), { ttlMs: 6_000 });
+    assert.equal(store.keys.get('/t/api/101')?.lease, '101');
+    assert.equal(store.leases.get('101'), 6);
+    await clock.advanceAsync(1000);
+    assert.deepEqual([...store.keys.keys()], ['/t/api/101']);
+    assert.deepEqual([...store.leases.keys()], ['101']);
+    await registry.close();
+  });
+
+  it('rejects what the layout cannot do with a TypeError: listing every service without a prefix, and a prefix of "" for another layout', async () => {
+    const r = new EtcdRegistry({ hosts: 'http://x', layout: 'go-zero', createClient: () => fakeClient(new Store(), { mode: 'up', keepAlives: 0 }) });
+    await assert.rejects(r.listServices(), /EtcdRegistry.listServices: the go-zero layout without a prefix/);
+    assert.throws(() => r.watch(), /EtcdRegistry.watch: the go-zero layout without a prefix needs a service/);
+    await r.close();
+    assert.throws(() => new EtcdRegistry({ hosts: 'http://x', prefix: '' }), /EtcdRegistry: prefix must be a key path/);
+    assert.throws(() => new EtcdRegistry({ hosts: 'http://x', layout: 'consul' as never }), /EtcdRegistry: layout must be one of/);
   });
 });

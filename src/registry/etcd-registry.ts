@@ -1,6 +1,8 @@
 /**
  * EtcdRegistry keeps instances in etcd: keys `<prefix>/<name>/<id>`, JSON values, one lease per distinct
  * TTL kept alive every TTL/3 (go-zero's discov publisher does the same with one lease per publisher).
+ * That is the `bulwark` layout; the `go-zero` and `go-micro` layouts (etcd-layout.ts) read and write what
+ * those frameworks do, the go-zero one with a lease per instance, its key naming the lease.
  *
  * Calls go to a live member of the cluster (etcd-pool.ts): a member that does not answer is skipped for
  * the call and for `cooldownMs` after, the call goes on with the others within its own deadline
@@ -31,7 +33,9 @@ import { clockOption, finite, fn, integer, options as checkOptions } from '../co
 import { EventQueue } from './event-queue.js';
 import { EtcdPool } from './etcd-pool.js';
 import { etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
-import { createClient, decode, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
+import { createClient, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
+import { CollapsingQueue } from './collapsing-queue.js';
+import { etcdLayout, type EtcdLayout } from './etcd-layout.js';
 import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
@@ -51,10 +55,13 @@ export { etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, t
 interface Owned {
   readonly instance: ServiceInstance;
   readonly ttlSeconds: number;
+  /** The key of its lease in `leases`: the TTL, or the instance's own key when each instance holds a lease. */
+  readonly leaseKey: number | string;
 }
 
 /** Lease is the lease of one TTL: its id (undefined until granted or after it was lost) and its keep-alive times. */
 interface Lease {
+  readonly key: number | string;
   readonly ttlSeconds: number;
   id: string | undefined;
   /** The TTL etcd granted, ms. */
@@ -71,6 +78,8 @@ interface Lease {
 export class EtcdRegistry implements Registry {
   /** The first endpoint. */
   readonly endpoint: string;
+  /** How instances map to keys and values, and what they carry (etcd-layout.ts). */
+  readonly layout: EtcdLayout;
   private readonly pool: EtcdPool<EtcdClient>;
   private readonly clock: Clock;
   private readonly warner: Warner;
@@ -79,7 +88,7 @@ export class EtcdRegistry implements Registry {
   private readonly timeoutMs: number;
   private readonly queueSize: number;
   private readonly owned = new Map<string, Owned>();
-  private readonly leases = new Map<number, Lease>();
+  private readonly leases = new Map<number | string, Lease>();
   private readonly pendingDeletes = new Set<string>();
   private readonly unconfirmed = new Set<string>();
   private readonly oldLeases: string[] = [];
@@ -98,8 +107,11 @@ export class EtcdRegistry implements Registry {
     if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((h) => typeof h !== 'string' || h.length === 0)) {
       throw new TypeError(`EtcdRegistry: hosts must be a non-empty string or array of strings, got ${JSON.stringify(o.hosts)}`);
     }
-    const prefix = o.prefix ?? etcdRegistryDefaults.prefix;
-    if (typeof prefix !== 'string' || !/^\/?[A-Za-z0-9._:/-]*[A-Za-z0-9._:-]$/.test(prefix)) {
+    this.layout = etcdLayout('EtcdRegistry', o.layout ?? etcdRegistryDefaults.layout);
+    const prefix = o.prefix ?? this.layout.defaultPrefix;
+    // go-zero keys may start with the service name itself (its `Key`): no prefix
+    const noPrefix = prefix === '' && this.layout.defaultPrefix === '';
+    if (typeof prefix !== 'string' || (!noPrefix && !/^\/?[A-Za-z0-9._:/-]*[A-Za-z0-9._:-]$/.test(prefix))) {
       throw new TypeError(`EtcdRegistry: prefix must be a key path like "/bulwark/services" (no trailing slash), got ${JSON.stringify(prefix)}`);
     }
     const ttlMs = integer('EtcdRegistry', 'ttlMs', o.ttlMs ?? etcdRegistryDefaults.ttlMs, MIN_TTL_MS, MAX_TTL_MS);
@@ -109,7 +121,7 @@ export class EtcdRegistry implements Registry {
     this.queueSize = integer('EtcdRegistry', 'watchQueueSize', o.watchQueueSize ?? etcdRegistryDefaults.watchQueueSize, 1);
     const sink = o.onWarning === undefined ? defaultWarning : fn<(m: string) => void>('EtcdRegistry', 'onWarning', o.onWarning);
     this.clock = clockOption('EtcdRegistry', o.clock, systemClock);
-    this.root = `${prefix}/`;
+    this.root = prefix === '' ? '' : `${prefix}/`;
     this.ttlSeconds = Math.ceil(ttlMs / 1000);
     this.endpoint = hosts[0]!;
     this.warner = new Warner(sink);
@@ -144,13 +156,13 @@ export class EtcdRegistry implements Registry {
     throwIfAborted(o.signal);
     this.open();
     const key = this.keyOf(inst.name, inst.id);
-    const entry: Owned = { instance: inst, ttlSeconds };
+    const entry: Owned = { instance: inst, ttlSeconds, leaseKey: this.layout.leasePerInstance ? key : ttlSeconds };
     this.owned.set(key, entry);
-    this.pendingDeletes.delete(key);
+    this.pendingDeletes.delete(this.writtenKey(key, inst.name, inst.id) ?? key);
     this.unconfirmed.add(key);
     const work = this.exclusive(async () => {
       if (this.owned.get(key) !== entry) return; // replaced or deregistered meanwhile: that later call writes
-      const lease = this.leaseFor(ttlSeconds);
+      const lease = this.leaseFor(entry.leaseKey, ttlSeconds);
       try {
         await this.ensureLease(lease);
         await this.put(key, inst, lease);
@@ -172,9 +184,11 @@ export class EtcdRegistry implements Registry {
     this.open();
     const key = this.keyOf(name, id);
     this.owned.delete(key);
-    this.pendingDeletes.add(key);
-    this.unconfirmed.add(key);
-    return this.confirm(`deregister of ${name}/${id}`, this.exclusive(() => this.remove(key)), signal);
+    const written = this.writtenKey(key, name, id);
+    if (written === undefined) return; // a key that names its lease was never written: nothing to delete
+    this.pendingDeletes.add(written);
+    this.unconfirmed.add(written);
+    return this.confirm(`deregister of ${name}/${id}`, this.exclusive(() => this.remove(written, key)), signal);
   }
 
   /** getService answers the service's instances; NotFoundError when it has none. */
@@ -192,10 +206,16 @@ export class EtcdRegistry implements Registry {
     const p = `${this.root}${name}/`;
     const res = await this.pool.call('range', (c, o) => c.kv.range({ key: Buffer.from(p), range_end: rangeEnd(p) }, o), signal);
     const out: ServiceInstance[] = [];
+    // go-zero: keys holding one address are one instance (a Set only for that layout: no cost for the others)
+    const ids = this.layout.collapseDuplicates ? new Set<string>() : undefined;
     for (const kv of res.kvs) {
-      const d = decode(this.root, kv);
-      if (d.instance !== undefined) out.push(d.instance);
-      else this.warner.warn(kv, d.error);
+      const d = this.layout.decode(this.root, kv);
+      if (d.instance === undefined) this.warner.warn(kv, d.error);
+      else if (ids === undefined) out.push(d.instance);
+      else if (!ids.has(d.instance.id)) {
+        ids.add(d.instance.id);
+        out.push(d.instance);
+      }
     }
     return { instances: out, revision: Number(res.header.revision) };
   }
@@ -203,6 +223,7 @@ export class EtcdRegistry implements Registry {
   /** listServices answers the names of services with at least one instance. */
   async listServices(): Promise<string[]> {
     this.open();
+    if (this.root === '') throw new TypeError(`EtcdRegistry.listServices: the ${this.layout.name} layout without a prefix has no common key start; give a prefix`);
     const res = await this.pool.call('range', (c, o) => c.kv.range({ key: Buffer.from(this.root), range_end: rangeEnd(this.root), keys_only: true }, o));
     const names = new Set<string>();
     for (const kv of res.kvs) {
@@ -216,8 +237,12 @@ export class EtcdRegistry implements Registry {
   watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
     const o = checkOptions('EtcdRegistry.watch', options);
     const service = o.service === undefined ? undefined : checkName('EtcdRegistry.watch', 'service', o.service);
+    if (service === undefined && this.root === '') {
+      throw new TypeError(`EtcdRegistry.watch: the ${this.layout.name} layout without a prefix needs a service to watch, got none`);
+    }
     let w: EtcdWatch | undefined;
-    const queue = new EventQueue(this.queueSize, o.signal, () => {
+    const collapse = this.layout.collapseDuplicates;
+    const queue = new (collapse ? CollapsingQueue : EventQueue)(this.queueSize, o.signal, () => {
       if (w === undefined) return;
       this.watches.delete(w);
       void w.stop();
@@ -227,6 +252,8 @@ export class EtcdRegistry implements Registry {
       clock: this.clock,
       warner: this.warner,
       root: this.root,
+      decode: (kv) => this.layout.decode(this.root, kv),
+      onListed: collapse ? (i) => (queue as CollapsingQueue).hold(i) : undefined,
       onResync: () => void this.counters.watchResyncs++,
       onMove: () => void this.counters.watchMoves++,
     }, service, queue, o.onReady);
@@ -262,8 +289,16 @@ export class EtcdRegistry implements Registry {
     return this.close();
   }
 
+  /** keyOf is the registry's own handle of an instance (its key in every layout whose key names the id). */
   private keyOf(name: string, id: string): string {
     return `${this.root}${name}/${id}`;
+  }
+
+  /** writtenKey is the key the instance of handle `key` is written under now, if known (a key naming a lease needs the lease). */
+  private writtenKey(key: string, name: string, id: string): string | undefined {
+    if (!this.layout.leasePerInstance) return key;
+    const leaseId = this.leases.get(key)?.id;
+    return leaseId === undefined ? undefined : this.layout.key(this.root, { name, id, address: '' }, leaseId);
   }
 
   private open(): void {
@@ -311,12 +346,19 @@ export class EtcdRegistry implements Registry {
     return run;
   }
 
-  /** leaseFor answers the lease of a TTL, creating its record (not yet granted) on first use. */
-  private leaseFor(ttlSeconds: number): Lease {
-    let lease = this.leases.get(ttlSeconds);
+  /** leaseFor answers the lease of a TTL (or of one instance), creating its record (not yet granted) on first use. */
+  private leaseFor(key: number | string, ttlSeconds: number): Lease {
+    let lease = this.leases.get(key);
+    if (lease !== undefined && lease.ttlSeconds !== ttlSeconds) {
+      // an instance's own lease (go-zero) and the instance registered again with another TTL: a new lease,
+      // and so a new key, replace it; the old key goes when the old lease is revoked
+      this.leases.delete(key);
+      if (lease.id !== undefined && this.oldLeases.length < MAX_OLD_LEASES) this.oldLeases.push(lease.id);
+      lease = undefined;
+    }
     if (lease === undefined) {
-      lease = { ttlSeconds, id: undefined, grantedMs: ttlSeconds * 1000, confirmedAt: 0, dueAt: Infinity, dirty: false };
-      this.leases.set(ttlSeconds, lease);
+      lease = { key, ttlSeconds, id: undefined, grantedMs: ttlSeconds * 1000, confirmedAt: 0, dueAt: Infinity, dirty: false };
+      this.leases.set(key, lease);
     }
     return lease;
   }
@@ -343,8 +385,8 @@ export class EtcdRegistry implements Registry {
 
   /** put writes under the lease; a lease etcd no longer knows (expired while we were paused) is replaced at once. */
   private async put(key: string, inst: ServiceInstance, lease: Lease): Promise<void> {
-    const value = Buffer.from(JSON.stringify(inst));
-    await this.underLease(lease, (id) => this.pool.call('put', (c, o) => c.kv.put({ key: Buffer.from(key), value, lease: id }, o)));
+    const value = this.layout.encode(inst);
+    await this.underLease(lease, (id) => this.pool.call('put', (c, o) => c.kv.put({ key: Buffer.from(this.layout.leasePerInstance ? this.layout.key(this.root, inst, id) : key), value, lease: id }, o)));
   }
 
   /**
@@ -355,7 +397,7 @@ export class EtcdRegistry implements Registry {
     let batch: Array<{ key: Buffer; value: Buffer }> = [];
     let bytes = 0;
     for (const [key, inst] of entries) {
-      const op = { key: Buffer.from(key), value: Buffer.from(JSON.stringify(inst)) };
+      const op = { key: Buffer.from(key), value: this.layout.encode(inst) };
       if (batch.length > 0 && (batch.length >= MAX_TXN_OPS || bytes + op.key.length + op.value.length > MAX_TXN_BYTES)) {
         await this.putBatch(batch, lease);
         batch = [];
@@ -388,10 +430,11 @@ export class EtcdRegistry implements Registry {
     }
   }
 
-  private async remove(key: string): Promise<void> {
+  /** remove deletes `key`; `handle` is the instance's own key when the written key names a lease. */
+  private async remove(key: string, handle = key): Promise<void> {
     await this.pool.call('delete', (c, o) => c.kv.deleteRange({ key: Buffer.from(key) }, o));
     this.pendingDeletes.delete(key);
-    if (!this.owned.has(key)) this.unconfirmed.delete(key);
+    if (!this.owned.has(handle)) this.unconfirmed.delete(key);
   }
 
   private revoke(id: string): Promise<void> {
@@ -444,9 +487,9 @@ export class EtcdRegistry implements Registry {
   /** tend keeps one lease alive when due, replaces it when lost, writes its instances again when needed, and drops it when unused. */
   private async tend(lease: Lease): Promise<void> {
     const entries: Array<[string, ServiceInstance]> = [];
-    for (const [key, o] of this.owned) if (o.ttlSeconds === lease.ttlSeconds) entries.push([key, o.instance]);
+    for (const [key, o] of this.owned) if (o.leaseKey === lease.key) entries.push([key, o.instance]);
     if (entries.length === 0) {
-      this.leases.delete(lease.ttlSeconds);
+      this.leases.delete(lease.key);
       if (lease.id !== undefined && this.oldLeases.length < MAX_OLD_LEASES) this.oldLeases.push(lease.id);
       return;
     }
@@ -455,7 +498,9 @@ export class EtcdRegistry implements Registry {
       lease.dirty = true;
       await this.ensureLease(lease);
       this.counters.rewrites++;
-      await this.putAll(entries, lease);
+      // a lease of its own: one instance, whose key names the lease (put, not putAll: the lease may change on the way)
+      if (this.layout.leasePerInstance) await this.put(entries[0]![0], entries[0]![1], lease);
+      else await this.putAll(entries, lease);
       lease.dirty = false;
       for (const [key, inst] of entries) if (this.owned.get(key)?.instance === inst) this.unconfirmed.delete(key);
     }

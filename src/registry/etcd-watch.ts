@@ -15,7 +15,7 @@ import { Backoff } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { EventQueue } from './event-queue.js';
 import type { EtcdPool, PoolMember } from './etcd-pool.js';
-import { rangeEnd, decode, type EtcdClient, type Warner } from './etcd-support.js';
+import { rangeEnd, type Decoded, type EtcdClient, type Warner } from './etcd-support.js';
 import type { RegistryEvent, ServiceInstance } from './types.js';
 import { sameInstance } from './validate.js';
 
@@ -30,6 +30,10 @@ export interface EtcdWatchDeps {
   warner: Warner;
   /** `<prefix>/` of the registry. */
   root: string;
+  /** Reads one key of the registry's layout (etcd-layout.ts). */
+  decode: (kv: IKeyValue) => Decoded;
+  /** Told of each instance the first listing holds (it is in the view, but no event says so). */
+  onListed?: ((instance: ServiceInstance) => void) | undefined;
   /** Called on every resync (a cancelled watch listed again). */
   onResync: () => void;
   /** Called each time the stream moves to another member (or tries its member again) after a disconnect. */
@@ -69,9 +73,11 @@ export class EtcdWatch {
     }
     if (this.stopped) return;
     for (const kv of res.kvs) {
-      const d = decode(this.deps.root, kv);
-      if (d.instance !== undefined) this.view.set(kv.key.toString(), { instance: d.instance });
-      else this.deps.warner.warn(kv, d.error);
+      const d = this.deps.decode(kv);
+      if (d.instance !== undefined) {
+        this.view.set(kv.key.toString(), { instance: d.instance });
+        this.deps.onListed?.(d.instance);
+      } else this.deps.warner.warn(kv, d.error);
     }
     this.revision = Number(res.header.revision);
     try {
@@ -168,7 +174,7 @@ export class EtcdWatch {
       this.queue.push(Object.freeze({ type: 'delete', instance: old.instance, revision }));
       return;
     }
-    const d = decode(this.deps.root, kv);
+    const d = this.deps.decode(kv);
     if (d.instance === undefined) {
       this.deps.warner.warn(kv, d.error);
       if (old !== undefined) {
@@ -179,7 +185,11 @@ export class EtcdWatch {
       return;
     }
     this.view.set(key, { instance: d.instance });
-    if (old === undefined) this.queue.push(Object.freeze({ type: 'create', instance: d.instance, revision }));
+    if (old !== undefined && old.instance.id !== d.instance.id) {
+      // the key now holds another instance (go-zero: a new address under the same lease): the old one is gone
+      this.queue.push(Object.freeze({ type: 'delete', instance: old.instance, revision }));
+      this.queue.push(Object.freeze({ type: 'create', instance: d.instance, revision }));
+    } else if (old === undefined) this.queue.push(Object.freeze({ type: 'create', instance: d.instance, revision }));
     else if (!sameInstance(old.instance, d.instance)) this.queue.push(Object.freeze({ type: 'update', instance: d.instance, revision }));
   }
 
@@ -198,7 +208,7 @@ export class EtcdWatch {
     this.retry.reset();
     const listed = new Map<string, ServiceInstance>();
     for (const kv of res.kvs) {
-      const d = decode(this.deps.root, kv);
+      const d = this.deps.decode(kv);
       if (d.instance !== undefined) listed.set(kv.key.toString(), d.instance);
       else this.deps.warner.warn(kv, d.error);
     }
@@ -213,7 +223,8 @@ export class EtcdWatch {
     for (const [key, instance] of listed) {
       const old = this.view.get(key);
       this.view.set(key, { instance });
-      if (old === undefined) events.push(Object.freeze({ type: 'create', instance, revision }));
+      if (old !== undefined && old.instance.id !== instance.id) events.push(Object.freeze({ type: 'delete', instance: old.instance, revision }), Object.freeze({ type: 'create', instance, revision }));
+      else if (old === undefined) events.push(Object.freeze({ type: 'create', instance, revision }));
       else if (!sameInstance(old.instance, instance)) events.push(Object.freeze({ type: 'update', instance, revision }));
     }
     for (const e of events) this.queue.push(e);

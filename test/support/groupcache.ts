@@ -1,45 +1,23 @@
 /**
  * Real golang/groupcache peers for the interop tests: `buildGoPeer` compiles test/support/groupcache-peer.go
- * once (GOPATH mode against the Debian golang-github-golang-groupcache-dev sources) into a temp dir;
+ * once (go-program.ts: GOPATH mode against the Debian golang-github-golang-groupcache-dev sources) into a temp dir;
  * `startGoPeer` runs one on a free loopback port, hands it the peer list, and stops it by PID.
  *
  * When `go` or the groupcache sources are missing, `buildGoPeer` answers a skip reason — unless
  * BULWARK_REQUIRE_SERVERS=1, where it throws so the run fails instead of passing on a skip.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { findBinary, requireServers, tempDir } from './servers.js';
+import { buildGo, type GoBuild } from './go-program.js';
 
-/** GOPATH holding github.com/golang/groupcache (Debian's golang-github-golang-groupcache-dev). */
-const GOPATH = process.env.BULWARK_GOPATH ?? '/usr/share/gocode';
 const SOURCE = fileURLToPath(new URL('./groupcache-peer.go', import.meta.url));
-/** Building takes ~12 s cold; the Go build cache (kept across runs) makes it ~1 s. */
-const BUILD_TIMEOUT_MS = 180_000;
 
 /** GoPeerBuild is the compiled peer, or why there is none. */
-export type GoPeerBuild = { binary: string; remove(): void } | { skip: string };
+export type GoPeerBuild = GoBuild;
 
 /** buildGoPeer compiles the Go peer into a temp dir (call once per test file). */
-export async function buildGoPeer(): Promise<GoPeerBuild> {
-  const go = findBinary('go');
-  if (go === undefined) return { skip: 'go is not installed (set BULWARK_REQUIRE_SERVERS=1 to fail instead)' };
-  if (!existsSync(join(GOPATH, 'src/github.com/golang/groupcache'))) {
-    const why = `golang/groupcache is not in ${GOPATH} (Debian: golang-github-golang-groupcache-dev)`;
-    if (requireServers) throw new Error(`${why}, and BULWARK_REQUIRE_SERVERS=1 requires it`);
-    return { skip: why };
-  }
-  const dir = tempDir('groupcache');
-  const binary = join(dir.path, 'groupcache-peer');
-  const env = { ...process.env, GO111MODULE: 'off', GOPATH, GOCACHE: process.env.GOCACHE ?? join(tmpdir(), 'bulwark-go-build-cache'), GOFLAGS: '' };
-  await new Promise<void>((resolve, reject) => {
-    execFile(go, ['build', '-o', binary, SOURCE], { env, timeout: BUILD_TIMEOUT_MS }, (err, _out, stderr) =>
-      err ? reject(new Error(`go build failed: ${stderr || err.message}`)) : resolve(),
-    );
-  });
-  return { binary, remove: dir.remove };
+export function buildGoPeer(): Promise<GoPeerBuild> {
+  return buildGo(SOURCE, [{ importPath: 'github.com/golang/groupcache', debian: 'golang-github-golang-groupcache-dev' }]);
 }
 
 /** GoPeer is one running Go groupcache node. */
