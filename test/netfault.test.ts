@@ -4,10 +4,10 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tsNodeArgs } from './support/ts-node.js';
-import { DelayProxy, leftoverChains, netfaultSkip, PacketFilter, sweepStaleChains } from './support/netfault.js';
+import { DelayProxy, leftoverChains, netfaultSkip, nobodyUid, PacketFilter, sweepStaleChains } from './support/netfault.js';
 
 async function echoServer(host: string): Promise<{ server: Server; port: number }> {
   const server = createServer((s) => s.on('data', (d) => s.write(d)).on('error', () => {}));
@@ -78,6 +78,31 @@ describe('network faults harness', { skip: netfaultSkip }, () => {
     assert.deepEqual(await leftoverChains(), []);
   });
 
+  it("drops a uid's packets and not another's to the same address", async () => {
+    const a = await echoServer('127.0.0.24');
+    const filter = await PacketFilter.open();
+    try {
+      await filter.drop({ uid: nobodyUid, to: '127.0.0.24' });
+      const tryAs = (uid: number | undefined) =>
+        new Promise<string>((resolve) => {
+          const child = spawn(process.execPath, ['-e', `
+            const s = require('node:net').connect(${a.port}, '127.0.0.24', () => { process.stdout.write('connected'); process.exit(0); });
+            s.on('error', (e) => { process.stdout.write(e.code); process.exit(0); });
+            setTimeout(() => { process.stdout.write('silence'); process.exit(0); }, 1_000);`], { uid, stdio: ['ignore', 'pipe', 'inherit'] });
+          let out = '';
+          child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+          child.on('exit', () => resolve(out));
+        });
+      const [asNobody, asRoot] = await Promise.all([tryAs(nobodyUid), tryAs(undefined)]);
+      assert.equal(asNobody, 'silence');
+      assert.equal(asRoot, 'connected');
+    } finally {
+      await filter.close();
+      a.server.close();
+    }
+    assert.deepEqual(await leftoverChains(), []);
+  });
+
   it('sweeps a chain left by a run that died before its finally', async () => {
     // A child opens a filter with a rule and is SIGKILLed, as a crashed test run would be.
     const harness = new URL('./support/netfault.ts', import.meta.url).href;
@@ -89,9 +114,9 @@ describe('network faults harness', { skip: netfaultSkip }, () => {
       process.kill(process.pid, 'SIGKILL');`], { encoding: 'utf8' });
     const chain = child.stdout.trim();
     assert.match(chain, /^BULWARK-TEST-\d+-1$/, child.stderr);
-    assert.match(execFileSync('iptables', ['-w', '-S']).toString(), new RegExp(`-A OUTPUT -j ${chain}`), 'the dead run left its chain');
+    assert.match(execFileSync('iptables', ['-w', '-S']).toString(), new RegExp(`-A INPUT -j ${chain}`), 'the dead run left its chain');
     assert.ok((await sweepStaleChains()).includes(chain));
-    assert.doesNotMatch(execFileSync('iptables', ['-w', '-S']).toString(), new RegExp(chain));
+    assert.doesNotMatch(execFileSync('iptables', ['-w', '-S']).toString(), new RegExp(chain), 'both chains and their jumps are gone');
   });
 
   it('delays each direction by delayMs, in order, and takes a new delay at once', async () => {

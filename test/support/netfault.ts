@@ -1,17 +1,21 @@
 /**
  * Network faults for real-server tests: partitions that drop packets (not refuse them) and latency.
  *
- * - `PacketFilter` adds iptables DROP rules to a chain of its own, `BULWARK-TEST-<pid>-<n>`, jumped to from
- *   OUTPUT. On loopback every packet is sent by a local process, so OUTPUT sees all of them and the
- *   owner match (`uid`) works there. A dropped packet is silence: a connect() hangs in SYN retransmission,
- *   an established connection's writes sit in the retransmission queue — as across a real partition, and
- *   unlike a stopped server's ECONNREFUSED. Processes that need a cut of only part of their traffic get
- *   their own loopback address (all of 127.0.0.0/8 answers on `lo`) and, where both sides of a flow would
- *   look alike (an outgoing connection to 127.0.0.x leaves from 127.0.0.1), their own uid (`spawn`'s
- *   `uid` option; `nobodyUid` below).
+ * - `PacketFilter` adds iptables DROP rules to a chain of its own, `BULWARK-TEST-<pid>-<n>`, jumped to
+ *   from INPUT: a packet is lost on its way in, as across a real partition, so the sender's TCP sees
+ *   nothing but silence — a connect() hangs in SYN retransmission, an established connection's writes
+ *   wait in exponential retransmission backoff (the next try may come seconds after the heal), and
+ *   nobody gets ECONNREFUSED as from a stopped server. (Dropped in OUTPUT instead, the sender's own
+ *   transmit fails and TCP retries at the application's next write: a partition that heals at once.)
+ *   Processes that need a cut of only part of their traffic get their own loopback address (all of
+ *   127.0.0.0/8 answers on `lo`) and, where both sides of a flow would look alike (an outgoing
+ *   connection to 127.0.0.x leaves from 127.0.0.1), their own uid (`spawn`'s `uid` option; `nobodyUid`
+ *   below): the owner match works only where packets are sent, so a second chain, `…-M` from OUTPUT,
+ *   marks that uid's packets and the INPUT chain drops the marked ones (the mark stays with a packet
+ *   across loopback).
  *   `open()` first removes chains left by test processes that are gone (a run killed before its
  *   `finally`), so that a crashed run never leaves a rule that breaks a later one; `close()` (call it in
- *   `finally` / `after`) flushes and removes the chain, and a process exit removes it too.
+ *   `finally` / `after`) flushes and removes the chains, and a process exit removes them too.
  * - `DelayProxy` is a TCP proxy that holds every chunk `delayMs` in each direction before passing it on,
  *   in order (this kernel has no sch_netem for `tc qdisc … delay`). `delayMs` can be changed while it runs.
  *
@@ -89,7 +93,7 @@ function alive(pid: number): boolean {
 export async function sweepStaleChains(): Promise<string[]> {
   const listing = await iptables('-S');
   const removed: string[] = [];
-  for (const m of listing.matchAll(new RegExp(`^-N (${CHAIN_PREFIX}(\\d+)-\\d+)$`, 'gm'))) {
+  for (const m of listing.matchAll(new RegExp(`^-N (${CHAIN_PREFIX}(\\d+)-\\d+(?:-M)?)$`, 'gm'))) {
     const [, chain, pid] = m;
     if (alive(Number(pid))) continue;
     removeChainSync(chain!);
@@ -100,11 +104,13 @@ export async function sweepStaleChains(): Promise<string[]> {
 
 function removeChainSync(chain: string): void {
   // Every jump to it (a crashed run may have added one twice), then its rules, then the chain.
-  for (let i = 0; i < 10; i++) {
-    try {
-      execFileSync('iptables', ['-w', '-D', 'OUTPUT', '-j', chain], { stdio: 'pipe' });
-    } catch {
-      break;
+  for (const from of ['INPUT', 'OUTPUT']) {
+    for (let i = 0; i < 10; i++) {
+      try {
+        execFileSync('iptables', ['-w', '-D', from, '-j', chain], { stdio: 'pipe' });
+      } catch {
+        break;
+      }
     }
   }
   iptablesSync('-F', chain);
@@ -114,25 +120,41 @@ function removeChainSync(chain: string): void {
 let chains = 0;
 const open = new Set<string>();
 process.once('exit', () => {
-  for (const chain of open) removeChainSync(chain);
+  for (const chain of open) {
+    removeChainSync(chain);
+    removeChainSync(`${chain}-M`);
+  }
 });
 
 /** PacketFilter drops chosen packets until `heal()`; `close()` removes every trace of it. */
 export class PacketFilter {
   private closed = false;
+  /** The chain (from OUTPUT) that marks the packets of uid flows, for the drop chain to drop. */
+  readonly markChain: string;
+  /** This filter's packet mark: the pid and filter number, so that two test processes never share one. */
+  private readonly mark: string;
 
-  private constructor(readonly chain: string) {}
+  private constructor(
+    readonly chain: string,
+    n: number,
+  ) {
+    this.markChain = `${chain}-M`;
+    this.mark = `0x${((((process.pid & 0xffff) << 8) | (n & 0xff)) >>> 0).toString(16)}`;
+  }
 
-  /** open sweeps stale chains, then makes this filter's empty chain and hooks it into OUTPUT. */
+  /** open sweeps stale chains, then makes this filter's empty chains and hooks them into INPUT and OUTPUT. */
   static async open(): Promise<PacketFilter> {
     if (netfaultSkip !== undefined) throw new Error(netfaultSkip);
     await sweepStaleChains();
-    const chain = `${CHAIN_PREFIX}${process.pid}-${++chains}`;
-    removeChainSync(chain);
-    await iptables('-N', chain);
-    open.add(chain);
-    await iptables('-I', 'OUTPUT', '1', '-j', chain);
-    return new PacketFilter(chain);
+    const n = ++chains;
+    const filter = new PacketFilter(`${CHAIN_PREFIX}${process.pid}-${n}`, n);
+    for (const c of [filter.chain, filter.markChain]) removeChainSync(c);
+    open.add(filter.chain);
+    await iptables('-N', filter.chain);
+    await iptables('-N', filter.markChain);
+    await iptables('-I', 'INPUT', '1', '-j', filter.chain);
+    await iptables('-I', 'OUTPUT', '1', '-j', filter.markChain);
+    return filter;
   }
 
   /** drop drops every packet of `flow` (TCP or not) from now on. */
@@ -144,17 +166,22 @@ export class PacketFilter {
     for (const host of [flow.from, flow.to]) {
       if (host !== undefined && !host.startsWith('127.')) throw new RangeError(`PacketFilter.drop: only loopback addresses may be cut, got ${host}`);
     }
-    const args = ['-A', this.chain];
-    if (flow.from !== undefined) args.push('-s', flow.from);
-    if (flow.to !== undefined) args.push('-d', flow.to);
+    const match: string[] = [];
+    if (flow.from !== undefined) match.push('-s', flow.from);
+    if (flow.to !== undefined) match.push('-d', flow.to);
     if (flow.fromPort !== undefined || flow.toPort !== undefined) {
-      args.push('-p', 'tcp');
-      if (flow.fromPort !== undefined) args.push('--sport', String(flow.fromPort));
-      if (flow.toPort !== undefined) args.push('--dport', String(flow.toPort));
+      match.push('-p', 'tcp');
+      if (flow.fromPort !== undefined) match.push('--sport', String(flow.fromPort));
+      if (flow.toPort !== undefined) match.push('--dport', String(flow.toPort));
     }
-    if (flow.uid !== undefined) args.push('-m', 'owner', '--uid-owner', String(flow.uid));
-    args.push('-j', 'DROP');
-    await iptables(...args);
+    if (flow.uid === undefined) {
+      await iptables('-A', this.chain, ...match, '-j', 'DROP');
+      return;
+    }
+    // The owner is known only where a packet is sent: mark it there, drop it where it arrives.
+    await iptables('-A', this.markChain, ...match, '-m', 'owner', '--uid-owner', String(flow.uid), '-j', 'MARK', '--set-mark', this.mark);
+    const drop = ['-A', this.chain, '-m', 'mark', '--mark', this.mark, '-j', 'DROP'];
+    if (!(await this.rules()).includes(drop.join(' '))) await iptables(...drop);
   }
 
   /** dropBetween drops both directions between `a` and `b` (an address, and optionally a port, each). */
@@ -169,21 +196,26 @@ export class PacketFilter {
     await this.drop({ fromPort: port });
   }
 
-  /** rules answers the chain's rules as `iptables -S` prints them. */
+  /** rules answers both chains' rules as `iptables -S` prints them. */
   async rules(): Promise<string[]> {
-    return (await iptables('-S', this.chain)).split('\n').filter((l) => l.startsWith('-A '));
+    const out: string[] = [];
+    for (const c of [this.chain, this.markChain]) out.push(...(await iptables('-S', c)).split('\n').filter((l) => l.startsWith('-A ')));
+    return out;
   }
 
   /** heal removes every rule: the partition ends (connections in retransmission backoff resume on their next try). */
   async heal(): Promise<void> {
-    if (!this.closed) await iptables('-F', this.chain);
+    if (this.closed) return;
+    await iptables('-F', this.chain);
+    await iptables('-F', this.markChain);
   }
 
-  /** close heals and removes the chain; idempotent. */
+  /** close heals and removes the chains; idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     removeChainSync(this.chain);
+    removeChainSync(this.markChain);
     open.delete(this.chain);
   }
 }
@@ -191,7 +223,7 @@ export class PacketFilter {
 /** leftoverChains answers the test chains iptables still holds (a test checks it leaves none of its own). */
 export async function leftoverChains(pid = process.pid): Promise<string[]> {
   const listing = await iptables('-S');
-  return [...listing.matchAll(new RegExp(`^-N (${CHAIN_PREFIX}${pid}-\\d+)$`, 'gm'))].map((m) => m[1]!);
+  return [...listing.matchAll(new RegExp(`^-N (${CHAIN_PREFIX}${pid}-\\d+(?:-M)?)$`, 'gm'))].map((m) => m[1]!);
 }
 
 /** DelayProxy forwards TCP from `host:port` to a target, each chunk held `delayMs` in each direction. */
