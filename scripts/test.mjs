@@ -105,6 +105,7 @@ const WAITING = new Set([
   'test/limit-partition.test.ts',
   'test/serve-partition.test.ts',
   'test/latency.test.ts',
+  'test/limit-cluster-partition.test.ts',
 ]);
 
 /**
