@@ -58,7 +58,11 @@ describe('Redis limiter on a Cluster whose master is partitioned away', { skip }
       const victim = cluster.nodes.find((n) => `${n.host}:${n.port}` === victimKey)!;
       assert.ok(victim !== undefined, `the slot's master ${victimKey} is one of the cluster's nodes`);
       await waitFor('the limiter on Redis', async () => lim.mode === 'redis' && (await lim.takeDecision('warm')).limit > 0, 10_000);
-      lim.onModeChange((e) => switches.push(e.mode));
+      let firstRescueAt = NaN;
+      lim.onModeChange((e) => {
+        switches.push(e.mode);
+        if (e.mode === 'rescue' && Number.isNaN(firstRescueAt)) firstRescueAt = performance.now();
+      });
       // Empty the bucket, then ask far above the rate: what is admitted from now on is what the bucket lets through.
       while (await lim.take('hot'));
       for (let c = 0; c < 2; c++) {
@@ -94,7 +98,7 @@ describe('Redis limiter on a Cluster whose master is partitioned away', { skip }
       const ideal = RATE * windowS;
       const over = got - ideal;
       const s = lim.stats();
-      t.diagnostic(`cluster master partitioned: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms; replica took over and decisions back on Redis ${(backAt - cutAt).toFixed(0)} ms after the cut; ${got} admitted in ${windowS.toFixed(2)} s at rate ${RATE}/s (ideal ${ideal.toFixed(0)}): over-admission ${over.toFixed(0)} = ${(over / RATE * 1000).toFixed(0)} ms of rate (node timeout ${NODE_TIMEOUT_MS} ms); switches ${switches.join(' ')}; outages ${s.outages}`);
+      t.diagnostic(`cluster master partitioned: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms; rescue ${(firstRescueAt - cutAt).toFixed(0)} ms after the cut; replica took over and decisions back on Redis ${(backAt - cutAt).toFixed(0)} ms after the cut; ${got} admitted in ${windowS.toFixed(2)} s at rate ${RATE}/s (ideal ${ideal.toFixed(0)}): over-admission ${over.toFixed(0)} = ${(over / RATE * 1000).toFixed(0)} ms of rate (node timeout ${NODE_TIMEOUT_MS} ms); switches ${switches.join(' ')}; outages ${s.outages}`);
       assert.equal(failed, 0, 'no caller sees an error');
       // What the partition can hide: the cut-off master's writes until it stops taking them (rate × node
       // timeout), and the promoted replica's refill over the time decisions were made in process
