@@ -99,7 +99,8 @@ describe('Redis limiters across a partition', { skip }, () => {
       console.log(`# redis partition 5 s: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms (event loop delay up to ${lagMs.toFixed(0)} ms), detected in ${detectMs.toFixed(0)} ms, back on Redis ${Object.entries(backMs).map(([n, ms]) => `${n} ${ms.toFixed(0)} ms`).join(', ')} after the heal`);
       assert.equal(failed, 0, 'no call fails: rescue answers');
       assert.ok(longest <= timeoutMs + lagMs + 20, `the longest call took ${longest.toFixed(0)} ms (timeoutMs ${timeoutMs}, event loop delay up to ${lagMs.toFixed(0)} ms)`);
-      for (const [name, ms] of Object.entries(backMs)) assert.ok(ms <= 1_000, `${name} came back to Redis ${ms.toFixed(0)} ms after the heal`);
+      // Within 1 s of the heal, give or take how late this process's timers ran (the probes and reconnects are timers).
+      for (const [name, ms] of Object.entries(backMs)) assert.ok(ms <= 1_000 + lagMs, `${name} came back to Redis ${ms.toFixed(0)} ms after the heal (event loop delay up to ${lagMs.toFixed(0)} ms)`);
     } finally {
       for (const c of loops) await c.stop();
       await filter.close();
