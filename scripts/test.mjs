@@ -105,6 +105,11 @@ const WAITING = new Set([
   // files build one after the other, the second from Go's build cache)
   'test/registry-go-interop.test.ts',
   'test/registry-go-e2e.test.ts',
+  // Partitions and latency (test/support/netfault.ts): 5 s partitions and deadlines under a delaying proxy.
+  'test/limit-partition.test.ts',
+  'test/serve-partition.test.ts',
+  'test/latency.test.ts',
+  'test/limit-cluster-partition.test.ts',
 ]);
 
 /**
