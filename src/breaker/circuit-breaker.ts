@@ -159,7 +159,7 @@ export class CircuitBreaker implements Breaker {
    * rejection into something else anyway (a 503, a fallback). A JavaScript throw costs a few hundred
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
-  tryAdmit(): InternalToken | undefined {
+  tryAdmit(): AdmissionToken | undefined {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     return this.admitNotClosed();
   }

@@ -27,7 +27,8 @@ export interface WindowOptions {
  * BucketRing is the roll logic every window shares: a ring of `buckets` buckets of `channels` numbers
  * each (`v[slot * channels + channel]`), the slot of the newest bucket and the time it ends. A
  * specialisation keeps its own totals: `expire` subtracts a bucket about to be cleared, `clearTotals`
- * zeroes them when the whole window has passed. @internal
+ * zeroes them when the whole window has passed. Not exported from bulwark/core, but not marked internal either:
+ * RollingWindow's published declaration extends it, so stripping it would leave that declaration dangling.
  */
 export abstract class BucketRing {
   readonly buckets: number;

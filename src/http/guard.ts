@@ -38,7 +38,7 @@ import { Pass } from './pass.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter } from './refusal.js';
 import type {
   GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, TokenSink, Verdict,
+  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, Verdict,
 } from './types.js';
 
 /** HttpGuardOptions configures an HttpGuard; give at least one of limiter, shedder, breaker. */
@@ -106,8 +106,12 @@ function carriedRetryAfter(err: unknown, fallback: number): number {
   return typeof ms === 'number' && ms >= 0 && ms !== Infinity ? ms : fallback;
 }
 
-/** HttpGuard decides, per request, between the handler, a 429 and a 503. */
-export class HttpGuard implements TokenSink {
+/**
+ * HttpGuard decides, per request, between the handler, a 429 and a 503. It is the TokenSink of its passes
+ * (`new Pass(this)` checks that), without an `implements` clause: its `complete` and `report` are internal (stripped),
+ * and a published declaration claiming an interface whose methods were stripped does not compile.
+ */
+export class HttpGuard {
   /** The limiter when it answers synchronously (`decide`); at most one of the two is set. */
   private readonly syncLimiter: HttpSyncLimiter | undefined;
   /** The limiter when it answers with a promise (`takeDecision`). */
