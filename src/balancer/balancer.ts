@@ -30,7 +30,7 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 import { balancerHealthChannel } from '../core/diagnostics.js';
 import { Emitter } from '../core/events.js';
-import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, finite, fn, options as checkOptions, within } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { sameInstance } from '../registry/validate.js';
 import { followService } from '../registry/follow.js';
@@ -99,7 +99,7 @@ export class Balancer {
         if (!this.closed && list === this.latest) this.apply(list);
       },
     });
-    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random, sliceLists: true });
+    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random, sliceLists: true, owner: 'Balancer' });
     if (o.registry !== undefined) {
       const r = o.registry as Partial<Registry>;
       if (r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
@@ -109,9 +109,10 @@ export class Balancer {
       if (o.instances !== undefined) throw new TypeError('Balancer: give either registry + service or instances, not both');
     }
     this.service = o.service;
-    this.outlier = o.outlier === false ? undefined : new OutlierDetector({ ...(o.outlier ?? {}), clock: this.clock });
+    const outlierOpts = o.outlier;
+    this.outlier = outlierOpts === false ? undefined : within('Balancer', 'outlier', 'OutlierDetector', () => new OutlierDetector({ ...checkOptions('OutlierDetector', outlierOpts), clock: this.clock }));
     const activeOpts = o.activeHealth ?? false;
-    this.active = activeOpts === false ? undefined : new ActiveHealthChecker({ random: o.random, clock: this.clock, ...activeOpts });
+    this.active = activeOpts === false ? undefined : within('Balancer', 'activeHealth', 'ActiveHealthChecker', () => new ActiveHealthChecker({ random: o.random, clock: this.clock, ...checkOptions('ActiveHealthChecker', activeOpts) }));
     this.outlier?.onChange((e) => {
       if (e.ejected) this.out.add(e.id);
       else if (this.active?.isHealthy(e.id) ?? true) this.out.delete(e.id);

@@ -11,6 +11,7 @@
  * a bad flag, 1 when the registry or the node cannot be read.
  */
 import { parseFlags, UsageError } from './args.js';
+import { etcdRegistryFlag } from './registry-flag.js';
 import { delay } from '../core/index.js';
 import { EtcdRegistry, type Registry, type RegistryEvent, type ServiceInstance } from '../registry/index.js';
 
@@ -84,9 +85,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
       source = nodeSource(nodeUrl(node), timeoutMs);
     } else if (reg.startsWith('etcd://')) {
       if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
-      const hosts = reg.slice('etcd://'.length).split(',').map((h) => h.trim());
-      for (const h of hosts) if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(h)) throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
-      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      etcd = new EtcdRegistry({ hosts: etcdRegistryFlag(reg), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
       source = etcdSource(etcd);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {

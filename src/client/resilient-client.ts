@@ -20,7 +20,7 @@ import { clientCallChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
-import { clockOption, finite, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { clockOption, finite, integer, options as optionsObject, showValue, within } from '../core/validate.js';
 import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
 import { RegistryCache } from '../registry/registry-cache.js';
 import type { Registry, RegistryCacheOptions } from '../registry/types.js';
@@ -128,7 +128,7 @@ export class ResilientClient {
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
-    this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
+    this.registry = this.ownsRegistry ? within('ResilientClient', 'registryCache', 'RegistryCache', () => new RegistryCache(o.registry!, o.registryCache)) : o.registry!;
   }
 
   /** stats answers a fresh snapshot of the client's counters. */

@@ -69,3 +69,28 @@ export function clockOption<C extends Clock>(owner: string, value: unknown, fall
 
 /** showValue renders a received value for an error message. */
 export const showValue = show;
+
+/**
+ * within builds a part from options its owner took, and reports a bad one under the owner: where the part
+ * says `Bulkhead: maxConcurrent must be …`, ResilientClient's `bulkhead` option says `ResilientClient:
+ * bulkhead.maxConcurrent must be …`. `path` is the option the part's options sit under; '' when they are
+ * the owner's own (KeyedLimiter's `rate` makes its TokenLimiters: `KeyedLimiter: rate must be …`). A
+ * TypeError or RangeError keeps its class, with the part's error as its `cause`; any other error passes.
+ */
+export function within<T>(owner: string, path: string, part: string, build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    if (!(err instanceof TypeError || err instanceof RangeError)) throw err;
+    const own = `${part}: `;
+    let message: string;
+    if (!err.message.startsWith(own)) message = `${owner}: ${path === '' ? '' : `${path}: `}${err.message}`;
+    else {
+      const rest = err.message.slice(own.length);
+      if (path === '') message = `${owner}: ${rest}`;
+      else if (rest.startsWith('options ')) message = `${owner}: ${path} ${rest.slice('options '.length)}`;
+      else message = `${owner}: ${path}.${rest}`;
+    }
+    throw err instanceof RangeError ? new RangeError(message, { cause: err }) : new TypeError(message, { cause: err });
+  }
+}

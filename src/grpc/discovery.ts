@@ -145,7 +145,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
     this.clock = clockOption('GrpcDiscovery', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('GrpcDiscovery', 'random', o.random);
     this.strategy = o.strategy ?? grpcDiscoveryDefaults.strategy;
-    createPicker(this.strategy, { clock: this.clock, random: this.random }); // throws on a bad strategy, naming it
+    createPicker(this.strategy, { clock: this.clock, random: this.random, owner: 'GrpcDiscovery' }); // throws on a bad strategy, naming it
     if (o.hashHeader !== undefined && (typeof o.hashHeader !== 'string' || o.hashHeader.length === 0)) {
       throw new TypeError(`GrpcDiscovery: hashHeader must be a non-empty string, got ${JSON.stringify(o.hashHeader)}`);
     }

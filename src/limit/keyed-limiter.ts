@@ -16,7 +16,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
-import { clockOption, fn, integer, options as optionsOf } from '../core/validate.js';
+import { clockOption, fn, integer, options as optionsOf, within } from '../core/validate.js';
 import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
 import { OWNED, TokenLimiter } from './token-limiter.js';
@@ -69,7 +69,7 @@ export class KeyedLimiter implements KeyedRateLimiter {
     } else {
       if (o.rate === undefined) throw new TypeError('KeyedLimiter: give rate (a token bucket per key) or create, got neither');
       // Validate once here, so that a bad rate fails at construction rather than at the first key.
-      const { rate, burst } = new TokenLimiter({ rate: o.rate, burst: o.burst, clock });
+      const { rate, burst } = within('KeyedLimiter', '', 'TokenLimiter', () => new TokenLimiter({ rate: o.rate!, burst: o.burst, clock }));
       this.create = () => new TokenLimiter({ rate, burst, clock });
     }
   }

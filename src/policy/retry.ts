@@ -28,7 +28,7 @@ import {
 } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { clockOption, fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { clockOption, fn as fnOption, integer, options as optionsObject, showValue, within } from '../core/validate.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
 import type { RetryOptions, RetryEvent } from './types.js';
@@ -72,7 +72,7 @@ export class Retry implements Guard {
       throw new TypeError(`Retry: backoff must be a BackoffOptions object, got ${showValue(o.backoff)}`);
     }
     this.backoffOptions = { ...o.backoff };
-    new Backoff(this.backoffOptions); // validates now, not at the first failure
+    within('Retry', 'backoff', 'Backoff', () => new Backoff(this.backoffOptions)); // validates now, not at the first failure
     this.shouldRetry = o.shouldRetry === undefined ? defaultShouldRetry : fnOption('Retry', 'shouldRetry', o.shouldRetry);
     if (o.budget !== undefined && !(o.budget instanceof RetryBudget)) {
       throw new TypeError(`Retry: budget must be a RetryBudget, got ${showValue(o.budget)}`);

@@ -35,6 +35,7 @@ import { createClient, decode, defaultWarning, rangeEnd, Warner, type EtcdClient
 import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
+import { etcdEndpoints } from './etcd-endpoints.js';
 
 /** etcd's default --max-txn-ops. */
 const MAX_TXN_OPS = 128;
@@ -94,10 +95,7 @@ export class EtcdRegistry implements Registry {
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options);
-    const hosts = typeof o.hosts === 'string' ? [o.hosts] : o.hosts;
-    if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((h) => typeof h !== 'string' || h.length === 0)) {
-      throw new TypeError(`EtcdRegistry: hosts must be a non-empty string or array of strings, got ${JSON.stringify(o.hosts)}`);
-    }
+    const hosts = etcdEndpoints('EtcdRegistry', o.hosts);
     const prefix = o.prefix ?? etcdRegistryDefaults.prefix;
     if (typeof prefix !== 'string' || !/^\/?[A-Za-z0-9._:/-]*[A-Za-z0-9._:-]$/.test(prefix)) {
       throw new TypeError(`EtcdRegistry: prefix must be a key path like "/bulwark/services" (no trailing slash), got ${JSON.stringify(prefix)}`);

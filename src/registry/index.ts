@@ -31,6 +31,7 @@ export type {
 export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTES } from './validate.js';
 export { MemoryRegistry, memoryRegistryDefaults } from './memory-registry.js';
 export { EtcdRegistry, etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry.js';
+export { etcdEndpoints } from './etcd-endpoints.js';
 export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
 export { announce, announceDefaults } from './announce.js';
 export { followService, serviceSource, type ServiceFollowerOptions } from './follow.js';
