@@ -35,10 +35,13 @@ describe('bulwark serve: flags', { concurrency: 4 }, () => {
     });
   }
 
-  it('a bad value from the environment names its flag too', async () => {
-    const r = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_ORIGIN_CONCURRENCY: 'many' });
+  it('a bad value from the environment is named by its variable', async () => {
+    const r = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_ORIGIN_CONCURRENCY: 'many', BULWARK_PEER_SECRET: 'sixteen-chars-secret' });
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /^bulwark serve: --origin-concurrency must be a whole number/);
+    assert.match(r.stderr, /^bulwark serve: BULWARK_ORIGIN_CONCURRENCY must be a whole number/);
+    const s = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_PEER_SECRET: 'short' });
+    assert.equal(s.code, 2);
+    assert.equal(s.stderr, 'bulwark serve: BULWARK_PEER_SECRET must be at least 16 characters\n');
   });
 
   it('--help documents every flag with its default and exits 0', async () => {

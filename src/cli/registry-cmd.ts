@@ -12,6 +12,7 @@
  */
 import { parseFlags, UsageError } from './args.js';
 import { etcdRegistryFlag } from './registry-flag.js';
+import { reachEtcd, unreachableText, type MemberReach } from './etcd-reach.js';
 import { delay } from '../core/index.js';
 import { EtcdRegistry, type Registry, type RegistryEvent, type ServiceInstance } from '../registry/index.js';
 
@@ -75,6 +76,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   let source: Source;
   let etcd: EtcdRegistry | undefined;
+  let endpoints: string[] = [];
   const timeoutMs = (flags.timeout as number | undefined) ?? 5_000;
   const service = flags.service as string | undefined;
   try {
@@ -85,7 +87,8 @@ export async function runRegistry(argv: string[]): Promise<number> {
       source = nodeSource(nodeUrl(node), timeoutMs);
     } else if (reg.startsWith('etcd://')) {
       if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
-      etcd = new EtcdRegistry({ hosts: etcdRegistryFlag(reg), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      endpoints = etcdRegistryFlag(reg);
+      etcd = new EtcdRegistry({ hosts: endpoints, prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
       source = etcdSource(etcd);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {
@@ -95,9 +98,25 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   const json = flags.json === true;
   const only = (list: Service[]) => (service === undefined ? list : list.filter((s) => s.name === service));
+  // Beside the first listing, a connection to each member: if every one fails with a cause, say it at once.
+  let reach: Promise<MemberReach[]> = Promise.resolve([]);
   try {
-    const first = only(await source.list());
-    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first));
+    let first: Service[];
+    if (etcd === undefined) first = only(await source.list());
+    else {
+      type First = { list: Service[] } | { why: string };
+      const listed: Promise<First> = source.list().then((list) => ({ list }));
+      listed.catch(() => {}); // awaited below, or abandoned when no member can be reached
+      reach = reachEtcd(endpoints, timeoutMs);
+      const refused: Promise<First> = reach.then((r) => {
+        const why = unreachableText(r);
+        return why === undefined ? listed : { why };
+      });
+      const answer = await Promise.race([listed, refused]);
+      if ('why' in answer) throw new Error(`cannot reach etcd at ${answer.why}`);
+      first = only(answer.list);
+    }
+    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first, service));
     if (verb === 'ls') return 0;
     const stop = new AbortController();
     const onSignal = () => stop.abort();
@@ -115,7 +134,11 @@ export async function runRegistry(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     const e = err as Error & { code?: string };
-    const why = e.code === 'ERR_REGISTRY_UNAVAILABLE' && etcd !== undefined ? `cannot reach etcd at ${String(flags.registry).slice('etcd://'.length)} within ${timeoutMs} ms` : e.message;
+    let why = e.message;
+    if (e.code === 'ERR_REGISTRY_UNAVAILABLE' && etcd !== undefined) {
+      const causes = (await reach).filter((r) => r.cause !== undefined).map((r) => `${r.member}: ${r.cause}`);
+      why = `cannot reach etcd at ${String(flags.registry).slice('etcd://'.length)} within ${timeoutMs} ms${causes.length === 0 ? '' : ` (${causes.join('; ')})`}`;
+    }
     process.stderr.write(`bulwark registry: ${why}\n`);
     return 1;
   } finally {
@@ -218,8 +241,8 @@ function metaText(m: Readonly<Record<string, string>> | undefined): string {
   return parts.length === 0 ? '' : `  ${parts.join(' ')}`;
 }
 
-function table(services: Service[]): string {
-  if (services.length === 0) return 'no services registered\n';
+function table(services: Service[], service: string | undefined): string {
+  if (services.length === 0) return service === undefined ? 'no services registered\n' : `no instances of ${service} registered\n`;
   const rows = [['SERVICE', 'ID', 'ADDRESS', 'VERSION', 'METADATA']];
   for (const s of services) for (const i of s.instances) rows.push([s.name, i.id, i.address, i.version ?? '-', metaText(i.metadata).trim() || '-']);
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
