@@ -30,7 +30,7 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 import { balancerHealthChannel } from '../core/diagnostics.js';
 import { Emitter } from '../core/events.js';
-import { clockOption, finite, fn, options as checkOptions, within } from '../core/validate.js';
+import { clockOption, finite, fn, options as checkOptions, within, type OptionKeys } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { sameInstance } from '../registry/validate.js';
 import { followService } from '../registry/follow.js';
@@ -40,6 +40,12 @@ import { InstanceTable, type Entry } from './instance-table.js';
 import { ActiveHealthChecker } from './health/active.js';
 import { OutlierDetector } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
+
+/** The keys of BalancerOptions, all of them: any other is refused (see `options`). */
+const BALANCER_KEYS = {
+  registry: true, service: true, instances: true, strategy: true, outlier: true, activeHealth: true,
+  panicThreshold: true, clock: true, random: true,
+} as const satisfies OptionKeys<BalancerOptions>;
 
 export type { BalancerEvent, BalancerOptions, BalancerStats, InstanceHealth } from './types.js';
 
@@ -89,7 +95,7 @@ export class Balancer {
   private readonly primedWaiters = new Set<(err?: Error) => void>();
 
   constructor(options: BalancerOptions) {
-    const o = checkOptions('Balancer', options);
+    const o = checkOptions('Balancer', options, BALANCER_KEYS);
     this.clock = clockOption('Balancer', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('Balancer', 'random', o.random);
     this.panicThreshold = finite('Balancer', 'panicThreshold', o.panicThreshold ?? balancerDefaults.panicThreshold, 0, 1);
@@ -110,9 +116,16 @@ export class Balancer {
     }
     this.service = o.service;
     const outlierOpts = o.outlier;
-    this.outlier = outlierOpts === false ? undefined : within('Balancer', 'outlier', 'OutlierDetector', () => new OutlierDetector({ ...checkOptions('OutlierDetector', outlierOpts), clock: this.clock }));
+    this.outlier =
+      outlierOpts === false
+        ? undefined
+        : within('Balancer', 'outlier', 'OutlierDetector', () => new OutlierDetector({ ...checkOptions('OutlierDetector', outlierOpts), clock: this.clock }));
     const activeOpts = o.activeHealth ?? false;
-    this.active = activeOpts === false ? undefined : within('Balancer', 'activeHealth', 'ActiveHealthChecker', () => new ActiveHealthChecker({ random: o.random, clock: this.clock, ...checkOptions('ActiveHealthChecker', activeOpts) }));
+    this.active =
+      activeOpts === false
+        ? undefined
+        : within('Balancer', 'activeHealth', 'ActiveHealthChecker', () =>
+            new ActiveHealthChecker({ random: o.random, clock: this.clock, ...checkOptions('ActiveHealthChecker', activeOpts) }));
     this.outlier?.onChange((e) => {
       if (e.ejected) this.out.add(e.id);
       else if (this.active?.isHealthy(e.id) ?? true) this.out.delete(e.id);

@@ -13,7 +13,12 @@
  * clock once for several parts).
  */
 import { systemClock, type Clock } from './clock.js';
-import { clockOption, integer, options as optionsObject, positive } from './validate.js';
+import { clockOption, integer, options as optionsObject, positive, type OptionKeys } from './validate.js';
+
+/** The keys of RollingWindowOptions, all of them: any other is refused (see `options`). */
+const ROLLING_WINDOW_KEYS = {
+  channels: true, clock: true, windowMs: true, buckets: true,
+} as const satisfies OptionKeys<RollingWindowOptions>;
 
 /** WindowOptions is the one shape every bucketed window's size takes in bulwark. */
 export interface WindowOptions {
@@ -123,7 +128,7 @@ export class RollingWindow extends BucketRing {
   private readonly totals: number[];
 
   constructor(options?: RollingWindowOptions) {
-    const o = optionsObject('RollingWindow', options);
+    const o = optionsObject('RollingWindow', options, ROLLING_WINDOW_KEYS);
     const d = rollingWindowDefaults;
     const windowMs = positive('RollingWindow', 'windowMs', o.windowMs ?? d.windowMs);
     const buckets = integer('RollingWindow', 'buckets', o.buckets ?? d.buckets, 1, 1 << 20);

@@ -51,10 +51,28 @@ export function fn<F extends (...args: never[]) => unknown>(owner: string, name:
   return value as F;
 }
 
-/** object checks that `value` is a plain options object (or undefined, read as `{}`) and returns it. */
-export function options<T extends object>(owner: string, value: T | undefined): Partial<T> {
+/**
+ * OptionKeys lists every key of an options type, each `true`: a constructor's list, written
+ * `const KEYS = { … } as const satisfies OptionKeys<XOptions>`, fails to compile when it misses an option
+ * or names one the type does not have, so the runtime check below cannot drift from the type.
+ */
+export type OptionKeys<T> = { readonly [K in keyof T]-?: true };
+
+/**
+ * options checks that `value` is a plain options object (or undefined, read as `{}`) and returns it. With
+ * `keys`, a key it does not list — a typo a JavaScript caller would never hear of, `timeoutMS` for
+ * `timeoutMs` — throws a TypeError naming the key and the options there are.
+ */
+export function options<T extends object>(owner: string, value: T | undefined, keys?: Readonly<Record<string, true>>): Partial<T> {
   if (value === undefined) return {};
   if (value === null || typeof value !== 'object') throw new TypeError(`${owner}: options must be an object, got ${show(value)}`);
+  if (keys !== undefined) {
+    for (const key in value) {
+      if (!Object.hasOwn(keys, key) && Object.hasOwn(value, key)) {
+        throw new TypeError(`${owner}: ${key} is not an option; the options are ${Object.keys(keys).join(', ')}`);
+      }
+    }
+  }
   return value;
 }
 
