@@ -15,7 +15,7 @@ import { ActiveHealthChecker, Balancer, LeastRequest, OutlierDetector, P2C, Rand
 import { ResilientClient } from '../src/client/index.js';
 import { Group, HttpPool, LruCache } from '../src/cache/index.js';
 import { HttpGuard } from '../src/http/index.js';
-import { GrpcClientGuard, GrpcDiscovery, GrpcServerGuard, announceGrpc } from '../src/grpc/index.js';
+import { GrpcClientGuard, GrpcDiscovery, GrpcHealth, GrpcServerGuard, announceGrpc } from '../src/grpc/index.js';
 
 const clock = new ManualClock();
 const registry = new MemoryRegistry({ clock });
@@ -68,6 +68,7 @@ const rows: Array<[owner: string, known: string, build: (bad: object) => unknown
   ['GrpcClientGuard', 'target', (x) => new GrpcClientGuard({ clock, ...x })],
   ['GrpcServerGuard', 'limiter', (x) => new GrpcServerGuard({ clock, ...x })],
   ['GrpcDiscovery', 'strategy', (x) => new GrpcDiscovery({ registry, clock, ...x })],
+  ['GrpcHealth', 'services', (x) => new GrpcHealth({ ...x })],
   ['announceGrpc', 'drainMs', (x) => announceGrpc(registry, instance, { server: {} as never, health: {} as never, signals: [], clock, ...x })],
 ];
 

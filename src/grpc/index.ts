@@ -25,7 +25,7 @@ export { GrpcServerGuard, grpcServerGuardDefaults, type GrpcServerGuardOptions, 
 export { GrpcDiscovery, grpcDiscoveryDefaults, SCHEME, type GrpcDiscoveryOptions, type GrpcDiscoveryStats, type GrpcInstanceStats } from './discovery.js';
 export { healthCheckDefaults, type HealthCheckOptions } from './health-prober.js';
 export { grpcRetryDefaults, type GrpcRetryOptions, type RetryConfig } from './retry.js';
-export { GrpcHealth, healthServiceDefinition, type HealthStatus, type HealthCheckRequest, type HealthCheckResponse } from './health.js';
+export { GrpcHealth, healthServiceDefinition, type GrpcHealthOptions, type HealthStatus, type HealthCheckRequest, type HealthCheckResponse } from './health.js';
 export { announceGrpc, grpcAnnounceDefaults, type GrpcAnnounceOptions, type GrpcAnnouncement } from './announce.js';
 export { defaultFailureCodes, encodeRetryStatus, CODE_HEADER, RETRY_AFTER_HEADER } from './status.js';
 export { grpcCallChannel, codeName, type GrpcCallStats, type MethodCodeStats } from './stats.js';
