@@ -3,10 +3,9 @@
  * its breaker and one breaker per instance (from a BreakerGroup, named `<service>` and
  * `<service>/<instance id>`), its bulkhead, its retry budget and the Retry that spends it.
  */
-import type { BackoffOptions } from '../core/backoff.js';
 import { NoInstanceError, isBulwarkError } from '../core/errors.js';
 import type { Task } from '../core/guard.js';
-import { Backoff } from '../core/backoff.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { fn as fnOption, integer, options as optionsObject, showValue, within } from '../core/validate.js';
 import { Balancer, type BalancerOptions } from '../balancer/balancer.js';

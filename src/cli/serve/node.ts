@@ -20,6 +20,7 @@ import { handleClient, replyText, type ClientApi } from './client-api.js';
 import { BulwarkMetrics, metricsHandler } from '../../metrics/index.js';
 import promClient from 'prom-client';
 import { ServedGroup } from './served-group.js';
+import { reachEtcd, unreachableText } from '../etcd-reach.js';
 
 /** The client API's path prefix. */
 const API_PREFIX = '/v1/';
@@ -137,7 +138,7 @@ export class ServeNode implements ClientApi {
       } catch (err) {
         if (this.stopJoining.signal.aborted) return;
         const code = (err as { code?: string }).code;
-        const why = code === 'ERR_REGISTRY_PENDING' || code === 'ERR_REGISTRY_UNAVAILABLE' ? `etcd at ${r.hosts.join(',')} does not answer` : (err as Error).message;
+        const why = code === 'ERR_REGISTRY_PENDING' || code === 'ERR_REGISTRY_UNAVAILABLE' ? await this.etcdSilence(r.hosts) : (err as Error).message;
         this.log(`bulwark serve: not ready: cannot join ${this.config.service} yet (${why}); trying again`);
         await delay(backoff.next(), this.stopJoining.signal).catch(() => {});
       }
@@ -145,6 +146,15 @@ export class ServeNode implements ClientApi {
     if (!(await this.converge(this.registry, r.hosts))) return;
     this.ready = true;
     this.log(`bulwark serve: ready; ring of ${this.pool.members().length} from etcd, equal to its listing`);
+  }
+
+  /** etcdSilence says why etcd does not answer: each member's cause when a connection finds one ("connection refused"). */
+  private async etcdSilence(hosts: readonly string[]): Promise<string> {
+    const reach = await reachEtcd(hosts, 1_000);
+    const all = unreachableText(reach);
+    if (all !== undefined) return `cannot reach etcd at ${all}`;
+    const causes = reach.filter((m) => m.cause !== undefined).map((m) => `${m.member}: ${m.cause}`);
+    return `etcd at ${reach.map((m) => m.member).join(',')} does not answer${causes.length === 0 ? '' : ` (${causes.join('; ')})`}`;
   }
 
   /**
@@ -175,7 +185,7 @@ export class ServeNode implements ClientApi {
       } catch (err) {
         if (signal.aborted) break;
         const code = (err as { code?: string }).code;
-        const why = code === 'ERR_REGISTRY_UNAVAILABLE' ? `etcd at ${hosts.join(',')} does not answer` : (err as Error).message;
+        const why = code === 'ERR_REGISTRY_UNAVAILABLE' ? await this.etcdSilence(hosts) : (err as Error).message;
         this.log(`bulwark serve: not ready: cannot list ${this.config.service} (${why}); trying again`);
       }
       await delay(backoff.next(), signal).catch(() => {});
