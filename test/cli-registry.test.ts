@@ -8,7 +8,8 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { freePort, skipReason, waitFor } from './support/servers.js';
-import { bulwarkArgs, runBulwark, startNodes, startOrigin, startServe, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+import { EtcdRegistry } from '../src/registry/index.js';
+import { bulwarkArgs, runBulwark, startNodes, startOrigin, startServe, status, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -30,12 +31,14 @@ describe('bulwark registry', { concurrency: true }, () => {
   it('bad flags exit 2 with one line; an unreachable registry or node exits 1', async () => {
     const port = await freePort();
     const bad = [
-      ['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus'],
+      ['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus'], ['registry', 'ls', '--registry', 'etcd://127.0.0.1'],
       ['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--layout', 'consul'],
       ['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--layout', 'go-zero'], // no common prefix: --service needed
     ];
-    const [etcd, node, ...flags] = await inTurn(3, [
-      () => runBulwark(['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--timeout', '1s']),
+    // The etcd runs may wait 120 s by --timeout; the cause must come long before (a process start under load aside).
+    const [etcd, unresolved, node, ...flags] = await inTurn(3, [
+      () => runBulwark(['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--timeout', '120s'], 60_000),
+      () => runBulwark(['registry', 'ls', '--registry', `etcd://nohost.invalid:2379,127.0.0.1:${port}`, '--timeout', '120s'], 60_000),
       () => runBulwark(['registry', 'ls', '--node', `http://127.0.0.1:${port}`, '--timeout', '1s']),
       ...bad.map((args) => () => runBulwark(args)),
     ]);
@@ -45,7 +48,9 @@ describe('bulwark registry', { concurrency: true }, () => {
       assert.match(r!.stderr, /^bulwark registry: /);
     }
     assert.equal(etcd!.code, 1, etcd!.stderr);
-    assert.match(etcd!.stderr, /^bulwark registry: /);
+    assert.equal(etcd!.stderr, `bulwark registry: cannot reach etcd at 127.0.0.1:${port}: connection refused\n`);
+    assert.equal(unresolved!.code, 1, unresolved!.stderr);
+    assert.equal(unresolved!.stderr, `bulwark registry: cannot reach etcd at nohost.invalid:2379 (name not resolved), 127.0.0.1:${port} (connection refused)\n`);
     assert.equal(node!.code, 1, node!.stderr);
     assert.match(node!.stderr, /^bulwark registry: cannot read the node at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/);
   });
@@ -80,6 +85,14 @@ describe('bulwark registry', { concurrency: true }, () => {
       const j = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', prefix, '--json']);
       const parsed = JSON.parse(j.stdout) as { services: { name: string; instances: { address: string }[] }[] };
       assert.deepEqual(parsed.services.map((s) => [s.name, s.instances.map((i) => i.address).sort()]), [['bulwark-cache', nodes.map((n) => `127.0.0.1:${n.port}`).sort()]]);
+    });
+
+    it('ls --service names the service when it has no instances', async () => {
+      const r = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', prefix, '--service', 'nothere']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, 'no instances of nothere registered\n');
+      const all = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', `${prefix}-empty`]);
+      assert.equal(all.stdout, 'no services registered\n');
     });
 
     it('ls --node reads a running node\'s membership', async () => {
@@ -117,6 +130,23 @@ describe('bulwark registry', { concurrency: true }, () => {
         assert.equal(await exited, 0);
       } finally {
         child.kill('SIGKILL');
+      }
+    });
+
+    it('serve is ready only once its ring equals what etcd lists: peers registered before it are on its ring at its first /readyz 200', async () => {
+      const service = 'ready-check';
+      const writer = new EtcdRegistry({ hosts: registry, prefix });
+      const peers = await Promise.all([0, 1, 2].map(async () => `http://127.0.0.1:${await freePort()}`));
+      let node: ServeProc | undefined;
+      try {
+        for (const [i, url] of peers.entries()) await writer.register({ id: `peer-${i}`, name: service, address: url.slice('http://'.length), metadata: { url } });
+        node = await startServe(['--registry', registry, '--etcd-prefix', prefix, '--service', service, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0']);
+        // startServe answered at the first /readyz 200: the ring at that moment holds every peer etcd listed.
+        assert.deepEqual((await status(node.url)).membership.members, [...peers, node.url].sort());
+        assert.ok(node.lines.some((l) => l === 'bulwark serve: ready; ring of 4 from etcd, equal to its listing'), node.lines.join('\n'));
+      } finally {
+        if (node !== undefined) await stopAll([node]);
+        await writer.close();
       }
     });
   });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { get, runBulwark, startOrigin, startServe, status, stopAll, type ServeProc, type TestOrigin } from './serve-harness.js';
-import { tempDir, waitFor } from './support/servers.js';
+import { freePort, tempDir, waitFor } from './support/servers.js';
 import { checkMetrics } from './support/prometheus.js';
 
 // Each case is a process of its own that parses its flags and exits: four at a time.
@@ -35,10 +35,25 @@ describe('bulwark serve: flags', { concurrency: 4 }, () => {
     });
   }
 
-  it('a bad value from the environment names its flag too', async () => {
-    const r = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_ORIGIN_CONCURRENCY: 'many' });
+  it('a bad value from the environment is named by its variable', async () => {
+    const r = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_ORIGIN_CONCURRENCY: 'many', BULWARK_PEER_SECRET: 'sixteen-chars-secret' });
     assert.equal(r.code, 2);
-    assert.match(r.stderr, /^bulwark serve: --origin-concurrency must be a whole number/);
+    assert.match(r.stderr, /^bulwark serve: BULWARK_ORIGIN_CONCURRENCY must be a whole number/);
+    const s = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_PEER_SECRET: 'short' });
+    assert.equal(s.code, 2);
+    assert.equal(s.stderr, 'bulwark serve: BULWARK_PEER_SECRET must be at least 16 characters\n');
+  });
+
+  it('etcd that refuses connections: not ready, and the log says why', async () => {
+    const closed = await freePort();
+    const node = await startServe(['--origin', 'http://127.0.0.1:1/{key}', '--registry', `etcd://127.0.0.1:${closed}`], { ready: false });
+    try {
+      const want = `bulwark serve: not ready: cannot join bulwark-cache yet (cannot reach etcd at 127.0.0.1:${closed}: connection refused); trying again`;
+      await waitFor('the not-ready line', () => node.lines.includes(want), 60_000);
+      assert.equal((await fetch(`${node.url}/readyz`)).status, 503);
+    } finally {
+      await stopAll([node]);
+    }
   });
 
   it('--help documents every flag with its default and exits 0', async () => {

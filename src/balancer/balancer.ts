@@ -37,7 +37,7 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 import { balancerHealthChannel } from '../core/diagnostics.js';
 import { Emitter } from '../core/events.js';
-import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, finite, fn, options as checkOptions, within, type OptionKeys } from '../core/validate.js';
 import type { Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { sameInstance } from '../registry/validate.js';
 import { followService } from '../registry/follow.js';
@@ -47,6 +47,12 @@ import { InstanceTable, type Entry } from './instance-table.js';
 import { ActiveHealthChecker } from './health/active.js';
 import { OutlierDetector, outlierDefaults } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
+
+/** The keys of BalancerOptions, all of them: any other is refused (see `options`). */
+const BALANCER_KEYS = {
+  registry: true, service: true, instances: true, strategy: true, outlier: true, activeHealth: true,
+  panicThreshold: true, clock: true, random: true,
+} as const satisfies OptionKeys<BalancerOptions>;
 
 export type { BalancerEvent, BalancerOptions, BalancerStats, HoldReason, InstanceHealth } from './types.js';
 
@@ -104,7 +110,7 @@ export class Balancer {
   private readonly primedWaiters = new Set<(err?: Error) => void>();
 
   constructor(options: BalancerOptions) {
-    const o = checkOptions('Balancer', options);
+    const o = checkOptions('Balancer', options, BALANCER_KEYS);
     this.clock = clockOption('Balancer', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('Balancer', 'random', o.random);
     this.panicThreshold = finite('Balancer', 'panicThreshold', o.panicThreshold ?? balancerDefaults.panicThreshold, 0, 1);
@@ -114,7 +120,7 @@ export class Balancer {
         if (!this.closed && list === this.latest) this.apply(list);
       },
     });
-    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random, sliceLists: true });
+    this.picker = createPicker(o.strategy ?? balancerDefaults.strategy, { clock: this.clock, random: o.random, sliceLists: true, owner: 'Balancer' });
     if (o.registry !== undefined) {
       const r = o.registry as Partial<Registry>;
       if (r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
@@ -124,10 +130,18 @@ export class Balancer {
       if (o.instances !== undefined) throw new TypeError('Balancer: give either registry + service or instances, not both');
     }
     this.service = o.service;
-    this.outlier = o.outlier === false ? undefined : new OutlierDetector({ ...(o.outlier ?? {}), clock: this.clock });
+    const outlierOpts = o.outlier;
+    this.outlier =
+      outlierOpts === false
+        ? undefined
+        : within('Balancer', 'outlier', 'OutlierDetector', () => new OutlierDetector({ ...checkOptions('OutlierDetector', outlierOpts), clock: this.clock }));
     this.maxEjectionPercent = this.outlier?.maxEjectionPercent ?? outlierDefaults.maxEjectionPercent;
     const activeOpts = o.activeHealth ?? false;
-    this.active = activeOpts === false ? undefined : new ActiveHealthChecker({ random: o.random, clock: this.clock, ...activeOpts });
+    this.active =
+      activeOpts === false
+        ? undefined
+        : within('Balancer', 'activeHealth', 'ActiveHealthChecker', () =>
+            new ActiveHealthChecker({ random: o.random, clock: this.clock, ...checkOptions('ActiveHealthChecker', activeOpts) }));
     this.outlier?.onChange((e) => {
       if (e.ejected) this.out.add(e.id);
       else if (this.active?.isHealthy(e.id) ?? true) this.out.delete(e.id);

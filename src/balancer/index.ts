@@ -9,6 +9,8 @@
  */
 export type { CallOutcome, Picker, ExcludeSet, StrategyName } from './types.js';
 export { ClosedError, NoInstanceError } from '../core/errors.js';
+/** The registry's types a balancer takes and hands out. */
+export type { Registry, ServiceInstance } from '../registry/types.js';
 export { RoundRobin, type RoundRobinOptions } from './round-robin.js';
 export { Random, type RandomOptions } from './random.js';
 export { SmoothWeightedRoundRobin, type SmoothWeightedRoundRobinOptions } from './smooth-weighted.js';

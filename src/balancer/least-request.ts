@@ -9,10 +9,15 @@
  * In-flight counts come from `start` / `report` (the Balancer calls both).
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { InstanceTable, noInstance, prepareList, sliceLists, type Entry } from './instance-table.js';
+
+/** The keys of LeastRequestOptions, all of them: any other is refused (see `options`). */
+const LEAST_REQUEST_KEYS = {
+  choiceCount: true, random: true, clock: true, sliceLists: true,
+} as const satisfies OptionKeys<LeastRequestOptions>;
 
 /** LeastRequestOptions configures a LeastRequest. */
 export interface LeastRequestOptions {
@@ -45,7 +50,7 @@ export class LeastRequest implements Picker {
   private last: CountEntry | undefined;
 
   constructor(options?: LeastRequestOptions) {
-    const o = checkOptions('LeastRequest', options);
+    const o = checkOptions('LeastRequest', options, LEAST_REQUEST_KEYS);
     this.choiceCount = integer('LeastRequest', 'choiceCount', o.choiceCount ?? leastRequestDefaults.choiceCount, 2, 100);
     this.random = o.random === undefined ? undefined : fn<() => number>('LeastRequest', 'random', o.random);
     const clock = clockOption('LeastRequest', o.clock, systemClock);

@@ -16,10 +16,16 @@
  * from one random number, so a pick costs one random number and a few comparisons.
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, finite, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, finite, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { allowedCount, InstanceTable, prepareList, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
+
+/** The keys of P2COptions, all of them: any other is refused (see `options`). */
+const P2C_KEYS = {
+  decayMs: true, initialLatencyMs: true, failurePenalty: true, forcePickMs: true, slowStartMs: true,
+  slowStartMinWeight: true, clock: true, sliceLists: true, random: true,
+} as const satisfies OptionKeys<P2COptions>;
 
 /** P2COptions configures a P2C picker. */
 export interface P2COptions {
@@ -92,7 +98,7 @@ export class P2C implements Picker {
   private last: P2CEntry | undefined;
 
   constructor(options?: P2COptions) {
-    const o = checkOptions('P2C', options);
+    const o = checkOptions('P2C', options, P2C_KEYS);
     this.decayMs = finite('P2C', 'decayMs', o.decayMs ?? p2cDefaults.decayMs, 1);
     this.initialLatencyMs = finite('P2C', 'initialLatencyMs', o.initialLatencyMs ?? p2cDefaults.initialLatencyMs, 0);
     this.failurePenalty = finite('P2C', 'failurePenalty', o.failurePenalty ?? p2cDefaults.failurePenalty, 1, 1000);

@@ -3,10 +3,13 @@
  * round robin, and needs no shared turn.
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { ExcludeSet, Picker } from './types.js';
 import { InstanceTable, allowedCount, noInstance, nthAllowed, prepareList, sliceLists, type Entry } from './instance-table.js';
+
+/** The keys of RandomOptions, all of them: any other is refused (see `options`). */
+const RANDOM_KEYS = { random: true, clock: true, sliceLists: true } as const satisfies OptionKeys<RandomOptions>;
 
 /** RandomOptions configures a Random. */
 export interface RandomOptions {
@@ -24,7 +27,7 @@ export class Random implements Picker {
   private readonly random: () => number;
 
   constructor(options?: RandomOptions) {
-    const o = checkOptions('Random', options);
+    const o = checkOptions('Random', options, RANDOM_KEYS);
     this.random = o.random === undefined ? Math.random : fn('Random', 'random', o.random);
     const clock = clockOption('Random', o.clock, systemClock);
     this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock: sliceLists('Random', o.sliceLists) ? clock : undefined });

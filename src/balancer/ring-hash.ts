@@ -41,12 +41,18 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import { hash32 } from '../core/hash.js';
 import { HashRing } from '../core/hash-ring.js';
-import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker, RingHashOptions, RingStats } from './types.js';
 import { InstanceTable, TABLE_SLICE, sliceLists, allowedCount, instanceWeight, noInstance, nthAllowed } from './instance-table.js';
 import { jump, reconcile, RingCounts, stage, type Job, type Prep, type Reconciled, type RingEntry, type Staged } from './ring-handover.js';
 import { RingSize } from './ring-size.js';
+
+/** The keys of RingHashOptions, all of them: any other is refused (see `options`). */
+const RING_HASH_KEYS = {
+  replicas: true, minRingSize: true, maxRingSize: true, boundedLoad: true, loadFactor: true, random: true,
+  sliceSize: true, clock: true, sliceLists: true,
+} as const satisfies OptionKeys<RingHashOptions>;
 
 export type { RingHashOptions, RingStats } from './types.js';
 
@@ -85,7 +91,7 @@ export class RingHash implements Picker {
   private totalLoad = 0;
 
   constructor(options?: RingHashOptions) {
-    const o = checkOptions('RingHash', options);
+    const o = checkOptions('RingHash', options, RING_HASH_KEYS);
     this.replicas = integer('RingHash', 'replicas', o.replicas ?? ringHashDefaults.replicas, 1, 1 << 16);
     this.maxRingSize = integer('RingHash', 'maxRingSize', o.maxRingSize ?? ringHashDefaults.maxRingSize, 1, 1 << 24);
     this.minRingSize = integer('RingHash', 'minRingSize', o.minRingSize ?? ringHashDefaults.minRingSize, 1, this.maxRingSize);

@@ -4,10 +4,13 @@
  * round_robin does the same).
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { ExcludeSet, Picker } from './types.js';
 import { InstanceTable, noInstance, prepareList, sliceLists, type Entry } from './instance-table.js';
+
+/** The keys of RoundRobinOptions, all of them: any other is refused (see `options`). */
+const ROUND_ROBIN_KEYS = { random: true, clock: true, sliceLists: true } as const satisfies OptionKeys<RoundRobinOptions>;
 
 /** RoundRobinOptions configures a RoundRobin. */
 export interface RoundRobinOptions {
@@ -25,7 +28,7 @@ export class RoundRobin implements Picker {
   private next: number;
 
   constructor(options?: RoundRobinOptions) {
-    const o = checkOptions('RoundRobin', options);
+    const o = checkOptions('RoundRobin', options, ROUND_ROBIN_KEYS);
     const random = o.random === undefined ? Math.random : fn<() => number>('RoundRobin', 'random', o.random);
     this.next = Math.floor(random() * 1024) >>> 0;
     const clock = clockOption('RoundRobin', o.clock, systemClock);

@@ -20,10 +20,15 @@
  * Current weights are kept by instance id, so they survive list updates for instances that stay.
  */
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { Picker } from './types.js';
 import { defaultWarn, InstanceTable, noInstance, prepareList, sliceLists, weightOf, type Entry } from './instance-table.js';
+
+/** The keys of SmoothWeightedRoundRobinOptions, all of them: any other is refused (see `options`). */
+const SMOOTH_WEIGHTED_ROUND_ROBIN_KEYS = {
+  warn: true, clock: true, sliceLists: true,
+} as const satisfies OptionKeys<SmoothWeightedRoundRobinOptions>;
 
 /** The most (instance, bad weight) pairs remembered for warn-once. */
 const MAX_WARNED = 10_000;
@@ -79,7 +84,7 @@ export class SmoothWeightedRoundRobin implements Picker {
   private noCycle = false;
 
   constructor(options?: SmoothWeightedRoundRobinOptions) {
-    const o = checkOptions('SmoothWeightedRoundRobin', options);
+    const o = checkOptions('SmoothWeightedRoundRobin', options, SMOOTH_WEIGHTED_ROUND_ROBIN_KEYS);
     const sink = o.warn === undefined ? defaultWarn : fn<(m: string) => void>('SmoothWeightedRoundRobin', 'warn', o.warn);
     // One warning per instance and bad value, even when the instance leaves the list and comes back
     // (ejected, then returned); the memory of what was warned about is bounded.

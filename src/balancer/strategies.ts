@@ -16,14 +16,15 @@ export type StrategyOption = StrategyName | Picker | (() => Picker);
 const names: readonly StrategyName[] = ['round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request'];
 
 /** createPicker builds the Picker `strategy` names, passing `clock`, `random` and `sliceLists` to the ones that use them. */
-export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; random?: () => number; sliceLists?: boolean } = {}): Picker {
+export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; random?: () => number; sliceLists?: boolean; owner?: string } = {}): Picker {
+  const owner = deps.owner ?? 'createPicker';
   if (typeof strategy === 'function') {
     const p = strategy();
-    if (p === null || typeof p !== 'object' || typeof p.pick !== 'function') throw new TypeError('strategy: the factory must return a Picker (an object with pick())');
+    if (p === null || typeof p !== 'object' || typeof p.pick !== 'function') throw new TypeError(`${owner}: strategy: the factory must return a Picker (an object with pick())`);
     return p;
   }
   if (strategy !== null && typeof strategy === 'object') {
-    if (typeof strategy.pick !== 'function') throw new TypeError('strategy: a Picker must have a pick() method');
+    if (typeof strategy.pick !== 'function') throw new TypeError(`${owner}: strategy: a Picker must have a pick() method`);
     return strategy;
   }
   const random = deps.random;
@@ -42,6 +43,6 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
     case 'least-request':
       return new LeastRequest({ random, clock, sliceLists });
     default:
-      throw new RangeError(`strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
+      throw new RangeError(`${owner}: strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
   }
 }

@@ -19,11 +19,16 @@
 import type { Clock } from '../core/clock.js';
 import { ClosedError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
-import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
+import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import type { Breaker, BreakerExecuteOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
 import { GROUP_PLACED, GROUP_USED } from './shared.js';
 import { SreBreaker } from './sre-breaker.js';
+
+/** The keys of BreakerGroupOptions, all of them: any other is refused (see `options`). */
+const BREAKER_GROUP_KEYS = {
+  factory: true, exclude: true, idleMs: true, maxBreakers: true, clock: true,
+} as const satisfies OptionKeys<BreakerGroupOptions>;
 
 /** Entries a sweep may examine beyond the ones it must evict (bounds the pause). */
 const SWEEP_STEPS = 64;
@@ -77,7 +82,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   private origin: number;
 
   constructor(...[options]: BreakerGroupArgs<B>) {
-    const o: BreakerGroupOptions<B> = optionsObject('BreakerGroup', options);
+    const o: BreakerGroupOptions<B> = optionsObject('BreakerGroup', options, BREAKER_GROUP_KEYS);
     this.factory = o.factory === undefined ? sreFactory : fnOption('BreakerGroup', 'factory', o.factory);
     const ex = o.exclude;
     if (ex === undefined) this.excluded = () => false;

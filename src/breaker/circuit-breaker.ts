@@ -19,7 +19,7 @@ import { breakerRejectChannel, breakerStateChannel } from '../core/diagnostics.j
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
-import { clockOption, options as optionsObject } from '../core/validate.js';
+import { clockOption, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { OutcomeCountWindow, OutcomeTimeWindow, type OutcomeWindow } from '../core/outcome-window.js';
 import type { Breaker, BreakerExecuteOptions, BreakerState, CircuitBreakerOptions, CircuitBreakerStats, StateChange } from './types.js';
@@ -38,6 +38,12 @@ import {
 } from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
 import { BypassToken, ClosedToken, ProbeToken } from './circuit-tokens.js';
+
+/** The keys of CircuitBreakerOptions, all of them: any other is refused (see `options`). */
+const CIRCUIT_BREAKER_KEYS = {
+  name: true, failureRate: true, slowCallRate: true, slowCallMs: true, minimumCalls: true, window: true, openMs: true,
+  openBackoff: true, halfOpenCalls: true, probeTimeoutMs: true, clock: true,
+} as const satisfies OptionKeys<CircuitBreakerOptions>;
 
 const CLOSED = 0;
 const OPEN = 1;
@@ -102,7 +108,7 @@ export class CircuitBreaker implements Breaker {
   private bypassFailed = 0;
 
   constructor(options?: CircuitBreakerOptions) {
-    const o = validateCircuitOptions(optionsObject('CircuitBreaker', options));
+    const o = validateCircuitOptions(optionsObject('CircuitBreaker', options, CIRCUIT_BREAKER_KEYS));
     this.name = o.name;
     this.failureRate = o.failureRate;
     this.slowCallRate = o.slowCallRate;
@@ -170,7 +176,7 @@ export class CircuitBreaker implements Breaker {
    * rejection into something else anyway (a 503, a fallback). A JavaScript throw costs a few hundred
    * nanoseconds however cheap the error; this costs tens. Read the reason with `lastRejection()`.
    */
-  tryAdmit(): InternalToken | undefined {
+  tryAdmit(): AdmissionToken | undefined {
     if (this.code === CLOSED) return new ClosedToken(this, this.epoch, this.timed ? this.clock.now() : 0);
     return this.admitNotClosed();
   }

@@ -20,7 +20,7 @@ import type { AdmissionToken } from '../core/admission.js';
 import type { ClosedError, BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
-import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
+import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { ThrottleWindow } from '../core/throttle-window.js';
 import { breakerRejectChannel } from '../core/diagnostics.js';
@@ -37,6 +37,12 @@ import {
   RejectionCache,
   type InternalToken,
 } from './shared.js';
+
+/** The keys of SreBreakerOptions, all of them: any other is refused (see `options`). */
+const SRE_BREAKER_KEYS = {
+  name: true, windowMs: true, buckets: true, k: true, protection: true, forcePassMs: true, countRejections: true,
+  clock: true, random: true,
+} as const satisfies OptionKeys<SreBreakerOptions>;
 
 /** The floor w falls to as buckets keep failing (go-zero `minK`). */
 const MIN_K = 1.1;
@@ -84,7 +90,7 @@ export class SreBreaker implements Breaker {
   private ignored = 0;
 
   constructor(options?: SreBreakerOptions) {
-    const o = optionsObject('SreBreaker', options);
+    const o = optionsObject('SreBreaker', options, SRE_BREAKER_KEYS);
     const d = sreBreakerDefaults;
     const name = o.name ?? d.name;
     if (typeof name !== 'string') throw new TypeError(`SreBreaker: name must be a string, got ${showValue(name)}`);

@@ -14,12 +14,18 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { cacheLoadChannel } from '../core/diagnostics.js';
 import { NotFoundError, PeerError, withoutStack } from '../core/errors.js';
 import { SingleFlight } from '../core/singleflight.js';
-import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ByteView, toBinary } from './byte-view.js';
 import { keyProblem } from './key.js';
 import { LruCache } from './lru-cache.js';
 import { noPeers, type GetResponse, type GroupServer, type OwnerPick, type PeerGetter, type PeerMode, type PeerPicker } from './peers.js';
 import { callGetter, type Getter } from './getter.js';
+
+/** The keys of GroupOptions, all of them: any other is refused (see `options`). */
+const GROUP_KEYS = {
+  name: true, cacheBytes: true, getter: true, peers: true, ttlMs: true, negativeTtlMs: true, ttlJitter: true,
+  hotCacheRatio: true, hotCacheSample: true, maxValueBytes: true, timeoutMs: true, clock: true, random: true,
+} as const satisfies OptionKeys<GroupOptions>;
 
 export type { Getter, GetterResult } from './getter.js';
 
@@ -141,7 +147,7 @@ export class Group implements GroupServer {
   };
 
   constructor(options: GroupOptions) {
-    const o = checkOptions('Group', options);
+    const o = checkOptions('Group', options, GROUP_KEYS);
     if (typeof o.name !== 'string' || !NAME.test(o.name)) {
       throw new TypeError(`Group: name must be 1–255 characters of [A-Za-z0-9._:-], got ${JSON.stringify(o.name)}`);
     }

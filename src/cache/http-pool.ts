@@ -16,7 +16,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { wallClock, type Clock } from '../core/clock.js';
 import type { HashRing } from '../core/hash-ring.js';
 import { hash32 } from '../core/hash.js';
-import { clockOption, integer, options as checkOptions, showValue } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions, showValue, type OptionKeys } from '../core/validate.js';
 import { OriginPools } from '../internal/origin-pools.js';
 import type { Registry } from '../registry/types.js';
 import { HttpPeer, type HttpPeerConfig } from './http-peer.js';
@@ -27,6 +27,12 @@ import { normalizePeerUrl } from './peer-url.js';
 
 export { normalizePeerUrl } from './peer-url.js';
 import type { GroupServer, OwnerPick, PeerGetter, PeerPicker } from './peers.js';
+
+/** The keys of HttpPoolOptions, all of them: any other is refused (see `options`). */
+const HTTP_POOL_KEYS = {
+  self: true, protocol: true, basePath: true, replicas: true, owners: true, secret: true, timeoutMs: true,
+  bodyTimeoutMs: true, connections: true, maxValueBytes: true, clock: true,
+} as const satisfies OptionKeys<HttpPoolOptions>;
 
 /** DEFAULT_GETTER_TIMEOUT_MS is Group's default getter timeout (groupDefaults.timeoutMs). */
 const DEFAULT_GETTER_TIMEOUT_MS = 10_000;
@@ -139,7 +145,7 @@ export class HttpPool implements PeerPicker {
   private readonly spread: number;
 
   constructor(options: HttpPoolOptions) {
-    const o = checkOptions('HttpPool', options);
+    const o = checkOptions('HttpPool', options, HTTP_POOL_KEYS);
     const protocol = o.protocol ?? httpPoolDefaults.protocol;
     if (protocol !== 'bulwark' && protocol !== 'groupcache') {
       throw new TypeError(`HttpPool: protocol must be 'bulwark' or 'groupcache', got ${showValue(protocol)}`);

@@ -20,5 +20,7 @@ export { membershipDefaults, urlOf, type Membership, type MembershipOptions } fr
 export { noPeers, type PeerGetter, type PeerPicker, type GroupServer, type GetResponse, type OwnerPick, type PeerMode } from './peers.js';
 export { PEER_STATUSES, MAX_REQUEST_BYTES } from './peer-handler.js';
 export { MAX_KEY_BYTES, keyProblem } from './key.js';
+/** The registry's types membership takes and hands out. */
+export type { Registry, ServiceInstance } from '../registry/types.js';
 export { TIMESTAMP_HEADER, SIGNATURE_HEADER, MAX_SKEW_MS } from './signing.js';
 export { AbortedError, ClosedError, InvalidResponseError, LoadError, NotFoundError, PeerError, TimeoutError } from '../core/errors.js';

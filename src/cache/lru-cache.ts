@@ -16,7 +16,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
+
+/** The keys of LruCacheOptions, all of them: any other is refused (see `options`). */
+const LRU_CACHE_KEYS = { maxBytes: true, sizeOf: true, onEvict: true, clock: true } as const satisfies OptionKeys<LruCacheOptions<unknown>>;
 
 /** LruCacheOptions configures an LruCache. */
 export interface LruCacheOptions<V> {
@@ -86,7 +89,7 @@ export class LruCache<V> {
   private total = 0;
 
   constructor(options: LruCacheOptions<V>) {
-    const o = checkOptions('LruCache', options);
+    const o = checkOptions('LruCache', options, LRU_CACHE_KEYS);
     this.maxBytes = integer('LruCache', 'maxBytes', o.maxBytes, 0);
     this.sizeOf = o.sizeOf === undefined ? defaultSizeOf : fn<(key: string, value: V) => number>('LruCache', 'sizeOf', o.sizeOf);
     this.onEvict = o.onEvict === undefined ? undefined : fn<(key: string, value: V) => void>('LruCache', 'onEvict', o.onEvict);

@@ -7,11 +7,20 @@
  */
 import type { BackoffOptions } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { announce } from '../registry/announce.js';
 import { followService } from '../registry/follow.js';
 import type { Announcement, Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
 import { normalizePeerUrl } from './peer-url.js';
+
+/** The keys of MembershipOptions, all of them: any other is refused (see `options`). */
+const BIND_REGISTRY_KEYS = {
+  service: true, id: true, ttlMs: true, backoff: true, clock: true,
+} as const satisfies OptionKeys<MembershipOptions>;
+/** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
+const BACKOFF_KEYS = {
+  initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true,
+} as const satisfies OptionKeys<BackoffOptions>;
 
 /** MembershipOptions configures `HttpPool.bindRegistry`. */
 export interface MembershipOptions {
@@ -60,14 +69,14 @@ export function urlOf(instance: ServiceInstance): string {
 
 /** bindRegistry registers `pool.self` under the service and keeps the pool's peers equal to the service's instances. */
 export async function bindRegistry(pool: PeerSetter, registry: Registry, options?: MembershipOptions): Promise<Membership> {
-  const o = checkOptions('HttpPool.bindRegistry', options);
+  const o = checkOptions('HttpPool.bindRegistry', options, BIND_REGISTRY_KEYS);
   if (registry === null || typeof registry !== 'object' || typeof registry.watch !== 'function') {
     throw new TypeError('HttpPool.bindRegistry: registry must be a Registry');
   }
   const service = o.service ?? membershipDefaults.service;
   const ttlMs = o.ttlMs === undefined ? undefined : integer('HttpPool.bindRegistry', 'ttlMs', o.ttlMs, 1);
   const clock = clockOption('HttpPool.bindRegistry', o.clock, systemClock);
-  const backoff = { ...membershipDefaults.backoff, ...checkOptions('HttpPool.bindRegistry.backoff', o.backoff) };
+  const backoff = { ...membershipDefaults.backoff, ...checkOptions('HttpPool.bindRegistry.backoff', o.backoff, BACKOFF_KEYS) };
   const url = new URL(pool.self);
   const port = url.port || (url.protocol === 'https:' ? '443' : '80');
   const instance: ServiceInstance = {

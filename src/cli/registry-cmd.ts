@@ -13,6 +13,8 @@
  * a bad flag, 1 when the registry or the node cannot be read.
  */
 import { parseFlags, UsageError } from './args.js';
+import { etcdRegistryFlag } from './registry-flag.js';
+import { reachEtcd, unreachableText, type MemberReach } from './etcd-reach.js';
 import { delay } from '../core/index.js';
 import { EtcdRegistry, type Registry, type RegistryEvent, type ServiceInstance } from '../registry/index.js';
 
@@ -79,6 +81,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   let source: Source;
   let etcd: EtcdRegistry | undefined;
+  let endpoints: string[] = [];
   const timeoutMs = (flags.timeout as number | undefined) ?? 5_000;
   const service = flags.service as string | undefined;
   try {
@@ -90,15 +93,14 @@ export async function runRegistry(argv: string[]): Promise<number> {
       source = nodeSource(nodeUrl(node), timeoutMs);
     } else if (reg.startsWith('etcd://')) {
       if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
-      const hosts = reg.slice('etcd://'.length).split(',').map((h) => h.trim());
-      for (const h of hosts) if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(h)) throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
+      endpoints = etcdRegistryFlag(reg);
       const layout = (flags.layout as string | undefined) ?? 'bulwark';
       if (layout !== 'bulwark' && layout !== 'go-zero' && layout !== 'go-micro') throw new UsageError(`--layout must be bulwark, go-zero or go-micro, got ${JSON.stringify(layout)}`);
       const prefix = flags['etcd-prefix'] as string | undefined;
       if (layout === 'go-zero' && prefix === undefined && service === undefined) {
         throw new UsageError('go-zero keys start with the service name itself (its Key): give --service <name>, or --etcd-prefix when the Keys share one');
       }
-      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      etcd = new EtcdRegistry({ hosts: endpoints, layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning: () => {} });
       source = etcdSource(etcd, service);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {
@@ -108,9 +110,25 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   const json = flags.json === true;
   const only = (list: Service[]) => (service === undefined ? list : list.filter((s) => s.name === service));
+  // Beside the first listing, a connection to each member: if every one fails with a cause, say it at once.
+  let reach: Promise<MemberReach[]> = Promise.resolve([]);
   try {
-    const first = only(await source.list());
-    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first));
+    let first: Service[];
+    if (etcd === undefined) first = only(await source.list());
+    else {
+      type First = { list: Service[] } | { why: string };
+      const listed: Promise<First> = source.list().then((list) => ({ list }));
+      listed.catch(() => {}); // awaited below, or abandoned when no member can be reached
+      reach = reachEtcd(endpoints, timeoutMs);
+      const refused: Promise<First> = reach.then((r) => {
+        const why = unreachableText(r);
+        return why === undefined ? listed : { why };
+      });
+      const answer = await Promise.race([listed, refused]);
+      if ('why' in answer) throw new Error(`cannot reach etcd at ${answer.why}`);
+      first = only(answer.list);
+    }
+    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first, service));
     if (verb === 'ls') return 0;
     const stop = new AbortController();
     const onSignal = () => stop.abort();
@@ -128,7 +146,11 @@ export async function runRegistry(argv: string[]): Promise<number> {
     return 0;
   } catch (err) {
     const e = err as Error & { code?: string };
-    const why = e.code === 'ERR_REGISTRY_UNAVAILABLE' && etcd !== undefined ? `cannot reach etcd at ${String(flags.registry).slice('etcd://'.length)} within ${timeoutMs} ms` : e.message;
+    let why = e.message;
+    if (e.code === 'ERR_REGISTRY_UNAVAILABLE' && etcd !== undefined) {
+      const causes = (await reach).filter((r) => r.cause !== undefined).map((r) => `${r.member}: ${r.cause}`);
+      why = `cannot reach etcd at ${String(flags.registry).slice('etcd://'.length)} within ${timeoutMs} ms${causes.length === 0 ? '' : ` (${causes.join('; ')})`}`;
+    }
     process.stderr.write(`bulwark registry: ${why}\n`);
     return 1;
   } finally {
@@ -232,8 +254,8 @@ function metaText(m: Readonly<Record<string, string>> | undefined): string {
   return parts.length === 0 ? '' : `  ${parts.join(' ')}`;
 }
 
-function table(services: Service[]): string {
-  if (services.length === 0) return 'no services registered\n';
+function table(services: Service[], service: string | undefined): string {
+  if (services.length === 0) return service === undefined ? 'no services registered\n' : `no instances of ${service} registered\n`;
   const rows = [['SERVICE', 'ID', 'ADDRESS', 'VERSION', 'METADATA']];
   for (const s of services) for (const i of s.instances) rows.push([s.name, i.id, i.address, i.version ?? '-', metaText(i.metadata).trim() || '-']);
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));

@@ -5,9 +5,14 @@
  * pools of instances that left the registry are closed, letting requests in flight finish.
  */
 import type { Clock } from '../core/clock.js';
-import { integer, options as checkOptions, positive } from '../core/validate.js';
+import { integer, options as checkOptions, positive, type OptionKeys } from '../core/validate.js';
 import type { OriginPoolsOptions } from '../internal/origin-pools.js';
 import type { HttpPoolsOptions } from './types.js';
+
+/** The keys of HttpPoolsOptions, all of them: any other is refused (see `options`). */
+const HTTP_KEYS = {
+  connectionsPerInstance: true, keepAliveTimeoutMs: true, maxPools: true, connectTimeoutMs: true,
+} as const satisfies OptionKeys<HttpPoolsOptions>;
 
 export type { HttpPoolsOptions } from './types.js';
 
@@ -22,7 +27,7 @@ export const httpPoolsDefaults = Object.freeze({
 
 /** httpPoolsOptions checks `options` and answers the options of the client's pool map. */
 export function httpPoolsOptions(options: HttpPoolsOptions | undefined, clock: Clock): OriginPoolsOptions {
-  const o = checkOptions('ResilientClient: http', options);
+  const o = checkOptions('ResilientClient: http', options, HTTP_KEYS);
   const owner = 'ResilientClient';
   const connections = integer(owner, 'http.connectionsPerInstance', o.connectionsPerInstance ?? httpPoolsDefaults.connectionsPerInstance, 1, 65_536);
   const keepAliveTimeout = positive(owner, 'http.keepAliveTimeoutMs', o.keepAliveTimeoutMs ?? httpPoolsDefaults.keepAliveTimeoutMs);

@@ -6,7 +6,17 @@
  * for any transport and `fetch('http://payments/api/x')` for HTTP over per-instance undici keep-alive pools.
  */
 export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions } from './resilient-client.js';
-export { serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions } from './service-state.js';
+export { serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions, type ServiceState } from './service-state.js';
+/** The other modules' types the client takes and hands out (their classes and functions are in their own modules). */
+export type { Registry, RegistryCacheOptions, ServiceInstance } from '../registry/types.js';
+export type { BreakerGroup } from '../breaker/breaker-group.js';
+export type { Breaker } from '../breaker/types.js';
+export type { Bulkhead } from '../policy/bulkhead.js';
+export type { Fallback } from '../policy/fallback.js';
+export type { Retry } from '../policy/retry.js';
+export type { RetryBudget } from '../policy/retry-budget.js';
+export type { BulkheadOptions, FallbackStrategy, RetryBudgetOptions } from '../policy/types.js';
+export type { BalancerOptions } from '../balancer/types.js';
 export { httpPoolsDefaults } from './http-pools.js';
 export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome, AttemptEvent, InstanceTask, ClientStats, FetchInit, HttpPoolsOptions } from './types.js';
 export {

@@ -22,7 +22,7 @@ import { clientCallChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
-import { clockOption, finite, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { clockOption, finite, integer, options as optionsObject, showValue, within, type OptionKeys } from '../core/validate.js';
 import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
 import type { BreakerGroup } from '../breaker/breaker-group.js';
 import { RegistryCache } from '../registry/registry-cache.js';
@@ -35,6 +35,13 @@ import { httpPoolsOptions, type HttpPoolsOptions } from './http-pools.js';
 import { ServiceState, type ServiceStateOptions } from './service-state.js';
 import { ClientCounters, type ClientStats } from './stats.js';
 import type { ClientMeasure } from './types.js';
+
+/** The keys of ResilientClientOptions, all of them: any other is refused (see `options`). */
+const RESILIENT_CLIENT_KEYS = {
+  registry: true, registryCache: true, http: true, maxResponseBytes: true, timeoutMs: true, maxAttempts: true,
+  maxServices: true, clock: true, balancer: true, balancerFactory: true, breakers: true, retryBudget: true,
+  retryBackoff: true, bulkhead: true,
+} as const satisfies OptionKeys<ResilientClientOptions>;
 
 /** CallOptions are the per-call options of `ResilientClient.call`. */
 export interface CallOptions<T> {
@@ -117,7 +124,7 @@ export class ResilientClient {
   private closing: Promise<void> | undefined;
 
   constructor(options: ResilientClientOptions) {
-    const o = optionsObject('ResilientClient', options);
+    const o = optionsObject('ResilientClient', options, RESILIENT_CLIENT_KEYS);
     const r = o.registry as Partial<Registry> | undefined;
     if (r === undefined || r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
       throw new TypeError(`ResilientClient: registry must be a Registry (getService and watch), got ${showValue(r)}`);
@@ -134,7 +141,7 @@ export class ResilientClient {
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
-    this.registry = this.ownsRegistry ? new RegistryCache(o.registry!, o.registryCache) : o.registry!;
+    this.registry = this.ownsRegistry ? within('ResilientClient', 'registryCache', 'RegistryCache', () => new RegistryCache(o.registry!, o.registryCache)) : o.registry!;
   }
 
   /** stats answers a fresh snapshot of the client's counters. */

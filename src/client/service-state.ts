@@ -11,11 +11,11 @@
  * dead instance and one failing half its calls leave the flaky one serving, and retries answer most
  * calls, where before both were out and every call went to the fallback.
  */
-import type { BackoffOptions } from '../core/backoff.js';
-import type { Clock } from '../core/clock.js';
 import { NoInstanceError, isBulwarkError } from '../core/errors.js';
 import type { Task } from '../core/guard.js';
-import { fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import { fn as fnOption, integer, options as optionsObject, showValue, within } from '../core/validate.js';
 import { Balancer, type BalancerOptions } from '../balancer/balancer.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
@@ -103,16 +103,25 @@ export class ServiceState implements ServiceParts {
   private readonly capper: Balancer | undefined;
 
   /**
-   * validate checks the options once, at the client's construction. `givenClock` is the clock the
-   * caller gave, if any: the default breakers run on it (else on their coarse clock, cheaper per call).
+   * validate checks the options once, at the client's construction, nested ones included: a bad
+   * `bulkhead`, `retryBudget`, `retryBackoff` or `balancer` throws there, named under the client
+   * (`ResilientClient: balancer.strategy must be one of …`), not at every call. `givenClock` is the clock
+   * the caller gave, if any: the default breakers run on it (else on their coarse clock, cheaper per call).
    */
   static validate(options: ServiceStateOptions, givenClock?: Clock): ServiceStateOptions {
-    const o = optionsObject('ResilientClient', options);
-    if (o.balancerFactory !== undefined) fnOption('ResilientClient', 'balancerFactory', o.balancerFactory);
-    if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup)) throw new TypeError(`ResilientClient: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
-    new RetryBudget(o.retryBudget); // throws on bad options
-    new Bulkhead({ ...serviceStateDefaults.bulkhead, ...o.bulkhead });
-    new Retry({ backoff: { ...serviceStateDefaults.retryBackoff, ...o.retryBackoff } });
+    const owner = 'ResilientClient';
+    const o = optionsObject(owner, options);
+    if (o.balancerFactory !== undefined) fnOption(owner, 'balancerFactory', o.balancerFactory);
+    if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup)) throw new TypeError(`${owner}: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
+    within(owner, 'retryBudget', 'RetryBudget', () => new RetryBudget(o.retryBudget));
+    within(owner, 'bulkhead', 'Bulkhead', () => new Bulkhead({ ...serviceStateDefaults.bulkhead, ...optionsObject('Bulkhead', o.bulkhead) }));
+    within(owner, 'retryBackoff', 'Backoff', () => new Backoff({ ...serviceStateDefaults.retryBackoff, ...optionsObject('Backoff', o.retryBackoff) }));
+    if (o.balancerFactory === undefined) {
+      // A balancer over no instances, made to check the options and closed at once (it holds nothing yet).
+      const clock = o.balancer?.clock ?? o.clock ?? systemClock;
+      const probe = within(owner, 'balancer', 'Balancer', () => new Balancer({ strategy: 'p2c', ...optionsObject('Balancer', o.balancer), clock, instances: [] }));
+      void probe.close();
+    }
     return { ...o, breakers: o.breakers ?? defaultBreakerGroup(givenClock) };
   }
 

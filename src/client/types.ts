@@ -61,7 +61,8 @@ export interface AttemptEvent {
 
 /**
  * ClientMeasure receives each attempt's and each call's duration as plain arguments, with no event
- * object built (see `ResilientClient.measure`). bulwark/metrics feeds its histograms from it. @internal
+ * object built (see `ResilientClient.measure`). bulwark/metrics feeds its histograms from it. Not exported
+ * from bulwark/client, but declared (not marked internal): the call state's published declaration names it.
  */
 export interface ClientMeasure {
   /**

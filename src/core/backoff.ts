@@ -2,7 +2,10 @@
  * Backoff computes waits between attempts: exponential, capped, with full or decorrelated jitter
  * (AWS Architecture Blog, "Exponential Backoff And Jitter"). Chance is injected (`random`).
  */
-import { finite, fn, positive } from './validate.js';
+import { finite, fn, options as checkOptions, positive, type OptionKeys } from './validate.js';
+
+/** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
+const BACKOFF_KEYS = { initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true } as const satisfies OptionKeys<BackoffOptions>;
 
 /** Jitter chooses how a wait is randomised: `none`, `full` (uniform in [0, exp]) or `decorrelated` (uniform in [initial, 3 × previous]). */
 export type Jitter = 'none' | 'full' | 'decorrelated';
@@ -35,6 +38,7 @@ export class Backoff {
   private previous: number;
 
   constructor(options: BackoffOptions = {}) {
+    checkOptions('Backoff', options, BACKOFF_KEYS);
     this.initialMs = finite('Backoff', 'initialMs', options.initialMs ?? backoffDefaults.initialMs, 0);
     this.maxMs = finite('Backoff', 'maxMs', options.maxMs ?? backoffDefaults.maxMs, this.initialMs);
     this.multiplier = finite('Backoff', 'multiplier', options.multiplier ?? backoffDefaults.multiplier, 1);

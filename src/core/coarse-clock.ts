@@ -19,7 +19,12 @@
  * timer runs on the source clock, so a CoarseClock over a ManualClock is driven by `advance()` too.
  */
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
-import { clockOption, integer, options as optionsObject, positive } from './validate.js';
+import { clockOption, integer, options as optionsObject, positive, type OptionKeys } from './validate.js';
+
+/** The keys of CoarseClockOptions, all of them: any other is refused (see `options`). */
+const COARSE_CLOCK_KEYS = {
+  source: true, resolutionMs: true, refreshEvery: true, idleStopMs: true,
+} as const satisfies OptionKeys<CoarseClockOptions>;
 
 /** CoarseClockOptions configures a CoarseClock. */
 export interface CoarseClockOptions {
@@ -53,7 +58,7 @@ export class CoarseClock implements Clock {
   private timer: TimerHandle | undefined;
 
   constructor(options?: CoarseClockOptions) {
-    const o = optionsObject('CoarseClock', options);
+    const o = optionsObject('CoarseClock', options, COARSE_CLOCK_KEYS);
     this.source = clockOption('CoarseClock', o.source, systemClock);
     this.resolutionMs = positive('CoarseClock', 'resolutionMs', o.resolutionMs ?? coarseClockDefaults.resolutionMs);
     this.refreshEvery = integer('CoarseClock', 'refreshEvery', o.refreshEvery ?? coarseClockDefaults.refreshEvery, 1);

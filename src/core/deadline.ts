@@ -28,7 +28,10 @@ import { setMaxListeners } from 'node:events';
 import { MAX_TIMER_MS, systemClock, type Clock, type TimerHandle } from './clock.js';
 import { TimeoutError, withoutStack } from './errors.js';
 import type { Task } from './guard.js';
-import { clockOption, finite, options as checkOptions } from './validate.js';
+import { clockOption, finite, options as checkOptions, type OptionKeys } from './validate.js';
+
+/** The keys of DeadlinesOptions, all of them: any other is refused (see `options`). */
+const DEADLINES_KEYS = { timeoutMs: true, what: true, clock: true } as const satisfies OptionKeys<DeadlinesOptions>;
 
 /** Granules per timeout: the most a deadline is late, as a fraction of the timeout. */
 const GRANULES_PER_TIMEOUT = 100;
@@ -152,7 +155,7 @@ export class Deadlines {
   private current: Granule | undefined;
 
   constructor(options: DeadlinesOptions) {
-    const o = checkOptions('Deadlines', options);
+    const o = checkOptions('Deadlines', options, DEADLINES_KEYS);
     this.timeoutMs = finite('Deadlines', 'timeoutMs', o.timeoutMs, 1, MAX_TIMER_MS);
     const what = o.what ?? deadlinesDefaults.what;
     if (typeof what !== 'string') throw new TypeError(`Deadlines: what must be a string, got ${typeof what}`);

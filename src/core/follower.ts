@@ -21,7 +21,13 @@ import { Backoff, backoffDefaults, type BackoffOptions } from './backoff.js';
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { raceSignal } from './abort.js';
 import { AbortedError, ClosedError, isBulwarkError } from './errors.js';
-import { clockOption, finite, fn, options as checkOptions } from './validate.js';
+import { clockOption, finite, fn, options as checkOptions, type OptionKeys } from './validate.js';
+
+/** The keys of FollowerOptions, all of them: any other is refused (see `options`). */
+const FOLLOWER_KEYS = {
+  source: true, onList: true, onEvent: true, onEstablished: true, onBroken: true, isFinal: true, backoff: true,
+  readyWaitMs: true, clock: true, random: true, name: true,
+} as const satisfies OptionKeys<FollowerOptions<unknown, unknown>>;
 
 /** FollowerSource is what a Follower follows: a watch and, usually, a listing. */
 export interface FollowerSource<L, E> {
@@ -105,7 +111,7 @@ export class Follower<L, E> {
   private readonly counters = { watches: 0, listings: 0, events: 0, breaks: 0, watching: false };
 
   constructor(options: FollowerOptions<L, E>) {
-    const o = checkOptions('Follower', options);
+    const o = checkOptions('Follower', options, FOLLOWER_KEYS);
     this.name = typeof o.name === 'string' ? o.name : 'Follower';
     const s = o.source as Partial<FollowerSource<L, E>> | undefined;
     if (s === null || typeof s !== 'object' || typeof s.watch !== 'function' || (s.list !== undefined && typeof s.list !== 'function')) {

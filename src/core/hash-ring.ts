@@ -18,7 +18,10 @@
 import { hash32, type HashFn } from './hash.js';
 import { MAX_MEMBERS, MAX_POINTS_PER_MEMBER, checkMember, defaultPointName } from './ring-points.js';
 import { RADIX_FROM, rebuildSteps, type RingState } from './ring-rebuild.js';
-import { fn, integer } from './validate.js';
+import { fn, integer, options as checkOptions, type OptionKeys } from './validate.js';
+
+/** The keys of HashRingOptions, all of them: any other is refused (see `options`). */
+const HASH_RING_KEYS = { replicas: true, hash: true, pointName: true } as const satisfies OptionKeys<HashRingOptions>;
 
 /** HashRingOptions configures a HashRing. */
 export interface HashRingOptions {
@@ -74,6 +77,7 @@ export class HashRing {
   private version = 0;
 
   constructor(options: HashRingOptions = {}) {
+    checkOptions('HashRing', options, HASH_RING_KEYS);
     this.replicas = integer('HashRing', 'replicas', options.replicas ?? hashRingDefaults.replicas, 1, 1 << 16);
     this.hash = options.hash === undefined ? hash32 : fn('HashRing', 'hash', options.hash);
     this.pointName = options.pointName === undefined ? defaultPointName : fn('HashRing', 'pointName', options.pointName);

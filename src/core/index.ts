@@ -15,9 +15,9 @@ export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter }
 export { Follower, followerDefaults, type FollowerOptions, type FollowerSource, type FollowerStats } from './follower.js';
 export { delay, throwIfAborted, linkSignal, raceSignal, type DelayOptions } from './abort.js';
 export { neverAborted, type Guard, type Task, type ExecuteOptions } from './guard.js';
-export { Deadlines, deadlinesDefaults, type DeadlinesOptions } from './deadline.js';
+export { Deadlines, deadlinesDefaults, type DeadlinesOptions, type DeadlineNode, type Granule } from './deadline.js';
 export { hash32, type HashFn } from './hash.js';
-export { HashRing, hashRingDefaults, type HashRingOptions } from './hash-ring.js';
+export { HashRing, hashRingDefaults, type HashRingOptions, type RingBuild } from './hash-ring.js';
 export {
   diagnosticsChannels,
   type DiagnosticsChannel,

@@ -13,7 +13,12 @@
  * clock once for several parts).
  */
 import { systemClock, type Clock } from './clock.js';
-import { clockOption, integer, options as optionsObject, positive } from './validate.js';
+import { clockOption, integer, options as optionsObject, positive, type OptionKeys } from './validate.js';
+
+/** The keys of RollingWindowOptions, all of them: any other is refused (see `options`). */
+const ROLLING_WINDOW_KEYS = {
+  channels: true, clock: true, windowMs: true, buckets: true,
+} as const satisfies OptionKeys<RollingWindowOptions>;
 
 /** WindowOptions is the one shape every bucketed window's size takes in bulwark. */
 export interface WindowOptions {
@@ -27,7 +32,8 @@ export interface WindowOptions {
  * BucketRing is the roll logic every window shares: a ring of `buckets` buckets of `channels` numbers
  * each (`v[slot * channels + channel]`), the slot of the newest bucket and the time it ends. A
  * specialisation keeps its own totals: `expire` subtracts a bucket about to be cleared, `clearTotals`
- * zeroes them when the whole window has passed. @internal
+ * zeroes them when the whole window has passed. Not exported from bulwark/core, but not marked internal either:
+ * RollingWindow's published declaration extends it, so stripping it would leave that declaration dangling.
  */
 export abstract class BucketRing {
   readonly buckets: number;
@@ -122,7 +128,7 @@ export class RollingWindow extends BucketRing {
   private readonly totals: number[];
 
   constructor(options?: RollingWindowOptions) {
-    const o = optionsObject('RollingWindow', options);
+    const o = optionsObject('RollingWindow', options, ROLLING_WINDOW_KEYS);
     const d = rollingWindowDefaults;
     const windowMs = positive('RollingWindow', 'windowMs', o.windowMs ?? d.windowMs);
     const buckets = integer('RollingWindow', 'buckets', o.buckets ?? d.buckets, 1, 1 << 20);

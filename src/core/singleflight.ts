@@ -11,7 +11,10 @@
  */
 import { systemClock, type Clock, type TimerHandle } from './clock.js';
 import { AbortedError, TimeoutError } from './errors.js';
-import { clockOption, integer, options as checkOptions } from './validate.js';
+import { clockOption, integer, options as checkOptions, type OptionKeys } from './validate.js';
+
+/** The keys of SingleFlightOptions, all of them: any other is refused (see `options`). */
+const SINGLE_FLIGHT_KEYS = { timeoutMs: true, clock: true } as const satisfies OptionKeys<SingleFlightOptions>;
 
 /** SingleFlightOptions configures a SingleFlight. */
 export interface SingleFlightOptions {
@@ -41,7 +44,7 @@ export class SingleFlight<K, V> {
   private readonly clock: Clock;
 
   constructor(options?: SingleFlightOptions) {
-    const o = checkOptions('SingleFlight', options);
+    const o = checkOptions('SingleFlight', options, SINGLE_FLIGHT_KEYS);
     this.timeoutMs = integer('SingleFlight', 'timeoutMs', o.timeoutMs ?? singleFlightDefaults.timeoutMs, 0);
     this.clock = clockOption('SingleFlight', o.clock, systemClock);
   }

@@ -51,10 +51,28 @@ export function fn<F extends (...args: never[]) => unknown>(owner: string, name:
   return value as F;
 }
 
-/** object checks that `value` is a plain options object (or undefined, read as `{}`) and returns it. */
-export function options<T extends object>(owner: string, value: T | undefined): Partial<T> {
+/**
+ * OptionKeys lists every key of an options type, each `true`: a constructor's list, written
+ * `const KEYS = { … } as const satisfies OptionKeys<XOptions>`, fails to compile when it misses an option
+ * or names one the type does not have, so the runtime check below cannot drift from the type.
+ */
+export type OptionKeys<T> = { readonly [K in keyof T]-?: true };
+
+/**
+ * options checks that `value` is a plain options object (or undefined, read as `{}`) and returns it. With
+ * `keys`, a key it does not list — a typo a JavaScript caller would never hear of, `timeoutMS` for
+ * `timeoutMs` — throws a TypeError naming the key and the options there are.
+ */
+export function options<T extends object>(owner: string, value: T | undefined, keys?: Readonly<Record<string, true>>): Partial<T> {
   if (value === undefined) return {};
   if (value === null || typeof value !== 'object') throw new TypeError(`${owner}: options must be an object, got ${show(value)}`);
+  if (keys !== undefined) {
+    for (const key in value) {
+      if (!Object.hasOwn(keys, key) && Object.hasOwn(value, key)) {
+        throw new TypeError(`${owner}: ${key} is not an option; the options are ${Object.keys(keys).join(', ')}`);
+      }
+    }
+  }
   return value;
 }
 
@@ -69,3 +87,28 @@ export function clockOption<C extends Clock>(owner: string, value: unknown, fall
 
 /** showValue renders a received value for an error message. */
 export const showValue = show;
+
+/**
+ * within builds a part from options its owner took, and reports a bad one under the owner: where the part
+ * says `Bulkhead: maxConcurrent must be …`, ResilientClient's `bulkhead` option says `ResilientClient:
+ * bulkhead.maxConcurrent must be …`. `path` is the option the part's options sit under; '' when they are
+ * the owner's own (KeyedLimiter's `rate` makes its TokenLimiters: `KeyedLimiter: rate must be …`). A
+ * TypeError or RangeError keeps its class, with the part's error as its `cause`; any other error passes.
+ */
+export function within<T>(owner: string, path: string, part: string, build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    if (!(err instanceof TypeError || err instanceof RangeError)) throw err;
+    const own = `${part}: `;
+    let message: string;
+    if (!err.message.startsWith(own)) message = `${owner}: ${path === '' ? '' : `${path}: `}${err.message}`;
+    else {
+      const rest = err.message.slice(own.length);
+      if (path === '') message = `${owner}: ${rest}`;
+      else if (rest.startsWith('options ')) message = `${owner}: ${path} ${rest.slice('options '.length)}`;
+      else message = `${owner}: ${path}.${rest}`;
+    }
+    throw err instanceof RangeError ? new RangeError(message, { cause: err }) : new TypeError(message, { cause: err });
+  }
+}

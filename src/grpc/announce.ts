@@ -11,10 +11,16 @@
 import type { Server } from '@grpc/grpc-js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { delay } from '../core/abort.js';
-import { clockOption, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { announce } from '../registry/announce.js';
 import type { AnnounceOptions, AnnouncementStats, Registry, ServiceInstance } from '../registry/types.js';
 import type { GrpcHealth } from './health.js';
+
+/** The keys of GrpcAnnounceOptions, all of them: any other is refused (see `options`). */
+const ANNOUNCE_GRPC_KEYS = {
+  server: true, health: true, signals: true, drainMs: true, shutdownTimeoutMs: true, clock: true, ttlMs: true,
+  deregisterTimeoutMs: true, signal: true, onError: true,
+} as const satisfies OptionKeys<GrpcAnnounceOptions>;
 
 /** GrpcAnnounceOptions configures announceGrpc. */
 export interface GrpcAnnounceOptions extends Omit<AnnounceOptions, 'signals' | 'clock'> {
@@ -46,7 +52,7 @@ export interface GrpcAnnouncement extends AsyncDisposable {
 
 /** announceGrpc registers `instance` and arranges the graceful shutdown described in the module comment. */
 export async function announceGrpc(registry: Pick<Registry, 'register' | 'deregister'>, instance: ServiceInstance, options: GrpcAnnounceOptions): Promise<GrpcAnnouncement> {
-  const o = checkOptions('announceGrpc', options);
+  const o = checkOptions('announceGrpc', options, ANNOUNCE_GRPC_KEYS);
   const server = o.server;
   if (server === null || typeof server !== 'object' || typeof server.tryShutdown !== 'function') throw new TypeError('announceGrpc: server must be a grpc-js Server');
   if (o.health === null || typeof o.health !== 'object' || typeof o.health.shutdown !== 'function') throw new TypeError('announceGrpc: health must be a GrpcHealth');

@@ -15,12 +15,17 @@ import type { InterceptingListener, MessageContext } from '@grpc/grpc-js/build/s
 import type { AdmissionToken } from '../core/admission.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { BreakerOpenError } from '../core/errors.js';
-import { clockOption, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { CallStats } from './stats.js';
 import { GuardBase } from './guard-base.js';
 import { failureSet, refusal } from './status.js';
 import type { GrpcBreakerSource } from './types.js';
 import { ensureGrpcJs } from './version.js';
+
+/** The keys of GrpcClientGuardOptions, all of them: any other is refused (see `options`). */
+const GRPC_CLIENT_GUARD_KEYS = {
+  target: true, breakers: true, failureCodes: true, defaultDeadlineMs: true, clock: true,
+} as const satisfies OptionKeys<GrpcClientGuardOptions>;
 
 /** GrpcClientGuardOptions configures a GrpcClientGuard. */
 export interface GrpcClientGuardOptions {
@@ -139,7 +144,7 @@ export class GrpcClientGuard extends GuardBase {
   constructor(options?: GrpcClientGuardOptions) {
     super('client');
     ensureGrpcJs();
-    const o = checkOptions('GrpcClientGuard', options);
+    const o = checkOptions('GrpcClientGuard', options, GRPC_CLIENT_GUARD_KEYS);
     const target = o.target ?? grpcClientGuardDefaults.target;
     if (typeof target !== 'string') throw new TypeError(`GrpcClientGuard: target must be a string, got ${typeof target}`);
     const deadlineMs = integer('GrpcClientGuard', 'defaultDeadlineMs', o.defaultDeadlineMs ?? grpcClientGuardDefaults.defaultDeadlineMs, 0);

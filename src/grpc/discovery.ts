@@ -22,7 +22,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { ClosedError } from '../core/errors.js';
 import type { Disposer } from '../core/events.js';
 import type { Follower } from '../core/follower.js';
-import { clockOption, fn, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { createPicker, type StrategyOption } from '../balancer/strategies.js';
 import type { Picker } from '../balancer/types.js';
 import { followService } from '../registry/follow.js';
@@ -47,6 +47,14 @@ import { RetryConfig, type GrpcRetryOptions } from './retry.js';
 import { OutlierDetector, type OutlierOptions } from '../balancer/health/outlier.js';
 import type { RetryBudgetStats } from '../policy/types.js';
 import { bind, bindingOf, unbind, type DiscoveryBinding, type GrpcInstanceStats } from './bindings.js';
+
+/** The keys of GrpcDiscoveryOptions, all of them: any other is refused (see `options`). */
+const GRPC_DISCOVERY_KEYS = {
+  registry: true, strategy: true, hashHeader: true, instanceBreaker: true, outlier: true, health: true,
+  credentials: true, retry: true, failureCodes: true, clock: true, random: true,
+} as const satisfies OptionKeys<GrpcDiscoveryOptions>;
+/** The keys of HealthCheckOptions, all of them: any other is refused (see `options`). */
+const HEALTH_KEYS = { service: true, intervalMs: true, timeoutMs: true, watch: true } as const satisfies OptionKeys<HealthCheckOptions>;
 
 export type { GrpcInstanceStats } from './bindings.js';
 
@@ -136,7 +144,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
 
   constructor(options: GrpcDiscoveryOptions) {
     ensureGrpcJs();
-    const o = checkOptions('GrpcDiscovery', options);
+    const o = checkOptions('GrpcDiscovery', options, GRPC_DISCOVERY_KEYS);
     const r = o.registry as Partial<Registry> | undefined;
     if (r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
       throw new TypeError('GrpcDiscovery: registry must implement getService() and watch() (a Registry or a RegistryCache)');
@@ -145,7 +153,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
     this.clock = clockOption('GrpcDiscovery', o.clock, systemClock);
     this.random = o.random === undefined ? Math.random : fn('GrpcDiscovery', 'random', o.random);
     this.strategy = o.strategy ?? grpcDiscoveryDefaults.strategy;
-    createPicker(this.strategy, { clock: this.clock, random: this.random }); // throws on a bad strategy, naming it
+    createPicker(this.strategy, { clock: this.clock, random: this.random, owner: 'GrpcDiscovery' }); // throws on a bad strategy, naming it
     if (o.hashHeader !== undefined && (typeof o.hashHeader !== 'string' || o.hashHeader.length === 0)) {
       throw new TypeError(`GrpcDiscovery: hashHeader must be a non-empty string, got ${JSON.stringify(o.hashHeader)}`);
     }
@@ -154,7 +162,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
       throw new TypeError('GrpcDiscovery: instanceBreaker must be CircuitBreaker options or false');
     }
     this.instanceBreaker = o.instanceBreaker ?? {};
-    this.health = o.health === false ? false : { ...healthCheckDefaults, ...checkOptions('GrpcDiscovery.health', o.health) };
+    this.health = o.health === false ? false : { ...healthCheckDefaults, ...checkOptions('GrpcDiscovery.health', o.health, HEALTH_KEYS) };
     this.credentials = o.credentials;
     this.isFailure = failureSet('GrpcDiscovery', o.failureCodes);
     if (o.retry !== undefined && o.retry !== false && (o.retry === null || typeof o.retry !== 'object')) {

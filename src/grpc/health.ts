@@ -9,6 +9,7 @@
  */
 import { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire';
 import { status, type sendUnaryData, type Server, type ServerUnaryCall, type ServerWritableStream, type ServiceDefinition } from '@grpc/grpc-js';
+import { options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ensureGrpcJs } from './version.js';
 
 /** HealthStatus is a serving status of grpc.health.v1. */
@@ -81,6 +82,17 @@ export const healthServiceDefinition = {
   },
 } satisfies ServiceDefinition;
 
+/** GrpcHealthOptions configures a GrpcHealth. */
+export interface GrpcHealthOptions {
+  /** The status the whole server ('') and each of `services` start with. Defaults to SERVING. */
+  initial?: HealthStatus;
+  /** Services known from the start, each with the `initial` status. Defaults to none. */
+  services?: readonly string[];
+}
+
+/** The keys of GrpcHealthOptions, all of them: any other is refused (see `options`). */
+const GRPC_HEALTH_KEYS = { initial: true, services: true } as const satisfies OptionKeys<GrpcHealthOptions>;
+
 /** GrpcHealth serves grpc.health.v1 for one server. */
 export class GrpcHealth {
   private readonly statuses = new Map<string, HealthStatus>();
@@ -88,12 +100,13 @@ export class GrpcHealth {
   private down = false;
 
   /** Starts with `initial` for the whole server (''), and each name of `services` SERVING. Defaults to SERVING. */
-  constructor(options?: { initial?: HealthStatus; services?: readonly string[] }) {
+  constructor(options?: GrpcHealthOptions) {
     ensureGrpcJs();
-    const initial = options?.initial ?? 'SERVING';
+    const o = checkOptions('GrpcHealth', options, GRPC_HEALTH_KEYS);
+    const initial = o.initial ?? 'SERVING';
     if (!STATUSES.includes(initial)) throw new TypeError(`GrpcHealth: initial must be one of ${STATUSES.join(', ')}, got ${String(initial)}`);
     this.statuses.set('', initial);
-    for (const s of options?.services ?? []) this.statuses.set(s, initial);
+    for (const s of o.services ?? []) this.statuses.set(s, initial);
   }
 
   /** setStatus sets the status of `service` ('' is the whole server) and tells its watchers. Ignored after shutdown(), except NOT_SERVING. */

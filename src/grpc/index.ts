@@ -24,10 +24,18 @@ export { GrpcClientGuard, grpcClientGuardDefaults, type GrpcClientGuardOptions }
 export { GrpcServerGuard, grpcServerGuardDefaults, type GrpcServerGuardOptions, type LimitBy } from './server-guard.js';
 export { GrpcDiscovery, grpcDiscoveryDefaults, SCHEME, type GrpcDiscoveryOptions, type GrpcDiscoveryStats, type GrpcInstanceStats } from './discovery.js';
 export { healthCheckDefaults, type HealthCheckOptions } from './health-prober.js';
-export { grpcRetryDefaults, type GrpcRetryOptions } from './retry.js';
-export { GrpcHealth, healthServiceDefinition, type HealthStatus, type HealthCheckRequest, type HealthCheckResponse } from './health.js';
+export { grpcRetryDefaults, type GrpcRetryOptions, type RetryConfig } from './retry.js';
+export { GrpcHealth, healthServiceDefinition, type GrpcHealthOptions, type HealthStatus, type HealthCheckRequest, type HealthCheckResponse } from './health.js';
 export { announceGrpc, grpcAnnounceDefaults, type GrpcAnnounceOptions, type GrpcAnnouncement } from './announce.js';
 export { defaultFailureCodes, encodeRetryStatus, CODE_HEADER, RETRY_AFTER_HEADER } from './status.js';
 export { grpcCallChannel, codeName, type GrpcCallStats, type MethodCodeStats } from './stats.js';
 export { SUPPORTED_GRPC_JS, checkGrpcJsVersion } from './version.js';
-export type { GrpcBreaker, GrpcBreakerSource, GrpcLimiter, GrpcShedder, MetricsDescription, MetricFamilySpec, MetricsSink } from './types.js';
+export type { GrpcBreaker, GrpcBreakerSource, GrpcLimiter, GrpcShedder, Labels, MetricsDescription, MetricFamilySpec, MetricsSink } from './types.js';
+/** The other modules' types the guards and discovery take and hand out. */
+export type { CircuitBreakerOptions, BreakerState } from '../breaker/types.js';
+export type { OutlierOptions } from '../balancer/health/outlier.js';
+export type { Picker } from '../balancer/types.js';
+export type { StrategyOption } from '../balancer/strategies.js';
+export type { Registry, ServiceInstance, AnnouncementStats } from '../registry/types.js';
+export type { RetryBudget } from '../policy/retry-budget.js';
+export type { RetryBudgetOptions, RetryBudgetStats } from '../policy/types.js';

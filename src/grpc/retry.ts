@@ -25,10 +25,21 @@
  */
 import type { BackoffOptions } from '../core/backoff.js';
 import { RetryBudgetExhaustedError } from '../core/errors.js';
-import { finite, integer, options as checkOptions } from '../core/validate.js';
+import { finite, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
 import { Status } from './adapter.js';
 import { refusal } from './status.js';
+
+/** The keys of GrpcRetryOptions, all of them: any other is refused (see `options`). */
+const RETRY_KEYS = { maxAttempts: true, backoff: true, budget: true } as const satisfies OptionKeys<GrpcRetryOptions>;
+/** The keys of GrpcDiscovery.retry.backoff's options, all of them: any other is refused (see `options`). */
+const BACKOFF_KEYS = {
+  initialMs: true, maxMs: true, multiplier: true,
+} as const satisfies OptionKeys<Pick<BackoffOptions, "initialMs" | "maxMs" | "multiplier">>;
+/** The keys of RetryBudgetOptions, all of them: any other is refused (see `options`). */
+const BUDGET_KEYS = {
+  windowMs: true, buckets: true, percentCanRetry: true, minRetriesPerSec: true, clock: true,
+} as const satisfies OptionKeys<RetryBudgetOptions>;
 
 /** GrpcRetryOptions configures the retries of GrpcDiscovery's channels. */
 export interface GrpcRetryOptions {
@@ -64,9 +75,9 @@ export class RetryConfig {
   private readonly budgets = new Map<string, RetryBudget>();
 
   constructor(options: GrpcRetryOptions | undefined, clock: RetryBudgetOptions['clock']) {
-    const o = checkOptions('GrpcDiscovery.retry', options);
+    const o = checkOptions('GrpcDiscovery.retry', options, RETRY_KEYS);
     const maxAttempts = integer('GrpcDiscovery.retry', 'maxAttempts', o.maxAttempts ?? grpcRetryDefaults.maxAttempts, 2, 5);
-    const b = checkOptions('GrpcDiscovery.retry.backoff', o.backoff);
+    const b = checkOptions('GrpcDiscovery.retry.backoff', o.backoff, BACKOFF_KEYS);
     const d = grpcRetryDefaults.backoff;
     const initialMs = finite('GrpcDiscovery.retry.backoff', 'initialMs', b.initialMs ?? d.initialMs, 1, 3_600_000);
     const maxMs = finite('GrpcDiscovery.retry.backoff', 'maxMs', b.maxMs ?? Math.max(d.maxMs, initialMs), initialMs, 3_600_000);
@@ -75,7 +86,7 @@ export class RetryConfig {
       this.shared = o.budget;
       this.budgetOptions = {};
     } else {
-      this.budgetOptions = { clock, ...checkOptions('GrpcDiscovery.retry.budget', o.budget) };
+      this.budgetOptions = { clock, ...checkOptions('GrpcDiscovery.retry.budget', o.budget, BUDGET_KEYS) };
       new RetryBudget(this.budgetOptions); // throws on bad options, naming them
     }
     this.methodConfig = {

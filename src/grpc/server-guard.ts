@@ -25,12 +25,17 @@ import type { PartialStatusObject } from '@grpc/grpc-js/build/src/call-interface
 import type { AdmissionToken } from '../core/admission.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { BreakerOpenError, OverloadedError, RateLimitedError } from '../core/errors.js';
-import { clockOption, options as checkOptions } from '../core/validate.js';
+import { clockOption, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { CallStats } from './stats.js';
 import { GuardBase } from './guard-base.js';
 import { failureSet, refusal } from './status.js';
 import type { GrpcBreakerSource, GrpcLimiter, GrpcShedder } from './types.js';
 import { ensureGrpcJs } from './version.js';
+
+/** The keys of GrpcServerGuardOptions, all of them: any other is refused (see `options`). */
+const GRPC_SERVER_GUARD_KEYS = {
+  shedder: true, limiter: true, limitBy: true, breakers: true, failureCodes: true, clock: true,
+} as const satisfies OptionKeys<GrpcServerGuardOptions>;
 
 /** LimitBy says what a server limiter keys on. */
 export type LimitBy = 'global' | 'peer' | { readonly metadata: string } | ((metadata: Metadata, peer: string) => string | undefined);
@@ -211,7 +216,7 @@ export class GrpcServerGuard extends GuardBase {
   constructor(options?: GrpcServerGuardOptions) {
     super('server');
     ensureGrpcJs();
-    const o = checkOptions('GrpcServerGuard', options);
+    const o = checkOptions('GrpcServerGuard', options, GRPC_SERVER_GUARD_KEYS);
     const clock = clockOption('GrpcServerGuard', o.clock, systemClock);
     const isFailure = failureSet('GrpcServerGuard', o.failureCodes);
     const shedder = o.shedder === undefined || o.shedder === false ? undefined : o.shedder;

@@ -32,13 +32,13 @@ import type { AdmissionToken, LimitDecision } from '../core/admission.js';
 import { BulwarkError, InvalidResponseError } from '../core/errors.js';
 import { httpRefusedChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
-import { finite, fn, integer, options as optionsOf, showValue } from '../core/validate.js';
+import { finite, fn, integer, options as optionsOf, showValue, type OptionKeys } from '../core/validate.js';
 import { boundKey, clientAddress } from './client-key.js';
 import { Pass } from './pass.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter } from './refusal.js';
 import type {
   GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, TokenSink, Verdict,
+  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, Verdict,
 } from './types.js';
 
 /** HttpGuardOptions configures an HttpGuard; give at least one of limiter, shedder, breaker. */
@@ -106,8 +106,18 @@ function carriedRetryAfter(err: unknown, fallback: number): number {
   return typeof ms === 'number' && ms >= 0 && ms !== Infinity ? ms : fallback;
 }
 
-/** HttpGuard decides, per request, between the handler, a 429 and a 503. */
-export class HttpGuard implements TokenSink {
+/** The keys of HttpGuardOptions, all of them: any other is refused (see `options`). */
+const HTTP_GUARD_KEYS = {
+  limiter: true, key: true, trustProxy: true, shedder: true, breaker: true, shedRetryAfterMs: true, breakerRetryAfterMs: true,
+  rateLimitHeaders: true, skip: true,
+} as const satisfies OptionKeys<HttpGuardOptions>;
+
+/**
+ * HttpGuard decides, per request, between the handler, a 429 and a 503. It is the TokenSink of its passes
+ * (`new Pass(this)` checks that), without an `implements` clause: its `complete` and `report` are internal (stripped),
+ * and a published declaration claiming an interface whose methods were stripped does not compile.
+ */
+export class HttpGuard {
   /** The limiter when it answers synchronously (`decide`); at most one of the two is set. */
   private readonly syncLimiter: HttpSyncLimiter | undefined;
   /** The limiter when it answers with a promise (`takeDecision`). */
@@ -127,7 +137,7 @@ export class HttpGuard implements TokenSink {
   private readonly counts: Counters = { passed: 0, skipped: 0, limited: 0, shed: 0, broken: 0, failedOpen: 0, aborted: 0 };
 
   constructor(options: HttpGuardOptions) {
-    const o = optionsOf(OWNER, options);
+    const o = optionsOf(OWNER, options, HTTP_GUARD_KEYS);
     const limiter: unknown = o.limiter;
     if (limiter !== undefined && limiter !== null) {
       if (isSyncLimiter(limiter)) this.syncLimiter = limiter;

@@ -16,7 +16,7 @@ export { MAX_KEY_LENGTH, clientAddress } from './client-key.js';
 export { JSON_TYPE } from './refusal.js';
 export type {
   ExpressErrorMiddleware, ExpressMiddleware, FastifyGuardOptions, NodeHandler, Verdict, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, HttpSyncLimiter, FastifyGuardPlugin, FastifyLike, KeyFn, KeyOption, Refusal, RejectCode,
+  HttpShedder, HttpSyncLimiter, FastifyDone, FastifyGuardPlugin, FastifyLike, KeyFn, KeyOption, Refusal, RejectCode,
 } from './types.js';
 export type { AdmissionToken, LimitDecision } from '../core/admission.js';
 /** The errors whose codes the refusals carry, and those reported on `onError` or handed to a breaker's token. */

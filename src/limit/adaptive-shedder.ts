@@ -20,8 +20,14 @@ import { OverloadedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { throwIfAborted } from '../core/abort.js';
 import { RollingWindow } from '../core/rolling-window.js';
-import { clockOption, finite, fn, integer, options as optionsOf, positive, ratio } from '../core/validate.js';
+import { clockOption, finite, fn, integer, options as optionsOf, positive, ratio, type OptionKeys } from '../core/validate.js';
 import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
+
+/** The keys of AdaptiveShedderOptions, all of them: any other is refused (see `options`). */
+const ADAPTIVE_SHEDDER_KEYS = {
+  utilizationThreshold: true, delayP99Ms: true, coolOffMs: true, windowMs: true, buckets: true, load: true,
+  clock: true,
+} as const satisfies OptionKeys<AdaptiveShedderOptions>;
 
 /** AdaptiveShedderOptions configures an AdaptiveShedder. */
 export interface AdaptiveShedderOptions {
@@ -89,7 +95,7 @@ export class AdaptiveShedder implements Guard {
   private dropped = 0;
 
   constructor(options?: AdaptiveShedderOptions) {
-    const o = optionsOf('AdaptiveShedder', options);
+    const o = optionsOf('AdaptiveShedder', options, ADAPTIVE_SHEDDER_KEYS);
     this.utilizationThreshold = ratio('AdaptiveShedder', 'utilizationThreshold', o.utilizationThreshold ?? adaptiveShedderDefaults.utilizationThreshold);
     const d = o.delayP99Ms ?? adaptiveShedderDefaults.delayP99Ms;
     this.delayP99Ms = d === Infinity ? Infinity : positive('AdaptiveShedder', 'delayP99Ms', d);

@@ -7,7 +7,10 @@
  */
 import { monitorEventLoopDelay, performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
-import { clockOption, finite, options as optionsOf } from '../core/validate.js';
+import { clockOption, finite, options as optionsOf, type OptionKeys } from '../core/validate.js';
+
+/** The keys of EventLoopLoadOptions, all of them: any other is refused (see `options`). */
+const EVENT_LOOP_LOAD_KEYS = { sampleMs: true, clock: true, meters: true } as const satisfies OptionKeys<EventLoopLoadOptions>;
 
 /** LoadSample is one reading of the event loop's load. */
 export interface LoadSample {
@@ -54,7 +57,7 @@ export class EventLoopLoad {
   private sample: LoadSample = { utilization: 0, delayP99Ms: 0 };
 
   constructor(options?: EventLoopLoadOptions) {
-    const o = optionsOf('EventLoopLoad', options);
+    const o = optionsOf('EventLoopLoad', options, EVENT_LOOP_LOAD_KEYS);
     const sampleMs = finite('EventLoopLoad', 'sampleMs', o.sampleMs ?? eventLoopLoadDefaults.sampleMs, 10, 60_000);
     this.meters = o.meters ?? { eventLoopUtilization: performance.eventLoopUtilization, delay: monitorEventLoopDelay({ resolution: 10 }) };
     this.last = this.meters.eventLoopUtilization();

@@ -6,6 +6,20 @@ import { KeyedLimiter } from './keyed-limiter.js';
 import { TokenLimiter } from './token-limiter.js';
 
 describe('KeyedLimiter', () => {
+  const badOptions: Array<[label: string, options: object, error: typeof TypeError | typeof RangeError, message: RegExp]> = [
+    ['rate NaN', { rate: NaN }, RangeError, /^KeyedLimiter: rate must be a finite number > 0, got NaN$/],
+    ['rate 0', { rate: 0 }, RangeError, /^KeyedLimiter: rate must be a finite number > 0, got 0$/],
+    ['rate a string', { rate: '5' }, TypeError, /^KeyedLimiter: rate must be a number, got "5"$/],
+    ['burst 0.5', { rate: 5, burst: 0.5 }, RangeError, /^KeyedLimiter: burst must be a finite number ≥ 1, got 0\.5$/],
+    ['maxKeys 0', { rate: 5, maxKeys: 0 }, RangeError, /^KeyedLimiter: maxKeys must be an integer .*got 0$/],
+    ['neither rate nor create', {}, TypeError, /^KeyedLimiter: give rate .* or create, got neither$/],
+  ];
+  for (const [label, options, error, message] of badOptions) {
+    it(`refuses ${label} at construction, naming KeyedLimiter (not the TokenLimiters it makes)`, () => {
+      assert.throws(() => new KeyedLimiter(options as never), (err: Error) => err.constructor === error && message.test(err.message));
+    });
+  }
+
   it('gives each key its own bucket', () => {
     const k = new KeyedLimiter({ rate: 1, burst: 2, clock: new ManualClock() });
     assert.deepEqual([k.allow('a'), k.allow('a'), k.allow('a'), k.allow('b')], [true, true, false, true]);

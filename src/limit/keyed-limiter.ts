@@ -16,10 +16,15 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
-import { clockOption, fn, integer, options as optionsOf } from '../core/validate.js';
+import { clockOption, fn, integer, options as optionsOf, within, type OptionKeys } from '../core/validate.js';
 import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
 import { OWNED, TokenLimiter } from './token-limiter.js';
+
+/** The keys of KeyedLimiterOptions, all of them: any other is refused (see `options`). */
+const KEYED_LIMITER_KEYS = {
+  rate: true, burst: true, create: true, maxKeys: true, clock: true,
+} as const satisfies OptionKeys<KeyedLimiterOptions>;
 
 /** KeyedLimiterOptions configures a KeyedLimiter: `rate` (+ `burst`) for a token bucket per key, or `create`. */
 export interface KeyedLimiterOptions {
@@ -61,7 +66,7 @@ export class KeyedLimiter implements KeyedRateLimiter {
   private limitedCount = 0;
 
   constructor(options: KeyedLimiterOptions) {
-    const o = optionsOf('KeyedLimiter', options);
+    const o = optionsOf('KeyedLimiter', options, KEYED_LIMITER_KEYS);
     this.maxKeys = integer('KeyedLimiter', 'maxKeys', o.maxKeys ?? keyedLimiterDefaults.maxKeys, 1, MAX_KEYS);
     const clock = clockOption('KeyedLimiter', o.clock, systemClock);
     if (o.create !== undefined) {
@@ -69,7 +74,7 @@ export class KeyedLimiter implements KeyedRateLimiter {
     } else {
       if (o.rate === undefined) throw new TypeError('KeyedLimiter: give rate (a token bucket per key) or create, got neither');
       // Validate once here, so that a bad rate fails at construction rather than at the first key.
-      const { rate, burst } = new TokenLimiter({ rate: o.rate, burst: o.burst, clock });
+      const { rate, burst } = within('KeyedLimiter', '', 'TokenLimiter', () => new TokenLimiter({ rate: o.rate!, burst: o.burst, clock }));
       this.create = () => new TokenLimiter({ rate, burst, clock });
     }
   }

@@ -14,10 +14,15 @@
  */
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock, wallClock } from '../core/clock.js';
-import { clockOption, finite, integer, options as optionsOf, positive } from '../core/validate.js';
+import { clockOption, finite, integer, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
 import type { KeyedRateLimiter, LimitDecision, PeriodAnswer, PeriodWindow } from './types.js';
 import { checkKey } from './keys.js';
+
+/** The keys of PeriodLimiterOptions, all of them: any other is refused (see `options`). */
+const PERIOD_LIMITER_KEYS = {
+  periodMs: true, quota: true, window: true, align: true, alignOffsetMs: true, maxKeys: true, clock: true,
+} as const satisfies OptionKeys<PeriodLimiterOptions>;
 
 /** PeriodLimiterOptions configures a PeriodLimiter. */
 export interface PeriodLimiterOptions {
@@ -70,7 +75,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
   private limitedCount = 0;
 
   constructor(options: PeriodLimiterOptions) {
-    const o = optionsOf('PeriodLimiter', options);
+    const o = optionsOf('PeriodLimiter', options, PERIOD_LIMITER_KEYS);
     this.periodMs = positive('PeriodLimiter', 'periodMs', o.periodMs);
     this.quota = integer('PeriodLimiter', 'quota', o.quota, 1);
     const w = o.window ?? periodLimiterDefaults.window;

@@ -10,13 +10,20 @@
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis after two PONGs in a row (see rescue.ts).
  */
-import { finite, integer, options as optionsOf, positive } from '../core/validate.js';
+import { finite, integer, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import { redisKey } from './keys.js';
 import { PeriodLimiter } from './period-limiter.js';
 import type { RedisCommonOptions } from './redis-common.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, PERIOD_SCRIPT, Script } from './redis-scripts.js';
 import type { LimitDecision, PeriodAnswer, PeriodWindow, SharedRateLimiter } from './types.js';
+
+/** The keys of RedisPeriodLimiterOptions, all of them: any other is refused (see `options`). */
+const REDIS_PERIOD_LIMITER_KEYS = {
+  prefix: true, periodMs: true, quota: true, window: true, align: true, alignOffsetMs: true, redis: true,
+  timeoutMs: true, probeIntervalMs: true, instances: true, registry: true, service: true,
+  instancesRefreshMs: true, maxKeys: true, clock: true,
+} as const satisfies OptionKeys<RedisPeriodLimiterOptions>;
 
 /** RedisPeriodLimiterOptions configures a RedisPeriodLimiter. */
 export interface RedisPeriodLimiterOptions extends RedisCommonOptions {
@@ -49,7 +56,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
   private readonly args: [string, string, string, string];
 
   constructor(options: RedisPeriodLimiterOptions) {
-    const o = optionsOf('RedisPeriodLimiter', options);
+    const o = optionsOf('RedisPeriodLimiter', options, REDIS_PERIOD_LIMITER_KEYS);
     const periodMs = finite('RedisPeriodLimiter', 'periodMs', o.periodMs, 1);
     positive('RedisPeriodLimiter', 'periodMs', periodMs);
     const quota = integer('RedisPeriodLimiter', 'quota', o.quota, 1);

@@ -28,7 +28,7 @@
  */
 import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
-import { finite, options as optionsOf, positive } from '../core/validate.js';
+import { finite, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-common.js';
@@ -52,6 +52,15 @@ import {
   type WaiterContext,
 } from './redis-token-batches.js';
 import type { LimitDecision, SharedRateLimiter } from './types.js';
+
+/** The keys of RedisTokenLimiterOptions, all of them: any other is refused (see `options`). */
+const REDIS_TOKEN_LIMITER_KEYS = {
+  prefix: true, rate: true, burst: true, lease: true, clock: true, redis: true, timeoutMs: true,
+  probeIntervalMs: true, instances: true, registry: true, service: true, instancesRefreshMs: true,
+  maxKeys: true,
+} as const satisfies OptionKeys<RedisTokenLimiterOptions>;
+/** The keys of LeaseOptions, all of them: any other is refused (see `options`). */
+const LEASE_KEYS = { tokens: true, maxMs: true } as const satisfies OptionKeys<LeaseOptions>;
 
 /** LeaseOptions turns on token leasing: up to `tokens` tokens taken per script call, spent within `maxMs`. */
 export interface LeaseOptions {
@@ -145,12 +154,12 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   private nodeBatches = true;
 
   constructor(options: RedisTokenLimiterOptions) {
-    const o = optionsOf('RedisTokenLimiter', options);
+    const o = optionsOf('RedisTokenLimiter', options, REDIS_TOKEN_LIMITER_KEYS);
     const rate = positive('RedisTokenLimiter', 'rate', o.rate);
     const burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, rate), 1);
     let lease: LeaseOptions | undefined;
     if (o.lease !== undefined) {
-      const l = optionsOf('RedisTokenLimiter.lease', o.lease);
+      const l = optionsOf('RedisTokenLimiter.lease', o.lease, LEASE_KEYS);
       lease = Object.freeze({
         tokens: finite('RedisTokenLimiter', 'lease.tokens', l.tokens, 1, Math.floor(burst)),
         maxMs: positive('RedisTokenLimiter', 'lease.maxMs', l.maxMs),

@@ -12,8 +12,11 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import { publishRefusal, limitRefusedChannel } from '../core/diagnostics.js';
 import { AbortedError } from '../core/errors.js';
-import { clockOption, finite, options as optionsOf, positive } from '../core/validate.js';
+import { clockOption, finite, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import type { LimitDecision, Limiter } from './types.js';
+
+/** The keys of TokenLimiterOptions, all of them: any other is refused (see `options`). */
+const TOKEN_LIMITER_KEYS = { rate: true, burst: true, clock: true } as const satisfies OptionKeys<TokenLimiterOptions>;
 
 /** TokenLimiterOptions configures a TokenLimiter. */
 export interface TokenLimiterOptions {
@@ -67,7 +70,7 @@ export class TokenLimiter implements Limiter {
   private limitedCount = 0;
 
   constructor(options: TokenLimiterOptions) {
-    const o = optionsOf('TokenLimiter', options);
+    const o = optionsOf('TokenLimiter', options, TOKEN_LIMITER_KEYS);
     this.rate = positive('TokenLimiter', 'rate', o.rate);
     this.burst = finite('TokenLimiter', 'burst', o.burst ?? Math.max(1, this.rate), 1);
     this.clock = clockOption('TokenLimiter', o.clock, systemClock);

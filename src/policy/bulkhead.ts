@@ -9,9 +9,12 @@
  */
 import { AbortedError, BulkheadRejectedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { integer, options as optionsObject } from '../core/validate.js';
+import { integer, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import { checkCall } from './check-call.js';
 import type { BulkheadOptions, BulkheadStats } from './types.js';
+
+/** The keys of BulkheadOptions, all of them: any other is refused (see `options`). */
+const BULKHEAD_KEYS = { maxConcurrent: true, maxQueued: true } as const satisfies OptionKeys<BulkheadOptions>;
 
 export type { BulkheadOptions, BulkheadStats } from './types.js';
 
@@ -41,7 +44,7 @@ export class Bulkhead implements Guard {
   private tail: Waiter | undefined;
 
   constructor(options?: BulkheadOptions) {
-    const o = optionsObject('Bulkhead', options);
+    const o = optionsObject('Bulkhead', options, BULKHEAD_KEYS);
     this.maxConcurrent = integer('Bulkhead', 'maxConcurrent', o.maxConcurrent ?? bulkheadDefaults.maxConcurrent, 1, 1e9);
     this.maxQueued = integer('Bulkhead', 'maxQueued', o.maxQueued ?? bulkheadDefaults.maxQueued, 0, 1e9);
   }

@@ -19,9 +19,14 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { AbortedError } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
-import { clockOption, fn as fnOption, finite, options as optionsObject, showValue } from '../core/validate.js';
+import { clockOption, fn as fnOption, finite, options as optionsObject, showValue, type OptionKeys } from '../core/validate.js';
 import { checkCall } from './check-call.js';
 import type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
+
+/** The keys of FallbackOptions, all of them: any other is refused (see `options`). */
+const FALLBACK_KEYS = {
+  value: true, lastGood: true, chain: true, shouldFallback: true, clock: true,
+} as const satisfies OptionKeys<FallbackOptions<unknown>>;
 
 export type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
 
@@ -56,7 +61,7 @@ export class Fallback<R = unknown> {
   private lastGoodAt = 0;
 
   constructor(options?: FallbackOptions<R>) {
-    const o = optionsObject('Fallback', options);
+    const o = optionsObject('Fallback', options, FALLBACK_KEYS);
     this.hasValue = 'value' in o;
     this.value = o.value;
     const lg = o.lastGood ?? fallbackDefaults.lastGood;

@@ -27,8 +27,13 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { RollingWindow } from '../core/rolling-window.js';
-import { clockOption, finite, integer, options as optionsObject } from '../core/validate.js';
+import { clockOption, finite, integer, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
+
+/** The keys of RetryBudgetOptions, all of them: any other is refused (see `options`). */
+const RETRY_BUDGET_KEYS = {
+  windowMs: true, buckets: true, percentCanRetry: true, minRetriesPerSec: true, clock: true,
+} as const satisfies OptionKeys<RetryBudgetOptions>;
 
 export type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
 
@@ -56,7 +61,7 @@ export class RetryBudget {
   private refusedCount = 0;
 
   constructor(options?: RetryBudgetOptions) {
-    const o = optionsObject('RetryBudget', options);
+    const o = optionsObject('RetryBudget', options, RETRY_BUDGET_KEYS);
     this.windowMs = finite('RetryBudget', 'windowMs', o.windowMs ?? retryBudgetDefaults.windowMs, 1, 3_600_000);
     const buckets = integer('RetryBudget', 'buckets', o.buckets ?? retryBudgetDefaults.buckets, 1, 1_000);
     this.percentCanRetry = finite('RetryBudget', 'percentCanRetry', o.percentCanRetry ?? retryBudgetDefaults.percentCanRetry, 0, 1_000);

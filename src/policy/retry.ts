@@ -28,10 +28,15 @@ import {
 } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { clockOption, fn as fnOption, integer, options as optionsObject, showValue } from '../core/validate.js';
+import { clockOption, fn as fnOption, integer, options as optionsObject, showValue, within, type OptionKeys } from '../core/validate.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
 import type { RetryOptions, RetryEvent } from './types.js';
+
+/** The keys of RetryOptions, all of them: any other is refused (see `options`). */
+const RETRY_KEYS = {
+  maxAttempts: true, backoff: true, shouldRetry: true, budget: true, clock: true,
+} as const satisfies OptionKeys<RetryOptions>;
 
 export type { RetryOptions, RetryEvent } from './types.js';
 
@@ -66,13 +71,13 @@ export class Retry implements Guard {
   private readonly delayOptions: { clock: Clock };
 
   constructor(options?: RetryOptions) {
-    const o = optionsObject('Retry', options);
+    const o = optionsObject('Retry', options, RETRY_KEYS);
     this.maxAttempts = integer('Retry', 'maxAttempts', o.maxAttempts ?? retryDefaults.maxAttempts, 1, 1_000);
     if (o.backoff !== undefined && (o.backoff === null || typeof o.backoff !== 'object')) {
       throw new TypeError(`Retry: backoff must be a BackoffOptions object, got ${showValue(o.backoff)}`);
     }
     this.backoffOptions = { ...o.backoff };
-    new Backoff(this.backoffOptions); // validates now, not at the first failure
+    within('Retry', 'backoff', 'Backoff', () => new Backoff(this.backoffOptions)); // validates now, not at the first failure
     this.shouldRetry = o.shouldRetry === undefined ? defaultShouldRetry : fnOption('Retry', 'shouldRetry', o.shouldRetry);
     if (o.budget !== undefined && !(o.budget instanceof RetryBudget)) {
       throw new TypeError(`Retry: budget must be a RetryBudget, got ${showValue(o.budget)}`);

@@ -20,9 +20,12 @@ import { AbortedError, TimeoutError, withoutStack } from '../core/errors.js';
 import { MAX_TIMER_MS, systemClock, type Clock } from '../core/clock.js';
 import { Deadlines } from '../core/deadline.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { clockOption, finite, options as optionsObject } from '../core/validate.js';
+import { clockOption, finite, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import { checkCall } from './check-call.js';
 import type { TimeoutOptions, TimeoutStats } from './types.js';
+
+/** The keys of TimeoutOptions, all of them: any other is refused (see `options`). */
+const TIMEOUT_KEYS = { timeoutMs: true, clock: true } as const satisfies OptionKeys<TimeoutOptions>;
 
 export type { TimeoutOptions, TimeoutStats } from './types.js';
 
@@ -39,7 +42,7 @@ export class Timeout implements Guard {
   private timeouts = 0;
 
   constructor(options?: TimeoutOptions) {
-    const o = optionsObject('Timeout', options);
+    const o = optionsObject('Timeout', options, TIMEOUT_KEYS);
     this.timeoutMs = finite('Timeout', 'timeoutMs', o.timeoutMs ?? timeoutDefaults.timeoutMs, 1, MAX_TIMER_MS);
     this.clock = clockOption('Timeout', o.clock, systemClock);
     this.deadlines = new Deadlines({ timeoutMs: this.timeoutMs, clock: this.clock });

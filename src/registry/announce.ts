@@ -14,9 +14,14 @@
  */
 import { AbortedError } from '../core/errors.js';
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
-import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { Announcement, AnnouncementStats, AnnounceOptions, Registry, ServiceInstance } from './types.js';
 import { checkInstance } from './validate.js';
+
+/** The keys of AnnounceOptions, all of them: any other is refused (see `options`). */
+const ANNOUNCE_KEYS = {
+  ttlMs: true, signals: true, deregisterTimeoutMs: true, signal: true, onError: true, clock: true,
+} as const satisfies OptionKeys<AnnounceOptions>;
 
 /** Defaults for AnnounceOptions. */
 export const announceDefaults = Object.freeze({
@@ -30,7 +35,7 @@ export const announceDefaults = Object.freeze({
  * See the module comment for renewal and signals.
  */
 export async function announce(registry: Pick<Registry, 'register' | 'deregister'>, instance: ServiceInstance, options?: AnnounceOptions): Promise<Announcement> {
-  const o = checkOptions('announce', options);
+  const o = checkOptions('announce', options, ANNOUNCE_KEYS);
   if (registry === null || typeof registry !== 'object' || typeof registry.register !== 'function' || typeof registry.deregister !== 'function') {
     throw new TypeError('announce: registry must implement register() and deregister()');
   }

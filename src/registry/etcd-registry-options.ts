@@ -8,7 +8,10 @@ import type { EtcdClient } from './etcd-support.js';
 
 /** EtcdRegistryOptions configures an EtcdRegistry. */
 export interface EtcdRegistryOptions {
-  /** etcd endpoints (every member of the cluster), e.g. `http://127.0.0.1:2379`. Required. */
+  /**
+   * etcd's members (every member of the cluster): `etcd://host:port[,host:port]` (the CLI's form),
+   * `http(s)://host[:port]` or `host:port`, one string or an array (see `etcdEndpoints`). Required.
+   */
   hosts: string | string[];
   /**
    * How instances are kept in etcd: `'bulwark'` (`<prefix>/<name>/<id>` → JSON), `'go-zero'` (`<prefix>/<name>/<lease

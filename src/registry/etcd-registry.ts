@@ -29,7 +29,7 @@ import { throwIfAborted } from '../core/abort.js';
 import { Backoff } from '../core/backoff.js';
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryPendingError } from '../core/errors.js';
-import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
 import { EtcdPool } from './etcd-pool.js';
 import { etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
@@ -39,6 +39,13 @@ import { etcdLayout, type EtcdLayout } from './etcd-layout.js';
 import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
+import { etcdEndpoints } from './etcd-endpoints.js';
+
+/** The keys of EtcdRegistryOptions, all of them: any other is refused (see `options`). */
+const ETCD_REGISTRY_KEYS = {
+  hosts: true, prefix: true, ttlMs: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true,
+  watchQueueSize: true, onWarning: true, clock: true, createClient: true, layout: true,
+} as const satisfies OptionKeys<EtcdRegistryOptions>;
 
 /** etcd's default --max-txn-ops. */
 const MAX_TXN_OPS = 128;
@@ -102,11 +109,8 @@ export class EtcdRegistry implements Registry {
   private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0 };
 
   constructor(options: EtcdRegistryOptions) {
-    const o = checkOptions('EtcdRegistry', options);
-    const hosts = typeof o.hosts === 'string' ? [o.hosts] : o.hosts;
-    if (!Array.isArray(hosts) || hosts.length === 0 || hosts.some((h) => typeof h !== 'string' || h.length === 0)) {
-      throw new TypeError(`EtcdRegistry: hosts must be a non-empty string or array of strings, got ${JSON.stringify(o.hosts)}`);
-    }
+    const o = checkOptions('EtcdRegistry', options, ETCD_REGISTRY_KEYS);
+    const hosts = etcdEndpoints('EtcdRegistry', o.hosts);
     this.layout = etcdLayout('EtcdRegistry', o.layout ?? etcdRegistryDefaults.layout);
     const prefix = o.prefix ?? this.layout.defaultPrefix;
     // go-zero keys may start with the service name itself (its `Key`): no prefix

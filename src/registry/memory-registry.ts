@@ -9,10 +9,15 @@
 import { throwIfAborted } from '../core/abort.js';
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { ClosedError, NotFoundError } from '../core/errors.js';
-import { clockOption, integer, options as checkOptions, positive } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions, positive, type OptionKeys } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
 import type { CallOptions, MemoryRegistryOptions, MemoryRegistryStats, RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
 import { checkInstance, checkName, sameInstance, watchEvent } from './validate.js';
+
+/** The keys of MemoryRegistryOptions, all of them: any other is refused (see `options`). */
+const MEMORY_REGISTRY_KEYS = {
+  ttlMs: true, watchQueueSize: true, sweepIntervalMs: true, clock: true,
+} as const satisfies OptionKeys<MemoryRegistryOptions>;
 
 /** Defaults for MemoryRegistryOptions. */
 export const memoryRegistryDefaults = Object.freeze({ ttlMs: 0, watchQueueSize: 1024, sweepIntervalMs: 1000 });
@@ -41,7 +46,7 @@ export class MemoryRegistry implements Registry {
   private closed = false;
 
   constructor(options?: MemoryRegistryOptions) {
-    const o = checkOptions('MemoryRegistry', options);
+    const o = checkOptions('MemoryRegistry', options, MEMORY_REGISTRY_KEYS);
     this.clock = clockOption('MemoryRegistry', o.clock, systemClock);
     this.ttlMs = integer('MemoryRegistry', 'ttlMs', o.ttlMs ?? memoryRegistryDefaults.ttlMs, 0);
     this.queueSize = integer('MemoryRegistry', 'watchQueueSize', o.watchQueueSize ?? memoryRegistryDefaults.watchQueueSize, 1);

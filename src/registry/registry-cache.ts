@@ -23,7 +23,7 @@
  * view is written (debounced, atomically) and read at start, served as stale until the registry answers.
  */
 import { raceSignal } from '../core/abort.js';
-import { Backoff } from '../core/backoff.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError, WatchResyncError } from '../core/errors.js';
@@ -31,12 +31,23 @@ import { registryChangeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { Follower } from '../core/follower.js';
 import { SingleFlight } from '../core/singleflight.js';
-import { clockOption, fn, integer, options as checkOptions } from '../core/validate.js';
+import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
 import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, keepIdentity, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
+
+/** The keys of RegistryCacheOptions, all of them: any other is refused (see `options`). */
+const REGISTRY_CACHE_KEYS = {
+  ttlMs: true, minRetryIntervalMs: true, idleMs: true, maxServices: true, watch: true, watchBackoff: true,
+  watchQueueSize: true, snapshotPath: true, snapshotDebounceMs: true, clock: true, random: true, onWarning: true,
+  closeRegistry: true,
+} as const satisfies OptionKeys<RegistryCacheOptions>;
+/** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
+const WATCH_BACKOFF_KEYS = {
+  initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true,
+} as const satisfies OptionKeys<BackoffOptions>;
 
 export { registryCacheDefaults };
 
@@ -96,7 +107,7 @@ export class RegistryCache implements Registry {
     if (registry === null || typeof registry !== 'object' || typeof registry.getService !== 'function') {
       throw new TypeError(`RegistryCache: registry must implement Registry, got ${registry === null ? 'null' : typeof registry}`);
     }
-    const o = checkOptions('RegistryCache', options);
+    const o = checkOptions('RegistryCache', options, REGISTRY_CACHE_KEYS);
     const d = registryCacheDefaults;
     this.clock = clockOption('RegistryCache', o.clock, getDefaultCoarseClock());
     this.ttlMs = integer('RegistryCache', 'ttlMs', o.ttlMs ?? d.ttlMs, 1);
@@ -110,7 +121,7 @@ export class RegistryCache implements Registry {
     }
     this.closeRegistry = o.closeRegistry ?? d.closeRegistry;
     this.random = o.random === undefined ? Math.random : fn('RegistryCache', 'random', o.random);
-    this.watchBackoff = { ...d.watchBackoff, ...checkOptions('RegistryCache.watchBackoff', o.watchBackoff) };
+    this.watchBackoff = { ...d.watchBackoff, ...checkOptions('RegistryCache.watchBackoff', o.watchBackoff, WATCH_BACKOFF_KEYS) };
     new Backoff({ ...this.watchBackoff, random: this.random }); // throws on a bad watchBackoff, naming it
     this.fanout = new ServiceFanout(integer('RegistryCache', 'watchQueueSize', o.watchQueueSize ?? d.watchQueueSize, 1));
     this.warn = o.onWarning === undefined ? defaultWarn : fn('RegistryCache', 'onWarning', o.onWarning);

@@ -14,8 +14,14 @@
 import http from 'node:http';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
 import { Emitter } from '../../core/events.js';
-import { clockOption, finite, fn, integer, options as checkOptions } from '../../core/validate.js';
+import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../../core/validate.js';
 import type { ServiceInstance } from '../../registry/types.js';
+
+/** The keys of ActiveHealthOptions, all of them: any other is refused (see `options`). */
+const ACTIVE_HEALTH_CHECKER_KEYS = {
+  path: true, intervalMs: true, jitter: true, timeoutMs: true, unhealthyThreshold: true, healthyThreshold: true,
+  probe: true, random: true, clock: true,
+} as const satisfies OptionKeys<ActiveHealthOptions>;
 
 /** Probe answers whether `instance` is healthy; `signal` aborts it (timeout, removal, close). */
 export type Probe = (instance: ServiceInstance, signal: AbortSignal) => Promise<boolean>;
@@ -120,7 +126,7 @@ export class ActiveHealthChecker {
   private closed = false;
 
   constructor(options?: ActiveHealthOptions) {
-    const o = checkOptions('ActiveHealthChecker', options);
+    const o = checkOptions('ActiveHealthChecker', options, ACTIVE_HEALTH_CHECKER_KEYS);
     this.path = checkHealthPath('ActiveHealthChecker', o.path ?? activeHealthDefaults.path);
     this.intervalMs = finite('ActiveHealthChecker', 'intervalMs', o.intervalMs ?? activeHealthDefaults.intervalMs, 1, 2 ** 31 - 1);
     this.jitter = finite('ActiveHealthChecker', 'jitter', o.jitter ?? activeHealthDefaults.jitter, 0, 0.99);

@@ -14,7 +14,13 @@
  */
 import { systemClock, type Clock } from '../../core/clock.js';
 import { Emitter } from '../../core/events.js';
-import { clockOption, finite, integer, options as checkOptions } from '../../core/validate.js';
+import { clockOption, finite, integer, options as checkOptions, type OptionKeys } from '../../core/validate.js';
+
+/** The keys of OutlierOptions, all of them: any other is refused (see `options`). */
+const OUTLIER_DETECTOR_KEYS = {
+  consecutiveFailures: true, baseEjectionMs: true, maxEjectionMs: true, intervalMs: true,
+  maxEjectionPercent: true, clock: true,
+} as const satisfies OptionKeys<OutlierOptions>;
 
 /** OutlierOptions configures an OutlierDetector. */
 export interface OutlierOptions {
@@ -75,7 +81,7 @@ export class OutlierDetector {
   private ejections = 0;
 
   constructor(options?: OutlierOptions) {
-    const o = checkOptions('OutlierDetector', options);
+    const o = checkOptions('OutlierDetector', options, OUTLIER_DETECTOR_KEYS);
     this.consecutiveFailures = integer('OutlierDetector', 'consecutiveFailures', o.consecutiveFailures ?? outlierDefaults.consecutiveFailures, 1, 1_000_000);
     this.baseEjectionMs = finite('OutlierDetector', 'baseEjectionMs', o.baseEjectionMs ?? outlierDefaults.baseEjectionMs, 1);
     this.maxEjectionMs = finite('OutlierDetector', 'maxEjectionMs', o.maxEjectionMs ?? outlierDefaults.maxEjectionMs, this.baseEjectionMs);

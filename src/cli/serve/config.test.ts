@@ -101,12 +101,28 @@ describe('readServeConfig', () => {
     [['--origin-rate', '-1'], {}, '--origin-rate'],
     [['--origin-concurrency', '0'], {}, '--origin-concurrency'],
     [['--headers-timeout', '10s'], {}, '--headers-timeout'],
-    [[], { BULWARK_TTL: 'later' }, '--ttl'],
+    [[], { BULWARK_TTL: 'later' }, 'BULWARK_TTL must be a duration'],
+    [[], { BULWARK_PEER_SECRET: 'short' }, 'BULWARK_PEER_SECRET must be at least 16 characters'],
+    [['--peer-secret', 'short'], { BULWARK_PEER_SECRET: 'sixteen-chars-secret!' }, '--peer-secret must be at least 16 characters'],
+    [[], { BULWARK_REGISTRY: 'consul://h:1' }, 'BULWARK_REGISTRY must be memory or etcd://'],
   ] as const) {
     it(`refuses ${[...argv, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].join(' ')} naming ${flag}`, () => {
       assert.throws(() => readServeConfig([...ORIGIN, ...argv], env), (e: unknown) => e instanceof UsageError && e.message.includes(flag) && !e.message.includes('\n'));
     });
   }
+
+  it('names a bad value from the config file by its key and the file, and a short secret file by its flag', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bulwark-config-'));
+    try {
+      writeFileSync(join(dir, 'c.json'), '{"cache-bytes": "lots"}');
+      assert.throws(() => readServeConfig([...ORIGIN, '--config', join(dir, 'c.json')], {}), (e: unknown) => e instanceof UsageError && e.message === `"cache-bytes" in ${join(dir, 'c.json')} must be a size like 64MiB, 512KiB or a number of bytes, got "lots"`);
+      writeFileSync(join(dir, 's'), 'short\n');
+      assert.throws(() => readServeConfig([...ORIGIN, '--peer-secret-file', join(dir, 's')], {}), (e: unknown) => e instanceof UsageError && e.message === '--peer-secret-file must hold a secret of at least 16 characters');
+      assert.throws(() => readServeConfig(ORIGIN, { BULWARK_PEER_SECRET_FILE: join(dir, 's') }), (e: unknown) => e instanceof UsageError && e.message === 'BULWARK_PEER_SECRET_FILE must hold a secret of at least 16 characters');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('refuses an unknown option in the config file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bulwark-config-'));

@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseDuration, parseFlags, UsageError, type FlagSpec } from '../args.js';
+import { etcdRegistryFlag } from '../registry-flag.js';
 
 /** OptionKind is how an option's text is read. */
 type OptionKind = 'string' | 'duration' | 'size' | 'integer' | 'number' | 'boolean' | 'list';
@@ -26,6 +27,9 @@ interface OptionSpec {
   readonly defaultText?: string;
 }
 
+/** The shortest peer secret taken: 16 characters (an HMAC key much shorter is guessable offline). */
+const MIN_SECRET_LENGTH = 16;
+
 /** SERVE_OPTIONS is every option of `bulwark serve`, in --help order. */
 export const SERVE_OPTIONS = {
   listen: { section: 'Node', kind: 'string', default: '127.0.0.1:8080', value: 'host:port', help: 'where the node listens (client API, peer protocol, /metrics, /status)' },
@@ -43,7 +47,7 @@ export const SERVE_OPTIONS = {
   'ttl-jitter': { kind: 'number', default: '0.1', value: 'share', help: 'each TTL is spread at random by this share, 0–0.99 (0.1 = ±10 %), so values loaded together do not expire together' },
   'stale-bytes': { kind: 'size', value: 'size', help: 'per group, last good values kept to answer when the origin fails (default: cache-bytes / 4; 0 turns stale answers off)' },
   'stale-max-age': { kind: 'duration', default: '1h', value: 'time', help: 'the oldest stale value served when the origin fails' },
-  'peer-secret': { section: 'Peers', kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256); visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
+  'peer-secret': { section: 'Peers', kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256), at least 16 characters; visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
   'peer-secret-file': { kind: 'string', value: 'path', help: 'read the peer secret from this file (trailing newline dropped)' },
   'peer-timeout': { kind: 'duration', value: 'time', help: "one peer request's deadline (default: load-timeout + 500ms, so a peer waits out the owner's load)" },
   'ring-replicas': { kind: 'integer', value: 'n', help: "virtual nodes per peer on the hash ring (default: the cache library's: 1280, or 50 with --protocol groupcache)" },
@@ -150,8 +154,26 @@ ${lines.join('\n')}
 `;
 }
 
-/** readServeConfig reads argv, the environment and the config file, checks every value and answers the config (or `'help'`). */
+/**
+ * readServeConfig reads argv, the environment and the config file, checks every value and answers the
+ * config (or `'help'`). A bad value is named where it came from: `--peer-secret` for a flag,
+ * `BULWARK_PEER_SECRET` for the environment, `"peer-secret" in <file>` for the config file — an operator
+ * who never typed the flag is told what to fix.
+ */
 export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): ServeConfig | 'help' {
+  const from = new Map<string, string>();
+  try {
+    return readConfig(argv, env, from);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    const m = /^--([a-z-]+)/.exec(err.message);
+    const source = m === null ? undefined : from.get(m[1]!);
+    throw source === undefined ? err : new UsageError(source + err.message.slice(m![0].length));
+  }
+}
+
+/** readConfig is readServeConfig; `from` receives where each option read from the environment or the file came from. */
+function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<string, string>): ServeConfig | 'help' {
   const specs: Record<string, FlagSpec> = {};
   for (const [name, s] of Object.entries(SERVE_OPTIONS)) {
     const spec = s as OptionSpec;
@@ -170,8 +192,14 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
     const f = flags[name];
     if (f !== undefined) return String(f);
     const e = env[envName(name)];
-    if (e !== undefined) return e;
-    if (Object.hasOwn(file, name)) return file[name];
+    if (e !== undefined) {
+      from.set(name, envName(name));
+      return e;
+    }
+    if (Object.hasOwn(file, name)) {
+      from.set(name, `${JSON.stringify(name)} in ${configPath}`);
+      return file[name];
+    }
     return (SERVE_OPTIONS[name] as OptionSpec).default;
   };
   const duration = (name: Name): number | undefined => {
@@ -214,13 +242,12 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
   if (reg === 'memory') registry = { kind: 'memory', peers };
   else if (reg.startsWith('etcd://')) {
     if (peers.length > 0) throw new UsageError('--peers is for --registry memory; with etcd the nodes find each other');
-    const hosts = reg.slice('etcd://'.length).split(',').map((h) => h.trim());
-    for (const h of hosts) if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(h)) throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
+    const hosts = etcdRegistryFlag(reg);
     const prefix = required('etcd-prefix', text('etcd-prefix'));
     if (!/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/.test(prefix)) throw new UsageError(`--etcd-prefix must be a path like /bulwark/services, got ${JSON.stringify(prefix)}`);
     const leaseTtlMs = required('lease-ttl', duration('lease-ttl'));
     if (leaseTtlMs < 2_000) throw new UsageError(`--lease-ttl must be at least 2s (etcd's minimum lease), got ${leaseTtlMs} ms`);
-    registry = { kind: 'etcd', hosts: hosts.map((h) => `http://${h}`), prefix, leaseTtlMs };
+    registry = { kind: 'etcd', hosts, prefix, leaseTtlMs };
   } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
 
   const service = required('service', text('service'));
@@ -247,7 +274,9 @@ export function readServeConfig(argv: readonly string[], env: NodeJS.ProcessEnv 
       throw new UsageError(`--peer-secret-file cannot be read: ${(err as Error).message}`);
     }
   }
-  if (peerSecret !== undefined && peerSecret.length < 16) throw new UsageError('--peer-secret must be at least 16 characters');
+  if (peerSecret !== undefined && peerSecret.length < MIN_SECRET_LENGTH) {
+    throw new UsageError(secretFile === undefined ? `--peer-secret must be at least ${MIN_SECRET_LENGTH} characters` : `--peer-secret-file must hold a secret of at least ${MIN_SECRET_LENGTH} characters`);
+  }
 
   const originText = text('origin');
   const getterText = text('getter');

@@ -11,7 +11,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { HttpPool, type Membership } from '../../cache/index.js';
+import { HttpPool, normalizePeerUrl, urlOf, type Membership } from '../../cache/index.js';
 import { Backoff, delay, systemClock } from '../../core/index.js';
 import { EtcdRegistry, type Registry } from '../../registry/index.js';
 import type { ServeConfig } from './config.js';
@@ -20,6 +20,7 @@ import { handleClient, replyText, type ClientApi } from './client-api.js';
 import { BulwarkMetrics, metricsHandler } from '../../metrics/index.js';
 import promClient from 'prom-client';
 import { ServedGroup } from './served-group.js';
+import { reachEtcd, unreachableText } from '../etcd-reach.js';
 
 /** The client API's path prefix. */
 const API_PREFIX = '/v1/';
@@ -137,13 +138,59 @@ export class ServeNode implements ClientApi {
       } catch (err) {
         if (this.stopJoining.signal.aborted) return;
         const code = (err as { code?: string }).code;
-        const why = code === 'ERR_REGISTRY_PENDING' || code === 'ERR_REGISTRY_UNAVAILABLE' ? `etcd at ${r.hosts.join(',')} does not answer` : (err as Error).message;
+        const why = code === 'ERR_REGISTRY_PENDING' || code === 'ERR_REGISTRY_UNAVAILABLE' ? await this.etcdSilence(r.hosts) : (err as Error).message;
         this.log(`bulwark serve: not ready: cannot join ${this.config.service} yet (${why}); trying again`);
         await delay(backoff.next(), this.stopJoining.signal).catch(() => {});
       }
     }
+    if (!(await this.converge(this.registry, r.hosts))) return;
     this.ready = true;
-    this.log(`bulwark serve: ready; ring of ${this.pool.members().length} from etcd`);
+    this.log(`bulwark serve: ready; ring of ${this.pool.members().length} from etcd, equal to its listing`);
+  }
+
+  /** etcdSilence says why etcd does not answer: each member's cause when a connection finds one ("connection refused"). */
+  private async etcdSilence(hosts: readonly string[]): Promise<string> {
+    const reach = await reachEtcd(hosts, 1_000);
+    const all = unreachableText(reach);
+    if (all !== undefined) return `cannot reach etcd at ${all}`;
+    const causes = reach.filter((m) => m.cause !== undefined).map((m) => `${m.member}: ${m.cause}`);
+    return `etcd at ${reach.map((m) => m.member).join(',')} does not answer${causes.length === 0 ? '' : ` (${causes.join('; ')})`}`;
+  }
+
+  /**
+   * converge resolves true once the ring equals a listing of the service taken from etcd after this node's
+   * registration was written (bindRegistry resolves only then), false if the node shuts down first. Until
+   * the watch has brought the ring up to what etcd lists, the node is not ready: the listing is taken again
+   * after a short backoff (50 ms doubling to 1 s) — a wait for a condition, not a fixed sleep.
+   */
+  private async converge(registry: Registry, hosts: readonly string[]): Promise<boolean> {
+    const backoff = new Backoff({ initialMs: 50, maxMs: 1_000, multiplier: 2, jitter: 'none' });
+    const signal = this.stopJoining.signal;
+    while (!signal.aborted) {
+      try {
+        const listed = new Set([this.pool.self]);
+        const instances = await registry.getService(this.config.service, { signal }).catch((err: unknown) => {
+          if ((err as { code?: string }).code === 'ERR_NOT_FOUND') return [];
+          throw err;
+        });
+        for (const inst of instances) {
+          try {
+            listed.add(normalizePeerUrl('membership', 'instance url', urlOf(inst))); // as the membership reads it
+          } catch {
+            // an instance whose URL cannot be used is left out of the ring too
+          }
+        }
+        const ring = this.pool.members();
+        if (ring.length === listed.size && ring.every((m) => listed.has(m))) return true;
+      } catch (err) {
+        if (signal.aborted) break;
+        const code = (err as { code?: string }).code;
+        const why = code === 'ERR_REGISTRY_UNAVAILABLE' ? await this.etcdSilence(hosts) : (err as Error).message;
+        this.log(`bulwark serve: not ready: cannot list ${this.config.service} (${why}); trying again`);
+      }
+      await delay(backoff.next(), signal).catch(() => {});
+    }
+    return false;
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
