@@ -376,3 +376,21 @@ describe('RegistryCache: what go-micro users ran into', () => {
     await cache[Symbol.asyncDispose]();
   });
 });
+
+describe('RegistryCache: every timer on its clock', () => {
+  it('a lookup the registry never answers times out on the cache clock (30 s of ManualClock), not on real time', async () => {
+    const { clock, fake, cache } = setup({ watch: false });
+    fake.hold = true; // never released: the registry call hangs
+    const lookup = cache.getService('api');
+    let settled: unknown = 'pending';
+    lookup.then((v) => (settled = v), (err: unknown) => (settled = err));
+    await flush();
+    await clock.advanceAsync(29_999);
+    assert.equal(settled, 'pending');
+    await clock.advanceAsync(1);
+    await flush();
+    assert.ok(settled instanceof Error && (settled as { code?: string }).code === 'ERR_TIMEOUT', `got ${String(settled)}`);
+    fake.release();
+    await cache.close();
+  });
+});

@@ -63,7 +63,7 @@ export class RegistryCache implements Registry {
   private readonly entries = new Map<string, Entry>();
   private readonly throttles = new Map<string, Throttle>();
   private readonly watches = new Map<string, CacheWatch>();
-  private readonly flights = new SingleFlight<string, readonly ServiceInstance[]>();
+  private readonly flights: SingleFlight<string, readonly ServiceInstance[]>;
   /**
    * The watch events of each service applied while its registry lookup is in flight. The listing may
    * have been taken before any of them, so they are applied again on top of it: a listing never undoes
@@ -99,6 +99,7 @@ export class RegistryCache implements Registry {
     const o = checkOptions('RegistryCache', options);
     const d = registryCacheDefaults;
     this.clock = clockOption('RegistryCache', o.clock, getDefaultCoarseClock());
+    this.flights = new SingleFlight({ clock: this.clock });
     this.ttlMs = integer('RegistryCache', 'ttlMs', o.ttlMs ?? d.ttlMs, 1);
     this.minRetryMs = integer('RegistryCache', 'minRetryIntervalMs', o.minRetryIntervalMs ?? d.minRetryIntervalMs, 0);
     this.idleMs = integer('RegistryCache', 'idleMs', o.idleMs ?? d.idleMs, 1);
