@@ -24,7 +24,7 @@ describe('ResilientClient: every timer on its clock', () => {
     assert.equal(settled, 'pending');
     await clock.advanceAsync(1);
     await flush();
-    assert.ok(settled instanceof Error && (settled as { code?: string }).code === 'ERR_TIMEOUT', `got ${String(settled)}`);
+    assert.ok((settled as unknown) instanceof Error && (settled as { code?: string }).code === 'ERR_TIMEOUT', `got ${String(settled)}`);
     fake.release();
     await client.close();
     await cache.close();

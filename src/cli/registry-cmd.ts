@@ -86,7 +86,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
       if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
       const hosts = reg.slice('etcd://'.length).split(',').map((h) => h.trim());
       for (const h of hosts) if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(h)) throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
-      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      // a value that is not an instance is skipped: say so, as the library does, rather than hide it
+      const onWarning = (message: string) => void process.stderr.write(`${message}\n`);
+      etcd = new EtcdRegistry({ hosts: hosts.map((h) => `http://${h}`), prefix: (flags['etcd-prefix'] as string | undefined) ?? '/bulwark/services', dialTimeoutMs: timeoutMs, onWarning });
       source = etcdSource(etcd);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {
@@ -96,10 +98,13 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   const json = flags.json === true;
   const only = (list: Service[]) => (service === undefined ? list : list.filter((s) => s.name === service));
+  const printList = (list: Service[]) =>
+    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: list }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: list })}\n` : table(list));
   try {
-    const first = only(await source.list());
-    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first));
-    if (verb === 'ls') return 0;
+    if (verb === 'ls') {
+      printList(only(await source.list()));
+      return 0;
+    }
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once('SIGINT', onSignal);
@@ -107,8 +112,12 @@ export async function runRegistry(argv: string[]): Promise<number> {
     try {
       const print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) =>
         process.stdout.write(json ? `${JSON.stringify({ type, service: name, instance: inst })}\n` : `${new Date().toISOString()}  ${type.padEnd(6)}  ${name}  ${inst.id}  ${inst.address}${metaText(inst.metadata)}\n`);
-      if (etcd !== undefined) await followEtcd(etcd, service, stop.signal, print);
-      else await pollNode(source, first, only, (flags.interval as number | undefined) ?? 1_000, stop.signal, print);
+      if (etcd !== undefined) await followEtcd(etcd, service, stop.signal, printList, print);
+      else {
+        const first = only(await source.list());
+        printList(first);
+        await pollNode(source, first, only, (flags.interval as number | undefined) ?? 1_000, stop.signal, print);
+      }
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
@@ -175,17 +184,76 @@ function plain(i: ServiceInstance): Service['instances'][number] {
   return { id: i.id, address: i.address, ...(i.version === undefined ? {} : { version: i.version }), ...(i.metadata === undefined ? {} : { metadata: i.metadata }) };
 }
 
-/** followEtcd prints etcd's changes until `signal` aborts; a watch that fails is opened again after a pause. */
-async function followEtcd(registry: Registry, service: string | undefined, signal: AbortSignal, print: (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void): Promise<void> {
+type Print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void;
+
+/**
+ * followEtcd prints the list, then etcd's changes until `signal` aborts, as the library follows a
+ * registry: the watch is opened first, the services are listed once it is established (`onReady`), and
+ * an event is printed only when it is newer than the listing of its service (its revision above the
+ * listing's), so a change is neither lost between the listing and the watch nor printed twice. A watch
+ * that fails (the watcher fell behind, or etcd refused) is opened again after a pause and the services
+ * listed again: what changed meanwhile is printed as the changes between the two listings. A first
+ * listing that fails ends the command (exit 1).
+ */
+async function followEtcd(registry: EtcdRegistry, service: string | undefined, signal: AbortSignal, printList: (list: Service[]) => void, print: Print): Promise<void> {
+  const key = (name: string, id: string) => `${name}\u0000${id}`;
+  let view: Map<string, { name: string; inst: Service['instances'][number] }> | undefined;
   while (!signal.aborted) {
+    const attempt = new AbortController();
+    const onAbort = () => attempt.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
-      for await (const e of registry.watch({ ...(service === undefined ? {} : { service }), signal })) print(e.type, e.instance.name, plain(e.instance));
+      let ready!: () => void;
+      const established = new Promise<void>((r) => (ready = r));
+      const it = registry.watch({ ...(service === undefined ? {} : { service }), signal: attempt.signal, onReady: ready })[Symbol.asyncIterator]();
+      const first = it.next();
+      first.catch(() => {}); // observed below; a failure before onReady must not go unhandled meanwhile
+      await Promise.race([established, first]);
+      if (signal.aborted) return;
+      const { services, revisions } = await listWithRevisions(registry, service);
+      const now = new Map(services.flatMap((s) => s.instances.map((i) => [key(s.name, i.id), { name: s.name, inst: i }] as const)));
+      if (view === undefined) printList(services);
+      else {
+        for (const [k, v] of now) {
+          const was = view.get(k);
+          if (was === undefined) print('create', v.name, v.inst);
+          else if (JSON.stringify(was.inst) !== JSON.stringify(v.inst)) print('update', v.name, v.inst);
+        }
+        for (const [k, v] of view) if (!now.has(k)) print('delete', v.name, v.inst);
+      }
+      view = now;
+      for (let r = await first; !r.done; r = await it.next()) {
+        const e = r.value;
+        // already in the listing of its service: printed as part of it
+        if (e.revision !== undefined && e.revision <= (revisions.get(e.instance.name) ?? 0)) continue;
+        const inst = plain(e.instance);
+        if (e.type === 'delete') view.delete(key(e.instance.name, inst.id));
+        else view.set(key(e.instance.name, inst.id), { name: e.instance.name, inst });
+        print(e.type, e.instance.name, inst);
+      }
     } catch (err) {
       if (signal.aborted) return;
+      if (view === undefined) throw err;
       process.stderr.write(`bulwark registry: watch: ${(err as Error).message}; watching again\n`);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      attempt.abort();
     }
     await delay(1_000, signal).catch(() => {});
   }
+}
+
+/** listWithRevisions lists every service (or one) and the revision each was read at. */
+async function listWithRevisions(registry: EtcdRegistry, service: string | undefined): Promise<{ services: Service[]; revisions: Map<string, number> }> {
+  const names = service === undefined ? (await registry.listServices()).sort() : [service];
+  const services: Service[] = [];
+  const revisions = new Map<string, number>();
+  for (const name of names) {
+    const listing = await registry.getServiceListing(name);
+    revisions.set(name, listing.revision);
+    if (listing.instances.length > 0) services.push({ name, instances: [...listing.instances].sort((a, b) => a.id.localeCompare(b.id)).map(plain) });
+  }
+  return { services, revisions };
 }
 
 /** pollNode reads the node every `intervalMs` and prints what changed. */

@@ -9,6 +9,12 @@
  * - when etcd has compacted the revision to resume from (or cancels the watch for any other reason), it
  *   lists again and emits the difference between the view and the new list as events, then watches on
  *   from the new list's revision + 1.
+ *
+ * A watch keeps its process alive while it is open, whether its stream is up or being reconnected: its
+ * reconnect timers are not unref'd. While a stream is up its gRPC socket holds the process; between two
+ * attempts nothing else does (grpc-js unrefs its own reconnect timers), so a process whose only work was
+ * a watch — `bulwark registry watch` — ended silently, exit 0, the moment its etcd died, and never saw
+ * etcd come back. Ending the watch (its signal, `return()`) or closing the registry clears the timers.
  */
 import type { IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
 import { Backoff } from '../core/backoff.js';
@@ -136,7 +142,8 @@ export class EtcdWatch {
       this.drop(w);
       this.deps.pool.failedOn(m, err);
       this.deps.onMove();
-      this.retryTimer = this.deps.clock.setTimeout(() => this.attach(), connected ? 0 : this.retry.next()).unref();
+      // not unref'd: see the module comment (a watch keeps its process alive while it reconnects)
+      this.retryTimer = this.deps.clock.setTimeout(() => this.attach(), connected ? 0 : this.retry.next());
     });
     // etcd cancels a watch whose start revision was compacted; etcd3 reports it as an 'error' without the
     // compact revision (the cancel reason is empty). Whatever the cause, listing again and emitting the
@@ -191,7 +198,7 @@ export class EtcdWatch {
     try {
       res = await this.list();
     } catch {
-      this.retryTimer = this.deps.clock.setTimeout(() => void this.resync(), this.retry.next()).unref();
+      this.retryTimer = this.deps.clock.setTimeout(() => void this.resync(), this.retry.next());
       return;
     }
     if (this.stopped) return;
