@@ -16,6 +16,12 @@
  *   back only for them to time out again; an outage that starts soon after a return doubles that
  *   count for the next return (see RELAPSE_MS). At the start, before Redis was ever reached, the first
  *   PONG is enough: there was no outage to flap back into;
+ * - a connection that leaves STUCK_PROBES probes in a row without any answer is replaced: its socket is
+ *   destroyed and the client connects again (a single Redis through its retryStrategy; a Cluster drops
+ *   the node and asks for a new slot map). Across a partition, packets are dropped, not refused: the
+ *   socket sees no error, and once the partition heals TCP resends only at its next retransmission,
+ *   which backs off exponentially (200 ms, 400 ms, … on loopback: 1.9 s after a 5 s partition,
+ *   measured) — a fresh connection is answered at once. test/limit-partition.test.ts;
  * - `mode` is 'rescue' while any part is: one process warning per outage, one `modeChange` event per
  *   switch (out, and back once every part is back), counters in `stats()`.
  *
@@ -45,6 +51,12 @@ const RECOVER_PROBES = 2;
  */
 const RELAPSE_MS = 1_000;
 const MAX_RELAPSES = 5;
+/**
+ * STUCK_PROBES is how many probes in a row may go unanswered (no reply and no error within
+ * max(timeoutMs, probeIntervalMs)) before the connection is replaced: a few, so that one slow PING
+ * does not cost a reconnect, while a connection in retransmission backoff is not waited out.
+ */
+const STUCK_PROBES = 3;
 
 /** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
 export class RedisRescue {
@@ -63,6 +75,8 @@ export class RedisRescue {
   private downCount = 0;
   /** Successful probes in a row, per master (`host:port`; '' for a single Redis). */
   private readonly streaks = new Map<string, number>();
+  /** Probes in a row that got no answer at all, per master (see STUCK_PROBES). */
+  private readonly silent = new Map<string, number>();
   /** The oldest call waiting on Redis, and the newest (undefined: none). */
   private first: Pending | undefined = undefined;
   private last: Pending | undefined = undefined;
@@ -340,21 +354,27 @@ export class RedisRescue {
     if (this.probing || this.downCount === 0 || this.closed) return;
     this.probing = true;
     const seq = ++this.probeSeq;
+    const targets = this.targets();
+    /** Which targets answered (a reply or an error), in the order of `targets`. */
+    const answered: boolean[] = [];
     // A PING to a node that went away may wait in a client's offline queue: give up on it after
     // max(timeoutMs, probeIntervalMs), so that the next probe can ask again (a Cluster's new masters).
     const giveUp = this.clock.setTimeout(() => {
       if (this.probeSeq !== seq) return;
       this.probing = false;
       this.streaks.clear();
+      let i = 0;
+      for (const [owner, node] of targets) if (answered[i++] !== true && node !== undefined) this.unanswered(owner, node);
     }, Math.max(this.timeoutMs, this.probeIntervalMs));
     giveUp.unref();
-    const targets = this.targets();
     let refresh = false;
     let firstError: unknown;
     const asks: Promise<boolean>[] = [];
-    for (const node of targets.values()) {
+    for (const [owner, node] of targets) {
+      const at = asks.length;
       if (node === undefined) {
         refresh = true;
+        answered[at] = true;
         asks.push(Promise.resolve(false));
         continue;
       }
@@ -366,8 +386,14 @@ export class RedisRescue {
       }
       asks.push(
         pong.then(
-          (r) => r === 'PONG',
+          (r) => {
+            answered[at] = true;
+            this.silent.delete(owner);
+            return r === 'PONG';
+          },
           (err: unknown) => {
+            answered[at] = true;
+            this.silent.delete(owner);
             firstError ??= err;
             return false;
           },
@@ -403,6 +429,26 @@ export class RedisRescue {
         });
       }
     });
+  }
+
+  /**
+   * unanswered counts a probe of `owner` that got no answer; at STUCK_PROBES in a row it replaces the
+   * connection: destroying the socket makes a single Redis connect again through its retryStrategy
+   * (only when it has one: without, the client would stay closed) and makes a Cluster drop the node
+   * (its nodes do not reconnect) and ask for a new slot map, where a failed-over master is gone.
+   */
+  private unanswered(owner: string, node: Redis): void {
+    const n = (this.silent.get(owner) ?? 0) + 1;
+    if (n < STUCK_PROBES) {
+      this.silent.set(owner, n);
+      return;
+    }
+    this.silent.delete(owner);
+    const cluster = this.cluster;
+    if (cluster === undefined && typeof (node.options as { retryStrategy?: unknown } | undefined)?.retryStrategy !== 'function') return;
+    const stream = (node as { stream?: { destroy?: () => void } }).stream;
+    if (typeof stream?.destroy === 'function') stream.destroy();
+    if (cluster !== undefined) cluster.refreshSlotsCache(() => {});
   }
 
   /** recover brings back the rescued parts that the masters `owners` own now; decisions return to Redis once no part is left in rescue. */
