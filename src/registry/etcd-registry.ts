@@ -29,7 +29,7 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryPendingError } from '../core/errors.js';
 import { clockOption, finite, fn, integer, options as checkOptions } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
-import { EtcdPool } from './etcd-pool.js';
+import { EtcdPool, type PoolMember } from './etcd-pool.js';
 import { etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
 import { createClient, decode, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
 import { EtcdWatch } from './etcd-watch.js';
@@ -45,6 +45,17 @@ const MIN_TTL_MS = 1000;
 const MAX_TTL_MS = 24 * 3600 * 1000;
 /** Leases given up but not yet revoked, at most. */
 const MAX_OLD_LEASES = 16;
+/**
+ * How often each member serving a watch is asked a linearizable read (one per member, however many
+ * watches it serves), and how long it has to answer. A member cut off from its peers keeps its watch
+ * streams open and silent; etcd itself cancels require-leader streams only after about three leaderless
+ * election-timeout checks (4–5 × the election timeout), and etcd3 cannot set that metadata. A
+ * linearizable read needs a leader: a member without one does not answer it. Every 500 ms (after the
+ * previous check), 1 000 ms to answer: the watches leave such a member within about 2.5 s of the cut,
+ * at most 2 reads a second per member serving watches.
+ */
+const LEADER_CHECK_MS = 500;
+const LEADER_CHECK_TIMEOUT_MS = 1_000;
 
 export { etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
 
@@ -88,9 +99,12 @@ export class EtcdRegistry implements Registry {
   private readonly retry = new Backoff({ initialMs: 100, maxMs: 400, jitter: 'decorrelated' });
   private timer: TimerHandle | undefined;
   private timerAt = Infinity;
+  /** The leader check's timer (set while a watch is open). */
+  private checkTimer: TimerHandle | undefined;
+  private checking = false;
   private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
-  private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0 };
+  private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0, leaderChecks: 0, leaderCheckFailures: 0 };
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options);
@@ -221,6 +235,7 @@ export class EtcdRegistry implements Registry {
       if (w === undefined) return;
       this.watches.delete(w);
       void w.stop();
+      if (this.watches.size === 0) this.stopLeaderCheck();
     });
     w = new EtcdWatch({
       pool: this.pool,
@@ -234,7 +249,46 @@ export class EtcdRegistry implements Registry {
     if (queue.closed) return queue;
     this.watches.add(w);
     void w.start();
+    this.startLeaderCheck();
     return queue;
+  }
+
+  /** startLeaderCheck sets the leader check's timer, unless it is set (it runs while a watch is open). */
+  private startLeaderCheck(): void {
+    if (this.checkTimer !== undefined || this.closed) return;
+    this.checkTimer = this.clock.setTimeout(() => void this.checkLeaders(), LEADER_CHECK_MS).unref();
+  }
+
+  private stopLeaderCheck(): void {
+    this.clock.clearTimeout(this.checkTimer);
+    this.checkTimer = undefined;
+  }
+
+  /**
+   * checkLeaders asks each member serving a watch for a linearizable read; the watches of a member that
+   * does not answer it within LEADER_CHECK_TIMEOUT_MS move to a member that is live (see LEADER_CHECK_MS),
+   * and the member cools down, so that lookups and keep-alives leave it too until it answers again.
+   */
+  private async checkLeaders(): Promise<void> {
+    this.checkTimer = undefined;
+    if (this.closed || this.checking || this.watches.size === 0) return;
+    this.checking = true;
+    try {
+      const served = new Set<PoolMember<EtcdClient>>();
+      for (const w of this.watches) if (w.member !== undefined) served.add(w.member);
+      const key = Buffer.from(this.root);
+      const end = rangeEnd(this.root);
+      await Promise.all([...served].map(async (m) => {
+        this.counters.leaderChecks++;
+        const ok = await this.pool.probe(m, 'leader check', (c, o) => c.kv.range({ key, range_end: end, limit: 1, keys_only: true }, o), LEADER_CHECK_TIMEOUT_MS);
+        if (ok || this.closed) return;
+        this.counters.leaderCheckFailures++;
+        for (const w of this.watches) if (w.member === m) w.move();
+      }));
+    } finally {
+      this.checking = false;
+    }
+    if (this.watches.size > 0) this.startLeaderCheck();
   }
 
   /** close stops keep-alives and watches, revokes the leases (their keys go with them) and closes the clients; idempotent. */
@@ -243,6 +297,7 @@ export class EtcdRegistry implements Registry {
     this.closed = true;
     this.clock.clearTimeout(this.timer);
     this.timer = undefined;
+    this.stopLeaderCheck();
     await Promise.all([...this.watches].map((w) => w.stop()));
     this.watches.clear();
     // bounded as a whole: closing never waits longer than about one call deadline for a dead cluster

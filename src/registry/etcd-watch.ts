@@ -10,6 +10,10 @@
  *   lists again and emits the difference between the view and the new list as events, then watches on
  *   from the new list's revision + 1.
  *
+ * - when the member serving the stream is cut off from the rest of its cluster (alive, answering, but
+ *   without a leader: its stream stays open and silent), EtcdRegistry's leader check finds it and the
+ *   watch moves to a member with a leader the same way (`move()`), from the last revision seen.
+ *
  * A watch keeps its process alive while it is open, whether its stream is up or being reconnected: its
  * reconnect timers are not unref'd. While a stream is up its gRPC socket holds the process; between two
  * attempts nothing else does (grpc-js unrefs its own reconnect timers), so a process whose only work was
@@ -153,6 +157,24 @@ export class EtcdWatch {
       this.drop(w);
       void this.resync();
     });
+  }
+
+  /**
+   * move leaves the member serving the stream for another live one, resuming from the last revision seen
+   * (the registry found the member cut off from its cluster: its stream is open but will deliver nothing
+   * more). Answers false, and stays, when no other member is live.
+   */
+  move(): boolean {
+    const w = this.watcher;
+    const m = this.member;
+    if (this.stopped || w === undefined || m === undefined) return false;
+    const other = this.deps.pool.pick(new Set([m]));
+    if (other === undefined || other.downUntil > this.deps.clock.now()) return false;
+    this.drop(w);
+    this.deps.onMove();
+    this.deps.clock.clearTimeout(this.retryTimer);
+    this.attach();
+    return true;
   }
 
   /** drop detaches `w` from etcd3 (which would otherwise reconnect it on its own). */
