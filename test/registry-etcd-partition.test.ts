@@ -83,7 +83,9 @@ describe('EtcdRegistry: a member cut off from its peers, still reachable by clie
       const prefix = `/bulwark-partition/${process.pid}-${role}`;
       const service = 'svc';
       const writer = new EtcdRegistry({ hosts: cluster.endpoints, prefix, ttlMs: 5_000 });
-      const announcer = new EtcdRegistry({ hosts: cluster.endpoints, prefix, ttlMs: 3_000 });
+      // a 6 s lease, kept alive every 2 s: a keep-alive that first tries the cut member (1 s to give up on
+      // it) still has 3 s to reach another, on a machine as loaded as CI's
+      const announcer = new EtcdRegistry({ hosts: cluster.endpoints, prefix, ttlMs: 6_000 });
       open.push(writer, announcer);
       for (let i = 0; i < 3; i++) await announcer.register(inst(service, `base-${i}`));
       const caches: Array<{ registry: EtcdRegistry; cache: RegistryCache }> = [];
