@@ -101,6 +101,11 @@ const WAITING = new Set([
   'test/limit-redis.test.ts',
   'test/cache-peer-deadlines.test.ts',
   'test/groupcache-interop.test.ts',
+  // Partitions and latency (test/support/netfault.ts): 5 s partitions and deadlines under a delaying proxy.
+  'test/limit-partition.test.ts',
+  'test/serve-partition.test.ts',
+  'test/latency.test.ts',
+  'test/limit-cluster-partition.test.ts',
 ]);
 
 /**

@@ -5,8 +5,11 @@
  */
 import { afterEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import { ManualClock } from '../src/core/clock.js';
+import { PeerError, TimeoutError } from '../src/core/errors.js';
+import { HttpPool } from '../src/cache/index.js';
+import { PEER_DOWN_MS } from '../src/cache/http-peer.js';
 import { startCluster, startNode, type CacheNode } from './cache-nodes.js';
 
 let nodes: CacheNode[] = [];
@@ -69,5 +72,38 @@ describe('peer deadlines', () => {
     await waitFor(() => closed, 2_000, 'the connection to close');
     assert.match(answer, /^HTTP\/1\.1 408 /);
     assert.match(answer, /did not arrive within 1500 ms/);
+  });
+
+  it('gives up on a silent peer at its deadline on the pool clock, then lets one request at a time try it again', async () => {
+    // A peer that accepts the connection and never answers: undici's own timeouts are a minute away.
+    const silent = createServer((s) => s.on('error', () => {}));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    const clock = new ManualClock(Date.now());
+    const pool = new HttpPool({ self: 'http://127.0.0.1:1', timeoutMs: 60_000, clock });
+    try {
+      pool.setPeers(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`);
+      const peer = pool.peers()[0]!;
+      const first = peer.get('g', 'k');
+      let settled: unknown;
+      first.then((v) => (settled = v), (e: unknown) => (settled = e));
+      await waitFor(() => clock.pendingTimers > 0, 2_000, 'the deadline timer');
+      assert.equal(peer.healthy?.(), true, 'healthy until a request fails');
+      clock.advance(60_000);
+      await waitFor(() => settled !== undefined, 2_000, 'the request to give up');
+      assert.ok(settled instanceof PeerError, String(settled));
+      assert.ok((settled as PeerError).cause instanceof TimeoutError, 'the deadline, not undici, gave up');
+      assert.equal(peer.healthy?.(), false, 'down after a request found it unreachable');
+      clock.advance(PEER_DOWN_MS);
+      assert.equal(peer.healthy?.(), true, 'after PEER_DOWN_MS the next request may try it');
+      const trial = peer.get('g', 'k2').catch((e: unknown) => e);
+      assert.equal(peer.healthy?.(), false, 'while one request tries it, the others do not wait on it');
+      await waitFor(() => clock.pendingTimers > 0, 2_000, 'the trial deadline timer');
+      clock.advance(60_000);
+      assert.ok((await trial) instanceof PeerError);
+      assert.equal(peer.healthy?.(), false, 'the trial failed: down again');
+    } finally {
+      await pool.close();
+      silent.close();
+    }
   });
 });

@@ -25,7 +25,11 @@ export function bulwarkArgs(args: readonly string[]): string[] {
 /** ServeProc is one `bulwark serve` process. */
 export interface ServeProc {
   readonly url: string;
+  /** The loopback address it listens on (127.0.0.1 unless given). */
+  readonly host: string;
   readonly port: number;
+  /** The uid it runs as (undefined: the test's own), so that a packet filter can tell its packets apart. */
+  readonly uid: number | undefined;
   readonly args: readonly string[];
   child: ChildProcess;
   /** stdout and stderr lines so far. */
@@ -56,13 +60,20 @@ export function runBulwark(args: string[], timeoutMs = 30_000, env: NodeJS.Proce
   });
 }
 
-/** startServe starts a node with `args` (plus --listen on a free port unless `port` is given) and waits for /readyz. */
-export async function startServe(args: string[], options: { port?: number; ready?: boolean } = {}): Promise<ServeProc> {
+/**
+ * startServe starts a node with `args` (plus --listen on a free port unless `port` is given) and waits for
+ * /readyz. `host` is the loopback address to listen on (each node its own, for partition tests), `uid` the
+ * user to run as.
+ */
+export async function startServe(args: string[], options: { port?: number; ready?: boolean; host?: string; uid?: number } = {}): Promise<ServeProc> {
   const port = options.port ?? (await freePort());
-  const fullArgs = ['serve', '--listen', `127.0.0.1:${port}`, ...args];
+  const host = options.host ?? '127.0.0.1';
+  const fullArgs = ['serve', '--listen', `${host}:${port}`, ...args];
   const proc: ServeProc = {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
+    host,
     port,
+    uid: options.uid,
     args: fullArgs,
     child: undefined as unknown as ChildProcess,
     lines: [],
@@ -105,7 +116,7 @@ export async function startNodes(count: number, args: () => string[]): Promise<S
 }
 
 function spawnInto(proc: ServeProc): void {
-  const child = spawn(process.execPath, bulwarkArgs(proc.args), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, bulwarkArgs(proc.args), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], uid: proc.uid });
   proc.child = child;
   let buf = '';
   const onData = (d: Buffer) => {

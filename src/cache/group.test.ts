@@ -250,6 +250,19 @@ describe('Group', () => {
     assert.equal(g.stats().localLoads, 1);
   });
 
+  it('does not wait on an owner that could not be reached lately: loads locally without asking it', async () => {
+    const peer = new FakePeer('http://cut-off') as FakePeer & { healthy(): boolean };
+    let healthy = false;
+    peer.healthy = () => healthy;
+    const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(peer), getter: (k) => `local-${k}` });
+    assert.equal((await g.get('k')).toString(), 'local-k');
+    assert.equal(peer.calls, 0, 'an unhealthy owner is not asked');
+    healthy = true;
+    peer.target = new Group({ name: 'g', cacheBytes: 1000, peers: { pickPeer: () => undefined, peers: () => [] }, getter: (k) => `owner-${k}` });
+    assert.equal((await g.get('k2')).toString(), 'owner-k2');
+    assert.equal(peer.calls, 1);
+  });
+
   it('does not load again when the owner answered that its getter failed', async () => {
     const peer = new FakePeer('http://o');
     peer.fail = new PeerError('peer answered 502', { status: 502 });

@@ -288,7 +288,8 @@ export class Group implements GroupServer {
 
   /**
    * loadFromPeer runs once per key in flight on this node: ask the owner (with replicated ownership,
-   * each owner in turn until one answers); if none can answer, load here.
+   * each owner in turn until one answers), skipping owners that could not be reached lately; if none
+   * can answer, load here.
    */
   private async loadFromPeer(key: string, owners: readonly PeerGetter[], signal: AbortSignal): Promise<string> {
     // A flight that just finished may have filled the cache (groupcache checks again here too).
@@ -299,6 +300,8 @@ export class Group implements GroupServer {
     const token = this.begin(key);
     try {
       for (const peer of owners) {
+        // A peer that could not be reached lately is not waited on: one request at a time tries it again (HttpPeer).
+        if (peer.healthy?.() === false) continue;
         try {
           const r = await (cacheLoadChannel.hasSubscribers
             ? cacheLoadChannel.tracePromise(() => peer.get(this.name, key, signal), { group: this.name, key, source: 'peer', peer: peer.url })

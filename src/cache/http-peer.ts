@@ -13,10 +13,20 @@
  *   a key, which loads nothing), and is skipped from then on.
  *
  * A peer that could not be reached (connection refused, reset, timed out) counts as unhealthy for
- * `PEER_DOWN_MS`, so that replicated ownership asks another owner first.
+ * `PEER_DOWN_MS`: a Group then loads the keys it owns locally rather than wait on it (and replicated
+ * ownership asks another owner). Once that time is up, one request tries it again while `healthy()`
+ * stays false for the others; its answer (or its failure) decides. Across a partition — packets
+ * dropped, not refused — a request to the peer can only time out, so without this every key it owns
+ * would wait the whole peer deadline (test/serve-partition.test.ts: 16 of 41 requests on the cut-off
+ * node over 200 ms, now none but one trial per peer and PEER_DOWN_MS).
+ *
+ * The deadline is a timer on the pool's clock that aborts the request and rejects at once: undici's
+ * own connect, header and body timeouts (kept as a backstop) tick at 500 ms to 1 s, and undici does not
+ * reject an aborted request while its connection is still being made (a SYN that is never answered),
+ * so a 1 s deadline fired after up to 1.5 s.
  */
 import type { Clock } from '../core/clock.js';
-import { AbortedError, PeerError } from '../core/errors.js';
+import { AbortedError, PeerError, TimeoutError } from '../core/errors.js';
 import type { OriginPools } from '../internal/origin-pools.js';
 import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest, type GetResponse, type PeerMode } from './codec.js';
 import type { PeerGetter } from './peers.js';
@@ -60,6 +70,8 @@ export class HttpPeer implements PeerGetter {
   readonly url: string;
   private readonly origin: string;
   private downUntil = 0;
+  /** Requests in flight while the peer counts as down (after PEER_DOWN_MS: the one that tries it again). */
+  private trials = 0;
   /** Learned from an answer: the peer is a Go groupcache node (it takes no removal). */
   private goPeer = false;
 
@@ -68,9 +80,12 @@ export class HttpPeer implements PeerGetter {
     this.origin = origin;
   }
 
-  /** healthy tells whether the peer answered its last request (or has been down for over PEER_DOWN_MS). */
+  /**
+   * healthy tells whether the peer answered its last request — or has been down for PEER_DOWN_MS and no
+   * request is trying it yet (the next one does).
+   */
   healthy(): boolean {
-    return this.downUntil === 0 || this.config.clock.now() >= this.downUntil;
+    return this.downUntil === 0 || (this.trials === 0 && this.config.clock.now() >= this.downUntil);
   }
 
   /**
@@ -130,26 +145,62 @@ export class HttpPeer implements PeerGetter {
       const ts = String(Math.floor(this.config.clock.now()));
       headers = { ...PROTOBUF_HEADERS, [TIMESTAMP_HEADER]: ts, [SIGNATURE_HEADER]: sign(this.config.secret, method, path, ts, body) };
     }
-    let res;
+    const trial = this.downUntil !== 0;
+    if (trial) this.trials++;
+    const deadline = new AbortController();
+    const timer = this.config.clock.setTimeout(() => deadline.abort(new TimeoutError(`peer ${this.url} did not answer within ${timeoutMs} ms`)), timeoutMs);
+    timer.unref();
+    const both = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
     try {
-      res = await this.config.pools.get(this.origin).request({ path, method, headers, body, signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
-    } catch (err) {
-      if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
-      this.downUntil = this.config.clock.now() + PEER_DOWN_MS;
-      throw new PeerError(`peer ${this.url} unreachable: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+      let res;
+      try {
+        res = await untilAborted(this.config.pools.get(this.origin).request({ path, method, headers, body, signal: both, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }), both);
+      } catch (err) {
+        if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
+        this.downUntil = this.config.clock.now() + PEER_DOWN_MS;
+        const cause = deadline.signal.aborted ? deadline.signal.reason : err;
+        throw new PeerError(`peer ${this.url} unreachable: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+      }
+      const status = res.statusCode;
+      const limit = status === 200 ? maxBytes : MAX_ERROR_BODY;
+      let bytes: Uint8Array;
+      try {
+        bytes = await readBounded(res.body as Body, limit, res.headers['content-length']);
+      } catch (err) {
+        if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
+        const cause = deadline.signal.aborted ? deadline.signal.reason : err;
+        throw new PeerError(`peer ${this.url}: ${(cause as Error)?.message ?? String(cause)}`, { cause, status });
+      }
+      this.downUntil = 0;
+      return { status, bytes, headers: res.headers };
+    } finally {
+      this.config.clock.clearTimeout(timer);
+      if (trial) this.trials--;
     }
-    const status = res.statusCode;
-    const limit = status === 200 ? maxBytes : MAX_ERROR_BODY;
-    let bytes: Uint8Array;
-    try {
-      bytes = await readBounded(res.body as Body, limit, res.headers['content-length']);
-    } catch (err) {
-      if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
-      throw new PeerError(`peer ${this.url}: ${(err as Error)?.message ?? String(err)}`, { cause: err, status });
-    }
-    this.downUntil = 0;
-    return { status, bytes, headers: res.headers };
   }
+}
+
+/** untilAborted settles as `p` does, or rejects with the signal's reason as soon as `signal` aborts (a late answer's body is dropped). */
+function untilAborted<T extends { body: { destroy(): unknown } }>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    p.then((r) => r.body.destroy(), () => {});
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (r) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) r.body.destroy();
+        else resolve(r);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
 
 function failure(url: string, status: number, bytes: Uint8Array): PeerError {

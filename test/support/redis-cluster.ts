@@ -14,6 +14,8 @@ export const redisCliBinary = findBinary('redis-cli');
 
 /** ClusterNode is one redis-server of the cluster. */
 export interface ClusterNode {
+  /** The loopback address it listens on and sends from (127.0.0.1 unless `address` was given). */
+  readonly host: string;
   readonly port: number;
   readonly process: ServerProcess;
 }
@@ -45,8 +47,8 @@ function run(binary: string, args: string[], timeoutMs = 60_000): Promise<string
   });
 }
 
-async function command(port: number, ...args: string[]): Promise<string> {
-  const c = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
+async function command(port: number, host: string, ...args: string[]): Promise<string> {
+  const c = new Redis({ host, port, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
   c.on('error', () => {});
   try {
     await c.connect();
@@ -58,10 +60,16 @@ async function command(port: number, ...args: string[]): Promise<string> {
   }
 }
 
-const clusterInfo = (port: number) => command(port, 'CLUSTER', 'INFO');
+const clusterInfo = (n: { port: number; host: string }) => command(n.port, n.host, 'CLUSTER', 'INFO');
 
-/** startRedisCluster starts and joins the cluster; `nodeTimeoutMs` is how soon a dead master is failed over. */
-export async function startRedisCluster(options: { masters?: number; replicas?: 0 | 1; nodeTimeoutMs?: number } = {}): Promise<RedisCluster> {
+/**
+ * startRedisCluster starts and joins the cluster; `nodeTimeoutMs` is how soon a dead master is failed over.
+ * `address(i)` gives node i a loopback address of its own, which it listens on and sends its cluster bus
+ * and replication traffic from (`bind-source-addr`), so that a packet filter can cut one node off from the
+ * others while clients (from 127.0.0.1) still reach it. (Protected mode is off for those: Redis counts
+ * only 127.0.0.1 as loopback and would refuse its replicas; each node still listens on loopback only.)
+ */
+export async function startRedisCluster(options: { masters?: number; replicas?: 0 | 1; nodeTimeoutMs?: number; address?: (i: number) => string } = {}): Promise<RedisCluster> {
   if (redisBinary === undefined || redisCliBinary === undefined) throw new Error('redis-server and redis-cli are required');
   const masters = options.masters ?? 3;
   const replicas = options.replicas ?? 0;
@@ -73,20 +81,21 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
       const dir = tempDir('redis-cluster');
       dirs.push(dir);
       const port = await freePort();
+      const host = options.address?.(i) ?? '127.0.0.1';
       const args = [
-        '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir.path, '--loglevel', 'warning',
+        '--port', String(port), '--bind', host, ...(host === '127.0.0.1' ? [] : ['--bind-source-addr', host, '--protected-mode', 'no']), '--save', '', '--appendonly', 'no', '--dir', dir.path, '--loglevel', 'warning',
         '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 1_000),
       ];
       const proc = new ServerProcess(`redis-server (cluster) ${port}`, redisBinary, args, dir.path);
-      await proc.start(() => canConnect(port));
-      nodes.push({ port, process: proc });
+      await proc.start(async () => (host === '127.0.0.1' ? canConnect(port) : (await command(port, host, 'PING')) === 'PONG'));
+      nodes.push({ host, port, process: proc });
     }
-    await run(redisCliBinary, ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes']);
-    for (const n of nodes) await waitFor(`node ${n.port} to see the cluster ok`, async () => (await clusterInfo(n.port)).includes('cluster_state:ok'), 30_000);
+    await run(redisCliBinary, ['--cluster', 'create', ...nodes.map((n) => `${n.host}:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes']);
+    for (const n of nodes) await waitFor(`node ${n.port} to see the cluster ok`, async () => (await clusterInfo(n)).includes('cluster_state:ok'), 30_000);
     // A replica can take over only once it has synced with its master.
     for (const n of nodes) {
       await waitFor(`node ${n.port} to be a master or a synced replica`, async () => {
-        const info = await command(n.port, 'INFO', 'replication');
+        const info = await command(n.port, n.host, 'INFO', 'replication');
         return info.includes('role:master') || info.includes('master_link_status:up');
       }, 30_000);
     }
@@ -98,10 +107,10 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
   const alive = () => nodes.filter((n) => n.process.child?.exitCode === null && n.process.child.signalCode === null);
   return {
     nodes,
-    seeds: nodes.map((n) => ({ host: '127.0.0.1', port: n.port })),
+    seeds: nodes.map((n) => ({ host: n.host, port: n.port })),
     masterPorts: async () => {
       for (const n of alive()) {
-        const c = new Redis({ host: '127.0.0.1', port: n.port, maxRetriesPerRequest: 0, retryStrategy: () => null });
+        const c = new Redis({ host: n.host, port: n.port, maxRetriesPerRequest: 0, retryStrategy: () => null });
         c.on('error', () => {});
         try {
           const text = (await c.call('CLUSTER', 'NODES')) as string;

@@ -146,6 +146,12 @@ export class ServedGroup {
     if (value !== undefined) this.stale?.add(key, { value, at: this.clock.now() });
   }
 
+  /**
+   * tracingPicker is the pool as the Group's PeerPicker, its peers wrapped to mark answers as `peer`.
+   * Everything the Group asks of a pool goes through: a peer's `healthy()` (without it, the Group would
+   * wait out the peer deadline for every key of a peer it cannot reach), the `mode` of a peer request,
+   * and `pickOwners` (without it, `--owners` above 1 did nothing in `bulwark serve`).
+   */
   private tracingPicker(pool: HttpPool): PeerPicker {
     const wrapped = new WeakMap<PeerGetter, PeerGetter>();
     const wrap = (peer: PeerGetter): PeerGetter => {
@@ -153,13 +159,14 @@ export class ServedGroup {
       if (w === undefined) {
         w = {
           url: peer.url,
-          get: async (group, key, signal) => {
-            const r = await peer.get(group, key, signal);
+          get: async (group, key, signal, mode) => {
+            const r = await peer.get(group, key, signal, mode);
             this.mark(key, 'peer');
             return r;
           },
           remove: (group, key, signal) => peer.remove(group, key, signal),
         };
+        if (typeof peer.healthy === 'function') w.healthy = () => peer.healthy!();
         wrapped.set(peer, w);
       }
       return w;
@@ -168,6 +175,10 @@ export class ServedGroup {
       pickPeer: (key) => {
         const p = pool.pickPeer(key);
         return p === undefined ? undefined : wrap(p);
+      },
+      pickOwners: (key) => {
+        const o = pool.pickOwners(key);
+        return o === undefined ? undefined : { self: o.self, primary: o.primary, peers: o.peers.map(wrap) };
       },
       peers: () => pool.peers(),
       register: (g) => pool.register(g),

@@ -1,0 +1,149 @@
+/**
+ * Latency, not loss: etcd and Redis behind a delaying TCP proxy (test/support/netfault.ts — this kernel
+ * has no sch_netem). With etcd 200 ms away each way, the registry cache answers from memory, follows
+ * changes through its watch and keeps its leases; with Redis 50 ms away each way and the limiters'
+ * `timeoutMs` at 250 ms, every decision is made on Redis within its deadline. Nothing times out that
+ * should not: no rescue, no watch reconnect, no registry error.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { RedisPeriodLimiter, RedisTokenLimiter } from '../src/limit/index.js';
+import { EtcdRegistry, RegistryCache } from '../src/registry/index.js';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { DelayProxy } from './support/netfault.js';
+import { onRedis, redisBinary, startRedis, type RedisServer } from './support/redis.js';
+import { skipReason, waitFor } from './support/servers.js';
+
+describe('Redis 50 ms away each way', { skip: skipReason(redisBinary, 'redis-server') }, () => {
+  let redis: RedisServer;
+  let proxy: DelayProxy;
+  before(async () => {
+    redis = await startRedis();
+    proxy = await DelayProxy.start({ host: redis.host, port: redis.port }, { delayMs: 50 });
+  });
+  after(async () => {
+    await proxy?.close();
+    await redis?.stop();
+  });
+
+  it('limiters with timeoutMs 250 decide every call on Redis within the deadline', async (t) => {
+    const timeoutMs = 250;
+    const url = `redis://${proxy.address}`;
+    const limiters = {
+      token: new RedisTokenLimiter({ redis: url, prefix: 'lt:', rate: 1_000, timeoutMs }),
+      leased: new RedisTokenLimiter({ redis: url, prefix: 'll:', rate: 1_000, lease: { tokens: 10, maxMs: 100 }, timeoutMs }),
+      period: new RedisPeriodLimiter({ redis: url, prefix: 'lp:', periodMs: 1_000, quota: 1_000, timeoutMs }),
+    };
+    const switches: string[] = [];
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    try {
+      for (const l of Object.values(limiters)) await onRedis(l); // each starts in rescue until it has connected
+      for (const [name, l] of Object.entries(limiters)) l.onModeChange((e) => switches.push(`${name} → ${e.mode}`));
+      loopDelay.enable();
+      let made = 0;
+      let failed = 0;
+      let longest = 0;
+      let shortest = Infinity;
+      // 3 limiters × 4 callers × 15 calls, each caller one call at a time.
+      await Promise.all(Object.values(limiters).flatMap((l) => Array.from({ length: 4 }, async (_, c) => {
+        for (let i = 0; i < 15; i++) {
+          const t0 = performance.now();
+          try {
+            await l.take(`user-${c}`);
+          } catch {
+            failed++;
+          }
+          const ms = performance.now() - t0;
+          longest = Math.max(longest, ms);
+          shortest = Math.min(shortest, ms);
+          made++;
+        }
+      })));
+      loopDelay.disable();
+      const lagMs = loopDelay.max / 1e6;
+      const stats = Object.values(limiters).map((l) => l.stats());
+      t.diagnostic(`redis +50 ms each way: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms, shortest ${shortest.toFixed(0)} ms (event loop delay up to ${lagMs.toFixed(0)} ms), rescue decisions ${stats.reduce((n, s) => n + s.rescueDecisions, 0)}`);
+      assert.equal(failed, 0);
+      assert.deepEqual(switches, [], `no limiter went to rescue: ${JSON.stringify(stats.map((s) => String(s.cause)))}`);
+      assert.ok(stats.every((s) => s.failures === 0 && s.rescueDecisions === 0), JSON.stringify(stats.map((s) => [s.failures, s.rescueDecisions])));
+      assert.ok(longest <= timeoutMs + lagMs + 20, `a call took ${longest.toFixed(0)} ms (timeoutMs ${timeoutMs})`);
+      // The proxy is in the path: a leased limiter answers from its lease at once, a Redis round trip takes 100 ms.
+      assert.ok(longest >= 100, `the longest call took ${longest.toFixed(0)} ms: was Redis really 100 ms away?`);
+    } finally {
+      for (const l of Object.values(limiters)) await l.close();
+    }
+  });
+});
+
+describe('etcd 200 ms away each way', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+  let etcd: EtcdServer;
+  let proxy: DelayProxy;
+  before(async () => {
+    etcd = await startEtcd();
+    proxy = await DelayProxy.start({ host: '127.0.0.1', port: Number(new URL(etcd.endpoint).port) }, { delayMs: 0 });
+  });
+  after(async () => {
+    await proxy?.close();
+    await etcd?.stop();
+  });
+
+  it('the registry cache answers from memory, follows changes and keeps its leases; nothing times out', async (t) => {
+    const prefix = `/latency-${process.pid}`;
+    const warnings: string[] = [];
+    const direct = new EtcdRegistry({ hosts: etcd.endpoint, prefix });
+    const far = new EtcdRegistry({ hosts: `http://${proxy.address}`, prefix, onWarning: (m) => warnings.push(m) });
+    const cache = new RegistryCache(far, { onWarning: (m) => warnings.push(m) });
+    const inst = (i: number) => ({ id: `i${i}`, name: 'api', address: `127.0.0.1:${9000 + i}` });
+    try {
+      // Registered through the far path, on 2 s leases: their keep-alives cross the delay from here on.
+      for (let i = 0; i < 3; i++) await far.register(inst(i), { ttlMs: 2_000 });
+      assert.equal((await cache.getService('api')).length, 3);
+      proxy.delayMs = 200;
+      const started = performance.now();
+
+      // Lookups while changes arrive through the watch: every one answered from memory.
+      let lookups = 0;
+      let slowest = 0;
+      let lookingUp = true;
+      const looking = (async () => {
+        while (lookingUp && lookups < 1_000) {
+          const t0 = performance.now();
+          await cache.getService('api');
+          slowest = Math.max(slowest, performance.now() - t0);
+          lookups++;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      })();
+      const seen = async (n: number) => (await cache.getService('api')).length === n;
+      let t0 = performance.now();
+      await direct.register(inst(3));
+      await waitFor('the cache to see the new instance', () => seen(4), 5_000);
+      const addMs = performance.now() - t0;
+      t0 = performance.now();
+      await direct.deregister(inst(0));
+      await waitFor('the cache to see the removal', () => seen(3), 5_000);
+      const removeMs = performance.now() - t0;
+      t0 = performance.now();
+      await far.register(inst(4)); // a write across the delay
+      const writeMs = performance.now() - t0;
+      await waitFor('the cache to see its own write', () => seen(4), 5_000);
+      // Past the 2 s lease TTL: leases kept alive across the delay (waiting for that is the point here).
+      await waitFor('3 s under the delay', () => performance.now() - started > 3_000, 5_000);
+      lookingUp = false;
+      await looking;
+      const listed = (await direct.getService('api')).map((i) => i.id).sort();
+      const stats = cache.stats();
+      t.diagnostic(`etcd +200 ms each way: ${lookups} lookups, slowest ${slowest.toFixed(1)} ms; watch delivered an add in ${addMs.toFixed(0)} ms, a removal in ${removeMs.toFixed(0)} ms; a register across the delay took ${writeMs.toFixed(0)} ms; ${stats.watchReconnects} watch reconnects, ${warnings.length} warnings`);
+      assert.deepEqual(listed, ['i1', 'i2', 'i3', 'i4'], 'the far leases stayed alive (i1, i2), the changes are in etcd');
+      assert.ok(slowest < 50, `a lookup took ${slowest.toFixed(1)} ms: the cache did not answer from memory`);
+      assert.ok(addMs >= 200, `the add arrived in ${addMs.toFixed(0)} ms: was etcd really 200 ms away?`);
+      assert.equal(stats.watchReconnects, 0, 'no watch timed out');
+      assert.deepEqual(warnings, []);
+    } finally {
+      await cache.close();
+      await far.close();
+      await direct.close();
+    }
+  });
+});
