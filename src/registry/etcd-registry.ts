@@ -102,6 +102,8 @@ export class EtcdRegistry implements Registry {
   /** The leader check's timer (set while a watch is open). */
   private checkTimer: TimerHandle | undefined;
   private checking = false;
+  /** Members that failed a leader check: checked again until they answer, and skipped by calls meanwhile. */
+  private readonly suspects = new Set<PoolMember<EtcdClient>>();
   private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
   private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0, leaderChecks: 0, leaderCheckFailures: 0 };
@@ -255,7 +257,8 @@ export class EtcdRegistry implements Registry {
 
   /** startLeaderCheck sets the leader check's timer, unless it is set (it runs while a watch is open). */
   private startLeaderCheck(): void {
-    if (this.checkTimer !== undefined || this.closed) return;
+    // with one member there is nowhere to move to: its calls and watch wait for it as they are
+    if (this.checkTimer !== undefined || this.closed || this.pool.members.length < 2) return;
     this.checkTimer = this.clock.setTimeout(() => void this.checkLeaders(), LEADER_CHECK_MS).unref();
   }
 
@@ -267,22 +270,30 @@ export class EtcdRegistry implements Registry {
   /**
    * checkLeaders asks each member serving a watch for a linearizable read; the watches of a member that
    * does not answer it within LEADER_CHECK_TIMEOUT_MS move to a member that is live (see LEADER_CHECK_MS),
-   * and the member cools down, so that lookups and keep-alives leave it too until it answers again.
+   * and the member is asked again at every check until it answers, skipped by lookups and keep-alives
+   * meanwhile (with several members; one member alone is not checked: there is nowhere to move to).
    */
   private async checkLeaders(): Promise<void> {
     this.checkTimer = undefined;
     if (this.closed || this.checking || this.watches.size === 0) return;
     this.checking = true;
     try {
-      const served = new Set<PoolMember<EtcdClient>>();
-      for (const w of this.watches) if (w.member !== undefined) served.add(w.member);
+      const checked = new Set(this.suspects);
+      for (const w of this.watches) if (w.member !== undefined) checked.add(w.member);
       const key = Buffer.from(this.root);
       const end = rangeEnd(this.root);
-      await Promise.all([...served].map(async (m) => {
+      await Promise.all([...checked].map(async (m) => {
         this.counters.leaderChecks++;
         const ok = await this.pool.probe(m, 'leader check', (c, o) => c.kv.range({ key, range_end: end, limit: 1, keys_only: true }, o), LEADER_CHECK_TIMEOUT_MS);
-        if (ok || this.closed) return;
+        if (ok) {
+          this.suspects.delete(m);
+          return;
+        }
+        if (this.closed) return;
         this.counters.leaderCheckFailures++;
+        // skipped by calls until the next check could say otherwise, not only for the cooldown
+        this.suspects.add(m);
+        m.downUntil = Math.max(m.downUntil, this.clock.now() + LEADER_CHECK_MS + LEADER_CHECK_TIMEOUT_MS);
         for (const w of this.watches) if (w.member === m) w.move();
       }));
     } finally {
