@@ -21,8 +21,8 @@
  * watch counts as established at its first event, or after READY_WAIT_MS). Events that arrive while a
  * lookup of the service is in flight are applied again on top of its answer (the listing may predate
  * them), so a slow listing never undoes a newer event. A broken watch starts again after the
- * `watchBackoff`, and the service is listed again once the new watch is established. `watch({ service })` is served from
- * this view (one registry watch per service, however many followers). Services nobody asked for or
+ * `watchBackoff`, and the service is listed again once the new watch is established.
+ * `watch({ service })` is served from this view (one registry watch per service, however many followers). Services nobody asked for or
  * watched within `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good
  * view is written (debounced, atomically) and read at start, served as stale until the registry answers.
  */
