@@ -110,6 +110,7 @@ const WAITING = new Set([
   'test/serve-partition.test.ts',
   'test/latency.test.ts',
   'test/limit-cluster-partition.test.ts',
+  'test/registry-etcd-partition.test.ts',
 ]);
 
 /**

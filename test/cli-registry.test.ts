@@ -6,9 +6,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { EtcdRegistry } from '../src/registry/etcd-registry.js';
+import type { ServiceInstance } from '../src/registry/types.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { freePort, skipReason, waitFor } from './support/servers.js';
-import { EtcdRegistry } from '../src/registry/index.js';
 import { bulwarkArgs, runBulwark, startNodes, startOrigin, startServe, status, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -147,6 +148,64 @@ describe('bulwark registry', { concurrency: true }, () => {
       } finally {
         if (node !== undefined) await stopAll([node]);
         await writer.close();
+      }
+    });
+  });
+
+  describe('watch against an etcd that dies and comes back', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+    it('prints every change made while it starts and after etcd is SIGKILLed and restarted: its view ends equal to etcd\'s', async () => {
+      const etcd = await startEtcd();
+      const prefix = `/registry-watch-restart-${process.pid}`;
+      const writer = new EtcdRegistry({ hosts: etcd.endpoint, prefix, ttlMs: 60_000 });
+      const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`, '--etcd-prefix', prefix, '--json']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      const lines: string[] = [];
+      let buf = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => {
+        buf += d.toString();
+        const parts = buf.split('\n');
+        buf = parts.pop()!;
+        lines.push(...parts);
+      });
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+      // the view the command printed: its list, then each change
+      const view = () => {
+        const ids = new Set<string>();
+        for (const l of lines) {
+          const e = JSON.parse(l) as { type: string; services?: { instances: { id: string }[] }[]; instance?: { id: string } };
+          if (e.type === 'list') for (const s of e.services!) for (const i of s.instances) ids.add(i.id);
+          else if (e.type === 'delete') ids.delete(e.instance!.id);
+          else ids.add(e.instance!.id);
+        }
+        return [...ids].sort();
+      };
+      const inst = (id: string): ServiceInstance => ({ name: 'churn', id, address: '127.0.0.1:9' });
+      try {
+        // changes while the command lists and opens its watch: each lands before, between or after them
+        for (let i = 0; i < 300 && (lines.length === 0 || i < 40); i++) {
+          await writer.register(inst(`c${i}`));
+          if (i % 3 === 2) await writer.deregister(inst(`c${i - 1}`));
+        }
+        assert.ok(lines.length > 0, `no list within 300 changes: ${stderr}`);
+        await etcd.kill();
+        // the outage lasts 1 s (the scenario, not a wait for something): longer than a reconnect attempt
+        await new Promise((r) => setTimeout(r, 1_000));
+        await etcd.restart();
+        await writer.register(inst('after-1'));
+        await writer.deregister(inst('c0'));
+        await writer.register(inst('after-2'));
+        await writer.register(inst('end'));
+        await waitFor('the command to print the last change', () => view().includes('end') || child.exitCode !== null, 20_000);
+        assert.equal(child.exitCode, null, `the command exited (${child.exitCode}) after etcd's restart: ${stderr}`);
+        const truth = (await writer.getService('churn')).map((i) => i.id).sort();
+        assert.deepEqual(view(), truth);
+        child.kill('SIGINT');
+        assert.equal(await exited, 0);
+      } finally {
+        child.kill('SIGKILL');
+        await writer.close();
+        await etcd.stop();
       }
     });
   });

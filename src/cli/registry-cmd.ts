@@ -100,7 +100,9 @@ export async function runRegistry(argv: string[]): Promise<number> {
       if (layout === 'go-zero' && prefix === undefined && service === undefined) {
         throw new UsageError('go-zero keys start with the service name itself (its Key): give --service <name>, or --etcd-prefix when the Keys share one');
       }
-      etcd = new EtcdRegistry({ hosts: endpoints, layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning: () => {} });
+      // a value that is not an instance is skipped: say so, as the library does, rather than hide it
+      const onWarning = (message: string) => void process.stderr.write(`${message}\n`);
+      etcd = new EtcdRegistry({ hosts: endpoints, layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning });
       source = etcdSource(etcd, service);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {
@@ -110,26 +112,26 @@ export async function runRegistry(argv: string[]): Promise<number> {
   }
   const json = flags.json === true;
   const only = (list: Service[]) => (service === undefined ? list : list.filter((s) => s.name === service));
+  const printList = (list: Service[]) =>
+    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: list }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: list })}\n` : table(list, service));
   // Beside the first listing, a connection to each member: if every one fails with a cause, say it at once.
   let reach: Promise<MemberReach[]> = Promise.resolve([]);
+  /** unreachable rejects once every member failed with a known cause; it never settles otherwise. */
+  const unreachable = (): Promise<never> => {
+    reach = reachEtcd(endpoints, timeoutMs);
+    return reach.then((r) => {
+      const why = unreachableText(r);
+      if (why === undefined) return new Promise<never>(() => {});
+      throw new Error(`cannot reach etcd at ${why}`);
+    });
+  };
   try {
-    let first: Service[];
-    if (etcd === undefined) first = only(await source.list());
-    else {
-      type First = { list: Service[] } | { why: string };
-      const listed: Promise<First> = source.list().then((list) => ({ list }));
+    if (verb === 'ls') {
+      const listed = source.list();
       listed.catch(() => {}); // awaited below, or abandoned when no member can be reached
-      reach = reachEtcd(endpoints, timeoutMs);
-      const refused: Promise<First> = reach.then((r) => {
-        const why = unreachableText(r);
-        return why === undefined ? listed : { why };
-      });
-      const answer = await Promise.race([listed, refused]);
-      if ('why' in answer) throw new Error(`cannot reach etcd at ${answer.why}`);
-      first = only(answer.list);
+      printList(only(etcd === undefined ? await listed : await Promise.race([listed, unreachable()])));
+      return 0;
     }
-    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: first }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: first })}\n` : table(first, service));
-    if (verb === 'ls') return 0;
     const stop = new AbortController();
     const onSignal = () => stop.abort();
     process.once('SIGINT', onSignal);
@@ -137,8 +139,12 @@ export async function runRegistry(argv: string[]): Promise<number> {
     try {
       const print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) =>
         process.stdout.write(json ? `${JSON.stringify({ type, service: name, instance: inst })}\n` : `${new Date().toISOString()}  ${type.padEnd(6)}  ${name}  ${inst.id}  ${inst.address}${metaText(inst.metadata)}\n`);
-      if (etcd !== undefined) await followEtcd(etcd, service, stop.signal, print);
-      else await pollNode(source, first, only, (flags.interval as number | undefined) ?? 1_000, stop.signal, print);
+      if (etcd !== undefined) await Promise.race([followEtcd(etcd, service, stop.signal, printList, print), unreachable()]);
+      else {
+        const first = only(await source.list());
+        printList(first);
+        await pollNode(source, first, only, (flags.interval as number | undefined) ?? 1_000, stop.signal, print);
+      }
     } finally {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
@@ -210,17 +216,76 @@ function plain(i: ServiceInstance): Service['instances'][number] {
   return { id: i.id, address: i.address, ...(i.version === undefined ? {} : { version: i.version }), ...(i.metadata === undefined ? {} : { metadata: i.metadata }) };
 }
 
-/** followEtcd prints etcd's changes until `signal` aborts; a watch that fails is opened again after a pause. */
-async function followEtcd(registry: Registry, service: string | undefined, signal: AbortSignal, print: (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void): Promise<void> {
+type Print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void;
+
+/**
+ * followEtcd prints the list, then etcd's changes until `signal` aborts, as the library follows a
+ * registry: the watch is opened first, the services are listed once it is established (`onReady`), and
+ * an event is printed only when it is newer than the listing of its service (its revision above the
+ * listing's), so a change is neither lost between the listing and the watch nor printed twice. A watch
+ * that fails (the watcher fell behind, or etcd refused) is opened again after a pause and the services
+ * listed again: what changed meanwhile is printed as the changes between the two listings. A first
+ * listing that fails ends the command (exit 1).
+ */
+async function followEtcd(registry: EtcdRegistry, service: string | undefined, signal: AbortSignal, printList: (list: Service[]) => void, print: Print): Promise<void> {
+  const key = (name: string, id: string) => `${name}\u0000${id}`;
+  let view: Map<string, { name: string; inst: Service['instances'][number] }> | undefined;
   while (!signal.aborted) {
+    const attempt = new AbortController();
+    const onAbort = () => attempt.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
-      for await (const e of registry.watch({ ...(service === undefined ? {} : { service }), signal })) print(e.type, e.instance.name, plain(e.instance));
+      let ready!: () => void;
+      const established = new Promise<void>((r) => (ready = r));
+      const it = registry.watch({ ...(service === undefined ? {} : { service }), signal: attempt.signal, onReady: ready })[Symbol.asyncIterator]();
+      const first = it.next();
+      first.catch(() => {}); // observed below; a failure before onReady must not go unhandled meanwhile
+      await Promise.race([established, first]);
+      if (signal.aborted) return;
+      const { services, revisions } = await listWithRevisions(registry, service);
+      const now = new Map(services.flatMap((s) => s.instances.map((i) => [key(s.name, i.id), { name: s.name, inst: i }] as const)));
+      if (view === undefined) printList(services);
+      else {
+        for (const [k, v] of now) {
+          const was = view.get(k);
+          if (was === undefined) print('create', v.name, v.inst);
+          else if (JSON.stringify(was.inst) !== JSON.stringify(v.inst)) print('update', v.name, v.inst);
+        }
+        for (const [k, v] of view) if (!now.has(k)) print('delete', v.name, v.inst);
+      }
+      view = now;
+      for (let r = await first; !r.done; r = await it.next()) {
+        const e = r.value;
+        // already in the listing of its service: printed as part of it
+        if (e.revision !== undefined && e.revision <= (revisions.get(e.instance.name) ?? 0)) continue;
+        const inst = plain(e.instance);
+        if (e.type === 'delete') view.delete(key(e.instance.name, inst.id));
+        else view.set(key(e.instance.name, inst.id), { name: e.instance.name, inst });
+        print(e.type, e.instance.name, inst);
+      }
     } catch (err) {
       if (signal.aborted) return;
+      if (view === undefined) throw err;
       process.stderr.write(`bulwark registry: watch: ${(err as Error).message}; watching again\n`);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      attempt.abort();
     }
     await delay(1_000, signal).catch(() => {});
   }
+}
+
+/** listWithRevisions lists every service (or one) and the revision each was read at. */
+async function listWithRevisions(registry: EtcdRegistry, service: string | undefined): Promise<{ services: Service[]; revisions: Map<string, number> }> {
+  const names = service === undefined ? (await registry.listServices()).sort() : [service];
+  const services: Service[] = [];
+  const revisions = new Map<string, number>();
+  for (const name of names) {
+    const listing = await registry.getServiceListing(name);
+    revisions.set(name, listing.revision);
+    if (listing.instances.length > 0) services.push({ name, instances: [...listing.instances].sort((a, b) => a.id.localeCompare(b.id)).map(plain) });
+  }
+  return { services, revisions };
 }
 
 /** pollNode reads the node every `intervalMs` and prints what changed. */

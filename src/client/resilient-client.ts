@@ -118,7 +118,7 @@ export class ResilientClient {
   private readonly attemptEvents = new Emitter<AttemptEvent>();
   private measures: readonly ClientMeasure[] = [];
   private readonly services = new Map<string, ServiceState>();
-  private readonly opening = new SingleFlight<string, ServiceState>();
+  private readonly opening: SingleFlight<string, ServiceState>;
   private readonly defaultTimeout: AttemptTimeout | undefined;
   private readonly timeouts = new Map<number, AttemptTimeout>();
   private closing: Promise<void> | undefined;
@@ -134,6 +134,7 @@ export class ResilientClient {
     this.maxAttempts = integer('ResilientClient', 'maxAttempts', o.maxAttempts ?? resilientClientDefaults.maxAttempts, 1, 100);
     this.maxServices = integer('ResilientClient', 'maxServices', o.maxServices ?? resilientClientDefaults.maxServices, 1, 1_000_000);
     const clock = clockOption('ResilientClient', o.clock, systemClock);
+    this.opening = new SingleFlight({ clock });
     this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
     this.stateOptions = ServiceState.validate({ ...o, clock }, o.clock === undefined ? undefined : clock);
     this.breakers = this.stateOptions.breakers!;

@@ -160,6 +160,24 @@ export class EtcdPool<C> {
     throw new RegistryUnavailableError(`no etcd member answered ${what} within ${timeoutMs} ms (${this.endpoints}): ${message(last)}`, { cause: last });
   }
 
+  /**
+   * probe runs `fn` once on `member` alone, within `ms`, and answers whether it answered. A member that
+   * did not (whatever the reason: no answer, or etcd's own "no leader" / "request timed out") cools down
+   * like a member that failed a call, so that calls and watches leave it until it answers again.
+   */
+  async probe(member: PoolMember<C>, what: string, fn: (client: C, options: AttemptOptions) => Promise<unknown>, ms: number): Promise<boolean> {
+    member.attempts++;
+    try {
+      await this.attempt(member, what, fn, ms, undefined);
+      member.downUntil = 0;
+      return true;
+    } catch {
+      member.failures++;
+      member.downUntil = this.clock.now() + this.cooldownMs;
+      return false;
+    }
+  }
+
   /** attempt runs `fn` on one member, bounded by `ms` of clock time and by `signal`. */
   private attempt<T>(m: PoolMember<C>, what: string, fn: (client: C, options: AttemptOptions) => Promise<T>, ms: number, signal: AbortSignal | undefined): Promise<T> {
     return new Promise<T>((resolve, reject) => {

@@ -86,8 +86,12 @@ export interface EtcdRegistryStats {
   rewrites: number;
   /** Watches that listed again and emitted the difference (etcd cancelled them: a compacted revision). */
   watchResyncs: number;
-  /** Times a watch stream broke and resumed on a member (another one when there is one), without listing. */
+  /** Times a watch stream broke (or left a member cut off from its cluster) and resumed on a member (another one when there is one), without listing. */
   watchMoves: number;
+  /** Linearizable reads sent to members serving a watch, to find one cut off from its cluster. */
+  leaderChecks: number;
+  /** Leader checks a member did not answer in time (its watches moved to another member). */
+  leaderCheckFailures: number;
   /** Attempts that failed on a member and were retried (on another member, or later). */
   retried: number;
   /** Calls no member answered within their deadline. */

@@ -31,7 +31,7 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryPendingError } from '../core/errors.js';
 import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
-import { EtcdPool } from './etcd-pool.js';
+import { EtcdPool, type PoolMember } from './etcd-pool.js';
 import { etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
 import { createClient, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
 import { CollapsingQueue } from './collapsing-queue.js';
@@ -56,6 +56,17 @@ const MIN_TTL_MS = 1000;
 const MAX_TTL_MS = 24 * 3600 * 1000;
 /** Leases given up but not yet revoked, at most. */
 const MAX_OLD_LEASES = 16;
+/**
+ * How often each member serving a watch is asked a linearizable read (one per member, however many
+ * watches it serves), and how long it has to answer. A member cut off from its peers keeps its watch
+ * streams open and silent; etcd itself cancels require-leader streams only after about three leaderless
+ * election-timeout checks (4–5 × the election timeout), and etcd3 cannot set that metadata. A
+ * linearizable read needs a leader: a member without one does not answer it. Every 500 ms (after the
+ * previous check), 1 000 ms to answer: the watches leave such a member within about 2.5 s of the cut,
+ * at most 2 reads a second per member serving watches.
+ */
+const LEADER_CHECK_MS = 500;
+const LEADER_CHECK_TIMEOUT_MS = 1_000;
 
 export { etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
 
@@ -104,9 +115,14 @@ export class EtcdRegistry implements Registry {
   private readonly retry = new Backoff({ initialMs: 100, maxMs: 400, jitter: 'decorrelated' });
   private timer: TimerHandle | undefined;
   private timerAt = Infinity;
+  /** The leader check's timer (set while a watch is open). */
+  private checkTimer: TimerHandle | undefined;
+  private checking = false;
+  /** Members that failed a leader check: checked again until they answer, and skipped by calls meanwhile. */
+  private readonly suspects = new Set<PoolMember<EtcdClient>>();
   private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
-  private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0 };
+  private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0, leaderChecks: 0, leaderCheckFailures: 0 };
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options, ETCD_REGISTRY_KEYS);
@@ -250,6 +266,7 @@ export class EtcdRegistry implements Registry {
       if (w === undefined) return;
       this.watches.delete(w);
       void w.stop();
+      if (this.watches.size === 0) this.stopLeaderCheck();
     });
     w = new EtcdWatch({
       pool: this.pool,
@@ -265,7 +282,55 @@ export class EtcdRegistry implements Registry {
     if (queue.closed) return queue;
     this.watches.add(w);
     void w.start();
+    this.startLeaderCheck();
     return queue;
+  }
+
+  /** startLeaderCheck sets the leader check's timer, unless it is set (it runs while a watch is open). */
+  private startLeaderCheck(): void {
+    // with one member there is nowhere to move to: its calls and watch wait for it as they are
+    if (this.checkTimer !== undefined || this.closed || this.pool.members.length < 2) return;
+    this.checkTimer = this.clock.setTimeout(() => void this.checkLeaders(), LEADER_CHECK_MS).unref();
+  }
+
+  private stopLeaderCheck(): void {
+    this.clock.clearTimeout(this.checkTimer);
+    this.checkTimer = undefined;
+  }
+
+  /**
+   * checkLeaders asks each member serving a watch for a linearizable read; the watches of a member that
+   * does not answer it within LEADER_CHECK_TIMEOUT_MS move to a member that is live (see LEADER_CHECK_MS),
+   * and the member is asked again at every check until it answers, skipped by lookups and keep-alives
+   * meanwhile (with several members; one member alone is not checked: there is nowhere to move to).
+   */
+  private async checkLeaders(): Promise<void> {
+    this.checkTimer = undefined;
+    if (this.closed || this.checking || this.watches.size === 0) return;
+    this.checking = true;
+    try {
+      const checked = new Set(this.suspects);
+      for (const w of this.watches) if (w.member !== undefined) checked.add(w.member);
+      const key = Buffer.from(this.root);
+      const end = rangeEnd(this.root);
+      await Promise.all([...checked].map(async (m) => {
+        this.counters.leaderChecks++;
+        const ok = await this.pool.probe(m, 'leader check', (c, o) => c.kv.range({ key, range_end: end, limit: 1, keys_only: true }, o), LEADER_CHECK_TIMEOUT_MS);
+        if (ok) {
+          this.suspects.delete(m);
+          return;
+        }
+        if (this.closed) return;
+        this.counters.leaderCheckFailures++;
+        // skipped by calls until the next check could say otherwise, not only for the cooldown
+        this.suspects.add(m);
+        m.downUntil = Math.max(m.downUntil, this.clock.now() + LEADER_CHECK_MS + LEADER_CHECK_TIMEOUT_MS);
+        for (const w of this.watches) if (w.member === m) w.move();
+      }));
+    } finally {
+      this.checking = false;
+    }
+    if (this.watches.size > 0) this.startLeaderCheck();
   }
 
   /** close stops keep-alives and watches, revokes the leases (their keys go with them) and closes the clients; idempotent. */
@@ -274,6 +339,7 @@ export class EtcdRegistry implements Registry {
     this.closed = true;
     this.clock.clearTimeout(this.timer);
     this.timer = undefined;
+    this.stopLeaderCheck();
     await Promise.all([...this.watches].map((w) => w.stop()));
     this.watches.clear();
     // bounded as a whole: closing never waits longer than about one call deadline for a dead cluster

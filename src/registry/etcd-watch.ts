@@ -9,6 +9,16 @@
  * - when etcd has compacted the revision to resume from (or cancels the watch for any other reason), it
  *   lists again and emits the difference between the view and the new list as events, then watches on
  *   from the new list's revision + 1.
+ *
+ * - when the member serving the stream is cut off from the rest of its cluster (alive, answering, but
+ *   without a leader: its stream stays open and silent), EtcdRegistry's leader check finds it and the
+ *   watch moves to a member with a leader the same way (`move()`), from the last revision seen.
+ *
+ * A watch keeps its process alive while it is open, whether its stream is up or being reconnected: its
+ * reconnect timers are not unref'd. While a stream is up its gRPC socket holds the process; between two
+ * attempts nothing else does (grpc-js unrefs its own reconnect timers), so a process whose only work was
+ * a watch — `bulwark registry watch` — ended silently, exit 0, the moment its etcd died, and never saw
+ * etcd come back. Ending the watch (its signal, `return()`) or closing the registry clears the timers.
  */
 import type { IKeyValue, IRangeResponse, IWatchResponse, Watcher } from 'etcd3';
 import { Backoff } from '../core/backoff.js';
@@ -66,7 +76,7 @@ export class EtcdWatch {
   async start(): Promise<void> {
     let res: IRangeResponse;
     try {
-      res = await this.list();
+      res = await this.list(true);
     } catch (err) {
       this.queue.fail(err);
       return;
@@ -105,9 +115,18 @@ export class EtcdWatch {
     }
   }
 
-  private list(): Promise<IRangeResponse> {
+  /**
+   * list reads the watched keys. The first listing is serializable: the member answers from what it has
+   * applied when the request arrives, without first asking the leader where the log ends (a linearizable
+   * read's extra round). A change the caller sends once watch() has returned — a put of a registry that
+   * already holds its lease is one message — then lands after the listing and is delivered as an event;
+   * linearizable, the listing's read waited for the leader while that put committed, and took it in
+   * (delivered to nobody: 18 of 20 such changes were lost). A listing a little behind the leader costs
+   * nothing: the watch replays everything after the listing's revision. A resync reads linearizably.
+   */
+  private list(serializable = false): Promise<IRangeResponse> {
     const key = Buffer.from(this.keyPrefix);
-    return this.deps.pool.call('range', (c, o) => c.kv.range({ key, range_end: rangeEnd(this.keyPrefix) }, o));
+    return this.deps.pool.call('range', (c, o) => c.kv.range({ key, range_end: rangeEnd(this.keyPrefix), serializable }, o));
   }
 
   /** attach starts the etcd watcher on a live member, from the last revision seen + 1. */
@@ -142,7 +161,8 @@ export class EtcdWatch {
       this.drop(w);
       this.deps.pool.failedOn(m, err);
       this.deps.onMove();
-      this.retryTimer = this.deps.clock.setTimeout(() => this.attach(), connected ? 0 : this.retry.next()).unref();
+      // not unref'd: see the module comment (a watch keeps its process alive while it reconnects)
+      this.retryTimer = this.deps.clock.setTimeout(() => this.attach(), connected ? 0 : this.retry.next());
     });
     // etcd cancels a watch whose start revision was compacted; etcd3 reports it as an 'error' without the
     // compact revision (the cancel reason is empty). Whatever the cause, listing again and emitting the
@@ -152,6 +172,24 @@ export class EtcdWatch {
       this.drop(w);
       void this.resync();
     });
+  }
+
+  /**
+   * move leaves the member serving the stream for another live one, resuming from the last revision seen
+   * (the registry found the member cut off from its cluster: its stream is open but will deliver nothing
+   * more). Answers false, and stays, when no other member is live.
+   */
+  move(): boolean {
+    const w = this.watcher;
+    const m = this.member;
+    if (this.stopped || w === undefined || m === undefined) return false;
+    const other = this.deps.pool.pick(new Set([m]));
+    if (other === undefined || other.downUntil > this.deps.clock.now()) return false;
+    this.drop(w);
+    this.deps.onMove();
+    this.deps.clock.clearTimeout(this.retryTimer);
+    this.attach();
+    return true;
   }
 
   /** drop detaches `w` from etcd3 (which would otherwise reconnect it on its own). */
@@ -201,7 +239,7 @@ export class EtcdWatch {
     try {
       res = await this.list();
     } catch {
-      this.retryTimer = this.deps.clock.setTimeout(() => void this.resync(), this.retry.next()).unref();
+      this.retryTimer = this.deps.clock.setTimeout(() => void this.resync(), this.retry.next());
       return;
     }
     if (this.stopped) return;

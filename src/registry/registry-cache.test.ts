@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError } from '../core/errors.js';
 import { RegistryCache } from './registry-cache.js';
 import type { Registry, RegistryEvent, ServiceInstance } from './types.js';
+import { ManualClock } from '../core/clock.js';
+import type { WatchOptions } from './types.js';
 import { FakeRegistry, flush, ids, inst, setup } from '../../test/support/registry-cache-fixtures.js';
 describe('RegistryCache: the seven behaviours of go-micro registry/cache', () => {
   it('stampede: 10 concurrent lookups make 1 registry call', async () => {
@@ -374,5 +376,82 @@ describe('RegistryCache: what go-micro users ran into', () => {
     assert.deepEqual(ids(await theirs), ['o1']);
     assert.equal(fake.calls, 2);
     await cache[Symbol.asyncDispose]();
+  });
+});
+
+describe('RegistryCache: every timer on its clock', () => {
+  it('a lookup the registry never answers times out on the cache clock (30 s of ManualClock), not on real time', async () => {
+    const { clock, fake, cache } = setup({ watch: false });
+    fake.hold = true; // never released: the registry call hangs
+    const lookup = cache.getService('api');
+    let settled: unknown = 'pending';
+    lookup.then((v) => (settled = v), (err: unknown) => (settled = err));
+    await flush();
+    await clock.advanceAsync(29_999);
+    assert.equal(settled, 'pending');
+    await clock.advanceAsync(1);
+    await flush();
+    assert.ok((settled as unknown) instanceof Error && (settled as { code?: string }).code === 'ERR_TIMEOUT', `got ${String(settled)}`);
+    fake.release();
+    await cache.close();
+  });
+});
+
+describe('RegistryCache: a cold lookup never waits for the watch', () => {
+  /** A registry written to the documented interface that never calls the optional `onReady`. */
+  class SilentRegistry extends FakeRegistry {
+    override watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
+      return super.watch({ ...options, onReady: undefined });
+    }
+  }
+  /** A registry whose watch becomes ready when the test says so. */
+  class LateRegistry extends FakeRegistry {
+    ready: Array<() => void> = [];
+    override watch(options?: WatchOptions): AsyncIterable<RegistryEvent> {
+      if (options?.onReady !== undefined) this.ready.push(options.onReady);
+      return super.watch({ ...options, onReady: undefined });
+    }
+  }
+
+  it('a registry that never calls onReady: the lookup answers at once, and is listed again once the watch counts as established', async () => {
+    const clock = new ManualClock(1_000_000);
+    const fake = new SilentRegistry();
+    fake.services.set('api', [inst('a1'), inst('a2')]);
+    const cache = new RegistryCache(fake, { clock, watchBackoff: { initialMs: 1, maxMs: 2, jitter: 'none' } });
+    let got: readonly ServiceInstance[] | undefined;
+    void cache.getService('api').then((l) => (got = l));
+    await flush();
+    assert.deepEqual(got && ids(got), ['a1', 'a2'], 'answered without any clock time passing');
+    assert.equal(fake.calls, 1);
+    // a change the watch was not yet there to see: the listing after the watch counts as established brings it
+    fake.services.set('api', [inst('a1'), inst('a2'), inst('a3')]);
+    await clock.advanceAsync(1_000);
+    await flush();
+    assert.equal(fake.calls, 2);
+    assert.deepEqual(ids(await cache.getService('api')), ['a1', 'a2', 'a3']);
+    await cache.close();
+  });
+
+  it('a watch ready only after the listing: the lookup answers at once, and the service is listed again at onReady', async () => {
+    const clock = new ManualClock(1_000_000);
+    const fake = new LateRegistry();
+    fake.services.set('api', [inst('a1')]);
+    const cache = new RegistryCache(fake, { clock, watchBackoff: { initialMs: 1, maxMs: 2, jitter: 'none' } });
+    assert.deepEqual(ids(await cache.getService('api')), ['a1']);
+    assert.equal(fake.calls, 1);
+    fake.services.set('api', [inst('a1'), inst('a2')]); // between the listing and the watch: no event will say so
+    for (const r of fake.ready.splice(0)) r();
+    await flush();
+    assert.equal(fake.calls, 2);
+    assert.deepEqual(ids(await cache.getService('api')), ['a1', 'a2']);
+    await cache.close();
+  });
+
+  it('a watch ready within the turn it was opened (a registry in memory) costs one listing only', async () => {
+    const { fake, cache } = setup();
+    await cache.getService('api');
+    await flush();
+    assert.equal(fake.calls, 1);
+    await cache.close();
   });
 });

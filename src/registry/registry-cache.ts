@@ -13,12 +13,16 @@
  *    is one, else `RegistryUnavailableError`. An empty answer never replaces a non-empty list; only a
  *    confirmed delete event empties it.
  *
- * A watch per looked-up service (core's Follower, started before its first lookup, so no change falls
- * between the two) applies create / update / delete as they come. Events that arrive while a lookup of
- * the service is in flight are applied again on top of its answer (the listing may predate them), so a
- * slow listing never undoes a newer event. A broken watch starts again after the `watchBackoff`, and the
- * service is looked up again once the new watch is established. `watch({ service })` is served from
- * this view (one registry watch per service, however many followers). Services nobody asked for or
+ * A watch per looked-up service (core's Follower, opened before its first lookup) applies create /
+ * update / delete as they come. A cold lookup does not wait for the watch: it lists at once, and when the
+ * watch was not yet established as the listing began (its `onReady` had not been called), the service is
+ * listed once more as soon as the watch is — so a change that fell between the listing and the watch is
+ * picked up, and a registry that never calls `onReady` (it is optional) costs a cold lookup nothing (its
+ * watch counts as established at its first event, or after READY_WAIT_MS). Events that arrive while a
+ * lookup of the service is in flight are applied again on top of its answer (the listing may predate
+ * them), so a slow listing never undoes a newer event. A broken watch starts again after the
+ * `watchBackoff`, and the service is listed again once the new watch is established.
+ * `watch({ service })` is served from this view (one registry watch per service, however many followers). Services nobody asked for or
  * watched within `idleMs` lose their entry and their watch. With `snapshotPath`, the last-known-good
  * view is written (debounced, atomically) and read at start, served as stale until the registry answers.
  */
@@ -51,7 +55,10 @@ const WATCH_BACKOFF_KEYS = {
 
 export { registryCacheDefaults };
 
-/** The longest a first lookup waits for its watch to be established before asking the registry anyway. */
+/**
+ * When a watch whose registry never calls `onReady` counts as established (unless an event or its end
+ * comes first): the lookup that listed before it is then listed again. Lookups never wait for it.
+ */
 const READY_WAIT_MS = 1_000;
 
 type CacheWatch = Follower<never, RegistryEvent>;
@@ -74,13 +81,17 @@ export class RegistryCache implements Registry {
   private readonly entries = new Map<string, Entry>();
   private readonly throttles = new Map<string, Throttle>();
   private readonly watches = new Map<string, CacheWatch>();
-  private readonly flights = new SingleFlight<string, readonly ServiceInstance[]>();
+  private readonly flights: SingleFlight<string, readonly ServiceInstance[]>;
   /**
    * The watch events of each service applied while its registry lookup is in flight. The listing may
    * have been taken before any of them, so they are applied again on top of it: a listing never undoes
    * an event. `undefined` in the array's place: more than MAX_DURING arrived.
    */
   private readonly during = new Map<string, RegistryEvent[] | undefined>();
+  /** Services whose current watch has called `onReady` (set at the call itself, not a turn later). */
+  private readonly readySeen = new Set<string>();
+  /** Services listed while their watch was not established yet: listed again once it is. */
+  private readonly listedEarly = new Set<string>();
   private readonly changes = new Emitter<ServiceChange>();
   private readonly fanout: ServiceFanout;
   private readonly clock: Clock;
@@ -110,6 +121,7 @@ export class RegistryCache implements Registry {
     const o = checkOptions('RegistryCache', options, REGISTRY_CACHE_KEYS);
     const d = registryCacheDefaults;
     this.clock = clockOption('RegistryCache', o.clock, getDefaultCoarseClock());
+    this.flights = new SingleFlight({ clock: this.clock });
     this.ttlMs = integer('RegistryCache', 'ttlMs', o.ttlMs ?? d.ttlMs, 1);
     this.minRetryMs = integer('RegistryCache', 'minRetryIntervalMs', o.minRetryIntervalMs ?? d.minRetryIntervalMs, 0);
     this.idleMs = integer('RegistryCache', 'idleMs', o.idleMs ?? d.idleMs, 1);
@@ -230,7 +242,12 @@ export class RegistryCache implements Registry {
 
   /** refresh is the one registry call of a flight: it decides what every caller of the flight gets. */
   private async refresh(name: string): Promise<readonly ServiceInstance[]> {
-    if (this.watchEnabled) await this.ensureWatch(name).ready().catch(noop);
+    if (this.watchEnabled && !this.readySeen.has(name)) {
+      this.ensureWatch(name);
+      // a watch that says it is ready within the current turn (a registry in memory) needs no second listing
+      await null;
+      if (!this.readySeen.has(name)) this.listedEarly.add(name);
+    }
     this.counters.registryCalls++;
     let list: readonly ServiceInstance[] | undefined;
     let failure: unknown;
@@ -361,7 +378,19 @@ export class RegistryCache implements Registry {
       const registry = this.registry;
       w = new Follower<never, RegistryEvent>({
         name: `RegistryCache watch of ${name}`,
-        source: { watch: (signal, onReady) => registry.watch({ service: name, signal, onReady }) },
+        source: {
+          watch: (signal, onReady) => {
+            this.readySeen.delete(name);
+            return registry.watch({
+              service: name,
+              signal,
+              onReady: () => {
+                if (!signal.aborted) this.readySeen.add(name);
+                onReady();
+              },
+            });
+          },
+        },
         onEvent: (event) => {
           if (this.during.has(name)) {
             const events = this.during.get(name);
@@ -372,10 +401,15 @@ export class RegistryCache implements Registry {
           this.apply(name, event, t !== undefined && t.error === undefined);
         },
         onEstablished: (first) => {
-          // changes made while the watch was down (or past a resync): look the service up again, through the flight
-          if (!first && !this.closed) this.flights.do(name, () => this.refresh(name)).catch(noop);
+          // changes made while the watch was down (or past a resync), or between a first listing and this
+          // watch: list the service again
+          this.readySeen.add(name); // established without `onReady` (an event, or READY_WAIT_MS): as good as ready
+          if (!first || this.listedEarly.has(name)) this.relist(name);
         },
-        onBroken: () => void this.counters.watchReconnects++,
+        onBroken: () => {
+          this.readySeen.delete(name);
+          this.counters.watchReconnects++;
+        },
         backoff: this.watchBackoff,
         random: this.random,
         readyWaitMs: READY_WAIT_MS,
@@ -384,6 +418,20 @@ export class RegistryCache implements Registry {
       this.watches.set(name, w);
     }
     return w;
+  }
+
+  /**
+   * relist lists `name` again after the lookup in flight, if any (its listing may predate the watch, so
+   * joining it would not do).
+   */
+  private relist(name: string): void {
+    if (this.closed) return;
+    this.listedEarly.delete(name);
+    const again = () => {
+      if (!this.closed) this.flights.do(name, () => this.refresh(name)).catch(noop);
+    };
+    if (this.flights.has(name)) this.flights.do(name, () => this.refresh(name)).then(again, again);
+    else again();
   }
 
   /** sweep drops services nobody looked up within `idleMs` (entry and watch), and old throttles. The timer calls it. */
@@ -400,6 +448,8 @@ export class RegistryCache implements Registry {
   private forget(name: string): void {
     if (this.entries.delete(name)) this.changed();
     this.throttles.delete(name);
+    this.readySeen.delete(name);
+    this.listedEarly.delete(name);
     const w = this.watches.get(name);
     if (w !== undefined) {
       this.watches.delete(name);

@@ -6,6 +6,7 @@
  * etcd's own defaults for heartbeat (100 ms) and election timeout (1 000 ms) are kept: an election after
  * a leader's death takes what it takes in production.
  */
+import { chmodSync, chownSync, mkdirSync } from 'node:fs';
 import { Etcd3 } from 'etcd3';
 import { canConnect, freePort, ServerProcess, tempDir, waitFor } from './servers.js';
 import { etcdBinary } from './etcd.js';
@@ -15,6 +16,10 @@ export interface EtcdMember {
   readonly name: string;
   /** e.g. `http://127.0.0.1:23790` */
   readonly endpoint: string;
+  /** The port its peers talk to it on (127.0.0.1). */
+  readonly peerPort: number;
+  /** The uid it runs as (`options.uids`), else undefined (ours). */
+  readonly uid: number | undefined;
   readonly process: ServerProcess;
   /** alive is false between `kill()` and `restart()`. */
   readonly alive: boolean;
@@ -37,10 +42,31 @@ export interface EtcdCluster {
   stop(): Promise<void>;
 }
 
+/** EtcdClusterOptions configures a test cluster. */
+export interface EtcdClusterOptions {
+  /**
+   * The uid each member runs as (by member index; undefined: ours), so that an iptables owner match can
+   * tell one member's packets from the others' (test/support/netfault.ts). Needs root. Defaults to ours for all.
+   */
+  uids?: ReadonlyArray<number | undefined>;
+}
+
 /** startEtcdCluster starts `size` members (default 3) and waits until the cluster has a leader. */
-export async function startEtcdCluster(size = 3): Promise<EtcdCluster> {
+export async function startEtcdCluster(size = 3, options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
   if (etcdBinary === undefined) throw new Error('etcd is not installed');
   const dir = tempDir('etcd-cluster');
+  const uids = options.uids ?? [];
+  if (uids.some((u) => u !== undefined)) {
+    // members of other uids must reach their own data dir: the folder is opened to all, each data dir is theirs alone
+    chmodSync(dir.path, 0o755);
+    for (let i = 0; i < size; i++) {
+      const uid = uids[i];
+      if (uid === undefined) continue;
+      const data = `${dir.path}/m${i}`;
+      mkdirSync(data, { mode: 0o700 });
+      chownSync(data, uid, uid);
+    }
+  }
   const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), peer: await freePort() })));
   const names = ports.map((_, i) => `m${i}`);
   const initial = ports.map((p, i) => `${names[i]}=http://127.0.0.1:${p.peer}`).join(',');
@@ -75,11 +101,13 @@ export async function startEtcdCluster(size = 3): Promise<EtcdCluster> {
       '--initial-cluster-state', 'new',
       '--log-level', 'error',
     ];
-    const proc = new ServerProcess(`etcd ${names[i]}`, etcdBinary!, args, dir.path);
+    const proc = new ServerProcess(`etcd ${names[i]}`, etcdBinary!, args, dir.path, uids[i]);
     let alive = false;
     const member: EtcdMember = {
       name: names[i]!,
       endpoint,
+      peerPort: p.peer,
+      uid: uids[i],
       process: proc,
       get alive() {
         return alive;

@@ -184,6 +184,29 @@ export class PacketFilter {
     if (!(await this.rules()).includes(drop.join(' '))) await iptables(...drop);
   }
 
+  /**
+   * dropConnections drops every packet, both ways, of each TCP connection whose packets sent by `flow.uid`
+   * match `flow` (e.g. `{ uid, toPort }`: the connections that uid's process opened to that port, and the
+   * answers sent back on them). `drop({ uid })` drops only what that uid sends: across loopback the far
+   * side's packets would still arrive, so a process that only listens on such a connection (an etcd
+   * member reading its peers' stream) would not be cut off. The connection is marked (CONNMARK) where the
+   * uid's packet is sent, and every packet of a marked connection is dropped where it arrives.
+   */
+  async dropConnections(flow: Flow & { uid: number }): Promise<void> {
+    if (this.closed) throw new Error(`${this.chain} is closed`);
+    for (const host of [flow.from, flow.to]) {
+      if (host !== undefined && !host.startsWith('127.')) throw new RangeError(`PacketFilter.dropConnections: only loopback addresses may be cut, got ${host}`);
+    }
+    const match: string[] = ['-p', 'tcp'];
+    if (flow.from !== undefined) match.push('-s', flow.from);
+    if (flow.to !== undefined) match.push('-d', flow.to);
+    if (flow.fromPort !== undefined) match.push('--sport', String(flow.fromPort));
+    if (flow.toPort !== undefined) match.push('--dport', String(flow.toPort));
+    await iptables('-A', this.markChain, ...match, '-m', 'owner', '--uid-owner', String(flow.uid), '-j', 'CONNMARK', '--set-mark', this.mark);
+    const drop = ['-A', this.chain, '-m', 'connmark', '--mark', this.mark, '-j', 'DROP'];
+    if (!(await this.rules()).includes(drop.join(' '))) await iptables(...drop);
+  }
+
   /** dropBetween drops both directions between `a` and `b` (an address, and optionally a port, each). */
   async dropBetween(a: { host: string; port?: number }, b: { host: string; port?: number }): Promise<void> {
     await this.drop({ from: a.host, fromPort: a.port, to: b.host, toPort: b.port });

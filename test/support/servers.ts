@@ -133,12 +133,14 @@ export class ServerProcess {
     readonly binary: string,
     readonly args: string[],
     readonly cwd: string,
+    /** Run the server as this uid (and gid), e.g. so that an iptables owner match tells its packets apart. Defaults to ours. */
+    readonly uid?: number,
   ) {}
 
   /** start spawns the server; `ready` is polled until it answers true. */
   async start(ready: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
     this.output = '';
-    const child = spawn(this.binary, this.args, { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(this.binary, this.args, { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'], ...(this.uid === undefined ? {} : { uid: this.uid, gid: this.uid }) });
     this.child = child;
     const keep = (b: Buffer) => {
       this.output = (this.output + b.toString()).slice(-8_000);
