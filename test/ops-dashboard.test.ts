@@ -5,7 +5,9 @@
  * every templating query, with Grafana's macros and variables replaced by concrete values, must answer
  * data — and every metric they name must exist in the scrape, so that no panel reads a family bulwark does
  * not expose (an `or vector(0)` would otherwise hide it). The same Prometheus loads
- * ops/prometheus/alerts.yml: every rule evaluates without error and reads only metrics that exist.
+ * ops/prometheus/alerts.yml: every rule evaluates without error and reads only metrics that exist, and the
+ * alerts go pending on the real series — the fixture's open breaker, and a Redis limiter once Redis is
+ * killed (which also lights the rescue panel).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
 import { BulwarkMetrics, metricsHandler } from '../src/metrics/index.js';
 import { Group } from '../src/cache/index.js';
-import { AdaptiveShedder, TokenLimiter } from '../src/limit/index.js';
+import { AdaptiveShedder, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
 import { allComponents } from './support/all-components.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
@@ -135,12 +137,13 @@ describe('ops/grafana/bulwark.json on a real Prometheus', {
   let target: string;
   let busy: Promise<void> | undefined;
   let stop = false;
+  const names = new Map<object, string>();
 
   before(async () => {
     [etcd, redis] = await Promise.all([startEtcd(), startRedis()]);
     all = await allComponents(etcd.endpoint, redis.url);
     metrics = new BulwarkMetrics({ registry: new Registry(), instanceLabel: 'peer' });
-    for (const p of all.parts) metrics.track(p);
+    for (const p of all.parts) names.set(p, metrics.track(p));
     const group = all.parts.find((p): p is Group => p instanceof Group)!;
     const limiter = all.parts.find((p): p is TokenLimiter => p instanceof TokenLimiter)!;
     const shedder = all.parts.find((p): p is AdaptiveShedder => p instanceof AdaptiveShedder)!;
@@ -228,5 +231,24 @@ describe('ops/grafana/bulwark.json on a real Prometheus', {
         assert.ok(got.length > 0, `${r.name} reads ${n}, which the scrape does not expose`);
       }
     }
+  });
+
+  it('puts alerts pending on the real series: the open breaker, and a Redis limiter in rescue once Redis is killed', async () => {
+    const pending = (alert: string, name: string) => async () => {
+      const rule = (await prom.rules()).find((r) => r.name === alert);
+      return (rule?.alerts ?? []).some((a) => a.labels.name === name && a.state === 'pending');
+    };
+    // The fixture's CircuitBreaker 'circuit' (minimumCalls 1) failed its call: open, and the alert waits its 5 minutes.
+    await waitFor('BulwarkBreakerOpen pending for circuit', pending('BulwarkBreakerOpen', 'circuit'), 20_000);
+    const token = all.parts.find((p): p is RedisTokenLimiter => p instanceof RedisTokenLimiter)!;
+    assert.equal(token.mode, 'redis');
+    await redis.kill();
+    await waitFor('the Redis limiter to decide in rescue', async () => {
+      await token.take('k');
+      return token.mode === 'rescue';
+    }, 20_000);
+    await waitFor('BulwarkLimiterRescue pending', pending('BulwarkLimiterRescue', names.get(token)!), 20_000);
+    const rescue = panels.find((p) => p.title === 'Redis limiters in rescue')!.targets![0]!.expr;
+    await prom.waitForQuery(substitute(rescue, { job: 'bulwark', instance: target, name: '.*' }), (s) => s[0]?.value === 1);
   });
 });

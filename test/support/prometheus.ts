@@ -33,6 +33,8 @@ export interface PromRule {
   duration?: number;
   labels?: Record<string, string>;
   annotations?: Record<string, string>;
+  /** An alerting rule's active alerts: their labels and state ('pending' until `for:` has passed, then 'firing'). */
+  alerts?: { labels: Record<string, string>; state: string }[];
 }
 
 /** PrometheusServer is a running Prometheus a test owns. */
