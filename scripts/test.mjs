@@ -81,7 +81,7 @@ const ISOLATED = new Set(['src/balancer/scale.test.ts']);
  */
 const SHARED = {
   'test-redis': ['limit-batch', 'limit-cluster-rescue', 'limit-keys', 'limit-rescue', 'limit-slots', 'diagnostics-redis', 'metrics-redis'],
-  'test-metrics': ['metrics-client', 'metrics-docs', 'metrics-text', 'metrics-unit', 'diagnostics'],
+  'test-metrics': ['metrics-client', 'metrics-docs', 'metrics-text', 'metrics-unit', 'diagnostics', 'ops-alerts'],
   'test-parts': ['balancer-health', 'balancer-registry', 'cache-cluster', 'cache-membership', 'client-fetch', 'http-guards', 'http-middleware', 'registry-client-watches', 'registry-contract', 'servers'],
 };
 /**
@@ -98,6 +98,7 @@ const WAITING = new Set([
   'test/registry-chaos.test.ts',
   'test/limit-cluster.test.ts',
   'test/metrics-prometheus.test.ts',
+  'test/ops-dashboard.test.ts',
   'test/limit-redis.test.ts',
   'test/cache-peer-deadlines.test.ts',
   'test/groupcache-interop.test.ts',

@@ -13,7 +13,7 @@ import { Registry } from 'prom-client';
 import fc from 'fast-check';
 import { BulwarkMetrics, expressMetrics, fastifyMetrics, metricsHandler, statusHandler, type Trackable } from '../src/metrics/index.js';
 import { BreakerGroup, CircuitBreaker, SreBreaker } from '../src/breaker/index.js';
-import { KeyedLimiter, TokenLimiter } from '../src/limit/index.js';
+import { AdaptiveShedder, KeyedLimiter, TokenLimiter } from '../src/limit/index.js';
 import { ManualClock } from '../src/core/index.js';
 import { sampleValue as value } from './support/scrape.js';
 
@@ -114,6 +114,25 @@ describe('BulwarkMetrics', () => {
     assert.equal(value(lines, 'bulwark_limiter_decisions_total{name="per-user",result="limited"}'), 90);
     assert.equal(value(lines, 'bulwark_limiter_keys{name="per-user"}'), 10);
     assert.ok(!lines.some((l) => l.includes('user-')));
+    await m.close();
+  });
+
+  it('reports the event-loop load an AdaptiveShedder reads, and whether it drops', async () => {
+    const clock = new ManualClock();
+    let load = { utilization: 0.25, delayP99Ms: 12 };
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    const shedder = new AdaptiveShedder({ load: () => load, clock });
+    m.track(shedder, { name: 'api' });
+    let lines = await scrape(m);
+    assert.equal(value(lines, 'bulwark_shedder_event_loop_utilization{name="api"}'), 0.25);
+    assert.equal(value(lines, 'bulwark_shedder_event_loop_delay_p99_seconds{name="api"}'), 0.012);
+    assert.equal(value(lines, 'bulwark_shedder_overloaded{name="api"}'), 0);
+    load = { utilization: 0.97, delayP99Ms: 340 };
+    lines = await scrape(m);
+    assert.equal(value(lines, 'bulwark_shedder_event_loop_utilization{name="api"}'), 0.97);
+    assert.equal(value(lines, 'bulwark_shedder_event_loop_delay_p99_seconds{name="api"}'), 0.34);
+    assert.equal(value(lines, 'bulwark_shedder_overloaded{name="api"}'), 1);
+    await shedder.close();
     await m.close();
   });
 

@@ -276,6 +276,8 @@ function shedder(c: Any): MetricsDescription {
       gauge('shedder_max_in_flight', 'In-flight calls above which an overloaded process drops (max pass × min response time).'),
       gauge('shedder_min_response_seconds', 'Shortest response time an AdaptiveShedder has seen over its window.'),
       gauge('shedder_overloaded', '1 while the AdaptiveShedder finds the process overloaded.'),
+      gauge('shedder_event_loop_utilization', 'Share of the last load sample the event loop was busy (0..1), as the AdaptiveShedder reads it.'),
+      gauge('shedder_event_loop_delay_p99_seconds', 'p99 of event-loop delay over the last load sample, as the AdaptiveShedder reads it.'),
     ],
     collect: (emit) => {
       const s = c.stats();
@@ -285,6 +287,8 @@ function shedder(c: Any): MetricsDescription {
       emit('shedder_max_in_flight', {}, s.maxInFlight);
       emit('shedder_min_response_seconds', {}, s.minRtMs / 1000);
       emit('shedder_overloaded', {}, s.overloaded ? 1 : 0);
+      emit('shedder_event_loop_utilization', {}, s.load.utilization);
+      emit('shedder_event_loop_delay_p99_seconds', {}, s.load.delayP99Ms / 1000);
     },
   };
 }
