@@ -208,7 +208,7 @@ describe('the tarball', () => {
     const inTarball = new Set(files);
     assert.deepEqual(named.map((f) => f.replace(/^\.\//, '')).filter((f) => !inTarball.has(f)), []);
     assert.deepEqual(files.filter((f) => /\.test\.|test-fixtures|tsbuildinfo/.test(f)), []);
-    assert.deepEqual(files.filter((f) => !/^(package\.json|README\.md|LICENSE|dist\/|docs\/|proto\/)/.test(f)), []);
+    assert.deepEqual(files.filter((f) => !/^(package\.json|README\.md|LICENSE|dist\/|docs\/|proto\/|ops\/)/.test(f)), []);
   });
 
   it('ships source maps whose every source resolves: inlined, or a file in the package', () => {
