@@ -66,6 +66,28 @@ async function setup(ids: string[], options: Partial<ResilientClientOptions> = {
 }
 
 describe('ResilientClient.call', () => {
+  it('answers a first call at once over a registry that never calls the optional onReady (no wait for its watch)', async () => {
+    const mem = new MemoryRegistry({ sweepIntervalMs: 0 });
+    await mem.register({ id: 'a', name: 'svc', address: '127.0.0.1:1' });
+    // written to the documented interface: onReady is optional, and this registry never calls it
+    const registry = {
+      register: mem.register.bind(mem),
+      deregister: mem.deregister.bind(mem),
+      getService: mem.getService.bind(mem),
+      listServices: mem.listServices.bind(mem),
+      watch: (o?: Parameters<MemoryRegistry['watch']>[0]) => mem.watch({ ...o, onReady: undefined }),
+      close: () => Promise.resolve(),
+    };
+    const clock = new ManualClock(); // never advanced: a wait for the watch on it would never end
+    await using client = new ResilientClient({ registry, clock });
+    let settled = false;
+    const call = client.call('svc', (i) => i.id).finally(() => (settled = true));
+    for (let i = 0; i < 50 && !settled; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(settled, true, 'the first call waited for the watch');
+    assert.equal(await call, 'a');
+    await mem.close();
+  });
+
   it('answers the value the task returns for the picked instance', async () => {
     const t = await setup(['a', 'b']);
     assert.equal(await t.client.call('svc', (inst) => `hello from ${inst.id}`), 'hello from a');

@@ -1,7 +1,9 @@
 /**
  * Follower keeps a view in step with anything that can be listed and watched (a registry service, a
  * cache's view of one): watch → wait until the watch is established → list → apply events, and when
- * the watch ends or fails (or a listing fails), wait a backoff and start over, listing again.
+ * the watch ends or fails (or a listing fails), wait a backoff and start over, listing again. The very
+ * first listing is also taken at once, beside the watch, so that `ready()` never waits for a watch to
+ * be established; it is taken again once the watch is (below).
  *
  * No change between the listing and the watch is lost: the watch is opened first, and the listing is
  * taken only once the source says the watch is established (`onReady`; an etcd watch lists, then
@@ -53,7 +55,7 @@ export interface FollowerOptions<L, E> {
   isFinal?: (error: unknown) => boolean;
   /** Waits between attempts. Defaults to `{ initialMs: 100, maxMs: 10 000, multiplier: 2, jitter: 'full' }`. */
   backoff?: BackoffOptions;
-  /** The longest wait for a watch's `onReady` before listing anyway. Defaults to 1 000. */
+  /** The longest wait for a watch's `onReady` before it counts as established (and is listed again). Defaults to 1 000. */
   readyWaitMs?: number;
   /** The clock every timer is set on. Defaults to `systemClock`. */
   clock?: Clock;
@@ -205,6 +207,14 @@ export class Follower<L, E> {
     });
   }
 
+  /** listOnce lists the source and hands the listing on; ABORTED when the attempt or the follower ended first. */
+  private async listOnce(attemptSignal: AbortSignal): Promise<void | typeof ABORTED> {
+    const listing = await raceSignal(this.source.list!(attemptSignal), attemptSignal, (): typeof ABORTED => ABORTED);
+    if (listing === ABORTED || this.abort.signal.aborted) return ABORTED;
+    this.counters.listings++;
+    this.hooks.onList?.(listing);
+  }
+
   private async follow(): Promise<void> {
     const signal = this.abort.signal;
     for (let first = true; !signal.aborted; first = false) {
@@ -213,21 +223,33 @@ export class Follower<L, E> {
       let iterator: AsyncIterator<E> | undefined;
       let failure: unknown;
       try {
+        let isEstablished = false;
         let established!: () => void;
         const ready = new Promise<void>((resolve) => (established = resolve));
         this.counters.watches++;
-        iterator = this.source.watch(attempt.signal, () => established())[Symbol.asyncIterator]();
+        iterator = this.source.watch(attempt.signal, () => {
+          isEstablished = true;
+          established();
+        })[Symbol.asyncIterator]();
         const firstNext = iterator.next();
-        firstNext.then(established, established); // an event, an end or a failure: as established as it gets
+        let broken = false; // the watch ended or failed before its first event
+        firstNext.then(
+          (r) => ((broken = r.done === true), established()),
+          () => ((broken = true), established()),
+        ); // an event, an end or a failure: as established as it gets
+        // The first listing does not wait for the watch: `ready()` answers at once, whatever the source
+        // (one that never calls onReady would cost every first lookup readyWaitMs). Taken before the watch
+        // was established, it may miss a change made in between, so it is taken again once it is — unless
+        // the watch broke meanwhile: the next attempt lists anyway.
+        const early = first && !isEstablished && this.source.list !== undefined;
+        if (early) {
+          if ((await this.listOnce(attempt.signal)) === ABORTED) break;
+          this.loadedNow();
+        }
         await this.wait(this.readyWaitMs, ready);
         if (signal.aborted) break;
         this.hooks.onEstablished?.(first);
-        if (this.source.list !== undefined) {
-          const listing = await raceSignal(this.source.list(attempt.signal), attempt.signal, (): typeof ABORTED => ABORTED);
-          if (listing === ABORTED || signal.aborted) break;
-          this.counters.listings++;
-          this.hooks.onList?.(listing);
-        }
+        if (this.source.list !== undefined && !(early && broken) && (await this.listOnce(attempt.signal)) === ABORTED) break;
         this.loadedNow();
         const since = this.clock.now();
         this.counters.watching = true;
