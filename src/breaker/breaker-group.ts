@@ -21,7 +21,7 @@ import { ClosedError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
-import type { Breaker, BreakerExecuteOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
+import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
 import { GROUP_PLACED, GROUP_USED } from './shared.js';
 import { SreBreaker } from './sre-breaker.js';
 
@@ -61,6 +61,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   readonly idleMs: number;
   readonly maxBreakers: number;
   private readonly factory: (name: string) => B;
+  private readonly fleet: BreakerFleetOptions | undefined;
   private readonly excluded: (name: string) => boolean;
   private readonly clock: Clock;
   private readonly entries = new Map<string, B & Marks>();
@@ -89,6 +90,10 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     this.idleMs = positive('BreakerGroup', 'idleMs', o.idleMs ?? breakerGroupDefaults.idleMs);
     this.maxBreakers = integer('BreakerGroup', 'maxBreakers', o.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1);
     this.clock = clockOption('BreakerGroup', o.clock, getDefaultCoarseClock());
+    if (o.fleet !== undefined && (o.fleet === null || typeof o.fleet !== 'object' || typeof (o.fleet.store as { join?: unknown } | undefined)?.join !== 'function')) {
+      throw new TypeError(`BreakerGroup: fleet.store must be a fleet store (bulwark/fleet), got ${showValue((o.fleet as { store?: unknown } | null)?.store)}`);
+    }
+    this.fleet = o.fleet;
     this.slack = Math.max(1, Math.floor(this.maxBreakers / 16));
     this.sliceMs = this.idleMs / SLICES_PER_IDLE;
     this.origin = this.clock.now();
@@ -204,6 +209,12 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     }
     if (!Object.isExtensible(breaker) && !(GROUP_USED in breaker)) {
       throw new TypeError(`BreakerGroup: factory must return an extensible object (the group marks its use on it), got a frozen one for ${JSON.stringify(name)}`);
+    }
+    if (this.fleet !== undefined) {
+      const join = (breaker as { joinFleet?: (f: BreakerFleetOptions) => void }).joinFleet;
+      if (typeof join !== 'function') throw new TypeError(`BreakerGroup: with fleet, factory must make CircuitBreakers or SreBreakers, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
+      const key = this.fleet.key === undefined ? name : `${this.fleet.key}/${name}`;
+      join.call(breaker, { ...this.fleet, key });
     }
     // Placed now, not used since (used < placed): the next get marks it used.
     const marked = breaker as B & Marks;
