@@ -110,6 +110,8 @@ const WAITING = new Set([
   'test/serve-partition.test.ts',
   'test/latency.test.ts',
   'test/limit-cluster-partition.test.ts',
+  // Fleet-aware breakers: ten caller processes, open periods, a store SIGKILLed and a caller's TTL.
+  'test/fleet-breakers.test.ts',
 ]);
 
 /**

@@ -96,6 +96,7 @@ export class EtcdFleetStore implements FleetStore {
   }
 
   async publish(key: string, report: FleetReport, ttlMs: number): Promise<void> {
+    if (this.closed) throw new Error('EtcdFleetStore: closed');
     const lease = this.leaseFor(ttlMs);
     try {
       await this.bound(lease.put(`${this.base(key)}r/${report.caller}`).value(`${report.gen}|${report.calls}|${report.failures}`).exec(), 'publish');
@@ -209,7 +210,7 @@ export class EtcdFleetStore implements FleetStore {
     this.watchers.clear();
     const lease = this.lease;
     this.lease = undefined;
-    if (lease !== undefined) await this.bound(lease.revoke(), 'revoke').catch(() => undefined);
+    if (lease !== undefined) await withTimeout(lease.revoke(), this.timeoutMs, this.clock, 'EtcdFleetStore revoke').catch(() => undefined);
     if (this.owned) this.client.close();
   }
 

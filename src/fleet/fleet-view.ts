@@ -26,6 +26,12 @@ export const fleetDefaults = Object.freeze({
 });
 
 const OWNER = 'fleet';
+/**
+ * Operations in a row that may fail (a publish, a permit, a probe's result) before the view counts the
+ * store as down: one slow answer (an etcd fsync on a busy disk) is not an outage while the watch is up.
+ * A lost watch or a failed snapshot counts at once.
+ */
+const FAILURES_TO_DOWN = 3;
 const NO_VERDICT: QuorumVerdict = Object.freeze({ open: false, reporters: 0, failingReporters: 0, quorum: 2, pooledCalls: 0, pooledFailures: 0, cap: 0 });
 
 interface Seen {
@@ -54,6 +60,7 @@ export class FleetView implements FleetLink {
   private permitPending = false;
   private permits = 0;
   private errors = 0;
+  private failuresInARow = 0;
   private closed = false;
   private readonly timer: TimerHandle;
   private readonly unwatch: Disposer;
@@ -85,8 +92,11 @@ export class FleetView implements FleetLink {
     if (this.closed) return;
     const gen = this.gen;
     this.store.probeResult(this.key, gen, ok, this.member.halfOpenCalls).then(
-      (g) => this.setGen(g),
-      () => this.fail(),
+      (g) => {
+        this.failuresInARow = 0;
+        this.setGen(g);
+      },
+      () => this.fail(false),
     );
   }
 
@@ -143,11 +153,12 @@ export class FleetView implements FleetLink {
         this.lastCalls = report.calls;
         this.lastFailures = report.failures;
         this.lastGen = report.gen;
+        this.failuresInARow = 0;
         if (!this.available) this.resync();
       },
       () => {
         this.busy = false;
-        this.fail();
+        this.fail(false);
       },
     );
   }
@@ -165,10 +176,11 @@ export class FleetView implements FleetLink {
         if (own !== undefined) this.reports.set(self, own);
         for (const r of snap.reports) if (r.caller !== self) this.reports.set(r.caller, { report: r, at: now });
         this.available = true;
+        this.failuresInARow = 0;
         this.setGen(snap.gen);
         this.evaluate();
       },
-      () => this.fail(),
+      () => this.fail(true),
     );
   }
 
@@ -195,7 +207,7 @@ export class FleetView implements FleetLink {
   private onStatus(up: boolean): void {
     if (this.closed) return;
     if (up) this.resync();
-    else this.fail();
+    else this.fail(true);
   }
 
   private setGen(gen: number): void {
@@ -257,6 +269,7 @@ export class FleetView implements FleetLink {
     this.store.takePermit(this.key, gen, this.member.halfOpenCalls, this.member.openMs).then(
       (a) => {
         this.permitPending = false;
+        this.failuresInARow = 0;
         if (!this.holding || gen !== this.gen) return;
         if (a.granted) {
           this.permits++;
@@ -265,14 +278,15 @@ export class FleetView implements FleetLink {
       },
       () => {
         this.permitPending = false;
-        this.fail();
+        this.fail(false);
       },
     );
   }
 
-  private fail(): void {
+  /** fail counts a failed operation; the view goes down at once (`now`: the watch or a snapshot) or after FAILURES_TO_DOWN in a row. */
+  private fail(now: boolean): void {
     this.errors++;
-    if (!this.available) return;
+    if (!this.available || (!now && ++this.failuresInARow < FAILURES_TO_DOWN)) return;
     this.available = false;
     if (this.holding) {
       this.holding = false;
