@@ -67,7 +67,7 @@ async function worker(): Promise<void> {
         window: { windowMs: 30_000, buckets: 10 },
         openMs: OPEN_MS,
         halfOpenCalls: HALF_OPEN_CALLS,
-        ...(o.fleet ? { fleet: { store, key: o.key, publishMs: 50, ttlMs: TTL_MS } } : {}),
+        ...(o.fleet ? { fleet: { store, key: o.key, publishMs: 25, ttlMs: TTL_MS } } : {}),
       });
       breaker.onStateChange((ch) => event(`${ch.to} ${ch.reason.startsWith('fleet') ? 'fleet' : 'local'}`));
       n.ok = n.failed = n.refused = 0;

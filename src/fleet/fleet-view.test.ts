@@ -208,3 +208,29 @@ describe('fleet view on the memory store', () => {
     await group.close();
   });
 });
+
+describe('a fleet hold in metrics and status', () => {
+  it('exports state fleet_open (prom-client and text paths) and reason fleet in the status snapshot', async () => {
+    const { BulwarkMetrics } = await import('../metrics/index.js');
+    const { Registry } = await import('prom-client');
+    const { clock, breakers } = fleetOf(3);
+    const viaProm = new BulwarkMetrics({ registry: new Registry() });
+    const viaText = new BulwarkMetrics();
+    for (const m of [viaProm, viaText]) m.track(breakers[2]!);
+    const states = async (m: InstanceType<typeof BulwarkMetrics>) =>
+      (await m.metrics())
+        .split('\n')
+        .filter((l) => l.startsWith('bulwark_breaker_state{') && l.endsWith(' 1'))
+        .map((l) => /state="([a-z_]+)"/.exec(l)![1]);
+    await clock.advanceAsync(100);
+    assert.deepEqual(await states(viaProm), ['closed']);
+    assert.deepEqual(await states(viaText), ['closed']);
+    for (const b of breakers.slice(0, 2)) await run(b, boom, 3);
+    await clock.advanceAsync(100);
+    assert.deepEqual(await states(viaProm), ['fleet_open']);
+    assert.deepEqual(await states(viaText), ['fleet_open']);
+    const snap = JSON.stringify(viaText.snapshot());
+    assert.match(snap, /"reason":"fleet"/);
+    assert.match(snap, /"holding":true/);
+  });
+});
