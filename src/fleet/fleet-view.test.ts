@@ -234,3 +234,48 @@ describe('a fleet hold in metrics and status', () => {
     assert.match(snap, /"holding":true/);
   });
 });
+
+describe('a fleet hold in ResilientClient', () => {
+  it('is a forced hold: with pay-1 dead and pay-2 held open by its fleet, the cap and panic never call pay-2', async () => {
+    const { MemoryRegistry } = await import('../registry/memory-registry.js');
+    const { ResilientClient } = await import('../client/resilient-client.js');
+    const { Balancer } = await import('../balancer/balancer.js');
+    const clock = new ManualClock();
+    const store = new MemoryFleetStore({ clock, callerId: 'client' });
+    const registry = new MemoryRegistry();
+    for (const [i, id] of ['pay-1', 'pay-2'].entries()) await registry.register({ id, name: 'payments', address: `127.0.0.1:${9000 + i}` });
+    const breakers = new BreakerGroup({ clock, factory: (name) => new CircuitBreaker({ name, clock }), fleet: { store } });
+    const client = new ResilientClient({ registry, clock, breakers });
+    const sim = { pay1Down: false, pay2Calls: 0 };
+    const call = async () => {
+      const p = client.call(
+        'payments',
+        async (inst) => {
+          if (inst.id === 'pay-2') sim.pay2Calls++;
+          else if (sim.pay1Down) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+          return inst.id;
+        },
+        { fallback: () => 'fallback' },
+      );
+      await clock.advanceAsync(50);
+      return p;
+    };
+    for (let i = 0; i < 20; i++) await call();
+    // Two other processes of the fleet see pay-2 fail: 2 reporters, 10 pooled failures.
+    const others = ['a', 'b'].map((id) => new CircuitBreaker({ name: 'payments/pay-2', clock, fleet: { store: store.peer({ callerId: id }) } }));
+    for (const b of others) await run(b, boom, 5);
+    await clock.advanceAsync(200);
+    const s = await client.service('payments');
+    const pay2 = s.instanceBreaker(s.instances().find((i) => i.id === 'pay-2')!) as CircuitBreaker;
+    assert.equal(pay2.stats().reason, 'fleet');
+    sim.pay1Down = true;
+    const before = sim.pay2Calls;
+    for (let i = 0; i < 50; i++) await call();
+    assert.equal(sim.pay2Calls, before, 'the fleet-held instance was never called');
+    assert.equal(pay2.stats().bypassedCalls, 0);
+    assert.ok(s.balancer instanceof Balancer);
+    assert.equal(s.balancer.stats().forced, 1);
+    await client.close();
+    await Promise.all(others.map((b) => b.close()));
+  });
+});
