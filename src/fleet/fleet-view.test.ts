@@ -261,13 +261,13 @@ describe('a fleet hold in ResilientClient', () => {
       return p;
     };
     for (let i = 0; i < 20; i++) await call();
+    const s = await client.service('payments');
+    const pay2 = s.instanceBreaker(s.instances().find((i) => i.id === 'pay-2')!) as CircuitBreaker; // made now if no call went there yet
     // Two other processes of the fleet see pay-2 fail: 2 reporters, 10 pooled failures.
     const others = ['a', 'b'].map((id) => new CircuitBreaker({ name: 'payments/pay-2', clock, fleet: { store: store.peer({ callerId: id }) } }));
     for (const b of others) await run(b, boom, 5);
     await clock.advanceAsync(200);
-    const s = await client.service('payments');
-    const pay2 = s.instanceBreaker(s.instances().find((i) => i.id === 'pay-2')!) as CircuitBreaker;
-    assert.equal(pay2.stats().reason, 'fleet');
+    assert.equal(pay2.stats().reason, 'fleet', JSON.stringify(pay2.stats()));
     sim.pay1Down = true;
     const before = sim.pay2Calls;
     for (let i = 0; i < 50; i++) await call();

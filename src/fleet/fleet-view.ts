@@ -32,6 +32,12 @@ const OWNER = 'fleet';
  * A lost watch or a failed snapshot counts at once.
  */
 const FAILURES_TO_DOWN = 3;
+/**
+ * A window whose failures did not change is published again only once its calls moved by more than this
+ * share (or at the heartbeat): a healthy process's counts change with every call, and publishing each
+ * change would cost the store a write per instance per publishMs for nothing the rule needs.
+ */
+const CALLS_DRIFT = 0.25;
 const NO_VERDICT: QuorumVerdict = Object.freeze({ open: false, reporters: 0, failingReporters: 0, quorum: 2, pooledCalls: 0, pooledFailures: 0, cap: 0 });
 
 interface Seen {
@@ -141,9 +147,15 @@ export class FleetView implements FleetLink {
   private publish(now: number): void {
     const c = this.member.fleetCounts();
     const report: FleetReport = { caller: this.store.callerId, gen: this.gen, calls: c.calls, failures: c.failures };
+    const own = this.reports.get(report.caller)?.report;
     this.reports.set(report.caller, { report, at: now });
-    const changed = c.calls !== this.lastCalls || c.failures !== this.lastFailures || this.gen !== this.lastGen;
-    if (changed) this.evaluate();
+    if (own === undefined || own.calls !== c.calls || own.failures !== c.failures || own.gen !== this.gen) this.evaluate();
+    const min = this.rule.minReports;
+    const changed =
+      c.failures !== this.lastFailures ||
+      this.gen !== this.lastGen ||
+      c.calls >= min !== this.lastCalls >= min ||
+      Math.abs(c.calls - this.lastCalls) > this.lastCalls * CALLS_DRIFT;
     if (this.busy || (!changed && now - this.lastPublishAt < this.ttlMs / 3)) return;
     this.busy = true;
     this.lastPublishAt = now;
