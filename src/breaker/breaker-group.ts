@@ -261,11 +261,11 @@ export class BreakerGroup<B extends Breaker = Breaker> {
       const used = b[GROUP_USED];
       if (used <= idleBefore && placed <= idleBefore && !pinned) {
         entries.delete(name);
-        this.evictions++;
+        this.evict(b);
       } else if (entries.size > target) {
         entries.delete(name);
         if (used >= placed || pinned) this.replace(name, b, slice);
-        else this.evictions++;
+        else this.evict(b);
       } else if (placed > idleBefore) {
         break; // every later entry was placed (so used) more recently: none is idle
       } else {
@@ -274,9 +274,20 @@ export class BreakerGroup<B extends Breaker = Breaker> {
       }
     }
     while (entries.size >= this.maxBreakers) {
-      entries.delete(entries.keys().next().value as string);
-      this.evictions++;
+      const name = entries.keys().next().value as string;
+      const b = entries.get(name)!;
+      entries.delete(name);
+      this.evict(b);
     }
+  }
+
+  /**
+   * evict counts an eviction; a breaker the group joined to a fleet leaves it (its view's timer and
+   * watch would otherwise outlive the group's interest; a caller still holding it keeps a plain breaker).
+   */
+  private evict(b: B): void {
+    this.evictions++;
+    if (this.fleet !== undefined) void (b as { leaveFleet?: () => Promise<void> }).leaveFleet?.();
   }
 
   /** replace puts an entry back at the end of the map order, not used since. */

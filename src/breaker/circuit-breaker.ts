@@ -343,6 +343,18 @@ export class CircuitBreaker implements Breaker, FleetMember {
     return this.fleetHeld && !this.isolatedFlag && !this.retired;
   }
 
+  /**
+   * leaveFleet ends the breaker's fleet membership (a BreakerGroup calls it on eviction): it becomes a
+   * plain breaker, its report leaves the store. A hold of the fleet ends with it (the breaker stays open on its own terms for openMs).
+   */
+  async leaveFleet(): Promise<void> {
+    const link = this.fleetLink;
+    if (link === undefined) return;
+    this.fleetLink = undefined;
+    if (this.fleetHeld) this.fleetRelease('open', 'left its fleet');
+    await link.close();
+  }
+
   /** fleetCounts answers the window's calls and failures (bulwark/fleet reads it at its publishing rate). @internal */
   fleetCounts(): { calls: number; failures: number } {
     if (this.code !== CLOSED) return { calls: this.window.calls, failures: this.window.failures };

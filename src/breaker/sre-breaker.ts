@@ -140,6 +140,19 @@ export class SreBreaker implements Breaker, FleetMember {
     this.fleetLink = fleet.store.join(this, fleet);
   }
 
+  /**
+   * leaveFleet ends the breaker's fleet membership (a BreakerGroup calls it on eviction): it becomes a
+   * plain breaker, its report leaves the store. A hold of the fleet ends with it.
+   */
+  async leaveFleet(): Promise<void> {
+    const link = this.fleetLink;
+    if (link === undefined) return;
+    this.fleetLink = undefined;
+    this.poolRequests = 0;
+    this.poolAccepts = 0;
+    await link.close();
+  }
+
   /** fleetCounts answers the window's requests and failures (read at the fleet's publishing rate). @internal */
   fleetCounts(): { calls: number; failures: number } {
     const w = this.window;

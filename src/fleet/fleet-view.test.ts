@@ -203,6 +203,18 @@ describe('fleet view on the memory store', () => {
     await clock.advanceAsync(100);
     assert.equal(b.stats().fleet?.available, true);
     assert.throws(() => new BreakerGroup({ clock, fleet: { store: {} as never } }), /BreakerGroup: fleet.store must be a fleet store/);
+    // An evicted breaker leaves its fleet: its report goes, and it is a plain breaker from then on.
+    const small = new BreakerGroup({ clock, factory: (name) => new CircuitBreaker({ name, clock }), fleet: { store }, idleMs: 1_000, maxBreakers: 16 });
+    const idle = small.get('idle') as CircuitBreaker;
+    await clock.advanceAsync(200);
+    assert.equal((await store.snapshot('idle')).reports.length, 1);
+    await clock.advanceAsync(2_000);
+    small.get('other');
+    await clock.advanceAsync(0);
+    assert.equal(small.has('idle'), false, 'evicted');
+    assert.equal(idle.stats().fleet, undefined);
+    assert.equal((await store.snapshot('idle')).reports.length, 0);
+    await small.close();
     assert.throws(() => new CircuitBreaker({ fleet: { store: undefined as never } }), /CircuitBreaker: fleet.store must be a fleet store/);
     assert.throws(() => new CircuitBreaker({ fleet: { store, minReports: 0 } }), /fleet: minReports/);
     await group.close();
