@@ -41,7 +41,7 @@ export interface Breaker extends Guard {
   /** close retires the breaker: later calls are refused with `ClosedError`. Optional for breakers of your own. */
   close?(): Promise<void>;
   /**
-   * heldOpen is true while the breaker is open by force (an operator's isolate) rather than on
+   * heldOpen is true while the breaker is open by force (an operator's isolate, its fleet's hold) rather than on
    * evidence; nothing lets a call past it. Optional: a breaker without it is never let past.
    */
   readonly heldOpen?: boolean;
