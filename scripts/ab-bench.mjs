@@ -50,6 +50,13 @@ const SUBJECTS = {
     const b = new SreBreaker(store === undefined ? {} : { fleet: { store } });
     return { op: () => b.execute(task), async: true, teardown: () => b.close() };
   },
+  'fleet-aware CircuitBreaker admit+success': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const fleet = await load('fleet').catch(() => undefined);
+    const store = fleet === undefined ? undefined : new fleet.MemoryFleetStore();
+    const b = new CircuitBreaker(store === undefined ? {} : { fleet: { store } });
+    return { op: () => admit(b).success(), teardown: () => b.close() };
+  },
   'SreBreaker admit+success': async (load) => {
     const { SreBreaker } = await load('breaker');
     const b = new SreBreaker();
