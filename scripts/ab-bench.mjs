@@ -33,6 +33,30 @@ const SUBJECTS = {
     const b = new CircuitBreaker();
     return { op: () => b.execute(task), async: true };
   },
+  // A fleet-aware breaker (bulwark/fleet, on the memory store) where the build has one, a plain one where
+  // it has not: an A/B of a build without fleets against one with measures what joining a fleet costs
+  // the success path (the view's timer and its reads of the window at its publishing rate included).
+  'fleet-aware CircuitBreaker.execute success': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const fleet = await load('fleet').catch(() => undefined);
+    const store = fleet === undefined ? undefined : new fleet.MemoryFleetStore();
+    const b = new CircuitBreaker(store === undefined ? {} : { fleet: { store } });
+    return { op: () => b.execute(task), async: true, teardown: () => b.close() };
+  },
+  'fleet-aware SreBreaker.execute success': async (load) => {
+    const { SreBreaker } = await load('breaker');
+    const fleet = await load('fleet').catch(() => undefined);
+    const store = fleet === undefined ? undefined : new fleet.MemoryFleetStore();
+    const b = new SreBreaker(store === undefined ? {} : { fleet: { store } });
+    return { op: () => b.execute(task), async: true, teardown: () => b.close() };
+  },
+  'fleet-aware CircuitBreaker admit+success': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const fleet = await load('fleet').catch(() => undefined);
+    const store = fleet === undefined ? undefined : new fleet.MemoryFleetStore();
+    const b = new CircuitBreaker(store === undefined ? {} : { fleet: { store } });
+    return { op: () => admit(b).success(), teardown: () => b.close() };
+  },
   'SreBreaker admit+success': async (load) => {
     const { SreBreaker } = await load('breaker');
     const b = new SreBreaker();

@@ -112,6 +112,8 @@ const WAITING = new Set([
   'test/latency.test.ts',
   'test/limit-cluster-partition.test.ts',
   'test/registry-etcd-partition.test.ts',
+  // Fleet-aware breakers: ten caller processes, open periods, a store SIGKILLed and a caller's TTL.
+  'test/fleet-breakers.test.ts',
 ]);
 
 /**

@@ -21,13 +21,13 @@ import { ClosedError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
-import type { Breaker, BreakerExecuteOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
+import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
 import { GROUP_PLACED, GROUP_USED } from './shared.js';
 import { SreBreaker } from './sre-breaker.js';
 
 /** The keys of BreakerGroupOptions, all of them: any other is refused (see `options`). */
 const BREAKER_GROUP_KEYS = {
-  factory: true, exclude: true, idleMs: true, maxBreakers: true, clock: true,
+  factory: true, exclude: true, idleMs: true, maxBreakers: true, clock: true, fleet: true,
 } as const satisfies OptionKeys<BreakerGroupOptions>;
 
 /** Entries a sweep may examine beyond the ones it must evict (bounds the pause). */
@@ -66,6 +66,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   readonly idleMs: number;
   readonly maxBreakers: number;
   private readonly factory: (name: string) => B;
+  private readonly fleet: BreakerFleetOptions | undefined;
   private readonly excluded: (name: string) => boolean;
   private readonly clock: Clock;
   private readonly entries = new Map<string, B & Marks>();
@@ -94,6 +95,10 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     this.idleMs = positive('BreakerGroup', 'idleMs', o.idleMs ?? breakerGroupDefaults.idleMs);
     this.maxBreakers = integer('BreakerGroup', 'maxBreakers', o.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1);
     this.clock = clockOption('BreakerGroup', o.clock, getDefaultCoarseClock());
+    if (o.fleet !== undefined && (o.fleet === null || typeof o.fleet !== 'object' || typeof (o.fleet.store as { join?: unknown } | undefined)?.join !== 'function')) {
+      throw new TypeError(`BreakerGroup: fleet.store must be a fleet store (bulwark/fleet), got ${showValue((o.fleet as { store?: unknown } | null)?.store)}`);
+    }
+    this.fleet = o.fleet;
     this.slack = Math.max(1, Math.floor(this.maxBreakers / 16));
     this.sliceMs = this.idleMs / SLICES_PER_IDLE;
     this.origin = this.clock.now();
@@ -210,6 +215,12 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     if (!Object.isExtensible(breaker) && !(GROUP_USED in breaker)) {
       throw new TypeError(`BreakerGroup: factory must return an extensible object (the group marks its use on it), got a frozen one for ${JSON.stringify(name)}`);
     }
+    if (this.fleet !== undefined) {
+      const join = (breaker as { joinFleet?: (f: BreakerFleetOptions) => void }).joinFleet;
+      if (typeof join !== 'function') throw new TypeError(`BreakerGroup: with fleet, factory must make CircuitBreakers or SreBreakers, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
+      const key = this.fleet.key === undefined ? name : `${this.fleet.key}/${name}`;
+      join.call(breaker, { ...this.fleet, key });
+    }
     // Placed now, not used since (used < placed): the next get marks it used.
     const marked = breaker as B & Marks;
     marked[GROUP_USED] = slice - 1;
@@ -255,11 +266,11 @@ export class BreakerGroup<B extends Breaker = Breaker> {
       const used = b[GROUP_USED];
       if (used <= idleBefore && placed <= idleBefore && !pinned) {
         entries.delete(name);
-        this.evictions++;
+        this.evict(b);
       } else if (entries.size > target) {
         entries.delete(name);
         if (used >= placed || pinned) this.replace(name, b, slice);
-        else this.evictions++;
+        else this.evict(b);
       } else if (placed > idleBefore) {
         break; // every later entry was placed (so used) more recently: none is idle
       } else {
@@ -268,9 +279,20 @@ export class BreakerGroup<B extends Breaker = Breaker> {
       }
     }
     while (entries.size >= this.maxBreakers) {
-      entries.delete(entries.keys().next().value as string);
-      this.evictions++;
+      const name = entries.keys().next().value as string;
+      const b = entries.get(name)!;
+      entries.delete(name);
+      this.evict(b);
     }
+  }
+
+  /**
+   * evict counts an eviction; a breaker the group joined to a fleet leaves it (its view's timer and
+   * watch would otherwise outlive the group's interest; a caller still holding it keeps a plain breaker).
+   */
+  private evict(b: B): void {
+    this.evictions++;
+    if (this.fleet !== undefined) void (b as { leaveFleet?: () => Promise<void> }).leaveFleet?.();
   }
 
   /** replace puts an entry back at the end of the map order, not used since. */

@@ -22,7 +22,17 @@ import type { Clock } from '../core/clock.js';
 import { clockOption, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { OutcomeCountWindow, OutcomeTimeWindow, type OutcomeWindow } from '../core/outcome-window.js';
-import type { Breaker, BreakerExecuteOptions, BreakerState, CircuitBreakerOptions, CircuitBreakerStats, StateChange } from './types.js';
+import type {
+  Breaker,
+  BreakerExecuteOptions,
+  BreakerFleetOptions,
+  BreakerState,
+  CircuitBreakerOptions,
+  CircuitBreakerStats,
+  FleetLink,
+  FleetMember,
+  StateChange,
+} from './types.js';
 import {
   badTask,
   executeWithOptions,
@@ -37,12 +47,12 @@ import {
   type InternalToken,
 } from './shared.js';
 import { validateCircuitOptions } from './circuit-options.js';
-import { BypassToken, ClosedToken, ProbeToken } from './circuit-tokens.js';
+import { BypassToken, ClosedToken, FleetProbeToken, ProbeToken } from './circuit-tokens.js';
 
 /** The keys of CircuitBreakerOptions, all of them: any other is refused (see `options`). */
 const CIRCUIT_BREAKER_KEYS = {
   name: true, failureRate: true, slowCallRate: true, slowCallMs: true, minimumCalls: true, window: true, openMs: true,
-  openBackoff: true, halfOpenCalls: true, probeTimeoutMs: true, clock: true,
+  openBackoff: true, halfOpenCalls: true, probeTimeoutMs: true, clock: true, fleet: true,
 } as const satisfies OptionKeys<CircuitBreakerOptions>;
 
 const CLOSED = 0;
@@ -57,7 +67,7 @@ const NO_ERROR: unique symbol = Symbol('no error');
 let primed = false;
 
 /** CircuitBreaker is the closed / open / half-open breaker; see the module comment. */
-export class CircuitBreaker implements Breaker {
+export class CircuitBreaker implements Breaker, FleetMember {
   /**
    * Where a BreakerGroup marks its use of this breaker: declared first, so that it sits in the object's
    * first cache line, which a caller reading the breaker loads anyway. @internal
@@ -66,6 +76,7 @@ export class CircuitBreaker implements Breaker {
   /** @internal */
   [GROUP_PLACED] = 0;
   readonly name: string;
+  readonly kind = 'circuit';
   readonly failureRate: number;
   readonly slowCallRate: number;
   readonly slowCallMs: number;
@@ -88,6 +99,11 @@ export class CircuitBreaker implements Breaker {
   private openFor = 0;
   private trips = 0;
   private isolatedFlag = false;
+  /** Held open by the fleet view (bulwark/fleet): no local half-open, probes by fleet permit only. */
+  private fleetHeld = false;
+  /** Fleet probe permits granted and not yet used. */
+  private fleetProbes = 0;
+  private fleetLink: FleetLink | undefined;
   private tripReason = '';
   /** Probe permits: start time (NaN when free) and generation (bumped when freed). */
   private readonly probeStart: number[];
@@ -131,11 +147,24 @@ export class CircuitBreaker implements Breaker {
       primed = true;
       primeAdmit((clock) => new CircuitBreaker({ clock }));
     }
+    if (options?.fleet !== undefined) this.joinFleet(options.fleet);
+  }
+
+  /**
+   * joinFleet makes the breaker fleet-aware (the `fleet` option; BreakerGroup calls it for the breakers
+   * it makes). A breaker joins one fleet once.
+   */
+  joinFleet(fleet: BreakerFleetOptions): void {
+    if (fleet === null || typeof fleet !== 'object' || typeof (fleet.store as { join?: unknown } | undefined)?.join !== 'function') {
+      throw new TypeError(`CircuitBreaker: fleet.store must be a fleet store (bulwark/fleet), got ${String((fleet as { store?: unknown } | null)?.store)}`);
+    }
+    if (this.fleetLink !== undefined) throw new TypeError(`CircuitBreaker: breaker "${this.name}" already joined a fleet`);
+    this.fleetLink = fleet.store.join(this, fleet);
   }
 
   /** state is 'closed', 'open' or 'half-open' now (an open period that has passed reads as half-open). */
   get state(): BreakerState {
-    if (this.code === OPEN && !this.isolatedFlag && !this.retired) {
+    if (this.code === OPEN && !this.isolatedFlag && !this.retired && !this.fleetHeld) {
       const now = this.clock.now();
       if (now >= this.openUntil) this.toHalfOpen(now);
     }
@@ -148,12 +177,13 @@ export class CircuitBreaker implements Breaker {
   }
 
   /**
-   * heldOpen is true while the breaker is open by force rather than on evidence: isolated by an
-   * operator, or closed for good. `admitAnyway()` never lets a call past it, and ResilientClient's cap
+   * heldOpen is true while the breaker is open by force rather than on its own evidence: isolated by an
+   * operator, closed for good, or held open by its fleet (the fleet's evidence outweighs one process's
+   * cap or panic rule: letting calls past it would spend the probes the fleet rations). `admitAnyway()` never lets a call past it, and ResilientClient's cap
    * and panic rule never put such an instance back in rotation.
    */
   get heldOpen(): boolean {
-    return this.isolatedFlag || this.retired;
+    return this.isolatedFlag || this.retired || this.fleetHeld;
   }
 
   /** onStateChange subscribes to transitions; returns the disposer. */
@@ -218,6 +248,10 @@ export class CircuitBreaker implements Breaker {
   private admitNotClosed(): InternalToken | undefined {
     const now = this.clock.now();
     if (this.code === OPEN) {
+      if (this.fleetProbes > 0 && this.fleetHeld && !this.isolatedFlag) {
+        this.fleetProbes--;
+        return new FleetProbeToken(this, this.epoch);
+      }
       if (this.isolatedFlag || now < this.openUntil) {
         this.refused++;
         return breakerRejectChannel.hasSubscribers ? this.publishReject() : undefined;
@@ -289,6 +323,7 @@ export class CircuitBreaker implements Breaker {
     const now = this.clock.now();
     const from = this.code;
     this.isolatedFlag = true;
+    this.fleetProbes = 0;
     this.code = OPEN;
     this.epoch++;
     this.openUntil = Infinity;
@@ -296,11 +331,93 @@ export class CircuitBreaker implements Breaker {
     this.emit(from, 'isolated by an operator', now);
   }
 
-  /** reset closes the breaker with a fresh window, ends an isolation and forgets consecutive trips. */
+  /**
+   * reset closes the breaker with a fresh window, ends an isolation and forgets consecutive trips. It
+   * clears local state only: a fleet that still holds the dependency down opens the breaker again at
+   * its next look at the store.
+   */
   reset(): void {
     if (this.retired) return;
     this.isolatedFlag = false;
+    this.fleetHeld = false;
+    this.fleetProbes = 0;
     this.toClosed(this.clock.now(), 'reset');
+  }
+
+  /** heldByFleet is true while the fleet holds the breaker open (an isolate or a reset may have ended it) (for bulwark/fleet). */
+  get heldByFleet(): boolean {
+    return this.fleetHeld && !this.isolatedFlag && !this.retired;
+  }
+
+  /**
+   * leaveFleet ends the breaker's fleet membership (a BreakerGroup calls it on eviction): it becomes a
+   * plain breaker, its report leaves the store. A hold of the fleet ends with it (the breaker stays open on its own terms for openMs).
+   */
+  async leaveFleet(): Promise<void> {
+    const link = this.fleetLink;
+    if (link === undefined) return;
+    this.fleetLink = undefined;
+    if (this.fleetHeld) this.fleetRelease('open', 'left its fleet');
+    await link.close();
+  }
+
+  /** fleetCounts answers the window's calls and failures (bulwark/fleet reads it at its publishing rate) (for bulwark/fleet). */
+  fleetCounts(): { calls: number; failures: number } {
+    if (this.code !== CLOSED) return { calls: this.window.calls, failures: this.window.failures };
+    this.window.advance(this.clock.now());
+    return { calls: this.window.calls, failures: this.window.failures };
+  }
+
+  /** fleetHold opens the breaker on its fleet's evidence; an operator's isolate outranks it (for bulwark/fleet). */
+  fleetHold(reason: string): void {
+    if (this.retired || this.fleetHeld) return;
+    this.fleetHeld = true;
+    this.fleetProbes = 0;
+    if (this.isolatedFlag) return; // isolated: stays so, and the hold applies once it is reset
+    const now = this.clock.now();
+    const from = this.code;
+    this.code = OPEN;
+    this.epoch++;
+    this.openUntil = Infinity;
+    this.tripReason = reason;
+    this.rejections.clear();
+    this.emit(from, reason, now);
+  }
+
+  /** fleetRelease ends the fleet's hold: closed (its probes succeeded) or open for openMs on local terms (for bulwark/fleet). */
+  fleetRelease(to: 'closed' | 'open', reason: string): void {
+    if (this.retired || !this.fleetHeld) return;
+    this.fleetHeld = false;
+    this.fleetProbes = 0;
+    if (this.isolatedFlag) return;
+    const now = this.clock.now();
+    if (to === 'closed') {
+      this.toClosed(now, reason);
+      return;
+    }
+    this.openFor = this.openMs;
+    this.openUntil = now + this.openMs;
+    this.tripReason = reason;
+    this.rejections.clear();
+  }
+
+  /** fleetProbe grants one fleet-wide probe permit: the next call while held is the probe (for bulwark/fleet). */
+  fleetProbe(): void {
+    if (this.fleetHeld && !this.isolatedFlag && !this.retired) this.fleetProbes++;
+  }
+
+  /** reportFleetProbe passes a fleet probe's outcome to the fleet view (for bulwark/fleet). */
+  reportFleetProbe(epoch: number, failed: boolean | undefined, err: unknown): void {
+    if (failed === undefined) {
+      this.ignored++;
+      if (epoch === this.epoch && this.fleetHeld) this.fleetProbes++; // released unused: give the permit back
+      return;
+    }
+    if (failed) {
+      this.probeFailed++;
+      this.reasons.add(err);
+    } else this.probeOk++;
+    this.fleetLink?.probeDone(!failed);
   }
 
   /** lastRejection answers the error a call rejected now would get (its message says why). */
@@ -323,6 +440,7 @@ export class CircuitBreaker implements Breaker {
     this.probesInFlight = 0;
     this.rejections.close();
     this.changes.clear();
+    await this.fleetLink?.close();
   }
 
   /** Symbol.asyncDispose closes the breaker (`await using b = new CircuitBreaker()`). */
@@ -348,6 +466,8 @@ export class CircuitBreaker implements Breaker {
       ignoredCalls: this.ignored,
       notPermittedCalls: this.refused,
       bypassedCalls: this.bypassOk + this.bypassFailed,
+      reason: state === 'closed' ? undefined : this.isolatedFlag ? 'isolated' : this.fleetHeld ? 'fleet' : 'local',
+      ...(this.fleetLink === undefined ? {} : { fleet: this.fleetLink.stats() }),
     };
   }
 
@@ -494,6 +614,8 @@ export class CircuitBreaker implements Breaker {
     const who = `breaker "${this.name}"`;
     const what = this.isolatedFlag
       ? `${who} is isolated (forced open until reset)`
+      : this.fleetHeld
+        ? `${who} is held open by its fleet: ${this.tripReason}`
       : this.code === HALF_OPEN
         ? `${who} is half-open and all ${this.halfOpenCalls} probes are taken`
         : `${who} is open for ${this.openFor} ms: ${this.tripReason}`;

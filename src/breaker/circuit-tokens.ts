@@ -88,3 +88,30 @@ export class BypassToken implements InternalToken {
     b.reportBypass(failed, err);
   }
 }
+
+/** FleetProbeToken reports a call admitted with a fleet-wide probe permit (bulwark/fleet); only its first report counts. */
+export class FleetProbeToken implements InternalToken {
+  private b: CircuitBreaker | undefined;
+  constructor(
+    b: CircuitBreaker,
+    private readonly epoch: number,
+  ) {
+    this.b = b;
+  }
+  success(): void {
+    this.report(false, undefined);
+  }
+  failure(err?: unknown): void {
+    this.report(true, err);
+  }
+  /** release gives the permit back to the breaker without counting the call. */
+  release(): void {
+    this.report(undefined, undefined);
+  }
+  private report(failed: boolean | undefined, err: unknown): void {
+    const b = this.b;
+    if (b === undefined) return;
+    this.b = undefined;
+    b.reportFleetProbe(this.epoch, failed, err);
+  }
+}

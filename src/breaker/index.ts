@@ -18,6 +18,11 @@
 export type {
   Breaker,
   BreakerExecuteOptions,
+  BreakerFleetOptions,
+  FleetJoin,
+  FleetLink,
+  FleetMember,
+  FleetViewStats,
   BreakerGroupOptions,
   BreakerGroupStats,
   BreakerState,

@@ -24,7 +24,7 @@ import { clockOption, finite, fn as fnOption, integer, options as optionsObject,
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { ThrottleWindow } from '../core/throttle-window.js';
 import { breakerRejectChannel } from '../core/diagnostics.js';
-import type { Breaker, BreakerExecuteOptions, SreBreakerOptions, SreBreakerStats } from './types.js';
+import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, FleetLink, FleetMember, SreBreakerOptions, SreBreakerStats } from './types.js';
 import {
   badTask,
   executeWithOptions,
@@ -41,7 +41,7 @@ import {
 /** The keys of SreBreakerOptions, all of them: any other is refused (see `options`). */
 const SRE_BREAKER_KEYS = {
   name: true, windowMs: true, buckets: true, k: true, protection: true, forcePassMs: true, countRejections: true,
-  clock: true, random: true,
+  clock: true, fleet: true, random: true,
 } as const satisfies OptionKeys<SreBreakerOptions>;
 
 /** The floor w falls to as buckets keep failing (go-zero `minK`). */
@@ -62,7 +62,7 @@ export const sreBreakerDefaults = Object.freeze({
 let primed = false;
 
 /** SreBreaker drops calls with a probability that follows the dependency's recent failure share. */
-export class SreBreaker implements Breaker {
+export class SreBreaker implements Breaker, FleetMember {
   /**
    * Where a BreakerGroup marks its use of this breaker: declared first, so that it sits in the object's
    * first cache line, which a caller reading the breaker loads anyway. @internal
@@ -83,6 +83,11 @@ export class SreBreaker implements Breaker {
   private readonly reasons = new FailureReasons();
   private lastPass = -Infinity;
   private closed = false;
+  /** The rest of the fleet's pooled requests and accepts (bulwark/fleet), 0 without a fleet or a quorum. */
+  private poolRequests = 0;
+  private poolAccepts = 0;
+  private fleetLink: FleetLink | undefined;
+  readonly kind = 'sre';
   /** The error and promise rejected calls get. @internal */
   readonly rejections: RejectionCache;
 
@@ -112,7 +117,68 @@ export class SreBreaker implements Breaker {
       primed = true;
       primeAdmit((clock) => new SreBreaker({ clock }));
     }
+    if (o.fleet !== undefined) this.joinFleet(o.fleet);
   }
+
+  /** The failure share at which the drop formula starts dropping (1 − 1/k): a failing reporter for the fleet. */
+  get failureRate(): number {
+    return 1 - 1 / this.k;
+  }
+  /** Calls the pooled window must hold: the protection. */
+  get minimumCalls(): number {
+    return Math.max(1, this.protection);
+  }
+  /** An SreBreaker has no open state: the fleet's probe fields do not apply (for bulwark/fleet). */
+  readonly halfOpenCalls = 1;
+  /** openMs is the window's length: how long a fleet's probe period lasts for an SreBreaker (for bulwark/fleet). */
+  get openMs(): number {
+    return this.windowMs;
+  }
+  /** heldByFleet is always false: an SreBreaker has no open state for a fleet to hold (for bulwark/fleet). */
+  readonly heldByFleet = false;
+
+  /** joinFleet makes the breaker fleet-aware (the `fleet` option; BreakerGroup calls it for the breakers it makes). */
+  joinFleet(fleet: BreakerFleetOptions): void {
+    if (fleet === null || typeof fleet !== 'object' || typeof (fleet.store as { join?: unknown } | undefined)?.join !== 'function') {
+      throw new TypeError(`SreBreaker: fleet.store must be a fleet store (bulwark/fleet), got ${String((fleet as { store?: unknown } | null)?.store)}`);
+    }
+    if (this.fleetLink !== undefined) throw new TypeError(`SreBreaker: breaker "${this.name}" already joined a fleet`);
+    this.fleetLink = fleet.store.join(this, fleet);
+  }
+
+  /**
+   * leaveFleet ends the breaker's fleet membership (a BreakerGroup calls it on eviction): it becomes a
+   * plain breaker, its report leaves the store. A hold of the fleet ends with it.
+   */
+  async leaveFleet(): Promise<void> {
+    const link = this.fleetLink;
+    if (link === undefined) return;
+    this.fleetLink = undefined;
+    this.poolRequests = 0;
+    this.poolAccepts = 0;
+    await link.close();
+  }
+
+  /** fleetCounts answers the window's requests and failures (read at the fleet's publishing rate) (for bulwark/fleet). */
+  fleetCounts(): { calls: number; failures: number } {
+    const w = this.window;
+    w.advance(this.clock.now());
+    return { calls: w.successes + w.failures, failures: w.failures };
+  }
+
+  /** fleetPool sets the rest of the fleet's pooled requests and accepts, added to the drop formula's (for bulwark/fleet). */
+  fleetPool(pool: { requests: number; accepts: number } | undefined): void {
+    this.poolRequests = pool?.requests ?? 0;
+    this.poolAccepts = pool?.accepts ?? 0;
+    this.rejections.clear();
+  }
+
+  /** fleetHold, fleetRelease and fleetProbe do nothing: an SreBreaker has no open state to hold (for bulwark/fleet). */
+  fleetHold(): void {}
+  /** See fleetHold. */
+  fleetRelease(): void {}
+  /** See fleetHold. */
+  fleetProbe(): void {}
 
   /**
    * admit lets in a call and returns the token to report its outcome, or throws `BreakerOpenError`.
@@ -185,6 +251,7 @@ export class SreBreaker implements Breaker {
     this.closed = true;
     this.window.seal();
     this.rejections.close();
+    await this.fleetLink?.close();
   }
 
   /** Symbol.asyncDispose closes the breaker (`await using b = new SreBreaker()`). */
@@ -206,6 +273,7 @@ export class SreBreaker implements Breaker {
       failedCalls: w.failuresTotal,
       ignoredCalls: this.ignored,
       notPermittedCalls: w.dropsTotal,
+      ...(this.fleetLink === undefined ? {} : { fleet: this.fleetLink.stats() }),
     };
   }
 
@@ -245,8 +313,8 @@ export class SreBreaker implements Breaker {
   /** dropRatio is the drop probability before the force-pass rule (call after advancing the window). */
   private dropRatio(): number {
     const w = this.window;
-    const accepts = w.successes;
-    const total = accepts + w.failures + (this.countRejections ? w.drops : 0);
+    const accepts = w.successes + this.poolAccepts;
+    const total = accepts + w.failures + (this.countRejections ? w.drops : 0) + this.poolRequests - this.poolAccepts;
     const k = this.k;
     const weight = Math.max(this.minK, k - ((k - this.minK) * w.failingBuckets()) / w.buckets);
     return (total - this.protection - weight * accepts) / (total + 1);
@@ -260,7 +328,7 @@ export class SreBreaker implements Breaker {
    */
   private admits(): boolean {
     const w = this.window;
-    if (w.failures === 0 && w.drops === 0) return true;
+    if (w.failures === 0 && w.drops === 0 && this.poolRequests === 0) return true;
     return this.accept(this.clock.now());
   }
 
@@ -269,8 +337,8 @@ export class SreBreaker implements Breaker {
     if (this.closed) return false;
     const w = this.window;
     w.advance(now);
-    const accepts = w.successes;
-    const total = accepts + w.failures + (this.countRejections ? w.drops : 0);
+    const accepts = w.successes + this.poolAccepts;
+    const total = accepts + w.failures + (this.countRejections ? w.drops : 0) + this.poolRequests - this.poolAccepts;
     // Fast exit: even the smallest weight drops nothing (always the case without failures).
     if (total - this.protection - this.minK * accepts <= 0) return true;
     return this.acceptUnderPressure(now);

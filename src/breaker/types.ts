@@ -41,7 +41,7 @@ export interface Breaker extends Guard {
   /** close retires the breaker: later calls are refused with `ClosedError`. Optional for breakers of your own. */
   close?(): Promise<void>;
   /**
-   * heldOpen is true while the breaker is open by force (an operator's isolate) rather than on
+   * heldOpen is true while the breaker is open by force (an operator's isolate, its fleet's hold) rather than on
    * evidence; nothing lets a call past it. Optional: a breaker without it is never let past.
    */
   readonly heldOpen?: boolean;
@@ -73,6 +73,8 @@ export interface SreBreakerOptions extends Partial<WindowOptions> {
   clock?: Clock;
   /** Random numbers in [0, 1) for the drop decision. Defaults to Math.random. */
   random?: () => number;
+  /** Makes the breaker fleet-aware: the fleet's pooled requests and accepts join its drop formula once a quorum fails (bulwark/fleet). Defaults to none. */
+  fleet?: BreakerFleetOptions;
 }
 
 /** SreBreakerStats is a snapshot of an SreBreaker's window. */
@@ -92,6 +94,8 @@ export interface SreBreakerStats {
   failedCalls: number;
   ignoredCalls: number;
   notPermittedCalls: number;
+  /** The fleet view of a fleet-aware breaker; undefined without `fleet`. */
+  fleet?: FleetViewStats;
 }
 
 /**
@@ -133,6 +137,89 @@ export interface CircuitBreakerOptions {
   probeTimeoutMs?: number;
   /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
   clock?: Clock;
+  /**
+   * Makes the breaker fleet-aware (bulwark/fleet): it shares its window's counts with the other
+   * processes that guard the same dependency, and opens on their pooled evidence. Defaults to none:
+   * the breaker decides on its own calls only.
+   */
+  fleet?: BreakerFleetOptions;
+}
+
+/**
+ * BreakerFleetOptions joins a breaker to its fleet. The store is required; bulwark/fleet has three
+ * (memory, Redis, etcd). The other fields are checked by the store's `join`.
+ */
+export interface BreakerFleetOptions {
+  /** Where the fleet's reports, generation and probe permits live. Required: there is no default store. */
+  store: FleetJoin;
+  /** The dependency's name in the store. Defaults to the breaker's name. */
+  key?: string;
+  /** Failing reporters needed to open the fleet (≥ 1). Defaults to at least 2 and at least half of the reporters. */
+  quorum?: number;
+  /** Calls a process's window must hold for it to count as a reporter (≥ 1). Defaults to 2. */
+  minReports?: number;
+  /** A report not refreshed within this many milliseconds drops out (the store enforces it too). Defaults to 5 000. */
+  ttlMs?: number;
+  /** Changed counts are published at most this often, in milliseconds. Defaults to 100. */
+  publishMs?: number;
+}
+
+/** FleetJoin is what a breaker needs of a fleet store: joining it (implemented by bulwark/fleet's stores). */
+export interface FleetJoin {
+  join(member: FleetMember, options: BreakerFleetOptions): FleetLink;
+}
+
+/** FleetMember is a breaker as its fleet view sees it; CircuitBreaker and SreBreaker implement it. */
+export interface FleetMember {
+  readonly name: string;
+  readonly kind: 'circuit' | 'sre';
+  /** minimumCalls and failureRate of the pooled rule; halfOpenCalls and openMs of the fleet's probes. */
+  readonly minimumCalls: number;
+  readonly failureRate: number;
+  readonly halfOpenCalls: number;
+  readonly openMs: number;
+  /** heldByFleet is true while the fleet's hold is in force (false again after an operator's isolate or reset). */
+  readonly heldByFleet: boolean;
+  /** fleetCounts answers the window's calls and failures now (read at the publishing rate, never per call). */
+  fleetCounts(): { calls: number; failures: number };
+  /** fleetHold opens the breaker on the fleet's evidence (its own half-open suppressed) with this reason. */
+  fleetHold(reason: string): void;
+  /** fleetRelease ends the fleet's hold: closed (the fleet's probes succeeded) or back to a local open period (the store failed). */
+  fleetRelease(to: 'closed' | 'open', reason: string): void;
+  /** fleetProbe gives the breaker one fleet-wide probe permit: its next call is the probe. */
+  fleetProbe(): void;
+  /** fleetPool hands an SreBreaker the fleet's pooled requests and accepts (undefined: local only). */
+  fleetPool?(pool: { requests: number; accepts: number } | undefined): void;
+}
+
+/** FleetLink is the fleet view a breaker holds: it hears of probe outcomes and answers stats. */
+export interface FleetLink {
+  /** probeDone reports the outcome of a call admitted with a fleet probe permit. */
+  probeDone(ok: boolean): void;
+  /** stats answers the fleet view now. */
+  stats(): FleetViewStats;
+  close(): Promise<void>;
+}
+
+/** FleetViewStats is what a fleet-aware breaker says of its fleet in `stats().fleet`. */
+export interface FleetViewStats {
+  /** Whether the store answered lately; false: the breaker decides on its own calls only. */
+  available: boolean;
+  /** Whether the fleet holds the breaker open now. */
+  holding: boolean;
+  /** Live reporters (at least minReports calls) and how many of them fail at the threshold. */
+  reporters: number;
+  failingReporters: number;
+  /** Failing reporters needed to open. */
+  quorum: number;
+  /** The pooled (per-reporter capped) calls and failures. */
+  pooledCalls: number;
+  pooledFailures: number;
+  /** The fleet's generation: bumped each time its probes close it. */
+  generation: number;
+  /** Probe permits this process took from the store, and store operations that failed, since it joined. */
+  probePermits: number;
+  storeErrors: number;
 }
 
 /** StateChange is the event a CircuitBreaker emits on every transition. */
@@ -168,6 +255,10 @@ export interface CircuitBreakerStats {
   notPermittedCalls: number;
   /** Since the breaker was made: calls `admitAnyway()` let past the open state (counted in successfulCalls / failedCalls too). */
   bypassedCalls: number;
+  /** Why the breaker is not closed: its own calls ('local'), an operator ('isolated') or its fleet ('fleet'); undefined while closed. */
+  reason: 'local' | 'isolated' | 'fleet' | undefined;
+  /** The fleet view of a fleet-aware breaker; undefined without `fleet`. */
+  fleet?: FleetViewStats;
 }
 
 /** BreakerGroupOptions configures a BreakerGroup that makes breakers of type `B`. */
@@ -182,6 +273,11 @@ export interface BreakerGroupOptions<B extends Breaker = Breaker> {
   maxBreakers?: number;
   /** The time source. Defaults to the process-wide coarse clock (`getDefaultCoarseClock()`). */
   clock?: Clock;
+  /**
+   * Makes every breaker the group makes fleet-aware, each under its own key (`key/name`, or the name
+   * without `key`); the factory must make CircuitBreakers or SreBreakers. Defaults to none.
+   */
+  fleet?: BreakerFleetOptions;
 }
 
 /** BreakerGroupStats is a snapshot of a BreakerGroup. */

@@ -9,7 +9,9 @@
  * and down instances. One that the cap or panic keeps in rotation is called through its open breaker
  * (`admitAnyway`: outcomes still counted) instead of being passed over; a forced one never is. So one
  * dead instance and one failing half its calls leave the flaky one serving, and retries answer most
- * calls, where before both were out and every call went to the fallback.
+ * calls, where before both were out and every call went to the fallback. A breaker its fleet holds open
+ * (bulwark/fleet) is `heldOpen` too, so it is held as forced: the fleet's pooled evidence, and the probes
+ * it rations across the fleet, are not one process's to override by cap or panic.
  */
 import { NoInstanceError, isBulwarkError } from '../core/errors.js';
 import type { Task } from '../core/guard.js';

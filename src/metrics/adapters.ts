@@ -16,6 +16,8 @@ import { client, retry, retryBudget, bulkhead, timeout, fallback, httpGuard, cac
  */
 export const BREAKER_STATES = ['closed', 'open', 'half_open', 'forced_open'] as const;
 const SRE_STATES = ['closed', 'open'] as const;
+/** A fleet-aware CircuitBreaker (bulwark/fleet) also exports fleet_open: open because its fleet holds it so. */
+const FLEET_STATES = [...BREAKER_STATES, 'fleet_open'] as const;
 
 export const BREAKER_FAMILIES: readonly MetricFamilySpec[] = [
   gauge('breaker_state', 'Breaker state: 1 for the current state, 0 for the others (an SreBreaker dropping calls reads open).', ['group', 'state']),
@@ -35,7 +37,7 @@ const stateLabel = (s: string): string => s.replace('-', '_');
 
 /** stateOf answers the exported state of a breaker's stats (an SreBreaker reads open while it drops). */
 function stateOf(s: Any): string {
-  if (typeof s.state === 'string') return s.isolated === true ? 'forced_open' : stateLabel(s.state);
+  if (typeof s.state === 'string') return s.isolated === true ? 'forced_open' : s.reason === 'fleet' ? 'fleet_open' : stateLabel(s.state);
   return s.dropRatio > 0 ? 'open' : 'closed';
 }
 
@@ -53,7 +55,7 @@ function failureRate(s: Any): number {
 function emitBreaker(s: Any, emit: Emit, base: Labels): void {
   const circuit = typeof s.state === 'string';
   const state = stateOf(s);
-  for (const st of circuit ? BREAKER_STATES : SRE_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
+  for (const st of circuit ? (s.fleet === undefined ? BREAKER_STATES : FLEET_STATES) : SRE_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
   emit('breaker_calls_total', { ...base, kind: 'successful' }, s.successfulCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'failed' }, s.failedCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'ignored' }, s.ignoredCalls ?? 0);
@@ -75,7 +77,7 @@ interface BreakerText {
   slow: TextSection | undefined;
   drop: TextSection | undefined;
   heads: { state: Uint8Array; calls: Uint8Array; failure: Uint8Array; slow: Uint8Array; drop: Uint8Array };
-  tails: Record<(typeof BREAKER_STATES)[number] | 'successful' | 'failed' | 'ignored' | 'not_permitted' | 'plain', Uint8Array>;
+  tails: Record<(typeof FLEET_STATES)[number] | 'successful' | 'failed' | 'ignored' | 'not_permitted' | 'plain', Uint8Array>;
 }
 
 /** breakerText answers the sections and line parts of the breaker families; `group` is undefined for a breaker on its own. */
@@ -97,6 +99,7 @@ function breakerText(text: TextOut, group: string | undefined): BreakerText {
       open: bytesOf(`"${g},state="open"} `),
       half_open: bytesOf(`"${g},state="half_open"} `),
       forced_open: bytesOf(`"${g},state="forced_open"} `),
+      fleet_open: bytesOf(`"${g},state="fleet_open"} `),
       successful: bytesOf(`"${g},kind="successful"} `),
       failed: bytesOf(`"${g},kind="failed"} `),
       ignored: bytesOf(`"${g},kind="ignored"} `),
@@ -138,6 +141,7 @@ function writeBreaker(s: Any, x: BreakerText, key: string): void {
     if (circuit) {
       st.line(h, key, t.half_open, bit(state === 'half_open'));
       st.line(h, key, t.forced_open, bit(state === 'forced_open'));
+      if (s.fleet !== undefined) st.line(h, key, t.fleet_open, bit(state === 'fleet_open'));
     }
   }
   const c = x.calls;

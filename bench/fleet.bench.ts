@@ -1,0 +1,117 @@
+/**
+ * Fleet-aware breakers (issue 28), per store (Redis, etcd; both real, on loopback), with 10 instances
+ * in this process, each with its own store client (its own connections, as separate processes would):
+ *
+ * - quorum reached → every instance open: every instance has 2 good calls in its window; four fail 18
+ *   calls each (4 failing reporters: under the quorum of 5), then, from t0, a fifth does: the time from
+ *   t0 to the last instance open, p50 / p99 over the trials. It includes the wait for the fifth
+ *   instance's next publish (publishMs 100, the default) and the store's propagation.
+ * - store traffic per instance per second: the store operations each instance makes (publish, snapshot,
+ *   permit, probe result) and the watch messages it receives, idle (closed breakers, healthy calls at
+ *   20/s) and during an outage (every instance calling a dead dependency at 20/s, held open by the fleet).
+ *
+ *   npm run bench -- fleet
+ */
+import { performance } from 'node:perf_hooks';
+import { CircuitBreaker } from '../src/breaker/index.js';
+import { EtcdFleetStore, RedisFleetStore, type FleetEvent, type FleetStore } from '../src/fleet/index.js';
+import { startRedis } from '../test/support/redis.js';
+import { startEtcd } from '../test/support/etcd.js';
+import { waitFor } from '../test/support/servers.js';
+
+const INSTANCES = 10;
+const TRIALS = Number(process.env.FLEET_TRIALS ?? 30);
+const boom = () => Promise.reject(new Error('down'));
+const fine = () => Promise.resolve(1);
+const noop = () => undefined;
+
+/** Counted wraps a store and counts its operations and the watch messages it delivers. */
+function counted(store: FleetStore): { store: FleetStore; ops: () => number; messages: () => number } {
+  let ops = 0;
+  let messages = 0;
+  const s = store as unknown as Record<string, unknown>;
+  for (const m of ['publish', 'snapshot', 'takePermit', 'probeResult', 'leave'] as const) {
+    const real = (store[m] as (...a: unknown[]) => Promise<unknown>).bind(store);
+    s[m] = (...a: unknown[]) => {
+      ops++;
+      return real(...a);
+    };
+  }
+  const watch = store.watch.bind(store);
+  s.watch = (key: string, l: (e: FleetEvent) => void, st: (up: boolean) => void) =>
+    watch(
+      key,
+      (e) => {
+        messages++;
+        l(e);
+      },
+      st,
+    );
+  return { store, ops: () => ops, messages: () => messages };
+}
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+};
+
+async function runStore(name: string, make: () => FleetStore): Promise<void> {
+  const stores = Array.from({ length: INSTANCES }, () => counted(make()));
+  const fleetOf = (key: string) =>
+    stores.map(({ store }) => new CircuitBreaker({ name: key, minimumCalls: 20, window: { calls: 100 }, openMs: 1_000, halfOpenCalls: 2, fleet: { store, ttlMs: 3_000 } }));
+  const samples: number[] = [];
+  for (let t = 0; t < TRIALS; t++) {
+    const bs = fleetOf(`bench-${Date.now()}-${t}`);
+    await waitFor('every view available', () => bs.every((b) => b.stats().fleet?.available === true), 10_000);
+    for (const b of bs) for (let i = 0; i < 2; i++) await b.execute(fine);
+    // Every view must know all ten reporters first: on a partial view (six reporters, four failing) the
+    // quorum is 3 and the fleet would open before t0.
+    await waitFor('all reporters seen', () => bs.every((b) => b.stats().fleet?.reporters === INSTANCES), 10_000);
+    for (const b of bs.slice(0, 4)) for (let i = 0; i < 18; i++) await b.execute(boom).catch(noop);
+    await waitFor('four failing reporters seen', () => bs.every((b) => b.stats().fleet?.failingReporters === 4), 10_000);
+    const t0 = performance.now();
+    for (let i = 0; i < 18; i++) await bs[4]!.execute(boom).catch(noop);
+    if (bs.some((b) => b.state === 'open' && b.stats().reason === 'fleet')) throw new Error('the fleet opened before the quorum');
+    await waitFor('every instance open', () => bs.every((b) => b.state === 'open'), 10_000);
+    samples.push(performance.now() - t0);
+    await Promise.all(bs.map((b) => b.close()));
+  }
+  console.log(`| ${name} | quorum reached → all ${INSTANCES} open | p50 ${pct(samples, 50).toFixed(0)} ms | p99 ${pct(samples, 99).toFixed(0)} ms | max ${Math.max(...samples).toFixed(0)} ms | ${TRIALS} trials |`);
+
+  // Traffic: 10 s idle (healthy calls at 20/s), then 10 s of a dead dependency.
+  for (const phase of ['idle', 'outage'] as const) {
+    const bs = fleetOf(`traffic-${phase}-${Date.now()}`);
+    await waitFor('every view available', () => bs.every((b) => b.stats().fleet?.available === true), 10_000);
+    const ops0 = stores.reduce((a, s) => a + s.ops(), 0);
+    const msg0 = stores.reduce((a, s) => a + s.messages(), 0);
+    const start = performance.now();
+    const timer = setInterval(() => {
+      for (const b of bs) b.execute(phase === 'idle' ? fine : boom).catch(noop);
+    }, 50);
+    await new Promise((r) => setTimeout(r, 10_000));
+    clearInterval(timer);
+    const secs = (performance.now() - start) / 1000;
+    const ops = (stores.reduce((a, s) => a + s.ops(), 0) - ops0) / INSTANCES / secs;
+    const msgs = (stores.reduce((a, s) => a + s.messages(), 0) - msg0) / INSTANCES / secs;
+    const open = bs.filter((b) => b.stats().reason === 'fleet').length;
+    console.log(`| ${name} | traffic ${phase} | ${ops.toFixed(1)} store ops / instance / s | ${msgs.toFixed(1)} watch messages / instance / s | ${open} of ${INSTANCES} held by the fleet | 10 s |`);
+    await Promise.all(bs.map((b) => b.close()));
+  }
+  await Promise.all(stores.map((s) => s.store.close()));
+}
+
+console.log('\n## fleet-aware breakers: 10 instances, loopback stores\n');
+console.log('| store | what | | | | |\n| --- | --- | --- | --- | --- | --- |');
+const redis = await startRedis();
+try {
+  await runStore('Redis', () => new RedisFleetStore({ redis: redis.url }));
+} finally {
+  await redis.stop();
+}
+const etcd = await startEtcd();
+try {
+  await runStore('etcd', () => new EtcdFleetStore({ etcd: etcd.endpoint }));
+} finally {
+  await etcd.stop();
+}
+process.exit(0);

@@ -1,0 +1,252 @@
+/**
+ * EtcdFleetStore: the fleet on etcd (etcd3), the control plane the registry already uses. Per
+ * dependency key, under `<prefix><key>/`:
+ *
+ * - `r/<caller>` each process's report ("gen|calls|failures"), put under the process's lease: a process
+ *   that dies drops out when its lease expires (etcd's TTL is in whole seconds: ⌈ttlMs / 1000⌉, at least 2);
+ * - `g` the generation; `p/<gen>` the current probe permit period (JSON: start, taken, ok, failed),
+ *   taken and counted in transactions that compare the key's revision (retried on a conflict);
+ * - one watch on the prefix delivers reports, departures (a deleted `r/` key) and generations.
+ *
+ * Permit periods are timed on this process's wall clock (etcd has no clock of its own to read): the
+ * hosts' clocks should agree to well within `openMs`. Every operation is bounded by `timeoutMs`.
+ */
+import { Etcd3, type IOptions, type Lease, type Watcher, type IKeyValue } from 'etcd3';
+import type { Clock } from '../core/clock.js';
+import { systemClock, wallClock } from '../core/clock.js';
+import type { Disposer } from '../core/events.js';
+import { clockOption, options as optionsObject, positive, showValue } from '../core/validate.js';
+import type { BreakerFleetOptions, FleetLink, FleetMember } from '../breaker/types.js';
+import { newCallerId } from './caller-id.js';
+import { FleetView } from './fleet-view.js';
+import type { FleetReport } from './quorum.js';
+import { withTimeout } from './store-timeout.js';
+import type { FleetEvent, FleetSnapshot, FleetStore, PermitAnswer } from './types.js';
+
+/** EtcdFleetStoreOptions configures an EtcdFleetStore. */
+export interface EtcdFleetStoreOptions {
+  /** etcd endpoints, e.g. 'http://127.0.0.1:2379' or a list; or an etcd3 client (not closed by the store). Required. */
+  etcd: string | string[] | Etcd3;
+  /** Prefix of every key. Defaults to 'bulwark/fleet/'. */
+  prefix?: string;
+  /** This process's caller id (no '/'). Defaults to a fresh one (host, pid, random). */
+  callerId?: string;
+  /** Milliseconds an operation may wait for etcd before it counts as failed. Defaults to 1 000. */
+  timeoutMs?: number;
+  /** The time source of timeouts and the views' timers. Defaults to `systemClock`. */
+  clock?: Clock;
+  /** The wall clock permit periods are timed on. Defaults to `wallClock`. */
+  wall?: Clock;
+}
+
+/** gRPC reconnects fast after etcd returns (its default first backoff is 1 s). */
+const GRPC_OPTIONS: NonNullable<IOptions['grpcOptions']> = { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000 };
+/** Run each call once: a failed call is the view's to retry, at its own rate. */
+const once = { execute: <T>(fn: (ctx: { signal: AbortSignal; attempt: number }) => PromiseLike<T> | T) => Promise.resolve().then(() => fn({ signal: new AbortController().signal, attempt: 1 })) };
+type IBackoff = NonNullable<NonNullable<IOptions['faultHandling']>['watchBackoff']>;
+/** etcd3's watch reconnect backoff: constant and short, so the view's watch returns soon after etcd does. */
+const WATCH_BACKOFF: IBackoff = { duration: 200, next: () => WATCH_BACKOFF };
+/** Transaction attempts on a conflicting revision before a permit request gives up. */
+const TXN_ATTEMPTS = 8;
+
+interface Permits {
+  s: number;
+  t: number;
+  o: number;
+  f: number;
+}
+
+/** EtcdFleetStore keeps a fleet on etcd; see the module comment. */
+export class EtcdFleetStore implements FleetStore {
+  readonly callerId: string;
+  private readonly client: Etcd3;
+  private readonly owned: boolean;
+  private readonly prefix: string;
+  private readonly timeoutMs: number;
+  private readonly clock: Clock;
+  private readonly wall: Clock;
+  private lease: Lease | undefined;
+  private leaseTtl = 0;
+  private readonly watchers = new Set<Watcher>();
+  private closed = false;
+
+  constructor(options: EtcdFleetStoreOptions) {
+    const o = optionsObject('EtcdFleetStore', options);
+    const e = o.etcd;
+    if (e instanceof Etcd3) {
+      this.client = e;
+      this.owned = false;
+    } else if (typeof e === 'string' || (Array.isArray(e) && e.length > 0 && e.every((h) => typeof h === 'string'))) {
+      this.client = new Etcd3({ hosts: e, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } });
+      this.owned = true;
+    } else throw new TypeError(`EtcdFleetStore: etcd must be endpoints or an etcd3 client, got ${showValue(e)}`);
+    const id = o.callerId ?? newCallerId();
+    if (typeof id !== 'string' || id === '' || id.includes('/')) throw new TypeError(`EtcdFleetStore: callerId must be a non-empty string without '/', got ${showValue(id)}`);
+    this.callerId = id;
+    const prefix = o.prefix ?? 'bulwark/fleet/';
+    if (typeof prefix !== 'string') throw new TypeError(`EtcdFleetStore: prefix must be a string, got ${showValue(prefix)}`);
+    this.prefix = prefix;
+    this.timeoutMs = positive('EtcdFleetStore', 'timeoutMs', o.timeoutMs ?? 1_000);
+    this.clock = clockOption('EtcdFleetStore', o.clock, systemClock);
+    this.wall = clockOption('EtcdFleetStore', o.wall, wallClock, 'wall');
+  }
+
+  join(member: FleetMember, options: BreakerFleetOptions): FleetLink {
+    return new FleetView(this, member, options, this.clock);
+  }
+
+  async publish(key: string, report: FleetReport, ttlMs: number): Promise<void> {
+    if (this.closed) throw new Error('EtcdFleetStore: closed');
+    const lease = this.leaseFor(ttlMs);
+    try {
+      await this.bound(lease.put(`${this.base(key)}r/${report.caller}`).value(`${report.gen}|${report.calls}|${report.failures}`).exec(), 'publish');
+    } catch (err) {
+      this.dropLease(lease); // a lease that could not be used may be gone: the next publish grants a new one
+      throw err;
+    }
+  }
+
+  async snapshot(key: string): Promise<FleetSnapshot> {
+    const base = this.base(key);
+    const res = await this.bound(this.client.getAll().prefix(base).exec(), 'snapshot');
+    let gen = 0;
+    const reports: FleetReport[] = [];
+    for (const kv of res.kvs) {
+      const ev = this.parse(base, kv);
+      if (ev?.type === 'generation') gen = ev.gen;
+      else if (ev?.type === 'report') reports.push(ev.report);
+    }
+    return { gen, reports };
+  }
+
+  watch(key: string, listener: (event: FleetEvent) => void, onStatus: (up: boolean) => void): Disposer {
+    const base = this.base(key);
+    let w: Watcher | undefined;
+    let stopped = false;
+    this.client
+      .watch()
+      .prefix(base)
+      .create()
+      .then(
+        (watcher) => {
+          if (stopped || this.closed) {
+            void watcher.cancel().catch(() => undefined);
+            return;
+          }
+          w = watcher;
+          this.watchers.add(watcher);
+          watcher.on('put', (kv: IKeyValue) => {
+            const ev = this.parse(base, kv);
+            if (ev !== undefined) listener(ev);
+          });
+          watcher.on('delete', (kv: IKeyValue) => {
+            const k = kv.key.toString();
+            if (k.startsWith(`${base}r/`)) listener({ type: 'gone', caller: k.slice(base.length + 2) });
+          });
+          watcher.on('disconnected', () => onStatus(false));
+          watcher.on('connected', () => onStatus(true));
+          watcher.on('error', () => onStatus(false));
+        },
+        () => onStatus(false),
+      );
+    return () => {
+      stopped = true;
+      if (w !== undefined) {
+        this.watchers.delete(w);
+        void w.cancel().catch(() => undefined);
+      }
+    };
+  }
+
+  async takePermit(key: string, gen: number, limit: number, periodMs: number): Promise<PermitAnswer> {
+    const k = `${this.base(key)}p/${gen}`;
+    for (let i = 0; i < TXN_ATTEMPTS; i++) {
+      const res = await this.bound(this.client.get(k).exec(), 'permit');
+      const kv = res.kvs[0];
+      const now = this.wall.now();
+      let p: Permits | undefined = kv === undefined ? undefined : (JSON.parse(kv.value.toString()) as Permits);
+      if (p === undefined || now - p.s >= periodMs) p = { s: now, t: 0, o: 0, f: 0 };
+      const left = p.s + periodMs - now;
+      if (p.t >= limit) return { granted: false, periodLeftMs: left };
+      p.t++;
+      const cmp = kv === undefined ? this.client.if(k, 'Create', '==', 0) : this.client.if(k, 'Mod', '==', kv.mod_revision);
+      const r = await this.bound(cmp.then(this.client.put(k).value(JSON.stringify(p))).commit(), 'permit');
+      if (r.succeeded) return { granted: true, periodLeftMs: left };
+    }
+    throw new Error('EtcdFleetStore permit: too many conflicting transactions');
+  }
+
+  async probeResult(key: string, gen: number, ok: boolean, needed: number): Promise<number> {
+    const base = this.base(key);
+    const pk = `${base}p/${gen}`;
+    const gk = `${base}g`;
+    for (let i = 0; i < TXN_ATTEMPTS; i++) {
+      const [pr, gr] = await this.bound(Promise.all([this.client.get(pk).exec(), this.client.get(gk).exec()]), 'probe');
+      const gkv = gr.kvs[0];
+      const current = gkv === undefined ? 0 : Number(gkv.value.toString());
+      const pkv = pr.kvs[0];
+      if (current !== gen || pkv === undefined) return current;
+      const p = JSON.parse(pkv.value.toString()) as Permits;
+      if (ok) p.o++;
+      else p.f++;
+      const closes = p.o >= needed && p.f === 0;
+      let txn = this.client.if(pk, 'Mod', '==', pkv.mod_revision);
+      txn = gkv === undefined ? txn.and(gk, 'Create', '==', 0) : txn.and(gk, 'Mod', '==', gkv.mod_revision);
+      const ops = closes ? [this.client.put(gk).value(String(gen + 1)), this.client.delete().key(pk)] : [this.client.put(pk).value(JSON.stringify(p))];
+      const r = await this.bound(txn.then(...ops).commit(), 'probe');
+      if (r.succeeded) return closes ? gen + 1 : gen;
+    }
+    throw new Error('EtcdFleetStore probe: too many conflicting transactions');
+  }
+
+  async leave(key: string): Promise<void> {
+    await this.bound(this.client.delete().key(`${this.base(key)}r/${this.callerId}`).exec(), 'leave');
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const w of this.watchers) void w.cancel().catch(() => undefined);
+    this.watchers.clear();
+    const lease = this.lease;
+    this.lease = undefined;
+    if (lease !== undefined) await withTimeout(lease.revoke(), this.timeoutMs, this.clock, 'EtcdFleetStore revoke').catch(() => undefined);
+    if (this.owned) this.client.close();
+  }
+
+  private base(key: string): string {
+    return `${this.prefix}${key}/`;
+  }
+
+  private leaseFor(ttlMs: number): Lease {
+    const ttl = Math.max(2, Math.ceil(ttlMs / 1000));
+    if (this.lease !== undefined && this.leaseTtl === ttl) return this.lease;
+    if (this.lease !== undefined) this.dropLease(this.lease);
+    const lease = this.client.lease(ttl, { autoKeepAlive: true });
+    lease.on('lost', () => this.dropLease(lease));
+    this.lease = lease;
+    this.leaseTtl = ttl;
+    return lease;
+  }
+
+  private dropLease(lease: Lease): void {
+    if (this.lease !== lease) return;
+    this.lease = undefined;
+    lease.release();
+  }
+
+  private parse(base: string, kv: IKeyValue): FleetEvent | undefined {
+    const k = kv.key.toString();
+    const v = kv.value.toString();
+    if (k === `${base}g`) return { type: 'generation', gen: Number(v) };
+    if (!k.startsWith(`${base}r/`)) return undefined;
+    const [g, c, f] = v.split('|').map(Number);
+    if (!Number.isFinite(g) || !Number.isFinite(c) || !Number.isFinite(f)) return undefined;
+    return { type: 'report', report: { caller: k.slice(base.length + 2), gen: g!, calls: c!, failures: f! } };
+  }
+
+  private bound<T>(p: Promise<T>, what: string): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('EtcdFleetStore: closed'));
+    return withTimeout(p, this.timeoutMs, this.clock, `EtcdFleetStore ${what}`);
+  }
+}
