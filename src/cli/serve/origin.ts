@@ -24,6 +24,7 @@ import { BreakerOpenError, BulkheadRejectedError, BulwarkError, LoadError, NotFo
 import { TokenLimiter } from '../../limit/index.js';
 import { Bulkhead, Timeout } from '../../policy/index.js';
 import type { Getter, GetterResult } from '../../cache/index.js';
+import { BodyTooLargeError, readCappedBody } from '../../internal/capped-body.js';
 import type { ServeConfig } from './config.js';
 
 /** Load is the guarded load of one key of one group. */
@@ -157,28 +158,13 @@ async function fetchUrl(agent: Agent, template: string, group: string, key: stri
     await res.body.dump();
     throw new LoadError(`origin answered ${res.statusCode} for ${JSON.stringify(key.slice(0, 64))}`);
   }
-  const declared = Number(res.headers['content-length']);
-  if (declared > MAX_ORIGIN_BYTES) {
-    res.body.destroy();
-    throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes (${declared})`);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
   try {
-    for await (const chunk of res.body) {
-      total += (chunk as Buffer).byteLength;
-      if (total > MAX_ORIGIN_BYTES) {
-        res.body.destroy();
-        throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes`);
-      }
-      chunks.push(chunk as Buffer);
-    }
+    return await readCappedBody(res.body, MAX_ORIGIN_BYTES, res.headers['content-length']);
   } catch (err) {
-    if (err instanceof LoadError) throw err;
+    if (err instanceof BodyTooLargeError) throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes${err.declared === undefined ? '' : ` (${err.declared})`}`);
     if (signal.aborted) throw signal.reason ?? err;
     throw new LoadError(`origin body: ${(err as Error).message}`, { cause: err });
   }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
 async function importGetter(path: string): Promise<ModuleGetter> {
