@@ -83,6 +83,13 @@ const SUBJECTS = {
     let i = 0;
     return { op: () => l.allow(keys[i++ & 1023]) };
   },
+  'PeriodLimiter.allow evicting (4 096 keys, maxKeys 1 024)': async (load) => {
+    const { PeriodLimiter } = await load('limit');
+    const l = new PeriodLimiter({ periodMs: 1e12, quota: 1e9, maxKeys: 1024 });
+    const keys = Array.from({ length: 4096 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => l.allow(keys[i++ & 4095]) };
+  },
   'HashRing.get (core, 16 members × 160)': async (load) => {
     const { HashRing } = await load('core');
     const ring = new HashRing({ replicas: 160 });

@@ -25,7 +25,7 @@ import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ByteView, toBinary } from './byte-view.js';
 import { keyProblem } from './key.js';
-import { LruCache } from './lru-cache.js';
+import { LruCache } from '../core/lru-cache.js';
 import { noPeers, type GetResponse, type GroupServer, type OwnerPick, type PeerGetter, type PeerMode, type PeerPicker } from './peers.js';
 import { callGetter, type Getter } from './getter.js';
 
