@@ -25,7 +25,7 @@ import { LRUCache } from 'lru-cache';
 import { LRUCache as MnemonistLRU } from 'mnemonist';
 import { atMost, bench, fasterBy, type Target } from './harness.js';
 import { CAPACITY, CAPACITY_BYTES, VALUE, keys, zipfStream } from './cache-workload.js';
-import { LruCache } from '../src/cache/lru-cache.js';
+import { LruCache } from '../src/core/lru-cache.js';
 import { Group } from '../src/cache/group.js';
 import { HttpPool } from '../src/cache/http-pool.js';
 import { HttpPeer } from '../src/cache/http-peer.js';

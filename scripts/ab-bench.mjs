@@ -92,6 +92,28 @@ const SUBJECTS = {
     let i = 0;
     return { op: () => c.get(keys[i++ & 4095]) };
   },
+  'Group.get hit (4 096 keys)': async (load) => {
+    const { Group } = await load('cache');
+    const g = new Group({ name: 'g', cacheBytes: 1 << 24, getter: (k) => k });
+    const keys = Array.from({ length: 4096 }, (_, i) => `key-${i}`);
+    for (const k of keys) await g.get(k);
+    let i = 0;
+    return { op: () => g.get(keys[i++ & 4095]), async: true };
+  },
+  'PeriodLimiter.allow (1 024 keys)': async (load) => {
+    const { PeriodLimiter } = await load('limit');
+    const l = new PeriodLimiter({ periodMs: 1e12, quota: 1e9 });
+    const keys = Array.from({ length: 1024 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => l.allow(keys[i++ & 1023]) };
+  },
+  'PeriodLimiter.allow evicting (4 096 keys, maxKeys 1 024)': async (load) => {
+    const { PeriodLimiter } = await load('limit');
+    const l = new PeriodLimiter({ periodMs: 1e12, quota: 1e9, maxKeys: 1024 });
+    const keys = Array.from({ length: 4096 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => l.allow(keys[i++ & 4095]) };
+  },
   'HashRing.get (core, 16 members × 160)': async (load) => {
     const { HashRing } = await load('core');
     const ring = new HashRing({ replicas: 160 });

@@ -13,6 +13,7 @@ import { clockOption, fn, integer, options as checkOptions, type OptionKeys } fr
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { InstanceTable, noInstance, prepareList, sliceLists, type Entry } from './instance-table.js';
+import { Xorshift32 } from './xorshift.js';
 
 /** The keys of LeastRequestOptions, all of them: any other is refused (see `options`). */
 const LEAST_REQUEST_KEYS = {
@@ -46,7 +47,7 @@ export class LeastRequest implements Picker {
   readonly choiceCount: number;
   private declare readonly table: InstanceTable<CountEntry>;
   private readonly random: (() => number) | undefined;
-  private seed = ((Math.random() * 0x100000000) | 0) || 1;
+  private readonly rng = new Xorshift32();
   private last: CountEntry | undefined;
 
   constructor(options?: LeastRequestOptions) {
@@ -113,16 +114,7 @@ export class LeastRequest implements Picker {
   /** draw returns a uniform index in [0, n). */
   private draw(n: number): number {
     const r = this.random;
-    let u: number;
-    if (r !== undefined) u = r();
-    else {
-      let x = this.seed;
-      x ^= x << 13;
-      x ^= x >>> 17;
-      x ^= x << 5;
-      this.seed = x;
-      u = (x >>> 0) / 0x100000000;
-    }
+    const u = r !== undefined ? r() : this.rng.next();
     const i = Math.floor(u * n);
     return i >= 0 && i < n ? i : 0;
   }

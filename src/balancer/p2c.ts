@@ -20,6 +20,7 @@ import { clockOption, finite, fn, options as checkOptions, type OptionKeys } fro
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
 import { allowedCount, InstanceTable, prepareList, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { Xorshift32 } from './xorshift.js';
 
 /** The keys of P2COptions, all of them: any other is refused (see `options`). */
 const P2C_KEYS = {
@@ -85,8 +86,8 @@ export class P2C implements Picker {
   private readonly minWeight: number;
   private readonly clock: Clock;
   private readonly random: (() => number) | undefined;
-  /** xorshift32 state, when no `random` was given. */
-  private seed = ((Math.random() * 0x100000000) | 0) || 1;
+  /** The source of chance when no `random` was given. */
+  private readonly rng = new Xorshift32();
   private readonly table: InstanceTable<P2CEntry>;
   private seeded = false;
   /** Until when some instance is still warming up; after it, slow start costs nothing. */
@@ -235,13 +236,7 @@ export class P2C implements Picker {
   /** uniform returns a uniform random number in [0, 1): the injected source, or xorshift32. */
   private uniform(): number {
     const r = this.random;
-    if (r !== undefined) return r();
-    let x = this.seed;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.seed = x;
-    return (x >>> 0) / 0x100000000;
+    return r !== undefined ? r() : this.rng.next();
   }
 
   /** start counts a call in flight to `instance`. */

@@ -18,6 +18,7 @@ import type { HashRing, RingBuild } from '../core/hash-ring.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { instanceWeight, type Entry, type Walked } from './instance-table.js';
 import type { RingSize } from './ring-size.js';
+import { xorshift32 } from './xorshift.js';
 
 /** RingEntry is RingHash's state for one instance. */
 export interface RingEntry extends Entry {
@@ -229,10 +230,7 @@ export function jump(h: number, n: number): number {
   let x = h >>> 0 || 0x9e3779b9;
   for (let j = 0; j < n; ) {
     b = j;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
+    x = xorshift32(x) >>> 0;
     j = Math.floor((b + 1) * (4294967296 / (x + 1)));
   }
   return b;

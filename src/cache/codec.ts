@@ -2,7 +2,9 @@
  * The peer protocol's protobuf messages (proto/cache.proto), encoded and decoded by hand with
  * `@bufbuild/protobuf`'s wire API. The generator (protoc-gen-es) needs Node 22; four small messages
  * do not need it. Decoding is strict about types, UTF-8 and size: anything else is
- * `InvalidResponseError`. Unknown fields are skipped, as protobuf requires.
+ * `InvalidResponseError`. Unknown fields are skipped, as protobuf requires. The field numbers written
+ * here are checked against the schema itself: codec.test.ts reads proto/cache.proto with protobufjs
+ * and decodes what this writes (and the reverse), so the two cannot drift apart.
  */
 import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { InvalidResponseError } from '../core/errors.js';

@@ -309,6 +309,98 @@ describe('Group', () => {
     assert.equal((await g.get('k')).toString(), 'new');
   });
 
+  it('getWithInfo says where each answer came from: getter, main, peer, hot', async () => {
+    const clock = new ManualClock();
+    const owner = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => `v-${k}` });
+    const peer = new FakePeer('http://owner', owner);
+    const g = new Group({ name: 'g', cacheBytes: 1000, clock, random: () => 0, peers: picker(peer, (k) => k.startsWith('mine')), getter: (k) => `here-${k}` });
+    const seen = [];
+    for (const key of ['mine', 'mine', 'theirs', 'theirs']) {
+      const a = await g.getWithInfo(key);
+      seen.push(`${a.value.toString()} ${a.source} ${a.ageMs}`);
+    }
+    // Without staleBytes a hit's age is not known; a load is 0 ms old.
+    assert.deepEqual(seen, ['here-mine getter 0', 'here-mine main undefined', 'v-theirs peer 0', 'v-theirs hot undefined']);
+    await assert.rejects(g.getWithInfo(''), TypeError);
+    assert.deepEqual([g.stats().gets, g.stats().cacheHits], [4, 2]); // a bad key is not a get
+  });
+
+  it('getWithInfo gives a hit its age when the group keeps last good values', async () => {
+    const clock = new ManualClock();
+    const g = new Group({ name: 'g', cacheBytes: 1000, clock, staleBytes: 1000, getter: (k) => `v-${k}` });
+    assert.equal((await g.getWithInfo('k')).ageMs, 0);
+    clock.advance(250);
+    assert.deepEqual([(await g.getWithInfo('k')).source, (await g.getWithInfo('k')).ageMs], ['main', 250]);
+  });
+
+  it('answers the last good value, marked stale, when a load fails after the TTL; not past staleMaxAgeMs', async () => {
+    const clock = new ManualClock();
+    let fail = false;
+    const g = new Group({
+      name: 'g', cacheBytes: 1000, clock, ttlMs: 1_000, staleBytes: 1000, staleMaxAgeMs: 60_000,
+      getter: (k) => {
+        if (fail) throw new LoadError('origin down');
+        return `v-${k}`;
+      },
+    });
+    await g.get('k');
+    fail = true;
+    clock.advance(2_000); // past the 1 s TTL (±10 %)
+    const a = await g.getWithInfo('k');
+    assert.deepEqual([a.value.toString(), a.source, a.ageMs], ['v-k', 'stale', 2_000]);
+    assert.equal((await g.get('k')).toString(), 'v-k', 'get answers stale too');
+    assert.equal(g.stats().staleAnswers, 2);
+    await assert.rejects(g.get('never'), LoadError);
+    clock.advance(58_001);
+    await assert.rejects(g.get('k'), LoadError);
+  });
+
+  it('answers a peer\'s last value stale when the owner\'s getter fails', async () => {
+    const clock = new ManualClock();
+    let fail = false;
+    const owner = new Group({ name: 'g', cacheBytes: 1000, clock, ttlMs: 1_000, getter: (k) => { if (fail) throw new LoadError('down'); return `v-${k}`; } });
+    const peer = new FakePeer('http://owner', owner);
+    const g = new Group({ name: 'g', cacheBytes: 1000, clock, staleBytes: 1000, random: () => 0.5, peers: picker(peer), getter: () => assert.fail('no local load') });
+    assert.equal((await g.getWithInfo('k')).source, 'peer');
+    fail = true;
+    clock.advance(2_000);
+    peer.fail = new PeerError('owner: getter failed', { status: 502 });
+    const a = await g.getWithInfo('k');
+    assert.deepEqual([a.source, a.ageMs], ['stale', 2_000]);
+  });
+
+  it('never answers stale for "not found", a removed key, an aborted wait, or with staleBytes 0', async () => {
+    const clock = new ManualClock();
+    let mode: 'up' | 'missing' | 'down' | 'hang' = 'up';
+    const getter = (k: string) => {
+      if (mode === 'missing') throw new NotFoundError('gone');
+      if (mode === 'down') throw new LoadError('down');
+      if (mode === 'hang') return new Promise<string>(() => undefined);
+      return `v-${k}`;
+    };
+    const g = new Group({ name: 'g', cacheBytes: 1000, clock, ttlMs: 1_000, staleBytes: 1000, getter });
+    for (const k of ['a', 'b', 'c']) await g.get(k);
+    clock.advance(2_000);
+    mode = 'missing';
+    await assert.rejects(g.get('a'), NotFoundError);
+    mode = 'down';
+    await assert.rejects(g.get('a'), LoadError, 'a key found missing has no last good value');
+    await g.remove('b');
+    await assert.rejects(g.get('b'), LoadError);
+    mode = 'hang';
+    const ac = new AbortController();
+    const waiting = g.get('c', { signal: ac.signal });
+    ac.abort();
+    await assert.rejects(waiting, AbortedError);
+    mode = 'up';
+    const off = new Group({ name: 'g', cacheBytes: 1000, clock, ttlMs: 1_000, getter });
+    await off.get('d');
+    clock.advance(2_000);
+    mode = 'down';
+    await assert.rejects(off.get('d'), LoadError);
+    assert.equal(g.stats().staleAnswers + off.stats().staleAnswers, 0);
+  });
+
   it('rejects bad options with errors naming the option', () => {
     const getter = () => 'v';
     assert.throws(() => new Group({ name: '', cacheBytes: 1, getter }), /name/);
@@ -319,6 +411,8 @@ describe('Group', () => {
     assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, hotCacheRatio: 2 }), /hotCacheRatio/);
     assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, timeoutMs: 0 }), /timeoutMs/);
     assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, peers: {} as never }), /peers/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, staleBytes: -1 }), /staleBytes/);
+    assert.throws(() => new Group({ name: 'g', cacheBytes: 1, getter, staleMaxAgeMs: -1 }), /staleMaxAgeMs/);
   });
 
   describe('replicated ownership (a picker with pickOwners)', () => {

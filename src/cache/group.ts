@@ -9,15 +9,23 @@
  * Beyond groupcache: TTLs (per group or per entry, jittered ±10 % against avalanches), cached misses
  * (`negativeTtlMs`, against penetration), `remove(key)` everywhere (a load in flight cannot put a
  * removed value back), and a remote "not found" is an answer rather than a reason to load locally.
+ *
+ * `getWithInfo(key)` answers where the value came from (`main`, `hot`, `peer`, `getter`, `stale`) and
+ * its age. With `staleBytes` the group keeps the last good value of each key it loaded (from its
+ * getter or a peer) with the time it was loaded, in an LruCache of its own: it gives a hit its age, and
+ * when a load fails (the getter's error or timeout, the owner's getter failing) a value no older than
+ * `staleMaxAgeMs` answers instead, marked `stale` (stale on error). "Not found" and a removed key are
+ * never answered stale. The stale store's strings are those of the main and hot caches, so a key held
+ * in both costs its bytes once in memory (each budget counts them).
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { cacheLoadChannel } from '../core/diagnostics.js';
-import { NotFoundError, PeerError, withoutStack } from '../core/errors.js';
+import { AbortedError, NotFoundError, PeerError, withoutStack } from '../core/errors.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ByteView, toBinary } from './byte-view.js';
 import { keyProblem } from './key.js';
-import { LruCache } from './lru-cache.js';
+import { LruCache } from '../core/lru-cache.js';
 import { noPeers, type GetResponse, type GroupServer, type OwnerPick, type PeerGetter, type PeerMode, type PeerPicker } from './peers.js';
 import { callGetter, type Getter } from './getter.js';
 
@@ -25,6 +33,7 @@ import { callGetter, type Getter } from './getter.js';
 const GROUP_KEYS = {
   name: true, cacheBytes: true, getter: true, peers: true, ttlMs: true, negativeTtlMs: true, ttlJitter: true,
   hotCacheRatio: true, hotCacheSample: true, maxValueBytes: true, timeoutMs: true, clock: true, random: true,
+  staleBytes: true, staleMaxAgeMs: true,
 } as const satisfies OptionKeys<GroupOptions>;
 
 export type { Getter, GetterResult } from './getter.js';
@@ -57,6 +66,13 @@ export interface GroupOptions {
   clock?: Clock;
   /** Random numbers in [0, 1) for TTL jitter and hot-cache sampling. Defaults to `Math.random`. */
   random?: () => number;
+  /**
+   * Bytes for the last good value of each loaded key and when it was loaded: it answers a load that
+   * fails (stale on error) and gives a hit its age (`getWithInfo`); 0 keeps none. Defaults to 0.
+   */
+  staleBytes?: number;
+  /** The oldest last good value that may answer a failed load, in ms. Defaults to 3 600 000 (1 h). */
+  staleMaxAgeMs?: number;
 }
 
 /** Defaults for GroupOptions. */
@@ -68,7 +84,23 @@ export const groupDefaults = Object.freeze({
   hotCacheSample: 0.1, // groupcache: populate the hot cache for 1 in 10 peer loads
   maxValueBytes: 1 << 20,
   timeoutMs: 10_000,
+  staleBytes: 0,
+  staleMaxAgeMs: 3_600_000,
 });
+
+/** AnswerSource says where `getWithInfo` found a value: this node's main or hot cache, a peer, this node's getter, or the last good value after a failed load. */
+export type AnswerSource = 'main' | 'hot' | 'peer' | 'getter' | 'stale';
+
+/** GroupAnswer is a value with where it came from and how old it is (`Group.getWithInfo`). */
+export interface GroupAnswer {
+  value: ByteView;
+  source: AnswerSource;
+  /**
+   * Milliseconds since this node loaded the value (from its getter or a peer): 0 for `getter` and
+   * `peer`; for a hit, known while the group keeps the key's last good value (`staleBytes`), else undefined.
+   */
+  ageMs: number | undefined;
+}
 
 /** GroupStats are the group's counters since it was made (groupcache `Stats`). */
 export interface GroupStats {
@@ -94,6 +126,8 @@ export interface GroupStats {
   evictions: number;
   /** Values this node loaded as a key's first owner and handed on to its other owners (replicated ownership). */
   replications: number;
+  /** Failed loads answered with the key's last good value (`staleBytes`). */
+  staleAnswers: number;
 }
 
 /** GetOptions are per-call options of `get` and `remove`. */
@@ -102,10 +136,17 @@ export interface GetOptions {
   signal?: AbortSignal;
 }
 
-/** Loaded is a load's outcome: the value (null for "not found") and its expiry on the group's clock. */
+/** Loaded is a load's outcome: the value (null for "not found"), its expiry on the group's clock, and where it came from. */
 interface Loaded {
   value: string | null;
   expiresAt: number;
+  source: AnswerSource;
+}
+
+/** Held is a last good value and when it was loaded, on the group's clock (stale on error). */
+interface Held {
+  value: string;
+  at: number;
 }
 
 /** LoadToken marks the loads of one key in flight; `remove` sets `removed` so that they store nothing. */
@@ -133,8 +174,10 @@ export class Group implements GroupServer {
   private readonly random: () => number;
   private readonly main: LruCache<string | null>;
   private readonly hot: LruCache<string | null>;
+  private readonly stale: LruCache<Held> | undefined;
+  private readonly staleMaxAgeMs: number;
   /** Loads of this node on behalf of its callers (may go to a peer). */
-  private readonly flight = new SingleFlight<string, string>({ timeoutMs: 0 });
+  private readonly flight = new SingleFlight<string, Loaded>({ timeoutMs: 0 });
   /** Loads of keys this node co-owns (replicated ownership): ask a co-owner, else the getter. */
   private readonly ownerFlight = new SingleFlight<string, Loaded>({ timeoutMs: 0 });
   /** Getter calls; shared by this node's callers and peers' requests, so one per key per node. */
@@ -143,7 +186,7 @@ export class Group implements GroupServer {
   private unregister: (() => void) | undefined;
   private readonly counters: GroupStats = {
     gets: 0, cacheHits: 0, peerLoads: 0, peerErrors: 0, loads: 0,
-    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0, replications: 0,
+    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0, replications: 0, staleAnswers: 0,
   };
 
   constructor(options: GroupOptions) {
@@ -173,6 +216,9 @@ export class Group implements GroupServer {
     const onEvict = () => void this.counters.evictions++;
     this.main = new LruCache({ maxBytes: cacheBytes - hotBytes, onEvict, clock: this.clock });
     this.hot = new LruCache({ maxBytes: hotBytes, onEvict, clock: this.clock });
+    const staleBytes = integer('Group', 'staleBytes', o.staleBytes ?? groupDefaults.staleBytes, 0);
+    this.staleMaxAgeMs = finite('Group', 'staleMaxAgeMs', o.staleMaxAgeMs ?? groupDefaults.staleMaxAgeMs, 0);
+    this.stale = staleBytes > 0 ? new LruCache<Held>({ maxBytes: staleBytes, sizeOf: heldSize, clock: this.clock }) : undefined;
     this.unregister = this.peers.register?.(this);
   }
 
@@ -193,16 +239,32 @@ export class Group implements GroupServer {
     const problem = keyProblem(key);
     if (problem !== undefined) return Promise.reject(new TypeError(`Group ${this.name}: ${problem}`));
     this.counters.loads++;
-    const signal = options?.signal;
-    const owners = this.peers.pickOwners?.(key);
-    if (owners !== undefined) {
-      if (owners.self) return this.loadAsOwner(key, owners, signal).then((r) => toView(this.valueOf(key, r.value)));
-      return this.flight.do(key, (s) => this.loadFromPeer(key, owners.peers, s), { signal }).then(toView);
+    return this.load(key, options?.signal).then((r) => new ByteView(this.valueOf(key, r.value)));
+  }
+
+  /**
+   * getWithInfo answers what `get` answers, with where the value came from and its age (`GroupAnswer`).
+   * Rejects as `get` does.
+   */
+  getWithInfo(key: string, options?: GetOptions): Promise<GroupAnswer> {
+    if (typeof key !== 'string' || key.length === 0 || key.length > 1024) return Promise.reject(new TypeError(`Group ${this.name}: ${keyProblem(key)}`));
+    this.counters.gets++;
+    let source: AnswerSource = 'main';
+    let v = this.main.get(key);
+    if (v === undefined) {
+      source = 'hot';
+      v = this.hot.get(key);
     }
-    const peer = this.peers.pickPeer(key);
-    // Keys this node owns go straight to the getter's singleflight: one shared load, one AbortController.
-    if (peer === undefined) return this.loadLocally(key, signal).then((r) => toView(this.valueOf(key, r.value)));
-    return this.flight.do(key, (s) => this.loadFromPeer(key, [peer], s), { signal }).then(toView);
+    if (v !== undefined) {
+      this.counters.cacheHits++;
+      if (v === null) return Promise.reject(this.notFound(key));
+      const held = this.stale?.get(key);
+      return Promise.resolve({ value: new ByteView(v), source, ageMs: held === undefined ? undefined : this.clock.now() - held.at });
+    }
+    const problem = keyProblem(key);
+    if (problem !== undefined) return Promise.reject(new TypeError(`Group ${this.name}: ${problem}`));
+    this.counters.loads++;
+    return this.load(key, options?.signal).then((r) => this.answerOf(key, r));
   }
 
   /**
@@ -225,16 +287,62 @@ export class Group implements GroupServer {
     }
   }
 
+  /**
+   * load finds a key missing from both caches: from its owner, or from the getter when this node owns
+   * it (or the owner cannot answer); a failed load answers the last good value when there is one.
+   */
+  private load(key: string, signal: AbortSignal | undefined): Promise<Loaded> {
+    let loading: Promise<Loaded>;
+    const owners = this.peers.pickOwners?.(key);
+    if (owners !== undefined) {
+      loading = owners.self ? this.loadAsOwner(key, owners, signal) : this.flight.do(key, (s) => this.loadFromPeer(key, owners.peers, s), { signal });
+    } else {
+      const peer = this.peers.pickPeer(key);
+      // Keys this node owns go straight to the getter's singleflight: one shared load, one AbortController.
+      loading = peer === undefined ? this.loadLocally(key, signal) : this.flight.do(key, (s) => this.loadFromPeer(key, [peer], s), { signal });
+    }
+    return this.stale === undefined ? loading : loading.catch((err: unknown) => this.staleOr(key, err, signal));
+  }
+
+  /** staleOr answers the key's last good value for a failed load, if it may (see `isLoadFailure`), else rethrows. */
+  private staleOr(key: string, err: unknown, signal: AbortSignal | undefined): Loaded {
+    if (signal?.aborted !== true && isLoadFailure(err)) {
+      const held = this.stale?.get(key);
+      if (held !== undefined && this.clock.now() - held.at <= this.staleMaxAgeMs) {
+        this.counters.staleAnswers++;
+        return { value: held.value, expiresAt: held.at, source: 'stale' };
+      }
+    }
+    throw err;
+  }
+
+  private answerOf(key: string, r: Loaded): GroupAnswer {
+    const value = new ByteView(this.valueOf(key, r.value));
+    if (r.source === 'getter' || r.source === 'peer') return { value, source: r.source, ageMs: 0 };
+    // A stale answer carries its load time in expiresAt (see staleOr).
+    if (r.source === 'stale') return { value, source: 'stale', ageMs: this.clock.now() - r.expiresAt };
+    const held = this.stale?.get(key);
+    return { value, source: r.source, ageMs: held === undefined ? undefined : this.clock.now() - held.at };
+  }
+
+  /** keep records `value` as the key's last good value (null: the key is gone, so nothing stale may answer for it). */
+  private keep(key: string, value: string | null): void {
+    if (this.stale === undefined) return;
+    if (value === null) this.stale.remove(key);
+    else this.stale.add(key, { value, at: this.clock.now() });
+  }
+
   /** stats returns a snapshot of the counters. */
   stats(): GroupStats {
     return { ...this.counters };
   }
 
-  /** cacheStats reports the main and hot caches' entries and bytes. */
-  cacheStats(): { main: { length: number; bytes: number }; hot: { length: number; bytes: number } } {
+  /** cacheStats reports the main, hot and stale caches' entries and bytes. */
+  cacheStats(): { main: { length: number; bytes: number }; hot: { length: number; bytes: number }; stale: { length: number; bytes: number } } {
     return {
       main: { length: this.main.length, bytes: this.main.bytes },
       hot: { length: this.hot.length, bytes: this.hot.bytes },
+      stale: { length: this.stale?.length ?? 0, bytes: this.stale?.bytes ?? 0 },
     };
   }
 
@@ -272,10 +380,11 @@ export class Group implements GroupServer {
     return this.response(loaded.value, loaded.expiresAt);
   }
 
-  /** serveRemove deletes `key` from this node's caches; loads of it in flight will store nothing. */
+  /** serveRemove deletes `key` from this node's caches (and its last good value); loads of it in flight will store nothing. */
   serveRemove(key: string): boolean {
     const removed = this.main.remove(key) || this.hot.remove(key);
     this.hot.remove(key);
+    this.stale?.remove(key);
     const token = this.loading.get(key);
     if (token !== undefined) {
       token.removed = true;
@@ -297,11 +406,12 @@ export class Group implements GroupServer {
    * each owner in turn until one answers), skipping owners that could not be reached lately; if none
    * can answer, load here.
    */
-  private async loadFromPeer(key: string, owners: readonly PeerGetter[], signal: AbortSignal): Promise<string> {
+  private async loadFromPeer(key: string, owners: readonly PeerGetter[], signal: AbortSignal): Promise<Loaded> {
     // A flight that just finished may have filled the cache (groupcache checks again here too).
-    let cached = this.main.get(key);
-    if (cached === undefined) cached = this.hot.get(key);
-    if (cached !== undefined) return this.valueOf(key, cached);
+    const main = this.main.get(key);
+    if (main !== undefined) return { value: this.valueOf(key, main), expiresAt: 0, source: 'main' };
+    const hot = this.hot.get(key);
+    if (hot !== undefined) return { value: this.valueOf(key, hot), expiresAt: 0, source: 'hot' };
     this.counters.loadsDeduped++;
     const token = this.begin(key);
     try {
@@ -313,11 +423,16 @@ export class Group implements GroupServer {
             ? cacheLoadChannel.tracePromise(() => peer.get(this.name, key, signal), { group: this.name, key, source: 'peer', peer: peer.url })
             : peer.get(this.name, key, signal));
           this.counters.peerLoads++;
-          if (r.notFound) throw this.notFound(key);
-          if (!token.removed && r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) {
-            this.hot.add(key, r.value, r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0);
+          if (r.notFound) {
+            if (!token.removed) this.keep(key, null);
+            throw this.notFound(key);
           }
-          return r.value;
+          const expiresAt = r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0;
+          if (!token.removed) {
+            if (r.value.length <= this.maxValueBytes && this.hotCacheSample > 0 && this.random() < this.hotCacheSample) this.hot.add(key, r.value, expiresAt);
+            this.keep(key, r.value);
+          }
+          return { value: r.value, expiresAt, source: 'peer' };
         } catch (err) {
           if (err instanceof NotFoundError) throw err;
           this.counters.peerErrors++;
@@ -330,7 +445,8 @@ export class Group implements GroupServer {
       this.end(key, token);
     }
     const loaded = await this.loadLocally(key, signal);
-    return this.valueOf(key, loaded.value);
+    this.valueOf(key, loaded.value);
+    return loaded;
   }
 
   /**
@@ -345,7 +461,7 @@ export class Group implements GroupServer {
   private loadAsOwner(key: string, pick: OwnerPick, signal: AbortSignal | undefined): Promise<Loaded> {
     return this.ownerFlight.do(key, async (flightSignal) => {
       const hit = this.main.get(key);
-      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0 };
+      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0, source: 'main' };
       const mode: PeerMode = pick.primary ? 'peek' : 'local';
       const asks = pick.primary ? pick.peers : pick.peers.slice(0, 1);
       const token = this.begin(key);
@@ -365,11 +481,15 @@ export class Group implements GroupServer {
           this.counters.peerLoads++;
           const expiresAt = r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0;
           if (r.notFound) {
+            if (!token.removed) this.keep(key, null);
             if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
-            return { value: null, expiresAt };
+            return { value: null, expiresAt, source: 'peer' };
           }
-          if (!token.removed && r.value.length <= this.maxValueBytes) this.main.add(key, r.value, expiresAt);
-          return { value: r.value, expiresAt };
+          if (!token.removed) {
+            if (r.value.length <= this.maxValueBytes) this.main.add(key, r.value, expiresAt);
+            this.keep(key, r.value);
+          }
+          return { value: r.value, expiresAt, source: 'peer' };
         }
       } finally {
         this.end(key, token);
@@ -396,7 +516,7 @@ export class Group implements GroupServer {
   private loadLocally(key: string, signal: AbortSignal | undefined): Promise<Loaded> {
     return this.localFlight.do(key, async (flightSignal) => {
       const hit = this.main.get(key);
-      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0 };
+      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0, source: 'main' };
       this.counters.loadsDeduped++;
       const token = this.begin(key);
       try {
@@ -412,14 +532,18 @@ export class Group implements GroupServer {
             throw err;
           }
           const expiresAt = this.negativeTtlMs > 0 ? this.expiry(this.negativeTtlMs) : 0;
+          if (!token.removed) this.keep(key, null);
           if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
-          return { value: null, expiresAt };
+          return { value: null, expiresAt, source: 'getter' };
         }
         const ttlMs = result.ttlMs ?? this.ttlMs;
         const value = toBinary(result.value);
         const expiresAt = ttlMs > 0 ? this.expiry(ttlMs) : 0;
-        if (!token.removed && value.length <= this.maxValueBytes) this.main.add(key, value, expiresAt);
-        return { value, expiresAt };
+        if (!token.removed) {
+          if (value.length <= this.maxValueBytes) this.main.add(key, value, expiresAt);
+          this.keep(key, value);
+        }
+        return { value, expiresAt, source: 'getter' };
       } finally {
         this.end(key, token);
       }
@@ -451,6 +575,12 @@ export class Group implements GroupServer {
   }
 }
 
-function toView(v: string): ByteView {
-  return new ByteView(v);
+/** heldSize counts a last good value's key, value and the record around them. */
+function heldSize(key: string, held: Held): number {
+  return key.length + held.value.length + 32;
+}
+
+/** isLoadFailure tells the errors a last good value may answer for: anything but "not found", a bad key and the caller leaving. */
+function isLoadFailure(err: unknown): boolean {
+  return !(err instanceof TypeError) && !(err instanceof NotFoundError) && !(err instanceof AbortedError);
 }

@@ -27,6 +27,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import { AbortedError, PeerError, TimeoutError } from '../core/errors.js';
+import { readCappedBody } from '../internal/capped-body.js';
 import type { OriginPools } from '../internal/origin-pools.js';
 import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest, type GetResponse, type PeerMode } from './codec.js';
 import type { PeerGetter } from './peers.js';
@@ -61,8 +62,6 @@ const MAX_ERROR_BODY = 4_096;
 export const PEER_DOWN_MS = 1_000;
 
 const PROTOBUF_HEADERS: Record<string, string> = Object.freeze({ 'content-type': 'application/x-protobuf' }) as Record<string, string>;
-
-type Body = AsyncIterable<Buffer | Uint8Array> & { destroy?: (err?: Error) => void; dump?: () => Promise<void> };
 
 /** HttpPeer fetches from one peer over HTTP. */
 export class HttpPeer implements PeerGetter {
@@ -165,7 +164,7 @@ export class HttpPeer implements PeerGetter {
       const limit = status === 200 ? maxBytes : MAX_ERROR_BODY;
       let bytes: Uint8Array;
       try {
-        bytes = await readBounded(res.body as Body, limit, res.headers['content-length']);
+        bytes = await readCappedBody(res.body, limit, res.headers['content-length']);
       } catch (err) {
         if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
         const cause = deadline.signal.aborted ? deadline.signal.reason : err;
@@ -215,23 +214,4 @@ function failure(url: string, status: number, bytes: Uint8Array): PeerError {
  */
 export function queryEscape(s: string): string {
   return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-}
-
-/** readBounded reads a body of at most `limit` bytes; a longer one is cut off with an error. */
-async function readBounded(body: Body, limit: number, contentLength: string | string[] | undefined): Promise<Uint8Array> {
-  if (typeof contentLength === 'string' && Number(contentLength) > limit) {
-    body.destroy?.();
-    throw new Error(`answer of ${contentLength} bytes exceeds ${limit}`);
-  }
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for await (const chunk of body) {
-    total += chunk.byteLength;
-    if (total > limit) {
-      body.destroy?.();
-      throw new Error(`answer exceeds ${limit} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }

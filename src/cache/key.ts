@@ -2,9 +2,10 @@
  * Cache keys: non-empty, at most 1 KiB of UTF-8, well-formed Unicode (a lone surrogate cannot be
  * percent-encoded into a peer request, so it is refused everywhere alike).
  */
+import { MAX_KEY_BYTES } from '../core/key-size.js';
 
 /** MAX_KEY_BYTES is the largest key, in UTF-8 bytes. */
-export const MAX_KEY_BYTES = 1024;
+export { MAX_KEY_BYTES };
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 

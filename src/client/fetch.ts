@@ -17,6 +17,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { InvalidResponseError } from '../core/errors.js';
 import { showValue } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
+import { BodyTooLargeError, readCappedBody } from '../internal/capped-body.js';
 import type { OriginPools } from '../internal/origin-pools.js';
 import type { FetchInit } from './types.js';
 
@@ -106,23 +107,16 @@ export async function fetchAttempt(pools: OriginPools, plan: FetchPlan, instance
     signal,
     idempotent: plan.retryByDefault,
   });
-  const declared = Number(res.headers['content-length']);
-  if (declared > maxBytes) {
-    res.body.destroy();
-    throw new InvalidResponseError(`${instance.address} answered a body of ${declared} bytes, above maxResponseBytes ${maxBytes}`);
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) {
-      res.body.destroy();
-      throw new InvalidResponseError(`${instance.address} answered a body above maxResponseBytes ${maxBytes}`);
-    }
-    chunks.push(chunk);
+  let body: Uint8Array;
+  try {
+    body = await readCappedBody(res.body, maxBytes, res.headers['content-length']);
+  } catch (err) {
+    if (!(err instanceof BodyTooLargeError)) throw err;
+    const size = err.declared === undefined ? 'a body' : `a body of ${err.declared} bytes,`;
+    throw new InvalidResponseError(`${instance.address} answered ${size} above maxResponseBytes ${maxBytes}`);
   }
   const status = res.statusCode;
-  const bytes = NULL_BODY.has(status) || plan.method === 'HEAD' ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  const bytes = NULL_BODY.has(status) || plan.method === 'HEAD' ? null : body;
   return new Response(bytes, { status, statusText: res.statusText, headers: toHeaders(res.headers) });
 }
 

@@ -1,7 +1,8 @@
 /** Key checks shared by the keyed limiters. */
+import { MAX_KEY_BYTES } from '../core/key-size.js';
 
 /** MAX_KEY_BYTES is the longest key a limiter accepts: 1 KiB of UTF-8 (a key is memory we keep). */
-export const MAX_KEY_BYTES = 1024;
+export { MAX_KEY_BYTES };
 
 /** checkKey throws TypeError unless `key` is a string of at most 1 KiB (UTF-8). */
 export function checkKey(owner: string, key: unknown): string {

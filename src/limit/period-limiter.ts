@@ -12,8 +12,8 @@
  *
  * Keys are bounded like KeyedLimiter's: at most `maxKeys`, least recently used evicted first.
  */
-import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock, wallClock } from '../core/clock.js';
+import { LruCache } from '../core/lru-cache.js';
 import { clockOption, finite, integer, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
 import type { KeyedRateLimiter, LimitDecision, PeriodAnswer, PeriodWindow } from './types.js';
@@ -68,7 +68,8 @@ export class PeriodLimiter implements KeyedRateLimiter {
   readonly align: boolean;
   private readonly offset: number;
   private readonly clock: Clock;
-  private readonly windows: LRUCache<string, Window>;
+  /** The keys' windows, least recently used evicted first: an LruCache counting each key as 1 byte of `maxKeys`. */
+  private readonly windows: LruCache<Window>;
 
   /** Decisions since the limiter was made that allowed / refused (`stats().allowed`, `stats().limited`). */
   private allowedCount = 0;
@@ -86,7 +87,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
     this.offset = finite('PeriodLimiter', 'alignOffsetMs', o.alignOffsetMs ?? periodLimiterDefaults.alignOffsetMs);
     this.clock = clockOption('PeriodLimiter', o.clock, this.align ? wallClock : systemClock);
     const maxKeys = integer('PeriodLimiter', 'maxKeys', o.maxKeys ?? periodLimiterDefaults.maxKeys, 1, 1 << 26);
-    this.windows = new LRUCache<string, Window>({ max: maxKeys });
+    this.windows = new LruCache<Window>({ maxBytes: maxKeys, sizeOf: oneKey, clock: this.clock });
   }
 
   /** answer counts one call for `key` and answers go-zero's three answers (go-zero's `Take`). */
@@ -146,17 +147,17 @@ export class PeriodLimiter implements KeyedRateLimiter {
 
   /** delete forgets `key`. */
   delete(key: string): boolean {
-    return this.windows.delete(key);
+    return this.windows.remove(key);
   }
 
   /** size is how many keys are kept now. */
   get size(): number {
-    return this.windows.size;
+    return this.windows.length;
   }
 
   /** stats is a snapshot: keys kept now. */
   stats(): { readonly keys: number; readonly allowed: number; readonly limited: number } {
-    return { keys: this.windows.size, allowed: this.allowedCount, limited: this.limitedCount };
+    return { keys: this.windows.length, allowed: this.allowedCount, limited: this.limitedCount };
   }
 
   /** The key's window, moved on to the one `now` falls in. */
@@ -166,7 +167,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
     if (w === undefined) {
       checkKey('PeriodLimiter', key);
       w = new Window(this.startOf(now), 0, 0);
-      this.windows.set(key, w);
+      this.windows.add(key, w);
       return w;
     }
     if (now - w.start >= p) {
@@ -208,4 +209,9 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const f = 1 - (this.quota - n) / w.count;
     return Math.max(0, w.start + p + f * p - now);
   }
+}
+
+/** oneKey sizes every window as 1, so that the LruCache's byte bound is a count of keys. */
+function oneKey(): number {
+  return 1;
 }

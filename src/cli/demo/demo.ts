@@ -5,14 +5,10 @@
  * ResilientClient for a bounded time, with a live view; half-way through the registry stops answering
  * for a few seconds and the RegistryCache serves what it knew. A summary ends it.
  */
-import { systemClock, type Clock } from '../../core/clock.js';
-import { BreakerGroup } from '../../breaker/breaker-group.js';
-import { CircuitBreaker } from '../../breaker/circuit-breaker.js';
-import { SreBreaker } from '../../breaker/sre-breaker.js';
-import { ResilientClient } from '../../client/resilient-client.js';
-import type { ServiceState } from '../../client/service-state.js';
-import { MemoryRegistry } from '../../registry/memory-registry.js';
-import { RegistryCache } from '../../registry/registry-cache.js';
+import { systemClock, type Clock } from '../../core/index.js';
+import { BreakerGroup, CircuitBreaker, SreBreaker } from '../../breaker/index.js';
+import { ResilientClient, type ServiceState } from '../../client/index.js';
+import { MemoryRegistry, RegistryCache } from '../../registry/index.js';
 import { FaultyRegistry } from './faulty-registry.js';
 import { LatencyHistogram } from './histogram.js';
 import { startDemoServices, type DemoService } from './services.js';

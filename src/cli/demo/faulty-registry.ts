@@ -4,8 +4,8 @@
  * as when an etcd cluster loses quorum. What is in front of it — the RegistryCache — keeps answering
  * from what it knew, which is the point of the demo.
  */
-import { RegistryUnavailableError } from '../../core/errors.js';
-import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../../registry/types.js';
+import { RegistryUnavailableError } from '../../core/index.js';
+import type { RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../../registry/index.js';
 
 /** FaultyRegistry is a Registry whose answers can be switched off and on. */
 export class FaultyRegistry implements Registry {

@@ -6,8 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { systemClock, type Clock } from '../../core/clock.js';
-import { clockOption, finite, ratio } from '../../core/validate.js';
+import { systemClock, type Clock } from '../../core/index.js';
 
 /** DemoServiceOptions describes how one demo service behaves. */
 export interface DemoServiceOptions {
@@ -38,13 +37,16 @@ export interface DemoService {
   close(): Promise<void>;
 }
 
-/** startDemoService starts one demo service on a free loopback port. */
+/**
+ * startDemoService starts one demo service on a free loopback port. Its options are the demo's own
+ * (demoServiceSpecs, and the tests' clock and random), never a user's, so they are not checked here.
+ */
 export async function startDemoService(options: DemoServiceOptions): Promise<DemoService> {
-  const failureRate = options.failureRate === undefined || options.failureRate === 0 ? 0 : ratio('startDemoService', 'failureRate', options.failureRate);
-  const latencyMs = finite('startDemoService', 'latencyMs', options.latencyMs ?? 2, 0, 60_000);
-  const jitterMs = finite('startDemoService', 'jitterMs', options.jitterMs ?? 3, 0, 60_000);
+  const failureRate = options.failureRate ?? 0;
+  const latencyMs = options.latencyMs ?? 2;
+  const jitterMs = options.jitterMs ?? 3;
   const random = options.random ?? Math.random;
-  const clock = clockOption('startDemoService', options.clock, systemClock);
+  const clock = options.clock ?? systemClock;
   const id = options.id;
   const stats = { requests: 0, failures: 0 };
   const okBody = JSON.stringify({ instance: id, ok: true });

@@ -3,7 +3,7 @@
  * latency, breaker state, ejected or not). On a TTY the frame is redrawn in place with ANSI cursor
  * moves; otherwise (tests, CI, a pipe) one plain line is printed per period, so logs stay readable.
  */
-import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
+import { systemClock, type Clock, type TimerHandle } from '../../core/index.js';
 
 /** InstanceRow is what the view shows for one instance. */
 export interface InstanceRow {

@@ -1,13 +1,15 @@
 /**
  * The origin of a `bulwark serve` node: the getter its groups load keys with, behind the guards a slow
- * or failing origin needs, outermost first:
+ * or failing origin needs, in the order docs/policy.md recommends, outermost first:
  *
- *   SreBreaker → limiter (token bucket) → Bulkhead (concurrency + queue) → Timeout → request
+ *   limiter (token bucket, an admission step) → Bulkhead → SreBreaker → Timeout → request
  *
- * The breaker comes first so that a failing origin is refused at once, before a limiter token or a
- * queue slot is spent; it counts only the origin's own failures (5xx, timeouts, connection errors), not
- * 404s (an answer) nor the node's own refusals (limiter, bulkhead). The timeout is inside the bulkhead,
- * so it bounds the request and not the wait for a slot (the group's load timeout bounds both).
+ * The limiter has no `execute()`: it is asked first, and a refusal spends nothing else. The bulkhead is
+ * outside the breaker, so a call queued for a slot holds no breaker permit and a full bulkhead (this
+ * node's overload, not the origin's) never counts against the origin. The breaker counts only the
+ * origin's own failures (5xx, timeouts, connection errors), not 404s (an answer, `isFailure`), nor a
+ * caller that left. The timeout is innermost, so it bounds the request and not the wait for a slot
+ * (the group's load timeout bounds both).
  *
  * A URL template (`--origin 'http://origin/items/{key}'`) is fetched with undici: 200 → the body, 404 →
  * `NotFoundError` (the group caches it for --negative-ttl), anything else → `LoadError`. A getter
@@ -18,10 +20,11 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Agent, request } from 'undici';
 import { SreBreaker } from '../../breaker/index.js';
-import { BulwarkError, LoadError, NotFoundError, RateLimitedError, TimeoutError } from '../../core/index.js';
+import { BreakerOpenError, BulkheadRejectedError, BulwarkError, LoadError, NotFoundError, RateLimitedError, TimeoutError, isBulwarkError } from '../../core/index.js';
 import { TokenLimiter } from '../../limit/index.js';
 import { Bulkhead, Timeout } from '../../policy/index.js';
 import type { Getter, GetterResult } from '../../cache/index.js';
+import { BodyTooLargeError, readCappedBody } from '../../internal/capped-body.js';
 import type { ServeConfig } from './config.js';
 
 /** Load is the guarded load of one key of one group. */
@@ -89,39 +92,28 @@ export class Origin {
 
   /** load runs one origin request for `key` under the guards. */
   async load(group: string, key: string, signal: AbortSignal): Promise<GetterResult> {
-    let token;
-    try {
-      token = this.breaker.admit();
-    } catch (err) {
-      this.counters.breakerRejected++;
-      throw err;
-    }
     if (this.limiter !== undefined && !this.limiter.allow()) {
-      token.release();
       this.counters.rateLimited++;
       throw new RateLimitedError(`origin rate limit (${this.limiter.rate}/s) reached`);
     }
     try {
-      const value = await this.bulkhead.execute((s1) => this.timeout.execute((s2) => {
-        this.counters.requests++;
-        return this.fetchOne(group, key, s2);
-      }, { signal: s1 }), { signal });
-      token.success();
-      return value;
+      // wrap(bulkhead, breaker, timeout), nested by hand only to hand the breaker its isFailure.
+      return await this.bulkhead.execute(
+        (s1) => this.breaker.execute((s2) => this.timeout.execute((s3) => this.request(group, key, s3), { signal: s2 }), { signal: s1, isFailure: isOriginFailure }),
+        { signal },
+      );
     } catch (err) {
-      if (err instanceof NotFoundError) {
-        this.counters.notFound++;
-        token.success();
-      } else if (isBulwarkCode(err, 'ERR_BULKHEAD_REJECTED')) {
-        this.counters.bulkheadRejected++;
-        token.release();
-      } else if (signal.aborted && !(err instanceof TimeoutError)) token.release();
-      else {
-        this.counters.failures++;
-        token.failure(err);
-      }
+      if (err instanceof NotFoundError) this.counters.notFound++;
+      else if (isBulwarkError(err, BulkheadRejectedError.code)) this.counters.bulkheadRejected++;
+      else if (isBulwarkError(err, BreakerOpenError.code)) this.counters.breakerRejected++;
+      else if (!signal.aborted || err instanceof TimeoutError) this.counters.failures++;
       throw err;
     }
+  }
+
+  private request(group: string, key: string, signal: AbortSignal): Promise<GetterResult> {
+    this.counters.requests++;
+    return this.fetchOne(group, key, signal);
   }
 
   /** track hands the origin's guards to `metrics` (named origin, origin-bulkhead, origin-timeout, origin-limiter). */
@@ -143,8 +135,9 @@ export class Origin {
   }
 }
 
-function isBulwarkCode(err: unknown, code: string): boolean {
-  return err instanceof BulwarkError && err.code === code;
+/** isOriginFailure tells the errors that count against the origin: all but "not found", which is an answer. */
+function isOriginFailure(err: unknown): boolean {
+  return !(err instanceof NotFoundError);
 }
 
 /** fetchUrl fetches `key` from the URL template. */
@@ -165,28 +158,13 @@ async function fetchUrl(agent: Agent, template: string, group: string, key: stri
     await res.body.dump();
     throw new LoadError(`origin answered ${res.statusCode} for ${JSON.stringify(key.slice(0, 64))}`);
   }
-  const declared = Number(res.headers['content-length']);
-  if (declared > MAX_ORIGIN_BYTES) {
-    res.body.destroy();
-    throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes (${declared})`);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
   try {
-    for await (const chunk of res.body) {
-      total += (chunk as Buffer).byteLength;
-      if (total > MAX_ORIGIN_BYTES) {
-        res.body.destroy();
-        throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes`);
-      }
-      chunks.push(chunk as Buffer);
-    }
+    return await readCappedBody(res.body, MAX_ORIGIN_BYTES, res.headers['content-length']);
   } catch (err) {
-    if (err instanceof LoadError) throw err;
+    if (err instanceof BodyTooLargeError) throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes${err.declared === undefined ? '' : ` (${err.declared})`}`);
     if (signal.aborted) throw signal.reason ?? err;
     throw new LoadError(`origin body: ${(err as Error).message}`, { cause: err });
   }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
 async function importGetter(path: string): Promise<ModuleGetter> {

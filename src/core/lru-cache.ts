@@ -1,6 +1,8 @@
 /**
  * LruCache is a least-recently-used cache bounded by bytes (groupcache `lru`, GeeCache day 1), with an
- * optional expiry time per entry.
+ * optional expiry time per entry. It lives in core because two modules keep entries in it: the cache's
+ * `Group` (values by bytes) and the limiters' `PeriodLimiter` (windows by count: each sized 1); the
+ * package ships this one LRU, and `bulwark/cache` exports it.
  *
  * It is built the way isaacs/node-lru-cache is built, because bench/cache.bench.ts showed that a
  * `Map`-order LRU (delete + set on every hit) is slower than lru-cache in `maxSize` mode: entries live
@@ -15,8 +17,8 @@
  * rehashes a string. Deletion shifts the probe run back (no tombstones), so churn never degrades it.
  */
 import { randomBytes } from 'node:crypto';
-import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
+import { systemClock, type Clock } from './clock.js';
+import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from './validate.js';
 
 /** The keys of LruCacheOptions, all of them: any other is refused (see `options`). */
 const LRU_CACHE_KEYS = { maxBytes: true, sizeOf: true, onEvict: true, clock: true } as const satisfies OptionKeys<LruCacheOptions<unknown>>;

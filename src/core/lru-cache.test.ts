@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { ManualClock } from '../core/clock.js';
+import { ManualClock } from './clock.js';
 import { LruCache, keyHash } from './lru-cache.js';
 
 /** Model is the obviously-correct LRU the property test compares against: an array, most recent first. */
