@@ -139,6 +139,41 @@ const SUBJECTS = {
     const b = new Bulkhead({ maxConcurrent: 1_000 });
     return { op: () => b.execute(task), async: true };
   },
+  'ResilientClient.call (defaults, tracked)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const { BulwarkMetrics } = await load('metrics');
+    const { Registry } = await import('prom-client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry });
+    new BulwarkMetrics({ registry: new Registry() }).track(c);
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
+  // A scrape is one op of milliseconds: the batches are of 100 (async), so AB_MS should allow a few.
+  'BulwarkMetrics scrape (BreakerGroup of 10 000)': async (load) => {
+    const { BreakerGroup } = await load('breaker');
+    const { BulwarkMetrics } = await load('metrics');
+    const { Registry } = await import('prom-client');
+    const group = new BreakerGroup({ maxBreakers: 20_000 });
+    for (let i = 0; i < 10_000; i++) admit(group.get(`dep-${i}`)).success();
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(group, { name: 'deps' });
+    return { op: () => m.metricsBuffer(), async: true, teardown: () => (m.close(), group.close()) };
+  },
+  'BulwarkMetrics scrape (1 000 breakers tracked each)': async (load) => {
+    const { SreBreaker, CircuitBreaker } = await load('breaker');
+    const { BulwarkMetrics } = await load('metrics');
+    const { Registry } = await import('prom-client');
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    for (let i = 0; i < 1_000; i++) {
+      const b = i % 2 === 0 ? new SreBreaker() : new CircuitBreaker();
+      admit(b).success();
+      m.track(b, { name: `dep-${i}` });
+    }
+    return { op: () => m.metricsBuffer(), async: true, teardown: () => m.close() };
+  },
 };
 
 async function measure(subject, ms) {
