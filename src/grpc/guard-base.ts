@@ -5,7 +5,8 @@
  */
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CallStats, type GrpcCallStats } from './stats.js';
-import type { GrpcBreakerSource, MetricsDescription } from './types.js';
+import type { GrpcBreakerSource } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 export abstract class GuardBase {
   /** @internal */
