@@ -260,6 +260,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
    */
   describeMetrics(): MetricsDescription {
     return {
+      kind: 'GrpcDiscovery',
       families: [{ name: 'grpc_balancer_instances', type: 'gauge', help: 'Instances known to the gRPC balancing policies, by service and state.', labelNames: ['service', 'state'] }],
       collect: (emit) => {
         if (this.closed) return;
