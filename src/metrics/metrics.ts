@@ -15,11 +15,11 @@
 import promClient, { type Registry, type RegistryContentType } from 'prom-client';
 import { Family, SeriesObserver, labelKey } from './family.js';
 import { ByteText, NOT_ASCII } from './text.js';
+import type { TextOut } from '../core/metrics-description.js';
 import type {
   BulwarkMetricsOptions,
   Emit,
   ComponentSnapshot,
-  TextOut,
   Labels,
   MetricFamilySpec,
   MetricsContext,

@@ -14,8 +14,6 @@ export type {
   MetricsContext,
   MetricsDescription,
   MetricsSink,
-  TextOut,
-  TextSection,
   Trackable,
 } from '../core/metrics-description.js';
 
