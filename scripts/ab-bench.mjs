@@ -9,7 +9,9 @@
  *
  * A build is a `dist/` folder of this package (npm run build). Subjects adapt to renamed verbs (a
  * breaker's `allow()` became `admit()`), so a build from before a rename compares with one after it.
- * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names).
+ * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names),
+ * AB_CPU=1 (each child times its own CPU time, user + system, instead of wall time: on a machine shared
+ * with other jobs a child waiting for a core is then not counted as slower).
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -176,17 +178,26 @@ const SUBJECTS = {
   },
 };
 
+/** clock answers milliseconds: of wall time, or with AB_CPU=1 of this process's CPU time. */
+const clock =
+  process.env.AB_CPU === '1'
+    ? () => {
+        const u = process.cpuUsage();
+        return (u.user + u.system) / 1000;
+      }
+    : () => performance.now();
+
 async function measure(subject, ms) {
   const batch = subject.async ? 100 : 1_000;
   const runFor = async (limit) => {
     let ops = 0;
-    const start = performance.now();
+    const start = clock();
     let now = start;
     while (now - start < limit) {
       if (subject.async) for (let i = 0; i < batch; i++) await subject.op();
       else for (let i = 0; i < batch; i++) subject.op();
       ops += batch;
-      now = performance.now();
+      now = clock();
     }
     return ((now - start) * 1e6) / ops;
   };
