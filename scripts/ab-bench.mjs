@@ -9,7 +9,9 @@
  *
  * A build is a `dist/` folder of this package (npm run build). Subjects adapt to renamed verbs (a
  * breaker's `allow()` became `admit()`), so a build from before a rename compares with one after it.
- * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names).
+ * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names),
+ * AB_CPU=1 (each child times its own CPU time, user + system, instead of wall time: on a machine shared
+ * with other jobs a child waiting for a core is then not counted as slower).
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -185,19 +187,63 @@ const SUBJECTS = {
     const b = new Bulkhead({ maxConcurrent: 1_000 });
     return { op: () => b.execute(task), async: true };
   },
+  'ResilientClient.call (defaults, tracked)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const { BulwarkMetrics } = await load('metrics');
+    const { Registry } = await import('prom-client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry });
+    new BulwarkMetrics({ registry: new Registry() }).track(c);
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
+  // A scrape is one op of milliseconds: the batches are of 100 (async), so AB_MS should allow a few.
+  'BulwarkMetrics scrape (BreakerGroup of 10 000)': async (load) => {
+    const { BreakerGroup } = await load('breaker');
+    const { BulwarkMetrics } = await load('metrics');
+    const { Registry } = await import('prom-client');
+    const group = new BreakerGroup({ maxBreakers: 20_000 });
+    for (let i = 0; i < 10_000; i++) admit(group.get(`dep-${i}`)).success();
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(group, { name: 'deps' });
+    return { op: () => m.metricsBuffer(), async: true, teardown: () => (m.close(), group.close()) };
+  },
+  'BulwarkMetrics scrape (1 000 breakers tracked each)': async (load) => {
+    const { SreBreaker, CircuitBreaker } = await load('breaker');
+    const { BulwarkMetrics } = await load('metrics');
+    const { Registry } = await import('prom-client');
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    for (let i = 0; i < 1_000; i++) {
+      const b = i % 2 === 0 ? new SreBreaker() : new CircuitBreaker();
+      admit(b).success();
+      m.track(b, { name: `dep-${i}` });
+    }
+    return { op: () => m.metricsBuffer(), async: true, teardown: () => m.close() };
+  },
 };
+
+/** clock answers milliseconds: of wall time, or with AB_CPU=1 of this process's CPU time. */
+const clock =
+  process.env.AB_CPU === '1'
+    ? () => {
+        const u = process.cpuUsage();
+        return (u.user + u.system) / 1000;
+      }
+    : () => performance.now();
 
 async function measure(subject, ms) {
   const batch = subject.async ? 100 : 1_000;
   const runFor = async (limit) => {
     let ops = 0;
-    const start = performance.now();
+    const start = clock();
     let now = start;
     while (now - start < limit) {
       if (subject.async) for (let i = 0; i < batch; i++) await subject.op();
       else for (let i = 0; i < batch; i++) subject.op();
       ops += batch;
-      now = performance.now();
+      now = clock();
     }
     return ((now - start) * 1e6) / ops;
   };

@@ -47,6 +47,8 @@ import { InstanceTable, type Entry } from './instance-table.js';
 import { ActiveHealthChecker } from './health/active.js';
 import { OutlierDetector, outlierDefaults } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
+import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
+import { describeBalancer } from './balancer-metrics.js';
 
 /** The keys of BalancerOptions, all of them: any other is refused (see `options`). */
 const BALANCER_KEYS = {
@@ -272,6 +274,14 @@ export class Balancer {
   /** panic is true while too few instances are healthy and picks go to all of them. */
   get panic(): boolean {
     return this.inPanic;
+  }
+
+  /**
+   * describeMetrics answers the balancer's families (`balancer_…`: instances by state, the cap, panic,
+   * and with `ctx.instanceLabel` health and EWMA per instance), read from its stats at scrape time.
+   */
+  describeMetrics(ctx: MetricsContext): MetricsDescription {
+    return describeBalancer(this, ctx, () => this.closed);
   }
 
   /**

@@ -21,6 +21,8 @@ import { ClosedError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
+import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
+import { describeBreakerGroup } from './breaker-metrics.js';
 import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
 import { GROUP_PLACED, GROUP_USED } from './shared.js';
 import { SreBreaker } from './sre-breaker.js';
@@ -155,6 +157,14 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   /** clear drops every breaker (without closing them). */
   clear(): void {
     this.entries.clear();
+  }
+
+  /**
+   * describeMetrics answers the group's families (`breaker_group_…`) and its members' (the breaker
+   * families, each member named for its key, with `group` = the group's track name).
+   */
+  describeMetrics(ctx: MetricsContext): MetricsDescription {
+    return describeBreakerGroup(this, ctx, () => this.closed);
   }
 
   /** stats answers a snapshot: breakers held, made and evicted. */

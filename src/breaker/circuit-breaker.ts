@@ -16,6 +16,8 @@
 import type { AdmissionToken } from '../core/admission.js';
 import type { BreakerOpenError, ClosedError } from '../core/errors.js';
 import { breakerRejectChannel, breakerStateChannel } from '../core/diagnostics.js';
+import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
+import { describeBreaker } from './breaker-metrics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
@@ -446,6 +448,15 @@ export class CircuitBreaker implements Breaker, FleetMember {
   /** Symbol.asyncDispose closes the breaker (`await using b = new CircuitBreaker()`). */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /**
+   * describeMetrics answers the breaker's metric families (`breaker_state`, `breaker_calls_total`,
+   * `breaker_failure_rate`, `breaker_slow_call_rate`, `breaker_state_transitions_total`), read from its
+   * stats at scrape time but the transitions, counted as they happen.
+   */
+  describeMetrics(ctx: MetricsContext): MetricsDescription {
+    return describeBreaker(this, ctx, () => this.retired, (listener) => this.onStateChange(listener));
   }
 
   /** stats answers a snapshot. */

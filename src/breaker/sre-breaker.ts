@@ -24,6 +24,8 @@ import { clockOption, finite, fn as fnOption, integer, options as optionsObject,
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { ThrottleWindow } from '../core/throttle-window.js';
 import { breakerRejectChannel } from '../core/diagnostics.js';
+import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
+import { describeBreaker } from './breaker-metrics.js';
 import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, FleetLink, FleetMember, SreBreakerOptions, SreBreakerStats } from './types.js';
 import {
   badTask,
@@ -257,6 +259,14 @@ export class SreBreaker implements Breaker, FleetMember {
   /** Symbol.asyncDispose closes the breaker (`await using b = new SreBreaker()`). */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+
+  /**
+   * describeMetrics answers the breaker's metric families (`breaker_state`, `breaker_calls_total`,
+   * `breaker_failure_rate`, `breaker_drop_ratio`) read from its stats at scrape time.
+   */
+  describeMetrics(ctx: MetricsContext): MetricsDescription {
+    return describeBreaker(this, ctx, () => this.closed);
   }
 
   /** stats answers a snapshot of the window. */

@@ -28,6 +28,7 @@ import { keyProblem } from './key.js';
 import { LruCache } from '../core/lru-cache.js';
 import { noPeers, type GetResponse, type GroupServer, type OwnerPick, type PeerGetter, type PeerMode, type PeerPicker } from './peers.js';
 import { callGetter, type Getter } from './getter.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of GroupOptions, all of them: any other is refused (see `options`). */
 const GROUP_KEYS = {
@@ -330,6 +331,46 @@ export class Group implements GroupServer {
     if (this.stale === undefined) return;
     if (value === null) this.stale.remove(key);
     else this.stale.add(key, { value, at: this.clock.now() });
+  }
+
+  /**
+   * describeMetrics answers the group's families (`cache_…`: gets, hits, peer and local loads, errors,
+   * evictions, and bytes and items by cache), read from its stats at scrape time.
+   */
+  describeMetrics(): MetricsDescription {
+    const totals: [string, keyof GroupStats, string][] = [
+      ['cache_gets_total', 'gets', 'Calls to a cache Group’s get.'],
+      ['cache_hits_total', 'cacheHits', 'Gets answered from the main or hot cache.'],
+      ['cache_peer_loads_total', 'peerLoads', 'Values (or not-founds) a peer answered.'],
+      ['cache_peer_errors_total', 'peerErrors', 'Peer requests that failed.'],
+      ['cache_loads_total', 'loads', 'Gets that missed the caches (before deduplication).'],
+      ['cache_loads_deduped_total', 'loadsDeduped', 'Loads after singleflight deduplication.'],
+      ['cache_local_loads_total', 'localLoads', 'Getter calls on this node.'],
+      ['cache_local_load_errors_total', 'localLoadErrs', 'Getter calls that failed (not counting not-found).'],
+      ['cache_server_requests_total', 'serverRequests', 'Requests from peers this node served.'],
+      ['cache_evictions_total', 'evictions', 'Entries evicted from the main and hot caches (or expired).'],
+    ];
+    return {
+      kind: 'Group',
+      families: [
+        ...totals.map(([name, , help]) => ({ name, type: 'counter' as const, help, labelNames: [] })),
+        { name: 'cache_bytes', type: 'gauge', help: 'Bytes held by a cache Group, by cache: main or hot.', labelNames: ['cache'] },
+        { name: 'cache_items', type: 'gauge', help: 'Entries held by a cache Group, by cache: main or hot.', labelNames: ['cache'] },
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        for (const [name, field] of totals) emit(name, {}, s[field] as number);
+        const cs = this.cacheStats();
+        emit('cache_bytes', { cache: 'main' }, cs.main.bytes);
+        emit('cache_bytes', { cache: 'hot' }, cs.hot.bytes);
+        emit('cache_items', { cache: 'main' }, cs.main.length);
+        emit('cache_items', { cache: 'hot' }, cs.hot.length);
+      },
+      snapshot: () => {
+        const s = this.stats();
+        return { ...s, hitRatio: s.gets > 0 ? s.cacheHits / s.gets : 0, caches: this.cacheStats() };
+      },
+    };
   }
 
   /** stats returns a snapshot of the counters. */

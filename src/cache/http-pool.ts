@@ -27,6 +27,7 @@ import { normalizePeerUrl } from './peer-url.js';
 
 export { normalizePeerUrl } from './peer-url.js';
 import type { GroupServer, OwnerPick, PeerGetter, PeerPicker } from './peers.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of HttpPoolOptions, all of them: any other is refused (see `options`). */
 const HTTP_POOL_KEYS = {
@@ -223,6 +224,16 @@ export class HttpPool implements PeerPicker {
     for (const [url, peer] of this.getters) if (!next.has(url)) void peer.close();
     this.getters = next;
     this.others = [...next.values()];
+  }
+
+  /** describeMetrics answers the pool's family (`cache_ring_members`: nodes on the ring, this one included), read at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'HttpPool',
+      families: [{ name: 'cache_ring_members', type: 'gauge', help: 'Nodes on a cache HttpPool’s hash ring, this one included.', labelNames: [] }],
+      collect: (emit) => emit('cache_ring_members', {}, this.members().length),
+      snapshot: () => ({ self: this.self, members: [...this.members()] }),
+    };
   }
 
   /** members lists every node on the ring, this one included, sorted. */

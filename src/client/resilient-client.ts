@@ -35,6 +35,8 @@ import { httpPoolsOptions, type HttpPoolsOptions } from './http-pools.js';
 import { ServiceState, type ServiceStateOptions } from './service-state.js';
 import { ClientCounters, type ClientStats } from './stats.js';
 import type { ClientMeasure } from './types.js';
+import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
+import { describeClient } from './client-metrics.js';
 
 /** The keys of ResilientClientOptions, all of them: any other is refused (see `options`). */
 const RESILIENT_CLIENT_KEYS = {
@@ -143,6 +145,25 @@ export class ResilientClient {
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
     this.registry = this.ownsRegistry ? within('ResilientClient', 'registryCache', 'RegistryCache', () => new RegistryCache(o.registry!, o.registryCache)) : o.registry!;
+  }
+
+  /**
+   * describeMetrics answers the client's families (`client_…`: calls, attempts, retries, durations) and
+   * its parts': its breakers' (`group` = the client's name), each open service's balancer (`name` = the
+   * service, `group` = the client's name) and its registry cache's.
+   */
+  describeMetrics(ctx: MetricsContext): MetricsDescription {
+    return describeClient(
+      {
+        breakers: this.breakers,
+        cache: this.registry instanceof RegistryCache ? this.registry : undefined,
+        stats: () => this.stats(),
+        measure: (m) => this.measure(m),
+        openServices: () => this.services.values(),
+        closed: () => this.closing !== undefined,
+      },
+      ctx,
+    );
   }
 
   /** stats answers a fresh snapshot of the client's counters. */

@@ -1,13 +1,24 @@
 /**
  * bulwark/core: the shared mechanics every other module builds on — clock, coded errors, typed events,
  * singleflight, rolling window, backoff, the follower (list → watch → resync), shared deadlines, hashing,
- * the hash ring, and the names and message shapes of the diagnostics_channel channels every module
- * publishes on. Imports only `node:` built-ins.
+ * the hash ring, the metrics description protocol (types), and the names and message shapes of the
+ * diagnostics_channel channels every module publishes on. Imports only `node:` built-ins.
  */
 export { systemClock, wallClock, ManualClock, isClock, MAX_TIMER_MS, type Clock, type TimerHandle } from './clock.js';
 export { CoarseClock, coarseClockDefaults, getDefaultCoarseClock, setDefaultCoarseClock, type CoarseClockOptions } from './coarse-clock.js';
 export * from './errors.js';
 export type { AdmissionToken, LimitDecision } from './admission.js';
+export type {
+  Emit,
+  HistogramObserver,
+  Labels,
+  MetricFamilySpec,
+  MetricType,
+  MetricsContext,
+  MetricsDescription,
+  MetricsSink,
+  Trackable,
+} from './metrics-description.js';
 export { Emitter, type Disposer, type Listener } from './events.js';
 export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type FlightFn } from './singleflight.js';
 export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions, type WindowOptions } from './rolling-window.js';

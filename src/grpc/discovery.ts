@@ -40,7 +40,7 @@ import {
 } from './adapter.js';
 import { healthCheckDefaults, type HealthCheckOptions } from './health-prober.js';
 import { failureSet } from './status.js';
-import type { MetricsDescription } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 import { ensureGrpcJs } from './version.js';
 import { POLICY_NAME, registerBulwarkPolicy } from './policy.js';
 import { RetryConfig, type GrpcRetryOptions } from './retry.js';
@@ -260,6 +260,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
    */
   describeMetrics(): MetricsDescription {
     return {
+      kind: 'GrpcDiscovery',
       families: [{ name: 'grpc_balancer_instances', type: 'gauge', help: 'Instances known to the gRPC balancing policies, by service and state.', labelNames: ['service', 'state'] }],
       collect: (emit) => {
         if (this.closed) return;

@@ -5,15 +5,18 @@
  */
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CallStats, type GrpcCallStats } from './stats.js';
-import type { GrpcBreakerSource, MetricsDescription } from './types.js';
+import type { GrpcBreakerSource } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 export abstract class GuardBase {
   /** @internal */
   protected readonly calls: CallStats;
   private ownGroup: BreakerGroup | undefined;
+  private readonly kind: string;
 
   protected constructor(side: 'client' | 'server') {
     this.calls = new CallStats(side);
+    this.kind = side === 'client' ? 'GrpcClientGuard' : 'GrpcServerGuard';
   }
 
   /** breakerSource reads a breakers option: a new group of the guard's own when undefined, none when false. @internal */
@@ -29,9 +32,12 @@ export abstract class GuardBase {
     return this.calls.stats();
   }
 
-  /** describeMetrics offers `grpc_client_…` or `grpc_server_calls_total` and `…_call_duration_seconds` to a metrics registry. */
+  /**
+   * describeMetrics offers `grpc_client_…` or `grpc_server_calls_total` and `…_call_duration_seconds` to
+   * a metrics registry, as kind GrpcClientGuard or GrpcServerGuard (a subclass keeps its base's kind).
+   */
   describeMetrics(): MetricsDescription {
-    return this.calls.describeMetrics();
+    return { ...this.calls.describeMetrics(), kind: this.kind };
   }
 
   /** close closes the breaker group the guard made itself (a group passed in stays open). */

@@ -30,7 +30,8 @@ export { announceGrpc, grpcAnnounceDefaults, type GrpcAnnounceOptions, type Grpc
 export { defaultFailureCodes, encodeRetryStatus, CODE_HEADER, RETRY_AFTER_HEADER } from './status.js';
 export { grpcCallChannel, codeName, type GrpcCallStats, type MethodCodeStats } from './stats.js';
 export { SUPPORTED_GRPC_JS, checkGrpcJsVersion } from './version.js';
-export type { GrpcBreaker, GrpcBreakerSource, GrpcLimiter, GrpcShedder, Labels, MetricsDescription, MetricFamilySpec, MetricsSink } from './types.js';
+export type { GrpcBreaker, GrpcBreakerSource, GrpcLimiter, GrpcShedder } from './types.js';
+export type { Labels, MetricsDescription, MetricFamilySpec, MetricsSink } from '../core/metrics-description.js';
 /** The other modules' types the guards and discovery take and hand out. */
 export type { CircuitBreakerOptions, BreakerState } from '../breaker/types.js';
 export type { OutlierOptions } from '../balancer/health/outlier.js';

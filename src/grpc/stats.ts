@@ -4,7 +4,7 @@
  * registry through `describeMetrics()` (the shape `BulwarkMetrics.track()` accepts), and published on
  * `diagnostics_channel` (`bulwark:grpc:call`) only while someone subscribes.
  */
-import type { MetricsDescription, MetricsSink } from './types.js';
+import type { MetricsDescription, MetricsSink } from '../core/metrics-description.js';
 import { Status } from './adapter.js';
 
 import { grpcCallChannel } from '../core/diagnostics.js';

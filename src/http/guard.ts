@@ -40,6 +40,7 @@ import type {
   GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
   HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, Verdict,
 } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** HttpGuardOptions configures an HttpGuard; give at least one of limiter, shedder, breaker. */
 export interface HttpGuardOptions {
@@ -176,6 +177,37 @@ export class HttpGuard {
   /** onReject subscribes to refused requests (429 and 503). */
   onReject(listener: Listener<GuardRejectEvent>): Disposer {
     return this.rejects.on(listener);
+  }
+
+  /**
+   * describeMetrics answers the guard's family (`http_guard_requests_total` by result: passed, skipped,
+   * limited, shed, broken, failed_open, aborted), read from its stats at scrape time.
+   */
+  describeMetrics(): MetricsDescription {
+    const results: [string, keyof HttpGuardStats][] = [
+      ['passed', 'passed'],
+      ['skipped', 'skipped'],
+      ['limited', 'limited'],
+      ['shed', 'shed'],
+      ['broken', 'broken'],
+      ['failed_open', 'failedOpen'],
+      ['aborted', 'aborted'],
+    ];
+    return {
+      kind: 'HttpGuard',
+      families: [
+        {
+          name: 'http_guard_requests_total',
+          type: 'counter',
+          help: 'Requests an HttpGuard handled, by result: passed, skipped, limited (429), shed (503), broken (503), failed_open or aborted.',
+          labelNames: ['result'],
+        },
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        for (const [label, field] of results) emit('http_guard_requests_total', { result: label }, s[field] as number);
+      },
+    };
   }
 
   /** stats answers a snapshot of the counters. */

@@ -18,6 +18,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { shedderDropChannel } from '../core/diagnostics.js';
 import { OverloadedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 import { throwIfAborted } from '../core/abort.js';
 import { RollingWindow } from '../core/rolling-window.js';
 import { clockOption, finite, fn, integer, options as optionsOf, positive, ratio, type OptionKeys } from '../core/validate.js';
@@ -144,6 +145,37 @@ export class AdaptiveShedder implements Guard {
       token.failure();
       throw err;
     }
+  }
+
+  /**
+   * describeMetrics answers the shedder's families (`shedder_decisions_total`, `shedder_in_flight`,
+   * `shedder_max_in_flight`, `shedder_min_response_seconds`, `shedder_overloaded`, the event-loop load
+   * it reads), read from its stats at scrape time.
+   */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'AdaptiveShedder',
+      families: [
+        { name: 'shedder_decisions_total', type: 'counter', help: 'Decisions of an AdaptiveShedder, by result: passed or dropped.', labelNames: ['result'] },
+        { name: 'shedder_in_flight', type: 'gauge', help: 'Calls an AdaptiveShedder has in flight now.', labelNames: [] },
+        { name: 'shedder_max_in_flight', type: 'gauge', help: 'In-flight calls above which an overloaded process drops (max pass × min response time).', labelNames: [] },
+        { name: 'shedder_min_response_seconds', type: 'gauge', help: 'Shortest response time an AdaptiveShedder has seen over its window.', labelNames: [] },
+        { name: 'shedder_overloaded', type: 'gauge', help: '1 while the AdaptiveShedder finds the process overloaded.', labelNames: [] },
+        { name: 'shedder_event_loop_utilization', type: 'gauge', help: 'Share of the last load sample the event loop was busy (0..1), as the AdaptiveShedder reads it.', labelNames: [] },
+        { name: 'shedder_event_loop_delay_p99_seconds', type: 'gauge', help: 'p99 of event-loop delay over the last load sample, as the AdaptiveShedder reads it.', labelNames: [] },
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        emit('shedder_decisions_total', { result: 'passed' }, s.passed);
+        emit('shedder_decisions_total', { result: 'dropped' }, s.dropped);
+        emit('shedder_in_flight', {}, s.inFlight);
+        emit('shedder_max_in_flight', {}, s.maxInFlight);
+        emit('shedder_min_response_seconds', {}, s.minRtMs / 1000);
+        emit('shedder_overloaded', {}, s.overloaded ? 1 : 0);
+        emit('shedder_event_loop_utilization', {}, s.load.utilization);
+        emit('shedder_event_loop_delay_p99_seconds', {}, s.load.delayP99Ms / 1000);
+      },
+    };
   }
 
   /** stats is a snapshot of in-flight, thresholds and counters. */

@@ -20,6 +20,8 @@ import { clockOption, fn, integer, options as optionsOf, within, type OptionKeys
 import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
 import { OWNED, TokenLimiter } from './token-limiter.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
+import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of KeyedLimiterOptions, all of them: any other is refused (see `options`). */
 const KEYED_LIMITER_KEYS = {
@@ -123,6 +125,11 @@ export class KeyedLimiter implements KeyedRateLimiter {
   /** size is how many keys are kept now. */
   get size(): number {
     return this.limiters.size;
+  }
+
+  /** describeMetrics answers the limiter's families (`limiter_decisions_total`, `limiter_keys`), read from its stats at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return describeLocalLimiter(this, 'KeyedLimiter');
   }
 
   /** stats is a snapshot: keys kept now and the bound. */

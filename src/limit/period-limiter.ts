@@ -18,6 +18,8 @@ import { clockOption, finite, integer, options as optionsOf, positive, type Opti
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
 import type { KeyedRateLimiter, LimitDecision, PeriodAnswer, PeriodWindow } from './types.js';
 import { checkKey } from './keys.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
+import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of PeriodLimiterOptions, all of them: any other is refused (see `options`). */
 const PERIOD_LIMITER_KEYS = {
@@ -153,6 +155,11 @@ export class PeriodLimiter implements KeyedRateLimiter {
   /** size is how many keys are kept now. */
   get size(): number {
     return this.windows.length;
+  }
+
+  /** describeMetrics answers the limiter's families (`limiter_decisions_total`, `limiter_keys`), read from its stats at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return describeLocalLimiter(this, 'PeriodLimiter');
   }
 
   /** stats is a snapshot: keys kept now. */

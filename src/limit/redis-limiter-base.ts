@@ -14,6 +14,8 @@ import { checkPrefix } from './keys.js';
 import { checkCommon, Instances, redisCommonDefaults, resolveClient, type RedisCommonOptions } from './redis-common.js';
 import { RedisRescue } from './rescue.js';
 import type { LimiterMode, ModeChange, RedisClient, RedisLimiterStats } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
+import { describeRedisLimiter } from './limiter-metrics.js';
 
 /** RedisLimiterBase holds the client, the rescue switch and the rescue limiter of a Redis limiter. */
 export abstract class RedisLimiterBase<Rescue extends { readonly size: number }> {
@@ -60,6 +62,14 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
   /** mode says where decisions are made now: 'redis', or 'rescue' (in process). */
   get mode(): LimiterMode {
     return this.switch.mode;
+  }
+
+  /**
+   * describeMetrics answers the limiter's families (`limiter_decisions_total`, `limiter_mode`,
+   * `limiter_redis_…`, `limiter_rescue_…`, `limiter_keys`), read from its stats at scrape time.
+   */
+  describeMetrics(): MetricsDescription {
+    return describeRedisLimiter(this, this.owner, () => this.closed);
   }
 
   /** stats is a snapshot of the counters, the mode and the cause of the last outage. */

@@ -14,6 +14,8 @@ import { publishRefusal, limitRefusedChannel } from '../core/diagnostics.js';
 import { AbortedError } from '../core/errors.js';
 import { clockOption, finite, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import type { LimitDecision, Limiter } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
+import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of TokenLimiterOptions, all of them: any other is refused (see `options`). */
 const TOKEN_LIMITER_KEYS = { rate: true, burst: true, clock: true } as const satisfies OptionKeys<TokenLimiterOptions>;
@@ -131,6 +133,11 @@ export class TokenLimiter implements Limiter {
   tokens(): number {
     const ahead = this.tat - this.clock.now();
     return ahead <= 0 ? this.burst : Math.max(0, this.burst - ahead / this.interval);
+  }
+
+  /** describeMetrics answers the limiter's families (`limiter_decisions_total`, `limiter_tokens`), read from its stats at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return describeLocalLimiter(this, 'TokenLimiter');
   }
 
   /** stats is a snapshot: tokens in the bucket now (fractional), the rate and the burst. */

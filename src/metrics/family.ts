@@ -6,7 +6,8 @@
  * so the family formats its samples itself. @internal
  */
 import { ByteText, TextBuffer, escapeHelp, valueText } from './text.js';
-import type { Labels, MetricFamilySpec, MetricType, TextSection } from './types.js';
+import type { Labels, MetricFamilySpec, MetricType } from './types.js';
+import type { TextSection } from '../core/metrics-description.js';
 
 /** Default histogram buckets, in seconds: 5 ms … 10 s. */
 export const DEFAULT_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

@@ -14,6 +14,7 @@ export type {
   Labels,
   MetricFamilySpec,
   MetricType,
+  MetricsContext,
   MetricsDescription,
   MetricsSink,
   MetricsSnapshot,

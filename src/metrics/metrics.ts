@@ -8,22 +8,26 @@
  * `stats()` inside the families' collect at scrape time, once per component per scrape. No timer is set;
  * a component that is not tracked costs nothing, and a tracked one costs nothing between scrapes but
  * its event listeners. A component found closed at a scrape is untracked then and reported no more.
+ *
+ * Each component describes itself (`describeMetrics(ctx)`, core's protocol): this module renders what
+ * it is handed and imports no other bulwark module but core's types.
  */
 import promClient, { type Registry, type RegistryContentType } from 'prom-client';
-import { describeComponent } from './adapters.js';
 import { Family, SeriesObserver, labelKey } from './family.js';
 import { ByteText, NOT_ASCII } from './text.js';
+import type { TextOut } from '../core/metrics-description.js';
 import type {
   BulwarkMetricsOptions,
   Emit,
   ComponentSnapshot,
-  TextOut,
   Labels,
   MetricFamilySpec,
+  MetricsContext,
   MetricsDescription,
   MetricsSink,
   MetricsSnapshot,
   TrackOptions,
+  Trackable,
 } from './types.js';
 
 const NAME_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -82,22 +86,24 @@ export class BulwarkMetrics {
   }
 
   /**
-   * track starts exporting `component`: any bulwark component (breakers, BreakerGroup, limiters,
-   * AdaptiveShedder, RegistryCache, EtcdRegistry, Balancer, ResilientClient, Retry, RetryBudget,
-   * Bulkhead, Timeout, Fallback, HttpGuard, cache Group and HttpPool) or any object with
-   * `describeMetrics()`. Tracking the same component again is a no-op. Answers the `name` label used.
-   * Throws TypeError for anything else, and for a family that clashes with one already registered.
+   * track starts exporting `component`: any object with `describeMetrics(ctx)` — every bulwark
+   * component (breakers, BreakerGroup, limiters, AdaptiveShedder, RegistryCache, EtcdRegistry, Balancer,
+   * ResilientClient, Retry, RetryBudget, Bulkhead, Timeout, Fallback, HttpGuard, cache Group and
+   * HttpPool, the gRPC guards), its subclasses, or an application's own part. Tracking the same
+   * component again is a no-op. Answers the `name` label used. Throws TypeError for anything else, and
+   * for a family that clashes with one already registered.
    */
   track(component: object, options?: TrackOptions): string {
     if (this.closed) throw new TypeError('BulwarkMetrics.track: the metrics were closed');
     const known = this.entries.get(component);
     if (known !== undefined) return known.name;
-    let trackName = '';
-    const d = describeComponent(component, this.instanceLabel, () => trackName);
-    if (d === undefined) {
+    if (component === null || typeof component !== 'object' || typeof (component as Partial<Trackable>).describeMetrics !== 'function') {
       const what = component === null || typeof component !== 'object' ? String(component) : (component.constructor?.name ?? 'object');
       throw new TypeError(`BulwarkMetrics.track: cannot track ${what}: not a bulwark component and no describeMetrics()`);
     }
+    let trackName = '';
+    const ctx: MetricsContext = { instanceLabel: this.instanceLabel, name: () => trackName };
+    const d = (component as Trackable).describeMetrics(ctx);
     const kind = d.kind ?? component.constructor?.name ?? 'component';
     const name = this.nameFor(component, kind, options?.name);
     trackName = name;

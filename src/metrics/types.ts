@@ -1,103 +1,21 @@
 /**
- * The types of bulwark/metrics: the options of BulwarkMetrics and the extension point through which a
- * component describes its own metric families (`describeMetrics()`), for components that bulwark/metrics
- * does not know by name (gRPC guards, the serve node, an application's own parts).
+ * The types of bulwark/metrics: the options of BulwarkMetrics and what it answers, and (from core, where
+ * they live so that a component describes itself without importing bulwark/metrics) the protocol through
+ * which every component describes its metric families: `describeMetrics(ctx)`.
  */
 import type { Registry, RegistryContentType } from 'prom-client';
 
-/** MetricType is the Prometheus type of a family. */
-export type MetricType = 'counter' | 'gauge' | 'histogram';
-
-/** Labels are a series' label values by label name. */
-export type Labels = Readonly<Record<string, string | number>>;
-
-/**
- * MetricFamilySpec describes one metric family. `name` comes without the prefix (BulwarkMetrics adds it);
- * counters end in `_total`, units are seconds and bytes. `labelNames` leaves out `name` (the track name,
- * always added first); never put keys or ids in labels.
- */
-export interface MetricFamilySpec {
-  readonly name: string;
-  readonly type: MetricType;
-  readonly help: string;
-  readonly labelNames: readonly string[];
-  /** Histogram bucket upper bounds in seconds. Defaults to 5 ms … 10 s. */
-  readonly buckets?: readonly number[];
-}
-
-/** Emit records one sample at scrape time: the family's name (unprefixed), its labels (without `name`) and value. */
-export type Emit = ((family: string, labels: Labels, value: number) => void) & {
-  /**
-   * text, when present (the text path of `BulwarkMetrics.metrics()`), lets a collector that emits very
-   * many series (a BreakerGroup's members) write sample lines itself, with no label objects. @internal
-   */
-  text?: TextOut;
-};
-
-/** TextOut is the text path of a scrape, for collectors that write their sample lines themselves. @internal */
-export interface TextOut {
-  /** label answers a label value escaped for the text format, as a byte string. */
-  label(value: string | number): string;
-  /** section answers where the lines of `family` (unprefixed) go, or undefined when it is not registered. */
-  section(family: string): TextSection | undefined;
-}
-
-/** TextSection is one family's part of the text exposition under way. @internal */
-export interface TextSection {
-  /** name is the family's full (prefixed) name: each line starts with it. */
-  readonly name: string;
-  /**
-   * write appends sample lines, each ending in a newline: `name{name="x",…} value`, the `name` label
-   * first, label values made by `TextOut.label`, values as `String(number)` of finite numbers.
-   */
-  write(lines: string): void;
-  /**
-   * line appends one sample line from its parts, with no string made: `head` (the bytes of e.g.
-   * `name{name="`), a label value made by `TextOut.label`, `tail` (the bytes of the rest up to the
-   * value, e.g. `",state="open"} `), the value, a newline.
-   */
-  line(head: Uint8Array, key: string, tail: Uint8Array, value: number): void;
-}
-
-/** MetricsSink receives a component's events between scrapes (counters and histograms counted as they happen). */
-export interface MetricsSink {
-  /** inc adds `by` (default 1) to a counter series. */
-  inc(family: string, labels: Labels, by?: number): void;
-  /** observe adds one observation (seconds) to a histogram series. */
-  observe(family: string, labels: Labels, value: number): void;
-  /**
-   * observer answers the histogram series of `labels` as an object whose `observe(value)` adds one
-   * observation, for hot event paths: hold it per label set, and the labels are not hashed again per
-   * event. It does nothing once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
-   */
-  observer?(family: string, labels: Labels): HistogramObserver;
-}
-
-/** HistogramObserver adds observations (seconds) to one histogram series. */
-export interface HistogramObserver {
-  observe(value: number): void;
-}
-
-/** MetricsDescription is what a component answers to `describeMetrics()`. */
-export interface MetricsDescription {
-  /** The kind shown in `snapshot()` (e.g. 'grpc-server'). Defaults to the constructor's name. */
-  readonly kind?: string;
-  /** Every family the component may emit. */
-  readonly families: readonly MetricFamilySpec[];
-  /** collect emits the current values at scrape time (read from stats()): gauges, and counters as monotonic totals. */
-  collect?(emit: Emit): void;
-  /** subscribe is called once by `track()`; it answers the disposer that `untrack()` calls. */
-  subscribe?(sink: MetricsSink): () => void;
-  /** snapshot answers the JSON-ready status of the component. Defaults to its `stats()`. */
-  snapshot?(): unknown;
-  /** closed tells whether the component was closed: it is then dropped from scrapes and snapshots. */
-  closed?(): boolean;
-}
-
-/** Trackable is a component that describes its own metrics. */
-export interface Trackable {
-  describeMetrics(): MetricsDescription;
-}
+export type {
+  Emit,
+  HistogramObserver,
+  Labels,
+  MetricFamilySpec,
+  MetricType,
+  MetricsContext,
+  MetricsDescription,
+  MetricsSink,
+  Trackable,
+} from '../core/metrics-description.js';
 
 /** BulwarkMetricsOptions configures a BulwarkMetrics. */
 export interface BulwarkMetricsOptions {

@@ -12,6 +12,7 @@ import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../cor
 import { integer, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import { checkCall } from './check-call.js';
 import type { BulkheadOptions, BulkheadStats } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of BulkheadOptions, all of them: any other is refused (see `options`). */
 const BULKHEAD_KEYS = { maxConcurrent: true, maxQueued: true } as const satisfies OptionKeys<BulkheadOptions>;
@@ -57,6 +58,24 @@ export class Bulkhead implements Guard {
   /** queued is the number of calls waiting for a slot now. */
   get queued(): number {
     return this.queuedCount;
+  }
+
+  /** describeMetrics answers the bulkhead's families (`bulkhead_active`, `bulkhead_queued`, `bulkhead_rejected_total`), read from its stats at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'Bulkhead',
+      families: [
+        { name: 'bulkhead_active', type: 'gauge', help: 'Calls a Bulkhead runs now.', labelNames: [] },
+        { name: 'bulkhead_queued', type: 'gauge', help: 'Calls waiting for a Bulkhead slot now.', labelNames: [] },
+        { name: 'bulkhead_rejected_total', type: 'counter', help: 'Calls a Bulkhead rejected (every slot and queue place taken).', labelNames: [] },
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        emit('bulkhead_active', {}, s.active);
+        emit('bulkhead_queued', {}, s.queued);
+        emit('bulkhead_rejected_total', {}, s.rejected);
+      },
+    };
   }
 
   /** stats answers a fresh snapshot of the counters. */

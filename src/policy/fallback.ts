@@ -22,6 +22,7 @@ import { neverAborted, type ExecuteOptions, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, finite, options as optionsObject, showValue, type OptionKeys } from '../core/validate.js';
 import { checkCall } from './check-call.js';
 import type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of FallbackOptions, all of them: any other is refused (see `options`). */
 const FALLBACK_KEYS = {
@@ -80,6 +81,23 @@ export class Fallback<R = unknown> {
     this.chain = [...chain];
     this.shouldFallback = o.shouldFallback === undefined ? defaultShouldFallback : fnOption('Fallback', 'shouldFallback', o.shouldFallback);
     this.clock = clockOption('Fallback', o.clock, systemClock);
+  }
+
+  /** describeMetrics answers the policy's family (`fallback_calls_total` by source), counted from its fallback events. */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'Fallback',
+      families: [
+        {
+          name: 'fallback_calls_total',
+          type: 'counter',
+          help: 'Failed calls a Fallback handled, by what answered: last_good, chain, value or none (rethrown).',
+          labelNames: ['source'],
+        },
+      ],
+      subscribe: (sink) => this.onFallback((e) => sink.inc('fallback_calls_total', { source: String(e.source).replace('-', '_') })),
+      snapshot: () => ({}),
+    };
   }
 
   /** onFallback subscribes to calls that fell back; returns the disposer. */

@@ -29,6 +29,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { RollingWindow } from '../core/rolling-window.js';
 import { clockOption, finite, integer, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of RetryBudgetOptions, all of them: any other is refused (see `options`). */
 const RETRY_BUDGET_KEYS = {
@@ -90,6 +91,26 @@ export class RetryBudget {
     }
     this.refusedCount++;
     return false;
+  }
+
+  /** describeMetrics answers the budget's families (`retry_budget_…`), read from its stats at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'RetryBudget',
+      families: [
+        { name: 'retry_budget_balance', type: 'gauge', help: 'Retries a RetryBudget would allow right now.', labelNames: [] },
+        { name: 'retry_budget_window_calls', type: 'gauge', help: 'Calls counted in the budget window.', labelNames: [] },
+        { name: 'retry_budget_window_retries', type: 'gauge', help: 'Retries allowed in the budget window.', labelNames: [] },
+        { name: 'retry_budget_refused_total', type: 'counter', help: 'Retries a RetryBudget refused.', labelNames: [] },
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        emit('retry_budget_balance', {}, s.balance);
+        emit('retry_budget_window_calls', {}, s.calls);
+        emit('retry_budget_window_retries', {}, s.retries);
+        emit('retry_budget_refused_total', {}, s.refused);
+      },
+    };
   }
 
   /** stats answers a fresh snapshot of the current window. */

@@ -32,6 +32,7 @@ import { clockOption, fn as fnOption, integer, options as optionsObject, showVal
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
 import type { RetryOptions, RetryEvent } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of RetryOptions, all of them: any other is refused (see `options`). */
 const RETRY_KEYS = {
@@ -84,6 +85,16 @@ export class Retry implements Guard {
     }
     this.budget = o.budget;
     this.delayOptions = { clock: clockOption('Retry', o.clock, systemClock) };
+  }
+
+  /** describeMetrics answers the policy's family (`retry_retries_total`), counted from its retry events. */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'Retry',
+      families: [{ name: 'retry_retries_total', type: 'counter', help: 'Retries a Retry policy scheduled after a failed attempt.', labelNames: [] }],
+      subscribe: (sink) => this.onRetry(() => sink.inc('retry_retries_total', {})),
+      snapshot: () => ({ maxAttempts: this.maxAttempts }),
+    };
   }
 
   /** onRetry subscribes to retries (one event before each wait); returns the disposer. */

@@ -23,6 +23,7 @@ import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../cor
 import { clockOption, finite, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import { checkCall } from './check-call.js';
 import type { TimeoutOptions, TimeoutStats } from './types.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of TimeoutOptions, all of them: any other is refused (see `options`). */
 const TIMEOUT_KEYS = { timeoutMs: true, clock: true } as const satisfies OptionKeys<TimeoutOptions>;
@@ -46,6 +47,25 @@ export class Timeout implements Guard {
     this.timeoutMs = finite('Timeout', 'timeoutMs', o.timeoutMs ?? timeoutDefaults.timeoutMs, 1, MAX_TIMER_MS);
     this.clock = clockOption('Timeout', o.clock, systemClock);
     this.deadlines = new Deadlines({ timeoutMs: this.timeoutMs, clock: this.clock });
+  }
+
+  /** describeMetrics answers the policy's families (`timeout_seconds`, `timeout_calls_total`, `timeout_timeouts_total`), read at scrape time. */
+  describeMetrics(): MetricsDescription {
+    return {
+      kind: 'Timeout',
+      families: [
+        { name: 'timeout_seconds', type: 'gauge', help: 'The deadline a Timeout policy gives each call.', labelNames: [] },
+        { name: 'timeout_calls_total', type: 'counter', help: 'Calls a Timeout policy ran.', labelNames: [] },
+        { name: 'timeout_timeouts_total', type: 'counter', help: 'Calls a Timeout policy ran that ended in TimeoutError.', labelNames: [] },
+      ],
+      collect: (emit) => {
+        emit('timeout_seconds', {}, this.timeoutMs / 1000);
+        const s = this.stats();
+        emit('timeout_calls_total', {}, s.calls);
+        emit('timeout_timeouts_total', {}, s.timeouts);
+      },
+      snapshot: () => ({ timeoutMs: this.timeoutMs, ...this.stats() }),
+    };
   }
 
   /** stats answers a fresh snapshot of the counters: calls started, and calls that timed out. */

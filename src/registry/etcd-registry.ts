@@ -40,6 +40,7 @@ import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
 import { etcdEndpoints } from './etcd-endpoints.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of EtcdRegistryOptions, all of them: any other is refused (see `options`). */
 const ETCD_REGISTRY_KEYS = {
@@ -149,6 +150,49 @@ export class EtcdRegistry implements Registry {
       hosts.map((h) => ({ endpoint: h, client: (o.createClient ?? createClient)(h) })),
       { clock: this.clock, callTimeoutMs: this.timeoutMs, attemptTimeoutMs: attemptMs, cooldownMs },
     );
+  }
+
+  /**
+   * describeMetrics answers the registry's families (`etcd_registry_…`: leases, keep-alives, rewrites,
+   * watch resyncs and moves, retries, and per etcd member whether it is up, its attempts and failures),
+   * read from its stats at scrape time.
+   */
+  describeMetrics(): MetricsDescription {
+    const totals: [string, keyof EtcdRegistryStats, string][] = [
+      ['etcd_registry_leases_granted_total', 'leasesGranted', 'Leases granted (first ones and replacements).'],
+      ['etcd_registry_leases_lost_total', 'leasesLost', 'Leases given up (gone in etcd, or TTL passed without a confirmed keep-alive).'],
+      ['etcd_registry_keepalives_total', 'keepAlives', 'Keep-alives etcd answered.'],
+      ['etcd_registry_keepalive_failures_total', 'keepAliveFailures', 'Keep-alives no member answered.'],
+      ['etcd_registry_rewrites_total', 'rewrites', 'Times every instance under a lease was written again.'],
+      ['etcd_registry_watch_resyncs_total', 'watchResyncs', 'Watches that listed again after a compacted revision.'],
+      ['etcd_registry_watch_moves_total', 'watchMoves', 'Times a watch stream broke and resumed on a member.'],
+      ['etcd_registry_retried_total', 'retried', 'Attempts that failed on a member and were retried.'],
+      ['etcd_registry_unavailable_total', 'unavailable', 'Calls no member answered within their deadline.'],
+    ];
+    const endpoint = ['endpoint'];
+    return {
+      kind: 'EtcdRegistry',
+      families: [
+        ...totals.map(([name, , help]) => ({ name, type: 'counter' as const, help, labelNames: [] })),
+        { name: 'etcd_registry_leases', type: 'gauge', help: 'Leases held now.', labelNames: [] },
+        { name: 'etcd_registry_pending_changes', type: 'gauge', help: 'register/deregister changes not yet confirmed in etcd.', labelNames: [] },
+        { name: 'etcd_registry_member_up', type: 'gauge', help: '1 while calls go to an etcd member, 0 while it is skipped after a failure.', labelNames: endpoint },
+        { name: 'etcd_registry_member_attempts_total', type: 'counter', help: 'Attempts sent to an etcd member.', labelNames: endpoint },
+        { name: 'etcd_registry_member_failures_total', type: 'counter', help: 'Attempts that failed on an etcd member.', labelNames: endpoint },
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        for (const [name, field] of totals) emit(name, {}, s[field] as number);
+        emit('etcd_registry_leases', {}, s.leases);
+        emit('etcd_registry_pending_changes', {}, s.pending);
+        for (const m of s.members ?? []) {
+          emit('etcd_registry_member_up', { endpoint: m.endpoint }, m.live ? 1 : 0);
+          emit('etcd_registry_member_attempts_total', { endpoint: m.endpoint }, m.attempts);
+          emit('etcd_registry_member_failures_total', { endpoint: m.endpoint }, m.failures);
+        }
+      },
+      closed: () => this.closed,
+    };
   }
 
   /** stats answers a fresh snapshot of the counters, and what each member has seen. */

@@ -40,6 +40,7 @@ import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
+import type { MetricsDescription } from '../core/metrics-description.js';
 import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, keepIdentity, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
 
 /** The keys of RegistryCacheOptions, all of them: any other is refused (see `options`). */
@@ -155,6 +156,50 @@ export class RegistryCache implements Registry {
    */
   onChange(listener: (change: ServiceChange) => void): Disposer {
     return this.changes.on(listener);
+  }
+
+  /**
+   * describeMetrics answers the cache's families (`registry_cache_…`: lookups by how they were answered,
+   * registry calls, watches, and per service its instances and staleness), read from its stats at
+   * scrape time.
+   */
+  describeMetrics(): MetricsDescription {
+    const counter = (name: string, help: string) => ({ name, type: 'counter' as const, help, labelNames: [] });
+    const gauge = (name: string, help: string, labelNames: string[] = []) => ({ name, type: 'gauge' as const, help, labelNames });
+    return {
+      kind: 'RegistryCache',
+      families: [
+        counter('registry_cache_hits_total', 'Lookups a RegistryCache answered from a fresh entry.'),
+        counter('registry_cache_misses_total', 'Lookups that found no fresh entry.'),
+        counter('registry_cache_stale_answers_total', 'Lookups answered with a stale entry (throttled, or the registry failed or answered empty).'),
+        counter('registry_cache_throttled_total', 'Lookups answered without asking the registry because the service was throttled.'),
+        counter('registry_cache_registry_calls_total', 'Calls the RegistryCache made to the registry.'),
+        counter('registry_cache_watch_reconnects_total', 'Registry watches started again after they failed or ended.'),
+        counter('registry_cache_watch_events_total', 'Registry watch events applied.'),
+        gauge('registry_cache_services', 'Services cached now.'),
+        gauge('registry_cache_watches', 'Registry watches open now.'),
+        gauge('registry_cache_service_instances', 'Instances cached for a service.', ['service']),
+        gauge('registry_cache_service_stale_seconds', 'How long ago a cached service went stale (0 while fresh).', ['service']),
+      ],
+      collect: (emit) => {
+        const s = this.stats();
+        emit('registry_cache_hits_total', {}, s.hits);
+        emit('registry_cache_misses_total', {}, s.misses);
+        emit('registry_cache_stale_answers_total', {}, s.stale);
+        emit('registry_cache_throttled_total', {}, s.throttled);
+        emit('registry_cache_registry_calls_total', {}, s.registryCalls);
+        emit('registry_cache_watch_reconnects_total', {}, s.watchReconnects);
+        emit('registry_cache_watch_events_total', {}, s.watchEvents);
+        emit('registry_cache_services', {}, s.services);
+        emit('registry_cache_watches', {}, s.watches);
+        for (const e of this.services()) {
+          emit('registry_cache_service_instances', { service: e.service }, e.instances);
+          emit('registry_cache_service_stale_seconds', { service: e.service }, e.staleForMs / 1000);
+        }
+      },
+      snapshot: () => ({ ...this.stats(), entries: this.services() }),
+      closed: () => this.closed,
+    };
   }
 
   /** stats answers a snapshot of the counters. */

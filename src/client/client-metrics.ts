@@ -1,0 +1,168 @@
+/**
+ * The metric families of a ResilientClient — its calls, attempts, retries and their durations — and of
+ * its parts: its breakers (the BreakerGroup's families), each open service's balancer, and the registry
+ * cache it reads. One `track(client)` exports what explains its calls. @internal
+ */
+import type { Emit, HistogramObserver, Labels, MetricFamilySpec, MetricsContext, MetricsDescription, Trackable } from '../core/metrics-description.js';
+import type { Disposer } from '../core/events.js';
+import { balancerFamilies } from '../balancer/balancer-metrics.js';
+import type { ClientStats } from './stats.js';
+import type { ClientMeasure } from './types.js';
+
+type Observe = HistogramObserver;
+
+/** ServiceObservers are a client's bound histogram observers of one service: attempts ok/error, calls by outcome. */
+interface ServiceObservers {
+  ok: Observe;
+  error: Observe;
+  succeeded: Observe;
+  fallback: Observe;
+  failed: Observe;
+}
+
+/** Answered calls a tracked client notes before folding them into its histograms. */
+const PENDING = 256;
+
+const counter = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'counter', help, labelNames });
+const histogram = (name: string, help: string, labelNames: string[]): MetricFamilySpec => ({ name, type: 'histogram', help, labelNames });
+
+const CLIENT_FAMILIES: readonly MetricFamilySpec[] = [
+  counter('client_calls_total', 'Calls a ResilientClient made, by outcome: succeeded, fallback (answered by the fallback) or failed.', ['outcome']),
+  counter('client_attempts_total', 'Attempts sent to instances, by outcome: ok or error; rejected ones were refused by a breaker without calling.', ['outcome']),
+  counter('client_retries_total', 'Retries sent (attempts after the first).'),
+  counter('client_retries_refused_total', 'Retries the retry budget refused.'),
+  counter('client_bulkhead_rejections_total', 'Calls the bulkhead refused (too many in flight for the service).'),
+  histogram('client_attempt_duration_seconds', 'Duration of attempts, by service and outcome (ok or error).', ['service', 'outcome']),
+  histogram(
+    'client_call_duration_seconds',
+    'Duration of calls, by service and outcome (succeeded, fallback or failed): from the first attempt’s start to the last one’s end, or to the fallback’s answer.',
+    ['service', 'outcome'],
+  ),
+];
+
+/** ClientSource is a ResilientClient as its description reads it. */
+interface ClientSource {
+  readonly breakers: Trackable;
+  /** The client's registry cache (undefined when it has none to describe). */
+  readonly cache: Trackable | undefined;
+  stats(): ClientStats;
+  measure(m: ClientMeasure): Disposer;
+  openServices(): Iterable<{ readonly name: string; readonly balancer: object }>;
+  closed(): boolean;
+}
+
+/** describes tells whether a part describes itself. */
+const describes = (x: object): x is Trackable => typeof (x as Partial<Trackable>).describeMetrics === 'function';
+
+/**
+ * describeClient answers a ResilientClient's description with its parts': its own families; its
+ * breakers' (members named `<service>` and `<service>/<instance id>`, with `group` = the client's name);
+ * each open service's balancer (`name` = the service, `group` = the client's name); the registry cache
+ * (named for the client).
+ */
+export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDescription {
+  let fold: (() => void) | undefined;
+  const group = c.breakers.describeMetrics(ctx);
+  const cache = c.cache?.describeMetrics(ctx);
+  /** Each balancer's description, made at its first scrape. */
+  const balancers = new WeakMap<object, MetricsDescription | undefined>();
+  const families = [...CLIENT_FAMILIES, ...group.families, ...balancerFamilies(ctx.instanceLabel), ...(cache?.families ?? [])];
+  return {
+    kind: 'ResilientClient',
+    families: [...new Map(families.map((f) => [f.name, f])).values()],
+    collect: (emit) => {
+      fold?.(); // the answered calls noted since the last scrape go into their histograms first
+      const s = c.stats();
+      emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
+      emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
+      emit('client_calls_total', { outcome: 'failed' }, s.failed);
+      emit('client_attempts_total', { outcome: 'ok' }, s.attempts - s.failedAttempts);
+      emit('client_attempts_total', { outcome: 'error' }, s.failedAttempts);
+      emit('client_attempts_total', { outcome: 'rejected' }, s.breakerRejections);
+      emit('client_retries_total', {}, s.retries);
+      emit('client_retries_refused_total', {}, s.retriesRefused);
+      emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
+      group.collect?.(emit);
+      const clientName = ctx.name();
+      for (const service of c.openServices()) {
+        const b = service.balancer;
+        let d = balancers.get(b);
+        if (d === undefined && !balancers.has(b)) {
+          d = describes(b) ? b.describeMetrics({ instanceLabel: ctx.instanceLabel, name: () => service.name }) : undefined;
+          balancers.set(b, d);
+        }
+        if (d?.collect === undefined) continue;
+        const base = { name: service.name, group: clientName };
+        const part: Emit = (family: string, labels: Labels, value: number) => emit(family, { ...base, ...labels }, value);
+        d.collect(part);
+      }
+      if (cache !== undefined && cache.closed?.() !== true) cache.collect?.(emit);
+    },
+    subscribe: (sink) => {
+      // Durations come through the client's measure hook as plain arguments (no event object per
+      // attempt), into bound observers per (service, outcome): no label hashing, and one Map lookup per
+      // call at most (none while calls go to the same service as the last one).
+      const bind = (family: string, service: string, outcome: string): Observe => {
+        const labels = { service, outcome };
+        return sink.observer?.(family, labels) ?? { observe: (v: number) => sink.observe(family, labels, v) };
+      };
+      const byService = new Map<string, ServiceObservers>();
+      let lastService = '';
+      let last: ServiceObservers | undefined;
+      const observers = (service: string): ServiceObservers => {
+        if (service === lastService && last !== undefined) return last;
+        let o = byService.get(service);
+        if (o === undefined) {
+          const a = 'client_attempt_duration_seconds';
+          const k = 'client_call_duration_seconds';
+          o = { ok: bind(a, service, 'ok'), error: bind(a, service, 'error'), succeeded: bind(k, service, 'succeeded'), fallback: bind(k, service, 'fallback'), failed: bind(k, service, 'failed') };
+          byService.set(service, o);
+        }
+        lastService = service;
+        return (last = o);
+      };
+      // An answered call (the hot path) is only noted: its service and two durations in arrays, folded
+      // into the histograms when they are full and at each scrape, in a loop that costs less per call.
+      const services = new Array<string>(PENDING).fill('');
+      const times = new Float64Array(2 * PENDING);
+      let n = 0;
+      fold = () => {
+        for (let i = 0; i < n; i++) {
+          const o = observers(services[i]!);
+          o.ok.observe(times[2 * i]! / 1000);
+          o.succeeded.observe(times[2 * i + 1]! / 1000);
+        }
+        n = 0;
+      };
+      return c.measure({
+        answered: (service: string, latencyMs: number, callMs: number): void => {
+          const i = n;
+          services[i] = service;
+          times[2 * i] = latencyMs;
+          times[2 * i + 1] = callMs;
+          if ((n = i + 1) === PENDING) fold!();
+        },
+        attempt: (service: string, failed: boolean, latencyMs: number): void => {
+          const o = observers(service);
+          (failed ? o.error : o.ok).observe(latencyMs / 1000);
+        },
+        call: (service: string, outcome: string, durationMs: number): void => {
+          const o = observers(service);
+          (outcome === 'fallback' ? o.fallback : o.failed).observe(durationMs / 1000);
+        },
+      });
+    },
+    snapshot: () => {
+      const open = [...c.openServices()];
+      return {
+        ...c.stats(),
+        openServices: open.map((s) => s.name),
+        services: open.map((s) => {
+          const b = s.balancer as { stats?(): unknown };
+          return { service: s.name, balancer: describes(s.balancer) && typeof b.stats === 'function' ? b.stats() : undefined };
+        }),
+      };
+    },
+    closed: () => c.closed(),
+  };
+}
