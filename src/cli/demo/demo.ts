@@ -102,7 +102,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
         breakerRejections: st.breakerRejections,
         registryDown: !registry.answering,
         staleAnswers: cache.stats().stale,
-        instances: services.map((s) => row(s, perInstance.get(s.id)!, state!, health.get(s.id) ?? false)),
+        instances: services.map((s) => row(s, perInstance.get(s.id)!, state!, health.get(s.id) ?? { ejected: false, heldOut: false })),
       };
     };
     view = new LiveView(snapshot, { output, clock, ...(options.interactive === undefined ? {} : { interactive: options.interactive }) });
@@ -158,14 +158,15 @@ async function drive(
   }
 }
 
-function healthById(state: ServiceState): Map<string, boolean> {
-  const out = new Map<string, boolean>();
-  const b = state.balancer as { health?: () => { instance: { id: string }; ejected: boolean; up: boolean }[] };
-  for (const h of b.health?.() ?? []) out.set(h.instance.id, h.ejected || !h.up);
+/** healthById answers, per instance, whether it is ejected (or down) and whether its open breaker holds it out of rotation. */
+function healthById(state: ServiceState): Map<string, { ejected: boolean; heldOut: boolean }> {
+  const out = new Map<string, { ejected: boolean; heldOut: boolean }>();
+  const b = state.balancer as { health?: () => { instance: { id: string }; ejected: boolean; up: boolean }[]; isHeldOut?: (id: string) => boolean };
+  for (const h of b.health?.() ?? []) out.set(h.instance.id, { ejected: h.ejected || !h.up, heldOut: b.isHeldOut?.(h.instance.id) ?? false });
   return out;
 }
 
-function row(s: DemoService, st: InstanceStats, state: ServiceState, ejected: boolean): InstanceRow {
+function row(s: DemoService, st: InstanceStats, state: ServiceState, health: { ejected: boolean; heldOut: boolean }): InstanceRow {
   const breaker = state.breakerOf(s.id) as { state?: string } | undefined;
   return {
     id: s.id,
@@ -175,7 +176,8 @@ function row(s: DemoService, st: InstanceStats, state: ServiceState, ejected: bo
     p50Ms: st.latency.quantile(0.5),
     p99Ms: st.latency.quantile(0.99),
     breaker: breaker?.state ?? 'closed',
-    ejected,
+    ejected: health.ejected,
+    heldOut: health.heldOut,
   };
 }
 

@@ -15,9 +15,9 @@ const snapshot: ViewSnapshot = {
   registryDown: true,
   staleAnswers: 4,
   instances: [
-    { id: 'healthy', address: '127.0.0.1:1', calls: 80, errors: 0, p50Ms: 2.5, p99Ms: 9, breaker: 'closed', ejected: false },
-    { id: 'flaky', address: '127.0.0.1:2', calls: 15, errors: 5, p50Ms: 3, p99Ms: 12, breaker: 'open', ejected: true },
-    { id: 'slow', address: '127.0.0.1:3', calls: 5, errors: 0, p50Ms: 201, p99Ms: 230, breaker: 'closed', ejected: false },
+    { id: 'healthy', address: '127.0.0.1:1', calls: 80, errors: 0, p50Ms: 2.5, p99Ms: 9, breaker: 'closed', ejected: false, heldOut: false },
+    { id: 'flaky', address: '127.0.0.1:2', calls: 15, errors: 5, p50Ms: 3, p99Ms: 12, breaker: 'open', ejected: true, heldOut: false },
+    { id: 'slow', address: '127.0.0.1:3', calls: 5, errors: 0, p50Ms: 201, p99Ms: 230, breaker: 'closed', ejected: false, heldOut: false },
   ],
 };
 
@@ -31,6 +31,9 @@ describe('view', () => {
     const lines = renderFrame(snapshot, false);
     const flaky = lines.find((l) => l.startsWith('flaky'))!;
     assert.match(flaky, /127\.0\.0\.1:2\s+15\s+5\s+33\.3%\s+3\.0ms\s+12ms\s+open\s+ejected/);
+    // an open breaker the balancer holds out of rotation is not shown as in rotation
+    const held = renderFrame({ ...snapshot, instances: [{ ...snapshot.instances[1]!, ejected: false, heldOut: true }] }, false);
+    assert.match(held.find((l) => l.startsWith('flaky'))!, /open\s+out: breaker open$/);
     assert.match(lines.join('\n'), /NOT ANSWERING/);
     assert.doesNotMatch(lines.join('\n'), /\x1b/);
     assert.match(renderFrame(snapshot, true).join('\n'), /\x1b\[31m/);

@@ -15,7 +15,10 @@ export interface InstanceRow {
   readonly p99Ms: number;
   /** Breaker state as the breaker names it (e.g. `closed`, `open`, `half-open`). */
   readonly breaker: string;
+  /** Ejected by outlier detection, or down by probes. */
   readonly ejected: boolean;
+  /** Out of rotation because its breaker is open (the balancer's cap and panic may keep it in). */
+  readonly heldOut: boolean;
 }
 
 /** ViewSnapshot is one frame's worth of numbers. */
@@ -88,7 +91,7 @@ export function renderFrame(s: ViewSnapshot, color: boolean): string[] {
   for (const r of s.instances) {
     const breakerText = pad(r.breaker, 10);
     const breaker = r.breaker === 'closed' ? breakerText : paint(color, r.breaker === 'open' ? '31' : '33', breakerText);
-    const health = r.ejected ? paint(color, '31', 'ejected') : paint(color, '32', 'in rotation');
+    const health = r.ejected ? paint(color, '31', 'ejected') : r.heldOut ? paint(color, '31', 'out: breaker open') : paint(color, '32', 'in rotation');
     lines.push(
       `${pad(r.id, 10)}${pad(r.address, 18)}${pad(String(r.calls), 8, true)}${pad(String(r.errors), 8, true)}${pad(pct(r.errors, r.calls), 8, true)}${pad(fmtMs(r.p50Ms), 9, true)}${pad(fmtMs(r.p99Ms), 9, true)}  ${breaker}${health}`,
     );
@@ -99,7 +102,7 @@ export function renderFrame(s: ViewSnapshot, color: boolean): string[] {
 /** renderLine returns the one-line form used when the output is not a terminal. */
 export function renderLine(s: ViewSnapshot): string {
   const rows = s.instances
-    .map((r) => `${r.id}=${r.calls}/${r.errors}err p99=${fmtMs(r.p99Ms)}${r.breaker === 'closed' ? '' : ` breaker=${r.breaker}`}${r.ejected ? ' ejected' : ''}`)
+    .map((r) => `${r.id}=${r.calls}/${r.errors}err p99=${fmtMs(r.p99Ms)}${r.breaker === 'closed' ? '' : ` breaker=${r.breaker}`}${r.ejected ? ' ejected' : r.heldOut ? ' out' : ''}`)
     .join('  ');
   return `[${(Math.min(s.elapsedMs, s.durationMs) / 1000).toFixed(1)}s/${(s.durationMs / 1000).toFixed(1)}s] calls=${s.calls} ok=${pct(s.succeeded, s.calls)} retries=${s.retries} rejected=${s.breakerRejections} fallbacks=${s.fallbacks} registry=${s.registryDown ? 'down' : 'up'} stale=${s.staleAnswers}  ${rows}`;
 }
