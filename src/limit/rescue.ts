@@ -68,6 +68,8 @@ export class RedisRescue {
   cause: unknown = undefined;
   rescueSince: number | undefined = undefined;
   readonly changes = new Emitter<ModeChange>();
+  /** Called (synchronously) each time parts come back from rescue: decisions for their keys are on Redis again. */
+  onBack: (() => void) | undefined = undefined;
   /** The client when it is a Cluster: slots and masters come from its slot map. */
   private readonly cluster: Cluster | undefined;
   /** 1 for each part in rescue: each slot of a Cluster, or the one part of a single Redis. */
@@ -468,6 +470,13 @@ export class RedisRescue {
     }
     for (const o of owners) this.streaks.delete(o);
     this.reached = true;
+    if (this.onBack !== undefined) {
+      try {
+        this.onBack();
+      } catch {
+        // charging back is best effort: it never stops a return to Redis
+      }
+    }
     if (this.downCount > 0 || this.mode !== 'rescue') return;
     this.mode = 'redis';
     this.warned = true;
