@@ -46,7 +46,7 @@ async function outage(clock: ManualClock, redis: SwitchableRedis, lim: RedisToke
   assert.equal(lim.mode, 'rescue');
   await during();
   redis.down = false;
-  for (let i = 0; i < 10 && lim.mode !== 'redis'; i++) await clock.advanceAsync(100);
+  for (let i = 0; i < 10 && lim.stats().mode !== 'redis'; i++) await clock.advanceAsync(100);
   assert.equal(lim.mode, 'redis');
   await clock.advanceAsync(0);
 }

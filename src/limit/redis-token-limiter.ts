@@ -24,7 +24,8 @@
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis after two PONGs in a
- * row; on a Cluster, only the keys of the failed master go to rescue.
+ * row; on a Cluster, only the keys of the failed master go to rescue. When a key's part comes back, the
+ * tokens the rescue admitted for it are charged to its bucket (see charge).
  */
 import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';

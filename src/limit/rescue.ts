@@ -23,7 +23,9 @@
  *   which backs off exponentially (200 ms, 400 ms, … on loopback: 1.9 s after a 5 s partition,
  *   measured) — a fresh connection is answered at once. test/limit-partition.test.ts;
  * - `mode` is 'rescue' while any part is: one process warning per outage, one `modeChange` event per
- *   switch (out, and back once every part is back), counters in `stats()`.
+ *   switch (out, and back once every part is back), counters in `stats()`;
+ * - each time parts come back, `onBack` is called: the limiter then charges what its rescue admitted
+ *   for their keys to Redis (see RedisLimiterBase.chargeBack), in the background.
  *
  * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO (all have the
  * same timeout, so the oldest is due first), a list linked through the calls themselves, and a single
