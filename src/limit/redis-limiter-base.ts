@@ -36,6 +36,15 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
   private closing: Promise<void> | undefined;
   private allowed = 0;
   private limited = 0;
+  /**
+   * Tokens the rescue admitted per Redis key while its part was in rescue, owed to the key's Redis
+   * bucket when its part comes back (see owe, chargeBack). At most `maxKeys` keys: a key first admitted
+   * while the tally is full is charged nothing.
+   */
+  private readonly owed = new Map<string, number>();
+  /** Charge calls sent, and tokens they took from Redis buckets (for tests and diagnosis). */
+  protected chargeCalls = 0;
+  protected chargedTokens = 0;
 
   /** Subclasses validate their own options first, so that a bad option never opens a connection. */
   protected constructor(private readonly owner: 'RedisTokenLimiter' | 'RedisPeriodLimiter', lua: readonly string[], o: Partial<RedisCommonOptions> & { prefix?: string }) {
@@ -57,6 +66,47 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
     this.switch.onModeChange((e) => {
       if (e.mode === 'rescue') this.instances.refresh();
     });
+    this.switch.onBack = () => this.chargeBack();
+  }
+
+  /** owe records `n` tokens the rescue admitted for the Redis key `k` (charged to its bucket when its part is back on Redis). */
+  protected owe(k: string, n: number): void {
+    if (!(n > 0)) return;
+    const owed = this.owed;
+    const v = owed.get(k);
+    if (v !== undefined) owed.set(k, v + n);
+    else if (owed.size < this.maxKeys) owed.set(k, n);
+  }
+
+  /**
+   * chargeBack sends, for each key whose part is back on Redis, one charge call of what the rescue
+   * admitted for it (`charge`), in the background: no caller waits for it, and a failed charge is
+   * dropped (the tokens are then simply not charged).
+   */
+  private chargeBack(): void {
+    if (this.owed.size === 0 || this.closed) return;
+    for (const [k, n] of this.owed) {
+      if (this.switch.rescues(k)) continue;
+      this.owed.delete(k);
+      let sent: Promise<number>;
+      try {
+        sent = this.charge(k, n);
+      } catch {
+        continue;
+      }
+      this.chargeCalls++;
+      sent.then(
+        (taken) => {
+          this.chargedTokens += taken;
+        },
+        () => {},
+      );
+    }
+  }
+
+  /** charge takes up to `n` tokens from the Redis key `k`'s state (never below empty) and answers how many it took. */
+  protected charge(_k: string, _n: number): Promise<number> {
+    return Promise.resolve(0);
   }
 
   /** mode says where decisions are made now: 'redis', or 'rescue' (in process). */
@@ -104,6 +154,7 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
       this.closed = true;
       this.beforeClose();
       this.switch.close();
+      this.owed.clear();
       this.instances.close();
       this.closing = this.owned ? this.client.quit().then(() => {}, () => this.client.disconnect()) : Promise.resolve();
     }

@@ -18,8 +18,8 @@ export interface WaiterContext {
   tally(answer: boolean | LimitDecision, key: string, n: number): void;
   /** sendOne asks Redis for one token of the Redis key `k`: by EVALSHA, or by EVAL when `again` (after NOSCRIPT). */
   sendOne(k: string, decide: boolean, again: boolean): Promise<unknown>;
-  /** local decides one token of the client key `key` in process. */
-  local(key: string, decide: boolean): boolean | LimitDecision;
+  /** local decides one token of the client key `key` (Redis key `k`) in process. */
+  local(key: string, decide: boolean, k: string): boolean | LimitDecision;
 }
 
 /**
@@ -61,7 +61,7 @@ export class Waiter implements RedisCall {
   }
 
   local(): void {
-    this.resolve(this.ctx.local(this.key, this.decide));
+    this.resolve(this.ctx.local(this.key, this.decide, this.k));
   }
 }
 /** One key's callers of a tick, and the client key (for the rescue limiter). */

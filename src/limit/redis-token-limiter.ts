@@ -24,7 +24,8 @@
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis after two PONGs in a
- * row; on a Cluster, only the keys of the failed master go to rescue.
+ * row; on a Cluster, only the keys of the failed master go to rescue. When a key's part comes back, the
+ * tokens the rescue admitted for it are charged to its bucket (see charge).
  */
 import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
@@ -34,6 +35,7 @@ import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-common.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isCluster } from './redis-cluster.js';
+import { isNoScript } from './redis-call.js';
 import { isIntArray, NODE_SCRIPT, Script, TOKEN_SCRIPT } from './redis-scripts.js';
 import {
   answerBatch,
@@ -190,7 +192,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
           : decide
             ? script.evalsha(client, k, interval, burstArg, ONE)
             : script.evalsha(client, k, interval, burstArg),
-      local: (key, decide) => (decide ? this.rescue().decide(key, 1) : this.rescue().allow(key, 1)),
+      local: (key, decide, k) => {
+        const answer = decide ? this.rescue().decide(key, 1) : this.rescue().allow(key, 1);
+        if (decide ? (answer as LimitDecision).allowed : answer === true) this.owe(k, 1);
+        return answer;
+      },
     };
   }
 
@@ -220,7 +226,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
       parseAllowed,
-      () => this.rescue().allow(key, n),
+      () => {
+        const ok = this.rescue().allow(key, n);
+        if (ok) this.owe(k, n);
+        return ok;
+      },
       1,
       () => script.eval(this.client, k, this.interval, this.burstArg, count, ANSWER_ONLY),
     );
@@ -248,7 +258,11 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       k,
       () => script.evalsha(this.client, k, this.interval, this.burstArg, count),
       (r) => parseDecision(r, burst),
-      () => this.rescue().decide(key, n),
+      () => {
+        const d = this.rescue().decide(key, n);
+        if (d.allowed) this.owe(k, n);
+        return d;
+      },
       1,
       () => script.eval(this.client, k, this.interval, this.burstArg, count),
     );
@@ -274,7 +288,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     }
     if (this.switch.rescues(k)) {
       this.switch.rescueDecisions++;
-      const answer = this.ctx.local(key, decide);
+      const answer = this.ctx.local(key, decide, k);
       this.tally(answer, key, 1);
       return Promise.resolve(answer);
     }
@@ -473,6 +487,20 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     this.oneBatch = this.oneKey = undefined;
     this.batches.clear();
     this.leases.clear();
+  }
+
+  /**
+   * charge takes up to `n` tokens from the bucket at `k` as a lease does (TOKEN_SCRIPT's 'l' mode: as
+   * many as the bucket holds, never below empty), for the tokens the rescue admitted while the key's
+   * part was in rescue. Not through the switch: it is no decision, and no caller waits for it.
+   */
+  protected override charge(k: string, n: number): Promise<number> {
+    const count = String(Math.ceil(n));
+    const taken = (r: unknown): number => (isIntArray(r, 2) ? r[0]! : 0);
+    return script.evalsha(this.client, k, this.interval, this.burstArg, count, LEASE).then(taken, (err: unknown) => {
+      if (!isNoScript(err)) throw err;
+      return script.eval(this.client, k, this.interval, this.burstArg, count, LEASE).then(taken);
+    });
   }
 
   protected makeRescue(instances: number): KeyedLimiter {

@@ -23,7 +23,9 @@
  *   which backs off exponentially (200 ms, 400 ms, … on loopback: 1.9 s after a 5 s partition,
  *   measured) — a fresh connection is answered at once. test/limit-partition.test.ts;
  * - `mode` is 'rescue' while any part is: one process warning per outage, one `modeChange` event per
- *   switch (out, and back once every part is back), counters in `stats()`.
+ *   switch (out, and back once every part is back), counters in `stats()`;
+ * - each time parts come back, `onBack` is called: the limiter then charges what its rescue admitted
+ *   for their keys to Redis (see RedisLimiterBase.chargeBack), in the background.
  *
  * Deadlines cost one timer per limiter, not one per call: pending calls sit in a FIFO (all have the
  * same timeout, so the oldest is due first), a list linked through the calls themselves, and a single
@@ -68,6 +70,8 @@ export class RedisRescue {
   cause: unknown = undefined;
   rescueSince: number | undefined = undefined;
   readonly changes = new Emitter<ModeChange>();
+  /** Called (synchronously) each time parts come back from rescue: decisions for their keys are on Redis again. */
+  onBack: (() => void) | undefined = undefined;
   /** The client when it is a Cluster: slots and masters come from its slot map. */
   private readonly cluster: Cluster | undefined;
   /** 1 for each part in rescue: each slot of a Cluster, or the one part of a single Redis. */
@@ -468,6 +472,13 @@ export class RedisRescue {
     }
     for (const o of owners) this.streaks.delete(o);
     this.reached = true;
+    if (this.onBack !== undefined) {
+      try {
+        this.onBack();
+      } catch {
+        // charging back is best effort: it never stops a return to Redis
+      }
+    }
     if (this.downCount > 0 || this.mode !== 'rescue') return;
     this.mode = 'redis';
     this.warned = true;
