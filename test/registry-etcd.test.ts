@@ -482,6 +482,30 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     }
   }));
 
+  it('lists at the current revision when the revision the registry last saw was compacted before watch()', () => ownEtcd(async ({ raw, make }) => {
+    const p = prefix();
+    const r = make({ prefix: p });
+    await r.register(inst('api', 'a1')); // the registry's newest revision: compacted below
+    await raw.put(`${p}/api/a2`).value(JSON.stringify(inst('api', 'a2')));
+    const head = await raw.put(`${p}/other`).value('x');
+    await raw.kv.compact({ revision: head.header.revision, physical: true });
+    let ready = false;
+    const events: RegistryEvent[] = [];
+    let failure: unknown;
+    const ac = new AbortController();
+    const done = (async () => {
+      for await (const e of r.watch({ service: 'api', signal: ac.signal, onReady: () => (ready = true) })) events.push(e);
+    })().catch((err: unknown) => (failure = err));
+    await waitFor('the watch ready', () => ready || failure !== undefined, 5_000);
+    assert.equal(failure, undefined);
+    await r.register(inst('api', 'b1'));
+    await waitFor('the create of b1', () => events.length > 0, 5_000);
+    assert.deepEqual(events.map((e) => `${e.type} ${e.instance.id}`), ['create b1'], 'a2 was in the listing (at the current revision), not an event');
+    assert.equal(r.stats().watchResyncs, 0);
+    ac.abort();
+    await done;
+  }));
+
   it('gives instances with their own ttlMs a lease of that TTL (one lease per distinct TTL), and drops a lease nothing uses', async () => {
     const p = prefix();
     const r = make({ prefix: p, ttlMs: 2000 });

@@ -1,6 +1,9 @@
 /**
  * EtcdWatch is one watch of EtcdRegistry: list, then watch from the list's revision + 1 (a full pull
- * first, then increments, as go-zero's discov does). It keeps the view it has reported, so that
+ * first, then increments, as go-zero's discov does). The first listing reads at the newest revision the
+ * registry had seen when watch() was called (EtcdPool's `revision`), so every change made after anything
+ * the registry had seen — every change the registry itself makes once watch() has returned — comes as an
+ * event, even when it reaches etcd before the listing (`firstList`). It keeps the view it has reported, so that
  * - an event already applied (mod revision ≤ the last one applied) is never repeated after a reconnect;
  * - when the member serving the stream goes away, the watch moves to another live member (EtcdPool's
  *   choice) and resumes from the last revision seen: no listing, no resync, nothing lost or repeated
@@ -120,13 +123,11 @@ export class EtcdWatch {
   }
 
   /**
-   * list reads the watched keys. The first listing is serializable: the member answers from what it has
-   * applied when the request arrives, without first asking the leader where the log ends (a linearizable
-   * read's extra round). A change the caller sends once watch() has returned — a put of a registry that
-   * already holds its lease is one message — then lands after the listing and is delivered as an event;
-   * linearizable, the listing's read waited for the leader while that put committed, and took it in
-   * (delivered to nobody: 18 of 20 such changes were lost). A listing a little behind the leader costs
-   * nothing: the watch replays everything after the listing's revision. A resync reads linearizably.
+   * list reads the watched keys, at revision `at` (0: the member's current one). The first listing is
+   * serializable: the member answers from what it has applied, without first asking the leader where the
+   * log ends (a linearizable read's extra round), so `onReady` comes within milliseconds. A listing a
+   * little behind the leader costs nothing: the watch replays everything after the listing's revision.
+   * A resync reads linearizably, at the current revision.
    */
   private list(serializable = false, at = 0): Promise<IRangeResponse> {
     const key = Buffer.from(this.keyPrefix);
