@@ -66,6 +66,8 @@ export class EtcdPool<C> {
   readonly members: ReadonlyArray<PoolMember<C>>;
   /** Attempts that failed and were retried on another member (or the same one, later). */
   retried = 0;
+  /** The newest etcd revision any answer to `call` carried (0 until one did); see `saw`. */
+  revision = 0;
   /** Calls that no member answered within their deadline. */
   failed = 0;
   private readonly clock: Clock;
@@ -114,6 +116,15 @@ export class EtcdPool<C> {
     if (!answeredByEtcd(err)) member.downUntil = this.clock.now() + this.cooldownMs;
   }
 
+  /**
+   * saw notes the etcd revision an answer carries (`header.revision`: puts, txns, deletes, ranges, lease
+   * grants) in `revision`, the newest one seen. Answers without a header (a keep-alive's TTL) are ignored.
+   */
+  private saw(value: unknown): void {
+    const rev = Number((value as { header?: { revision?: unknown } } | undefined)?.header?.revision);
+    if (rev > this.revision) this.revision = rev;
+  }
+
   /** answeredOn records that `member` answered: it is live again. */
   answeredOn(member: PoolMember<C>): void {
     member.downUntil = 0;
@@ -146,6 +157,7 @@ export class EtcdPool<C> {
       try {
         const value = await this.attempt(m, what, fn, Math.min(left, this.attemptTimeoutMs), signal);
         m.downUntil = 0;
+        this.saw(value);
         return value;
       } catch (err) {
         if (err instanceof AbortedError) throw err;

@@ -1,6 +1,9 @@
 /**
  * EtcdWatch is one watch of EtcdRegistry: list, then watch from the list's revision + 1 (a full pull
- * first, then increments, as go-zero's discov does). It keeps the view it has reported, so that
+ * first, then increments, as go-zero's discov does). The first listing reads at the newest revision the
+ * registry had seen when watch() was called (EtcdPool's `revision`), so every change made after anything
+ * the registry had seen — every change the registry itself makes once watch() has returned — comes as an
+ * event, even when it reaches etcd before the listing (`firstList`). It keeps the view it has reported, so that
  * - an event already applied (mod revision ≤ the last one applied) is never repeated after a reconnect;
  * - when the member serving the stream goes away, the watch moves to another live member (EtcdPool's
  *   choice) and resumes from the last revision seen: no listing, no resync, nothing lost or repeated
@@ -62,6 +65,8 @@ export class EtcdWatch {
   private stopped = false;
   private readonly retry = new Backoff({ initialMs: 50, maxMs: 1000, jitter: 'decorrelated' });
   private retryTimer: TimerHandle | undefined;
+  /** The newest revision the registry had seen when watch() was called (0: none); the first listing reads at it. */
+  private readonly since: number;
 
   constructor(
     private readonly deps: EtcdWatchDeps,
@@ -70,13 +75,15 @@ export class EtcdWatch {
     private readonly onReady: (() => void) | undefined,
   ) {
     this.keyPrefix = service === undefined ? deps.root : `${deps.root}${service}/`;
+    this.since = deps.pool.revision;
   }
 
   /** start lists and starts watching; a failed first list fails the queue (RegistryUnavailableError). */
   async start(): Promise<void> {
     let res: IRangeResponse;
+    let revision: number;
     try {
-      res = await this.list(true);
+      ({ res, revision } = await this.firstList());
     } catch (err) {
       this.queue.fail(err);
       return;
@@ -89,7 +96,7 @@ export class EtcdWatch {
         this.deps.onListed?.(d.instance);
       } else this.deps.warner.warn(kv, d.error);
     }
-    this.revision = Number(res.header.revision);
+    this.revision = revision;
     try {
       this.onReady?.();
     } catch {
@@ -116,17 +123,44 @@ export class EtcdWatch {
   }
 
   /**
-   * list reads the watched keys. The first listing is serializable: the member answers from what it has
-   * applied when the request arrives, without first asking the leader where the log ends (a linearizable
-   * read's extra round). A change the caller sends once watch() has returned — a put of a registry that
-   * already holds its lease is one message — then lands after the listing and is delivered as an event;
-   * linearizable, the listing's read waited for the leader while that put committed, and took it in
-   * (delivered to nobody: 18 of 20 such changes were lost). A listing a little behind the leader costs
-   * nothing: the watch replays everything after the listing's revision. A resync reads linearizably.
+   * list reads the watched keys, at revision `at` (0: the member's current one). The first listing is
+   * serializable: the member answers from what it has applied, without first asking the leader where the
+   * log ends (a linearizable read's extra round), so `onReady` comes within milliseconds. A listing a
+   * little behind the leader costs nothing: the watch replays everything after the listing's revision.
+   * A resync reads linearizably, at the current revision.
    */
-  private list(serializable = false): Promise<IRangeResponse> {
+  private list(serializable = false, at = 0): Promise<IRangeResponse> {
     const key = Buffer.from(this.keyPrefix);
-    return this.deps.pool.call('range', (c, o) => c.kv.range({ key, range_end: rangeEnd(this.keyPrefix), serializable }, o));
+    const revision = at > 0 ? String(at) : undefined;
+    return this.deps.pool.call('range', (c, o) => c.kv.range({ key, range_end: rangeEnd(this.keyPrefix), serializable, revision }, o));
+  }
+
+  /**
+   * firstList reads the watched keys as of `since`, the newest revision the registry had seen when
+   * watch() was called, and answers the revision the listing reflects. Every change the registry makes
+   * after watch() (or anyone makes after anything it had seen) has a higher revision, so it comes as an
+   * event, whatever the order of the listing and the change on the wire. A serializable read on a member
+   * that has not applied `since` yet ("future revision") reads again linearizably (the leader's read index
+   * covers `since`); a compacted `since`, or none (0), lists at the member's current revision instead, as
+   * a watch of a registry that had seen nothing always did.
+   */
+  private async firstList(): Promise<{ res: IRangeResponse; revision: number }> {
+    if (this.since > 0) {
+      try {
+        return { res: await this.list(true, this.since), revision: this.since };
+      } catch (err) {
+        if (!refusedAs(err, 'future revision') && !refusedAs(err, 'compacted')) throw err;
+        if (refusedAs(err, 'future revision')) {
+          try {
+            return { res: await this.list(false, this.since), revision: this.since };
+          } catch (again) {
+            if (!refusedAs(again, 'compacted')) throw again;
+          }
+        }
+      }
+    }
+    const res = await this.list(true);
+    return { res, revision: Number(res.header.revision) };
   }
 
   /** attach starts the etcd watcher on a live member, from the last revision seen + 1. */
@@ -272,3 +306,9 @@ export class EtcdWatch {
 }
 
 function noop(): void {}
+
+/** refusedAs: etcd refused the call (RegistryUnavailableError's cause, or the error itself) with `what` in its message (mvcc's "required revision has been compacted" / "… is a future revision"). */
+function refusedAs(err: unknown, what: string): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) if (e.message.includes(what)) return true;
+  return false;
+}
