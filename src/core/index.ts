@@ -20,6 +20,7 @@ export type {
   Trackable,
 } from './metrics-description.js';
 export { Emitter, type Disposer, type Listener } from './events.js';
+export type { Reconfigurable, Isolatable } from './reconfigurable.js';
 export { SingleFlight, singleFlightDefaults, type SingleFlightOptions, type FlightFn } from './singleflight.js';
 export { RollingWindow, rollingWindowDefaults, type RollingWindowOptions, type WindowOptions } from './rolling-window.js';
 export { Backoff, backoffDefaults, addJitter, type BackoffOptions, type Jitter } from './backoff.js';
