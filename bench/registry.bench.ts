@@ -148,7 +148,10 @@ async function eventSubject(services: number, base: boolean, everyService = fals
   return {
     async: true,
     op: async () => {
-      if (cpu0 === undefined) (cpu0 = process.cpuUsage()), (n0 = n);
+      if (cpu0 === undefined) {
+        cpu0 = process.cpuUsage();
+        n0 = n;
+      }
       const k = everyService ? n++ % services : ((n++ & 7) * stride) % services;
       want = `svc${k}`;
       const seen = new Promise<void>((r) => (resolve = r));

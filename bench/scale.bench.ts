@@ -375,7 +375,8 @@ function tableSubjects(): Record<string, () => Subject> {
         return (u.user + u.system) / 1000;
       };
       const op = () => {
-        const list = (odd = !odd) ? next : base;
+        odd = !odd;
+        const list = odd ? next : base;
         clock.turns = [];
         const first = cpu(() => t.sync(list));
         while (clock.pendingTimers > 0) clock.advance(1);
@@ -415,7 +416,8 @@ function balancerListSubjects(): Record<string, () => Subject> {
       let odd = false;
       const turns = new Turns();
       const op = () => {
-        const list = (odd = !odd) ? next : base;
+        odd = !odd;
+        const list = odd ? next : base;
         turns.start(odd ? 'there' : 'back');
         turns.time(() => (b.update(list), b.pick('k')));
         while (clock.pendingTimers > 0) turns.time(() => (clock.advance(1), b.pick('k')));
@@ -489,7 +491,10 @@ class Turns {
   }
 
   end(): void {
-    if (this.maxCpu.length < MAX_SAMPLES) (this.maxCpu.push(Math.max(...this.cpu)), this.counts.push(this.cpu.length));
+    if (this.maxCpu.length < MAX_SAMPLES) {
+      this.maxCpu.push(Math.max(...this.cpu));
+      this.counts.push(this.cpu.length);
+    }
     let l = this.least.get(this.kind);
     if (l === undefined) this.least.set(this.kind, (l = { ops: 0, wall: [], cpu: [], n: [] }));
     if (l.ops++ === 0) return; // the process's first: code not yet compiled
@@ -510,7 +515,10 @@ class Turns {
     for (const l of this.least.values()) {
       for (let i = 0; i < l.cpu.length; i++) {
         if (l.n[i]! * 2 < l.ops) continue;
-        if (l.wall[i]! > maxLeastMs) (maxLeastMs = l.wall[i]!), (maxLeastAt = i);
+        if (l.wall[i]! > maxLeastMs) {
+          maxLeastMs = l.wall[i]!;
+          maxLeastAt = i;
+        }
         maxLeastCpuMs = Math.max(maxLeastCpuMs, l.cpu[i]!);
       }
     }

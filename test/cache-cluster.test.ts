@@ -170,8 +170,7 @@ describe('cache cluster over HTTP', () => {
   });
 
   it('with a secret: peers sharing it talk; a peer with the wrong secret gets 401 and loads locally', async () => {
-    let loads = 0;
-    const group = () => ({ name: 'g', cacheBytes: 1 << 20, getter: (k: string) => (loads++, `v-${k}`) });
+    const group = () => ({ name: 'g', cacheBytes: 1 << 20, getter: (k: string) => `v-${k}` });
     const good = await startCluster(2, { secret: 'right' }, group);
     const intruder = await startNode({ secret: 'wrong' }, group());
     nodes = [...good, intruder];

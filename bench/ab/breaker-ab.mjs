@@ -81,7 +81,7 @@ function lookup(map, names) {
   });
   let i = 0;
   let sink = 0;
-  return { op: () => { if (typeof map.get(names[order[i++ & 0xfffff]]).execute === 'function') sink++; } };
+  return { op: () => (typeof map.get(names[order[i++ & 0xfffff]]).execute === 'function' ? ++sink : sink) };
 }
 const lookupNames = () => Array.from({ length: 100_000 }, (_, i) => `service-${i % 1_000}/10.0.${(i >> 8) & 255}.${i & 255}:8080`);
 

@@ -127,8 +127,10 @@ describe('RingHash', () => {
         for (const o of ops) {
           const id = `i${o.id}`;
           if (o.kind === 'join') weights.set(id, weights.get(id) ?? 1);
-          else if (o.kind === 'leave') (weights.delete(id), ejected.delete(id));
-          else if (o.kind === 'eject') weights.has(id) && ejected.add(id);
+          else if (o.kind === 'leave') {
+            weights.delete(id);
+            ejected.delete(id);
+          } else if (o.kind === 'eject' && weights.has(id)) ejected.add(id);
           else if (o.kind === 'return') ejected.delete(id);
           else if (o.kind === 'weight' && weights.has(id)) weights.set(id, o.w);
           apply();
@@ -180,8 +182,10 @@ describe('RingHash', () => {
           }
           const id = `i${o.kind === 'bulk' ? 0 : o.id}`;
           if (o.kind === 'join') weights.set(id, weights.get(id) ?? 1);
-          else if (o.kind === 'leave') (weights.delete(id), ejected.delete(id));
-          else if (o.kind === 'eject') weights.has(id) && ejected.add(id);
+          else if (o.kind === 'leave') {
+            weights.delete(id);
+            ejected.delete(id);
+          } else if (o.kind === 'eject' && weights.has(id)) ejected.add(id);
           else if (o.kind === 'return') ejected.delete(id);
           else if (o.kind === 'weight' && weights.has(id)) weights.set(id, o.w);
           else if (o.kind === 'bulk') for (let i = o.from; i < o.from + o.n; i++) weights.set(`i${i}`, 1 + (i % 3));

@@ -315,7 +315,10 @@ export class SmoothWeightedRoundRobin implements Picker {
     for (let lo = cap >> 1, span = 2; lo >= 1; lo >>= 1, span <<= 1) {
       for (let n = 2 * lo - 1; n >= lo; n--) {
         if ((n - lo) * span < used) this.pull(n, this.x);
-        else (win[n] = -1), (fail[n] = Infinity);
+        else {
+          win[n] = -1;
+          fail[n] = Infinity;
+        }
       }
     }
   }

@@ -34,8 +34,13 @@ describe('SreBreaker', () => {
           clock.advance(step.advance);
           const t = b.tryAdmit();
           if (t === undefined) refused++;
-          else if (step.ok) (t.success(), ok++);
-          else (t.failure(new Error('x')), failed++);
+          else if (step.ok) {
+            t.success();
+            ok++;
+          } else {
+            t.failure(new Error('x'));
+            failed++;
+          }
         }
         const s = b.stats();
         assert.deepEqual([s.successfulCalls, s.failedCalls, s.notPermittedCalls], [ok, failed, refused]);

@@ -56,7 +56,6 @@ export class ByteView {
 export function toBinary(value: Uint8Array | string): string {
   if (typeof value === 'string') {
     // Pure ASCII text is already its own UTF-8 and binary form.
-    // eslint-disable-next-line no-control-regex
     return /^[\x00-\x7f]*$/.test(value) ? value : Buffer.from(value, 'utf8').toString('latin1');
   }
   return Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('latin1');

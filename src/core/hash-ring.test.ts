@@ -153,7 +153,8 @@ describe('HashRing', () => {
         ring.update(before.map(([m, c]) => [`m${m}`, c]));
         const owners = Array.from({ length: 100 }, (_, i) => ring.get(`k${i}`));
         const counts = new Map(ring.members().map((m) => [m, ring.pointsOf(m)]));
-        for (const [m, c] of changes) c === 0 ? counts.delete(`m${m}`) : counts.set(`m${m}`, c); // a member listed twice: the last wins
+        for (const [m, c] of changes) if (c === 0) counts.delete(`m${m}`);
+        else counts.set(`m${m}`, c); // a member listed twice: the last wins
         const build = ring.rebuild(changes.map(([m, c]) => [`m${m}`, c]), stepSize);
         let steps = 1;
         while (!build.step()) {

@@ -85,7 +85,11 @@ export function* rebuildSteps(
     const read = readChanges(changes, list, max);
     more = read === max;
     budget -= 32 * read;
-    if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+    if (budget <= 0) {
+      yield;
+      unchanged();
+      budget = stepSize;
+    }
   }
   // 1. Members: the new ring starts from the old one's slots, so the points it keeps keep their owners.
   // A member listed twice is found by its slot being claimed already: the list is then made unique
@@ -98,7 +102,11 @@ export function* rebuildSteps(
       copySlots(old.names, slot, end, dst.slots);
       budget -= 64 * (end - slot);
       slot = end;
-      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+      if (budget <= 0) {
+      yield;
+      unchanged();
+      budget = stepSize;
+    }
     }
     dst.names = old.names.slice();
     dst.counts = old.counts.slice();
@@ -110,7 +118,11 @@ export function* rebuildSteps(
       unique = claimMembers(dst, list, i, end, claim);
       budget -= 256 * (end - i);
       i = end;
-      if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+      if (budget <= 0) {
+      yield;
+      unchanged();
+      budget = stepSize;
+    }
     }
     if (unique) break;
     list = [...new Map(list)];
@@ -131,7 +143,10 @@ export function* rebuildSteps(
       a.fill(0, i, end);
       budget -= 3 * (end - i);
       i = end;
-      if (budget <= 0) (yield, (budget = stepSize));
+      if (budget <= 0) {
+      yield;
+      budget = stepSize;
+    }
     }
     return a;
   };
@@ -151,7 +166,11 @@ export function* rebuildSteps(
     kept = keepPoints(src, i, end, keepOf, into, kept);
     budget -= end - i;
     i = end;
-    if (budget <= 0) (yield, unchanged(), (budget = stepSize));
+    if (budget <= 0) {
+      yield;
+      unchanged();
+      budget = stepSize;
+    }
   }
   // 3. Hash the new points: with no point kept, straight into the new arrays; else beside them.
   const alone = kept === 0;
@@ -168,7 +187,10 @@ export function* rebuildSteps(
       budget -= 8 * (end - r);
       p += end - r;
       r = end;
-      if (budget <= 0) (yield, (budget = stepSize));
+      if (budget <= 0) {
+      yield;
+      budget = stepSize;
+    }
     }
   }
   // 4. Sort them by hash, stably, in place (owner and rank carried along).
@@ -204,7 +226,10 @@ export function* rebuildSteps(
         else sort.pass(d, i, end);
         budget -= 2 * (end - i);
         i = end;
-        if (budget <= 0) (yield, (budget = stepSize));
+        if (budget <= 0) {
+      yield;
+      budget = stepSize;
+    }
       }
     }
     const kept = scratch?.deref();
@@ -216,14 +241,20 @@ export function* rebuildSteps(
     orderTies(fresh3, names, i, end);
     budget -= end - i;
     i = end;
-    if (budget <= 0) (yield, (budget = stepSize));
+    if (budget <= 0) {
+      yield;
+      budget = stepSize;
+    }
   }
   // 6. Merge from the back: the kept points [0, kept) and the new ones fill [0, kept + added).
   if (!alone) {
     const state: MergeState = { i: kept - 1, j: added - 1, w: kept + added - 1 };
     while (state.j >= 0) {
       budget -= mergeBack(into, fresh3, names, state, room(budget));
-      if (state.j >= 0) (yield, (budget = stepSize));
+      if (state.j >= 0) {
+      yield;
+      budget = stepSize;
+    }
     }
   }
   dst.points = points;

@@ -86,7 +86,10 @@ describe('RetryBudget', () => {
           const floor = (opts.minRetriesPerSec * opts.windowMs) / 1000;
           for (const e of events) {
             if (e.kind === 'advance') clock.advance(e.ms);
-            else if (e.kind === 'calls') for (let i = 0; i < e.n; i++) (budget.recordCall(), calls.push(clock.now()));
+            else if (e.kind === 'calls') for (let i = 0; i < e.n; i++) {
+              budget.recordCall();
+              calls.push(clock.now());
+            }
             else {
               for (let i = 0; i < e.n; i++) {
                 if (!budget.allowRetry()) continue;

@@ -250,7 +250,7 @@ describe('RegistryCache: what go-micro users ran into', () => {
   it('with a registry that answers listings at a revision, replays exactly the events the listing does not reflect', async () => {
     const { clock, fake, cache } = setup();
     // the listing is read at revision 10, after a3 was created (rev 9) and deleted again (rev 10)
-    let revision = 10;
+    const revision = 10;
     (fake as Registry).getServiceListing = async (name) => ({ instances: await fake.getService(name), revision });
     await cache.getService('api');
     clock.advance(60_001);

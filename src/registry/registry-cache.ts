@@ -509,8 +509,14 @@ export class RegistryCache implements Registry {
     let oldest: string | undefined;
     let at = Infinity;
     // the least recently used service that nobody watches through the cache; if all are watched, the least recently used
-    for (const [name, e] of this.entries) if (e.lastUsed < at && !this.fanout.has(name)) (at = e.lastUsed), (oldest = name);
-    if (oldest === undefined) for (const [name, e] of this.entries) if (e.lastUsed < at) (at = e.lastUsed), (oldest = name);
+    for (const [name, e] of this.entries) if (e.lastUsed < at && !this.fanout.has(name)) {
+        at = e.lastUsed;
+        oldest = name;
+      }
+    if (oldest === undefined) for (const [name, e] of this.entries) if (e.lastUsed < at) {
+          at = e.lastUsed;
+          oldest = name;
+        }
     if (oldest !== undefined) this.forget(oldest);
   }
 

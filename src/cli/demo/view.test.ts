@@ -23,7 +23,7 @@ const snapshot: ViewSnapshot = {
 
 describe('view', () => {
   it('draws the progress bar in proportion to the time elapsed', () => {
-    assert.match(progressBar(5_000, 20_000, 20), /^\[█{5}░{15}\]  25%  5\.0s \/ 20\.0s$/);
+    assert.match(progressBar(5_000, 20_000, 20), /^\[█{5}░{15}\] {2}25% {2}5\.0s \/ 20\.0s$/);
     assert.match(progressBar(30_000, 20_000, 10), /^\[█{10}\] 100%/);
   });
 
