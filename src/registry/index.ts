@@ -33,7 +33,7 @@ export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTE
 export { MemoryRegistry, memoryRegistryDefaults } from './memory-registry.js';
 export { EtcdRegistry, etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry.js';
 export { etcdLayout, addressId, type EtcdLayout, type EtcdLayoutName, type LayoutCapabilities } from './etcd-layout.js';
-export type { Decoded } from './etcd-support.js';
+export type { Decoded } from './etcd-layout.js';
 export { etcdEndpoints } from './etcd-endpoints.js';
 export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
 export { announce, announceDefaults } from './announce.js';
