@@ -38,4 +38,4 @@ export { etcdEndpoints } from './etcd-endpoints.js';
 export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
 export { announce, announceDefaults } from './announce.js';
 export { followService, serviceSource, type ServiceFollowerOptions } from './follow.js';
-export { NotFoundError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';
+export { NotFoundError, RegistryPendingError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';
