@@ -52,7 +52,7 @@ function asyncSubject(op: () => unknown): Subject {
  * tripSre drops from the 8th admission on: admit() has returned normally only 7 times in this process,
  * fewer than V8 wants before it gives a function feedback. That is what kept admit() interpreted (and
  * its throw ~3x dearer) before the breakers warmed it on their first construction; see primeAdmit in
- * src/breaker/shared.ts.
+ * src/breaker/prime-admit.ts.
  */
 function tripSre(): SreBreaker {
   const b = new SreBreaker({ forcePassMs: 3_600_000, random: () => 0 });

@@ -8,7 +8,7 @@
  * start) and LeastRequest. Health follows Envoy's outlier detection and panic threshold.
  */
 export type { CallOutcome, Picker, ExcludeSet, StrategyName } from './types.js';
-export { ClosedError, NoInstanceError } from '../core/errors.js';
+export { AbortedError, ClosedError, NoInstanceError } from '../core/errors.js';
 /** The registry's types a balancer takes and hands out. */
 export type { Registry, ServiceInstance } from '../registry/types.js';
 export { RoundRobin, type RoundRobinOptions } from './round-robin.js';

@@ -24,7 +24,7 @@ import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import { describeBreakerGroup } from './breaker-metrics.js';
 import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
-import { GROUP_PLACED, GROUP_USED } from './shared.js';
+import { GROUP_PLACED, GROUP_USED } from './group-slots.js';
 import { SreBreaker } from './sre-breaker.js';
 
 /** The keys of BreakerGroupOptions, all of them: any other is refused (see `options`). */

@@ -35,19 +35,11 @@ import type {
   FleetMember,
   StateChange,
 } from './types.js';
-import {
-  badTask,
-  executeWithOptions,
-  FailureReasons,
-  GROUP_PLACED,
-  GROUP_USED,
-  isPromiseLike,
-  isTimeout,
-  primeAdmit,
-  RejectionCache,
-  runWithToken,
-  type InternalToken,
-} from './shared.js';
+import { badTask, executeWithOptions, isPromiseLike, isTimeout, runWithToken, type InternalToken } from './execute-path.js';
+import { FailureReasons } from './failure-reasons.js';
+import { GROUP_PLACED, GROUP_USED } from './group-slots.js';
+import { primeAdmit } from './prime-admit.js';
+import { RejectionCache } from './rejection-cache.js';
 import { validateCircuitOptions } from './circuit-options.js';
 import { BypassToken, ClosedToken, FleetProbeToken, ProbeToken } from './circuit-tokens.js';
 

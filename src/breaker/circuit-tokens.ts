@@ -2,7 +2,7 @@
  * The tokens a CircuitBreaker hands out: one for a call admitted while closed, one for a half-open
  * probe. Each reports its call's outcome back to the breaker once; a later report is ignored.
  */
-import type { InternalToken } from './shared.js';
+import type { InternalToken } from './execute-path.js';
 import type { CircuitBreaker } from './circuit-breaker.js';
 
 /** ClosedToken reports a call admitted in the closed state; only its first report counts. */

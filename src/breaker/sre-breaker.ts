@@ -27,18 +27,11 @@ import { breakerRejectChannel } from '../core/diagnostics.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import { describeBreaker } from './breaker-metrics.js';
 import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, FleetLink, FleetMember, SreBreakerOptions, SreBreakerStats } from './types.js';
-import {
-  badTask,
-  executeWithOptions,
-  FailureReasons,
-  GROUP_PLACED,
-  GROUP_USED,
-  isPromiseLike,
-  isTimeout,
-  primeAdmit,
-  RejectionCache,
-  type InternalToken,
-} from './shared.js';
+import { badTask, executeWithOptions, isPromiseLike, isTimeout, type InternalToken } from './execute-path.js';
+import { FailureReasons } from './failure-reasons.js';
+import { GROUP_PLACED, GROUP_USED } from './group-slots.js';
+import { primeAdmit } from './prime-admit.js';
+import { RejectionCache } from './rejection-cache.js';
 
 /** The keys of SreBreakerOptions, all of them: any other is refused (see `options`). */
 const SRE_BREAKER_KEYS = {

@@ -18,6 +18,7 @@ export type { RetryBudget } from '../policy/retry-budget.js';
 export type { BulkheadOptions, FallbackStrategy, RetryBudgetOptions } from '../policy/types.js';
 export type { BalancerOptions } from '../balancer/types.js';
 export { httpPoolsDefaults } from './http-pools.js';
+export { ResultFailure } from './call-run.js';
 export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome, AttemptEvent, InstanceTask, ClientStats, FetchInit, HttpPoolsOptions } from './types.js';
 export {
   AbortedError,

@@ -36,6 +36,6 @@ export { KeyedLimiter, keyedLimiterDefaults, type KeyedLimiterOptions } from './
 export { MAX_KEY_BYTES } from './keys.js';
 export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type LeaseOptions } from './redis-token-limiter.js';
 export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiterOptions } from './redis-period-limiter.js';
-export { redisCommonDefaults, type RedisCommonOptions } from './redis-common.js';
+export { redisCommonDefaults, type RedisCommonOptions } from './redis-limiter-options.js';
 export { AdaptiveShedder, adaptiveShedderDefaults, type AdaptiveShedderOptions, type AdaptiveShedderStats } from './adaptive-shedder.js';
 export { EventLoopLoad, eventLoopLoadDefaults, type EventLoopLoadOptions, type LoadSample } from './event-loop-load.js';

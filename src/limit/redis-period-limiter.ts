@@ -13,7 +13,7 @@
 import { finite, integer, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import { redisKey } from './keys.js';
 import { PeriodLimiter } from './period-limiter.js';
-import type { RedisCommonOptions } from './redis-common.js';
+import type { RedisCommonOptions } from './redis-limiter-options.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, PERIOD_SCRIPT, Script } from './redis-scripts.js';
 import type { LimitDecision, PeriodAnswer, PeriodWindow, SharedRateLimiter } from './types.js';

@@ -32,7 +32,7 @@ import type { Clock } from '../core/clock.js';
 import { finite, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
-import type { RedisCommonOptions } from './redis-common.js';
+import type { RedisCommonOptions } from './redis-limiter-options.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isCluster } from './redis-cluster.js';
 import { isNoScript } from './redis-call.js';

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { etcdEndpoints } from './etcd-endpoints.js';
 import { EtcdRegistry } from './etcd-registry.js';
-import type { EtcdClient } from './etcd-support.js';
+import type { EtcdClient } from './etcd-client.js';
 
 const accepted: Array<[hosts: string | string[], endpoints: string[]]> = [
   ['etcd://127.0.0.1:2379', ['http://127.0.0.1:2379']],

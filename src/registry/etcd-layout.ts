@@ -24,7 +24,6 @@
  * the instances they produced.
  */
 import type { IKeyValue } from 'etcd3';
-import { decode as decodeBulwark, type Decoded } from './etcd-support.js';
 import type { ServiceInstance } from './types.js';
 import { checkAddress, checkInstance, checkName } from './validate.js';
 
@@ -202,4 +201,41 @@ function goStringMap(m: Readonly<Record<string, string>> | undefined): string {
   let out = '{';
   for (let k = 0; k < keys.length; k++) out += `${k === 0 ? '' : ','}${goString(keys[k]!)}:${goString(m[keys[k]!]!)}`;
   return `${out}}`;
+}
+
+/** rangeEnd is the end of the key range holding every key that starts with `prefix`. */
+export function rangeEnd(prefix: string): Buffer {
+  const b = Buffer.from(prefix);
+  for (let i = b.length - 1; i >= 0; i--) {
+    if (b[i]! < 0xff) {
+      const out = Buffer.from(b.subarray(0, i + 1));
+      out[i]!++;
+      return out;
+    }
+  }
+  return Buffer.from([0]);
+}
+
+/** Decoded is one key from etcd: the instance, or why the value was skipped. */
+export type Decoded = { instance: ServiceInstance; error?: undefined } | { instance?: undefined; error: string };
+
+/** decodeBulwark reads `<prefix>/<name>/<id>` → JSON ServiceInstance; a value of the wrong shape answers `error`. */
+function decodeBulwark(prefix: string, kv: IKeyValue): Decoded {
+  const key = kv.key.toString();
+  const rest = key.startsWith(prefix) ? key.slice(prefix.length) : '';
+  const parts = rest.split('/');
+  if (parts.length !== 2) return { error: `key ${key} is not ${prefix}<name>/<id>` };
+  let value: unknown;
+  try {
+    value = JSON.parse(kv.value.toString());
+  } catch (err) {
+    return { error: `value of ${key} is not JSON: ${(err as Error).message}` };
+  }
+  try {
+    const instance = checkInstance('etcd value', value);
+    if (instance.name !== parts[0] || instance.id !== parts[1]) return { error: `value of ${key} names ${instance.name}/${instance.id}` };
+    return { instance };
+  } catch (err) {
+    return { error: `value of ${key} is not a service instance: ${(err as Error).message}` };
+  }
 }

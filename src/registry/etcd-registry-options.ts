@@ -4,7 +4,7 @@
  */
 import type { Clock } from '../core/clock.js';
 import type { EtcdLayoutName } from './etcd-layout.js';
-import type { EtcdClient } from './etcd-support.js';
+import type { EtcdClient } from './etcd-client.js';
 
 /** EtcdRegistryOptions configures an EtcdRegistry. */
 export interface EtcdRegistryOptions {

@@ -8,7 +8,7 @@ import { EtcdLeaseInvalidError, GRPCUnavailableError, type IDeleteRangeRequest, 
 import { ManualClock } from '../core/clock.js';
 import { RegistryPendingError } from '../core/errors.js';
 import { EtcdRegistry } from './etcd-registry.js';
-import type { EtcdClient } from './etcd-support.js';
+import type { EtcdClient } from './etcd-client.js';
 
 /** Store is the state the fake members share: keys (with their lease) and leases (with their TTL). */
 class Store {

@@ -33,9 +33,10 @@ import { clockOption, finite, fn, integer, options as checkOptions, type OptionK
 import { EventQueue } from './event-queue.js';
 import { EtcdPool, type PoolMember } from './etcd-pool.js';
 import { etcdRegistryDefaults, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry-options.js';
-import { createClient, defaultWarning, rangeEnd, Warner, type EtcdClient } from './etcd-support.js';
+import { createClient, type EtcdClient } from './etcd-client.js';
+import { defaultWarning, Warner } from './etcd-warnings.js';
 import { CollapsingQueue } from './collapsing-queue.js';
-import { etcdLayout, type EtcdLayout } from './etcd-layout.js';
+import { etcdLayout, rangeEnd, type EtcdLayout } from './etcd-layout.js';
 import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';

@@ -28,7 +28,9 @@ import { Backoff } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { EventQueue } from './event-queue.js';
 import type { EtcdPool, PoolMember } from './etcd-pool.js';
-import { rangeEnd, type Decoded, type EtcdClient, type Warner } from './etcd-support.js';
+import type { EtcdClient } from './etcd-client.js';
+import { rangeEnd, type Decoded } from './etcd-layout.js';
+import type { Warner } from './etcd-warnings.js';
 import type { RegistryEvent, ServiceInstance } from './types.js';
 import { sameInstance } from './validate.js';
 

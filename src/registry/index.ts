@@ -33,9 +33,9 @@ export { checkInstance, checkName, checkAddress, sameInstance, MAX_METADATA_BYTE
 export { MemoryRegistry, memoryRegistryDefaults } from './memory-registry.js';
 export { EtcdRegistry, etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegistryOptions, type EtcdRegistryStats } from './etcd-registry.js';
 export { etcdLayout, addressId, type EtcdLayout, type EtcdLayoutName, type LayoutCapabilities } from './etcd-layout.js';
-export type { Decoded } from './etcd-support.js';
+export type { Decoded } from './etcd-layout.js';
 export { etcdEndpoints } from './etcd-endpoints.js';
 export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
 export { announce, announceDefaults } from './announce.js';
 export { followService, serviceSource, type ServiceFollowerOptions } from './follow.js';
-export { NotFoundError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';
+export { NotFoundError, RegistryPendingError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';

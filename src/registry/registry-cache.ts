@@ -33,7 +33,7 @@ import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError, WatchResyncError } from '../core/errors.js';
 import { registryChangeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
-import { Follower } from '../core/follower.js';
+import { Follower, followerDefaults } from '../core/follower.js';
 import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ServiceFanout } from './cache-fanout.js';
@@ -41,7 +41,10 @@ import { readSnapshot, SnapshotWriter } from './snapshot.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
 import { checkName } from './validate.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
-import { defaultWarn, ended, entriesFromSnapshot, freezeList, frozenInstance, keepIdentity, serviceChange, passThroughWatch, registryCacheDefaults, replay, throttledError, type Entry, type Throttle } from './cache-support.js';
+import { entriesFromSnapshot, throttledError, type Entry, type Throttle } from './cache-entry.js';
+import { freezeList, frozenInstance, keepIdentity } from './frozen-instances.js';
+import { ended, passThroughWatch } from './pass-through-watch.js';
+import { replay, serviceChange } from './service-changes.js';
 
 /** The keys of RegistryCacheOptions, all of them: any other is refused (see `options`). */
 const REGISTRY_CACHE_KEYS = {
@@ -54,7 +57,23 @@ const WATCH_BACKOFF_KEYS = {
   initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true,
 } as const satisfies OptionKeys<BackoffOptions>;
 
-export { registryCacheDefaults };
+/** Defaults for RegistryCacheOptions. */
+export const registryCacheDefaults = Object.freeze({
+  ttlMs: 60_000,
+  minRetryIntervalMs: 5_000,
+  idleMs: 600_000,
+  maxServices: 10_000,
+  watch: true,
+  watchBackoff: followerDefaults.backoff,
+  watchQueueSize: 1_024,
+  snapshotDebounceMs: 1_000,
+  closeRegistry: false,
+});
+
+/** defaultWarn is RegistryCache's `onWarning` default: a process warning with code BULWARK_REGISTRY_CACHE. */
+function defaultWarn(message: string): void {
+  process.emitWarning(message, { code: 'BULWARK_REGISTRY_CACHE' });
+}
 
 /**
  * When a watch whose registry never calls `onReady` counts as established (unless an event or its end

@@ -1,12 +1,10 @@
 /**
- * The small seam between EtcdRegistry and the `etcd3` client: one client per member, built so that a call
+ * The seam between EtcdRegistry and the `etcd3` client: one client per member, built so that a call
  * runs once on that member (failover, deadlines and retries are EtcdPool's: see etcd-pool.ts for why not
- * etcd3's own), and the key/value codec.
+ * etcd3's own).
  */
-import { castGrpcError, Etcd3, type IKeyValue, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
+import { castGrpcError, Etcd3, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
 import type { AttemptOptions } from './etcd-pool.js';
-import type { ServiceInstance } from './types.js';
-import { checkInstance } from './validate.js';
 
 /** gRPC reconnects fast after a member returns (gRPC's default first backoff is 1 s, growing to 120 s). */
 const GRPC_OPTIONS: NonNullable<IOptions['grpcOptions']> = {
@@ -77,64 +75,4 @@ function keepAliveOnce(client: Etcd3, id: string, options: AttemptOptions): Prom
         stream.write({ ID: id });
       }),
   );
-}
-
-/** rangeEnd is the end of the key range holding every key that starts with `prefix`. */
-export function rangeEnd(prefix: string): Buffer {
-  const b = Buffer.from(prefix);
-  for (let i = b.length - 1; i >= 0; i--) {
-    if (b[i]! < 0xff) {
-      const out = Buffer.from(b.subarray(0, i + 1));
-      out[i]!++;
-      return out;
-    }
-  }
-  return Buffer.from([0]);
-}
-
-/** Decoded is one key from etcd: the instance, or why the value was skipped. */
-export type Decoded = { instance: ServiceInstance; error?: undefined } | { instance?: undefined; error: string };
-
-/** decode reads `<prefix>/<name>/<id>` → JSON ServiceInstance; a value of the wrong shape answers `error`. */
-export function decode(prefix: string, kv: IKeyValue): Decoded {
-  const key = kv.key.toString();
-  const rest = key.startsWith(prefix) ? key.slice(prefix.length) : '';
-  const parts = rest.split('/');
-  if (parts.length !== 2) return { error: `key ${key} is not ${prefix}<name>/<id>` };
-  let value: unknown;
-  try {
-    value = JSON.parse(kv.value.toString());
-  } catch (err) {
-    return { error: `value of ${key} is not JSON: ${(err as Error).message}` };
-  }
-  try {
-    const instance = checkInstance('etcd value', value);
-    if (instance.name !== parts[0] || instance.id !== parts[1]) return { error: `value of ${key} names ${instance.name}/${instance.id}` };
-    return { instance };
-  } catch (err) {
-    return { error: `value of ${key} is not a service instance: ${(err as Error).message}` };
-  }
-}
-
-/** Warner reports each bad value once (per key and revision), bounded. */
-export class Warner {
-  private readonly seen = new Set<string>();
-  constructor(private readonly sink: (message: string) => void) {}
-
-  warn(kv: IKeyValue, message: string): void {
-    const id = `${kv.key.toString()}@${kv.mod_revision}`;
-    if (this.seen.has(id)) return;
-    if (this.seen.size >= 4096) this.seen.clear();
-    this.seen.add(id);
-    try {
-      this.sink(`bulwark EtcdRegistry: skipped ${message}`);
-    } catch {
-      // a throwing warning sink must not break the registry
-    }
-  }
-}
-
-/** defaultWarning emits a process warning. */
-export function defaultWarning(message: string): void {
-  process.emitWarning(message, { code: 'BULWARK_REGISTRY_BAD_VALUE' });
 }
