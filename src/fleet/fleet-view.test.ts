@@ -290,4 +290,39 @@ describe('a fleet hold in ResilientClient', () => {
     await client.close();
     await Promise.all(others.map((b) => b.close()));
   });
+  it("the store failing ends a fleet hold visibly: the breaker emits open → open and the client's balancer no longer holds the instance as forced", async () => {
+    const { MemoryRegistry } = await import('../registry/memory-registry.js');
+    const { ResilientClient } = await import('../client/resilient-client.js');
+    const { Balancer } = await import('../balancer/balancer.js');
+    const clock = new ManualClock();
+    const store = new MemoryFleetStore({ clock, callerId: 'client' });
+    const registry = new MemoryRegistry();
+    for (const [i, id] of ['pay-1', 'pay-2'].entries()) await registry.register({ id, name: 'payments', address: `127.0.0.1:${9000 + i}` });
+    const breakers = new BreakerGroup({ clock, factory: (name) => new CircuitBreaker({ name, clock, openMs: 5_000 }), fleet: { store } });
+    const client = new ResilientClient({ registry, clock, breakers });
+    for (let i = 0; i < 4; i++) {
+      const p = client.call('payments', async (inst) => inst.id);
+      await clock.advanceAsync(50);
+      await p;
+    }
+    const s = await client.service('payments');
+    const pay2 = s.instanceBreaker(s.instances().find((i) => i.id === 'pay-2')!) as CircuitBreaker;
+    const changes: string[] = [];
+    pay2.onStateChange((c) => changes.push(`${c.from}→${c.to}: ${c.reason}`));
+    const others = ['a', 'b'].map((id) => new CircuitBreaker({ name: 'payments/pay-2', clock, fleet: { store: store.peer({ callerId: id }) } }));
+    for (const b of others) await run(b, boom, 5);
+    await clock.advanceAsync(200);
+    assert.equal(pay2.stats().reason, 'fleet');
+    assert.ok(s.balancer instanceof Balancer);
+    assert.equal(s.balancer.stats().forced, 1, 'held as forced while the fleet holds it');
+    store.setDown(true);
+    await clock.advanceAsync(100);
+    assert.equal(pay2.stats().fleet?.available, false);
+    assert.equal(pay2.heldOpen, false);
+    assert.equal(pay2.state, 'open', 'open on its own terms for openMs');
+    assert.deepEqual(changes.slice(1), ['open→open: fleet store unavailable: open on its own terms'], 'the end of the hold is a state change');
+    assert.equal(s.balancer.stats().forced, 0, 'no longer forced out: an evidence hold, which the cap and panic may override, as without a fleet');
+    await client.close();
+    await Promise.all(others.map((b) => b.close()));
+  });
 });
