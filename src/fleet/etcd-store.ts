@@ -11,14 +11,14 @@
  * Permit periods are timed on this process's wall clock (etcd has no clock of its own to read): the
  * hosts' clocks should agree to well within `openMs`. Every operation is bounded by `timeoutMs`.
  */
-import { Etcd3, type IOptions, type Lease, type Watcher, type IKeyValue } from 'etcd3';
+import { Etcd3, LeaseState, type IOptions, type Lease, type Watcher, type IKeyValue } from 'etcd3';
 import type { Clock } from '../core/clock.js';
 import { systemClock, wallClock } from '../core/clock.js';
 import type { Disposer } from '../core/events.js';
 import { clockOption, options as optionsObject, positive, showValue } from '../core/validate.js';
 import type { BreakerFleetOptions, FleetLink, FleetMember } from '../breaker/types.js';
 import { newCallerId } from './caller-id.js';
-import { FleetView } from './fleet-view.js';
+import { FleetView, fleetDefaults } from './fleet-view.js';
 import type { FleetReport } from './quorum.js';
 import { withTimeout } from './store-timeout.js';
 import type { FleetEvent, FleetSnapshot, FleetStore, PermitAnswer } from './types.js';
@@ -89,10 +89,16 @@ export class EtcdFleetStore implements FleetStore {
     this.timeoutMs = positive('EtcdFleetStore', 'timeoutMs', o.timeoutMs ?? 1_000);
     this.clock = clockOption('EtcdFleetStore', o.clock, systemClock);
     this.wall = clockOption('EtcdFleetStore', o.wall, wallClock, 'wall');
+    // Connect now (etcd3 connects at the first call): a store made at start-up is ready when a
+    // dependency dies, instead of paying for the connection in the first report of its failures.
+    void this.bound(this.client.get(`${this.prefix}g`).exec(), 'connect').catch(() => undefined);
   }
 
   join(member: FleetMember, options: BreakerFleetOptions): FleetLink {
-    return new FleetView(this, member, options, this.clock);
+    // The lease is granted at the join, not at the first publish (a raft write of its own before that report).
+    const view = new FleetView(this, member, options, this.clock);
+    if (!this.closed) this.leaseFor(options.ttlMs ?? fleetDefaults.ttlMs);
+    return view;
   }
 
   async publish(key: string, report: FleetReport, ttlMs: number): Promise<void> {
@@ -101,7 +107,10 @@ export class EtcdFleetStore implements FleetStore {
     try {
       await this.bound(lease.put(`${this.base(key)}r/${report.caller}`).value(`${report.gen}|${report.calls}|${report.failures}`).exec(), 'publish');
     } catch (err) {
-      this.dropLease(lease); // a lease that could not be used may be gone: the next publish grants a new one
+      // A lease etcd no longer has is 'lost' (leaseFor drops it then). A slow answer is not that: only a
+      // lease still waiting for its grant (which may never come, as over a partition) is dropped, so that
+      // the next publish asks for a new one; a granted lease is kept, and its keepalive decides.
+      if (lease.state === LeaseState.Pending) this.dropLease(lease);
       throw err;
     }
   }

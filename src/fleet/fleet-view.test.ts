@@ -206,6 +206,7 @@ describe('fleet view on the memory store', () => {
     // An evicted breaker leaves its fleet: its report goes, and it is a plain breaker from then on.
     const small = new BreakerGroup({ clock, factory: (name) => new CircuitBreaker({ name, clock }), fleet: { store }, idleMs: 1_000, maxBreakers: 16 });
     const idle = small.get('idle') as CircuitBreaker;
+    await run(idle, fine, 2); // a report counts (and is published) from minReports calls on
     await clock.advanceAsync(200);
     assert.equal((await store.snapshot('idle')).reports.length, 1);
     await clock.advanceAsync(2_000);
