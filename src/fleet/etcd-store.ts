@@ -155,6 +155,9 @@ export class EtcdFleetStore implements FleetStore {
           watcher.on('disconnected', () => onStatus(false));
           watcher.on('connected', () => onStatus(true));
           watcher.on('error', () => onStatus(false));
+          // The first 'connected' came before create() answered: say so now, so that the view reads a
+          // snapshot taken with the watch on (reports put between its first snapshot and now are in it).
+          onStatus(true);
         },
         () => onStatus(false),
       );
