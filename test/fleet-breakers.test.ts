@@ -59,6 +59,9 @@ async function worker(): Promise<void> {
     const arg = sp < 0 ? '' : line.slice(sp + 1);
     if (c === 'breaker') {
       const o = JSON.parse(arg) as { fleet: boolean; key: string };
+      // A new breaker stops the old one's calls: a test that failed before its 'stop' left them running,
+      // and the closed breaker's refusals counted as the next test's failed calls.
+      clearInterval(timer);
       await breaker?.close();
       breaker = new CircuitBreaker({
         name: o.key,
