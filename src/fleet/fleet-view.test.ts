@@ -125,6 +125,49 @@ describe('fleet view on the memory store', () => {
     assert.ok(breakers.every((b) => b.stats().fleet?.reporters === 0 || b.stats().fleet?.failingReporters === 0), 'the old evidence no longer counts');
   });
 
+  it('publishes no window that counts in no rule (fewer than minReports calls), but one that replaces a report that counted', async () => {
+    const { clock, stores, breakers } = fleetOf(2, { minimumCalls: 4 });
+    const sent: string[] = [];
+    const publish = stores[0]!.publish.bind(stores[0]!);
+    stores[0]!.publish = (key, r, ttl) => {
+      sent.push(`${r.calls}/${r.failures}`);
+      return publish(key, r, ttl);
+    };
+    await clock.advanceAsync(5_000); // past a heartbeat or two
+    await run(breakers[0]!, fine, 1);
+    await clock.advanceAsync(200);
+    assert.deepEqual(sent, [], 'an empty window, and one of a single call, are not written');
+    await run(breakers[0]!, fine, 1);
+    await clock.advanceAsync(200);
+    assert.deepEqual(sent, ['2/0'], 'the first report that counts is the first write');
+    assert.equal(breakers[1]!.stats().fleet?.reporters, 1);
+    breakers[0]!.reset(); // a fresh window: 0 calls, which replaces the report that counted
+    await clock.advanceAsync(200);
+    assert.deepEqual(sent, ['2/0', '0/0']);
+    assert.equal(breakers[1]!.stats().fleet?.reporters, 0);
+  });
+
+  it('a failed publish backs off (publishMs doubled per failure, up to 1 s) instead of writing at every tick', async () => {
+    const { clock, stores, breakers } = fleetOf(2, { minimumCalls: 4 });
+    await clock.advanceAsync(100);
+    let attempts = 0;
+    const publish = stores[0]!.publish.bind(stores[0]!);
+    stores[0]!.publish = (key, r, ttl) => {
+      attempts++;
+      return publish(key, r, ttl);
+    };
+    stores[0]!.setDown(true);
+    for (let i = 0; i < 50; i++) {
+      await run(breakers[0]!, fine, 1); // the window changes all the time: a publish is due at every tick
+      await clock.advanceAsync(100);
+    }
+    // 5 s at publishMs 100: after failures at 0, then waits of 100, 200, 400, 800, 1 000, 1 000 … ms: about 8 attempts, not 50.
+    assert.ok(attempts >= 5 && attempts <= 10, `publish attempts in 5 s while the store is down: ${attempts}`);
+    stores[0]!.setDown(false);
+    await clock.advanceAsync(1_200);
+    assert.equal(breakers[1]!.stats().fleet?.reporters, 1, 'published again within 1 s of the store answering');
+  });
+
   it('TTL: a process that stops publishing drops out of the quorum after ttlMs', async () => {
     const { clock, stores, breakers } = fleetOf(3, { minimumCalls: 4 });
     await clock.advanceAsync(100);
