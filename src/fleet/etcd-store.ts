@@ -175,9 +175,8 @@ export class EtcdFleetStore implements FleetStore {
 
   async takePermit(key: string, gen: number, limit: number, periodMs: number): Promise<PermitAnswer> {
     const k = `${this.base(key)}p/${gen}`;
+    let kv = (await this.bound(this.client.get(k).exec(), 'permit')).kvs[0];
     for (let i = 0; i < TXN_ATTEMPTS; i++) {
-      const res = await this.bound(this.client.get(k).exec(), 'permit');
-      const kv = res.kvs[0];
       const now = this.wall.now();
       let p: Permits | undefined = kv === undefined ? undefined : (JSON.parse(kv.value.toString()) as Permits);
       if (p === undefined || now - p.s >= periodMs) p = { s: now, t: 0, o: 0, f: 0 };
@@ -185,8 +184,10 @@ export class EtcdFleetStore implements FleetStore {
       if (p.t >= limit) return { granted: false, periodLeftMs: left };
       p.t++;
       const cmp = kv === undefined ? this.client.if(k, 'Create', '==', 0) : this.client.if(k, 'Mod', '==', kv.mod_revision);
-      const r = await this.bound(cmp.then(this.client.put(k).value(JSON.stringify(p))).commit(), 'permit');
+      // A conflict answers the key as it is now (the else branch), so a retry needs no read of its own.
+      const r = await this.bound(cmp.then(this.client.put(k).value(JSON.stringify(p))).else(this.client.get(k)).commit(), 'permit');
       if (r.succeeded) return { granted: true, periodLeftMs: left };
+      kv = r.responses[0]?.response_range?.kvs[0];
     }
     throw new Error('EtcdFleetStore permit: too many conflicting transactions');
   }
@@ -195,11 +196,11 @@ export class EtcdFleetStore implements FleetStore {
     const base = this.base(key);
     const pk = `${base}p/${gen}`;
     const gk = `${base}g`;
+    const [pr, gr] = await this.bound(Promise.all([this.client.get(pk).exec(), this.client.get(gk).exec()]), 'probe');
+    let pkv = pr.kvs[0];
+    let gkv = gr.kvs[0];
     for (let i = 0; i < TXN_ATTEMPTS; i++) {
-      const [pr, gr] = await this.bound(Promise.all([this.client.get(pk).exec(), this.client.get(gk).exec()]), 'probe');
-      const gkv = gr.kvs[0];
       const current = gkv === undefined ? 0 : Number(gkv.value.toString());
-      const pkv = pr.kvs[0];
       if (current !== gen || pkv === undefined) return current;
       const p = JSON.parse(pkv.value.toString()) as Permits;
       if (ok) p.o++;
@@ -208,8 +209,12 @@ export class EtcdFleetStore implements FleetStore {
       let txn = this.client.if(pk, 'Mod', '==', pkv.mod_revision);
       txn = gkv === undefined ? txn.and(gk, 'Create', '==', 0) : txn.and(gk, 'Mod', '==', gkv.mod_revision);
       const ops = closes ? [this.client.put(gk).value(String(gen + 1)), this.client.delete().key(pk)] : [this.client.put(pk).value(JSON.stringify(p))];
-      const r = await this.bound(txn.then(...ops).commit(), 'probe');
+      // Two probes of a period end together: the loser's conflict answers both keys as they are now (the
+      // else branch), so its retry is one round trip, not a read and a transaction.
+      const r = await this.bound(txn.then(...ops).else(this.client.get(pk), this.client.get(gk)).commit(), 'probe');
       if (r.succeeded) return closes ? gen + 1 : gen;
+      pkv = r.responses[0]?.response_range?.kvs[0];
+      gkv = r.responses[1]?.response_range?.kvs[0];
     }
     throw new Error('EtcdFleetStore probe: too many conflicting transactions');
   }
