@@ -6,6 +6,9 @@
  *   calls each (4 failing reporters: under the quorum of 5), then, from t0, a fifth does: the time from
  *   t0 to the last instance open, p50 / p99 over the trials. It includes the wait for the fifth
  *   instance's next publish (publishMs 100, the default) and the store's propagation.
+ * - the propagation, profiled: how long a publish takes (the store's write: a Lua script on Redis, a
+ *   lease put — a raft commit and its fsync — on etcd) and how long from a publish's start until another
+ *   instance's watch delivers it, p50 / p99 over every publish of the trials above;
  * - store traffic per instance per second: the store operations each instance makes (publish, snapshot,
  *   permit, probe result) and the watch messages it receives, idle (closed breakers, healthy calls at
  *   20/s) and during an outage (every instance calling a dead dependency at 20/s, held open by the fleet).
@@ -14,7 +17,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { CircuitBreaker } from '../src/breaker/index.js';
-import { EtcdFleetStore, RedisFleetStore, type FleetEvent, type FleetStore } from '../src/fleet/index.js';
+import { EtcdFleetStore, RedisFleetStore, type FleetEvent, type FleetReport, type FleetStore } from '../src/fleet/index.js';
 import { startRedis } from '../test/support/redis.js';
 import { startEtcd } from '../test/support/etcd.js';
 import { waitFor } from '../test/support/servers.js';
@@ -25,7 +28,13 @@ const boom = () => Promise.reject(new Error('down'));
 const fine = () => Promise.resolve(1);
 const noop = () => undefined;
 
-/** Counted wraps a store and counts its operations and the watch messages it delivers. */
+/** Publishes' start times by report (key, caller, gen, calls, failures), for the watch latency; cleared per phase. */
+const publishedAt = new Map<string, number>();
+const publishMs: number[] = [];
+const watchMs: number[] = [];
+const reportId = (key: string, r: FleetReport) => `${key}|${r.caller}|${r.gen}|${r.calls}|${r.failures}`;
+
+/** Counted wraps a store and counts its operations and the watch messages it delivers, and times publishes and their delivery. */
 function counted(store: FleetStore): { store: FleetStore; ops: () => number; messages: () => number } {
   let ops = 0;
   let messages = 0;
@@ -34,7 +43,13 @@ function counted(store: FleetStore): { store: FleetStore; ops: () => number; mes
     const real = (store[m] as (...a: unknown[]) => Promise<unknown>).bind(store);
     s[m] = (...a: unknown[]) => {
       ops++;
-      return real(...a);
+      if (m !== 'publish') return real(...a);
+      const t = performance.now();
+      publishedAt.set(reportId(a[0] as string, a[1] as FleetReport), t);
+      return real(...a).then((v) => {
+        publishMs.push(performance.now() - t);
+        return v;
+      });
     };
   }
   const watch = store.watch.bind(store);
@@ -43,6 +58,10 @@ function counted(store: FleetStore): { store: FleetStore; ops: () => number; mes
       key,
       (e) => {
         messages++;
+        if (e.type === 'report') {
+          const t = publishedAt.get(reportId(key, e.report));
+          if (t !== undefined) watchMs.push(performance.now() - t);
+        }
         l(e);
       },
       st,
@@ -60,6 +79,9 @@ async function runStore(name: string, make: () => FleetStore): Promise<void> {
   const fleetOf = (key: string) =>
     stores.map(({ store }) => new CircuitBreaker({ name: key, minimumCalls: 20, window: { calls: 100 }, openMs: 1_000, halfOpenCalls: 2, fleet: { store, ttlMs: 3_000 } }));
   const samples: number[] = [];
+  publishedAt.clear();
+  publishMs.length = 0;
+  watchMs.length = 0;
   for (let t = 0; t < TRIALS; t++) {
     const bs = fleetOf(`bench-${Date.now()}-${t}`);
     await waitFor('every view available', () => bs.every((b) => b.stats().fleet?.available === true), 10_000);
@@ -77,6 +99,8 @@ async function runStore(name: string, make: () => FleetStore): Promise<void> {
     await Promise.all(bs.map((b) => b.close()));
   }
   console.log(`| ${name} | quorum reached → all ${INSTANCES} open | p50 ${pct(samples, 50).toFixed(0)} ms | p99 ${pct(samples, 99).toFixed(0)} ms | max ${Math.max(...samples).toFixed(0)} ms | ${TRIALS} trials |`);
+  console.log(`| ${name} | publish (the store's write) | p50 ${pct(publishMs, 50).toFixed(1)} ms | p99 ${pct(publishMs, 99).toFixed(1)} ms | max ${Math.max(...publishMs).toFixed(0)} ms | ${publishMs.length} publishes |`);
+  console.log(`| ${name} | publish → delivered by another instance's watch | p50 ${pct(watchMs, 50).toFixed(1)} ms | p99 ${pct(watchMs, 99).toFixed(1)} ms | max ${Math.max(...watchMs).toFixed(0)} ms | ${watchMs.length} deliveries |`);
 
   // Traffic: 10 s idle (healthy calls at 20/s), then 10 s of a dead dependency.
   for (const phase of ['idle', 'outage'] as const) {

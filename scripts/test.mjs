@@ -114,6 +114,8 @@ const WAITING = new Set([
   'test/registry-etcd-partition.test.ts',
   // Fleet-aware breakers: ten caller processes, open periods, a store SIGKILLed and a caller's TTL.
   'test/fleet-breakers.test.ts',
+  // A fleet-aware breaker partitioned from etcd: lease TTLs and TCP retransmission after the heal.
+  'test/fleet-partition.test.ts',
 ]);
 
 /**

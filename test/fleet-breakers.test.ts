@@ -59,6 +59,9 @@ async function worker(): Promise<void> {
     const arg = sp < 0 ? '' : line.slice(sp + 1);
     if (c === 'breaker') {
       const o = JSON.parse(arg) as { fleet: boolean; key: string };
+      // A new breaker stops the old one's calls: a test that failed before its 'stop' left them running,
+      // and the closed breaker's refusals counted as the next test's failed calls.
+      clearInterval(timer);
       await breaker?.close();
       breaker = new CircuitBreaker({
         name: o.key,
@@ -191,7 +194,10 @@ async function deadRun(workers: Worker[], dep: Dependency, fleet: boolean, key: 
   await Promise.all(workers.map((w) => w.send(`go ${dep.url}`)));
   await waitFor('every caller open', () => allIn(workers, 'open', t0), 20_000);
   const allOpen = lastAt(workers, 'open', t0);
-  // Calls already sent when the last caller opened still arrive: wait until the dependency is quiet.
+  // Calls already sent when the last caller opened still arrive: wait until the dependency is quiet. The
+  // callers stop sending first (and start again after): without the fleet, ten local half-opens probing
+  // once per openMs each, at times of their own, kept a busy machine's dependency from ever being quiet.
+  await Promise.all(workers.map((w) => w.send('stop')));
   let seen = -1;
   await waitFor('the dependency quiet', () => {
     const quiet = seen === dep.hits.length;
@@ -201,6 +207,7 @@ async function deadRun(workers: Worker[], dep: Dependency, fleet: boolean, key: 
   const calls = dep.hits.filter((h) => h.at <= allOpen + 100).length;
   const threshold = dep.hits[MINIMUM_CALLS - 1]!.at;
   const reasons = workers.map((w) => w.events.find((e) => e.what.startsWith('open') && e.at >= t0)!.what);
+  await Promise.all(workers.map((w) => w.send(`go ${dep.url}`)));
   return { calls, thresholdToAllOpenMs: Math.round(allOpen - threshold), reasons };
 }
 

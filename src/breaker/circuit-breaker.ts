@@ -378,7 +378,12 @@ export class CircuitBreaker implements Breaker, FleetMember {
     this.emit(from, reason, now);
   }
 
-  /** fleetRelease ends the fleet's hold: closed (its probes succeeded) or open for openMs on local terms (for bulwark/fleet). */
+  /**
+   * fleetRelease ends the fleet's hold: closed (its probes succeeded) or open for openMs on local terms
+   * (for bulwark/fleet). Either way a state change is emitted — open → open, with its reason, for the
+   * latter — so that a listener that held the instance out because of the fleet's hold (ResilientClient's
+   * balancer holds it as forced while `heldOpen`) sees the hold end.
+   */
   fleetRelease(to: 'closed' | 'open', reason: string): void {
     if (this.retired || !this.fleetHeld) return;
     this.fleetHeld = false;
@@ -393,6 +398,7 @@ export class CircuitBreaker implements Breaker, FleetMember {
     this.openUntil = now + this.openMs;
     this.tripReason = reason;
     this.rejections.clear();
+    this.emit(OPEN, reason, now);
   }
 
   /** fleetProbe grants one fleet-wide probe permit: the next call while held is the probe (for bulwark/fleet). */

@@ -11,14 +11,14 @@
  * Permit periods are timed on this process's wall clock (etcd has no clock of its own to read): the
  * hosts' clocks should agree to well within `openMs`. Every operation is bounded by `timeoutMs`.
  */
-import { Etcd3, type IOptions, type Lease, type Watcher, type IKeyValue } from 'etcd3';
+import { Etcd3, EtcdLeaseInvalidError, LeaseState, type IOptions, type Lease, type Watcher, type IKeyValue } from 'etcd3';
 import type { Clock } from '../core/clock.js';
 import { systemClock, wallClock } from '../core/clock.js';
 import type { Disposer } from '../core/events.js';
 import { clockOption, options as optionsObject, positive, showValue } from '../core/validate.js';
 import type { BreakerFleetOptions, FleetLink, FleetMember } from '../breaker/types.js';
 import { newCallerId } from './caller-id.js';
-import { FleetView } from './fleet-view.js';
+import { FleetView, fleetDefaults } from './fleet-view.js';
 import type { FleetReport } from './quorum.js';
 import { withTimeout } from './store-timeout.js';
 import type { FleetEvent, FleetSnapshot, FleetStore, PermitAnswer } from './types.js';
@@ -89,19 +89,31 @@ export class EtcdFleetStore implements FleetStore {
     this.timeoutMs = positive('EtcdFleetStore', 'timeoutMs', o.timeoutMs ?? 1_000);
     this.clock = clockOption('EtcdFleetStore', o.clock, systemClock);
     this.wall = clockOption('EtcdFleetStore', o.wall, wallClock, 'wall');
+    // Connect now (etcd3 connects at the first call): a store made at start-up is ready when a
+    // dependency dies, instead of paying for the connection in the first report of its failures.
+    void this.bound(this.client.get(`${this.prefix}g`).exec(), 'connect').catch(() => undefined);
   }
 
   join(member: FleetMember, options: BreakerFleetOptions): FleetLink {
-    return new FleetView(this, member, options, this.clock);
+    // The lease is granted at the join, not at the first publish (a raft write of its own before that report).
+    const view = new FleetView(this, member, options, this.clock);
+    if (!this.closed) this.leaseFor(options.ttlMs ?? fleetDefaults.ttlMs);
+    return view;
   }
 
   async publish(key: string, report: FleetReport, ttlMs: number): Promise<void> {
     if (this.closed) throw new Error('EtcdFleetStore: closed');
     const lease = this.leaseFor(ttlMs);
     try {
-      await this.bound(lease.put(`${this.base(key)}r/${report.caller}`).value(`${report.gen}|${report.calls}|${report.failures}`).exec(), 'publish');
+      // A put that names the granted lease's id: etcd3's lease.put() makes a client per put and took
+      // 2.3× the CPU (854 against 364 µs a put) and 2.8× the time of this one on loopback.
+      const id = await this.bound(lease.grant(), 'lease');
+      await this.bound(this.client.put(`${this.base(key)}r/${report.caller}`).value(`${report.gen}|${report.calls}|${report.failures}`).lease(id).exec(), 'publish');
     } catch (err) {
-      this.dropLease(lease); // a lease that could not be used may be gone: the next publish grants a new one
+      // A lease etcd no longer has is dropped (and 'lost' drops one whose keepalive failed), and so is one
+      // still waiting for its grant (which may never come, as over a partition): the next publish asks for
+      // a new one. A slow answer is not that: a granted lease is kept, and its keepalive decides.
+      if (err instanceof EtcdLeaseInvalidError || lease.state === LeaseState.Pending) this.dropLease(lease);
       throw err;
     }
   }
@@ -146,6 +158,9 @@ export class EtcdFleetStore implements FleetStore {
           watcher.on('disconnected', () => onStatus(false));
           watcher.on('connected', () => onStatus(true));
           watcher.on('error', () => onStatus(false));
+          // The first 'connected' came before create() answered: say so now, so that the view reads a
+          // snapshot taken with the watch on (reports put between its first snapshot and now are in it).
+          onStatus(true);
         },
         () => onStatus(false),
       );
@@ -160,9 +175,8 @@ export class EtcdFleetStore implements FleetStore {
 
   async takePermit(key: string, gen: number, limit: number, periodMs: number): Promise<PermitAnswer> {
     const k = `${this.base(key)}p/${gen}`;
+    let kv = (await this.bound(this.client.get(k).exec(), 'permit')).kvs[0];
     for (let i = 0; i < TXN_ATTEMPTS; i++) {
-      const res = await this.bound(this.client.get(k).exec(), 'permit');
-      const kv = res.kvs[0];
       const now = this.wall.now();
       let p: Permits | undefined = kv === undefined ? undefined : (JSON.parse(kv.value.toString()) as Permits);
       if (p === undefined || now - p.s >= periodMs) p = { s: now, t: 0, o: 0, f: 0 };
@@ -170,8 +184,10 @@ export class EtcdFleetStore implements FleetStore {
       if (p.t >= limit) return { granted: false, periodLeftMs: left };
       p.t++;
       const cmp = kv === undefined ? this.client.if(k, 'Create', '==', 0) : this.client.if(k, 'Mod', '==', kv.mod_revision);
-      const r = await this.bound(cmp.then(this.client.put(k).value(JSON.stringify(p))).commit(), 'permit');
+      // A conflict answers the key as it is now (the else branch), so a retry needs no read of its own.
+      const r = await this.bound(cmp.then(this.client.put(k).value(JSON.stringify(p))).else(this.client.get(k)).commit(), 'permit');
       if (r.succeeded) return { granted: true, periodLeftMs: left };
+      kv = r.responses[0]?.response_range?.kvs[0];
     }
     throw new Error('EtcdFleetStore permit: too many conflicting transactions');
   }
@@ -180,11 +196,11 @@ export class EtcdFleetStore implements FleetStore {
     const base = this.base(key);
     const pk = `${base}p/${gen}`;
     const gk = `${base}g`;
+    const [pr, gr] = await this.bound(Promise.all([this.client.get(pk).exec(), this.client.get(gk).exec()]), 'probe');
+    let pkv = pr.kvs[0];
+    let gkv = gr.kvs[0];
     for (let i = 0; i < TXN_ATTEMPTS; i++) {
-      const [pr, gr] = await this.bound(Promise.all([this.client.get(pk).exec(), this.client.get(gk).exec()]), 'probe');
-      const gkv = gr.kvs[0];
       const current = gkv === undefined ? 0 : Number(gkv.value.toString());
-      const pkv = pr.kvs[0];
       if (current !== gen || pkv === undefined) return current;
       const p = JSON.parse(pkv.value.toString()) as Permits;
       if (ok) p.o++;
@@ -193,8 +209,12 @@ export class EtcdFleetStore implements FleetStore {
       let txn = this.client.if(pk, 'Mod', '==', pkv.mod_revision);
       txn = gkv === undefined ? txn.and(gk, 'Create', '==', 0) : txn.and(gk, 'Mod', '==', gkv.mod_revision);
       const ops = closes ? [this.client.put(gk).value(String(gen + 1)), this.client.delete().key(pk)] : [this.client.put(pk).value(JSON.stringify(p))];
-      const r = await this.bound(txn.then(...ops).commit(), 'probe');
+      // Two probes of a period end together: the loser's conflict answers both keys as they are now (the
+      // else branch), so its retry is one round trip, not a read and a transaction.
+      const r = await this.bound(txn.then(...ops).else(this.client.get(pk), this.client.get(gk)).commit(), 'probe');
       if (r.succeeded) return closes ? gen + 1 : gen;
+      pkv = r.responses[0]?.response_range?.kvs[0];
+      gkv = r.responses[1]?.response_range?.kvs[0];
     }
     throw new Error('EtcdFleetStore probe: too many conflicting transactions');
   }

@@ -125,6 +125,49 @@ describe('fleet view on the memory store', () => {
     assert.ok(breakers.every((b) => b.stats().fleet?.reporters === 0 || b.stats().fleet?.failingReporters === 0), 'the old evidence no longer counts');
   });
 
+  it('publishes no window that counts in no rule (fewer than minReports calls), but one that replaces a report that counted', async () => {
+    const { clock, stores, breakers } = fleetOf(2, { minimumCalls: 4 });
+    const sent: string[] = [];
+    const publish = stores[0]!.publish.bind(stores[0]!);
+    stores[0]!.publish = (key, r, ttl) => {
+      sent.push(`${r.calls}/${r.failures}`);
+      return publish(key, r, ttl);
+    };
+    await clock.advanceAsync(5_000); // past a heartbeat or two
+    await run(breakers[0]!, fine, 1);
+    await clock.advanceAsync(200);
+    assert.deepEqual(sent, [], 'an empty window, and one of a single call, are not written');
+    await run(breakers[0]!, fine, 1);
+    await clock.advanceAsync(200);
+    assert.deepEqual(sent, ['2/0'], 'the first report that counts is the first write');
+    assert.equal(breakers[1]!.stats().fleet?.reporters, 1);
+    breakers[0]!.reset(); // a fresh window: 0 calls, which replaces the report that counted
+    await clock.advanceAsync(200);
+    assert.deepEqual(sent, ['2/0', '0/0']);
+    assert.equal(breakers[1]!.stats().fleet?.reporters, 0);
+  });
+
+  it('a failed publish backs off (publishMs doubled per failure, up to 1 s) instead of writing at every tick', async () => {
+    const { clock, stores, breakers } = fleetOf(2, { minimumCalls: 4 });
+    await clock.advanceAsync(100);
+    let attempts = 0;
+    const publish = stores[0]!.publish.bind(stores[0]!);
+    stores[0]!.publish = (key, r, ttl) => {
+      attempts++;
+      return publish(key, r, ttl);
+    };
+    stores[0]!.setDown(true);
+    for (let i = 0; i < 50; i++) {
+      await run(breakers[0]!, fine, 1); // the window changes all the time: a publish is due at every tick
+      await clock.advanceAsync(100);
+    }
+    // 5 s at publishMs 100: after failures at 0, then waits of 100, 200, 400, 800, 1 000, 1 000 … ms: about 8 attempts, not 50.
+    assert.ok(attempts >= 5 && attempts <= 10, `publish attempts in 5 s while the store is down: ${attempts}`);
+    stores[0]!.setDown(false);
+    await clock.advanceAsync(1_200);
+    assert.equal(breakers[1]!.stats().fleet?.reporters, 1, 'published again within 1 s of the store answering');
+  });
+
   it('TTL: a process that stops publishing drops out of the quorum after ttlMs', async () => {
     const { clock, stores, breakers } = fleetOf(3, { minimumCalls: 4 });
     await clock.advanceAsync(100);
@@ -206,6 +249,7 @@ describe('fleet view on the memory store', () => {
     // An evicted breaker leaves its fleet: its report goes, and it is a plain breaker from then on.
     const small = new BreakerGroup({ clock, factory: (name) => new CircuitBreaker({ name, clock }), fleet: { store }, idleMs: 1_000, maxBreakers: 16 });
     const idle = small.get('idle') as CircuitBreaker;
+    await run(idle, fine, 2); // a report counts (and is published) from minReports calls on
     await clock.advanceAsync(200);
     assert.equal((await store.snapshot('idle')).reports.length, 1);
     await clock.advanceAsync(2_000);
@@ -287,6 +331,41 @@ describe('a fleet hold in ResilientClient', () => {
     assert.equal(pay2.stats().bypassedCalls, 0);
     assert.ok(s.balancer instanceof Balancer);
     assert.equal(s.balancer.stats().forced, 1);
+    await client.close();
+    await Promise.all(others.map((b) => b.close()));
+  });
+  it("the store failing ends a fleet hold visibly: the breaker emits open → open and the client's balancer no longer holds the instance as forced", async () => {
+    const { MemoryRegistry } = await import('../registry/memory-registry.js');
+    const { ResilientClient } = await import('../client/resilient-client.js');
+    const { Balancer } = await import('../balancer/balancer.js');
+    const clock = new ManualClock();
+    const store = new MemoryFleetStore({ clock, callerId: 'client' });
+    const registry = new MemoryRegistry();
+    for (const [i, id] of ['pay-1', 'pay-2'].entries()) await registry.register({ id, name: 'payments', address: `127.0.0.1:${9000 + i}` });
+    const breakers = new BreakerGroup({ clock, factory: (name) => new CircuitBreaker({ name, clock, openMs: 5_000 }), fleet: { store } });
+    const client = new ResilientClient({ registry, clock, breakers });
+    for (let i = 0; i < 4; i++) {
+      const p = client.call('payments', async (inst) => inst.id);
+      await clock.advanceAsync(50);
+      await p;
+    }
+    const s = await client.service('payments');
+    const pay2 = s.instanceBreaker(s.instances().find((i) => i.id === 'pay-2')!) as CircuitBreaker;
+    const changes: string[] = [];
+    pay2.onStateChange((c) => changes.push(`${c.from}→${c.to}: ${c.reason}`));
+    const others = ['a', 'b'].map((id) => new CircuitBreaker({ name: 'payments/pay-2', clock, fleet: { store: store.peer({ callerId: id }) } }));
+    for (const b of others) await run(b, boom, 5);
+    await clock.advanceAsync(200);
+    assert.equal(pay2.stats().reason, 'fleet');
+    assert.ok(s.balancer instanceof Balancer);
+    assert.equal(s.balancer.stats().forced, 1, 'held as forced while the fleet holds it');
+    store.setDown(true);
+    await clock.advanceAsync(100);
+    assert.equal(pay2.stats().fleet?.available, false);
+    assert.equal(pay2.heldOpen, false);
+    assert.equal(pay2.state, 'open', 'open on its own terms for openMs');
+    assert.deepEqual(changes.slice(1), ['open→open: fleet store unavailable: open on its own terms'], 'the end of the hold is a state change');
+    assert.equal(s.balancer.stats().forced, 0, 'no longer forced out: an evidence hold, which the cap and panic may override, as without a fleet');
     await client.close();
     await Promise.all(others.map((b) => b.close()));
   });

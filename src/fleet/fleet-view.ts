@@ -60,6 +60,9 @@ export class FleetView implements FleetLink {
   private lastFailures = -1;
   private lastGen = -1;
   private lastPublishAt = -Infinity;
+  /** No publish before this time: after a failed one, the next waits publishMs, doubled per failure up to 1 s. */
+  private publishRetryAt = -Infinity;
+  private publishBackoff = 0;
   private lastResyncAt = -Infinity;
   private probeFrom = Infinity;
   private busy = false;
@@ -151,12 +154,17 @@ export class FleetView implements FleetLink {
     this.reports.set(report.caller, { report, at: now });
     if (own === undefined || own.calls !== c.calls || own.failures !== c.failures || own.gen !== this.gen) this.evaluate();
     const min = this.rule.minReports;
+    // A window of fewer than minReports calls does not count in anyone's rule: it is not published
+    // (nor kept alive), unless it replaces one that counted. So a fleet's first write for a dependency
+    // is the first report that counts — it used to queue behind an empty one, which on etcd (a lease
+    // and a raft write) could take longer than the failures it should have carried.
+    if (c.calls < min && this.lastCalls < min) return;
     const changed =
       c.failures !== this.lastFailures ||
       this.gen !== this.lastGen ||
       c.calls >= min !== this.lastCalls >= min ||
       Math.abs(c.calls - this.lastCalls) > this.lastCalls * CALLS_DRIFT;
-    if (this.busy || (!changed && now - this.lastPublishAt < this.ttlMs / 3)) return;
+    if (this.busy || now < this.publishRetryAt || (!changed && now - this.lastPublishAt < this.ttlMs / 3)) return;
     this.busy = true;
     this.lastPublishAt = now;
     this.store.publish(this.key, report, this.ttlMs).then(
@@ -166,10 +174,15 @@ export class FleetView implements FleetLink {
         this.lastFailures = report.failures;
         this.lastGen = report.gen;
         this.failuresInARow = 0;
+        this.publishBackoff = 0;
         if (!this.available) this.resync();
       },
       () => {
         this.busy = false;
+        // A store that failed is not asked again at every tick: a partitioned or struggling store would get
+        // a write per view per publishMs; a store that answers again gets the current counts within 1 s.
+        this.publishBackoff = Math.min(1_000, Math.max(this.publishMs, this.publishBackoff * 2));
+        this.publishRetryAt = this.clock.now() + this.publishBackoff;
         this.fail(false);
       },
     );

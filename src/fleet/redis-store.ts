@@ -149,7 +149,13 @@ export class RedisFleetStore implements FleetStore {
     let set = this.listeners.get(channel);
     if (set === undefined) {
       this.listeners.set(channel, (set = new Set()));
-      this.sub.subscribe(channel).catch(() => onStatus(false));
+      // Subscribed: the view reads a snapshot taken with the subscription on (its first may miss reports).
+      this.sub.subscribe(channel).then(
+        () => {
+          if (!this.closed && this.listeners.get(channel) === set) onStatus(true);
+        },
+        () => onStatus(false),
+      );
     }
     set.add(listener);
     this.statusListeners.add(onStatus);
