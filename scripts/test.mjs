@@ -52,8 +52,6 @@
 // - test/serve-node.test.ts, 500 ms: held-1's 400 ms TTL (±10 %) in a child process (no clock to drive)
 //   must have passed for the stale answer under test.
 // - test/http-middleware.test.ts, 20 ms: after the late handler answers, no token is reported twice.
-// - test/cache-cluster.test.ts, a 50 ms getter: the slow load that 100 concurrent gets must join (and 5 ms
-//   in the GeeCache example's slow DB).
 // Polls inside a wait for a condition (waitFor's 25 ms) and the pace of a bounded load loop (a few ms
 // between calls) are not waits and are not listed.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
