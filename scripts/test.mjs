@@ -52,6 +52,8 @@
 // - test/serve-node.test.ts, 500 ms: held-1's 400 ms TTL (±10 %) in a child process (no clock to drive)
 //   must have passed for the stale answer under test.
 // - test/http-middleware.test.ts, 20 ms: after the late handler answers, no token is reported twice.
+// - test/event-loop-load.test.ts, 2 × 15 ms: node's event-loop delay monitor records on its own real timer.
+// - src/core/abort.test.ts, delay(1): the real-timer path of core's delay() is what it tests.
 // Polls inside a wait for a condition (waitFor's 25 ms) and the pace of a bounded load loop (a few ms
 // between calls) are not waits and are not listed.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
