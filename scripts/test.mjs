@@ -1,45 +1,61 @@
 #!/usr/bin/env node
-// Runs every test (unit tests beside the code in src/, cross-module and real-server tests in test/)
-// with node:test. TypeScript runs under plain node through scripts/test-ts.mjs: every .ts file of src/ and
-// test/ that changed since the last run is compiled (types stripped by esbuild, into .tmp/ts-js/) beside
-// the build, and the test processes, and the TypeScript children they start, load those files instead of
-// loading tsx (~0.3 CPU-s per process; some 100 processes a run). Arguments filter files by substring:
+// Runs every test (unit tests beside the code in src/, cross-module and real-server tests in test/) with
+// node:test's own runner. Arguments filter files by substring; --test-name-pattern=<re> (node's option,
+// repeatable) runs only the tests whose names match; --typecheck type-checks too (what `npm test` does):
 //   node scripts/test.mjs breaker registry
-// `npm test` runs `node scripts/test.mjs --typecheck`: the type check of everything (tsc --noEmit, incremental
-// through .tmp/typecheck.tsbuildinfo) runs beside the build and then beside the tests; its output is shown
-// if it fails, and then the run fails once the tests are done.
+//   node scripts/test.mjs grpc-balancing --test-name-pattern=P2C
+// BULWARK_TEST_CONCURRENCY (default 2) is node's --test-concurrency for the files that use the CPU.
 //
-// It builds first. Tests that start processes run what a user runs — the built CLI (`node dist/cli/main.js`)
-// and the built package (docs examples, test children) — so dist/ is rebuilt (tsc -p tsconfig.build.json)
-// whenever a file it is built from (src/ but its tests, the tsconfigs, package.json) is newer than the last
-// build (.tmp/build-stamp); `node scripts/test.mjs serve` never tests a stale dist/.
+// Each part is here for a reason node's runner does not cover:
+// - The build. Tests that start processes run what a user runs, the built CLI (`node dist/cli/main.js`)
+//   and the built package, so dist/ is rebuilt (tsc -p tsconfig.build.json) whenever a file it is built
+//   from (src/ but its tests, the tsconfigs, package.json) is newer than the last build (.tmp/build-stamp).
+// - TypeScript under plain node (scripts/test-ts.mjs, test-ts-hooks.mjs): the .ts files of src/ and test/
+//   that changed are compiled at once (types stripped by esbuild, into .tmp/ts-js/) and every test process
+//   and the TypeScript children it starts load them, instead of loading tsx (~0.3 CPU-s a process).
+// - The type check (--typecheck: tsc --noEmit, incremental in .tmp/) runs beside the build and the tests;
+//   its output is shown if it fails, and then the run fails once the tests are done.
+// - One process per module for the unit tests of src/ (node 20 has no --experimental-test-isolation):
+//   a generated entry, .tmp/units/<module>.test.mjs, imports the module's test files in turn, each file's
+//   tests in a suite named by the file, so a failure still names its file. A process's start-up was most
+//   of what a short test file cost. ISOLATED files keep a process of their own; the short test/ files in
+//   SHARED share a few the same way; every other test/ file (servers, children, chaos) keeps its own.
+// - The order. node's runner starts files in the order given (`node --test` sorts them by name), so the
+//   files are given longest first, by the times the last run recorded (.tmp/test-times.json, written by
+//   scripts/test-times.mjs): a long real-server file started last would run on alone.
+// - Two runs at once (scripts/test-run.mjs): the load-sensitive files (SENSITIVE), one at a time, followed
+//   by the files that mostly wait on servers (WAITING), in one; every other file, BULWARK_TEST_CONCURRENCY
+//   at a time, in the other. The waiting files get a slot beside the two CPU slots, as they idle most of
+//   their time; the sensitive ones never run beside a waiting file, nor beside each other.
+// - --test-force-exit ends a file's process once its tests are done instead of waiting for a timer or
+//   socket a dependency leaves behind. It hides nothing a test asserts: every close() is still awaited in
+//   the files' after() hooks, and test/registry-etcd.test.ts checks in a child process that a closed
+//   EtcdRegistry leaves nothing that keeps a process alive. Its process.exit() would drop results still
+//   queued for the pipe to the runner: scripts/test-stdout.mjs, preloaded into every test process, makes
+//   those writes blocking.
+// - A file gets 240 s: the docs test runs ~45 example programs, each a process of its own.
 //
-// The unit tests in src/ run one process per module, not one per file: a generated entry,
-// .tmp/units/<module>.test.mjs, imports that module's test files in turn, each file's tests (and top-level
-// hooks) inside a suite named by the file (`src/core/clock.test.ts`), so a failure still names its file and
-// test; a process's start-up (node + tsx + loading src through tsx, ~1 CPU-s then) was most of what a short
-// test file cost. Files in ISOLATED keep a process of their own. The short test/ files listed in SHARED
-// share a few processes the same way; every other test/ file (servers, children, chaos) keeps its own.
-//
-// A file gets 240 s: the docs test runs ~45 example programs, each a process of its own.
-//
-// Files run in lanes (scripts/test-lanes.mjs): two at a time (BULWARK_TEST_CONCURRENCY to change it), and
-// beside them the files listed in WAITING, which mostly wait on servers, one at a time; the files listed in
-// SENSITIVE never run beside a waiting file. Start order: the SENSITIVE files, then the test/ files with a
-// process of their own, then the shared processes (.tmp/units/…, src/balancer/scale.test.ts), each part the
-// longest first. Each run records how long each file's tests took in .tmp/test-times.json (scripts/test-times.mjs,
-// a reporter beside the visible one), and the next run starts the files in that order, so that the long
-// real-server files do not start last while the other slot idles; a file not timed yet goes first in its
-// part. The shared processes keep a core busy for 5-15 s straight; in two full runs under a load of 9-14
-// that ordered them among the real-server files, grpc-balancing's P2C test (its fast servers share the
-// test's event loop) failed with the balancer unit process beside it.
-//
-// --test-force-exit ends a file's process once its tests are done instead of waiting for a timer or socket
-// a dependency leaves behind. It hides nothing a test asserts: every close() is still awaited in the files'
-// after() hooks, and test/registry-etcd.test.ts checks in a child process that a closed EtcdRegistry
-// leaves nothing that keeps a process alive (etcd3's watch-reconnect timer used to, for up to 30 s).
-// Its process.exit() would drop results still queued for the pipe to the runner: scripts/test-stdout.mjs,
-// preloaded into every test process, makes those writes blocking.
+// No test waits a fixed time for something to happen: each waits for a condition with a deadline
+// (test/support/servers.ts's waitFor), and unit tests drive a ManualClock. These fixed waits stay, because
+// the time is the thing under test (or the scenario), not a wait for something:
+// - test/serve-etcd-cluster.test.ts, 7 s after the etcd leader's kill: past the nodes' 6 s lease TTL, a
+//   lease not kept alive through the election would have expired; the rings must never lose a member.
+// - test/limit-redis.test.ts, 2.5 s in rescue: the window over which rescue's admissions are counted
+//   against rate / instances; and 300 ms while Redis is stopped: its probes keep failing, and still only
+//   one warning is emitted for the outage (nothing to wait for: it is something that must not happen).
+// - test/registry-chaos.test.ts, 1.5 s: the etcd outage's length, which the lookups must ride out.
+// - test/cli-registry.test.ts, 1 s: the etcd outage under `registry watch`, longer than a reconnect attempt.
+// - test/serve-partition.test.ts and test/limit-partition.test.ts, 5 s: the partition's length.
+// - test/fleet-breakers.test.ts, 3 × openMs + 300 ms: the window over which probes are counted per open
+//   period; 500 ms: the store's outage beyond its detection, which no call may fail through.
+// - test/serve-cluster.test.ts, 1.5 s: a node started while etcd is down must stay not ready throughout.
+// - test/serve-node.test.ts, 500 ms: held-1's 400 ms TTL (±10 %) in a child process (no clock to drive)
+//   must have passed for the stale answer under test.
+// - test/http-middleware.test.ts, 20 ms: after the late handler answers, no token is reported twice.
+// - test/event-loop-load.test.ts, 2 × 15 ms: node's event-loop delay monitor records on its own real timer.
+// - src/core/abort.test.ts, delay(1): the real-timer path of core's delay() is what it tests.
+// Polls inside a wait for a condition (waitFor's 25 ms) and the pace of a bounded load loop (a few ms
+// between calls) are not waits and are not listed.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -49,15 +65,18 @@ import { compileTs } from './test-ts-hooks.mjs';
 const root = new URL('..', import.meta.url).pathname;
 const args = process.argv.slice(2);
 const typecheck = args.includes('--typecheck');
-const filters = args.filter((a) => a !== '--typecheck');
+const namePatterns = [];
+const filters = [];
+for (let i = 0; i < args.length; i++) {
+  const a = args[i];
+  if (a === '--typecheck') continue;
+  if (a === '--test-name-pattern') namePatterns.push(args[++i] ?? '');
+  else if (a.startsWith('--test-name-pattern=')) namePatterns.push(a.slice('--test-name-pattern='.length));
+  else filters.push(a);
+}
 const concurrency = Number(process.env.BULWARK_TEST_CONCURRENCY ?? 2);
 if (!Number.isInteger(concurrency) || concurrency < 1) {
   console.error(`BULWARK_TEST_CONCURRENCY must be a whole number ≥ 1, got ${process.env.BULWARK_TEST_CONCURRENCY}`);
-  process.exit(2);
-}
-const waitLane = Number(process.env.BULWARK_TEST_WAIT_LANE ?? 1);
-if (!Number.isInteger(waitLane) || waitLane < 0) {
-  console.error(`BULWARK_TEST_WAIT_LANE must be a whole number ≥ 0, got ${process.env.BULWARK_TEST_WAIT_LANE}`);
   process.exit(2);
 }
 const tmp = join(root, '.tmp');
@@ -86,15 +105,10 @@ const SHARED = {
 };
 /**
  * WAITING lists the test/ files that mostly wait — on etcd's elections and lease TTLs, a Redis Cluster's
- * failover, an outage, Prometheus's scrapes, deadlines, Go peers — not on the CPU: alone, their wall time
- * is 2.5-4× their CPU time, and what they bound in time is seconds of server behaviour (a lease, a
- * failover, a deadline), not a latency a busy CPU stretches. (registry-etcd, 2×, is not listed: it already
- * runs four tests at once, and its 1.5 s dial timeouts on a real etcd failed once at a load of 11.)
- * They run in a lane of their own (BULWARK_TEST_WAIT_LANE files at a time, default 1; 0 runs them among
- * the others) beside the BULWARK_TEST_CONCURRENCY slots of the other files. A file listed here must keep
- * its assertions robust to a busy machine: every wait a deadline on a condition.
+ * failover, an outage, Prometheus's scrapes, deadlines, Go builds and peers, partitions — not on the CPU
+ * (alone, their wall time is 2.5-4× their CPU time). They run one at a time in a slot beside the others.
  */
-const WAITING = new Set([
+const WAITING = [
   'test/registry-chaos.test.ts',
   'test/limit-cluster.test.ts',
   'test/metrics-prometheus.test.ts',
@@ -102,29 +116,24 @@ const WAITING = new Set([
   'test/limit-redis.test.ts',
   'test/cache-peer-deadlines.test.ts',
   'test/groupcache-interop.test.ts',
-  // lease TTLs and a Go program (the etcd client's cold build is ~50 s of one core; in this lane the two
-  // files build one after the other, the second from Go's build cache)
   'test/registry-go-interop.test.ts',
   'test/registry-go-e2e.test.ts',
-  // Partitions and latency (test/support/netfault.ts): 5 s partitions and deadlines under a delaying proxy.
   'test/limit-partition.test.ts',
   'test/serve-partition.test.ts',
   'test/latency.test.ts',
   'test/limit-cluster-partition.test.ts',
   'test/registry-etcd-partition.test.ts',
-  // Fleet-aware breakers: ten caller processes, open periods, a store SIGKILLed and a caller's TTL.
   'test/fleet-breakers.test.ts',
   // A fleet-aware breaker partitioned from etcd: lease TTLs and TCP retransmission after the heal.
   'test/fleet-partition.test.ts',
-]);
+];
 
 /**
  * SENSITIVE lists the test/ files whose assertions depend on how busy the machine is: P2C's share of calls
  * to a slow server, whose fast servers share the test's event loop (grpc-balancing), and the shedder under
- * a CPU-bound overload (grpc-shedding). They start first, never two at once, and no waiting file starts
- * while one runs, so that nothing runs beside them that did not before (one other file).
+ * a CPU-bound overload (grpc-shedding). They run first in the waiting files' slot, one at a time.
  */
-const SENSITIVE = new Set(['test/grpc-balancing.test.ts', 'test/grpc-shedding.test.ts']);
+const SENSITIVE = ['test/grpc-balancing.test.ts', 'test/grpc-shedding.test.ts'];
 
 const sharedGroup = new Map(Object.entries(SHARED).flatMap(([group, names]) => names.map((n) => [`test/${n}.test.ts`, group])));
 
@@ -269,25 +278,16 @@ const files = [...entries(groups), ...alone];
 
 const times = readTimes(timesFile);
 const expected = (f) => times[join(root, f)] ?? Infinity;
-/** kindOf answers a file's lane (see test-lanes.mjs): 'wait', 'sensitive' or 'cpu'. */
-const kindOf = (f) => (WAITING.has(f) && waitLane > 0 ? 'wait' : SENSITIVE.has(f) ? 'sensitive' : 'cpu');
-// Start order: the load-sensitive files first (see SENSITIVE), then the test/ files with a process of their
-// own, then the shared processes, each part the longest first.
-const part = (f) => (kindOf(f) === 'sensitive' ? 0 : f.startsWith('test/') ? 1 : 2);
+// The test/ files first, then the shared processes (a core busy for 5-15 s straight: beside a sensitive
+// file at the start, one failed grpc-balancing's P2C test); each part longest first, a file not timed yet
+// first in its part.
+const part = (f) => (f.startsWith('test/') ? 0 : 1);
 files.sort((a, b) => part(a) - part(b) || expected(b) - expected(a));
-
-// The visible reporter is node's default: spec on a terminal, TAP otherwise.
-const plan = {
-  files: files.map((file) => ({ file, kind: kindOf(file) })),
-  cpu: concurrency,
-  wait: waitLane,
-  timeoutMs: 240_000,
-  reporter: process.stdout.isTTY ? 'spec' : 'tap',
-  timesReporter: join(root, 'scripts', 'test-times.mjs'),
-};
+const waitSlot = files.filter((f) => SENSITIVE.includes(f)).concat(files.filter((f) => WAITING.includes(f)));
+const plan = { files, slot: waitSlot, concurrency, timeoutMs: 240_000, namePatterns };
 const child = spawn(
   process.execPath,
-  ['--import', join(root, 'scripts', 'test-ts.mjs'), '--import', join(root, 'scripts', 'test-assert.mjs'), '--import', join(root, 'scripts', 'test-stdout.mjs'), join(root, 'scripts', 'test-lanes.mjs'), JSON.stringify(plan)],
+  ['--import', join(root, 'scripts', 'test-ts.mjs'), '--import', join(root, 'scripts', 'test-stdout.mjs'), join(root, 'scripts', 'test-run.mjs'), JSON.stringify(plan)],
   { cwd: root, stdio: 'inherit', env: { ...process.env, BULWARK_TEST_TIMES_FILE: lastRunFile } },
 );
 const tested = await new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));

@@ -28,23 +28,33 @@ async function waitFor(cond: () => boolean, ms: number, what: string): Promise<v
 }
 
 describe('peer deadlines', () => {
-  it("waits for an owner's load that takes 3.5 s, past the old 2 s peer deadline, (the old peer deadline) instead of loading it again", async () => {
+  it("waits for an owner's load as long as the getter timeout allows (past the old 2 s deadline), on the pool clock, instead of loading it again", async () => {
     const loads: string[] = [];
-    // Origin latency of 3.5 s (undici checks deadlines on a ~1 s tick, so a 2 s deadline fires by 3 s): the owner's getter (deadline 10 s by default) finishes; the asking node
-    // must still be waiting for it then.
-    nodes = await startCluster(2, {}, () => ({
+    // The owner's load holds until the test lets it go; time passes on the pools' clock. The asking node's
+    // deadline is the group's getter timeout (10 s by default) + 1 s: just before it, it must still wait.
+    const clock = new ManualClock(Date.now());
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    nodes = await startCluster(2, { clock }, () => ({
       name: 'g',
       cacheBytes: 1 << 20,
       getter: async (key) => {
         loads.push(key);
-        await new Promise((r) => setTimeout(r, 3_500));
+        await held;
         return `v:${key}`;
       },
     }));
     const [a, b] = nodes as [CacheNode, CacheNode];
     let key = 'slow:0';
     for (let i = 0; a.pool.owner(key) !== b.url; i++) key = `slow:${i}`;
-    assert.equal((await a.group.get(key)).toString(), `v:${key}`);
+    let settled = false;
+    const answer = a.group.get(key).finally(() => (settled = true));
+    await waitFor(() => loads.length === 1 && clock.pendingTimers > 0, 5_000, "the owner's load and the peer request's deadline");
+    clock.advance(10_999);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(settled, false, 'gave up on the owner before its getter timeout');
+    release();
+    assert.equal((await answer).toString(), `v:${key}`);
     assert.deepEqual(loads, [key], 'loaded once, by the owner');
     assert.equal(a.group.stats().peerErrors, 0);
   });

@@ -261,7 +261,7 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
       // Recovery: the dependency stays dead for about three open periods; count what reaches it.
       const openedAt = performance.now();
       dep.hits.length = 0;
-      await new Promise((r) => setTimeout(r, 3 * OPEN_MS + 300));
+      await new Promise((r) => setTimeout(r, 3 * OPEN_MS + 300)); // the measurement window: probes counted per open period
       const probes = dep.hits.map((h) => h.at);
       // Probes come in bursts, one per period: split where two arrive more than openMs / 2 apart.
       const bursts: number[][] = [];
@@ -297,7 +297,10 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
       await workers[0]!.send(`go http://127.0.0.1:${closedPort}/`);
       await Promise.all(workers.slice(1).map((w) => w.send(`go ${dep.url}`)));
       await waitFor('the broken caller open', () => workers[0]!.events.some((e) => e.what === 'open local' && e.at >= t0), 20_000);
-      await new Promise((r) => setTimeout(r, 1_500)); // well past the publishing of its evidence
+      // The nine see the broken caller's evidence, then each makes minimumCalls more calls with it in view: none refused.
+      await waitFor('the nine see the failing reporter', async () => (await Promise.all(workers.slice(1).map((w) => w.stats()))).every((s) => s.breaker.fleet?.failingReporters === 1), 20_000);
+      const seen = await Promise.all(workers.slice(1).map((w) => w.stats()));
+      await waitFor('minimumCalls more calls by each of the nine', async () => (await Promise.all(workers.slice(1).map((w) => w.stats()))).every((s, i) => s.ok + s.failed + s.refused >= seen[i]!.ok + seen[i]!.failed + seen[i]!.refused + MINIMUM_CALLS), 20_000);
       const stats = await Promise.all(workers.map((w) => w.stats()));
       await Promise.all(workers.map((w) => w.send('stop')));
       const nine = stats.slice(1);
@@ -318,7 +321,7 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
       await waitFor('every view available with all reporters', async () => (await Promise.all(workers.map((w) => w.stats()))).every((s) => s.breaker.fleet?.available === true && s.breaker.fleet.reporters === CALLERS), 10_000);
       await server.kill();
       await waitFor('every view unavailable', async () => (await Promise.all(workers.map((w) => w.stats()))).every((s) => s.breaker.fleet?.available === false), 10_000);
-      await new Promise((r) => setTimeout(r, 500));
+      await new Promise((r) => setTimeout(r, 500)); // the outage's length beyond its detection: the scenario
       await server.restart();
       await waitFor('every view back', async () => (await Promise.all(workers.map((w) => w.stats()))).every((s) => s.breaker.fleet?.available === true), 20_000);
       const stats = await Promise.all(workers.map((w) => w.stats()));

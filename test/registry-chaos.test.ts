@@ -9,7 +9,7 @@ import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import { RegistryCache } from '../src/registry/registry-cache.js';
 import { RegistryUnavailableError } from '../src/core/errors.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
-import { skipReason } from './support/servers.js';
+import { skipReason, waitFor } from './support/servers.js';
 
 const SERVICES = 20;
 const LOOKUPS = 10_000;
@@ -45,10 +45,10 @@ describe('RegistryCache over EtcdRegistry while etcd dies and returns', { skip: 
       let restartedAt = 0;
       const errors = new Set<string>();
       const chaos = (async () => {
-        await new Promise((r) => setTimeout(r, 300));
+        await waitFor('lookups before the outage', () => done >= 1_000, 20_000); // the outage comes amid the lookups
         await etcd.kill();
         await assert.rejects(writer.register({ id: 'late', name: 'svc0', address: '127.0.0.1:9003' }), RegistryUnavailableError);
-        await new Promise((r) => setTimeout(r, 1500));
+        await new Promise((r) => setTimeout(r, 1500)); // the outage's length: the scenario, not a wait for something
         restartedAt = Date.now(); // the process starts again
         await etcd.restart();
         // etcd accepts TCP before it serves (a restarted member first elects itself, ~1 s with the default

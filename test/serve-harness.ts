@@ -242,6 +242,8 @@ export async function stopAll(nodes: readonly (ServeProc | undefined)[]): Promis
 export interface Traffic {
   ok: number;
   failed: string[];
+  /** more resolves once `count` more requests (answered or failed) were made than when it was called; it throws after `timeoutMs`. */
+  more(count: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -253,10 +255,19 @@ export interface Traffic {
  */
 export function traffic(targets: () => readonly ServeProc[], keys: readonly string[], concurrency: number, retry: boolean, pauseMs = 50): Traffic {
   let running = true;
-  const t: Traffic = { ok: 0, failed: [], stop: async () => {
-    running = false;
-    await loops;
-  } };
+  const made = () => t.ok + t.failed.length;
+  const t: Traffic = {
+    ok: 0,
+    failed: [],
+    more: async (count, timeoutMs = 15_000) => {
+      const from = made();
+      await waitFor(`${count} more requests`, () => made() >= from + count || !running, timeoutMs);
+    },
+    stop: async () => {
+      running = false;
+      await loops;
+    },
+  };
   const one = async (i: number) => {
     let n = i;
     while (running) {

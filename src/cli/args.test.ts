@@ -23,8 +23,29 @@ describe('parseFlags', () => {
     assert.deepEqual(parseFlags(['--peer', 'a', '--peer=b,c'], { peer: { kind: 'string', repeat: true } }), { peer: 'a,b,c' });
     assert.deepEqual(parseFlags(['--name', 'a', '--name', 'b'], specs), { name: 'b' }, 'a flag that does not repeat keeps its last value');
   });
+  it('reads what parseArgs reads: a value glued to a short alias, a value starting with -- given with =', () => {
+    assert.deepEqual(parseFlags(['-d250ms', '-c', '4'], specs), { duration: 250, concurrency: 4 });
+    assert.deepEqual(parseFlags(['--name=--x'], specs), { name: '--x' });
+  });
+  it('says which flag was wrong, in the CLI\'s words', () => {
+    const message = (argv: string[]) => {
+      try {
+        parseFlags(argv, specs);
+      } catch (err) {
+        return (err as Error).message;
+      }
+      return 'no error';
+    };
+    assert.equal(message(['--colour']), 'unknown option --colour');
+    assert.equal(message(['-x']), 'unknown option -x');
+    assert.equal(message(['extra']), 'unexpected argument "extra"');
+    assert.equal(message(['--duration']), '--duration needs a value');
+    assert.equal(message(['--duration', '--plain']), '--duration needs a value');
+    assert.equal(message(['--plain=yes']), '--plain takes no value');
+    assert.equal(message(['--', 'x']), 'unknown option --');
+  });
   it('refuses unknown flags, stray arguments, missing values and values on booleans', () => {
-    for (const argv of [['--colour'], ['-x'], ['extra'], ['--duration'], ['--duration', '--plain'], ['--plain=yes'], ['--concurrency', '2.5'], ['--toString']]) {
+    for (const argv of [['--colour'], ['-x'], ['extra'], ['--duration'], ['--duration', '--plain'], ['--plain=yes'], ['--concurrency', '2.5'], ['--toString'], ['--', 'x'], ['-d']]) {
       assert.throws(() => parseFlags(argv, specs), UsageError, argv.join(' '));
     }
   });

@@ -1,8 +1,11 @@
 /**
- * Command-line flag parsing for the `bulwark` subcommands: `--name value`, `--name=value`, boolean
- * `--flag`, short aliases, and durations written as `20s`, `500ms`, `2m` or a bare number of seconds.
- * Bad input is a UsageError, which main.ts prints with the command's help and exit code 2.
+ * Command-line flags for the `bulwark` subcommands, read by `node:util`'s `parseArgs`: `--name value`,
+ * `--name=value`, boolean `--flag`, short aliases (`-d 20s`, `-d20s`), and durations written as `20s`,
+ * `500ms`, `2m` or a bare number of seconds. Each command owns its flags (a `FlagSpec` per flag, in the
+ * command's file); this file only turns `parseArgs`'s tokens into values and its mistakes into the CLI's
+ * one-line messages. Bad input is a UsageError, which the command prints and exits 2 with.
  */
+import { parseArgs } from 'node:util';
 
 /** UsageError is a mistake on the command line; the message says which flag and what was wrong. */
 export class UsageError extends Error {
@@ -33,34 +36,33 @@ export function parseDuration(flag: string, text: string): number {
   return Math.round(ms);
 }
 
-/** parseFlags reads `argv` against `specs`; unknown flags and stray arguments are UsageErrors. */
+/**
+ * parseFlags reads `argv` against `specs`; unknown flags and stray arguments are UsageErrors.
+ *
+ * `parseArgs` runs non-strict with its tokens: its strict mode throws messages of its own ("Unknown option
+ * '--colour'", a value starting with `-` is "ambiguous"), and the CLI's messages, which scripts and tests
+ * match, name the flag as `--flag` and say what was wrong with it.
+ */
 export function parseFlags(argv: readonly string[], specs: Readonly<Record<string, FlagSpec>>): ParsedFlags {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {};
+  for (const [name, spec] of Object.entries(specs)) {
+    options[name] = { type: spec.kind === 'boolean' ? 'boolean' : 'string', ...(spec.alias === undefined ? {} : { short: spec.alias }), ...(spec.repeat === true ? { multiple: true } : {}) };
+  }
+  const { tokens } = parseArgs({ args: [...argv], options, strict: false, allowPositionals: true, tokens: true });
   const out: ParsedFlags = {};
-  const byAlias = new Map<string, string>();
-  for (const [name, spec] of Object.entries(specs)) if (spec.alias !== undefined) byAlias.set(spec.alias, name);
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    let name: string | undefined;
-    let inline: string | undefined;
-    if (arg.startsWith('--')) {
-      const eq = arg.indexOf('=');
-      name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-      if (eq !== -1) inline = arg.slice(eq + 1);
-    } else if (/^-[A-Za-z]$/.test(arg)) {
-      name = byAlias.get(arg.slice(1));
-      if (name === undefined) throw new UsageError(`unknown option ${arg}`);
-    } else {
-      throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
-    }
+  for (const token of tokens) {
+    if (token.kind === 'positional') throw new UsageError(`unexpected argument ${JSON.stringify(token.value)}`);
+    if (token.kind === 'option-terminator') throw new UsageError('unknown option --');
+    const { name, rawName, value, inlineValue } = token;
     const spec = Object.hasOwn(specs, name) ? specs[name] : undefined;
-    if (spec === undefined) throw new UsageError(`unknown option --${name}`);
+    if (spec === undefined) throw new UsageError(`unknown option ${rawName}`);
     if (spec.kind === 'boolean') {
-      if (inline !== undefined) throw new UsageError(`--${name} takes no value`);
+      if (value !== undefined) throw new UsageError(`--${name} takes no value`);
       out[name] = true;
       continue;
     }
-    const value = inline ?? argv[++i];
-    if (value === undefined || (inline === undefined && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
+    // A value that looks like the next flag (`--duration --plain`) is a forgotten value; `--name=--x` is not.
+    if (value === undefined || (inlineValue !== true && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
     if (spec.kind === 'duration') out[name] = parseDuration(name, value);
     else if (spec.kind === 'integer') {
       if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`);

@@ -12,7 +12,7 @@
  * has no watch to offer, so `watch --node` polls it every `--interval`. Exit codes as for `serve`: 2 for
  * a bad flag, 1 when the registry or the node cannot be read.
  */
-import { parseFlags, UsageError } from './args.js';
+import { parseFlags, UsageError, type FlagSpec } from './args.js';
 import { etcdRegistryFlag } from './registry-flag.js';
 import { reachEtcd, unreachableText, type MemberReach } from './etcd-reach.js';
 import { delay } from '../core/index.js';
@@ -38,6 +38,19 @@ Options:
 Exit codes: 0 done, 1 the registry or node could not be read, 2 bad flags.
 `;
 
+/** REGISTRY_FLAGS are the flags of `bulwark registry ls | watch`. */
+const REGISTRY_FLAGS: Readonly<Record<string, FlagSpec>> = {
+  registry: { kind: 'string' },
+  node: { kind: 'string' },
+  'etcd-prefix': { kind: 'string' },
+  layout: { kind: 'string' },
+  service: { kind: 'string' },
+  json: { kind: 'boolean' },
+  interval: { kind: 'duration' },
+  timeout: { kind: 'duration' },
+  help: { kind: 'boolean', alias: 'h' },
+};
+
 interface Service {
   name: string;
   instances: { id: string; address: string; version?: string; metadata?: Readonly<Record<string, string>> }[];
@@ -59,17 +72,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
   let flags;
   try {
     if (verb !== 'ls' && verb !== 'watch') throw new UsageError(`unknown subcommand ${JSON.stringify(verb)} (want ls or watch)`);
-    flags = parseFlags(rest, {
-      registry: { kind: 'string' },
-      node: { kind: 'string' },
-      'etcd-prefix': { kind: 'string' },
-      layout: { kind: 'string' },
-      service: { kind: 'string' },
-      json: { kind: 'boolean' },
-      interval: { kind: 'duration' },
-      timeout: { kind: 'duration' },
-      help: { kind: 'boolean', alias: 'h' },
-    });
+    flags = parseFlags(rest, REGISTRY_FLAGS);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     process.stderr.write(`bulwark registry: ${err.message}\n`);

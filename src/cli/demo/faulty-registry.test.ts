@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { ManualClock } from '../../core/clock.js';
 import { RegistryUnavailableError } from '../../core/errors.js';
 import { MemoryRegistry } from '../../registry/memory-registry.js';
 import { RegistryCache } from '../../registry/registry-cache.js';
@@ -44,9 +45,10 @@ describe('FaultyRegistry', () => {
     const memory = new MemoryRegistry();
     const r = new FaultyRegistry(memory);
     await memory.register(inst);
-    const cache = new RegistryCache(r, { ttlMs: 1, minRetryIntervalMs: 0, watch: false });
+    const clock = new ManualClock();
+    const cache = new RegistryCache(r, { ttlMs: 1, minRetryIntervalMs: 0, watch: false, clock });
     assert.equal((await cache.getService('payments')).length, 1);
-    await new Promise((res) => setTimeout(res, 5));
+    clock.advance(5); // past the entry's TTL
     r.setAnswering(false);
     assert.equal((await cache.getService('payments'))[0]!.id, 'a');
     assert.ok(cache.stats().stale >= 1);
