@@ -72,7 +72,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     const [a, b, victim] = nodes as [ServeProc, ServeProc, ServeProc];
     const keys = Array.from({ length: 300 }, (_, i) => `kill-${i}`);
     const load = traffic(() => [a, b], keys, 16, false);
-    await load.more(100); // a cluster under load when the node dies
+    await load.more(16); // a cluster under load (every loop under way) when the node dies
     let healedMs: number;
     let listedAtHeal: string[];
     try {
@@ -82,7 +82,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
       await waitMembers([a, b], [a.url, b.url], 15_000);
       healedMs = Date.now() - killedAt;
       listedAtHeal = await listed(victim);
-      await load.more(100); // and requests on the healed ring
+      await load.more(16); // and requests on the healed ring
     } finally {
       await load.stop();
       await victim.kill('SIGKILL'); // a no-op once it has exited
@@ -106,7 +106,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     const victim = nodes[2]!;
     const keys = Array.from({ length: 300 }, (_, i) => `term-${i}`);
     const load = traffic(() => nodes, keys, 24, true);
-    await load.more(100); // a cluster under load when the node is told to stop
+    await load.more(24); // a cluster under load (every loop under way) when the node is told to stop
     const t0 = Date.now();
     victim.child.kill('SIGTERM');
     let code: number | null;
@@ -118,7 +118,7 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
       listedAtExit = await listed(victim);
       exitMs = Date.now() - t0;
       await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
-      await load.more(100); // and requests on the two nodes left
+      await load.more(24); // and requests on the two nodes left
     } finally {
       await load.stop();
       await victim.kill('SIGKILL'); // a no-op once it has exited

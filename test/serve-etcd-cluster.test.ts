@@ -42,7 +42,7 @@ describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBina
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
-    await load.more(100); // the cluster under load when its leader dies
+    await load.more(16); // the cluster under load (every loop under way) when its leader dies
     const leader = await cluster.leader();
     await leader.kill();
     const next = await cluster.leader(15_000);

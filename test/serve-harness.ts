@@ -259,7 +259,7 @@ export function traffic(targets: () => readonly ServeProc[], keys: readonly stri
   const t: Traffic = {
     ok: 0,
     failed: [],
-    more: async (count, timeoutMs = 15_000) => {
+    more: async (count, timeoutMs = 60_000) => {
       const from = made();
       await waitFor(`${count} more requests`, () => made() >= from + count || !running, timeoutMs);
     },
