@@ -12,7 +12,7 @@
 // run's order). Exit code 1 if any test failed, was cancelled or timed out.
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import testTimes from './test-times.mjs';
 
@@ -34,7 +34,7 @@ async function files(list, concurrency, out) {
     visible.end();
     timed.end();
   });
-  await Promise.all([pipeline(visible, spec(), out, { end: false }), pipeline(Readable.from(testTimes(timed)), process.stderr, { end: false })]);
+  await Promise.all([pipeline(visible, spec(), out, { end: false }), testTimes(timed)]);
   return failed;
 }
 

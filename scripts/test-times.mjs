@@ -1,4 +1,4 @@
-// A node:test reporter that scripts/test-run.mjs runs beside the visible one: it records how long each
+// A consumer of node:test's events that scripts/test-run.mjs runs beside the visible reporter: it records how long each
 // test file's tests took ({ "<absolute path>": seconds, the sum of its top-level tests and suites }) in
 // the JSON file named by BULWARK_TEST_TIMES_FILE, so that the next run can start the longest files first
 // (node's runner starts files in the order given: a long real-server file started last would run on
@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 
 const seconds = {};
 
-export default async function* testTimes(source) {
+export default async function testTimes(source) {
   const out = process.env.BULWARK_TEST_TIMES_FILE;
   for await (const event of source) {
     if (event.type !== 'test:pass' && event.type !== 'test:fail') continue;
