@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `bulwark` command line: `serve` (a cache node), `registry ls|watch` (what a registry holds),
+ * `dashboard` (the fleet's page),
  * `demo` (a local cluster with a live view) and `help`.
  */
 import { realpathSync } from 'node:fs';
@@ -14,6 +15,7 @@ Usage: bulwark <command> [options]
 Commands:
   serve       run a distributed cache node in front of a slow origin
   registry    list (ls) or follow (watch) the services and instances of a registry
+  dashboard   one page for the fleet: every instance that publishes its dashboard
   demo        run a local cluster on embedded defaults and show what bulwark does
   help        show this help
 
@@ -71,6 +73,10 @@ export async function main(argv: string[]): Promise<number> {
     case 'registry': {
       const { runRegistry } = await import('./registry-cmd.js');
       return runRegistry(rest);
+    }
+    case 'dashboard': {
+      const { runDashboard } = await import('./dashboard-cmd.js');
+      return runDashboard(rest);
     }
     default:
       process.stderr.write(`bulwark: unknown command '${command}'\n\n${HELP}`);

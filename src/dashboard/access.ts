@@ -36,7 +36,7 @@ function same(a: string, b: string): boolean {
 /** readAccess answers why a read is refused, or undefined when it may go on. */
 export function readAccess(req: IncomingMessage, query: URLSearchParams, token: string | undefined): Denied | undefined {
   if (isLoopback(req.socket.localAddress)) return undefined;
-  if (token === undefined) return { status: 403, message: 'the dashboard answers beyond loopback only when it has a token (the token option, --dashboard-token)' };
+  if (token === undefined) return { status: 403, message: 'the dashboard answers beyond loopback only when it was given a token' };
   const given = tokenOf(req, query);
   if (given === undefined || !same(given, token)) return { status: 401, message: 'a token is needed: Authorization: Bearer <token>, or ?token=<token>' };
   return undefined;

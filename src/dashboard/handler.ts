@@ -8,6 +8,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { controlAccess, readAccess, type Denied } from './access.js';
+import { control, readJson, type DashboardControls } from './controls.js';
 import { PAGE } from './page.js';
 import { ProcessFeed, type FeedSource } from './process-feed.js';
 import type { Feed, ProcessFeedOptions } from './types.js';
@@ -28,6 +29,12 @@ export interface DashboardOptions extends ProcessFeedOptions {
   maxViewers?: number;
   /** The page's title. Defaults to 'bulwark'. */
   title?: string;
+  /**
+   * Turns the controls on: they write rules to this rules store (isolate or reset a breaker, change a
+   * limit, shift weights, start a fault rehearsal). Beyond loopback they need the token; a request from
+   * another origin is refused. Defaults to none: the dashboard is read-only.
+   */
+  controls?: DashboardControls;
 }
 
 const KEYS = {
@@ -35,6 +42,7 @@ const KEYS = {
   token: true,
   maxViewers: true,
   title: true,
+  controls: true,
   tickMs: true,
   historyMs: true,
   latencyWindowMs: true,
@@ -101,7 +109,16 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
         ...(o.latencyWindowMs === undefined ? {} : { latencyWindowMs: o.latencyWindowMs }),
         ...(o.clock === undefined ? {} : { clock: o.clock }),
       });
-  const hello = JSON.stringify({ mode: feed.mode, tickMs: feed.tickMs, title, controls: false });
+  const controls = o.controls;
+  if (controls !== undefined) {
+    if (controls === null || typeof controls !== 'object' || controls.store === null || typeof controls.store?.put !== 'function') throw new TypeError(`${OWNER}: controls.store must be a RuleStore`);
+    if (controls.scope !== undefined && (typeof controls.scope !== 'string' || !/^[A-Za-z0-9._:-]+(@[A-Za-z0-9._:-]+)?$/.test(controls.scope))) {
+      throw new TypeError(`${OWNER}: controls.scope must be <service> or <service>@<instance>, got ${JSON.stringify(controls.scope)}`);
+    }
+    if (feed.mode === 'process' && controls.scope === undefined) throw new TypeError(`${OWNER}: controls.scope is required for a process's dashboard (the service or instance its rules are for)`);
+    if (controls.check !== undefined && typeof controls.check !== 'function') throw new TypeError(`${OWNER}: controls.check must be a function`);
+  }
+  const hello = JSON.stringify({ mode: feed.mode, tickMs: feed.tickMs, title, controls: controls !== undefined, scope: controls?.scope ?? null });
   const viewers = new Viewers(feed, () => hello, maxViewers);
   const page = Buffer.from(PAGE.replace('<title>bulwark</title>', `<title>${escapeHtml(title)}</title>`), 'utf8');
 
@@ -117,9 +134,27 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
     }
     const sub = pathname.slice(root.length);
     const method = req.method ?? 'GET';
+    if (sub === '/controls/rules' && (method === 'GET' || method === 'HEAD')) {
+      const d = controls === undefined ? { status: 403, message: 'the dashboard is read-only: it was started without controls' } : readAccess(req, query, token);
+      if (d !== undefined) return deny(res, d);
+      controls!.store.list().then(
+        (l) => reply(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(l)}\n`, method === 'HEAD'),
+        (err: unknown) => deny(res, { status: 503, message: `the rules store did not answer: ${err instanceof Error ? err.message : String(err)}` }),
+      );
+      return;
+    }
     if (sub.startsWith('/controls/')) {
-      const d = controlAccess(req, query, token, false);
-      if (d !== undefined) deny(res, d);
+      const d = controlAccess(req, query, token, controls !== undefined);
+      if (d !== undefined) return deny(res, d);
+      readJson(req, 80 * 1024)
+        .then((body) => control(controls!, sub.slice('/controls/'.length), body))
+        .then(
+          (a) => reply(res, a.status, 'application/json; charset=utf-8', `${JSON.stringify(a.body)}\n`),
+          (err: unknown) => {
+            const status = (err as { status?: number }).status ?? 503;
+            deny(res, { status, message: status === 503 ? `the rules store did not answer: ${err instanceof Error ? err.message : String(err)}` : (err as Error).message });
+          },
+        );
       return;
     }
     if (method !== 'GET' && method !== 'HEAD') {

@@ -13,5 +13,8 @@ export { ProcessFeed, processFeedDefaults } from './process-feed.js';
 export type { FeedSource } from './process-feed.js';
 export { FleetFeed, fleetFeedDefaults, STATUS_PATH_KEY } from './fleet-feed.js';
 export type { FleetFeedOptions } from './fleet-feed.js';
+export { checkRule, ruleKey } from './controls.js';
+export type { DashboardControls, RuleCheck } from './controls.js';
+export type { Rule, RuleKind, RuleStore } from '../rules/types.js';
 export type { Feed, FleetFrame, FleetInstance, InstanceState, Point, PointValues, ProcessFeedOptions, ProcessFrame } from './types.js';
 export type { ComponentSnapshot, HistogramTotals, MetricsSnapshot } from '../metrics/types.js';

@@ -38,6 +38,13 @@ tr.inst{cursor:pointer}
 tr.inst:hover{background:#f0f3f6}
 .detail td{white-space:normal;background:#fafafa}
 .empty{color:var(--mute);font-style:italic}
+button{font:inherit;font-size:12px;padding:1px 8px;border:1px solid #8c959f;border-radius:4px;background:#f6f8fa;cursor:pointer}
+input{font:inherit;font-size:12px;width:7em;padding:1px 4px}
+input.wide{width:16em}
+.err{color:var(--bad);font-size:12px;white-space:normal}
+.done{color:var(--ok);font-size:12px}
+.ctl{display:inline-flex;flex-wrap:wrap;gap:4px;align-items:center}
+label{font-size:12px;color:var(--mute)}
 @media (max-width:900px){.charts{grid-template-columns:1fr}.grid{grid-template-columns:1fr}}
 @media (max-width:480px){header{padding:8px 10px}main{padding:8px}.card{padding:8px}svg{height:120px}}
 </style>
@@ -63,7 +70,7 @@ tr.inst:hover{background:#f0f3f6}
   var qs = new URLSearchParams(location.search);
   var token = qs.get('token');
   var suffix = token ? '?token=' + encodeURIComponent(token) : '';
-  var hello = null, points = [], frame = null, lastAt = 0, es = null, watchdog = null, open = {};
+  var hello = null, points = [], frame = null, lastAt = 0, es = null, open = {}, notes = {}, typed = {};
 
   function $(id) { return document.getElementById(id); }
   function esc(s) { return String(s).replace(/[&<>"']/g, function (c) { return '&#' + c.charCodeAt(0) + ';'; }); }
@@ -92,6 +99,8 @@ tr.inst:hover{background:#f0f3f6}
       var p = frame.point; if (!points.length || points[points.length - 1].t !== p.t) points.push(p);
       var keep = 300000; while (points.length > 1 && points[0].t < p.t - keep) points.shift();
       setConn('live', 'ok'); render();
+      // When the first data was drawn, for whoever measures the page (performance.getEntriesByName).
+      if (performance.getEntriesByName('bulwark-first-data').length === 0) performance.mark('bulwark-first-data');
     });
     es.onerror = function () { setConn('reconnecting', 'warn'); if (es.readyState === 2) setTimeout(connect, 1000); };
   }
@@ -165,6 +174,58 @@ tr.inst:hover{background:#f0f3f6}
     chart('c-lat', 'l-lat', lat, 'ms');
   }
 
+  // ---- controls (only when the server was started with them: they write rules to the rules store) ----
+  function ctlOn() { return hello && hello.controls; }
+  function cid(scope, kind, name, field) { return [scope, kind, name, field].join('|'); }
+  function note(id) { var n = notes[id]; return '<span class="' + (n && n.ok ? 'done' : 'err') + '" data-note="' + esc(id) + '" role="status">' + (n ? esc(n.text) : '') + '</span>'; }
+  function button(label, act, rule, id) { return '<button type="button" data-act="' + act + '" data-rule="' + esc(JSON.stringify(rule)) + '" data-id="' + esc(id) + '">' + esc(label) + '</button>'; }
+  function field(id, value, title, wide) { return '<input aria-label="' + esc(title) + '" title="' + esc(title) + '" data-input="' + esc(id) + '"' + (wide ? ' class="wide"' : ' type="number" step="any"') + ' value="' + esc(typed[id] != null ? typed[id] : value) + '">'; }
+  function breakerControls(scope, name, s) {
+    if (!ctlOn() || !scope) return '';
+    var ref = { scope: scope, kind: 'isolate', name: name }, id = cid(scope, 'breaker', name, '');
+    return '<span class="ctl">' + (s.isolated ? button('release', 'remove', ref, id) : button('isolate', 'put', { scope: scope, kind: 'isolate', name: name, reason: 'isolated from the dashboard' }, id)) + button('reset', 'put', { scope: scope, kind: 'reset', name: name }, id) + note(id) + '</span>';
+  }
+  function limitControls(scope, c) {
+    if (!ctlOn() || !scope || c.kind !== 'TokenLimiter') return '';
+    var id = cid(scope, 'token-limiter', c.name, 'rate');
+    return '<span class="ctl">' + field(id, c.status.rate, 'new rate, calls/s') + '<span class="mute">/s</span>' + button('set limit', 'limit', { scope: scope, kind: 'token-limiter', name: c.name }, id) + note(id) + '</span>';
+  }
+  function weightControls(scope, service, inst) {
+    if (!ctlOn() || !scope || !service) return '';
+    var id = cid(scope, 'weights', service, inst.id);
+    return '<span class="ctl">' + field(id, inst.weight != null ? inst.weight : 1, 'weight of ' + inst.id) + button('set weight', 'weight', { scope: scope, kind: 'weights', name: service, instance: inst.id }, id) + note(id) + '</span>';
+  }
+  function faultCard(scope) {
+    if (!ctlOn() || !scope) return '';
+    var id = cid(scope, 'fault', '', '');
+    return card('Fault rehearsal', '<div class="ctl"><label>service or route ' + field(id + 'name', '', 'service or route', true) + '</label><label>FaultInjector options (JSON) ' + field(id + 'fault', '{"failureRatio": 0.1}', 'fault options as JSON', true) + '</label><label>ends after (s) ' + field(id + 'ttl', 600, 'rehearsal length, seconds') + '</label>' + button('start rehearsal', 'fault', { scope: scope, kind: 'fault' }, id) + note(id) + '</div>');
+  }
+  function send(act, rule, id) {
+    var body = rule, path = act === 'remove' ? 'controls/remove' : 'controls/put';
+    function value(k) { var el = document.querySelector('[data-input="' + CSS.escape(k) + '"]'); return el ? el.value : ''; }
+    if (act === 'limit') body = { scope: rule.scope, kind: rule.kind, name: rule.name, set: { rate: value(id) === '' ? null : Number(value(id)) } };
+    if (act === 'weight') { var w = {}; w[rule.instance] = value(id) === '' ? null : Number(value(id)); body = { scope: rule.scope, kind: 'weights', name: rule.name, weights: w }; }
+    if (act === 'fault') {
+      var opts; try { opts = JSON.parse(value(id + 'fault')); } catch (e) { notes[id] = { text: 'fault options: not JSON (' + e.message + ')' }; render(true); return; }
+      body = { scope: rule.scope, kind: 'fault', name: value(id + 'name'), fault: opts, ttlMs: Math.round(Number(value(id + 'ttl')) * 1000) };
+    }
+    var headers = { 'content-type': 'application/json' };
+    if (token) headers.authorization = 'Bearer ' + token;
+    fetch(path, { method: 'POST', headers: headers, body: JSON.stringify(body), credentials: 'same-origin' }).then(function (r) {
+      return r.json().then(function (j) {
+        notes[id] = r.ok ? { ok: true, text: 'written: ' + j.key + ' (revision ' + j.revision + ')' } : { text: (j.field ? j.field + ': ' : '') + j.error };
+        if (r.ok) Object.keys(typed).forEach(function (k) { if (k.indexOf(id) === 0) delete typed[k]; });
+        render(true);
+      });
+    }, function (e) { notes[id] = { text: 'not sent: ' + e.message }; render(true); });
+  }
+  $('body').addEventListener('input', function (e) { var k = e.target.getAttribute && e.target.getAttribute('data-input'); if (k) typed[k] = e.target.value; });
+  $('body').addEventListener('click', function (e) {
+    var b = e.target.closest ? e.target.closest('button[data-act]') : null; if (!b) return;
+    e.stopPropagation();
+    send(b.getAttribute('data-act'), JSON.parse(b.getAttribute('data-rule')), b.getAttribute('data-id'));
+  });
+
   // ---- components ----
   function breakerWord(s) {
     if (s.isolated) return badge('isolated by a rule', 'bad');
@@ -173,37 +234,39 @@ tr.inst:hover{background:#f0f3f6}
     if (s.state === 'half-open') return badge('half-open: probing', 'warn');
     return badge('closed', 'ok');
   }
-  function breakerRow(name, s) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(count((s.successfulCalls || 0) + (s.failedCalls || 0), 'calls')), N(count(s.notPermittedCalls || s.drops || 0, 'refused'))]); }
-  var BREAKER_HEAD = ['breaker', 'state', 'failure rate', 'slow-call rate', 'calls', 'refused'];
-  function balancerRows(name, b) {
+  function breakerRow(name, s, scope, ctlName) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(count((s.successfulCalls || 0) + (s.failedCalls || 0), 'calls')), N(count(s.notPermittedCalls || s.drops || 0, 'refused'))].concat(ctlOn() && scope ? [breakerControls(scope, ctlName || name, s)] : [])); }
+  function breakerHead() { return ['breaker', 'state', 'failure rate', 'slow-call rate', 'calls', 'refused'].concat(ctlOn() ? ['control'] : []); }
+  function balancerRows(name, b, scope, service) {
     var up = b.available != null ? b.available : null;
-    var word = b.panic ? badge('panic: all in rotation', 'bad') : b.ejected || b.down || b.breakerOpen ? badge('degraded', 'warn') : badge('healthy', 'ok');
-    var out = [row([esc(name), word, N(count(b.instances, 'instances')), N(count(up, 'available')), N(count(b.ejected, 'ejected')), N(count(b.down, 'down')), N(count(b.breakerOpen, 'breaker open'))])];
+    var why = [];
+    if (b.ejected) why.push(b.ejected + ' ejected'); if (b.down) why.push(b.down + ' down'); if (b.breakerOpen) why.push(b.breakerOpen + ' breaker open');
+    var word = b.panic ? badge('panic: all in rotation', 'bad') : why.length ? badge('degraded: ' + why.join(', '), 'warn') : badge('healthy', 'ok');
+    var out = [row([esc(name), word, N(count(Array.isArray(b.instances) ? b.instances.length : b.instances, 'instances')), N(count(up, 'available')), N(count(b.ejected, 'ejected')), N(count(b.down, 'down')), N(count(b.breakerOpen, 'breaker open'))].concat(ctlOn() && scope ? [''] : []))];
     (b.instances && b.instances.map ? b.instances : []).forEach(function (i) {
       var w = i.ejected ? badge('ejected', 'bad') : i.up ? badge('up', 'ok') : badge('down', 'bad');
-      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : ''), N(ms(i.ewmaMs)), N(count(i.timesEjected || 0, 'ejections')), '', '']));
+      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : ''), N(ms(i.ewmaMs)), N(count(i.timesEjected || 0, 'ejections')), '', ''].concat(ctlOn() && scope ? [weightControls(scope, service, i)] : [])));
     });
     return out;
   }
-  var BAL_HEAD = ['balancer', 'health', 'instances', 'available', 'ejected', 'down', 'breaker open'];
-  function limiterRow(c) {
+  function balHead() { return ['balancer', 'health', 'instances', 'available', 'ejected', 'down', 'breaker open'].concat(ctlOn() ? ['weight'] : []); }
+  function limiterRow(c, scope) {
     var s = c.status, mode = s.mode ? (s.mode === 'rescue' ? badge('rescue (Redis away)', 'warn') : badge(s.mode, 'ok')) : badge('local', 'ok');
     var refusedShare = (s.allowed + s.limited) > 0 ? s.limited / (s.allowed + s.limited) : 0;
-    return row([esc(c.name), esc(c.kind), mode, N(count(s.allowed, 'admitted')), N(count(s.limited, 'refused')), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')]);
+    return row([esc(c.name), esc(c.kind), mode, N(count(s.allowed, 'admitted')), N(count(s.limited, 'refused')), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')].concat(ctlOn() && scope ? [limitControls(scope, c)] : []));
   }
-  function renderComponents(comps) {
+  function renderComponents(comps, scope) {
     var br = [], bal = [], ret = [], lim = [], shed = [], reg = [], cache = [], rules = [], other = [];
     comps.forEach(function (c) {
       var s = c.status || {}, k = c.kind;
-      if (k === 'CircuitBreaker' || k === 'SreBreaker') br.push(breakerRow(c.name, s));
-      else if (k === 'BreakerGroup') { var m = s.breakers || {}; Object.keys(m).slice(0, 50).forEach(function (key) { br.push(breakerRow(c.name + ' › ' + key, m[key])); }); }
-      else if (k === 'Balancer') bal.push.apply(bal, balancerRows(c.name, s));
+      if (k === 'CircuitBreaker' || k === 'SreBreaker') br.push(breakerRow(c.name, s, k === 'CircuitBreaker' ? scope : null));
+      else if (k === 'BreakerGroup') { var m = s.breakers || {}; Object.keys(m).slice(0, 50).forEach(function (key) { br.push(breakerRow(c.name + ' › ' + key, m[key], scope, key)); }); }
+      else if (k === 'Balancer') bal.push.apply(bal, balancerRows(c.name, s, scope, s.service || c.name));
       else if (k === 'ResilientClient') {
         (s.services || []).forEach(function (x) { if (x.balancer) bal.push.apply(bal, balancerRows(c.name + ' › ' + x.service, x.balancer)); });
         ret.push(row([esc(c.name), 'client', N(count(s.retries, 'retries')), N(count(s.retriesRefused, 'refused')), N(count(s.fallbacks, 'fallbacks')), N('–')]));
       } else if (k === 'RetryBudget') ret.push(row([esc(c.name), 'budget', N(count(s.retries, 'retries')), N(count(s.refused, 'refused')), N('–'), N(num(s.balance, 0) + ' % left')]));
       else if (k === 'Retry') ret.push(row([esc(c.name), 'retry', N(s.maxAttempts != null ? count(s.maxAttempts, 'attempts max') : '–'), N('–'), N('–'), N('–')]));
-      else if (/Limiter$/.test(k)) lim.push(limiterRow(c));
+      else if (/Limiter$/.test(k)) lim.push(limiterRow(c, scope));
       else if (k === 'HttpGuard') lim.push(row([esc(c.name), k, badge(s.failedOpen ? 'failing open' : 'guarding', s.failedOpen ? 'warn' : 'ok'), N(count(s.passed, 'admitted')), N(count((s.limited || 0) + (s.shed || 0) + (s.broken || 0), 'refused')), N('–'), N('–')]));
       else if (k === 'AdaptiveShedder') {
         var l = s.load || {};
@@ -221,15 +284,16 @@ tr.inst:hover{background:#f0f3f6}
       else other.push(c);
     });
     var html = '';
-    html += card('Breakers', table(BREAKER_HEAD, br));
-    html += card('Balancers', table(BAL_HEAD, bal));
+    html += card('Breakers', table(breakerHead(), br));
+    html += card('Balancers', table(balHead(), bal));
     html += card('Retries', table(['owner', 'kind', 'retries', 'refused', 'fallbacks', 'budget'], ret));
-    html += card('Limiters', table(['limiter', 'kind', 'mode', 'admitted', 'refused', 'refused share', 'limit'], lim));
+    html += card('Limiters', table(['limiter', 'kind', 'mode', 'admitted', 'refused', 'refused share', 'limit'].concat(ctlOn() && scope ? ['change the limit'] : []), lim));
     html += card('Shedders and event loop', table(['shedder', 'state', 'in flight', 'max', 'dropped', 'event-loop use', 'loop delay p99'], shed));
     html += card('Registry', table(['registry › service', 'state', 'instances', 'stale for'], reg));
     html += card('Cache', table(['group', 'state', 'hit ratio', 'loads', 'peer loads', 'peer errors', 'bytes'], cache));
     rules.forEach(function (c) { html += card('Rules: ' + c.name, rulesHtml(c.status)); });
     other.forEach(function (c) { html += card(c.kind + ': ' + c.name, generic(c.status)); });
+    html += faultCard(scope);
     return '<div class="grid">' + (html || '<p class="empty">no components tracked</p>') + '</div>';
   }
   function rulesHtml(s) {
@@ -262,7 +326,7 @@ tr.inst:hover{background:#f0f3f6}
       list.forEach(function (i) {
         var key = svc + '/' + i.id, v = headline(f.point, key), w = WORD[i.state] || [i.state, 'off'];
         rows.push('<tr class="inst" data-key="' + esc(key) + '">' + ['<td>' + (open[key] ? '▾ ' : '▸ ') + esc(i.id) + '</td>', '<td>' + esc(i.address) + '</td>', '<td>' + badge(w[0], w[1]) + (i.reason ? ' <span class="mute">' + esc(i.reason) + '</span>' : '') + '</td>', '<td class="n">' + rate(v[0]) + '</td>', '<td class="n">' + rate(v[1]) + '</td>', '<td class="n">' + ms(v[2]) + '</td>', '<td class="n">' + ms(v[3]) + '</td>', '<td class="n">' + (i.ageMs == null ? '–' : num(i.ageMs / 1000, 1) + ' s ago') + '</td>'].join('') + '</tr>');
-        if (open[key] && i.frame) rows.push('<tr class="detail"><td colspan="8">' + renderComponents(i.frame.components) + '</td></tr>');
+        if (open[key] && i.frame) rows.push('<tr class="detail"><td colspan="8">' + renderComponents(i.frame.components, i.state === 'up' ? svc + '@' + i.id : null) + '</td></tr>');
       });
       html += card(svc + ' — ' + up + ' of ' + list.length + ' instances up', table(['instance', 'address', 'state', 'calls', 'errors', 'p50', 'p99', 'last data'], rows));
     });
@@ -275,10 +339,13 @@ tr.inst:hover{background:#f0f3f6}
     var k = tr.getAttribute('data-key'); open[k] = !open[k]; render();
   });
 
-  function render() {
+  function render(now) {
     if (!frame) return;
     charts();
-    $('body').innerHTML = frame.mode === 'fleet' ? renderFleet(frame) : renderComponents(frame.components);
+    // Not while a field is being edited: what is typed stays, and the next tick draws the rest.
+    var a = document.activeElement;
+    if (!now && a && a.tagName === 'INPUT' && $('body').contains(a)) return;
+    $('body').innerHTML = frame.mode === 'fleet' ? renderFleet(frame) : renderComponents(frame.components, hello && hello.scope);
   }
   connect();
   setInterval(watch, 1000);

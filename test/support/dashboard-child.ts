@@ -1,11 +1,13 @@
 /**
  * A process serving its dashboard, for the browser and fleet tests:
- *   node --import <loader> test/support/dashboard-child.ts <port> [<etcd endpoint> <etcd prefix> <service> <id>]
+ *   node --import <loader> test/support/dashboard-child.ts <port> [<etcd endpoint> <etcd prefix> <service> <id> | controls]
  * It calls a service of two in-process instances (`fast` answers in 2–10 ms, `flaky` fails 30 % of
  * calls) through a ResilientClient, at most 40 calls a second for at most 10 minutes, with a breaker, a
  * limiter, a shedder, a retry budget and a cache group beside it, all tracked by one BulwarkMetrics,
  * and serves the dashboard at /dashboard on 127.0.0.1:<port> (0: any). With etcd, it registers itself
- * there with its dashboard stream's path in the metadata. Prints `ready <port>` once serving.
+ * there with its dashboard stream's path in the metadata. With `controls`, the dashboard's controls
+ * write to a RecordingRuleStore, and each write is printed (`rule put <key> <value>`). Prints
+ * `ready <port>` once serving.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,8 +20,11 @@ import { AdaptiveShedder, TokenLimiter } from '../../src/limit/index.js';
 import { BulwarkMetrics } from '../../src/metrics/index.js';
 import { RetryBudget } from '../../src/policy/index.js';
 import { EtcdRegistry, MemoryRegistry, RegistryCache } from '../../src/registry/index.js';
+import { RecordingRuleStore } from './recording-rule-store.js';
 
-const [portArg, etcdEndpoint, prefix, service, id] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const withControls = args[1] === 'controls';
+const [portArg, etcdEndpoint, prefix, service, id] = withControls ? args.slice(0, 1) : args;
 const MAX_CALLS = 40 * 600;
 
 const reg = new MemoryRegistry();
@@ -55,7 +60,9 @@ const caller = setInterval(() => {
   void group.get(`k${calls % 50}`).catch(() => {});
 }, 25);
 
-const dashboard = dashboardHandler(metrics, { path: '/dashboard', title: service === undefined ? 'bulwark test process' : `${service} ${id}` });
+const store = new RecordingRuleStore();
+store.onWrite = (w) => console.log(`rule ${w.op} ${w.key} ${w.value ?? ''}`);
+const dashboard = dashboardHandler(metrics, { path: '/dashboard', ...(withControls ? { controls: { store, scope: 'checkout' } } : {}), title: `${service === undefined ? 'bulwark test process' : `${service} ${id}`} (pid ${process.pid})` });
 const server = createServer(dashboard);
 await new Promise<void>((resolve) => server.listen(Number(portArg), '127.0.0.1', resolve));
 const port = (server.address() as AddressInfo).port;
