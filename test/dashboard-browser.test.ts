@@ -30,8 +30,8 @@ const chromiumBinary = findBinary('chromium');
 const shots = process.env.BULWARK_TEST_ARTIFACTS ?? join(root, '.tmp', 'artifacts', 'dashboard');
 
 /** startChild starts a process serving its dashboard on `port` (registered in etcd when given). */
-async function startChild(port: number, etcd?: { endpoint: string; prefix: string; service: string; id: string }): Promise<ServerProcess> {
-  const extra = etcd === undefined ? [] : [etcd.endpoint, etcd.prefix, etcd.service, etcd.id];
+async function startChild(port: number, etcd?: { endpoint: string; prefix: string; service: string; id: string } | 'controls'): Promise<ServerProcess> {
+  const extra = etcd === undefined ? [] : etcd === 'controls' ? ['controls'] : [etcd.endpoint, etcd.prefix, etcd.service, etcd.id];
   const p = new ServerProcess(`dashboard child ${port}`, process.execPath, tsNodeArgs(CHILD, String(port), ...extra), root);
   // A child loads much of the library: under a loaded machine its start takes tens of seconds.
   await p.start(() => canConnect(port), 90_000);
@@ -121,6 +121,42 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
     });
   });
 
+  describe('controls', () => {
+    let child: ServerProcess;
+    let port: number;
+    before(async () => {
+      port = await freePort();
+      child = await startChild(port, 'controls');
+    });
+    after(async () => {
+      await child?.kill();
+    });
+
+    it('an invalid limit shows the validation message beside the field and writes no rule; a valid one is written', async () => {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems = watchPage(page);
+      await page.goto(`http://127.0.0.1:${port}/dashboard/`);
+      const field = page.locator('input[aria-label="new rate, calls/s"]');
+      await field.waitFor({ timeout: 10_000 });
+      await field.fill('-5');
+      await page.locator('button:text-is("set limit")').click();
+      const note = page.locator('[data-note="checkout|token-limiter|TokenLimiter-1|rate"]');
+      await waitFor('the validation message', async () => /rate must be a finite number > 0, got -5/.test(await note.innerText()), 5_000);
+      assert.equal(await note.innerText(), 'set.rate: TokenLimiter: rate must be a finite number > 0, got -5');
+      // beside the field: the same cell
+      assert.equal(await page.locator('td:has(input[aria-label="new rate, calls/s"]) [data-note]').count(), 1);
+      await page.screenshot({ path: join(shots, 'controls-refused-1280x800.png') });
+      assert.doesNotMatch(child.logs, /rule put/);
+      await page.locator('input[aria-label="new rate, calls/s"]').fill('12');
+      await page.locator('button:text-is("set limit")').click();
+      await waitFor('the rule written', () => /rule put checkout\/token-limiter\/TokenLimiter-1 \{"scope":"checkout","kind":"token-limiter","name":"TokenLimiter-1","set":\{"rate":12\}\}/.test(child.logs), 5_000);
+      await waitFor('the page to say so', async () => /written: checkout\/token-limiter\/TokenLimiter-1/.test(await note.innerText()), 5_000);
+      // a 422 is a response ≥ 400 on purpose: the only one
+      assert.deepEqual(problems.filter((p) => !/response 422: .*\/controls\/put$/.test(p) && !/status of 422/.test(p)), []);
+      await page.close();
+    });
+  });
+
   describe('the fleet', { skip: skipReason(etcdBinary, 'etcd') }, () => {
     let etcd: EtcdServer;
     const children: ServerProcess[] = [];
@@ -164,6 +200,8 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await waitFor('b gone', async () => /^gone/.test(await rowState('b')), 15_000);
       assert.match(await page.locator('#body .card h2').first().innerText(), /orders — 2 of 3 instances up/);
       assert.match(await rowState('a'), /^up/);
+      await page.locator('tr.inst[data-key="orders/a"]').click(); // folded again: the three rows in view
+      await page.waitForSelector('tr.detail', { state: 'detached', timeout: 5_000 });
       await page.screenshot({ path: join(shots, 'fleet-one-gone-1280x800.png') });
       await page.close();
     });

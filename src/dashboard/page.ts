@@ -18,10 +18,12 @@ body{margin:0;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif
 header{display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px;padding:10px 16px;background:var(--card);border-bottom:1px solid var(--line);position:sticky;top:0;z-index:1}
 h1{font-size:17px;margin:0}
 h2{font-size:15px;margin:0 0 8px}
-main{padding:12px 16px;display:grid;gap:12px}
+main{padding:12px 16px;display:grid;grid-template-columns:minmax(0,1fr);gap:12px}
 .charts{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:12px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:10px 12px;min-width:0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:12px}
+.grid.one{grid-template-columns:1fr}
+td .ctl{white-space:normal}
 svg{display:block;width:100%;height:150px}
 .legend{display:flex;flex-wrap:wrap;gap:2px 10px;font-size:12px;color:var(--mute);margin-top:4px}
 .legend i{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle}
@@ -252,7 +254,7 @@ label{font-size:12px;color:var(--mute)}
   function limiterRow(c, scope) {
     var s = c.status, mode = s.mode ? (s.mode === 'rescue' ? badge('rescue (Redis away)', 'warn') : badge(s.mode, 'ok')) : badge('local', 'ok');
     var refusedShare = (s.allowed + s.limited) > 0 ? s.limited / (s.allowed + s.limited) : 0;
-    return row([esc(c.name), esc(c.kind), mode, N(count(s.allowed, 'admitted')), N(count(s.limited, 'refused')), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')].concat(ctlOn() && scope ? [limitControls(scope, c)] : []));
+    return row([esc(c.name), esc(c.kind), mode, N(count(s.allowed, 'admitted')), N(count(s.limited, 'refused')), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')]) + (ctlOn() && scope && c.kind === 'TokenLimiter' ? '<tr><td colspan="7"><span class="mute">change the limit of ' + esc(c.name) + ':</span> ' + limitControls(scope, c) + '</td></tr>' : '');
   }
   function renderComponents(comps, scope) {
     var br = [], bal = [], ret = [], lim = [], shed = [], reg = [], cache = [], rules = [], other = [];
@@ -287,14 +289,15 @@ label{font-size:12px;color:var(--mute)}
     html += card('Breakers', table(breakerHead(), br));
     html += card('Balancers', table(balHead(), bal));
     html += card('Retries', table(['owner', 'kind', 'retries', 'refused', 'fallbacks', 'budget'], ret));
-    html += card('Limiters', table(['limiter', 'kind', 'mode', 'admitted', 'refused', 'refused share', 'limit'].concat(ctlOn() && scope ? ['change the limit'] : []), lim));
+    html += card('Limiters', table(['limiter', 'kind', 'mode', 'admitted', 'refused', 'refused share', 'limit'], lim));
     html += card('Shedders and event loop', table(['shedder', 'state', 'in flight', 'max', 'dropped', 'event-loop use', 'loop delay p99'], shed));
     html += card('Registry', table(['registry › service', 'state', 'instances', 'stale for'], reg));
     html += card('Cache', table(['group', 'state', 'hit ratio', 'loads', 'peer loads', 'peer errors', 'bytes'], cache));
     rules.forEach(function (c) { html += card('Rules: ' + c.name, rulesHtml(c.status)); });
     other.forEach(function (c) { html += card(c.kind + ': ' + c.name, generic(c.status)); });
     html += faultCard(scope);
-    return '<div class="grid">' + (html || '<p class="empty">no components tracked</p>') + '</div>';
+    // With controls, one card a row: every field and its message in view.
+    return '<div class="grid' + (ctlOn() && scope ? ' one' : '') + '">' + (html || '<p class="empty">no components tracked</p>') + '</div>';
   }
   function rulesHtml(s) {
     var runs = (s.rules || s.running || []).map(function (r) { return row([esc(r.id || r.name || JSON.stringify(r)), badge('running', 'ok'), esc(r.target || r.kind || '')]); });
