@@ -62,6 +62,8 @@ interface Followed {
   stream: InstanceStream | undefined;
   /** Clock ms when it left the registry, or undefined while it is registered. */
   goneAt: number | undefined;
+  /** Clock ms of its last frame, kept once it is gone. */
+  lastFrameAt: number | undefined;
 }
 
 export class FleetFeed implements Feed {
@@ -173,12 +175,14 @@ export class FleetFeed implements Feed {
         path,
         stream: new InstanceStream(where.host, where.port, path, this.token, this.clock),
         goneAt: undefined,
+        lastFrameAt: undefined,
       });
     }
     for (const [key, f] of this.followed) {
       if (seen.has(key)) continue;
       if (f.goneAt === undefined) {
         f.goneAt = t;
+        f.lastFrameAt = f.stream?.frameAt;
         f.stream?.close();
         f.stream = undefined;
       } else if (t - f.goneAt > this.goneKeepMs) this.followed.delete(key);
@@ -197,7 +201,8 @@ export class FleetFeed implements Feed {
       const state: InstanceState = f.goneAt !== undefined ? 'gone' : s?.connected === true ? 'up' : s?.frame === undefined ? 'connecting' : 'unreachable';
       const reason = state === 'gone' ? 'left the registry' : state === 'up' ? undefined : s?.reason;
       const frame = s?.frame;
-      const ageMs = s?.frameAt === undefined ? null : Math.round(t - s.frameAt);
+      const lastAt = s?.frameAt ?? f.lastFrameAt;
+      const ageMs = lastAt === undefined ? null : Math.round(t - lastAt);
       let frameText = 'null';
       if (frame !== undefined && state !== 'gone') {
         const head = headline(frame);
