@@ -3,7 +3,7 @@
  * loopback address reads freely; one from beyond loopback needs the token, on status endpoints and
  * controls alike. Controls are refused unless the handler was given them, and a control request must
  * come from the page's own origin (the browser's `Origin` and `Sec-Fetch-Site` headers) with a JSON body,
- * so that no other site can make a browser press them. @internal
+ * so that no other site can make a browser press them.
  */
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';

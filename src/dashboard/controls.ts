@@ -3,7 +3,7 @@
  * fault-injection rehearsal with its expiry. Each is a rule written to the rules store (bulwark/rules'
  * RuleStore), never a private channel to a component: the instances apply it as they apply any rule.
  * A rule the checks refuse is answered 422 with the field at fault and the message, and nothing is
- * written. @internal
+ * written.
  */
 import type { IncomingMessage } from 'node:http';
 import { CircuitBreaker } from '../breaker/index.js';

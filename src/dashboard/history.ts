@@ -1,6 +1,6 @@
 /**
  * PointHistory keeps a feed's points for a bounded time, oldest first, and answers them as JSON text
- * (a page that opens draws its charts from it at once). @internal
+ * (a page that opens draws its charts from it at once).
  */
 import type { Point } from './types.js';
 

@@ -16,5 +16,6 @@ export type { FleetFeedOptions } from './fleet-feed.js';
 export { checkRule, ruleKey } from './controls.js';
 export type { DashboardControls, RuleCheck } from './controls.js';
 export type { Rule, RuleKind, RuleStore } from '../rules/types.js';
+export type { Registry, ServiceInstance } from '../registry/types.js';
 export type { Feed, FleetFrame, FleetInstance, InstanceState, Point, PointValues, ProcessFeedOptions, ProcessFrame } from './types.js';
 export type { ComponentSnapshot, HistogramTotals, MetricsSnapshot } from '../metrics/types.js';

@@ -2,7 +2,7 @@
  * InstanceStream: the aggregator's one stream to one instance. It reads the instance's dashboard
  * events (server-sent events) from the path the instance announced, on the address it registered —
  * never a URL from the registry — keeps the last frame's text, and connects again after a backoff when
- * the stream ends. @internal
+ * the stream ends.
  */
 import { request, type ClientRequest } from 'node:http';
 import { Backoff } from '../core/backoff.js';

@@ -2,7 +2,7 @@
  * LatencyWindow: p50 and p99 of one histogram over the last window (a minute by default), from the
  * difference of two readings of its bucket counts, as Prometheus' `histogram_quantile(rate(…[1m]))`
  * computes them: linear within the bucket the rank falls in. Readings are kept one per tick, so the
- * window slides by a tick. @internal
+ * window slides by a tick.
  */
 
 /** Reading is a histogram's bucket counts (not cumulative) and total count at one time. */
@@ -33,7 +33,7 @@ export function quantileMs(q: number, bounds: readonly number[], counts: readonl
   return (bounds[bounds.length - 1] ?? 0) * 1000;
 }
 
-/** LatencyWindow keeps one histogram's readings over `windowMs` and answers its quantiles. @internal */
+/** LatencyWindow keeps one histogram's readings over `windowMs` and answers its quantiles. */
 export class LatencyWindow {
   private readonly readings: Reading[] = [];
 

@@ -2,7 +2,7 @@
  * The dashboard's page: one HTML document with its style and script inline — no CDN, no build step,
  * nothing fetched but the page's own stream and JSON, so it works offline. Charts are SVG drawn by
  * the script. It reads `events` (server-sent events) relative to its own URL and reconnects by itself;
- * a `token` in the page's query is passed on. @internal
+ * a `token` in the page's query is passed on.
  */
 export const PAGE = String.raw`<!doctype html>
 <html lang="en">

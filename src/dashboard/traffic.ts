@@ -1,6 +1,6 @@
 /**
  * traffic reads a component's calls and errors (monotonic totals) from its status, by kind: what the
- * dashboard turns into calls/s and errors/s. Kinds it does not know count nothing. @internal
+ * dashboard turns into calls/s and errors/s. Kinds it does not know count nothing.
  */
 
 type Status = Record<string, unknown>;

@@ -1,7 +1,7 @@
 /**
  * Viewers: the server-sent-event streams open on one feed. The frame's event text is made once per
  * tick and written to every stream; a viewer that does not read (its socket's buffer past a bound) is
- * dropped rather than held in memory — its page reconnects and starts from the history. @internal
+ * dropped rather than held in memory — its page reconnects and starts from the history.
  */
 import type { ServerResponse } from 'node:http';
 import type { Feed } from './types.js';
