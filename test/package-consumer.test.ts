@@ -65,6 +65,7 @@ const RUN: Record<string, { expr: string; prints: string }> = {
   'bulwark/http': { expr: `m.JSON_TYPE`, prints: 'application/json; charset=utf-8' },
   'bulwark/grpc': { expr: `m.SUPPORTED_GRPC_JS`, prints: '~1.14' },
   'bulwark/metrics': { expr: `typeof (await new m.BulwarkMetrics().metrics())`, prints: 'string' },
+  'bulwark/dashboard': { expr: `await (async () => { const h = m.dashboardHandler({ snapshot: () => ({ at: '', components: [] }) }); await h.close(); return h.path; })()`, prints: '/dashboard' },
   'bulwark/fleet': { expr: `m.neededQuorum(10, undefined)`, prints: '5' },
 };
 

@@ -20,6 +20,7 @@ import type {
   BulwarkMetricsOptions,
   Emit,
   ComponentSnapshot,
+  HistogramTotals,
   Labels,
   MetricFamilySpec,
   MetricsContext,
@@ -157,6 +158,33 @@ export class BulwarkMetrics {
       components.push({ name: e.name, kind: e.kind, status });
     }
     return { at: new Date().toISOString(), components };
+  }
+
+  /**
+   * histograms answers, per tracked component and histogram family, the observations counted so far
+   * summed over the family's other labels: the bucket bounds (seconds), the per-bucket counts (not
+   * cumulative; observations above the last bound are only in `count`), the count and the sum. It is
+   * what a dashboard takes percentiles from (bulwark/dashboard takes the difference of two readings).
+   */
+  histograms(): HistogramTotals[] {
+    const out: HistogramTotals[] = [];
+    for (const f of this.families.values()) {
+      if (f.type !== 'histogram') continue;
+      for (const [owner, series] of f.events) {
+        const e = owner as Entry;
+        if (!e.live) continue;
+        const counts = new Array<number>(f.buckets.length).fill(0);
+        let count = 0;
+        let sum = 0;
+        for (const s of series.values()) {
+          for (let i = 0; i < counts.length; i++) counts[i]! += s.counts![i]!;
+          count += s.value;
+          sum += s.sum!;
+        }
+        out.push({ name: e.name, family: f.spec.name, bounds: f.buckets, counts, count, sum });
+      }
+    }
+    return out;
   }
 
   /**

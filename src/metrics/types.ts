@@ -49,3 +49,19 @@ export interface MetricsSnapshot {
   readonly at: string;
   readonly components: readonly ComponentSnapshot[];
 }
+
+/** HistogramTotals is one component's histogram family in `histograms()`: what it counted so far. */
+export interface HistogramTotals {
+  /** The component's track name. */
+  readonly name: string;
+  /** The family's name without the prefix (e.g. 'client_call_duration_seconds'). */
+  readonly family: string;
+  /** Bucket upper bounds in seconds, ascending. */
+  readonly bounds: readonly number[];
+  /** Observations per bucket (not cumulative), one per bound; those above the last bound are only in `count`. */
+  readonly counts: readonly number[];
+  /** Every observation. */
+  readonly count: number;
+  /** The sum of the observations, in seconds. */
+  readonly sum: number;
+}

@@ -149,7 +149,7 @@ Durations: 500ms, 2s, 1m, 1h (a bare number is seconds). Sizes: bytes, or with K
 Client API:
   GET    /v1/groups/<group>/keys/<key>  the value; x-bulwark-source: main|hot|peer|origin|stale
   DELETE /v1/groups/<group>/keys/<key>  remove the key on every node
-  /_bulwark/ or /_groupcache/ (peer protocol)  /metrics  /status  /healthz  /readyz (ready once membership is known)
+  /_bulwark/ or /_groupcache/ (peer protocol)  /metrics  /status  /dashboard/  /healthz  /readyz (ready once membership is known)
 ${lines.join('\n')}
 `;
 }

@@ -18,6 +18,7 @@ import type { ServeConfig } from './config.js';
 import { Origin } from './origin.js';
 import { handleClient, replyText, type ClientApi } from './client-api.js';
 import { BulwarkMetrics, metricsHandler } from '../../metrics/index.js';
+import { dashboardHandler, type DashboardHandler } from '../../dashboard/index.js';
 import promClient from 'prom-client';
 import { ServedGroup } from './served-group.js';
 import { reachEtcd, unreachableText } from '../etcd-reach.js';
@@ -32,6 +33,8 @@ export class ServeNode implements ClientApi {
   /** metrics tracks the node's groups, peer pool and origin guards: /metrics and the components of /status. */
   readonly metrics = new BulwarkMetrics({ registry: new promClient.Registry() });
   private readonly serveMetrics = metricsHandler(this.metrics);
+  /** The node's dashboard at /dashboard/ (read-only; beyond loopback it answers nothing without a token). */
+  private readonly dashboard: DashboardHandler;
   private readonly server: Server;
   private registry: Registry | undefined;
   private membership: Membership | undefined;
@@ -72,6 +75,7 @@ export class ServeNode implements ClientApi {
     this.metrics.track(this.pool, { name: 'peers' });
     for (const [name, g] of this.groups) this.metrics.track(g.group, { name });
     origin.track(this.metrics);
+    this.dashboard = dashboardHandler(this.metrics, { path: '/dashboard', title: `bulwark serve ${config.advertise}` });
     this.server = createServer({
       requestTimeout: config.requestTimeoutMs,
       headersTimeout: config.headersTimeoutMs,
@@ -214,7 +218,8 @@ export class ServeNode implements ClientApi {
       void handleClient(this, req, res);
       return;
     }
-    const path = url.split('?')[0];
+    const path = url.split('?')[0]!;
+    if (path === this.dashboard.path || path.startsWith(`${this.dashboard.path}/`)) return this.dashboard(req, res);
     if (req.method !== 'GET' && req.method !== 'HEAD') return replyText(res, 405, 'method not allowed', { allow: 'GET, HEAD' });
     switch (path) {
       case '/healthz':
@@ -265,6 +270,8 @@ export class ServeNode implements ClientApi {
       const left = () => Math.max(0, deadline - systemClock.now());
       this.draining = true;
       this.stopJoining.abort();
+      // Dashboard streams never end by themselves: they would hold the drain until its deadline.
+      await this.dashboard.close();
       this.log('bulwark serve: draining: leaving the registry');
       await withDeadline(this.joined ?? Promise.resolve(), left());
       await withDeadline(this.membership?.close() ?? Promise.resolve(), left());

@@ -1,0 +1,359 @@
+/**
+ * The dashboard's page: one HTML document with its style and script inline — no CDN, no build step,
+ * nothing fetched but the page's own stream and JSON, so it works offline. Charts are SVG drawn by
+ * the script. It reads `events` (server-sent events) relative to its own URL and reconnects by itself;
+ * a `token` in the page's query is passed on.
+ */
+export const PAGE = String.raw`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>bulwark</title>
+<link rel="icon" href="data:,">
+<style>
+:root{--bg:#f7f7f5;--fg:#1d1f21;--mute:#5c6166;--line:#d9d9d4;--card:#fff;--ok:#1a7f37;--warn:#9a6700;--bad:#c62828;--off:#6e7781;--a:#0969da}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--fg)}
+header{display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px;padding:10px 16px;background:var(--card);border-bottom:1px solid var(--line);position:sticky;top:0;z-index:1}
+h1{font-size:17px;margin:0}
+h2{font-size:15px;margin:0 0 8px}
+main{padding:12px 16px;display:grid;grid-template-columns:minmax(0,1fr);gap:12px}
+.charts{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:12px}
+.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:10px 12px;min-width:0}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:12px}
+.grid.one{grid-template-columns:1fr}
+td .ctl{white-space:normal}
+svg{display:block;width:100%;height:150px}
+.legend{display:flex;flex-wrap:wrap;gap:2px 10px;font-size:12px;color:var(--mute);margin-top:4px}
+.legend i{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:3px 6px;border-bottom:1px solid var(--line);white-space:nowrap}
+th{color:var(--mute);font-weight:600}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.st{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;font-weight:600;color:#fff}
+.ok{background:var(--ok)}.warn{background:var(--warn)}.bad{background:var(--bad)}.off{background:var(--off)}
+.mute{color:var(--mute)}
+.conn{font-size:13px}
+tr.inst{cursor:pointer}
+tr.inst:hover{background:#f0f3f6}
+.detail td{white-space:normal;background:#fafafa}
+.empty{color:var(--mute);font-style:italic}
+button{font:inherit;font-size:12px;padding:1px 8px;border:1px solid #8c959f;border-radius:4px;background:#f6f8fa;cursor:pointer}
+input{font:inherit;font-size:12px;width:7em;padding:1px 4px}
+input.wide{width:16em}
+.err{color:var(--bad);font-size:12px;white-space:normal}
+.done{color:var(--ok);font-size:12px}
+.ctl{display:inline-flex;flex-wrap:wrap;gap:4px;align-items:center}
+label{font-size:12px;color:var(--mute)}
+@media (max-width:900px){.charts{grid-template-columns:1fr}.grid{grid-template-columns:1fr}}
+@media (max-width:480px){header{padding:8px 10px}main{padding:8px}.card{padding:8px}svg{height:120px}}
+</style>
+</head>
+<body>
+<header>
+<h1 id="title">bulwark</h1>
+<span id="mode" class="mute"></span>
+<span class="conn"><span id="conn" class="st off">connecting</span> <span id="age" class="mute"></span></span>
+</header>
+<main>
+<section class="charts">
+<div class="card"><h2>Calls <span class="mute">(calls/s)</span></h2><svg id="c-calls" role="img" aria-label="calls per second"></svg><div class="legend" id="l-calls"></div></div>
+<div class="card"><h2>Errors and refusals <span class="mute">(calls/s)</span></h2><svg id="c-errors" role="img" aria-label="errors per second"></svg><div class="legend" id="l-errors"></div></div>
+<div class="card"><h2>Latency p50 / p99 <span class="mute">(ms, last minute)</span></h2><svg id="c-lat" role="img" aria-label="latency"></svg><div class="legend" id="l-lat"></div></div>
+</section>
+<section id="body"><p class="empty">waiting for the first data…</p></section>
+</main>
+<script>
+(function () {
+  'use strict';
+  var COLORS = ['#0969da', '#c62828', '#1a7f37', '#8250df', '#9a6700', '#0a7e8c', '#bf3989', '#57606a'];
+  var qs = new URLSearchParams(location.search);
+  var token = qs.get('token');
+  var suffix = token ? '?token=' + encodeURIComponent(token) : '';
+  var hello = null, points = [], frame = null, lastAt = 0, es = null, open = {}, notes = {}, typed = {};
+
+  function $(id) { return document.getElementById(id); }
+  function esc(s) { return String(s).replace(/[&<>"']/g, function (c) { return '&#' + c.charCodeAt(0) + ';'; }); }
+  function num(x, d) { return x == null || !isFinite(x) ? '–' : Number(x).toLocaleString('en-US', { maximumFractionDigits: d == null ? 1 : d }); }
+  function rate(x) { return num(x, x != null && x < 10 ? 2 : 1) + ' calls/s'; }
+  function ms(x) { return x == null ? '– ms' : num(x, x < 10 ? 2 : 0) + ' ms'; }
+  function pct(x) { return x == null ? '– %' : num(x * 100, 1) + ' %'; }
+  function count(x, unit) { return num(x, 0) + ' ' + unit; }
+  function bytes(x) { if (x == null) return '– B'; var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0; while (x >= 1024 && i < 3) { x /= 1024; i++; } return num(x, 1) + ' ' + u[i]; }
+  function badge(word, cls) { return '<span class="st ' + cls + '">' + esc(word) + '</span>'; }
+  function row(cells) { return '<tr>' + cells.map(function (c) { return typeof c === 'object' && c ? '<td class="n">' + c.n + '</td>' : '<td>' + c + '</td>'; }).join('') + '</tr>'; }
+  function N(s) { return { n: s }; }
+  function table(head, rows) { return rows.length === 0 ? '' : '<div class="scroll"><table><thead><tr>' + head.map(function (h) { return '<th>' + esc(h) + '</th>'; }).join('') + '</tr></thead><tbody>' + rows.join('') + '</tbody></table></div>'; }
+  function card(title, html) { return html ? '<div class="card"><h2>' + esc(title) + '</h2>' + html + '</div>' : ''; }
+
+  // ---- connection ----
+  function setConn(word, cls) { var c = $('conn'); c.textContent = word; c.className = 'st ' + cls; }
+  function connect() {
+    if (es) es.close();
+    setConn(lastAt ? 'reconnecting' : 'connecting', 'warn');
+    es = new EventSource('events' + suffix);
+    es.addEventListener('hello', function (e) { hello = JSON.parse(e.data); $('title').textContent = hello.title; document.title = hello.title + ' dashboard'; $('mode').textContent = hello.mode === 'fleet' ? 'fleet view' : 'this process'; });
+    es.addEventListener('history', function (e) { points = JSON.parse(e.data); });
+    es.addEventListener('tick', function (e) {
+      frame = JSON.parse(e.data); lastAt = Date.now();
+      var p = frame.point; if (!points.length || points[points.length - 1].t !== p.t) points.push(p);
+      var keep = 300000; while (points.length > 1 && points[0].t < p.t - keep) points.shift();
+      setConn('live', 'ok'); render();
+      // When the first data was drawn, for whoever measures the page (performance.getEntriesByName).
+      if (performance.getEntriesByName('bulwark-first-data').length === 0) performance.mark('bulwark-first-data');
+    });
+    es.onerror = function () { setConn('reconnecting', 'warn'); if (es.readyState === 2) setTimeout(connect, 1000); };
+  }
+  function watch() {
+    var tick = hello ? hello.tickMs : 1000;
+    if (lastAt) { var s = (Date.now() - lastAt) / 1000; $('age').textContent = 'updated ' + num(s, 0) + ' s ago'; }
+    // A stream that went quiet (a proxy holding it, a server that stopped without closing it) is opened again.
+    if (lastAt && Date.now() - lastAt > Math.max(5000, 4 * tick)) { setConn('stalled', 'bad'); lastAt = Date.now(); connect(); }
+  }
+
+  // ---- charts ----
+  function series(key) {
+    // key: 0 calls/s, 1 errors/s, 2 p50, 3 p99. Process: one line per component; fleet: one per service.
+    var names = {};
+    points.forEach(function (p) { for (var k in p.c) names[lineOf(k)] = 1; });
+    var out = [];
+    Object.keys(names).forEach(function (n) {
+      var ys = points.map(function (p) { return valueAt(p, n, key); });
+      if (ys.some(function (y) { return y != null && y > 0; })) out.push({ name: n, ys: ys });
+    });
+    out.sort(function (a, b) { return peak(b.ys) - peak(a.ys); });
+    return out.slice(0, 6);
+  }
+  function peak(ys) { var m = 0; ys.forEach(function (y) { if (y != null && y > m) m = y; }); return m; }
+  function lineOf(k) { return hello && hello.mode === 'fleet' ? k.split('/')[0] : k; }
+  function valueAt(p, line, key) {
+    if (!(hello && hello.mode === 'fleet')) { var v = p.c[line]; return v ? v[key] : null; }
+    var sum = null;
+    for (var k in p.c) {
+      if (lineOf(k) !== line) continue; var x = p.c[k][key]; if (x == null) continue;
+      sum = sum == null ? x : key >= 2 ? Math.max(sum, x) : sum + x;
+    }
+    return sum;
+  }
+  function chart(id, legendId, lines, unit) {
+    var svg = $(id), W = 400, H = 150, L = 44, B = 18, T = 6;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    var max = 0; lines.forEach(function (s) { max = Math.max(max, peak(s.ys)); });
+    if (max <= 0) max = 1;
+    var mag = Math.pow(10, Math.floor(Math.log10(max))); max = Math.ceil(max / mag) * mag;
+    var n = points.length, t0 = n ? points[0].t : 0, t1 = n ? points[n - 1].t : 1, span = Math.max(t1 - t0, 1);
+    var g = '';
+    for (var i = 0; i <= 2; i++) {
+      var y = T + (H - B - T) * i / 2, v = max * (1 - i / 2);
+      g += '<line x1="' + L + '" x2="' + W + '" y1="' + y + '" y2="' + y + '" stroke="#e3e3de" stroke-width="1" vector-effect="non-scaling-stroke"/>';
+      g += '<text x="' + (L - 4) + '" y="' + (y + 4) + '" font-size="10" text-anchor="end" fill="#5c6166">' + num(v, v < 10 ? 1 : 0) + '</text>';
+    }
+    g += '<text x="' + L + '" y="' + (H - 4) + '" font-size="10" fill="#5c6166">' + num(span / 60000, 1) + ' min ago</text><text x="' + W + '" y="' + (H - 4) + '" font-size="10" text-anchor="end" fill="#5c6166">now</text>';
+    lines.forEach(function (s, j) {
+      var d = '', pen = false;
+      s.ys.forEach(function (yv, k) {
+        if (yv == null) { pen = false; return; }
+        var x = L + (W - L) * (points[k].t - t0) / span, y = T + (H - B - T) * (1 - yv / max);
+        d += (pen ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1); pen = true;
+      });
+      g += '<path d="' + d + '" fill="none" stroke="' + (s.color || COLORS[j % COLORS.length]) + '" stroke-width="2" vector-effect="non-scaling-stroke"' + (s.dash ? ' stroke-dasharray="4 3"' : '') + '/>';
+    });
+    svg.innerHTML = g;
+    $(legendId).innerHTML = lines.length ? lines.map(function (s, j) { var last = lastOf(s.ys); return '<span><i style="background:' + (s.color || COLORS[j % COLORS.length]) + '"></i>' + esc(s.name) + ' ' + (unit === 'ms' ? ms(last) : rate(last)) + '</span>'; }).join('') : '<span class="empty">nothing counted yet</span>';
+  }
+  function lastOf(ys) { for (var i = ys.length - 1; i >= 0; i--) if (ys[i] != null) return ys[i]; return null; }
+  function charts() {
+    chart('c-calls', 'l-calls', series(0), 'calls/s');
+    chart('c-errors', 'l-errors', series(1), 'calls/s');
+    var lat = [];
+    series(3).slice(0, 3).forEach(function (s, j) {
+      lat.push({ name: s.name + ' p50', ys: points.map(function (p) { return valueAt(p, s.name, 2); }), color: COLORS[j] });
+      lat.push({ name: s.name + ' p99', ys: s.ys, dash: true, color: COLORS[j] });
+    });
+    chart('c-lat', 'l-lat', lat, 'ms');
+  }
+
+  // ---- controls (only when the server was started with them: they write rules to the rules store) ----
+  function ctlOn() { return hello && hello.controls; }
+  function cid(scope, kind, name, field) { return [scope, kind, name, field].join('|'); }
+  function note(id) { var n = notes[id]; return '<span class="' + (n && n.ok ? 'done' : 'err') + '" data-note="' + esc(id) + '" role="status">' + (n ? esc(n.text) : '') + '</span>'; }
+  function button(label, act, rule, id) { return '<button type="button" data-act="' + act + '" data-rule="' + esc(JSON.stringify(rule)) + '" data-id="' + esc(id) + '">' + esc(label) + '</button>'; }
+  function field(id, value, title, wide) { return '<input aria-label="' + esc(title) + '" title="' + esc(title) + '" data-input="' + esc(id) + '"' + (wide ? ' class="wide"' : ' type="number" step="any"') + ' value="' + esc(typed[id] != null ? typed[id] : value) + '">'; }
+  function breakerControls(scope, name, s) {
+    if (!ctlOn() || !scope) return '';
+    var ref = { scope: scope, kind: 'isolate', name: name }, id = cid(scope, 'breaker', name, '');
+    return '<span class="ctl">' + (s.isolated ? button('release', 'remove', ref, id) : button('isolate', 'put', { scope: scope, kind: 'isolate', name: name, reason: 'isolated from the dashboard' }, id)) + button('reset', 'put', { scope: scope, kind: 'reset', name: name }, id) + note(id) + '</span>';
+  }
+  function limitControls(scope, c) {
+    if (!ctlOn() || !scope || c.kind !== 'TokenLimiter') return '';
+    var id = cid(scope, 'token-limiter', c.name, 'rate');
+    return '<span class="ctl">' + field(id, c.status.rate, 'new rate, calls/s') + '<span class="mute">/s</span>' + button('set limit', 'limit', { scope: scope, kind: 'token-limiter', name: c.name }, id) + note(id) + '</span>';
+  }
+  function weightControls(scope, service, inst) {
+    if (!ctlOn() || !scope || !service) return '';
+    var id = cid(scope, 'weights', service, inst.id);
+    return '<span class="ctl">' + field(id, inst.weight != null ? inst.weight : 1, 'weight of ' + inst.id) + button('set weight', 'weight', { scope: scope, kind: 'weights', name: service, instance: inst.id }, id) + note(id) + '</span>';
+  }
+  function faultCard(scope) {
+    if (!ctlOn() || !scope) return '';
+    var id = cid(scope, 'fault', '', '');
+    return card('Fault rehearsal', '<div class="ctl"><label>service or route ' + field(id + 'name', '', 'service or route', true) + '</label><label>FaultInjector options (JSON) ' + field(id + 'fault', '{"failureRatio": 0.1}', 'fault options as JSON', true) + '</label><label>ends after (s) ' + field(id + 'ttl', 600, 'rehearsal length, seconds') + '</label>' + button('start rehearsal', 'fault', { scope: scope, kind: 'fault' }, id) + note(id) + '</div>');
+  }
+  function send(act, rule, id) {
+    var body = rule, path = act === 'remove' ? 'controls/remove' : 'controls/put';
+    function value(k) { var el = document.querySelector('[data-input="' + CSS.escape(k) + '"]'); return el ? el.value : ''; }
+    if (act === 'limit') body = { scope: rule.scope, kind: rule.kind, name: rule.name, set: { rate: value(id) === '' ? null : Number(value(id)) } };
+    if (act === 'weight') { var w = {}; w[rule.instance] = value(id) === '' ? null : Number(value(id)); body = { scope: rule.scope, kind: 'weights', name: rule.name, weights: w }; }
+    if (act === 'fault') {
+      var opts; try { opts = JSON.parse(value(id + 'fault')); } catch (e) { notes[id] = { text: 'fault options: not JSON (' + e.message + ')' }; render(true); return; }
+      body = { scope: rule.scope, kind: 'fault', name: value(id + 'name'), fault: opts, ttlMs: Math.round(Number(value(id + 'ttl')) * 1000) };
+    }
+    var headers = { 'content-type': 'application/json' };
+    if (token) headers.authorization = 'Bearer ' + token;
+    fetch(path, { method: 'POST', headers: headers, body: JSON.stringify(body), credentials: 'same-origin' }).then(function (r) {
+      return r.json().then(function (j) {
+        notes[id] = r.ok ? { ok: true, text: 'written: ' + j.key + ' (revision ' + j.revision + ')' } : { text: (j.field ? j.field + ': ' : '') + j.error };
+        if (r.ok) Object.keys(typed).forEach(function (k) { if (k.indexOf(id) === 0) delete typed[k]; });
+        render(true);
+      });
+    }, function (e) { notes[id] = { text: 'not sent: ' + e.message }; render(true); });
+  }
+  $('body').addEventListener('input', function (e) { var k = e.target.getAttribute && e.target.getAttribute('data-input'); if (k) typed[k] = e.target.value; });
+  $('body').addEventListener('click', function (e) {
+    var b = e.target.closest ? e.target.closest('button[data-act]') : null; if (!b) return;
+    e.stopPropagation();
+    send(b.getAttribute('data-act'), JSON.parse(b.getAttribute('data-rule')), b.getAttribute('data-id'));
+  });
+
+  // ---- components ----
+  function breakerWord(s) {
+    if (s.isolated) return badge('isolated by a rule', 'bad');
+    if (s.reason === 'fleet') return badge('open: fleet', 'bad');
+    if (s.state === 'open') return badge('open: tripped', 'bad');
+    if (s.state === 'half-open') return badge('half-open: probing', 'warn');
+    return badge('closed', 'ok');
+  }
+  function breakerRow(name, s, scope, ctlName) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(count((s.successfulCalls || 0) + (s.failedCalls || 0), 'calls')), N(count(s.notPermittedCalls || s.drops || 0, 'refused'))].concat(ctlOn() && scope ? [breakerControls(scope, ctlName || name, s)] : [])); }
+  function breakerHead() { return ['breaker', 'state', 'failure rate', 'slow-call rate', 'calls', 'refused'].concat(ctlOn() ? ['control'] : []); }
+  function balancerRows(name, b, scope, service) {
+    var up = b.available != null ? b.available : null;
+    var why = [];
+    if (b.ejected) why.push(b.ejected + ' ejected'); if (b.down) why.push(b.down + ' down'); if (b.breakerOpen) why.push(b.breakerOpen + ' breaker open');
+    var word = b.panic ? badge('panic: all in rotation', 'bad') : why.length ? badge('degraded: ' + why.join(', '), 'warn') : badge('healthy', 'ok');
+    var out = [row([esc(name), word, N(count(Array.isArray(b.instances) ? b.instances.length : b.instances, 'instances')), N(count(up, 'available')), N(count(b.ejected, 'ejected')), N(count(b.down, 'down')), N(count(b.breakerOpen, 'breaker open'))].concat(ctlOn() && scope ? [''] : []))];
+    (b.instances && b.instances.map ? b.instances : []).forEach(function (i) {
+      var w = i.ejected ? badge('ejected', 'bad') : i.up ? badge('up', 'ok') : badge('down', 'bad');
+      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : ''), N(ms(i.ewmaMs)), N(count(i.timesEjected || 0, 'ejections')), '', ''].concat(ctlOn() && scope ? [weightControls(scope, service, i)] : [])));
+    });
+    return out;
+  }
+  function balHead() { return ['balancer', 'health', 'instances', 'available', 'ejected', 'down', 'breaker open'].concat(ctlOn() ? ['weight'] : []); }
+  function limiterRow(c, scope) {
+    var s = c.status, mode = s.mode ? (s.mode === 'rescue' ? badge('rescue (Redis away)', 'warn') : badge(s.mode, 'ok')) : badge('local', 'ok');
+    var refusedShare = (s.allowed + s.limited) > 0 ? s.limited / (s.allowed + s.limited) : 0;
+    return row([esc(c.name), esc(c.kind), mode, N(count(s.allowed, 'admitted')), N(count(s.limited, 'refused')), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')]) + (ctlOn() && scope && c.kind === 'TokenLimiter' ? '<tr><td colspan="7"><span class="mute">change the limit of ' + esc(c.name) + ':</span> ' + limitControls(scope, c) + '</td></tr>' : '');
+  }
+  function renderComponents(comps, scope) {
+    var br = [], bal = [], ret = [], lim = [], shed = [], reg = [], cache = [], rules = [], other = [];
+    comps.forEach(function (c) {
+      var s = c.status || {}, k = c.kind;
+      if (k === 'CircuitBreaker' || k === 'SreBreaker') br.push(breakerRow(c.name, s, k === 'CircuitBreaker' ? scope : null));
+      else if (k === 'BreakerGroup') { var m = s.breakers || {}; Object.keys(m).slice(0, 50).forEach(function (key) { br.push(breakerRow(c.name + ' › ' + key, m[key], scope, key)); }); }
+      else if (k === 'Balancer') bal.push.apply(bal, balancerRows(c.name, s, scope, s.service || c.name));
+      else if (k === 'ResilientClient') {
+        (s.services || []).forEach(function (x) { if (x.balancer) bal.push.apply(bal, balancerRows(c.name + ' › ' + x.service, x.balancer)); });
+        ret.push(row([esc(c.name), 'client', N(count(s.retries, 'retries')), N(count(s.retriesRefused, 'refused')), N(count(s.fallbacks, 'fallbacks')), N('–')]));
+      } else if (k === 'RetryBudget') ret.push(row([esc(c.name), 'budget', N(count(s.retries, 'retries')), N(count(s.refused, 'refused')), N('–'), N(num(s.balance, 0) + ' % left')]));
+      else if (k === 'Retry') ret.push(row([esc(c.name), 'retry', N(s.maxAttempts != null ? count(s.maxAttempts, 'attempts max') : '–'), N('–'), N('–'), N('–')]));
+      else if (/Limiter$/.test(k)) lim.push(limiterRow(c, scope));
+      else if (k === 'HttpGuard') lim.push(row([esc(c.name), k, badge(s.failedOpen ? 'failing open' : 'guarding', s.failedOpen ? 'warn' : 'ok'), N(count(s.passed, 'admitted')), N(count((s.limited || 0) + (s.shed || 0) + (s.broken || 0), 'refused')), N('–'), N('–')]));
+      else if (k === 'AdaptiveShedder') {
+        var l = s.load || {};
+        shed.push(row([esc(c.name), s.overloaded ? badge('shedding', 'bad') : badge('normal', 'ok'), N(count(s.inFlight, 'in flight')), N(count(s.maxInFlight, 'max')), N(count(s.dropped, 'dropped')), N(pct(l.utilization)), N(ms(l.delayP99Ms))]));
+      } else if (k === 'RegistryCache') {
+        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.fresh ? badge('up', 'ok') : badge('stale', 'warn'), N(count(e.instances, 'instances')), N(e.fresh ? '–' : ms(e.staleForMs))])); });
+        if (!(s.entries || []).length) reg.push(row([esc(c.name), badge('no services', 'off'), N('–'), N('–')]));
+      } else if (k === 'EtcdRegistry' || k === 'MemoryRegistry') reg.push(row([esc(c.name), badge(s.up === false || s.connected === false ? 'down' : 'up', s.up === false || s.connected === false ? 'bad' : 'ok'), N(s.services != null ? count(s.services, 'services') : '–'), N('–')]));
+      else if (k === 'Group') {
+        var hr = s.hitRatio;
+        cache.push(row([esc(c.name), badge(hr == null || s.gets === 0 ? 'idle' : hr < 0.5 ? 'missing' : 'hitting', hr == null || s.gets === 0 ? 'off' : hr < 0.5 ? 'warn' : 'ok'), N(pct(hr)), N(count(s.loads, 'loads')), N(count(s.peerLoads, 'peer loads')), N(count(s.peerErrors, 'peer errors')), N(bytes(s.caches && s.caches.main ? s.caches.main.bytes : null))]));
+      } else if (k === 'HttpPool') {
+        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '–'), '', '', '', ''])); });
+      } else if (/[Rr]ule/.test(k)) rules.push(c);
+      else other.push(c);
+    });
+    var html = '';
+    html += card('Breakers', table(breakerHead(), br));
+    html += card('Balancers', table(balHead(), bal));
+    html += card('Retries', table(['owner', 'kind', 'retries', 'refused', 'fallbacks', 'budget'], ret));
+    html += card('Limiters', table(['limiter', 'kind', 'mode', 'admitted', 'refused', 'refused share', 'limit'], lim));
+    html += card('Shedders and event loop', table(['shedder', 'state', 'in flight', 'max', 'dropped', 'event-loop use', 'loop delay p99'], shed));
+    html += card('Registry', table(['registry › service', 'state', 'instances', 'stale for'], reg));
+    html += card('Cache', table(['group', 'state', 'hit ratio', 'loads', 'peer loads', 'peer errors', 'bytes'], cache));
+    rules.forEach(function (c) { html += card('Rules: ' + c.name, rulesHtml(c.status)); });
+    other.forEach(function (c) { html += card(c.kind + ': ' + c.name, generic(c.status)); });
+    html += faultCard(scope);
+    // With controls, one card a row: every field and its message in view.
+    return '<div class="grid' + (ctlOn() && scope ? ' one' : '') + '">' + (html || '<p class="empty">no components tracked</p>') + '</div>';
+  }
+  function rulesHtml(s) {
+    var runs = (s.rules || s.running || []).map(function (r) { return row([esc(r.id || r.name || JSON.stringify(r)), badge('running', 'ok'), esc(r.target || r.kind || '')]); });
+    var refused = (s.refused || []).map(function (r) { return row([esc(r.id || r.name || ''), badge('refused', 'bad'), esc(r.reason || r.message || r.error || '')]); });
+    return table(['rule', 'state', 'detail'], runs.concat(refused)) || '<p class="empty">no rules</p>';
+  }
+  function unitOf(key, v) {
+    if (/Ms$/.test(key)) return ms(v);
+    if (/(Ratio|Rate|utilization)$/.test(key)) return pct(v);
+    if (/[Bb]ytes$/.test(key)) return bytes(v);
+    return num(v) + ' ' + key.replace(/([a-z])([A-Z])/g, '$1 $2').toLowerCase();
+  }
+  function generic(s) {
+    if (s == null || typeof s !== 'object') return '<p>' + esc(String(s)) + '</p>';
+    var rows = [];
+    Object.keys(s).forEach(function (k) { var v = s[k]; if (typeof v === 'number') rows.push(row([esc(k), N(unitOf(k, v))])); else if (typeof v === 'string' || typeof v === 'boolean') rows.push(row([esc(k), esc(String(v))])); });
+    return table(['field', 'value'], rows) || '<p class="empty">nothing to show</p>';
+  }
+
+  // ---- fleet ----
+  var WORD = { up: ['up', 'ok'], connecting: ['connecting', 'warn'], unreachable: ['unreachable', 'bad'], gone: ['gone', 'off'] };
+  function renderFleet(f) {
+    var bySvc = {};
+    f.instances.forEach(function (i) { (bySvc[i.service] = bySvc[i.service] || []).push(i); });
+    var html = '';
+    Object.keys(bySvc).sort().forEach(function (svc) {
+      var list = bySvc[svc], up = list.filter(function (i) { return i.state === 'up'; }).length;
+      var rows = [];
+      list.forEach(function (i) {
+        var key = svc + '/' + i.id, v = headline(f.point, key), w = WORD[i.state] || [i.state, 'off'];
+        rows.push('<tr class="inst" data-key="' + esc(key) + '">' + ['<td>' + (open[key] ? '▾ ' : '▸ ') + esc(i.id) + '</td>', '<td>' + esc(i.address) + '</td>', '<td>' + badge(w[0], w[1]) + (i.reason ? ' <span class="mute">' + esc(i.reason) + '</span>' : '') + '</td>', '<td class="n">' + rate(v[0]) + '</td>', '<td class="n">' + rate(v[1]) + '</td>', '<td class="n">' + ms(v[2]) + '</td>', '<td class="n">' + ms(v[3]) + '</td>', '<td class="n">' + (i.ageMs == null ? '–' : num(i.ageMs / 1000, 1) + ' s ago') + '</td>'].join('') + '</tr>');
+        if (open[key] && i.frame) rows.push('<tr class="detail"><td colspan="8">' + renderComponents(i.frame.components, i.state === 'up' ? svc + '@' + i.id : null) + '</td></tr>');
+      });
+      html += card(svc + ' — ' + up + ' of ' + list.length + ' instances up', table(['instance', 'address', 'state', 'calls', 'errors', 'p50', 'p99', 'last data'], rows));
+    });
+    if (f.registryError) html = card('Registry', '<p>' + badge('not answering', 'bad') + ' ' + esc(f.registryError) + '</p>') + html;
+    return html || '<p class="empty">no instance announces a status path yet</p>';
+  }
+  function headline(p, key) { return p.c[key] || [null, null, null, null]; }
+  $('body').addEventListener('click', function (e) {
+    var tr = e.target.closest ? e.target.closest('tr.inst') : null; if (!tr) return;
+    var k = tr.getAttribute('data-key'); open[k] = !open[k]; render();
+  });
+
+  function render(now) {
+    if (!frame) return;
+    charts();
+    // Not while a field is being edited: what is typed stays, and the next tick draws the rest.
+    var a = document.activeElement;
+    if (!now && a && a.tagName === 'INPUT' && $('body').contains(a)) return;
+    $('body').innerHTML = frame.mode === 'fleet' ? renderFleet(frame) : renderComponents(frame.components, hello && hello.scope);
+  }
+  connect();
+  setInterval(watch, 1000);
+})();
+</script>
+</body>
+</html>
+`;

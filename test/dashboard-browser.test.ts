@@ -1,0 +1,209 @@
+/**
+ * The dashboard in a real browser: Debian's chromium, headless, driven by playwright-core with the
+ * system executable. A process serving its dashboard (test/support/dashboard-child.ts): the page loads
+ * with no console error and no failed request, its first data comes within a second, its values move
+ * within 2 s, and its stream comes back by itself when the server restarts. The fleet: `bulwark
+ * dashboard` over a real etcd shows three processes, and one that dies as unreachable, then gone.
+ * Screenshots at 1280×800 and 390×844 go to BULWARK_TEST_ARTIFACTS (default .tmp/artifacts/dashboard).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { canConnect, findBinary, freePort, ServerProcess, skipReason, waitFor } from './support/servers.js';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { tsNodeArgs } from './support/ts-node.js';
+import { bulwarkArgs } from './serve-harness.js';
+
+/** The page's document, in the functions run in the browser (the tests are type-checked without the DOM's types). */
+interface PageNode {
+  readonly textContent: string | null;
+}
+declare const document: { getElementById(id: string): PageNode | null; querySelectorAll(selector: string): Iterable<PageNode> };
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const CHILD = fileURLToPath(new URL('./support/dashboard-child.ts', import.meta.url));
+const chromiumBinary = findBinary('chromium');
+const shots = process.env.BULWARK_TEST_ARTIFACTS ?? join(root, '.tmp', 'artifacts', 'dashboard');
+
+/** startChild starts a process serving its dashboard on `port` (registered in etcd when given). */
+async function startChild(port: number, etcd?: { endpoint: string; prefix: string; service: string; id: string } | 'controls'): Promise<ServerProcess> {
+  const extra = etcd === undefined ? [] : etcd === 'controls' ? ['controls'] : [etcd.endpoint, etcd.prefix, etcd.service, etcd.id];
+  const p = new ServerProcess(`dashboard child ${port}`, process.execPath, tsNodeArgs(CHILD, String(port), ...extra), root);
+  // A child loads much of the library: under a loaded machine its start takes tens of seconds.
+  await p.start(() => canConnect(port), 90_000);
+  return p;
+}
+
+/** watchPage collects the page's console errors, uncaught errors and failed requests. */
+function watchPage(page: Page): string[] {
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText ?? ''}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) problems.push(`response ${r.status()}: ${r.url()}`);
+  });
+  return problems;
+}
+
+const text = (page: Page, selector: string) => page.locator(selector).first().innerText();
+
+describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium'), concurrency: 1 }, () => {
+  let browser: Browser;
+  before(async () => {
+    mkdirSync(shots, { recursive: true });
+    browser = await chromium.launch({ executablePath: chromiumBinary!, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  describe('one process', () => {
+    let port: number;
+    let child: ServerProcess;
+    before(async () => {
+      port = await freePort();
+      child = await startChild(port);
+    });
+    after(async () => {
+      await child?.kill();
+    });
+
+    it('loads with no console error and no failed request, first data within a second, values moving within 2 s', async () => {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems = watchPage(page);
+      let pageBytes = 0;
+      page.on('response', (r) => {
+        if (r.url().endsWith('/dashboard/')) void r.body().then((b) => (pageBytes = b.length));
+      });
+      await page.goto(`http://127.0.0.1:${port}/dashboard/`);
+      await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live', undefined, { timeout: 10_000 });
+      // From the navigation's start to the first frame drawn, as the page marks it.
+      const firstDataMs = await page.evaluate(() => performance.getEntriesByName('bulwark-first-data')[0]!.startTime);
+      console.log(`# dashboard: page ${pageBytes} bytes, first data ${firstDataMs.toFixed(0)} ms after navigation`);
+      assert.ok(pageBytes > 0 && pageBytes <= 300 * 1024, `page weighs ${pageBytes} bytes`);
+      // The goal is 1 s (docs/dashboard.md has the measured number); this bound holds on a loaded 2-core machine.
+      assert.ok(firstDataMs <= 2_000, `first data after ${firstDataMs} ms`);
+      // Values with their units, moving: the limiter's admitted count is read twice, 2 s apart at most.
+      const admitted = () => page.locator('td:has-text("admitted")').first().innerText();
+      const before = await admitted();
+      assert.match(before, /^[\d,]+ admitted$/);
+      await page.waitForFunction((b) => [...document.querySelectorAll('td')].some((td) => /admitted$/.test(td.textContent ?? '') && td.textContent !== b), before, { timeout: 2_000 });
+      assert.match(await text(page, '#l-calls'), /calls\/s/);
+      assert.match(await page.locator('.card:has(h2:text-is("Breakers"))').innerText(), /closed/);
+      assert.match(await page.locator('.card:has(h2:text-is("Cache"))').innerText(), /\d+(\.\d)? %/);
+      await page.waitForTimeout(2_500); // a few more points on the charts for the screenshot
+      await page.screenshot({ path: join(shots, 'process-1280x800.png') });
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.screenshot({ path: join(shots, 'process-390x844.png'), fullPage: true });
+      assert.deepEqual(problems, []);
+      await page.close();
+    });
+
+    it('keeps the stream across a server restart: the page follows the new process by itself', async () => {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      await page.goto(`http://127.0.0.1:${port}/dashboard/`);
+      await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live', undefined, { timeout: 10_000 });
+      const first = await text(page, '#title');
+      assert.match(first, new RegExp(`pid ${child.pid}`));
+      await child.kill();
+      await page.waitForFunction(() => document.getElementById('conn')?.textContent !== 'live', undefined, { timeout: 10_000 });
+      assert.match(await text(page, '#conn'), /reconnecting|stalled/);
+      child = await startChild(port);
+      await page.waitForFunction((pid) => document.getElementById('title')?.textContent?.includes(`pid ${pid}`) === true && document.getElementById('conn')?.textContent === 'live', child.pid, { timeout: 15_000 });
+      await page.close();
+    });
+  });
+
+  describe('controls', () => {
+    let child: ServerProcess;
+    let port: number;
+    before(async () => {
+      port = await freePort();
+      child = await startChild(port, 'controls');
+    });
+    after(async () => {
+      await child?.kill();
+    });
+
+    it('an invalid limit shows the validation message beside the field and writes no rule; a valid one is written', async () => {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems = watchPage(page);
+      await page.goto(`http://127.0.0.1:${port}/dashboard/`);
+      const field = page.locator('input[aria-label="new rate, calls/s"]');
+      await field.waitFor({ timeout: 10_000 });
+      await field.fill('-5');
+      await page.locator('button:text-is("set limit")').click();
+      const note = page.locator('[data-note="checkout|token-limiter|TokenLimiter-1|rate"]');
+      await waitFor('the validation message', async () => /rate must be a finite number > 0, got -5/.test(await note.innerText()), 5_000);
+      assert.equal(await note.innerText(), 'set.rate: TokenLimiter: rate must be a finite number > 0, got -5');
+      // beside the field: the same cell
+      assert.equal(await page.locator('td:has(input[aria-label="new rate, calls/s"]) [data-note]').count(), 1);
+      await page.screenshot({ path: join(shots, 'controls-refused-1280x800.png') });
+      assert.doesNotMatch(child.logs, /rule put/);
+      await page.locator('input[aria-label="new rate, calls/s"]').fill('12');
+      await page.locator('button:text-is("set limit")').click();
+      await waitFor('the rule written', () => /rule put checkout\/token-limiter\/TokenLimiter-1 \{"scope":"checkout","kind":"token-limiter","name":"TokenLimiter-1","set":\{"rate":12\}\}/.test(child.logs), 5_000);
+      await waitFor('the page to say so', async () => /written: checkout\/token-limiter\/TokenLimiter-1/.test(await note.innerText()), 5_000);
+      // a 422 is a response ≥ 400 on purpose: the only one
+      assert.deepEqual(problems.filter((p) => !/response 422: .*\/controls\/put$/.test(p) && !/status of 422/.test(p)), []);
+      await page.close();
+    });
+  });
+
+  describe('the fleet', { skip: skipReason(etcdBinary, 'etcd') }, () => {
+    let etcd: EtcdServer;
+    const children: ServerProcess[] = [];
+    let dashboard: ChildProcess | undefined;
+    const prefix = `/dashboard-test-${process.pid}`;
+    before(async () => {
+      etcd = await startEtcd();
+    });
+    after(async () => {
+      dashboard?.kill('SIGKILL');
+      for (const c of children) await c.kill();
+      await etcd?.stop();
+    });
+
+    it('shows three processes of a service, and one that dies as unreachable, then gone', async () => {
+      for (const id of ['a', 'b', 'c']) children.push(await startChild(await freePort(), { endpoint: etcd.endpoint, prefix, service: 'orders', id }));
+      const port = await freePort();
+      dashboard = spawn(process.execPath, bulwarkArgs(['dashboard', '--registry', etcd.endpoint.replace('http://', 'etcd://'), '--etcd-prefix', prefix, '--listen', `127.0.0.1:${port}`, '--tick', '500ms', '--refresh', '500ms']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      dashboard.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+      dashboard.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+      await waitFor('bulwark dashboard to listen', () => /bulwark dashboard: http:\/\//.test(out), 30_000);
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems = watchPage(page);
+      await page.goto(`http://127.0.0.1:${port}/`);
+      const rowState = (id: string) => page.locator(`tr.inst[data-key="orders/${id}"] td:nth-child(3)`).innerText();
+      await waitFor('three instances up on the page', async () => (await page.locator('tr.inst').count()) === 3 && (await Promise.all(['a', 'b', 'c'].map(rowState))).every((s) => s.startsWith('up')), 60_000);
+      assert.match(await page.locator('#body .card h2').first().innerText(), /orders — 3 of 3 instances up/);
+      assert.match(await page.locator('tr.inst[data-key="orders/a"]').innerText(), /calls\/s/);
+      // an instance's own components open beside it
+      await page.locator('tr.inst[data-key="orders/a"]').click();
+      await page.waitForSelector('tr.detail .card h2:text-is("Breakers")', { timeout: 5_000 });
+      await page.screenshot({ path: join(shots, 'fleet-1280x800.png') });
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.screenshot({ path: join(shots, 'fleet-390x844.png'), fullPage: true });
+      await page.setViewportSize({ width: 1280, height: 800 });
+      assert.deepEqual(problems, []);
+      // b dies: its stream fails at once (unreachable), its lease (2 s) expires and it leaves the registry (gone)
+      await children[1]!.kill();
+      await waitFor('b unreachable', async () => /^(unreachable|gone)/.test(await rowState('b')), 5_000);
+      await waitFor('b gone', async () => /^gone/.test(await rowState('b')), 15_000);
+      assert.match(await page.locator('#body .card h2').first().innerText(), /orders — 2 of 3 instances up/);
+      assert.match(await rowState('a'), /^up/);
+      await page.locator('tr.inst[data-key="orders/a"]').click(); // folded again: the three rows in view
+      await page.waitForSelector('tr.detail', { state: 'detached', timeout: 5_000 });
+      await page.screenshot({ path: join(shots, 'fleet-one-gone-1280x800.png') });
+      await page.close();
+    });
+  });
+});
