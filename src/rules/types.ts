@@ -91,6 +91,9 @@ export interface RuleRecord {
   key: string;
   value: string;
   revision: number;
+  /** True when the store ends the rule by itself (an etcd lease, a MemoryRuleStore timer). */
+  leased?: boolean;
+  /** When the store ends it, on the store's clock, where the store knows. */
   expiresAt?: number;
 }
 
@@ -120,8 +123,11 @@ export interface RuleRemoveOptions {
  * watch was (compaction), the whole state as of a revision to replace what the watcher had.
  */
 export type RuleChange =
-  | { type: 'changes'; revision: number; changes: Array<{ key: string; value: string | undefined; revision: number; expiresAt?: number }> }
+  | { type: 'changes'; revision: number; changes: RuleRecordChange[] }
   | { type: 'resync'; revision: number; records: RuleRecord[] };
+
+/** RuleRecordChange is one key's change at a revision: its new record, or `value` undefined when it was deleted or expired. */
+export type RuleRecordChange = Omit<RuleRecord, 'value'> & { value: string | undefined };
 
 /** RuleVersion is one past state of a key: its text at `revision`, or undefined where it was deleted. */
 export interface RuleVersion {
