@@ -66,6 +66,7 @@ const RUN: Record<string, { expr: string; prints: string }> = {
   'bulwark/grpc': { expr: `m.SUPPORTED_GRPC_JS`, prints: '~1.14' },
   'bulwark/metrics': { expr: `typeof (await new m.BulwarkMetrics().metrics())`, prints: 'string' },
   'bulwark/fleet': { expr: `m.neededQuorum(10, undefined)`, prints: '5' },
+  'bulwark/rules': { expr: `m.parseRule('{"set":{"rate":5}}', 'orders/token-limiter/api').kind`, prints: 'token-limiter' },
 };
 
 const alias = (p: string) => `m${subpaths.indexOf(p)}`;

@@ -12,3 +12,4 @@ export { MemoryRuleStore, memoryRuleStoreDefaults, type MemoryRuleStoreOptions }
 export { Rules, type BindKind, type RuleTarget, type RulesOptions, type RulesStats } from './rules.js';
 export { RuleInvalidError, RuleRefusedError, RuleConflictError, ClosedError, BulwarkError } from '../core/errors.js';
 export type { RulesAppliedMessage, RulesRefusedMessage } from '../core/diagnostics.js';
+export { EtcdRuleStore, etcdRuleStoreDefaults, type EtcdRuleStoreOptions } from './etcd-rule-store.js';
