@@ -14,6 +14,7 @@ Usage: bulwark <command> [options]
 Commands:
   serve       run a distributed cache node in front of a slow origin
   registry    list (ls) or follow (watch) the services and instances of a registry
+  rules       list, set, remove, watch, check and roll back the rules of a fleet
   demo        run a local cluster on embedded defaults and show what bulwark does
   help        show this help
 
@@ -71,6 +72,10 @@ export async function main(argv: string[]): Promise<number> {
     case 'registry': {
       const { runRegistry } = await import('./registry-cmd.js');
       return runRegistry(rest);
+    }
+    case 'rules': {
+      const { runRules } = await import('./rules-cmd.js');
+      return runRules(rest);
     }
     default:
       process.stderr.write(`bulwark: unknown command '${command}'\n\n${HELP}`);

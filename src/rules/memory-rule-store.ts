@@ -127,6 +127,17 @@ export class MemoryRuleStore implements RuleStore {
     return out;
   }
 
+  async at(key: string, revision: number): Promise<string | undefined> {
+    this.check();
+    if (revision < this.compacted) throw new RangeError(`MemoryRuleStore: revision ${revision} was compacted (the oldest kept is ${this.compacted + 1})`);
+    let value: string | undefined;
+    for (const step of this.log) {
+      if (step.revision > revision) break;
+      for (const c of step.changes) if (c.key === key) value = c.value;
+    }
+    return value;
+  }
+
   /** compact forgets the changes at or below `revision` (etcd's compaction): a watch from before it is resynced. */
   compact(revision: number): void {
     while (this.log.length > 0 && this.log[0]!.revision <= revision) this.log.shift();
