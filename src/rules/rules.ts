@@ -469,7 +469,7 @@ export class Rules {
       case 'options': {
         const effective: Record<string, unknown> = { ...b.built };
         for (const [, { rule }] of rules) if ('set' in rule) Object.assign(effective, rule.set);
-        if (typeof component.reconfigure !== 'function') throw new TypeError(`Rules: ${b.kind} ${b.name} has no reconfigure(): its options cannot change while it runs`);
+        if (typeof component.reconfigure !== 'function') throw new NotReconfigurable(`Rules: ${b.kind} ${b.name} has no reconfigure(): its options cannot change while it runs`);
         component.reconfigure(effective);
         return;
       }
@@ -525,7 +525,7 @@ export class Rules {
   private refuseFor(b: Binding, key: string, candidate: Accepted, err: unknown): void {
     const message = err instanceof Error ? err.message : String(err);
     const revision = candidate.get(key)?.revision ?? this.held.get(key)?.record.revision ?? this.counters.revision;
-    this.refuse(b, key, revision, fieldOf(message), message, RuleRefusedError.code);
+    this.refuse(b, key, revision, err instanceof NotReconfigurable ? undefined : fieldOf(message), message, RuleRefusedError.code);
   }
 
   private refuse(b: Binding, key: string, revision: number, field: string | undefined, message: string, code: string): void {
@@ -560,6 +560,9 @@ const OPTIONS_KINDS: ReadonlySet<string> = new Set<OptionsRuleKind>([
   'token-limiter', 'keyed-limiter', 'period-limiter', 'redis-token-limiter', 'redis-period-limiter', 'bulkhead',
   'adaptive-shedder', 'circuit-breaker', 'sre-breaker', 'timeout', 'retry', 'retry-budget', 'client',
 ]);
+
+/** NotReconfigurable: an options rule for a component without `reconfigure` (refused, naming no field). */
+class NotReconfigurable extends TypeError {}
 
 /** read parses a record once, keeping the error of a bad one. */
 function read(record: RuleRecord): Held {
