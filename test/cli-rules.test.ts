@@ -15,7 +15,8 @@ import { EtcdRuleStore } from '../src/rules/etcd-rule-store.js';
 import { Rules } from '../src/rules/rules.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { skipReason, waitFor } from './support/servers.js';
-import { runBulwark } from './serve-harness.js';
+import { spawn } from 'node:child_process';
+import { bulwarkArgs, runBulwark } from './serve-harness.js';
 
 const skip = skipReason(etcdBinary, 'etcd');
 let etcd: EtcdServer;
@@ -106,6 +107,28 @@ describe('bulwark rules', () => {
       const rm = await runBulwark(['rules', 'rm', '--store', store(), 'orders/token-limiter/api']);
       assert.equal(rm.code, 0, rm.stderr);
       assert.equal(await raw.get('/bulwark/rules/orders/token-limiter/api').string(), null);
+    });
+
+    it('watches: the current rules, then one line per change, until SIGTERM (exit 0)', async () => {
+      await raw.put('/bulwark/rules/shipping/timeout/t').value('{"set":{"timeoutMs":100}}');
+      const child = spawn(process.execPath, bulwarkArgs(['rules', 'watch', '--store', store(), '--prefix', '/bulwark/rules/shipping/']), { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      try {
+        await waitFor('the listing', () => out.includes('put timeout/t'));
+        const put = await raw.put('/bulwark/rules/shipping/timeout/t').value('{"set":{"timeoutMs":50}}');
+        await raw.delete().key('/bulwark/rules/shipping/timeout/t');
+        await waitFor('the two changes', () => out.includes('delete timeout/t'));
+        const lines = out.trimEnd().split('\n');
+        assert.equal(lines.length, 3, out);
+        assert.match(lines[0]!, /^\d+ put timeout\/t \{"set":\{"timeoutMs":100\}\}$/);
+        assert.equal(lines[1], `${put.header.revision} put timeout/t {"set":{"timeoutMs":50}}`);
+        assert.equal(lines[2], `${Number(put.header.revision) + 1} delete timeout/t`);
+      } finally {
+        child.kill('SIGTERM');
+      }
+      assert.equal(await exited, 0);
     });
 
     it('writes a fault rule on a lease of its ttlMs', async () => {
