@@ -23,8 +23,9 @@ let raw: Etcd3;
 let n = 0;
 const prefix = () => `/bulwark-rules-test/${process.pid}-${++n}/`;
 const open: Array<{ close(): Promise<void> }> = [];
-const store = (p: string, endpoint = etcd.endpoint) => {
-  const s = new EtcdRuleStore({ hosts: endpoint, prefix: p, dialTimeoutMs: 1500 });
+// Generous deadlines: a loaded machine's etcd can take seconds to answer right after it starts.
+const store = (p: string, endpoint = etcd.endpoint, dialTimeoutMs = 15_000) => {
+  const s = new EtcdRuleStore({ hosts: endpoint, prefix: p, dialTimeoutMs, attemptTimeoutMs: 5_000 });
   open.push(s);
   return s;
 };
@@ -141,7 +142,7 @@ describe('EtcdRuleStore on a real etcd', { skip }, () => {
       await rules.start();
       assert.deepEqual(l.runs, { rate: 5 });
       await own.kill();
-      await assert.rejects(s.put('orders/token-limiter/api', '{"set":{"rate":1}}'));
+      await assert.rejects(store(p, own.endpoint, 1_500).put('orders/token-limiter/api', '{"set":{"rate":1}}'));
       assert.deepEqual(l.runs, { rate: 5 });
       await own.restart();
       const writer = store(p, own.endpoint);

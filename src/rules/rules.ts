@@ -124,6 +124,8 @@ export class Rules {
   private instance: string | undefined;
   /** Every record of the store, as last seen. */
   private readonly held = new Map<string, Held>();
+  /** The keys of `held` by the name they are for (`weights` and `fault` keys under ROUTED). */
+  private readonly heldByName = new Map<string, Set<string>>();
   /** Bindings by bound name (options, isolate, reset), and those that take weights or faults. */
   private readonly byName = new Map<string, Set<Binding>>();
   private readonly routers = new Set<Binding>();
@@ -201,8 +203,16 @@ export class Rules {
     if (typeof component.setWeights === 'function' || typeof component.setFault === 'function') this.routers.add(b);
     this.finalizer.register(component, b, b);
     // Reset rules written before the component existed are not acted on: it starts closed.
-    for (const [key, h] of this.held) if (h.rule?.kind === 'reset' && h.rule.name === name) b.resets.set(key, h.record.revision);
-    const keys = [...this.held.keys()].filter((k) => this.scopes().includes(scopeOfKey(k)));
+    const scopes = this.scopes();
+    const keys: string[] = [];
+    for (const index of [this.heldByName.get(name), this.routers.has(b) ? this.heldByName.get(ROUTED) : undefined]) {
+      for (const key of index ?? []) {
+        if (!scopes.includes(scopeOfKey(key))) continue;
+        keys.push(key);
+        const h = this.held.get(key)!;
+        if (h.rule?.kind === 'reset') b.resets.set(key, h.record.revision);
+      }
+    }
     this.recompute(b, keys, this.counters.revision, true);
     return () => this.release(b);
   }
@@ -322,22 +332,22 @@ export class Rules {
       const listed = new Map(change.records.map((r) => [r.key, r]));
       for (const key of [...this.held.keys()]) {
         if (!listed.has(key)) {
-          this.held.delete(key);
+          this.forget(key);
           changed.push(key);
         }
       }
       for (const r of change.records) {
         const old = this.held.get(r.key);
         if (old !== undefined && old.record.revision === r.revision) continue;
-        this.held.set(r.key, read(r));
+        this.keep(read(r));
         changed.push(r.key);
       }
     } else {
       for (const c of change.changes) {
         if (c.value === undefined) {
-          if (this.held.delete(c.key)) changed.push(c.key);
+          if (this.forget(c.key)) changed.push(c.key);
         } else {
-          this.held.set(c.key, read({ ...c, value: c.value }));
+          this.keep(read({ ...c, value: c.value }));
           changed.push(c.key);
         }
       }
@@ -350,14 +360,17 @@ export class Rules {
   /** recomputeAll recomputes every binding a changed key concerns. */
   private recomputeAll(keys: string[], revision: number, all: boolean): void {
     if (keys.length === 0) return;
-    const concerned = new Set<Binding>();
+    const concerned = new Map<Binding, string[]>();
+    const add = (b: Binding, key: string) => {
+      const list = concerned.get(b);
+      if (list === undefined) concerned.set(b, [key]);
+      else list.push(key);
+    };
     for (const key of keys) {
-      const name = nameOfKey(key);
-      const kind = kindOfKey(key);
-      if (kind === 'weights' || kind === 'fault') for (const b of this.routers) concerned.add(b);
-      else for (const b of this.byName.get(name) ?? []) concerned.add(b);
+      if (indexName(key) === ROUTED) for (const b of this.routers) add(b, key);
+      else for (const b of this.byName.get(nameOfKey(key)) ?? []) add(b, key);
     }
-    for (const b of concerned) this.recompute(b, keys, revision, all);
+    for (const [b, its] of concerned) this.recompute(b, its, revision, all);
   }
 
   /**
@@ -536,6 +549,28 @@ export class Rules {
     if (rulesRefusedChannel.hasSubscribers) rulesRefusedChannel.publish({ kind: b.kind, name: b.name, key, revision, field, message, code });
   }
 
+  /** keep holds a record (and indexes its key by name). */
+  private keep(h: Held): void {
+    const key = h.record.key;
+    if (!this.held.has(key)) {
+      const name = indexName(key);
+      let set = this.heldByName.get(name);
+      if (set === undefined) this.heldByName.set(name, (set = new Set()));
+      set.add(key);
+    }
+    this.held.set(key, h);
+  }
+
+  /** forget drops a held record; tells whether there was one. */
+  private forget(key: string): boolean {
+    if (!this.held.delete(key)) return false;
+    const name = indexName(key);
+    const set = this.heldByName.get(name);
+    set?.delete(key);
+    if (set?.size === 0) this.heldByName.delete(name);
+    return true;
+  }
+
   /** release drops a binding (its component was unbound, closed or collected). */
   private release(b: Binding): void {
     if (b.released) return;
@@ -574,14 +609,24 @@ function read(record: RuleRecord): Held {
   }
 }
 
+/** The index entry of every `weights` and `fault` key (their names are called services and routes, not bound names). */
+const ROUTED = '\u0000routed';
+
+/** indexName answers the name a key is indexed under: its name, or ROUTED. */
+function indexName(key: string): string {
+  const kind = kindOfKey(key);
+  return kind === 'weights' || kind === 'fault' ? ROUTED : nameOfKey(key);
+}
+
 function scopeOfKey(key: string): string {
   const i = key.indexOf('/');
   return i < 0 ? key : key.slice(0, i);
 }
 
 function kindOfKey(key: string): string {
-  const parts = key.split('/', 2);
-  return parts[1] ?? '';
+  const first = key.indexOf('/');
+  const second = first < 0 ? -1 : key.indexOf('/', first + 1);
+  return second < 0 ? '' : key.slice(first + 1, second);
 }
 
 function nameOfKey(key: string): string {
