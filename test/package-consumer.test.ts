@@ -67,6 +67,7 @@ const RUN: Record<string, { expr: string; prints: string }> = {
   'bulwark/metrics': { expr: `typeof (await new m.BulwarkMetrics().metrics())`, prints: 'string' },
   'bulwark/dashboard': { expr: `await (async () => { const h = m.dashboardHandler({ snapshot: () => ({ at: '', components: [] }) }); await h.close(); return h.path; })()`, prints: '/dashboard' },
   'bulwark/fleet': { expr: `m.neededQuorum(10, undefined)`, prints: '5' },
+  'bulwark/rules': { expr: `m.parseRule('{"set":{"rate":5}}', 'orders/token-limiter/api').kind`, prints: 'token-limiter' },
 };
 
 const alias = (p: string) => `m${subpaths.indexOf(p)}`;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `bulwark` command line: `serve` (a cache node), `registry ls|watch` (what a registry holds),
- * `dashboard` (the fleet's page), `demo` (a local cluster with a live view) and `help`. This file only dispatches: each command reads its
+ * `rules` (the fleet's live rules), `dashboard` (the fleet's page), `demo` (a local cluster with a live view) and `help`. This file only dispatches: each command reads its
  * own flags (with `node:util`'s `parseArgs`, through args.ts) in its own file, and a new command is one
  * line in COMMANDS.
  */
@@ -21,6 +21,7 @@ interface Command {
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: { summary: 'run a distributed cache node in front of a slow origin', run: async (argv) => exitWhenDone(await (await import('./serve/run.js')).runServe(argv)) },
   registry: { summary: 'list (ls) or follow (watch) the services and instances of a registry', run: async (argv) => (await import('./registry-cmd.js')).runRegistry(argv) },
+  rules: { summary: 'list, set, remove, watch, check and roll back the rules of a fleet', run: async (argv) => (await import('./rules-cmd.js')).runRules(argv) },
   dashboard: { summary: 'one page for the fleet: every instance that publishes its dashboard', run: async (argv) => (await import('./dashboard-cmd.js')).runDashboard(argv) },
   demo: { summary: 'run a local cluster on embedded defaults and show what bulwark does', run: async (argv) => (await import('./demo/command.js')).runDemoCommand(argv) },
 };

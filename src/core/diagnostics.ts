@@ -56,6 +56,10 @@ export const diagnosticsChannels = Object.freeze({
   httpRefused: 'bulwark:http:refused',
   /** A gRPC call guarded by bulwark/grpc ended (client or server side). */
   grpcCall: 'bulwark:grpc:call',
+  /** A Rules binder applied rules to a component. */
+  rulesApplied: 'bulwark:rules:applied',
+  /** A Rules binder refused a rule for a component (invalid, or its `reconfigure` threw): it keeps its last good settings. */
+  rulesRefused: 'bulwark:rules:refused',
 } as const);
 
 /**
@@ -229,6 +233,35 @@ export interface HttpRefusedMessage {
   readonly key: string | undefined;
 }
 
+/** RulesAppliedMessage (`bulwark:rules:applied`): a component now runs the rules at `keys`, as of store revision `revision`. */
+export interface RulesAppliedMessage {
+  /** The kind it was bound as (`token-limiter`, `circuit-breaker`, `client` …). */
+  readonly kind: string;
+  /** The name it was bound under. */
+  readonly name: string;
+  /** The store revision of the change. */
+  readonly revision: number;
+  /** The keys of the rules that changed for it at that revision. */
+  readonly keys: readonly string[];
+}
+
+/** RulesRefusedMessage (`bulwark:rules:refused`): a rule was refused for a component, which keeps its last good settings. */
+export interface RulesRefusedMessage {
+  /** The kind the component was bound as. */
+  readonly kind: string;
+  /** The name it was bound under. */
+  readonly name: string;
+  /** The refused rule's key and revision. */
+  readonly key: string;
+  readonly revision: number;
+  /** The field at fault, when one is. */
+  readonly field: string | undefined;
+  /** The validation message (the component's own). */
+  readonly message: string;
+  /** `ERR_RULE_INVALID` or `ERR_RULE_REFUSED`. */
+  readonly code: string;
+}
+
 /** typed answers a named channel as the channel of the messages bulwark publishes on it. */
 function typed<M>(name: string): DiagnosticsChannel<M> {
   const c: Channel = channel(name);
@@ -246,6 +279,8 @@ export const balancerHealthChannel = typed<BalancerHealthMessage>(diagnosticsCha
 export const clientAttemptChannel = typed<ClientAttemptMessage>(diagnosticsChannels.clientAttempt);
 export const httpRefusedChannel = typed<HttpRefusedMessage>(diagnosticsChannels.httpRefused);
 export const grpcCallChannel = typed<GrpcCallMessage>(diagnosticsChannels.grpcCall);
+export const rulesAppliedChannel = typed<RulesAppliedMessage>(diagnosticsChannels.rulesApplied);
+export const rulesRefusedChannel = typed<RulesRefusedMessage>(diagnosticsChannels.rulesRefused);
 export const clientCallChannel: TracingChannel<unknown, ClientCallContext> = tracingChannel(diagnosticsChannels.clientCall);
 export const cacheLoadChannel: TracingChannel<unknown, CacheLoadContext> = tracingChannel(diagnosticsChannels.cacheLoad);
 

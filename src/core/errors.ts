@@ -188,6 +188,36 @@ export class UnsupportedVersionError extends BulwarkError {
   }
 }
 
+/** RuleInvalidError: a rule document is not a valid rule (bad JSON, too large, unknown kind or key, a value its component refuses); `key` and `field` name it. */
+export class RuleInvalidError extends BulwarkError {
+  static readonly code: string = 'ERR_RULE_INVALID';
+  /** The rule's key (`<scope>/<kind>/<name>`), when known. */
+  readonly key: string | undefined;
+  /** The field at fault (an option's name, or a path into the document), when one is. */
+  readonly field: string | undefined;
+  constructor(message: string, options?: BulwarkErrorOptions & { key?: string; field?: string }) {
+    super(new.target.code, message, options);
+    this.key = options?.key;
+    this.field = options?.field;
+  }
+}
+
+/** RuleRefusedError: a running component refused a rule (its `reconfigure` threw); it keeps its last good settings. A RuleInvalidError too. */
+export class RuleRefusedError extends RuleInvalidError {
+  static override readonly code: string = 'ERR_RULE_REFUSED';
+}
+
+/** RuleConflictError: a compare-and-swap write of a rule found the key at another revision than `ifRevision`. */
+export class RuleConflictError extends BulwarkError {
+  static readonly code = 'ERR_RULE_CONFLICT';
+  /** The key's revision found (0: absent). */
+  readonly revision: number;
+  constructor(message: string, options?: BulwarkErrorOptions & { revision?: number }) {
+    super(RuleConflictError.code, message, options);
+    this.revision = options?.revision ?? 0;
+  }
+}
+
 /** errorClasses lists every coded error class, for docs and tests. */
 export const errorClasses = [
   BreakerOpenError,
@@ -207,6 +237,9 @@ export const errorClasses = [
   InvalidResponseError,
   LoadError,
   UnsupportedVersionError,
+  RuleInvalidError,
+  RuleRefusedError,
+  RuleConflictError,
 ] as const;
 
 /** isBulwarkError tells whether `err` is a BulwarkError, optionally with the given code. */

@@ -47,4 +47,6 @@ export {
   type CacheLoadContext,
   type HttpRefusedMessage,
   type GrpcCallMessage,
+  type RulesAppliedMessage,
+  type RulesRefusedMessage,
 } from './diagnostics.js';

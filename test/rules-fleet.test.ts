@@ -1,0 +1,195 @@
+/**
+ * Rules across a fleet: three real processes (test/support/rules-child.ts), each with a TokenLimiter and
+ * a CircuitBreaker bound to rules in a real etcd.
+ *
+ * - an isolate written once reaches every process's breaker within 1 s, with its reason; removing it
+ *   closes them all (single member);
+ * - 100 rule changes while the etcd leader is SIGKILLed (3-member cluster): every process ends at etcd's
+ *   final state and applied revisions in increasing order only;
+ * - `bulwark rules set` of a new rate: all three apply it, put → applied measured in each (p50 / p99
+ *   printed beside etcd's own watch latency); a rule written straight into etcd with an out-of-range
+ *   value: each keeps its last good rate and reports the refusal, and the CLI refuses the same rule with
+ *   the same message. These two need TokenLimiter.reconfigure (the components' branch) and skip without it.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Etcd3 } from 'etcd3';
+import { TokenLimiter } from '../src/limit/token-limiter.js';
+import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { startEtcdCluster, type EtcdCluster } from './support/etcd-cluster.js';
+import { skipReason, waitFor } from './support/servers.js';
+import { tsNodeArgs } from './support/ts-node.js';
+import { runBulwark } from './serve-harness.js';
+
+const CHILD = fileURLToPath(new URL('./support/rules-child.ts', import.meta.url));
+const skip = skipReason(etcdBinary, 'etcd');
+const noReconfigure = typeof (TokenLimiter.prototype as { reconfigure?: unknown }).reconfigure === 'function' ? undefined : 'TokenLimiter has no reconfigure() in this build (the components branch adds it)';
+
+interface Line {
+  ev: 'applied' | 'refused';
+  name: string;
+  revision: number;
+  keys?: string[];
+  key?: string;
+  field?: string;
+  message?: string;
+  at: number;
+  rate: number | undefined;
+  breaker: string;
+  isolated: string | undefined;
+}
+
+/** Proc is one process of the fleet and every line it printed. */
+interface Proc {
+  child: ChildProcess;
+  lines: Line[];
+  stderr: string;
+}
+
+async function startFleet(hosts: string[], prefix: string): Promise<Proc[]> {
+  const procs = ['i-1', 'i-2', 'i-3'].map((id) => {
+    const child = spawn(process.execPath, tsNodeArgs(CHILD, hosts.join(','), prefix, id), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p: Proc = { child, lines: [], stderr: '' };
+    let buf = '';
+    let ready = false;
+    child.stdout!.on('data', (c: Buffer) => {
+      buf += c.toString();
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (line === 'ready') ready = true;
+        else if (line.startsWith('{')) p.lines.push(JSON.parse(line) as Line);
+      }
+    });
+    child.stderr!.on('data', (c: Buffer) => (p.stderr += c.toString()));
+    return Object.assign(p, { ready: () => ready });
+  });
+  await waitFor('three processes ready', () => procs.every((p) => p.ready()), 30_000);
+  return procs;
+}
+
+async function stopFleet(procs: Proc[]): Promise<void> {
+  await Promise.all(procs.map((p) => new Promise<void>((resolve) => {
+    if (p.child.exitCode !== null) return resolve();
+    p.child.once('exit', () => resolve());
+    p.child.kill('SIGTERM');
+    setTimeout(() => p.child.kill('SIGKILL'), 5_000).unref();
+  })));
+}
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+}
+
+describe('rules across three processes', { skip }, () => {
+  let etcd: EtcdServer;
+  let raw: Etcd3;
+  let dir: string;
+  let n = 0;
+  const prefix = () => `/bulwark-rules-fleet/${process.pid}-${++n}/`;
+  before(async () => {
+    etcd = await startEtcd();
+    raw = new Etcd3({ hosts: etcd.endpoint });
+    dir = mkdtempSync(join(tmpdir(), 'bulwark-rules-fleet-'));
+  });
+  after(async () => {
+    raw?.close();
+    await etcd?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('isolates a dependency fleet-wide within 1 s with the reason shown, and closes it everywhere when the rule is removed', async () => {
+    const p = prefix();
+    const fleet = await startFleet([etcd.endpoint], p);
+    try {
+      const started = Date.now();
+      await raw.put(`${p}orders/isolate/payments`).value(JSON.stringify({ reason: 'INC-7: payments db' }));
+      await waitFor('every breaker open', () => fleet.every((f) => f.lines.some((l) => l.breaker === 'open')), 5_000);
+      for (const f of fleet) {
+        const l = f.lines.find((x) => x.breaker === 'open')!;
+        assert.equal(l.isolated, 'INC-7: payments db');
+        assert.ok(l.at - started <= 1_000, `open ${l.at - started} ms after the put`);
+      }
+      await raw.delete().key(`${p}orders/isolate/payments`);
+      await waitFor('every breaker closed', () => fleet.every((f) => f.lines.at(-1)?.breaker === 'closed'), 5_000);
+    } finally {
+      await stopFleet(fleet);
+    }
+  });
+
+  it('applies a rate set with the CLI in every process, and measures put → applied', { skip: noReconfigure }, async () => {
+    const p = prefix();
+    const fleet = await startFleet([etcd.endpoint], p);
+    try {
+      const delays: number[] = [];
+      const floor: number[] = [];
+      const w = await raw.watch().prefix(`${p}orders/`).create();
+      let putAt = 0;
+      w.on('put', () => floor.push(Date.now() - putAt));
+      for (let i = 1; i <= 20; i++) {
+        putAt = Date.now();
+        await raw.put(`${p}orders/token-limiter/api`).value(JSON.stringify({ set: { rate: 100 + i } }));
+        await waitFor(`rate ${100 + i} everywhere`, () => fleet.every((f) => f.lines.some((l) => l.rate === 100 + i)), 5_000);
+        for (const f of fleet) delays.push(f.lines.find((l) => l.rate === 100 + i)!.at - putAt);
+      }
+      await w.cancel();
+      delays.sort((a, b) => a - b);
+      floor.sort((a, b) => a - b);
+      console.log(`put → applied over 3 processes × 20 puts: p50 ${quantile(delays, 0.5)} ms, p99 ${quantile(delays, 0.99)} ms (etcd watch alone: p50 ${quantile(floor, 0.5)} ms, p99 ${quantile(floor, 0.99)} ms)`);
+      assert.ok(quantile(delays, 0.99) <= 1_000, `p99 ${quantile(delays, 0.99)} ms`);
+      const file = join(dir, 'rate.json');
+      writeFileSync(file, JSON.stringify({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 7 } }));
+      const cli = await runBulwark(['rules', 'set', '--store', `etcd://${new URL(etcd.endpoint).host}`, '--prefix', p, file]);
+      assert.equal(cli.code, 0, cli.stderr);
+      await waitFor('rate 7 everywhere', () => fleet.every((f) => f.lines.at(-1)?.rate === 7), 5_000);
+      // straight into etcd, out of range: each keeps 7 and reports; the CLI refuses the same message
+      await raw.put(`${p}orders/token-limiter/api`).value(JSON.stringify({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: -5 } }));
+      await waitFor('every refusal', () => fleet.every((f) => f.lines.some((l) => l.ev === 'refused')), 5_000);
+      const messages = new Set(fleet.map((f) => f.lines.find((l) => l.ev === 'refused')!.message));
+      assert.equal(messages.size, 1);
+      for (const f of fleet) assert.equal(f.lines.find((l) => l.ev === 'refused')!.rate, 7);
+      writeFileSync(file, JSON.stringify({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: -5 } }));
+      const refused = await runBulwark(['rules', 'set', '--store', `etcd://${new URL(etcd.endpoint).host}`, '--prefix', p, file]);
+      assert.equal(refused.code, 2);
+      assert.equal(refused.stderr, `bulwark rules: refused orders/token-limiter/api (rate): ${[...messages][0]}\n`);
+    } finally {
+      await stopFleet(fleet);
+    }
+  });
+
+  it('ends at etcd’s final state after 100 changes while the leader is SIGKILLed, applying revisions in increasing order only', async () => {
+    let cluster: EtcdCluster | undefined;
+    let fleet: Proc[] = [];
+    try {
+      cluster = await startEtcdCluster(3);
+      const p = prefix();
+      fleet = await startFleet(cluster.endpoints, p);
+      const writer = new Etcd3({ hosts: cluster.endpoints });
+      try {
+        const leader = await cluster.leader();
+        for (let i = 1; i <= 100; i++) {
+          if (i === 30) await leader.kill();
+          const doc = JSON.stringify({ reason: `change ${i}` });
+          await waitFor(`write ${i}`, () => writer.put(`${p}orders/isolate/payments`).value(doc).then(() => true, () => false), 20_000);
+        }
+        await leader.restart();
+      } finally {
+        writer.close();
+      }
+      await waitFor('every process at the final state', () => fleet.every((f) => f.lines.at(-1)?.isolated === 'change 100'), 20_000);
+      for (const f of fleet) {
+        const revisions = f.lines.filter((l) => l.ev === 'applied').map((l) => l.revision);
+        for (let i = 1; i < revisions.length; i++) assert.ok(revisions[i]! > revisions[i - 1]!, `revisions ${revisions.join(',')} not increasing`);
+        assert.equal(f.lines.at(-1)!.breaker, 'open');
+      }
+    } finally {
+      await stopFleet(fleet);
+      await cluster?.stop();
+    }
+  });
+});
