@@ -331,6 +331,27 @@ describe('Rules: weights and faults', () => {
   });
 });
 
+describe('Rules: reporting', () => {
+  it('describes its metrics from stats() and puts every component’s status in its snapshot', async () => {
+    const { rules, put } = await setup();
+    const l = new FakeLimiter({ rate: 10 });
+    rules.bind('token-limiter', 'api', l);
+    await put('orders/token-limiter/api', { set: { rate: 5 } });
+    await put('orders/token-limiter/api', { set: { rate: -5 } });
+    const d = rules.describeMetrics({ instanceLabel: undefined, name: () => 'rules' });
+    const got: Record<string, number> = {};
+    d.collect!(Object.assign((family: string, _labels: object, value: number) => void (got[family] = value)));
+    assert.deepEqual(got, {
+      rules_revision: 2, rules_bindings: 1, rules_refused: 1, rules_applied_total: 1, rules_refused_total: 1, rules_resyncs_total: 1, rules_store_errors_total: 0,
+    });
+    assert.deepEqual(d.families.map((f) => f.name).sort(), Object.keys(got).sort());
+    const snap = d.snapshot!() as { components: Array<{ name: string; revision: number; refused: unknown[] }> };
+    assert.deepEqual(snap.components.map((c) => [c.name, c.revision, c.refused.length]), [['api', 1, 1]]);
+    await rules.close();
+    assert.equal(d.closed!(), true);
+  });
+});
+
 describe('Rules: bounds', () => {
   it('releases the binding of a closed component when it answers ClosedError', async () => {
     const { rules, put } = await setup();
