@@ -14,16 +14,18 @@
  *
  * - Weights (`metadata.weight`, or a Balancer's overrides): while the instances' weights differ, each
  *   choice is drawn by weight, independently (with replacement: both may be the same instance, which
- *   then takes the pick), from an alias table (Walker / Vose) rebuilt once after each list change, and
- *   the pair is compared on weighted terms: in-flight calls count per unit of the instance's share
- *   (weight × n / total), and latencies within `WEIGHTED_ALIKE` of each other count as equal. Then a
- *   pair of alike instances ties while neither has more calls in flight than its share, the first draw
- *   wins, and each instance gets exactly its weight's share: p² + p(1 − p) = p; under load, in-flight
- *   calls settle in proportion to the weights. A clearly slower instance still loses a mixed pair, so it
- *   loses share as in plain P2C. Why not plain P2C on weighted draws: two distinct draws make a 95/5 pair
- *   of instances the same pair every pick, and the EWMAs of alike instances differ by noise that lasts
- *   for the decay time (10 s), which would decide every mixed pair meanwhile — measured: a 5 % canary
- *   took 10 %.
+ *   then takes the pick), from an alias table (Walker / Vose) rebuilt once after each list change. Two
+ *   instances whose latency EWMAs are within `WEIGHTED_ALIKE` of each other tie, and the first draw
+ *   wins: each alike instance gets exactly its weight's share, p² + p(1 − p) = p, at any concurrency.
+ *   Of a pair that is not alike, the lower latency × (in-flight calls per unit of share + 1) wins
+ *   (share = weight × n / total), so a clearly slower instance loses share as in plain P2C. Why not
+ *   plain P2C on weighted draws: two distinct draws make a 95/5 pair of instances the same pair every
+ *   pick, and the EWMAs of alike instances differ by noise that lasts for the decay time (10 s), which
+ *   decides every mixed pair meanwhile (measured: a 5 % canary took 10 %). Why in-flight counts do not
+ *   break the tie: compared per share, an idle small instance wins every mixed pair at low concurrency
+ *   (a 5 % canary took 5.9 % at 8 calls in flight, about 10 % at 2); with one more call counted, the
+ *   big one does (the canary starves). What is given up: among alike instances, while weighted, load is
+ *   seen through latency only.
  *
  * `pick` reads the clock at most once every 16 picks (and on every `report`) and draws both choices
  * from one random number (two while weighted), so a pick costs one random number and a few comparisons.
@@ -232,17 +234,14 @@ export class P2C implements Picker {
   }
 
   /**
-   * chooseWeighted is `choose` for a weighted pair: the lower in-flight calls per unit of share while
-   * their latencies are alike (a tie goes to `a`, the first draw), else the lower latency × (in-flight
-   * per share + 1); force-pick and slow start as in `choose`.
+   * chooseWeighted is `choose` for a weighted pair: `a`, the first draw, while their latencies are
+   * alike, else the lower latency × (in-flight per share + 1); force-pick and slow start as in `choose`.
    */
   private chooseWeighted(a: P2CEntry, b: P2CEntry): ServiceInstance {
     const now = this.now;
     const la = a.ewma > MIN_LATENCY_MS ? a.ewma : MIN_LATENCY_MS;
     const lb = b.ewma > MIN_LATENCY_MS ? b.ewma : MIN_LATENCY_MS;
-    const qa = a.inFlight / a.share;
-    const qb = b.inFlight / b.share;
-    const bWins = la <= lb * WEIGHTED_ALIKE && lb <= la * WEIGHTED_ALIKE ? qb < qa : lb * (qb + 1) < la * (qa + 1);
+    const bWins = la <= lb * WEIGHTED_ALIKE && lb <= la * WEIGHTED_ALIKE ? false : lb * (b.inFlight / b.share + 1) < la * (a.inFlight / a.share + 1);
     let win = bWins ? b : a;
     const lose = bWins ? a : b;
     if (now - lose.lastPicked > this.forcePickMs) win = lose;

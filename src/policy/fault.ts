@@ -43,6 +43,11 @@ const MAX_TTL_MS = 86_400_000;
 /** Defaults for FaultOptions (and an abort's status and message). */
 export const faultDefaults = Object.freeze({ ttlMs: 600_000, status: 503, error: 'fault injected' });
 
+/** runTask runs a Task (what `execute` hands `run`: no closure per call). */
+function runTask<T>(task: Task<T>, signal: AbortSignal): T | PromiseLike<T> {
+  return task(signal);
+}
+
 /** FaultSettings are checked FaultOptions, without clock and random. */
 interface FaultSettings {
   readonly delay: Readonly<FaultDelay> | undefined;
@@ -116,36 +121,36 @@ export class FaultInjector implements Guard, Reconfigurable<FaultOptions> {
     if (this.closed) return Promise.reject(new ClosedError('FaultInjector is closed'));
     const signal = options?.signal ?? neverAborted;
     try {
-      return Promise.resolve(this.run(task, signal));
+      return Promise.resolve(this.run(runTask, task, signal));
     } catch (err) {
       return Promise.reject(err);
     }
   }
 
   /**
-   * run is `execute` for callers that take a plain value or a promise (ResilientClient's attempts): no
-   * promise is made for a call that passes straight through, and a drawn abort throws synchronously.
-   * @internal
+   * run is `execute` of `fn(arg, signal)` for callers that take a plain value or a promise
+   * (ResilientClient's attempts): no promise or closure is made for a call that passes straight
+   * through, and a drawn abort throws synchronously. @internal
    */
-  run<T>(task: Task<T>, signal: AbortSignal): T | PromiseLike<T> {
-    if (this.expired || this.closed) return task(signal);
+  run<A, T>(fn: (arg: A, signal: AbortSignal) => T | PromiseLike<T>, arg: A, signal: AbortSignal): T | PromiseLike<T> {
+    if (this.expired || this.closed) return fn(arg, signal);
     this.calls++;
     const s = this.settings;
     if (this.delayP > 0 && this.random() < this.delayP) {
       this.delayed++;
-      return wait(s.delay!.ms, signal === neverAborted ? undefined : signal, { clock: this.clock }).then(() => this.afterDelay(task, signal));
+      return wait(s.delay!.ms, signal === neverAborted ? undefined : signal, { clock: this.clock }).then(() => this.afterDelay(fn, arg, signal));
     }
-    return this.afterDelay(task, signal);
+    return this.afterDelay(fn, arg, signal);
   }
 
-  /** afterDelay draws the abort, else runs the task. */
-  private afterDelay<T>(task: Task<T>, signal: AbortSignal): T | PromiseLike<T> {
+  /** afterDelay draws the abort, else runs the call. */
+  private afterDelay<A, T>(fn: (arg: A, signal: AbortSignal) => T | PromiseLike<T>, arg: A, signal: AbortSignal): T | PromiseLike<T> {
     if (this.abortP > 0 && this.random() < this.abortP) {
       this.aborted++;
       const a = this.settings.abort!;
       throw new FaultInjectedError(a.error, { status: a.status });
     }
-    return task(signal);
+    return fn(arg, signal);
   }
 
   /**
