@@ -134,23 +134,45 @@ export class FaultInjector implements Guard, Reconfigurable<FaultOptions> {
    */
   run<A, T>(fn: (arg: A, signal: AbortSignal) => T | PromiseLike<T>, arg: A, signal: AbortSignal): T | PromiseLike<T> {
     if (this.expired || this.closed) return fn(arg, signal);
-    this.calls++;
-    const s = this.settings;
-    if (this.delayP > 0 && this.random() < this.delayP) {
-      this.delayed++;
-      return wait(s.delay!.ms, signal === neverAborted ? undefined : signal, { clock: this.clock }).then(() => this.afterDelay(fn, arg, signal));
-    }
+    const ms = this.drawDelay();
+    if (ms >= 0) return this.wait(ms, signal).then(() => this.afterDelay(fn, arg, signal));
     return this.afterDelay(fn, arg, signal);
   }
 
   /** afterDelay draws the abort, else runs the call. */
   private afterDelay<A, T>(fn: (arg: A, signal: AbortSignal) => T | PromiseLike<T>, arg: A, signal: AbortSignal): T | PromiseLike<T> {
+    const err = this.drawAbort();
+    if (err !== undefined) throw err;
+    return fn(arg, signal);
+  }
+
+  /**
+   * drawDelay counts one call of an active fault and draws its delay: the ms to wait, or −1 for none.
+   * With `drawAbort` and `wait`, the steps of `run` for a caller that answers by itself (HttpGuard).
+   * @internal
+   */
+  drawDelay(): number {
+    this.calls++;
+    if (this.delayP > 0 && this.random() < this.delayP) {
+      this.delayed++;
+      return this.settings.delay!.ms;
+    }
+    return -1;
+  }
+
+  /** drawAbort draws the abort of a call `drawDelay` counted: the error to fail it with, or undefined. @internal */
+  drawAbort(): FaultInjectedError | undefined {
     if (this.abortP > 0 && this.random() < this.abortP) {
       this.aborted++;
       const a = this.settings.abort!;
-      throw new FaultInjectedError(a.error, { status: a.status });
+      return new FaultInjectedError(a.error, { status: a.status });
     }
-    return fn(arg, signal);
+    return undefined;
+  }
+
+  /** wait resolves after `ms` of the injector's clock, or rejects with AbortedError when `signal` aborts first. @internal */
+  wait(ms: number, signal: AbortSignal): Promise<void> {
+    return wait(ms, signal === neverAborted ? undefined : signal, { clock: this.clock });
   }
 
   /**
