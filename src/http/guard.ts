@@ -163,8 +163,7 @@ export class HttpGuard {
     }
     this.shedder = seam(o.shedder, 'shedder', 'admit');
     this.breaker = seam(o.breaker, 'breaker', 'admit');
-    if (o.fault !== undefined) this.setFault(o.fault);
-    if (!this.syncLimiter && !this.asyncLimiter && !this.shedder && !this.breaker && !this.injector) {
+    if (!this.syncLimiter && !this.asyncLimiter && !this.shedder && !this.breaker && o.fault === undefined) {
       throw new TypeError(`${OWNER}: give at least one of limiter, shedder, breaker, fault, got none`);
     }
     const key = o.key ?? httpGuardDefaults.key;
@@ -184,6 +183,7 @@ export class HttpGuard {
     if (typeof rh !== 'boolean') throw new TypeError(`${OWNER}: rateLimitHeaders must be a boolean, got ${showValue(rh)}`);
     this.headers = rh;
     this.skip = o.skip === undefined ? undefined : fn<(req: IncomingMessage) => boolean>(OWNER, 'skip', o.skip);
+    if (o.fault !== undefined) this.setFault(o.fault); // last: its injector holds a timer
   }
 
   /**
@@ -196,6 +196,17 @@ export class HttpGuard {
     void this.injector?.close();
     this.injector = next;
     this.faultRefusal = undefined;
+  }
+
+  /** close stops the fault's expiry timer (the only timer the guard holds); the guard still checks requests, without a fault. Idempotent. */
+  close(): Promise<void> {
+    this.setFault(undefined);
+    return Promise.resolve();
+  }
+
+  /** [Symbol.asyncDispose] closes the guard (`await using guard = new HttpGuard(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   /** fault answers the injector of the fault set now (its stats, options and metrics), or undefined. */
