@@ -168,7 +168,7 @@ for (const fw of frameworks) {
       assert.deepEqual(shedder.tokens.outcomes(), ['success', 'release', 'success'], 'a 429 releases the shed token');
       assert.equal(shedder.tokens.issued, 3);
       shedder.tokens.assertOnce();
-      assert.deepEqual({ ...g.stats() }, { passed: 2, skipped: 0, limited: 1, shed: 1, broken: 0, failedOpen: 0, aborted: 0 });
+      assert.deepEqual({ ...g.stats() }, { passed: 2, skipped: 0, limited: 1, shed: 1, broken: 0, failedOpen: 0, aborted: 0, faulted: 0 });
     });
 
     it('answers 503 while the breaker is open, counts 5xx and thrown errors as failures, and recovers', async () => {

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Backoff, CoarseClock, Deadlines, Follower, HashRing, ManualClock, RollingWindow, SingleFlight } from '../src/core/index.js';
 import { BreakerGroup, CircuitBreaker, SreBreaker } from '../src/breaker/index.js';
-import { Bulkhead, Fallback, Retry, RetryBudget, Timeout } from '../src/policy/index.js';
+import { Bulkhead, Fallback, FaultInjector, Retry, RetryBudget, Timeout } from '../src/policy/index.js';
 import { AdaptiveShedder, EventLoopLoad, KeyedLimiter, PeriodLimiter, RedisPeriodLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
 import { EtcdRegistry, MemoryRegistry, RegistryCache, announce } from '../src/registry/index.js';
 import { ActiveHealthChecker, Balancer, LeastRequest, OutlierDetector, P2C, Random, RingHash, RoundRobin, SmoothWeightedRoundRobin } from '../src/balancer/index.js';
@@ -39,6 +39,7 @@ const rows: Array<[owner: string, known: string, build: (bad: object) => unknown
   ['Timeout', 'timeoutMs', (x) => new Timeout({ timeoutMs: 10, clock, ...x })],
   ['Bulkhead', 'maxConcurrent', (x) => new Bulkhead({ ...x })],
   ['Fallback', 'value', (x) => new Fallback({ value: 1, ...x })],
+  ['FaultInjector', 'ttlMs', (x) => new FaultInjector({ clock, ...x })],
   ['TokenLimiter', 'burst', (x) => new TokenLimiter({ rate: 5, clock, ...x })],
   ['PeriodLimiter', 'quota', (x) => new PeriodLimiter({ periodMs: 1_000, quota: 5, clock, ...x })],
   ['KeyedLimiter', 'maxKeys', (x) => new KeyedLimiter({ rate: 5, clock, ...x })],

@@ -23,6 +23,7 @@ export function balancerFamilies(instanceLabel: string | undefined): MetricFamil
     ),
     gauge('balancer_ejected_instances', 'Instances ejected by outlier detection now.', ['group']),
     gauge('balancer_down_instances', 'Instances down according to active health probes.', ['group']),
+    gauge('balancer_drained_instances', 'Instances drained by a weight override of 0: out of rotation, their calls in flight finishing.', ['group']),
     gauge('balancer_breaker_open_instances', 'Instances out of rotation because their breaker is open on evidence (within the cap).', ['group']),
     gauge('balancer_forced_instances', 'Instances held out by force (an operator isolated their breaker): never put back by the cap or panic.', ['group']),
     gauge('balancer_capped_instances', 'Instances that would be out (ejected, down or breaker open) but stay in rotation: maxEjectionPercent is reached.', ['group']),
@@ -62,6 +63,7 @@ export function describeBalancer(b: BalancerSource, ctx: MetricsContext, closed:
       emit('balancer_available_instances', {}, s.available);
       emit('balancer_ejected_instances', {}, s.ejected);
       emit('balancer_down_instances', {}, s.down);
+      emit('balancer_drained_instances', {}, s.drained ?? 0);
       emit('balancer_breaker_open_instances', {}, s.breakerOpen ?? 0);
       emit('balancer_forced_instances', {}, s.forced ?? 0);
       emit('balancer_capped_instances', {}, s.capped ?? 0);

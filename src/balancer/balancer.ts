@@ -49,6 +49,7 @@ import { OutlierDetector, outlierDefaults } from './health/outlier.js';
 import { createPicker, type StrategyOption } from './strategies.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import { describeBalancer } from './balancer-metrics.js';
+import { checkWeightOverrides, type WeightOverrides } from './weight-overrides.js';
 
 /** The keys of BalancerOptions, all of them: any other is refused (see `options`). */
 const BALANCER_KEYS = {
@@ -100,6 +101,14 @@ export class Balancer {
   /** Instances that would be out (ejected, down, breaker open) but stay in rotation under the cap. */
   private capped = 0;
   private all: readonly ServiceInstance[] = EMPTY;
+  /** Weight overrides by instance id (`setWeights`), or undefined: none. */
+  private overrides: ReadonlyMap<string, number> | undefined;
+  /** `all` as the strategy sees it: drained instances left out, overridden ones as copies carrying their weight (`all` itself without overrides). */
+  private routed: readonly ServiceInstance[] = EMPTY;
+  /** Ids of listed instances whose override is 0. */
+  private readonly drained = new Set<string>();
+  /** The copies of overridden instances, by id, kept while the instance object and its weight stay (so the strategy sees no change). */
+  private readonly copies = new Map<string, { readonly of: ServiceInstance; readonly weight: number; readonly copy: ServiceInstance }>();
   private available: readonly ServiceInstance[] = EMPTY;
   private nextExpiry = Infinity;
   private inPanic = false;
@@ -213,12 +222,37 @@ export class Balancer {
     if (this.all.length === 0) this.takeFirst();
     if (this.nextExpiry !== Infinity && this.clock.now() >= this.nextExpiry) this.recompute();
     const list = this.available;
-    if (list.length === 0) throw new NoInstanceError(`no instance of ${this.service ?? 'the service'} to pick`);
+    if (list.length === 0) throw this.noInstance();
     let inst = this.picker.pick(list, key, exclude);
     if (!this.primed) this.prime(undefined); // the pick took the list in
     if (exclude !== undefined && exclude.has(inst.id)) inst = this.avoid(list, key, exclude, inst);
     this.picker.start?.(inst);
     return inst;
+  }
+
+  /**
+   * setWeights sets the weight overrides of the service's instances (instance id → weight), replacing
+   * the ones set before; `undefined` (or `{}`) removes them all. An override beats the instance's
+   * `metadata.weight`, for instances listed now and later (ids not listed wait for their instance).
+   * Each weight is a finite number in [0, 1 000000] (TypeError / RangeError otherwise, and nothing
+   * changes). An overridden instance reaches the strategy as a copy whose `metadata.weight` is the
+   * override (so `pick` answers that copy): the weighted strategies (`weighted-round-robin`,
+   * `ring-hash`, `p2c`) share picks by it. Weight 0 drains the instance in every strategy: it is left
+   * out of the list the strategy sees, takes no new picks, and its calls in flight finish and report
+   * as usual; drained instances count for neither the ejection cap nor the panic rule. With every
+   * instance drained, `pick` throws NoInstanceError saying so.
+   */
+  setWeights(overrides: WeightOverrides | undefined): void {
+    const next = checkWeightOverrides('Balancer', overrides);
+    if (this.closed) return;
+    this.overrides = next;
+    this.route();
+    this.recompute();
+  }
+
+  /** weights answers the weight overrides set now (a fresh object), or undefined when there are none. */
+  weights(): Record<string, number> | undefined {
+    return this.overrides === undefined ? undefined : Object.fromEntries(this.overrides);
   }
 
   /** report ends the call to `instance` that `pick` started: feeds passive health and the strategy. */
@@ -301,6 +335,7 @@ export class Balancer {
       available: listed - this.heldOutListed(),
       ejected: this.outlier?.stats().ejected ?? 0,
       down: this.active?.stats().down ?? 0,
+      drained: this.drained.size,
       breakerOpen,
       forced,
       capped: this.capped,
@@ -413,6 +448,7 @@ export class Balancer {
     const all = new Array<ServiceInstance>(entries.length);
     for (let i = 0; i < entries.length; i++) all[i] = entries[i]!.instance;
     this.all = Object.freeze(all);
+    this.route();
     // Health state is started and dropped for what changed: at once for a few instances, for
     // thousands over timer turns (an instance's passive health counts from when its state starts).
     this.flushHealth(); // an earlier batch first: each instance's changes apply in order
@@ -497,13 +533,63 @@ export class Balancer {
   }
 
   /**
+   * route derives `routed` from `all` and the overrides: drained instances out, overridden ones as
+   * frozen copies with `metadata.weight` set (one copy per instance object and weight, so recomputing
+   * hands the strategy the same objects). Without overrides it is `all`.
+   */
+  private route(): void {
+    const all = this.all;
+    const o = this.overrides;
+    this.drained.clear();
+    if (o === undefined) {
+      this.copies.clear();
+      this.routed = all;
+      return;
+    }
+    const list: ServiceInstance[] = [];
+    let changed = false;
+    for (let i = 0; i < all.length; i++) {
+      const inst = all[i]!;
+      const w = o.get(inst.id);
+      if (w === undefined) {
+        list.push(inst);
+        continue;
+      }
+      changed = true;
+      if (w === 0) {
+        this.drained.add(inst.id);
+        continue;
+      }
+      const known = this.copies.get(inst.id);
+      if (known !== undefined && known.of === inst && known.weight === w) list.push(known.copy);
+      else {
+        const copy: ServiceInstance = Object.freeze({ ...inst, metadata: Object.freeze({ ...inst.metadata, weight: String(w) }) });
+        this.copies.set(inst.id, { of: inst, weight: w, copy });
+        list.push(copy);
+      }
+    }
+    for (const [id, c] of this.copies) if (o.get(id) !== c.weight || this.table.get(id)?.instance !== c.of) this.copies.delete(id);
+    this.routed = changed ? Object.freeze(list) : all;
+  }
+
+  /** noInstance builds the error of a pick with nothing to pick from: no instance, or every one drained. */
+  private noInstance(): NoInstanceError {
+    const service = this.service ?? 'the service';
+    if (this.all.length > 0 && this.drained.size === this.all.length) {
+      return new NoInstanceError(`no instance of ${service} to pick: every instance is drained (weight 0)`);
+    }
+    return new NoInstanceError(`no instance of ${service} to pick`);
+  }
+
+  /**
    * recompute derives the list the strategy sees from the instances and those out (ejected, down,
    * held): the whole list while none is (no copy), else the others (a new array only when it
    * differs). The cap and panic rule of the module comment decide who is out: forced holds and down
    * instances first, then ejected ones, then breaker holds, each in the order they went out.
    */
   private recompute(): void {
-    const all = this.all;
+    const all = this.routed;
+    const drained = this.drained;
     this.outlier?.expire(this.clock.now()); // returns update `out` through the change listener
     let next: readonly ServiceInstance[] = all;
     let panic = false;
@@ -513,12 +599,12 @@ export class Balancer {
       const { out, held, heldOut } = this;
       const n = all.length;
       let forced = 0;
-      for (const reason of held.values()) if (reason === 'forced') forced++;
+      for (const [id, reason] of held) if (reason === 'forced' && !drained.has(id)) forced++;
       // The cap first (Envoy ejects no more than max_ejection_percent), then panic on what is left.
       let room = Math.max(0, Math.floor((n * this.maxEjectionPercent) / 100) - forced);
       const leftOut = new Set<string>();
       for (const [id, reason] of held) {
-        if (reason !== 'forced') continue;
+        if (reason !== 'forced' || drained.has(id)) continue;
         heldOut.add(id);
         if (out.has(id)) leftOut.add(id);
       }
@@ -526,20 +612,20 @@ export class Balancer {
       // Down instances (active probes) are counted but never put back: a probe saw them fail to answer.
       if (this.active !== undefined) {
         for (const id of out) {
-          if (leftOut.has(id) || this.active.isHealthy(id)) continue;
+          if (leftOut.has(id) || drained.has(id) || this.active.isHealthy(id)) continue;
           leftOut.add(id);
           if (room > 0) room--;
         }
       }
       for (const id of out) {
-        if (leftOut.has(id)) continue;
+        if (leftOut.has(id) || drained.has(id)) continue;
         if (room > 0) {
           room--;
           leftOut.add(id);
         } else this.capped++;
       }
       for (const [id, reason] of held) {
-        if (reason !== 'breaker' || out.has(id)) continue;
+        if (reason !== 'breaker' || out.has(id) || drained.has(id)) continue;
         if (room > 0) {
           room--;
           heldOut.add(id);

@@ -12,14 +12,29 @@
  *   probability (its weight) that grows linearly from `slowStartMinWeight` to 1 over `slowStartMs`,
  *   so its traffic ramps up from a tenth of its share instead of jumping (or starving).
  *
+ * - Weights (`metadata.weight`, or a Balancer's overrides): while the instances' weights differ, each
+ *   choice is drawn by weight, independently (with replacement: both may be the same instance, which
+ *   then takes the pick), from an alias table (Walker / Vose) rebuilt once after each list change. Two
+ *   instances whose latency EWMAs are within `WEIGHTED_ALIKE` of each other tie, and the first draw
+ *   wins: each alike instance gets exactly its weight's share, p² + p(1 − p) = p, at any concurrency.
+ *   Of a pair that is not alike, the lower latency × (in-flight calls per unit of share + 1) wins
+ *   (share = weight × n / total), so a clearly slower instance loses share as in plain P2C. Why not
+ *   plain P2C on weighted draws: two distinct draws make a 95/5 pair of instances the same pair every
+ *   pick, and the EWMAs of alike instances differ by noise that lasts for the decay time (10 s), which
+ *   decides every mixed pair meanwhile (measured: a 5 % canary took 10 %). Why in-flight counts do not
+ *   break the tie: compared per share, an idle small instance wins every mixed pair at low concurrency
+ *   (a 5 % canary took 5.9 % at 8 calls in flight, about 10 % at 2); with one more call counted, the
+ *   big one does (the canary starves). What is given up: among alike instances, while weighted, load is
+ *   seen through latency only.
+ *
  * `pick` reads the clock at most once every 16 picks (and on every `report`) and draws both choices
- * from one random number, so a pick costs one random number and a few comparisons.
+ * from one random number (two while weighted), so a pick costs one random number and a few comparisons.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, finite, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { CallOutcome, ExcludeSet, Picker } from './types.js';
-import { allowedCount, InstanceTable, prepareList, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
+import { allowedCount, instanceWeight, InstanceTable, prepareList, sliceLists, noInstance, nthAllowed, type Entry } from './instance-table.js';
 import { Xorshift32 } from './xorshift.js';
 
 /** The keys of P2COptions, all of them: any other is refused (see `options`). */
@@ -64,6 +79,11 @@ export const p2cDefaults = Object.freeze({
 const MIN_LATENCY_MS = 0.001;
 /** The clock is read once per this many picks. */
 const CLOCK_EVERY = 16;
+/**
+ * While weighted, latency EWMAs within this factor of each other count as equal (their difference is
+ * noise that persists for the decay time: on loopback, alike instances' EWMAs differ by tens of percent).
+ */
+const WEIGHTED_ALIKE = 1.5;
 /** Draws per choice of a pick with `exclude` before it falls back to one scan of the list. */
 const REDRAWS = 8;
 
@@ -74,6 +94,10 @@ interface P2CEntry extends Entry {
   lastPicked: number;
   /** When the instance joined (−∞ for instances of the first list). */
   joined: number;
+  /** Its weight (`weightOf`), read when the instance object changes. */
+  weight: number;
+  /** Its weight × n / total weight (mean 1), set with the alias table while weighted. */
+  share: number;
 }
 
 /** P2C is a Picker choosing the cheaper of two random instances by EWMA latency × (in-flight + 1). */
@@ -97,6 +121,13 @@ export class P2C implements Picker {
   private now: number;
   private tick = 0;
   private last: P2CEntry | undefined;
+  /** Whether the entries' weights differ (then choices are drawn by weight), as of the last sync. */
+  private weighted = false;
+  /** The alias table is stale: built again at the next weighted pick. */
+  private aliasStale = true;
+  /** Walker's alias table over the entries: a draw lands on slot i, and keeps it when its fraction is below prob[i], else takes alias[i]. */
+  private prob = new Float64Array(0);
+  private alias = new Int32Array(0);
 
   constructor(options?: P2COptions) {
     const o = checkOptions('P2C', options, P2C_KEYS);
@@ -112,6 +143,7 @@ export class P2C implements Picker {
     this.table = new InstanceTable<P2CEntry>((instance, prev) => {
       if (prev !== undefined) {
         prev.instance = instance;
+        prev.weight = instanceWeight(instance);
         return prev;
       }
       return this.create(instance);
@@ -136,6 +168,7 @@ export class P2C implements Picker {
       this.tick = 0;
       this.now = this.clock.now();
     }
+    if (this.weighted) return this.pickWeighted(entries, exclude);
     if (exclude !== undefined) return this.pickAllowed(entries, exclude);
     // Both choices from one random number: its integer part over n picks a, the fraction b.
     const u = this.uniform() * n;
@@ -172,6 +205,97 @@ export class P2C implements Picker {
       }
     }
     return this.scanAllowed(entries, exclude);
+  }
+
+  /**
+   * pickWeighted is `pick` while weights differ: two independent draws by weight (see the module
+   * comment); with `exclude`, each draw is redrawn while it lands on an excluded entry, at most
+   * `REDRAWS` times, before one scan picks among the allowed ones as `scanAllowed` does (by count).
+   */
+  private pickWeighted(entries: P2CEntry[], exclude: ExcludeSet | undefined): ServiceInstance {
+    if (this.aliasStale) this.buildAlias(entries);
+    const n = entries.length;
+    let a = entries[this.draw(n)]!;
+    let b = entries[this.draw(n)]!;
+    if (exclude !== undefined) {
+      for (let t = 1; exclude.has(a.instance.id); t++) {
+        if (t >= REDRAWS) return this.scanAllowed(entries, exclude);
+        a = entries[this.draw(n)]!;
+      }
+      for (let t = 1; exclude.has(b.instance.id); t++) {
+        if (t >= REDRAWS) return this.scanAllowed(entries, exclude);
+        b = entries[this.draw(n)]!;
+      }
+    }
+    if (a !== b) return this.chooseWeighted(a, b);
+    a.lastPicked = this.now;
+    this.last = a;
+    return a.instance;
+  }
+
+  /**
+   * chooseWeighted is `choose` for a weighted pair: `a`, the first draw, while their latencies are
+   * alike, else the lower latency × (in-flight per share + 1); force-pick and slow start as in `choose`.
+   */
+  private chooseWeighted(a: P2CEntry, b: P2CEntry): ServiceInstance {
+    const now = this.now;
+    const la = a.ewma > MIN_LATENCY_MS ? a.ewma : MIN_LATENCY_MS;
+    const lb = b.ewma > MIN_LATENCY_MS ? b.ewma : MIN_LATENCY_MS;
+    const bWins = la <= lb * WEIGHTED_ALIKE && lb <= la * WEIGHTED_ALIKE ? false : lb * (b.inFlight / b.share + 1) < la * (a.inFlight / a.share + 1);
+    let win = bWins ? b : a;
+    const lose = bWins ? a : b;
+    if (now - lose.lastPicked > this.forcePickMs) win = lose;
+    else if (now < this.warmUntil && now - win.joined < this.slowStartMs) {
+      const weight = Math.max(this.minWeight, (now - win.joined) / this.slowStartMs);
+      if (this.uniform() >= weight) win = lose;
+    }
+    win.lastPicked = now;
+    this.last = win;
+    return win.instance;
+  }
+
+  /** draw answers an index in [0, n) drawn by weight from the alias table. */
+  private draw(n: number): number {
+    const u = this.uniform() * n;
+    let i = Math.floor(u);
+    if (!(i >= 0 && i < n)) i = 0;
+    return u - i < this.prob[i]! ? i : this.alias[i]!;
+  }
+
+  /** buildAlias builds Walker's alias table over the entries' weights (Vose's method, O(n)). */
+  private buildAlias(entries: readonly P2CEntry[]): void {
+    const n = entries.length;
+    if (this.prob.length < n) {
+      this.prob = new Float64Array(n);
+      this.alias = new Int32Array(n);
+    }
+    const { prob, alias } = this;
+    let total = 0;
+    for (let i = 0; i < n; i++) total += entries[i]!.weight;
+    // Scaled weights (mean 1); the small ones take their rest from a large one.
+    const small = new Int32Array(n);
+    const large = new Int32Array(n);
+    let ns = 0;
+    let nl = 0;
+    for (let i = 0; i < n; i++) {
+      const p = (prob[i] = entries[i]!.share = (entries[i]!.weight * n) / total);
+      alias[i] = i;
+      if (p < 1) small[ns++] = i;
+      else large[nl++] = i;
+    }
+    while (ns > 0 && nl > 0) {
+      const s = small[--ns]!;
+      const l = large[nl - 1]!;
+      alias[s] = l;
+      const rest = (prob[l] = prob[l]! + prob[s]! - 1);
+      if (rest < 1) {
+        nl--;
+        small[ns++] = l;
+      }
+    }
+    while (nl > 0) prob[large[--nl]!] = 1; // what rounding left: keep the slot
+    while (ns > 0) prob[small[--ns]!] = 1;
+    this.aliasStale = false;
   }
 
   /** scanAllowed is `pickAllowed` by one indexed scan: the fallback when most entries are excluded. */
@@ -315,8 +439,15 @@ export class P2C implements Picker {
     const entries = this.table.sync(instances, sliceFirst);
     if (entries.length > 0) this.seeded = true;
     let warmUntil = -Infinity;
-    for (const e of entries) if (e.joined + this.slowStartMs > warmUntil) warmUntil = e.joined + this.slowStartMs;
+    let weighted = false;
+    const w0 = entries.length > 0 ? entries[0]!.weight : 1;
+    for (const e of entries) {
+      if (e.joined + this.slowStartMs > warmUntil) warmUntil = e.joined + this.slowStartMs;
+      if (e.weight !== w0) weighted = true;
+    }
     this.warmUntil = warmUntil;
+    this.weighted = weighted;
+    this.aliasStale = true;
     return entries;
   }
 
@@ -331,6 +462,8 @@ export class P2C implements Picker {
       inFlight: 0,
       lastPicked: now,
       joined: this.seeded && this.slowStartMs > 0 ? now : -Infinity,
+      weight: instanceWeight(instance),
+      share: 1,
     };
   }
 }

@@ -59,7 +59,7 @@ describe('Balancer: one cap and one panic rule for every reason an instance is o
     b.hold('i1', 'breaker');
     b.hold('i2', 'breaker');
     assert.deepEqual([0, 1, 2, 3].map((k) => b.isHeldOut(`i${k}`)), [true, true, false, false], 'two of four may be out: the third stays in');
-    assert.deepEqual({ ...b.stats() }, { instances: 4, available: 2, ejected: 0, down: 0, breakerOpen: 2, forced: 0, capped: 1, panic: false });
+    assert.deepEqual({ ...b.stats() }, { instances: 4, available: 2, ejected: 0, down: 0, drained: 0, breakerOpen: 2, forced: 0, capped: 1, panic: false });
     b.unhold('i0');
     assert.equal(b.isHeldOut('i2'), true, 'room freed: the capped one goes out');
     assert.throws(() => b.hold('nobody', 'open' as never), /Balancer\.hold: reason must be 'breaker' or 'forced', got open/);

@@ -10,6 +10,18 @@ const seq = (p: SmoothWeightedRoundRobin, list: readonly ReturnType<typeof inst>
   Array.from({ length: n }, () => p.pick(list).id).join(' ');
 
 describe('SmoothWeightedRoundRobin', () => {
+  it('shares by weight after prepare() and then fractional weights (a balancer\'s weight overrides)', () => {
+    const s = new SmoothWeightedRoundRobin({ sliceLists: true });
+    s.prepare([inst('a'), inst('b'), inst('c')], () => {});
+    const list = [inst('a', '9.5'), inst('b', '9.5'), inst('c', '1')];
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 1_000; i++) {
+      const id = s.pick(list).id;
+      counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    assert.deepEqual(Object.fromEntries(counts), { a: 475, b: 475, c: 50 });
+  });
+
   it('gives exactly A A B A C A A for weights 5, 1, 1 (nginx), and repeats it', () => {
     const p = new SmoothWeightedRoundRobin();
     const list = [inst('A', '5'), inst('B', '1'), inst('C', '1')];

@@ -190,7 +190,10 @@ export class SmoothWeightedRoundRobin implements Picker {
   /** prepare takes `instances` in ahead of the first pick, a first list too in slices with `sliceLists` (see `Picker.prepare`). */
   prepare(instances: readonly ServiceInstance[], done: () => void): void {
     // The tree's arrays for a first list are made now, not in the turn that takes the list over.
-    if (this.table.entries.length === 0 && this.used + instances.length > this.cap) this.grow(instances.length);
+    if (this.table.entries.length === 0 && this.used + instances.length > this.cap) {
+      this.grow(instances.length);
+      this.build(); // grow leaves the tree to build: without it, nodes no join passes through read slot 0
+    }
     prepareList(this.table, instances, (l, first) => this.sync(l, first), done);
   }
 

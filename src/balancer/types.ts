@@ -171,6 +171,8 @@ export interface BalancerStats {
   ejected: number;
   /** Instances down according to active probes. */
   down: number;
+  /** Instances listed with a weight override of 0 (`setWeights`): out of rotation, whatever their health. */
+  drained: number;
   /** Instances out of rotation because their caller's breaker is open on evidence (`hold(id, 'breaker')`, within the cap). */
   breakerOpen: number;
   /** Instances held out by force (`hold(id, 'forced')`: an operator's isolate); never put back by the cap or panic. */

@@ -15,7 +15,8 @@
  * would fail anyway, and the retry budget already bounds what retries add. Instance breakers and
  * passive health still count every attempt.
  */
-import { AbortedError, BreakerOpenError, BulwarkError, PeerError, type TimeoutError } from '../core/errors.js';
+import { AbortedError, BreakerOpenError, BulwarkError, FaultInjectedError, PeerError, type TimeoutError } from '../core/errors.js';
+import type { FaultInjector } from '../policy/fault.js';
 import { clientAttemptChannel } from '../core/diagnostics.js';
 import { neverAborted } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
@@ -48,6 +49,8 @@ export interface ServiceParts {
    * keeps it in rotation (see ServiceState), else undefined. Optional: without it, refusals stand.
    */
   admitPast?(instance: ServiceInstance): AdmissionToken | undefined;
+  /** The fault injected into each attempt (an operator's rehearsal), or undefined. Optional. */
+  readonly fault?: FaultInjector | undefined;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -217,13 +220,17 @@ export class CallRun<T> implements DeadlineNode {
       this.rejectAttempt = reject;
       this.settled = false;
       const timeout = this.timeout;
+      // An injected fault runs inside the attempt, under its timeout: what it delays can time out, what
+      // it fails counts against the instance (see policy/fault.ts).
+      const fault = service.fault;
       let result: T | PromiseLike<T>;
       try {
-        if (timeout === undefined) result = this.fn(this.instance!, signal);
+        if (timeout === undefined) result = fault === undefined ? this.fn(this.instance!, signal) : fault.run(this.fn, this.instance!, signal);
         else if (signal === neverAborted) {
           // Nobody else can abort this attempt: share the deadline of its granule (core/deadline.ts);
           // the deadlines run on the client's clock, so the reading just taken dates it.
-          result = this.fn(this.instance!, timeout.deadlines.join(this, start));
+          const shared = timeout.deadlines.join(this, start);
+          result = fault === undefined ? this.fn(this.instance!, shared) : fault.run(this.fn, this.instance!, shared);
         } else result = timeout.policy.execute(this.task, { signal });
       } catch (err) {
         this.onError(err, n);
@@ -241,7 +248,10 @@ export class CallRun<T> implements DeadlineNode {
   };
 
   /** task is what the policy Timeout runs: the caller's function on the instance this attempt picked. */
-  private readonly task = (signal: AbortSignal): T | PromiseLike<T> => this.fn(this.instance!, signal);
+  private readonly task = (signal: AbortSignal): T | PromiseLike<T> => {
+    const fault = this.service.fault;
+    return fault === undefined ? this.fn(this.instance!, signal) : fault.run(this.fn, this.instance!, signal);
+  };
 
   /** onValue settles the attempt with the task's value (or a ResultFailure when the judge says so). */
   private onValue(value: T, n: number): void {
@@ -285,7 +295,8 @@ export class CallRun<T> implements DeadlineNode {
     const token = this.token!;
     const end = ctx.clock.now();
     const latencyMs = end - this.start;
-    const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || this.isFailure(err));
+    // An injected fault always counts: the rehearsal is of the instance failing.
+    const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || err instanceof FaultInjectedError || this.isFailure(err));
     if (failed) {
       ctx.counters.failedAttempts++;
       token.failure(err);

@@ -17,6 +17,9 @@ export type { Retry } from '../policy/retry.js';
 export type { RetryBudget } from '../policy/retry-budget.js';
 export type { BulkheadOptions, FallbackStrategy, RetryBudgetOptions } from '../policy/types.js';
 export type { BalancerOptions } from '../balancer/types.js';
+export type { WeightOverrides } from '../balancer/weight-overrides.js';
+export type { FaultInjector } from '../policy/fault.js';
+export type { FaultAbort, FaultDelay, FaultOptions, FaultStats } from '../policy/types.js';
 export { httpPoolsDefaults } from './http-pools.js';
 export { ResultFailure } from './call-run.js';
 export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome, AttemptEvent, InstanceTask, ClientStats, FetchInit, HttpPoolsOptions } from './types.js';
@@ -25,6 +28,7 @@ export {
   BreakerOpenError,
   BulkheadRejectedError,
   ClosedError,
+  FaultInjectedError,
   InvalidResponseError,
   NoInstanceError,
   NotFoundError,

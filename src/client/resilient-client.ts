@@ -37,12 +37,15 @@ import { ClientCounters, type ClientStats } from './stats.js';
 import type { ClientMeasure } from './types.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import { describeClient } from './client-metrics.js';
+import { checkWeightOverrides, type WeightOverrides } from '../balancer/weight-overrides.js';
+import { FaultInjector } from '../policy/fault.js';
+import type { FaultOptions } from '../policy/types.js';
 
 /** The keys of ResilientClientOptions, all of them: any other is refused (see `options`). */
 const RESILIENT_CLIENT_KEYS = {
   registry: true, registryCache: true, http: true, maxResponseBytes: true, timeoutMs: true, maxAttempts: true,
   maxServices: true, clock: true, balancer: true, balancerFactory: true, breakers: true, retryBudget: true,
-  retryBackoff: true, bulkhead: true,
+  retryBackoff: true, bulkhead: true, fault: true,
 } as const satisfies OptionKeys<ResilientClientOptions>;
 
 /** CallOptions are the per-call options of `ResilientClient.call`. */
@@ -124,6 +127,10 @@ export class ResilientClient {
   private readonly defaultTimeout: AttemptTimeout | undefined;
   private readonly timeouts = new Map<number, AttemptTimeout>();
   private closing: Promise<void> | undefined;
+  /** Weight overrides by service (`setWeights`), for its balancer now and whenever it is made. */
+  private readonly weightsBy = new Map<string, WeightOverrides>();
+  /** Faults by service (`setFault`), in place of the `fault` option. */
+  private readonly faultsBy = new Map<string, FaultOptions>();
 
   constructor(options: ResilientClientOptions) {
     const o = optionsObject('ResilientClient', options, RESILIENT_CLIENT_KEYS);
@@ -250,6 +257,36 @@ export class ResilientClient {
    */
   service(service: string): Promise<ServiceState> {
     return this.stateOf(service);
+  }
+
+  /**
+   * setWeights sets the weight overrides of `service`'s instances (instance id → weight; see
+   * `Balancer.setWeights`: an override beats `metadata.weight`, 0 drains the instance), replacing the
+   * ones set before, or removes them (`undefined`). They apply to the service's balancer now if it is
+   * open, and to the one made when it opens (again after an eviction). Bad overrides throw a TypeError
+   * or RangeError naming them, and change nothing.
+   */
+  setWeights(service: string, overrides: WeightOverrides | undefined): void {
+    if (typeof service !== 'string' || service.length === 0) throw new TypeError(`ResilientClient.setWeights: service must be a non-empty string, got ${showValue(service)}`);
+    const checked = checkWeightOverrides('ResilientClient.setWeights', overrides);
+    const frozen = checked === undefined ? undefined : Object.freeze(Object.fromEntries(checked));
+    if (frozen === undefined) this.weightsBy.delete(service);
+    else this.weightsBy.set(service, frozen);
+    this.services.get(service)?.setWeights(frozen);
+  }
+
+  /**
+   * setFault sets the fault injected into `service`'s attempts (see `FaultInjector`: delay, abort,
+   * ttlMs from now), in place of the client's `fault` option, or removes it (`undefined`: back to the
+   * `fault` option, if any). Applies to the service now if it is open, else when it opens. Bad options
+   * throw a TypeError or RangeError naming them, and change nothing.
+   */
+  setFault(service: string, options: FaultOptions | undefined): void {
+    if (typeof service !== 'string' || service.length === 0) throw new TypeError(`ResilientClient.setFault: service must be a non-empty string, got ${showValue(service)}`);
+    if (options !== undefined) void within('ResilientClient.setFault', '', 'FaultInjector', () => new FaultInjector(options)).close();
+    if (options === undefined) this.faultsBy.delete(service);
+    else this.faultsBy.set(service, options);
+    this.services.get(service)?.setFault(this.faultsBy.get(service) ?? this.stateOptions.fault);
   }
 
   /** openServices returns the states of the services called so far. */
@@ -480,6 +517,11 @@ export class ResilientClient {
         await state.close();
         throw new ClosedError('ResilientClient is closed');
       }
+      // The operator's settings as they are now (no await since): weights, and the fault.
+      const weights = this.weightsBy.get(service);
+      if (weights !== undefined) state.setWeights(weights);
+      const fault = this.faultsBy.get(service) ?? this.stateOptions.fault;
+      if (fault !== undefined) state.setFault(fault);
       this.services.set(service, state);
       if (this.services.size > this.maxServices) {
         const [oldest, evicted] = this.services.entries().next().value as [string, ServiceState];

@@ -26,6 +26,9 @@ import { SreBreaker } from '../breaker/sre-breaker.js';
 import { Bulkhead, type BulkheadOptions } from '../policy/bulkhead.js';
 import { Retry, defaultShouldRetry } from '../policy/retry.js';
 import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
+import { FaultInjector } from '../policy/fault.js';
+import type { FaultOptions } from '../policy/types.js';
+import type { WeightOverrides } from '../balancer/weight-overrides.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
 import { isRetryable, type ServiceParts } from './call-run.js';
 import type { AdmissionToken, CallBreaker, ServiceBalancer } from './types.js';
@@ -50,6 +53,12 @@ export interface ServiceStateOptions {
   retryBackoff?: BackoffOptions;
   /** Each service's bulkhead (attempts in flight at once). Defaults to `{ maxConcurrent: 1 000, maxQueued: 0 }`. */
   bulkhead?: BulkheadOptions;
+  /**
+   * A fault injected into every attempt of every service (a rehearsal: see `FaultInjector`); each
+   * service's injector is made when the service opens, its ttl counting from then. `setFault` sets one
+   * service's instead. Defaults to none.
+   */
+  fault?: FaultOptions;
   /** The time source. Defaults to the monotonic system clock. */
   clock?: Clock;
 }
@@ -92,6 +101,8 @@ export class ServiceState implements ServiceParts {
   readonly budget: RetryBudget;
   /** The Retry of calls that use the client's maxAttempts. */
   readonly retry: Retry | undefined;
+  /** The fault injected into this service's attempts (`setFault`), or undefined. */
+  fault: FaultInjector | undefined;
   private readonly backoff: BackoffOptions;
   private readonly clock: Clock | undefined;
   private readonly instanceBreakers = new Map<string, Breaker | undefined>();
@@ -116,6 +127,7 @@ export class ServiceState implements ServiceParts {
     if (o.balancerFactory !== undefined) fnOption(owner, 'balancerFactory', o.balancerFactory);
     if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup)) throw new TypeError(`${owner}: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
     within(owner, 'retryBudget', 'RetryBudget', () => new RetryBudget(o.retryBudget));
+    if (o.fault !== undefined) void within(owner, 'fault', 'FaultInjector', () => new FaultInjector(o.fault)).close();
     within(owner, 'bulkhead', 'Bulkhead', () => new Bulkhead({ ...serviceStateDefaults.bulkhead, ...optionsObject('Bulkhead', o.bulkhead) }));
     within(owner, 'retryBackoff', 'Backoff', () => new Backoff({ ...serviceStateDefaults.retryBackoff, ...optionsObject('Backoff', o.retryBackoff) }));
     if (o.balancerFactory === undefined) {
@@ -277,8 +289,28 @@ export class ServiceState implements ServiceParts {
     return r;
   }
 
-  /** close stops the balancer (watch, probes). */
+  /**
+   * setFault replaces the fault injected into the service's attempts with one made from `options`
+   * (on the client's clock unless they name one), or removes it (`undefined`). Throws, changing
+   * nothing, on bad options.
+   */
+  setFault(options: FaultOptions | undefined): void {
+    const next = options === undefined ? undefined : new FaultInjector({ ...(this.clock === undefined ? {} : { clock: this.clock }), ...options });
+    void this.fault?.close();
+    this.fault = next;
+  }
+
+  /**
+   * setWeights hands the service's balancer weight overrides (`Balancer.setWeights`); a balancer made by
+   * `balancerFactory` gets them when it has a `setWeights` method, and ignores them otherwise.
+   */
+  setWeights(overrides: WeightOverrides | undefined): void {
+    (this.balancer as { setWeights?: (w: WeightOverrides | undefined) => void }).setWeights?.(overrides);
+  }
+
+  /** close stops the balancer (watch, probes) and the fault's timer. */
   async close(): Promise<void> {
+    void this.fault?.close();
     this.unsubscribe?.();
     for (const id of [...this.watching.keys()]) this.unfollow(id);
     await this.balancer.close();

@@ -218,6 +218,21 @@ export class RuleConflictError extends BulwarkError {
   }
 }
 
+/**
+ * FaultInjectedError: a fault injector (bulwark/policy `FaultInjector`, an operator's rehearsal of an
+ * outage) failed the call on purpose, without running it; `status` is the HTTP status it answers with.
+ * Guards count it as a failure, and it is retried by default: the rehearsal exercises them.
+ */
+export class FaultInjectedError extends BulwarkError {
+  static readonly code = 'ERR_FAULT_INJECTED';
+  /** The HTTP status the injected abort answers with. */
+  readonly status: number | undefined;
+  constructor(message = 'fault injected', options?: BulwarkErrorOptions & { status?: number }) {
+    super(FaultInjectedError.code, message, options);
+    this.status = options?.status;
+  }
+}
+
 /** errorClasses lists every coded error class, for docs and tests. */
 export const errorClasses = [
   BreakerOpenError,
@@ -240,6 +255,7 @@ export const errorClasses = [
   RuleInvalidError,
   RuleRefusedError,
   RuleConflictError,
+  FaultInjectedError,
 ] as const;
 
 /** isBulwarkError tells whether `err` is a BulwarkError, optionally with the given code. */

@@ -100,7 +100,7 @@ describe('HttpGuard', () => {
     assert.deepEqual(log, ['shed.admit', 'limit', 'breaker', 'shed.release']);
     broken.finish(503);
     assert.equal(log.length, 4);
-    assert.deepEqual(g.stats(), { passed: 0, skipped: 0, limited: 1, shed: 1, broken: 1, failedOpen: 0, aborted: 0 });
+    assert.deepEqual(g.stats(), { passed: 0, skipped: 0, limited: 1, shed: 1, broken: 1, failedOpen: 0, aborted: 0, faulted: 0 });
   });
 
   it('answers the breaker refusal with the Retry-After the error carries', () => {
@@ -237,7 +237,7 @@ describe('HttpGuard', () => {
       const g = new HttpGuard({ limiter });
       const verdicts = [0, 1, 2].map(() => g.check(req(), asRes(new FakeRes())));
       assert.deepEqual(verdicts, [undefined, undefined, LIMITED]);
-      assert.deepEqual(g.stats(), { passed: 2, skipped: 0, limited: 1, shed: 0, broken: 0, failedOpen: 0, aborted: 0 });
+      assert.deepEqual(g.stats(), { passed: 2, skipped: 0, limited: 1, shed: 0, broken: 0, failedOpen: 0, aborted: 0, faulted: 0 });
     });
 
     it('waits for a takeDecision() limiter, asked with the key first', async () => {

@@ -23,19 +23,29 @@
  * a Redis limiter); which one is settled at construction, so the synchronous path never makes or tests
  * for a promise and `check` answers a promise only with an asynchronous limiter.
  *
+ * 4. **Fault** (`fault`, `setFault`: an operator's rehearsal, Envoy's fault filter). Last, after every
+ *    admission: a request it delays waits, then goes on; one it fails is answered with the fault's
+ *    status and `{ error: { code: 'ERR_FAULT_INJECTED', … } }` and completes the tokens as if the
+ *    handler had answered it, so the breaker counts a 5xx as a failure and the rehearsal exercises it.
+ *    A delay makes `check` answer a promise (as an asynchronous limiter does); a client that goes
+ *    away during it is counted `aborted` and its tokens released.
+ *
  * Fail open: a key function or limiter that throws (or rejects, or answers no decision), and a shedder
  * or breaker that throws anything but a BulwarkError (their refusal), let the request through and are
  * reported on `onError` — a broken protection must not take the service down with it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AdmissionToken, LimitDecision } from '../core/admission.js';
-import { BulwarkError, InvalidResponseError } from '../core/errors.js';
+import { BulwarkError, FaultInjectedError, InvalidResponseError } from '../core/errors.js';
+import { FaultInjector } from '../policy/fault.js';
+import type { FaultOptions } from '../policy/types.js';
 import { httpRefusedChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
-import { finite, fn, integer, options as optionsOf, showValue, type OptionKeys } from '../core/validate.js';
+import { finite, fn, integer, options as optionsOf, showValue, within, type OptionKeys } from '../core/validate.js';
+import { neverAborted } from '../core/guard.js';
 import { boundKey, clientAddress } from './client-key.js';
 import { Pass } from './pass.js';
-import { BREAKER_OPEN, LIMITED, OVERLOADED, setRateLimitHeaders, setRetryAfter } from './refusal.js';
+import { BREAKER_OPEN, LIMITED, OVERLOADED, refusal, setRateLimitHeaders, setRetryAfter } from './refusal.js';
 import type {
   GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
   HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, Verdict,
@@ -72,6 +82,8 @@ export interface HttpGuardOptions {
    * liveness probe gets a busy pod restarted). Defaults to none.
    */
   skip?: ((req: IncomingMessage) => boolean) | undefined;
+  /** A fault injected into the requests that pass (see `FaultInjector`: delay, abort with a status, ttlMs); `setFault` changes it live. Defaults to none. */
+  fault?: FaultOptions | undefined;
 }
 
 /** httpGuardDefaults are the defaults of HttpGuardOptions. */
@@ -110,7 +122,7 @@ function carriedRetryAfter(err: unknown, fallback: number): number {
 /** The keys of HttpGuardOptions, all of them: any other is refused (see `options`). */
 const HTTP_GUARD_KEYS = {
   limiter: true, key: true, trustProxy: true, shedder: true, breaker: true, shedRetryAfterMs: true, breakerRetryAfterMs: true,
-  rateLimitHeaders: true, skip: true,
+  rateLimitHeaders: true, skip: true, fault: true,
 } as const satisfies OptionKeys<HttpGuardOptions>;
 
 /**
@@ -135,7 +147,11 @@ export class HttpGuard {
   private readonly errors = new Emitter<GuardErrorEvent>();
   private readonly rejects = new Emitter<GuardRejectEvent>();
   private readonly warned = new Set<GuardErrorSource>();
-  private readonly counts: Counters = { passed: 0, skipped: 0, limited: 0, shed: 0, broken: 0, failedOpen: 0, aborted: 0 };
+  private readonly counts: Counters = { passed: 0, skipped: 0, limited: 0, shed: 0, broken: 0, failedOpen: 0, aborted: 0, faulted: 0 };
+  /** The fault injected into passing requests, or undefined. */
+  private injector: FaultInjector | undefined;
+  /** The refusal of the injector's aborts (built once per configuration). */
+  private faultRefusal: Refusal | undefined;
 
   constructor(options: HttpGuardOptions) {
     const o = optionsOf(OWNER, options, HTTP_GUARD_KEYS);
@@ -147,8 +163,8 @@ export class HttpGuard {
     }
     this.shedder = seam(o.shedder, 'shedder', 'admit');
     this.breaker = seam(o.breaker, 'breaker', 'admit');
-    if (!this.syncLimiter && !this.asyncLimiter && !this.shedder && !this.breaker) {
-      throw new TypeError(`${OWNER}: give at least one of limiter, shedder, breaker, got none`);
+    if (!this.syncLimiter && !this.asyncLimiter && !this.shedder && !this.breaker && o.fault === undefined) {
+      throw new TypeError(`${OWNER}: give at least one of limiter, shedder, breaker, fault, got none`);
     }
     const key = o.key ?? httpGuardDefaults.key;
     if (typeof key === 'function') this.keyFn = key;
@@ -167,6 +183,35 @@ export class HttpGuard {
     if (typeof rh !== 'boolean') throw new TypeError(`${OWNER}: rateLimitHeaders must be a boolean, got ${showValue(rh)}`);
     this.headers = rh;
     this.skip = o.skip === undefined ? undefined : fn<(req: IncomingMessage) => boolean>(OWNER, 'skip', o.skip);
+    if (o.fault !== undefined) this.setFault(o.fault); // last: its injector holds a timer
+  }
+
+  /**
+   * setFault replaces the fault injected into the requests that pass with one made from `options`
+   * (its ttl counting from now), or removes it (`undefined`). Bad options throw a TypeError or
+   * RangeError naming them (`HttpGuard: fault.abort.status must be …`) and change nothing.
+   */
+  setFault(options: FaultOptions | undefined): void {
+    const next = options === undefined ? undefined : within(OWNER, 'fault', 'FaultInjector', () => new FaultInjector(options));
+    void this.injector?.close();
+    this.injector = next;
+    this.faultRefusal = undefined;
+  }
+
+  /** close stops the fault's expiry timer (the only timer the guard holds); the guard still checks requests, without a fault. Idempotent. */
+  close(): Promise<void> {
+    this.setFault(undefined);
+    return Promise.resolve();
+  }
+
+  /** [Symbol.asyncDispose] closes the guard (`await using guard = new HttpGuard(…)`). */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  /** fault answers the injector of the fault set now (its stats, options and metrics), or undefined. */
+  get fault(): FaultInjector | undefined {
+    return this.injector;
   }
 
   /** onError subscribes to failures inside the guard (it failed open) or of a wrapped handler. */
@@ -192,6 +237,7 @@ export class HttpGuard {
       ['broken', 'broken'],
       ['failed_open', 'failedOpen'],
       ['aborted', 'aborted'],
+      ['faulted', 'faulted'],
     ];
     return {
       kind: 'HttpGuard',
@@ -199,7 +245,7 @@ export class HttpGuard {
         {
           name: 'http_guard_requests_total',
           type: 'counter',
-          help: 'Requests an HttpGuard handled, by result: passed, skipped, limited (429), shed (503), broken (503), failed_open or aborted.',
+          help: 'Requests an HttpGuard handled, by result: passed, skipped, limited (429), shed (503), broken (503), failed_open, aborted or faulted (an injected abort).',
           labelNames: ['result'],
         },
       ],
@@ -332,7 +378,7 @@ export class HttpGuard {
     return true;
   }
 
-  private admit(res: ServerResponse, pass: Pass | undefined): Verdict {
+  private admit(res: ServerResponse, pass: Pass | undefined): Verdict | Promise<Verdict> {
     if (this.breaker !== undefined) {
       let token: AdmissionToken | undefined;
       try {
@@ -352,9 +398,50 @@ export class HttpGuard {
         pass.breaker = token;
       }
     }
+    const fault = this.injector;
+    if (fault !== undefined && fault.active) return this.injectFault(fault, res, pass);
     if (pass !== undefined) pass.admitted = true;
     this.counts.passed++;
     return undefined;
+  }
+
+  /** injectFault applies the fault to an admitted request: its delay (a promise), then its abort or the handler. */
+  private injectFault(fault: FaultInjector, res: ServerResponse, pass: Pass | undefined): Verdict | Promise<Verdict> {
+    const ms = fault.drawDelay();
+    if (ms < 0) return this.faultAbort(fault, pass);
+    return fault.wait(ms, neverAborted).then(() => {
+      if (res.destroyed || pass?.done === true) {
+        pass?.release();
+        this.counts.aborted++;
+        return null;
+      }
+      return this.faultAbort(fault, pass);
+    });
+  }
+
+  /** faultAbort draws the fault's abort: its refusal (the tokens complete on its status), else on to the handler. */
+  private faultAbort(fault: FaultInjector, pass: Pass | undefined): Verdict {
+    const err = fault.drawAbort();
+    if (pass !== undefined) pass.admitted = true; // answered as the handler would have: the tokens judge the status
+    if (err === undefined) {
+      this.counts.passed++;
+      return undefined;
+    }
+    const r = this.refusalOf(err);
+    this.counts.faulted++;
+    if (this.rejects.hasListeners || httpRefusedChannel.hasSubscribers) {
+      const event: GuardRejectEvent = { status: r.status, code: r.code, retryAfterMs: undefined, key: undefined };
+      if (httpRefusedChannel.hasSubscribers) httpRefusedChannel.publish(event);
+      this.rejects.emit(event);
+    }
+    return r;
+  }
+
+  /** refusalOf answers the refusal of an injected abort, built once per fault configuration. */
+  private refusalOf(err: FaultInjectedError): Refusal {
+    const known = this.faultRefusal;
+    if (known !== undefined && known.status === err.status && known.message === err.message) return known;
+    return (this.faultRefusal = refusal(err.status ?? 503, FaultInjectedError.code, err.message));
   }
 
   private refuse(res: ServerResponse, r: Refusal, retryAfterMs: number, key: string | undefined): Refusal {

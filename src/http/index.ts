@@ -19,7 +19,9 @@ export type {
   HttpShedder, HttpSyncLimiter, FastifyDone, FastifyGuardPlugin, FastifyLike, KeyFn, KeyOption, Refusal, RejectCode,
 } from './types.js';
 export type { AdmissionToken, LimitDecision } from '../core/admission.js';
+export type { FaultInjector } from '../policy/fault.js';
+export type { FaultAbort, FaultDelay, FaultOptions, FaultStats } from '../policy/types.js';
 /** The errors whose codes the refusals carry, and those reported on `onError` or handed to a breaker's token. */
 export {
-  AbortedError, BreakerOpenError, BulwarkError, InvalidResponseError, OverloadedError, RateLimitedError,
+  AbortedError, BreakerOpenError, BulwarkError, FaultInjectedError, InvalidResponseError, OverloadedError, RateLimitedError,
 } from '../core/errors.js';

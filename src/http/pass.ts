@@ -33,11 +33,13 @@ export class Pass {
 
   /**
    * release gives back the tokens of a request that will not be handled (a later check refused it, or
-   * the client left while an asynchronous limiter decided): `release()`, neither a success nor a failure.
+   * the client left while an asynchronous limiter decided or an injected fault delayed it): `release()`,
+   * neither a success nor a failure. Only a fault's delay comes after the breaker's admission.
    */
   release(): void {
     if (this.done) return;
     this.done = true;
+    if (this.breaker !== undefined) this.guard.complete('breaker', this.breaker, undefined, undefined);
     if (this.shed !== undefined) this.guard.complete('shedder', this.shed, undefined, undefined);
   }
 

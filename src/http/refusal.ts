@@ -13,7 +13,8 @@ import type { Refusal, RejectCode } from './types.js';
 /** JSON_TYPE is the content type of every refusal body. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
-function refusal(status: number, code: RejectCode, message: string): Refusal {
+/** refusal builds a Refusal: its status, and the body `{ error: { code, message } }`. */
+export function refusal(status: number, code: RejectCode, message: string): Refusal {
   return Object.freeze({ status, code, message, body: Buffer.from(JSON.stringify({ error: { code, message } })) });
 }
 

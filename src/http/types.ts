@@ -75,11 +75,11 @@ export interface GuardErrorEvent {
 }
 
 /** RejectCode is the code of a refusal: the coded error's code in the response body. */
-export type RejectCode = 'ERR_RATE_LIMITED' | 'ERR_OVERLOADED' | 'ERR_BREAKER_OPEN';
+export type RejectCode = 'ERR_RATE_LIMITED' | 'ERR_OVERLOADED' | 'ERR_BREAKER_OPEN' | 'ERR_FAULT_INJECTED';
 
 /** GuardRejectEvent is one refused request (for logs and metrics). */
 export interface GuardRejectEvent {
-  /** status is 429 or 503. */
+  /** status is 429 or 503 (or an injected fault's status). */
   readonly status: number;
   readonly code: RejectCode;
   /** retryAfterMs is what `Retry-After` was made of (`undefined` when no header was sent). */
@@ -102,8 +102,10 @@ export interface HttpGuardStats {
   readonly broken: number;
   /** failedOpen: requests let through because the key, limiter, shedder or breaker failed. */
   readonly failedOpen: number;
-  /** aborted: requests whose client went away while an async limiter was deciding. */
+  /** aborted: requests whose client went away while an async limiter was deciding (or during an injected delay). */
   readonly aborted: number;
+  /** faulted: requests answered by an injected fault's abort, with its status (see `fault`). */
+  readonly faulted: number;
 }
 
 /** Refusal is a ready-made answer: status and `{ error: { code, message } }` JSON body. */

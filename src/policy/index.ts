@@ -1,6 +1,6 @@
 /**
  * bulwark/policy: the call guards besides breakers — `Retry` (with a shared `RetryBudget`), `Timeout`,
- * `Bulkhead` and `Fallback` — and `wrap()`, which nests any of them and the breakers (anything with the
+ * `Bulkhead` and `Fallback`, `FaultInjector` (rehearsing an outage) — and `wrap()`, which nests any of them and the breakers (anything with the
  * core `Guard` shape), outermost first. Recommended order: `wrap(fallback, retry, bulkhead, breaker,
  * timeout)`; docs/policy.md says why.
  */
@@ -10,6 +10,7 @@ export { Timeout, timeoutDefaults } from './timeout.js';
 export { Bulkhead, bulkheadDefaults } from './bulkhead.js';
 export { Fallback, fallbackDefaults, defaultShouldFallback } from './fallback.js';
 export { wrap } from './wrap.js';
+export { FaultInjector, faultDefaults } from './fault.js';
 export type {
   RetryOptions,
   RetryEvent,
@@ -26,6 +27,10 @@ export type {
   WrappedResult,
   GuardLike,
   FallbackValue,
+  FaultOptions,
+  FaultDelay,
+  FaultAbort,
+  FaultStats,
 } from './types.js';
 export type { Guard, Task, ExecuteOptions } from '../core/guard.js';
-export { AbortedError, BulkheadRejectedError, RetryBudgetExhaustedError, TimeoutError } from '../core/errors.js';
+export { AbortedError, BulkheadRejectedError, ClosedError, FaultInjectedError, RetryBudgetExhaustedError, TimeoutError } from '../core/errors.js';

@@ -140,3 +140,49 @@ export interface FallbackEvent {
   /** The chain strategy that answered, when `source` is `'chain'`. */
   index?: number;
 }
+
+/** FaultDelay delays `percent` % of calls by `ms` before they run. */
+export interface FaultDelay {
+  /** The delay added, in ms (at most 2 147 483 647). Required. */
+  ms: number;
+  /** The share of calls delayed, in percent [0, 100]. Required. */
+  percent: number;
+}
+
+/** FaultAbort fails `percent` % of calls with a FaultInjectedError, without running them. */
+export interface FaultAbort {
+  /** The share of calls failed, in percent [0, 100]. Required. */
+  percent: number;
+  /** The HTTP status the failure answers with (an `HttpGuard` route's response; the error's `status`), in [200, 599]. Defaults to 503. */
+  status?: number;
+  /** The failure's message. Defaults to 'fault injected'. */
+  error?: string;
+}
+
+/** FaultOptions configures a FaultInjector (Envoy's / Istio's HTTP fault injection: delay, then abort). */
+export interface FaultOptions {
+  /** Delay some calls. Defaults to none. */
+  delay?: FaultDelay | undefined;
+  /** Fail some calls. Defaults to none. */
+  abort?: FaultAbort | undefined;
+  /** The fault ends by itself this long after it was configured (or reconfigured), in ms, at most 24 h. Defaults to 600 000 (10 min). */
+  ttlMs?: number;
+  /** Time source and timers (the delays, the expiry). Defaults to `systemClock`. */
+  clock?: Clock;
+  /** Uniform random numbers in [0, 1), to choose the calls delayed and failed. Defaults to `Math.random`. */
+  random?: () => number;
+}
+
+/** FaultStats is a snapshot of a FaultInjector's counters since it was made. */
+export interface FaultStats {
+  /** Calls `execute` saw while the fault was active (bad arguments not counted). */
+  calls: number;
+  /** Of those, calls delayed. */
+  delayed: number;
+  /** Of those, calls failed with FaultInjectedError. */
+  aborted: number;
+  /** True once the fault has expired (its ttlMs since it was last configured passed): calls pass straight through. */
+  expired: boolean;
+  /** Milliseconds left before it expires (0 once expired). */
+  remainingMs: number;
+}

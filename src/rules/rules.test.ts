@@ -298,7 +298,7 @@ describe('Rules: weights and faults', () => {
   it('sets weight overrides (instance rule over service rule), refuses what the balancer refuses, drops them when deleted', async () => {
     const { store, rules, put } = await setup();
     const c = new FakeClient();
-    rules.bind('http-guard', 'main', c);
+    rules.bind('client', 'payments', c);
     await put('orders/weights/payments', { weights: { a: 95, b: 5 } });
     assert.deepEqual(c.weights.get('payments'), { a: 95, b: 5 });
     await put('orders@i-1/weights/payments', { weights: { b: 0 } });
@@ -317,17 +317,30 @@ describe('Rules: weights and faults', () => {
   it('injects a fault until its life ends on the store’s clock, and refuses one without a life', async () => {
     const { clock, store, rules, put } = await setup();
     const c = new FakeClient();
-    rules.bind('http-guard', 'main', c);
-    await put('orders/fault/payments', { fault: { delayMs: 200, delayPercent: 50 } });
+    rules.bind('client', 'payments', c);
+    await put('orders/fault/payments', { fault: { delay: { ms: 200, percent: 50 } } });
     assert.equal(c.faults.get('payments'), undefined);
     assert.equal(rules.status()[0]!.refused[0]!.field, 'ttlMs');
     await store.remove('orders/fault/payments');
-    await put('orders/fault/payments', { fault: { delayMs: 200, delayPercent: 50 }, ttlMs: 60_000 }, 60_000);
-    assert.deepEqual(c.faults.get('payments'), { delayMs: 200, delayPercent: 50 });
+    await put('orders/fault/payments', { fault: { delay: { ms: 200, percent: 50 } }, ttlMs: 60_000 }, 60_000);
+    assert.deepEqual(c.faults.get('payments'), { delay: { ms: 200, percent: 50 } });
     clock.advance(59_999);
     assert.ok(c.faults.get('payments') !== undefined);
     clock.advance(1);
     assert.equal(c.faults.get('payments'), undefined);
+  });
+});
+
+describe('Rules: an HttpGuard', () => {
+  it('takes the fault rules of its route’s name, as setFault(fault), and no other', async () => {
+    const { rules, put } = await setup();
+    const faults: (Record<string, unknown> | undefined)[] = [];
+    const guard = { setFault: (fault: Record<string, unknown> | undefined) => void faults.push(fault) };
+    rules.bind('http-guard', 'checkout', guard);
+    await put('orders/fault/payments', { fault: { abort: { percent: 10 } }, ttlMs: 60_000 }, 60_000);
+    assert.deepEqual(faults, []);
+    await put('orders/fault/checkout', { fault: { abort: { percent: 10, status: 503 } }, ttlMs: 60_000 }, 60_000);
+    assert.deepEqual(faults, [{ abort: { percent: 10, status: 503 } }]);
   });
 });
 

@@ -44,8 +44,11 @@ export type BindKind = OptionsRuleKind | 'http-guard';
 export interface RuleTarget extends Partial<Reconfigurable<object>>, Partial<Isolatable> {
   /** Weight overrides of a called service's instances (0 drains); undefined drops them. */
   setWeights?(service: string, overrides: Record<string, number> | undefined): void;
-  /** Fault injection for a called service (a client) or a route (an HttpGuard); undefined ends it. */
-  setFault?(target: string, fault: Record<string, unknown> | undefined): void;
+  /**
+   * Fault injection: a client's for a called service, `setFault(service, fault)`; an HttpGuard bound as
+   * `http-guard` under its route's name takes the fault rules of that name, `setFault(fault)`. undefined ends it.
+   */
+  setFault?(target: string | Record<string, unknown> | undefined, fault?: Record<string, unknown> | undefined): void;
 }
 
 /** RulesOptions configures a Rules binder. */
@@ -404,7 +407,10 @@ export class Rules {
     const kind = kindOfKey(key);
     const name = nameOfKey(key);
     if (kind === 'weights') return typeof component.setWeights === 'function' ? { slot: 'weights', target: name } : undefined;
-    if (kind === 'fault') return typeof component.setFault === 'function' ? { slot: 'fault', target: name } : undefined;
+    if (kind === 'fault') {
+      if (typeof component.setFault !== 'function' || (b.kind === 'http-guard' && name !== b.name)) return undefined;
+      return { slot: 'fault', target: name };
+    }
     if (name !== b.name) return undefined;
     if (kind === 'isolate' || kind === 'reset') return typeof component.isolate === 'function' && typeof component.reset === 'function' ? { slot: kind, target: name } : undefined;
     return kind === b.kind ? { slot: 'options', target: name } : undefined;
@@ -521,7 +527,8 @@ export class Rules {
       case 'fault': {
         let merged: Record<string, unknown> | undefined;
         for (const [, { rule }] of rules) if (rule.kind === 'fault') merged = { ...merged, ...rule.fault };
-        component.setFault!(target, merged);
+        if (b.kind === 'http-guard') component.setFault!(merged);
+        else component.setFault!(target, merged);
         return;
       }
     }

@@ -6,7 +6,7 @@
  */
 import { CircuitBreaker, SreBreaker, BreakerGroup } from '../../src/breaker/index.js';
 import { AdaptiveShedder, KeyedLimiter, PeriodLimiter, RedisPeriodLimiter, RedisTokenLimiter, TokenLimiter } from '../../src/limit/index.js';
-import { Bulkhead, Fallback, Retry, RetryBudget, Timeout } from '../../src/policy/index.js';
+import { Bulkhead, Fallback, FaultInjector, Retry, RetryBudget, Timeout } from '../../src/policy/index.js';
 import { HttpGuard } from '../../src/http/index.js';
 import { EtcdRegistry, MemoryRegistry, RegistryCache } from '../../src/registry/index.js';
 import { Balancer } from '../../src/balancer/index.js';
@@ -72,6 +72,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     new RetryBudget(),
     new Bulkhead(),
     new Timeout(),
+    new FaultInjector({ delay: { ms: 1, percent: 1 } }),
     fallback,
     new HttpGuard({ limiter: new KeyedLimiter({ rate: 10 }) }),
     new Group({ name: 'g', cacheBytes: 1024, getter: (k) => k }),
