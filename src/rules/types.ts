@@ -156,6 +156,8 @@ export interface RuleStore {
   remove(key: string, options?: RuleRemoveOptions): Promise<number>;
   watch(fromRevision: number, listener: (change: RuleChange) => void): RuleWatch;
   history?(key: string): Promise<RuleVersion[]>;
+  /** at answers the key's text as of a past revision (undefined: absent then), where the store keeps it. */
+  at?(key: string, revision: number): Promise<string | undefined>;
   close(): Promise<void>;
 }
 
