@@ -278,3 +278,35 @@ describe('BulwarkMetrics', () => {
     }
   });
 });
+
+describe('BulwarkMetrics.histograms', () => {
+  it("answers each component's histogram family summed over its other labels, and nothing once it is untracked", () => {
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    const sinks: Array<{ observe(family: string, labels: Record<string, string>, value: number): void }> = [];
+    const part = (name: string): Trackable => ({
+      describeMetrics: () => ({
+        kind: 'Part',
+        families: [{ name: 'part_call_duration_seconds', type: 'histogram', help: 'h', labelNames: ['code'], buckets: [0.01, 0.1] }],
+        subscribe: (sink) => {
+          sinks.push(sink);
+          return () => {};
+        },
+        snapshot: () => ({ name }),
+      }),
+    });
+    const a = part('a');
+    m.track(a, { name: 'a' });
+    m.track(part('b'), { name: 'b' });
+    sinks[0]!.observe('part_call_duration_seconds', { code: 'ok' }, 0.005);
+    sinks[0]!.observe('part_call_duration_seconds', { code: 'ok' }, 0.05);
+    sinks[0]!.observe('part_call_duration_seconds', { code: 'error' }, 0.05);
+    sinks[0]!.observe('part_call_duration_seconds', { code: 'error' }, 3);
+    sinks[1]!.observe('part_call_duration_seconds', { code: 'ok' }, 0.001);
+    assert.deepEqual(m.histograms(), [
+      { name: 'a', family: 'part_call_duration_seconds', bounds: [0.01, 0.1], counts: [1, 2], count: 4, sum: 3.105 },
+      { name: 'b', family: 'part_call_duration_seconds', bounds: [0.01, 0.1], counts: [1, 0], count: 1, sum: 0.001 },
+    ]);
+    m.untrack(a);
+    assert.deepEqual(m.histograms().map((h) => h.name), ['b']);
+  });
+});

@@ -8,6 +8,7 @@
  * `goneKeepMs`; one whose stream fails is shown as unreachable with the reason.
  */
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
+import { NotFoundError } from '../core/errors.js';
 import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
 import { PointHistory } from './history.js';
@@ -81,7 +82,7 @@ export class FleetFeed implements Feed {
   private last: string | undefined;
   private tickTimer: TimerHandle | undefined;
   private refreshTimer: TimerHandle | undefined;
-  private refreshing = false;
+  private refreshing: Promise<void> | undefined;
   private closed = false;
   /** The registry's last listing failure, shown until a listing succeeds. */
   registryError: string | undefined;
@@ -125,17 +126,23 @@ export class FleetFeed implements Feed {
     return this.followed.size;
   }
 
-  /** refresh lists the registry once and follows what it announces; the refresh timer calls it. */
-  async refresh(): Promise<void> {
-    if (this.refreshing || this.closed) return;
-    this.refreshing = true;
+  /** refresh lists the registry once and follows what it announces (a listing under way is joined); the refresh timer calls it. */
+  refresh(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.refreshing ??= this.list().finally(() => {
+      this.refreshing = undefined;
+    });
+    return this.refreshing;
+  }
+
+  private async list(): Promise<void> {
     try {
       const now: ServiceInstance[] = [];
       for (const name of await this.registry.listServices()) {
         try {
           now.push(...(await this.registry.getService(name)));
         } catch (err) {
-          if ((err as { code?: string }).code !== 'NOT_FOUND') throw err;
+          if ((err as { code?: string }).code !== NotFoundError.code) throw err; // it left between the two calls
         }
       }
       if (this.closed) return;
@@ -144,8 +151,6 @@ export class FleetFeed implements Feed {
     } catch (err) {
       // A registry that does not answer changes nothing: the instances keep streaming, and the page says so.
       this.registryError = err instanceof Error ? err.message : String(err);
-    } finally {
-      this.refreshing = false;
     }
   }
 
