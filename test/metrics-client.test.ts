@@ -157,7 +157,7 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     /** A balancer of the application's own, describing its own family. */
     class FirstBalancer {
       picks = 0;
-      private list: ServiceInstance[] = [];
+      private list: readonly ServiceInstance[] = [];
       constructor(
         private readonly reg: ServiceRegistry,
         private readonly service: string,

@@ -355,17 +355,21 @@ export class BulwarkMetrics {
     const entries = this.collecting(); // first: a part seen for the first time registers its families
     for (const f of families.values()) f.begin(bytes, reuse);
     const text: TextOut = { label: (v) => bytes.label(v), section: (family) => families.get(family) };
-    // One emit for the scrape (collectors run one at a time): `own` is the labels of the one collecting.
-    let own = '';
+    // One emit for the scrape (collectors run one at a time), for the entry `at`; its labels' text
+    // (`own`) is made when a sample needs it: a breaker writes its lines itself and needs none.
+    let at = entries[0]!;
+    let own: string | undefined;
     const emit: Emit = (family: string, labels: Labels, value: number): void => {
       const f = families.get(family);
       if (f === undefined || !Number.isFinite(value)) return;
-      f.sample(bytes, f.name, labels.name === undefined ? own : '', labels, value);
+      if (labels.name !== undefined) f.sample(bytes, f.name, '', labels, value);
+      else f.sample(bytes, f.name, (own ??= ownText(at, bytes)), labels, value);
     };
     emit.text = text;
     for (const e of entries) {
       if (e.desc.collect === undefined) continue;
-      own = e.base.group === undefined ? `name="${bytes.label(e.name)}"` : `name="${bytes.label(e.name)}",group="${bytes.label(e.base.group)}"`;
+      at = e;
+      own = undefined;
       try {
         e.desc.collect(emit);
       } catch {
@@ -445,6 +449,12 @@ export class BulwarkMetrics {
     this.names.set(kind, n);
     return `${kind}-${n}`;
   }
+}
+
+/** ownText answers the text of the labels an entry's samples start with: `name="…"` (and a part's `group="…"`). */
+function ownText(e: Entry, bytes: ByteText): string {
+  const group = e.base.group;
+  return group === undefined ? `name="${bytes.label(e.name)}"` : `name="${bytes.label(e.name)}",group="${bytes.label(group)}"`;
 }
 
 function statsOf(c: object): unknown {

@@ -38,6 +38,18 @@ export class ByteText {
   /** label answers `v` as a label value of the text format (backslash, newline and double quote escaped), as a byte string. */
   label(v: string | number): string {
     if (typeof v !== 'string') return String(v);
+    if (v.length <= SHORT) {
+      // One pass over a short value (a breaker's or service's name) instead of two expressions.
+      let plain = true;
+      for (let i = 0; i < v.length; i++) {
+        const c = v.charCodeAt(i);
+        if (c > 0x7f || c === 0x5c || c === 0x0a || c === 0x22) {
+          plain = false;
+          break;
+        }
+      }
+      if (plain) return v;
+    }
     return this.bytes(NEEDS_ESCAPE.test(v) ? escapeLabel(v) : v);
   }
 }
