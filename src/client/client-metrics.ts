@@ -20,9 +20,6 @@ interface ServiceObservers {
   failed: Observe;
 }
 
-/** Answered calls a tracked client notes before folding them into its histograms. */
-const PENDING = 256;
-
 const counter = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'counter', help, labelNames });
 const histogram = (name: string, help: string, labelNames: string[]): MetricFamilySpec => ({ name, type: 'histogram', help, labelNames });
 
@@ -63,7 +60,6 @@ const describes = (x: object): x is Trackable => typeof (x as Partial<Trackable>
  * tracked: a balancer of another kind brings its families when it first appears.
  */
 export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDescription {
-  let fold: (() => void) | undefined;
   const group = c.breakers.describeMetrics(ctx);
   const cache = c.cache?.describeMetrics(ctx);
   const families = [...CLIENT_FAMILIES, ...group.families, ...balancerFamilies(ctx.instanceLabel), ...(cache?.families ?? [])];
@@ -77,7 +73,6 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
       if (c.cache !== undefined) yield { component: c.cache, name };
     },
     collect: (emit) => {
-      fold?.(); // the answered calls noted since the last scrape go into their histograms first
       const s = c.stats();
       emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
       emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
@@ -112,26 +107,14 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
         lastService = service;
         return (last = o);
       };
-      // An answered call (the hot path) is only noted: its service and two durations in arrays, folded
-      // into the histograms when they are full and at each scrape, in a loop that costs less per call.
-      const services = new Array<string>(PENDING).fill('');
-      const times = new Float64Array(2 * PENDING);
-      let n = 0;
-      fold = () => {
-        for (let i = 0; i < n; i++) {
-          const o = observers(services[i]!);
-          o.ok.observe(times[2 * i]! / 1000);
-          o.succeeded.observe(times[2 * i + 1]! / 1000);
-        }
-        n = 0;
-      };
       return c.measure({
+        // An answered call (the hot path): both durations into the service's bound observers, the
+        // service's looked up only when it is not the last one's. (Noting them in arrays to fold at
+        // the scrape cost more: 13–14 ns a call against 8.5, the fold's lookups and loop included.)
         answered: (service: string, latencyMs: number, callMs: number): void => {
-          const i = n;
-          services[i] = service;
-          times[2 * i] = latencyMs;
-          times[2 * i + 1] = callMs;
-          if ((n = i + 1) === PENDING) fold!();
+          const o = service === lastService && last !== undefined ? last : observers(service);
+          o.ok.observe(latencyMs / 1000);
+          o.succeeded.observe(callMs / 1000);
         },
         attempt: (service: string, failed: boolean, latencyMs: number): void => {
           const o = observers(service);
