@@ -7,12 +7,14 @@
  * - tracked vs untracked within 5 %: SreBreaker and CircuitBreaker `execute` success path,
  *   `TokenLimiter.allow()`, and `ResilientClient.call` (whose attempts and calls feed duration
  *   histograms), each measured A/B in one process, alternating rounds: the ratio is the median over
- *   rounds of tracked / untracked ns per op;
+ *   rounds of tracked / untracked ns per op; the client within 3 % (issue 31);
  * - a scrape of a BreakerGroup of 10 000 SreBreakers plus a KeyedLimiter holding 1 000 keys takes at
  *   most 50 ms (text size `textKB`, `series`, `seriesPerBreaker`), and beats the floor measured in the
  *   same run: prom-client's own `registry.metrics()` serializing as many series from pre-set Gauges and
  *   Counters. The same scrape as bytes (what the handlers send) and through prom-client's formatter
- *   (`registry.metrics()`, which stays correct, only slower) are printed too. The heap each tracked
+ *   (`registry.metrics()`, which stays correct, only slower) are printed too. Issue 31's target: the
+ *   scrape as bytes in ≤ 10 ms, beside its floor — the same bytes written from buffers made beforehand,
+ *   one per line (its own ✓/✗ says whether 10 ms is within reach on the machine). The heap each tracked
  *   breaker adds is printed as `bytesPerBreaker` (tracked standalone breakers against the same
  *   breakers untracked);
  * - against opossum 9 + opossum-prometheus 0.3 on the same breaker workload (success path with the
@@ -150,13 +152,26 @@ await bench('metrics: tracked vs untracked (hot paths, A/B interleaved in one pr
       }, false),
     [CLIENT]: () => interleaved(clientSubject, true),
   },
-  targets: [within5('SreBreaker.execute', SRE), within5('CircuitBreaker.execute', CIRCUIT), within5('TokenLimiter.allow', TOKEN), within5('ResilientClient.call', CLIENT)],
+  targets: [
+    within5('SreBreaker.execute', SRE),
+    within5('CircuitBreaker.execute', CIRCUIT),
+    within5('TokenLimiter.allow', TOKEN),
+    within5('ResilientClient.call', CLIENT),
+    {
+      label: 'ResilientClient.call: tracked ≤ 1.03× untracked (issue 31; A/B in one process, median of rounds)',
+      check: (m) => {
+        const value = m.extra(CLIENT, 'ratio');
+        return { value, ok: value <= 1.03, unit: '×' };
+      },
+    },
+  ],
 });
 
 const SCRAPE = 'scrape: BreakerGroup of 10 000 SreBreakers + KeyedLimiter of 1 000 keys';
 const SCRAPE_BYTES = 'the same scrape as bytes (metricsBuffer: what the handlers send)';
 const SCRAPE_PROM = 'the same scrape through prom-client (registry.metrics())';
 const FLOOR = 'floor: prom-client registry.metrics() of as many pre-set Gauges/Counters series';
+const BYTES_FLOOR = 'floor: writing the same bytes from pre-built buffers (one per sample line)';
 
 async function scrapeSetup(): Promise<BulwarkMetrics> {
   const group = new BreakerGroup({ maxBreakers: 20_000 });
@@ -217,6 +232,35 @@ async function floorSubject(): Promise<Subject> {
   return { op: async () => void (bytes = (await registry.metrics()).length), async: true, batch: 1, extra: () => ({ textKB: bytes / 1024, series }) };
 }
 
+/**
+ * bytesFloorSubject: issue 31's floor for the scrape — the exposition's bytes written into a fresh
+ * buffer from buffers made beforehand, one per line: what a scrape costs that has nothing left to
+ * read or format, only bytes to write.
+ */
+async function bytesFloorSubject(): Promise<Subject> {
+  const text = await (await scrapeSetup()).metricsBuffer();
+  const lines: Buffer[] = [];
+  for (let at = 0; at < text.length; ) {
+    let end = text.indexOf(0x0a, at);
+    if (end === -1) end = text.length - 1;
+    lines.push(Buffer.from(text.subarray(at, end + 1)));
+    at = end + 1;
+  }
+  let bytes = 0;
+  return {
+    op: async () => {
+      // A native copy per line: for lines of ~70 bytes it beats a JS byte loop (9 against 18 ms CPU for 80 000).
+      const out = Buffer.allocUnsafe(text.length);
+      let o = 0;
+      for (const l of lines) o += l.copy(out, o);
+      bytes = o;
+    },
+    async: true,
+    batch: 1,
+    extra: () => ({ textKB: bytes / 1024, lines: lines.length }),
+  };
+}
+
 /** heapSubject: the heap 10 000 standalone breakers take, tracked or not; op is a tracked scrape-free get. */
 function heapSubject(track: boolean): Subject {
   gc();
@@ -242,6 +286,7 @@ await bench('metrics: a scrape of 10 000 breakers and 1 000 keys; memory per tra
     [SCRAPE_BYTES]: () => scrapeSubject('bytes'),
     [SCRAPE_PROM]: () => scrapeSubject('prom'),
     [FLOOR]: () => floorSubject(),
+    [BYTES_FLOOR]: () => bytesFloorSubject(),
     '10 000 SreBreakers (untracked): heap': () => heapSubject(false),
     '10 000 SreBreakers (tracked): heap': () => heapSubject(true),
   },
@@ -254,6 +299,21 @@ await bench('metrics: a scrape of 10 000 breakers and 1 000 keys; memory per tra
       },
     },
     fasterBy('the scrape is faster than prom-client serializing as many pre-set series (the floor)', SCRAPE, FLOOR, 1),
+    {
+      // Issue 31: ≤ 10 ms, beside its floor; the floor's own time says whether 10 ms is within reach here.
+      label: 'scrape as bytes (metricsBuffer) of 10 000 breakers + 1 000 keys ≤ 10 ms',
+      check: (m) => {
+        const value = m.ns(SCRAPE_BYTES) / 1e6;
+        return { value, ok: value <= 10, unit: ' ms' };
+      },
+    },
+    {
+      label: 'its floor, the same bytes written from pre-built buffers, ≤ 10 ms (else 10 ms is out of reach on this machine)',
+      check: (m) => {
+        const value = m.ns(BYTES_FLOOR) / 1e6;
+        return { value, ok: value <= 10, unit: ' ms' };
+      },
+    },
     {
       label: 'heap per tracked breaker (tracked − untracked) ≤ 1 KB',
       check: (m) => {

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
 import { BulwarkMetrics } from '../src/metrics/index.js';
 import { ResilientClient } from '../src/client/index.js';
-import { MemoryRegistry } from '../src/registry/index.js';
+import { MemoryRegistry, RegistryCache, type Registry as ServiceRegistry } from '../src/registry/index.js';
+import type { ServiceInstance } from '../src/registry/index.js';
 import { ManualClock, TimeoutError } from '../src/core/index.js';
 import { Timeout } from '../src/policy/index.js';
 import { sampleValue as value } from './support/scrape.js';
@@ -117,6 +118,78 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     assert.equal(value(after, 'bulwark_balancer_instances{name="payments",group="api"}'), undefined, 'a closed client is dropped with its parts');
     assert.equal(value(after, 'bulwark_breaker_group_breakers{name="api"}'), undefined);
     await m.close();
+  });
+
+  it('exports a registry cache once: tracked on its own, it is not exported again through a client over it, nor twice through two clients', async () => {
+    const registry = new MemoryRegistry();
+    await registry.register({ id: 'a', name: 'svc', address: '127.0.0.1:9001' });
+    const cache = new RegistryCache(registry);
+    const series = (text: string) => text.split('\n').filter((l) => l.startsWith('bulwark_registry_cache_services{'));
+    // Tracked on its own first, then through a client.
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(cache, { name: 'discovery' });
+    const api = new ResilientClient({ registry: cache });
+    m.track(api, { name: 'api' });
+    await api.call('svc', async () => 1);
+    assert.deepEqual(series(await m.metrics()), ['bulwark_registry_cache_services{name="discovery"} 1']);
+    assert.equal(await m.metrics(), await m.registry.metrics(), 'prom-client’s path answers the same series');
+    // Untracked on its own: the client exports it again.
+    m.untrack(cache);
+    assert.deepEqual(series(await m.metrics()), ['bulwark_registry_cache_services{name="api"} 1']);
+    // Through a client first, then on its own: from then on on its own only.
+    m.track(cache, { name: 'discovery' });
+    assert.deepEqual(series(await m.metrics()), ['bulwark_registry_cache_services{name="discovery"} 1']);
+    // Two clients over one cache, the cache not tracked: exported once, through the first.
+    m.untrack(cache);
+    const web = new ResilientClient({ registry: cache });
+    m.track(web, { name: 'web' });
+    assert.deepEqual(series(await m.metrics()), ['bulwark_registry_cache_services{name="api"} 1']);
+    await m.close();
+    await api.close();
+    await web.close();
+    await cache.close();
+    await registry.close();
+  });
+
+  it('exports the metrics of a balancer a balancerFactory made, whatever its kind, with the client’s parts, until the client closes', async () => {
+    const registry = new MemoryRegistry();
+    await registry.register({ id: 'a', name: 'svc', address: '127.0.0.1:9001' });
+    /** A balancer of the application's own, describing its own family. */
+    class FirstBalancer {
+      picks = 0;
+      private list: readonly ServiceInstance[] = [];
+      constructor(
+        private readonly reg: ServiceRegistry,
+        private readonly service: string,
+      ) {}
+      async ready(): Promise<void> {
+        this.list = await this.reg.getService(this.service);
+      }
+      pick(): ServiceInstance {
+        this.picks++;
+        return this.list[0]!;
+      }
+      report(): void {}
+      async close(): Promise<void> {}
+      describeMetrics() {
+        return {
+          families: [{ name: 'first_balancer_picks_total', type: 'counter' as const, help: 'Picks.', labelNames: [] }],
+          collect: (emit: (family: string, labels: object, value: number) => void) => emit('first_balancer_picks_total', {}, this.picks),
+        };
+      }
+    }
+    const client = new ResilientClient({ registry, balancerFactory: (service, reg) => new FirstBalancer(reg, service) });
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(client, { name: 'api' });
+    await client.call('svc', async () => 1);
+    await client.call('svc', async () => 1);
+    assert.equal(value(await m.metrics(), 'bulwark_first_balancer_picks_total{name="svc",group="api"}'), 2);
+    await client.call('svc', async () => 1);
+    assert.equal(value(await m.registry.metrics(), 'bulwark_first_balancer_picks_total{name="svc",group="api"}'), 3, 'on prom-client’s path too');
+    await client.close();
+    assert.equal(value(await m.metrics(), 'bulwark_first_balancer_picks_total{name="svc",group="api"}'), undefined, 'dropped with its client');
+    await m.close();
+    await registry.close();
   });
 
   it('refuses a measure hook without its methods', () => {

@@ -3,7 +3,7 @@
  * its parts: its breakers (the BreakerGroup's families), each open service's balancer, and the registry
  * cache it reads. One `track(client)` exports what explains its calls. @internal
  */
-import type { Emit, HistogramObserver, Labels, MetricFamilySpec, MetricsContext, MetricsDescription, Trackable } from '../core/metrics-description.js';
+import type { HistogramObserver, MetricFamilySpec, MetricsContext, MetricsDescription, MetricsPart, Trackable } from '../core/metrics-description.js';
 import type { Disposer } from '../core/events.js';
 import { balancerFamilies } from '../balancer/balancer-metrics.js';
 import type { ClientStats } from './stats.js';
@@ -19,9 +19,6 @@ interface ServiceObservers {
   fallback: Observe;
   failed: Observe;
 }
-
-/** Answered calls a tracked client notes before folding them into its histograms. */
-const PENDING = 256;
 
 const counter = (name: string, help: string, labelNames: string[] = []): MetricFamilySpec => ({ name, type: 'counter', help, labelNames });
 const histogram = (name: string, help: string, labelNames: string[]): MetricFamilySpec => ({ name, type: 'histogram', help, labelNames });
@@ -55,23 +52,27 @@ interface ClientSource {
 const describes = (x: object): x is Trackable => typeof (x as Partial<Trackable>).describeMetrics === 'function';
 
 /**
- * describeClient answers a ResilientClient's description with its parts': its own families; its
- * breakers' (members named `<service>` and `<service>/<instance id>`, with `group` = the client's name);
- * each open service's balancer (`name` = the service, `group` = the client's name); the registry cache
- * (named for the client).
+ * describeClient answers a ResilientClient's description. Its parts are exported as parts (the registry
+ * describes them, once each: see MetricsDescription.parts): its breakers (members named `<service>` and
+ * `<service>/<instance id>`, with `group` = the client's name), each open service's balancer, whatever
+ * it is (`name` = the service, `group` = the client's name), and the registry cache (named for the
+ * client). Their usual families are listed as the client's own, registered in this order when it is
+ * tracked: a balancer of another kind brings its families when it first appears.
  */
 export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDescription {
-  let fold: (() => void) | undefined;
   const group = c.breakers.describeMetrics(ctx);
   const cache = c.cache?.describeMetrics(ctx);
-  /** Each balancer's description, made at its first scrape. */
-  const balancers = new WeakMap<object, MetricsDescription | undefined>();
   const families = [...CLIENT_FAMILIES, ...group.families, ...balancerFamilies(ctx.instanceLabel), ...(cache?.families ?? [])];
   return {
     kind: 'ResilientClient',
     families: [...new Map(families.map((f) => [f.name, f])).values()],
+    parts: function* (): Iterable<MetricsPart> {
+      const name = ctx.name();
+      yield { component: c.breakers, name };
+      for (const service of c.openServices()) yield { component: service.balancer, name: service.name, group: name };
+      if (c.cache !== undefined) yield { component: c.cache, name };
+    },
     collect: (emit) => {
-      fold?.(); // the answered calls noted since the last scrape go into their histograms first
       const s = c.stats();
       emit('client_calls_total', { outcome: 'succeeded' }, s.succeeded);
       emit('client_calls_total', { outcome: 'fallback' }, s.fallbacks);
@@ -82,21 +83,6 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
       emit('client_retries_total', {}, s.retries);
       emit('client_retries_refused_total', {}, s.retriesRefused);
       emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
-      group.collect?.(emit);
-      const clientName = ctx.name();
-      for (const service of c.openServices()) {
-        const b = service.balancer;
-        let d = balancers.get(b);
-        if (d === undefined && !balancers.has(b)) {
-          d = describes(b) ? b.describeMetrics({ instanceLabel: ctx.instanceLabel, name: () => service.name }) : undefined;
-          balancers.set(b, d);
-        }
-        if (d?.collect === undefined) continue;
-        const base = { name: service.name, group: clientName };
-        const part: Emit = (family: string, labels: Labels, value: number) => emit(family, { ...base, ...labels }, value);
-        d.collect(part);
-      }
-      if (cache !== undefined && cache.closed?.() !== true) cache.collect?.(emit);
     },
     subscribe: (sink) => {
       // Durations come through the client's measure hook as plain arguments (no event object per
@@ -121,26 +107,14 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
         lastService = service;
         return (last = o);
       };
-      // An answered call (the hot path) is only noted: its service and two durations in arrays, folded
-      // into the histograms when they are full and at each scrape, in a loop that costs less per call.
-      const services = new Array<string>(PENDING).fill('');
-      const times = new Float64Array(2 * PENDING);
-      let n = 0;
-      fold = () => {
-        for (let i = 0; i < n; i++) {
-          const o = observers(services[i]!);
-          o.ok.observe(times[2 * i]! / 1000);
-          o.succeeded.observe(times[2 * i + 1]! / 1000);
-        }
-        n = 0;
-      };
       return c.measure({
+        // An answered call (the hot path): both durations into the service's bound observers, the
+        // service's looked up only when it is not the last one's. (Noting them in arrays to fold at
+        // the scrape cost more: 13–14 ns a call against 8.5, the fold's lookups and loop included.)
         answered: (service: string, latencyMs: number, callMs: number): void => {
-          const i = n;
-          services[i] = service;
-          times[2 * i] = latencyMs;
-          times[2 * i + 1] = callMs;
-          if ((n = i + 1) === PENDING) fold!();
+          const o = service === lastService && last !== undefined ? last : observers(service);
+          o.ok.observe(latencyMs / 1000);
+          o.succeeded.observe(callMs / 1000);
         },
         attempt: (service: string, failed: boolean, latencyMs: number): void => {
           const o = observers(service);

@@ -16,6 +16,7 @@ export type {
   MetricType,
   MetricsContext,
   MetricsDescription,
+  MetricsPart,
   MetricsSink,
   Trackable,
 } from './metrics-description.js';

@@ -73,6 +73,17 @@ describe('LruCache', () => {
     );
   });
 
+  it('hashes keys that fold to the same words apart, and spreads short keys evenly over the index', () => {
+    // Two units a step: a key and the same key with a NUL unit appended fold to one word; the length
+    // tells them apart. Swapped units land in different halves of a word.
+    for (const k of ['', 'a', 'ab', 'abc', 'key-12']) assert.notEqual(keyHash(k), keyHash(`${k}\u0000`), JSON.stringify(k));
+    assert.notEqual(keyHash('ab'), keyHash('ba'));
+    // 65 536 keys over 1 024 positions: 64 a position on average; no position far from it.
+    const counts = new Int32Array(1024);
+    for (let i = 0; i < 65_536; i++) counts[keyHash(`key-${i}`) & 1023]!++;
+    assert.ok(Math.max(...counts) < 128 && Math.min(...counts) > 16, `positions hold ${Math.min(...counts)}…${Math.max(...counts)} keys`);
+  });
+
   it('finds every live key and no removed one under heavy add/remove churn of keys that collide in the index', () => {
     // 48 keys whose hashes share their low 10 bits: they all start probing at the same table position at
     // every table size up to 1 024, so removals exercise the backward shift inside one long probe run;

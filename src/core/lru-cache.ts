@@ -46,10 +46,19 @@ const NONE = -1;
  */
 const SEED = randomBytes(4).readInt32LE(0);
 
-/** keyHash is seeded FNV-1a over the key's UTF-16 units with a murmur3 finalizer (cheap for short keys; the low bits index the table). Exported for tests only. */
+/**
+ * keyHash is seeded FNV-1a over the key's UTF-16 units taken two at a time (a 32-bit word a step: half
+ * the multiplications of one unit a step, and each step still a bijection of the state for a given
+ * word), the length, and a murmur3 finalizer (cheap for short keys; the low bits index the table). Exported for
+ * tests only.
+ */
 export function keyHash(key: string): number {
   let h = (0x811c9dc5 ^ SEED) | 0;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  const n = key.length;
+  let i = 0;
+  for (; i + 1 < n; i += 2) h = Math.imul(h ^ (key.charCodeAt(i) | (key.charCodeAt(i + 1) << 16)), 0x01000193);
+  if (i < n) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  h ^= n; // "a" and "a\0" fold to one word: the length tells them apart
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
@@ -74,9 +83,12 @@ export class LruCache<V> {
   /** hashes[i] is keyHash(keys[i]). */
   private hashes: Int32Array;
   private count = 0;
-  /** The last key hashed and its hash: a missed get followed by add of the same key hashes once. */
-  private lastKey: string | undefined = undefined;
-  private lastHash = 0;
+  /**
+   * The key of the last get that missed and its hash: the add that usually follows hashes it once. Only
+   * a miss notes it and only add reads it, so a hit compares no strings.
+   */
+  private missKey: string | undefined = undefined;
+  private missHash = 0;
   private keys: (string | undefined)[] = [];
   private vals: (V | undefined)[] = [];
   /** links[2i] is slot i's previous (more recent) slot, links[2i + 1] its next; side by side, one cache line. */
@@ -116,14 +128,19 @@ export class LruCache<V> {
 
   /** has tells whether `key` has an unexpired entry, without touching its recency. */
   has(key: string): boolean {
-    const i = this.find(key);
+    const i = this.find(key, keyHash(key));
     return i !== undefined && !this.expired(i);
   }
 
   /** get returns the value for `key` and marks it most recently used; undefined when absent or expired. */
   get(key: string): V | undefined {
-    const i = this.find(key);
-    if (i === undefined) return undefined;
+    const h = keyHash(key);
+    const i = this.find(key, h);
+    if (i === undefined) {
+      this.missKey = key;
+      this.missHash = h;
+      return undefined;
+    }
     if (this.expires !== undefined && this.expired(i)) {
       this.evict(i);
       return undefined;
@@ -134,7 +151,7 @@ export class LruCache<V> {
 
   /** expiresAt returns when `key`'s entry expires on the cache's clock: 0 for never, undefined when absent. */
   expiresAt(key: string): number | undefined {
-    const i = this.find(key);
+    const i = this.find(key, keyHash(key));
     if (i === undefined) return undefined;
     return this.expires === undefined ? 0 : this.expires[i]!;
   }
@@ -150,7 +167,8 @@ export class LruCache<V> {
       this.remove(key);
       return false;
     }
-    let i = this.find(key);
+    const h = key === this.missKey ? this.missHash : keyHash(key);
+    let i = this.find(key, h);
     if (i !== undefined) {
       this.total += size - this.sizes[i]!;
       this.vals[i] = value;
@@ -161,7 +179,7 @@ export class LruCache<V> {
       this.keys[i] = key;
       this.vals[i] = value;
       this.sizes[i] = size;
-      this.insert(i, this.lastHash); // find(key) above hashed key
+      this.insert(i, h);
       this.total += size;
       this.linkHead(i);
     }
@@ -175,7 +193,7 @@ export class LruCache<V> {
 
   /** remove deletes `key`'s entry, if any, without calling `onEvict`; answers whether there was one. */
   remove(key: string): boolean {
-    const i = this.find(key);
+    const i = this.find(key, keyHash(key));
     if (i === undefined) return false;
     this.drop(i);
     return true;
@@ -209,13 +227,8 @@ export class LruCache<V> {
     return out;
   }
 
-  /** find answers `key`'s slot or undefined. */
-  private find(key: string): number | undefined {
-    let h = this.lastHash;
-    if (key !== this.lastKey) {
-      h = this.lastHash = keyHash(key);
-      this.lastKey = key;
-    }
+  /** find answers the slot of `key`, whose hash is `h`, or undefined. */
+  private find(key: string, h: number): number | undefined {
     const t = this.table;
     const mask = this.mask;
     for (let p = h & mask; ; p = (p + 1) & mask) {

@@ -97,6 +97,24 @@ export interface MetricsDescription {
   snapshot?(): unknown;
   /** closed tells whether the component was closed: it is then dropped from scrapes and snapshots. */
   closed?(): boolean;
+  /**
+   * parts answers, at each scrape, the components whose series this one exports beside its own (a
+   * client's breakers, each open service's balancer, its registry cache). The registry describes each
+   * part when it first appears — its families registered, its events subscribed — and drops it once it
+   * is no longer answered or its owner is untracked. A part is exported once a scrape: not through its
+   * owner when it is tracked on its own, and through the first owner only when two share it.
+   */
+  parts?(): Iterable<MetricsPart>;
+}
+
+/** MetricsPart is one part of a composite component (see `MetricsDescription.parts`). */
+export interface MetricsPart {
+  /** The part: anything with `describeMetrics(ctx)` (anything else is left out). */
+  readonly component: object;
+  /** Its `name` label, which its description also reads as `ctx.name()`. */
+  readonly name: string;
+  /** Its `group` label (e.g. the owner's name), added after `name`; none when undefined. */
+  readonly group?: string;
 }
 
 /** MetricsContext is what a registry tells the component it describes itself to. */

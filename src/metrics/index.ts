@@ -17,6 +17,7 @@ export type {
   MetricType,
   MetricsContext,
   MetricsDescription,
+  MetricsPart,
   MetricsSink,
   MetricsSnapshot,
   TrackOptions,

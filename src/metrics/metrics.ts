@@ -25,6 +25,7 @@ import type {
   MetricFamilySpec,
   MetricsContext,
   MetricsDescription,
+  MetricsPart,
   MetricsSink,
   MetricsSnapshot,
   TrackOptions,
@@ -37,16 +38,20 @@ const BLANK_LINE = Buffer.from('\n\n');
 const NEWLINE = Buffer.from('\n');
 const NO_OBSERVER = { observe: (_value: number): void => {} };
 
-/** Entry is one tracked component. */
+/** Entry is one tracked component, or one part of a tracked composite (see MetricsDescription.parts). */
 interface Entry {
   readonly component: object;
   readonly name: string;
+  /** The labels every series of the component starts with: its name, and a part's group. */
+  readonly base: Labels;
   readonly kind: string;
   readonly desc: MetricsDescription;
   readonly families: Family[];
   dispose: (() => void) | undefined;
   /** live is true until the component is untracked (its sink then counts nothing). */
   live: boolean;
+  /** A composite's parts described so far, by component (undefined when it has none). */
+  parts: Map<object, Entry> | undefined;
 }
 
 /** BulwarkMetrics: see the module comment. */
@@ -60,6 +65,8 @@ export class BulwarkMetrics {
   private readonly entries = new Map<object, Entry>();
   private readonly families = new Map<string, Family>();
   private readonly names = new Map<string, number>();
+  /** Parts that could not be described (see describePart). */
+  private readonly undescribable = new WeakSet<object>();
   private collected = false;
   /** A scrape of the text path is under way (it owns the families' kept buffers). */
   private rendering = false;
@@ -109,7 +116,7 @@ export class BulwarkMetrics {
     const name = this.nameFor(component, kind, options?.name);
     trackName = name;
     const families = d.families.map((spec) => this.family(spec));
-    const entry: Entry = { component, name, kind, desc: d, families, dispose: undefined, live: true };
+    const entry: Entry = { component, name, base: { name }, kind, desc: d, families, dispose: undefined, live: true, parts: undefined };
     this.entries.set(component, entry);
     if (d.subscribe !== undefined) {
       try {
@@ -120,6 +127,8 @@ export class BulwarkMetrics {
         throw err;
       }
     }
+    // Its parts now, so that their families are registered before the first scrape.
+    if (d.parts !== undefined) this.partsOf(entry, new Set());
     return name;
   }
 
@@ -128,11 +137,75 @@ export class BulwarkMetrics {
     const e = this.entries.get(component);
     if (e === undefined) return false;
     this.entries.delete(component);
+    this.drop(e);
+    return true;
+  }
+
+  /** drop ends an entry: its events are no longer counted, its event series and its parts' go. */
+  private drop(e: Entry): void {
     e.live = false;
     e.dispose?.();
     e.dispose = undefined;
     for (const f of e.families) f.events.delete(e);
-    return true;
+    if (e.parts !== undefined) for (const p of e.parts.values()) this.drop(p);
+    e.parts = undefined;
+  }
+
+  /**
+   * partsOf answers the parts of `owner` this scrape exports (see MetricsDescription.parts), describing
+   * those that are new and dropping those no longer answered: not one tracked on its own, nor one in
+   * `seen` (exported through an earlier owner this scrape), which it adds to.
+   */
+  private partsOf(owner: Entry, seen: Set<object>): Entry[] {
+    const had = owner.parts;
+    const now = new Map<object, Entry>();
+    const out: Entry[] = [];
+    try {
+      for (const p of owner.desc.parts!()) {
+        const c = p.component;
+        if (c === null || typeof c !== 'object' || this.entries.has(c) || seen.has(c) || now.has(c)) continue;
+        let e = had?.get(c);
+        if (e !== undefined && (e.name !== p.name || e.base.group !== p.group)) e = undefined; // renamed: described again
+        e ??= this.describePart(p);
+        if (e === undefined) continue;
+        now.set(c, e);
+        seen.add(c);
+        if (!this.partClosed(e)) out.push(e);
+      }
+    } catch {
+      // A composite that fails to answer its parts exports its own series only this scrape.
+    }
+    if (had !== undefined) for (const [c, e] of had) if (now.get(c) !== e) this.drop(e);
+    owner.parts = now;
+    return out;
+  }
+
+  /** describePart answers a new part's entry, or undefined for one that cannot be described (remembered). */
+  private describePart(p: MetricsPart): Entry | undefined {
+    const c = p.component;
+    if (this.undescribable.has(c) || typeof (c as Partial<Trackable>).describeMetrics !== 'function') return undefined;
+    const name = p.name;
+    const base: Labels = p.group === undefined ? { name } : { name, group: p.group };
+    try {
+      const d = (c as Trackable).describeMetrics({ instanceLabel: this.instanceLabel, name: () => name });
+      const families = d.families.map((spec) => this.family(spec));
+      const e: Entry = { component: c, name, base, kind: d.kind ?? c.constructor?.name ?? 'component', desc: d, families, dispose: undefined, live: true, parts: undefined };
+      if (d.subscribe !== undefined) e.dispose = d.subscribe(this.sink(e));
+      return e;
+    } catch {
+      // Its families clash with registered ones, or it failed to describe itself: left out, not asked again.
+      this.undescribable.add(c);
+      return undefined;
+    }
+  }
+
+  /** partClosed tells whether a part was closed (it is then left out of the scrape). */
+  private partClosed(e: Entry): boolean {
+    try {
+      return e.desc.closed?.() === true;
+    } catch {
+      return true;
+    }
   }
 
   /** tracked lists the names of the tracked components. */
@@ -266,12 +339,13 @@ export class BulwarkMetrics {
       this.collected = false;
     });
     for (const f of this.families.values()) f.buffer = [];
-    for (const e of [...this.entries.values()]) {
-      if (e.desc.collect === undefined || this.isClosed(e)) continue;
+    for (const e of this.collecting()) {
+      if (e.desc.collect === undefined) continue;
+      const base = e.base;
       const emit = (family: string, labels: Labels, value: number): void => {
         const f = this.families.get(family);
         if (f === undefined || !Number.isFinite(value)) return;
-        f.buffer.push({ labels: { name: e.name, ...labels }, value });
+        f.buffer.push({ labels: { ...base, ...labels }, value });
       };
       try {
         e.desc.collect(emit);
@@ -281,20 +355,49 @@ export class BulwarkMetrics {
     }
   }
 
+  /**
+   * collecting answers the entries a scrape collects, in order: each tracked component not found
+   * closed, each followed by its parts (and theirs).
+   */
+  private collecting(): Entry[] {
+    const out: Entry[] = [];
+    let seen: Set<object> | undefined;
+    for (const e of [...this.entries.values()]) {
+      if (this.isClosed(e)) continue;
+      out.push(e);
+      if (e.desc.parts !== undefined) this.withParts(e, (seen ??= new Set()), out);
+    }
+    return out;
+  }
+
+  private withParts(owner: Entry, seen: Set<object>, out: Entry[]): void {
+    for (const p of this.partsOf(owner, seen)) {
+      out.push(p);
+      if (p.desc.parts !== undefined) this.withParts(p, seen, out);
+    }
+  }
+
   /** collectText runs every collector for the text path and answers each family's text. */
   private collectText(bytes: ByteText, reuse: boolean): Map<object, Buffer> {
     const families = this.families;
+    const entries = this.collecting(); // first: a part seen for the first time registers its families
     for (const f of families.values()) f.begin(bytes, reuse);
     const text: TextOut = { label: (v) => bytes.label(v), section: (family) => families.get(family) };
-    for (const e of [...this.entries.values()]) {
-      if (e.desc.collect === undefined || this.isClosed(e)) continue;
-      const own = `name="${bytes.label(e.name)}"`;
-      const emit: Emit = (family: string, labels: Labels, value: number): void => {
-        const f = families.get(family);
-        if (f === undefined || !Number.isFinite(value)) return;
-        f.sample(bytes, f.name, labels.name === undefined ? own : '', labels, value);
-      };
-      emit.text = text;
+    // One emit for the scrape (collectors run one at a time), for the entry `at`; its labels' text
+    // (`own`) is made when a sample needs it: a breaker writes its lines itself and needs none.
+    let at = entries[0]!;
+    let own: string | undefined;
+    const emit: Emit = (family: string, labels: Labels, value: number): void => {
+      const f = families.get(family);
+      if (f === undefined || !Number.isFinite(value)) return;
+      if (labels.name !== undefined) f.sample(bytes, f.name, '', labels, value);
+      else f.sample(bytes, f.name, (own ??= ownText(at, bytes)), labels, value);
+    };
+    emit.text = text;
+    for (const e of entries) {
+      if (e.desc.collect === undefined) continue;
+      at = e;
+      own = undefined;
       try {
         e.desc.collect(emit);
       } catch {
@@ -321,7 +424,7 @@ export class BulwarkMetrics {
     const seriesOf = (family: string, labels: Labels) => {
       const f = this.families.get(family);
       if (f === undefined || !e.live) return undefined;
-      return { f, s: f.series(e, { name: e.name, ...labels }) };
+      return { f, s: f.series(e, { ...e.base, ...labels }) };
     };
     return {
       inc: (family, labels, by = 1) => {
@@ -374,6 +477,12 @@ export class BulwarkMetrics {
     this.names.set(kind, n);
     return `${kind}-${n}`;
   }
+}
+
+/** ownText answers the text of the labels an entry's samples start with: `name="…"` (and a part's `group="…"`). */
+function ownText(e: Entry, bytes: ByteText): string {
+  const group = e.base.group;
+  return group === undefined ? `name="${bytes.label(e.name)}"` : `name="${bytes.label(e.name)}",group="${bytes.label(group)}"`;
 }
 
 function statsOf(c: object): unknown {

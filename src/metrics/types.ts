@@ -13,6 +13,7 @@ export type {
   MetricType,
   MetricsContext,
   MetricsDescription,
+  MetricsPart,
   MetricsSink,
   Trackable,
 } from '../core/metrics-description.js';
