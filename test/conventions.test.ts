@@ -96,6 +96,10 @@ const ACCESSORS = new Set([
   'position', 'shares', 'memberAt', 'memberIndexAt', 'pointsAt', 'at', 'bytes', 'binary', 'equals', 'toString', 'sum', 'reduce',
   // the client's per-service state: answers for one call (a wrapped task, a Retry, a breaker), changing nothing
   'avoids', 'bulkheaded', 'retryFor', 'instanceBreaker',
+  // live settings, history and feeds: a component's options and weights now, a feed's latest frame and its history, the metrics' histograms
+  'options', 'weights', 'latest', 'history', 'histograms',
+  // a factory that binds what it makes (Rules.breakerFactory)
+  'breakerFactory',
   // grpc-js calls these on GrpcDiscovery (its resolver and load-balancer hooks)
   'newPicker', 'instance', 'addBalancer',
 ]);
