@@ -1,6 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import type { AdmissionToken } from '../core/admission.js';
 import { ManualClock } from '../core/clock.js';
+import { OverloadedError } from '../core/errors.js';
+import { AdaptiveShedder } from './adaptive-shedder.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { PeriodLimiter } from './period-limiter.js';
 import { TokenLimiter } from './token-limiter.js';
@@ -127,5 +130,72 @@ describe('PeriodLimiter.reconfigure', () => {
       message: 'PeriodLimiter: window was renamed to algorithm',
     });
     assert.equal(new PeriodLimiter({ periodMs: 1_000, quota: 10, algorithm: 'sliding' }).algorithm, 'sliding');
+  });
+});
+
+describe('AdaptiveShedder.reconfigure', () => {
+  /** A shedder whose window holds 10 passes per 100 ms bucket of 10 ms each (max in flight 1), overloaded. */
+  function hot() {
+    const clock = new ManualClock(1_000);
+    let utilization = 0.1;
+    const shedder = new AdaptiveShedder({ clock, load: () => ({ utilization, delayP99Ms: 1 }), windowMs: 2_000, buckets: 20 });
+    for (let b = 0; b < 20; b++) {
+      const tokens: AdmissionToken[] = [];
+      for (let i = 0; i < 10; i++) tokens.push(shedder.admit());
+      clock.advance(10);
+      for (const t of tokens) t.success();
+      clock.advance(90);
+    }
+    utilization = 0.95;
+    return { clock, shedder };
+  }
+
+  function fill(shedder: AdaptiveShedder, n: number): { tokens: AdmissionToken[]; dropped: number } {
+    const tokens: AdmissionToken[] = [];
+    let dropped = 0;
+    for (let i = 0; i < n; i++) {
+      try {
+        tokens.push(shedder.admit());
+      } catch (err) {
+        assert.ok(err instanceof OverloadedError);
+        dropped++;
+      }
+    }
+    return { tokens, dropped };
+  }
+
+  it('enabled: false admits every call and keeps counting; on again, it drops as before', () => {
+    const { shedder } = hot();
+    const before = fill(shedder, 50);
+    assert.ok(before.dropped > 0);
+    shedder.reconfigure({ enabled: false });
+    assert.equal(shedder.options().enabled, false);
+    const off = fill(shedder, 50);
+    assert.equal(off.dropped, 0);
+    assert.equal(shedder.stats().inFlight, before.tokens.length + 50);
+    shedder.reconfigure({ enabled: true });
+    assert.equal(fill(shedder, 10).dropped, 10);
+  });
+
+  it('a higher threshold applies at once; the calls in flight are kept', () => {
+    const { shedder } = hot();
+    const { tokens } = fill(shedder, 20);
+    shedder.reconfigure({ utilizationThreshold: 0.99, coolOffMs: 0 });
+    assert.equal(fill(shedder, 20).dropped, 0);
+    assert.equal(shedder.stats().inFlight, tokens.length + 20);
+    assert.deepEqual(shedder.options(), { enabled: true, utilizationThreshold: 0.99, delayP99Ms: 100, coolOffMs: 0, windowMs: 2_000, buckets: 20 });
+  });
+
+  it('refuses a bad value, load and clock, changing nothing', () => {
+    const { shedder } = hot();
+    const before = shedder.options();
+    assert.throws(() => shedder.reconfigure({ enabled: false, utilizationThreshold: 1.5 }), {
+      name: 'RangeError',
+      message: 'AdaptiveShedder: utilizationThreshold must be a number in (0, 1], got 1.5',
+    });
+    assert.throws(() => shedder.reconfigure({ enabled: 'no' as never }), { name: 'TypeError', message: 'AdaptiveShedder: enabled must be a boolean, got string' });
+    assert.throws(() => shedder.reconfigure({ load: () => ({ utilization: 0, delayP99Ms: 0 }) } as never), /AdaptiveShedder: load cannot change on a running AdaptiveShedder/);
+    assert.deepEqual(shedder.options(), before);
+    assert.ok(fill(shedder, 50).dropped > 0);
   });
 });
