@@ -142,8 +142,10 @@ describe('Retry.reconfigure', () => {
     calls = 0;
     await assert.rejects(r.execute(failing));
     assert.equal(calls, 4);
-    r.reconfigure({ backoff: { initialMs: 50, jitter: 'none' } });
-    assert.deepEqual(r.options().backoff, { initialMs: 50, maxMs: 10_000, multiplier: 2, jitter: 'none' });
+    r.reconfigure({ backoff: { initialMs: 50, maxMs: 500 } });
+    assert.deepEqual(r.options().backoff, { initialMs: 50, maxMs: 500, multiplier: 2, jitter: 'none' });
+    r.reconfigure({ backoff: undefined });
+    assert.deepEqual(r.options().backoff, { initialMs: 100, maxMs: 10_000, multiplier: 2, jitter: 'full' });
   });
 
   it('refuses bad values and fixed keys, changing nothing', () => {

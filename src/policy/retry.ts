@@ -98,8 +98,8 @@ export class Retry implements Guard, Reconfigurable<RetryLiveOptions> {
   }
 
   /**
-   * reconfigure sets `maxAttempts` and `backoff` (a whole BackoffOptions: keys it leaves out take their
-   * defaults), validated as the constructor validates them (the same errors; `shouldRetry`, `budget`,
+   * reconfigure sets `maxAttempts` and `backoff` (laid over the backoff it runs: `{ backoff: { maxMs } }`
+   * changes that key only; `backoff: undefined` goes back to the defaults), validated as the constructor validates them (the same errors; `shouldRetry`, `budget`,
    * `clock` and `backoff.random` refused: fixed at construction), both or, when it throws, neither. Calls
    * that fail from then on use them; a call already waiting keeps its wait.
    */
@@ -112,7 +112,9 @@ export class Retry implements Guard, Reconfigurable<RetryLiveOptions> {
         throw new TypeError('Retry: backoff.random cannot change on a running Retry; it is set at construction only');
       }
       const random = this.backoffOptions.random;
-      backoffOptions = checkBackoff(p.backoff === undefined ? undefined : { ...p.backoff, ...(random === undefined ? {} : { random }) });
+      if (p.backoff !== undefined) checkBackoff(p.backoff); // not an object: the constructor's error
+      const laid = p.backoff === undefined ? {} : { ...this.options().backoff, ...p.backoff };
+      backoffOptions = checkBackoff({ ...laid, ...(random === undefined ? {} : { random }) });
     }
     (this as { maxAttempts: number }).maxAttempts = maxAttempts;
     this.backoffOptions = backoffOptions;
