@@ -34,7 +34,7 @@ export { TokenLimiter, tokenLimiterDefaults, type TokenLimiterOptions, type Toke
 export { PeriodLimiter, periodLimiterDefaults, type PeriodLimiterOptions, type PeriodLimiterLiveOptions } from './period-limiter.js';
 export { KeyedLimiter, keyedLimiterDefaults, type KeyedLimiterOptions, type KeyedLimiterLiveOptions } from './keyed-limiter.js';
 export { MAX_KEY_BYTES } from './keys.js';
-export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type LeaseOptions } from './redis-token-limiter.js';
+export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type RedisTokenLimiterLiveOptions, type LeaseOptions } from './redis-token-limiter.js';
 export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiterOptions } from './redis-period-limiter.js';
 export { redisCommonDefaults, type RedisCommonOptions } from './redis-limiter-options.js';
 export { AdaptiveShedder, adaptiveShedderDefaults, type AdaptiveShedderOptions, type AdaptiveShedderStats } from './adaptive-shedder.js';
