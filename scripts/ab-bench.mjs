@@ -86,6 +86,30 @@ const SUBJECTS = {
     l.allow();
     return { op: () => l.allow() };
   },
+  // A limiter an operator's rule changed while it ran (reconfigure, where the build has it) against a plain
+  // one: reconfiguration swaps fields, so the hot path must not tell them apart.
+  'TokenLimiter.allow admit (reconfigured)': async (load) => {
+    const { TokenLimiter } = await load('limit');
+    const l = new TokenLimiter({ rate: 1e9, burst: 1e9 });
+    l.reconfigure?.({ rate: 1e12, burst: 1e12 });
+    return { op: () => l.allow() };
+  },
+  'KeyedLimiter.allow (1 024 keys)': async (load) => {
+    const { KeyedLimiter } = await load('limit');
+    const l = new KeyedLimiter({ rate: 1e12, burst: 1e12 });
+    const keys = Array.from({ length: 1024 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => l.allow(keys[i++ & 1023]) };
+  },
+  'KeyedLimiter.allow (1 024 keys, reconfigured)': async (load) => {
+    const { KeyedLimiter } = await load('limit');
+    const l = new KeyedLimiter({ rate: 1e9, burst: 1e9 });
+    const keys = Array.from({ length: 1024 }, (_, i) => `key-${i}`);
+    for (const k of keys) l.allow(k);
+    l.reconfigure?.({ rate: 1e12, burst: 1e12 });
+    let i = 0;
+    return { op: () => l.allow(keys[i++ & 1023]) };
+  },
   'LruCache.get hit (4 096 keys)': async (load) => {
     const { LruCache } = await load('cache');
     const c = new LruCache({ maxBytes: 1 << 24 });
@@ -105,6 +129,14 @@ const SUBJECTS = {
   'PeriodLimiter.allow (1 024 keys)': async (load) => {
     const { PeriodLimiter } = await load('limit');
     const l = new PeriodLimiter({ periodMs: 1e12, quota: 1e9 });
+    const keys = Array.from({ length: 1024 }, (_, i) => `key-${i}`);
+    let i = 0;
+    return { op: () => l.allow(keys[i++ & 1023]) };
+  },
+  'PeriodLimiter.allow (1 024 keys, reconfigured)': async (load) => {
+    const { PeriodLimiter } = await load('limit');
+    const l = new PeriodLimiter({ periodMs: 1e12, quota: 1e8 });
+    l.reconfigure?.({ quota: 1e9 });
     const keys = Array.from({ length: 1024 }, (_, i) => `key-${i}`);
     let i = 0;
     return { op: () => l.allow(keys[i++ & 1023]) };
@@ -185,6 +217,12 @@ const SUBJECTS = {
   'Bulkhead.execute': async (load) => {
     const { Bulkhead } = await load('policy');
     const b = new Bulkhead({ maxConcurrent: 1_000 });
+    return { op: () => b.execute(task), async: true };
+  },
+  'Bulkhead.execute (reconfigured)': async (load) => {
+    const { Bulkhead } = await load('policy');
+    const b = new Bulkhead({ maxConcurrent: 10 });
+    b.reconfigure?.({ maxConcurrent: 1_000 });
     return { op: () => b.execute(task), async: true };
   },
   'ResilientClient.call (defaults, tracked)': async (load) => {

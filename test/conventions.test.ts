@@ -90,6 +90,8 @@ const ACCESSORS = new Set([
   // the members of a collection or of a component's parts
   'instances', 'members', 'names', 'breakers', 'peers', 'services', 'tracked', 'service', 'openServices', 'budget', 'owner', 'handler',
   'tokens', 'channelOptions', 'keysByRecency', 'peek', 'peer',
+  // the options a component runs now (the live-reconfiguration protocol's reading)
+  'options', 'serviceOptions',
   // last-seen and next-due values
   'lastFailures', 'lastRejection', 'nextExpiry', 'nextTimerAt', 'expiresAt', 'timesEjected', 'currentWeight', 'next',
   // a hash ring's and a byte view's readings

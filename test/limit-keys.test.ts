@@ -95,7 +95,7 @@ describe('Redis limiters per client key', { skip }, () => {
   it('counts a sliding window in Redis: the previous window weighs in, so an edge burst is not 2 × quota', async () => {
     const periodMs = 3_600_000;
     const quota = 10;
-    await using sliding = new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'sw:', periodMs, quota, window: 'sliding', timeoutMs: 2_000 });
+    await using sliding = new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'sw:', periodMs, quota, algorithm: 'sliding', timeoutMs: 2_000 });
     await onRedis(sliding);
     // The previous window (by Redis's clock) used the whole quota.
     const now = await redisNowMs(fx.admin);

@@ -5,7 +5,7 @@
  * and breakers → retry on another instance within a retry budget → fallback — with `call(service, fn)`
  * for any transport and `fetch('http://payments/api/x')` for HTTP over per-instance undici keep-alive pools.
  */
-export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions } from './resilient-client.js';
+export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions, type ServiceLiveOptions, type ServiceLivePartial } from './resilient-client.js';
 export { serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions, type ServiceState } from './service-state.js';
 /** The other modules' types the client takes and hands out (their classes and functions are in their own modules). */
 export type { Registry, RegistryCacheOptions, ServiceInstance } from '../registry/types.js';

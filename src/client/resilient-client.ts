@@ -22,7 +22,10 @@ import { clientCallChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted } from '../core/guard.js';
 import { SingleFlight } from '../core/singleflight.js';
-import { clockOption, finite, integer, options as optionsObject, showValue, within, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, integer, liveOptions, options as optionsObject, showValue, within, type OptionKeys } from '../core/validate.js';
+import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import { Bulkhead, type BulkheadOptions } from '../policy/bulkhead.js';
+import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
 import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
 import type { BreakerGroup } from '../breaker/breaker-group.js';
 import { RegistryCache } from '../registry/registry-cache.js';
@@ -32,7 +35,7 @@ import { AttemptTimeout } from './deadlines.js';
 import { failedStatus, fetchAttempt, originOf, planFetch, type FetchInit } from './fetch.js';
 import { OriginPools, type OriginPoolsOptions } from '../internal/origin-pools.js';
 import { httpPoolsOptions, type HttpPoolsOptions } from './http-pools.js';
-import { ServiceState, type ServiceStateOptions } from './service-state.js';
+import { ServiceState, serviceStateDefaults, type ServiceStateOptions } from './service-state.js';
 import { ClientCounters, type ClientStats } from './stats.js';
 import type { ClientMeasure } from './types.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
@@ -47,6 +50,29 @@ const RESILIENT_CLIENT_KEYS = {
   maxServices: true, clock: true, balancer: true, balancerFactory: true, breakers: true, retryBudget: true,
   retryBackoff: true, bulkhead: true, fault: true,
 } as const satisfies OptionKeys<ResilientClientOptions>;
+
+/** The options `reconfigureService` may change: the rest are the whole client's, fixed at construction. */
+const SERVICE_LIVE_KEYS = ['timeoutMs', 'maxAttempts', 'bulkhead', 'retryBudget', 'retryBackoff'] as const;
+
+/**
+ * ServiceLiveOptions are a service's options that `ResilientClient.reconfigureService` changes and
+ * `serviceOptions` answers, each in full (nested ones resolved, defaults filled in).
+ */
+export interface ServiceLiveOptions {
+  /** Deadline of each attempt in milliseconds; 0 for none. */
+  timeoutMs: number;
+  /** Attempts per call, the first included, when retry is on. */
+  maxAttempts: number;
+  /** The service's bulkhead (attempts in flight at once). */
+  bulkhead: Required<BulkheadOptions>;
+  /** The service's retry budget. */
+  retryBudget: Required<Omit<RetryBudgetOptions, 'clock'>>;
+  /** Waits between attempts. */
+  retryBackoff: Required<Omit<BackoffOptions, 'random'>>;
+}
+
+/** ServiceLivePartial is what `reconfigureService` takes: any of ServiceLiveOptions, nested ones in part. */
+export type ServiceLivePartial = Partial<{ [K in keyof ServiceLiveOptions]: ServiceLiveOptions[K] extends object ? Partial<ServiceLiveOptions[K]> : ServiceLiveOptions[K] }>;
 
 /** CallOptions are the per-call options of `ResilientClient.call`. */
 export interface CallOptions<T> {
@@ -126,6 +152,10 @@ export class ResilientClient {
   private readonly opening: SingleFlight<string, ServiceState>;
   private readonly defaultTimeout: AttemptTimeout | undefined;
   private readonly timeouts = new Map<number, AttemptTimeout>();
+  /** Services whose options `reconfigureService` changed: what they run, applied when their state opens. */
+  private readonly serviceLive = new Map<string, ServiceLiveOptions>();
+  /** The attempt deadline of those services, by service (the client's `defaultTimeout` for the others). */
+  private readonly serviceTimeouts = new Map<string, AttemptTimeout | undefined>();
   private closing: Promise<void> | undefined;
   /** Weight overrides by service (`setWeights`), for its balancer now and whenever it is made. */
   private readonly weightsBy = new Map<string, WeightOverrides>();
@@ -289,6 +319,70 @@ export class ResilientClient {
     this.services.get(service)?.setFault(this.faultsBy.get(service) ?? this.stateOptions.fault);
   }
 
+  /**
+   * serviceOptions answers the options `service` runs with (or will, once called): its own, set by
+   * `reconfigureService`, or the client's. Fresh plain data: `reconfigureService(service, before)` returns to it.
+   */
+  serviceOptions(service: string): ServiceLiveOptions {
+    const own = this.serviceLive.get(service);
+    if (own !== undefined) return structuredClone(own);
+    const o = this.stateOptions;
+    const backoff = within('ResilientClient', 'retryBackoff', 'Backoff', () => new Backoff({ ...serviceStateDefaults.retryBackoff, ...o.retryBackoff }));
+    return {
+      timeoutMs: this.timeoutMs,
+      maxAttempts: this.maxAttempts,
+      bulkhead: new Bulkhead({ ...serviceStateDefaults.bulkhead, ...o.bulkhead }).options(),
+      retryBudget: new RetryBudget({ ...o.retryBudget, clock: this.ctx.clock }).options(),
+      retryBackoff: { initialMs: backoff.initialMs, maxMs: backoff.maxMs, multiplier: backoff.multiplier, jitter: backoff.jitter },
+    };
+  }
+
+  /**
+   * reconfigureService changes `service`'s options while the client runs — `timeoutMs`, `maxAttempts`,
+   * `bulkhead`, `retryBudget`, `retryBackoff`, each nested one laid over the one it runs — validated as the
+   * constructor validates them (the same errors); every other option is the whole client's and is refused
+   * with a TypeError. All of it applies or, when it throws, none. A service not called yet gets them when
+   * it opens. What is kept: calls under way keep their deadline and attempts; the bulkhead keeps its
+   * running and queued calls, the budget its counts (see Bulkhead and RetryBudget). Breakers and balancer
+   * weights are components of their own (`breakers.get(name)`, the balancer).
+   */
+  reconfigureService(service: string, partial: ServiceLivePartial): void {
+    if (typeof service !== 'string' || service.length === 0) throw new TypeError(`ResilientClient: service must be a non-empty string, got ${showValue(service)}`);
+    const fixed = Object.keys(RESILIENT_CLIENT_KEYS).filter((k) => !(SERVICE_LIVE_KEYS as readonly string[]).includes(k));
+    const p = liveOptions('ResilientClient', partial as ResilientClientOptions, RESILIENT_CLIENT_KEYS, []);
+    for (const key of fixed) {
+      if (Object.hasOwn(p, key)) throw new TypeError(`ResilientClient: ${key} cannot change on a running client; it is set at construction only (reconfigureService changes ${SERVICE_LIVE_KEYS.join(', ')})`);
+    }
+    const now = this.serviceOptions(service);
+    const nested = <K extends 'bulkhead' | 'retryBudget' | 'retryBackoff'>(key: K): ServiceLiveOptions[K] => {
+      const v = (p as Record<string, unknown>)[key];
+      if (v === undefined) return now[key];
+      if (v === null || typeof v !== 'object') throw new TypeError(`ResilientClient: ${key} must be an object, got ${showValue(v)}`);
+      return { ...now[key], ...v } as ServiceLiveOptions[K];
+    };
+    const next: ServiceLiveOptions = {
+      timeoutMs: finite('ResilientClient', 'timeoutMs', p.timeoutMs ?? now.timeoutMs, 0, MAX_TIMER_MS),
+      maxAttempts: integer('ResilientClient', 'maxAttempts', p.maxAttempts ?? now.maxAttempts, 1, 100),
+      bulkhead: nested('bulkhead'),
+      retryBudget: nested('retryBudget'),
+      retryBackoff: nested('retryBackoff'),
+    };
+    // Validate the nested ones as the constructor does (named under the client) before anything changes.
+    within('ResilientClient', 'bulkhead', 'Bulkhead', () => new Bulkhead(next.bulkhead));
+    within('ResilientClient', 'retryBudget', 'RetryBudget', () => new RetryBudget(next.retryBudget));
+    within('ResilientClient', 'retryBackoff', 'Backoff', () => new Backoff(next.retryBackoff));
+    this.serviceLive.set(service, next);
+    this.serviceTimeouts.set(service, next.timeoutMs === 0 ? undefined : this.timeoutFor(next.timeoutMs));
+    const state = this.services.get(service);
+    if (state !== undefined) this.applyService(state, next);
+  }
+
+  /** applyService gives an open service state its own options (see reconfigureService). */
+  private applyService(state: ServiceState, o: ServiceLiveOptions): void {
+    state.timeout = this.serviceTimeouts.get(state.name);
+    state.reconfigure(o);
+  }
+
   /** openServices returns the states of the services called so far. */
   openServices(): ServiceState[] {
     return [...this.services.values()];
@@ -352,7 +446,7 @@ export class ResilientClient {
   private runOn<T>(s: ServiceState, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
     const counters = this.counters;
     counters.calls++;
-    let timeout = this.defaultTimeout;
+    let timeout = s.timeout;
     let retry = s.retry;
     let signal: AbortSignal | undefined;
     let key: string | undefined;
@@ -361,7 +455,7 @@ export class ResilientClient {
     if (options !== undefined) {
       try {
         if (options.timeoutMs !== undefined) timeout = this.timeoutFor(options.timeoutMs);
-        if (options.retry !== undefined) retry = s.retryFor(options.retry, this.maxAttempts);
+        if (options.retry !== undefined) retry = s.retryFor(options.retry, s.maxAttempts);
         if (options.key !== undefined && typeof options.key !== 'string') throw new TypeError(`ResilientClient.call: key must be a string, got ${showValue(options.key)}`);
         if (options.isFailure !== undefined && typeof options.isFailure !== 'function') throw new TypeError(`ResilientClient.call: isFailure must be a function, got ${showValue(options.isFailure)}`);
         fallback = options.fallback;
@@ -507,6 +601,9 @@ export class ResilientClient {
       if (instances.length === 0) throw new NotFoundError(`service ${service} has no instances`);
       if (this.closing !== undefined) throw new ClosedError('ResilientClient is closed');
       const state = new ServiceState(service, this.registry, this.stateOptions, this.maxAttempts, () => this.retainPools());
+      state.timeout = this.defaultTimeout;
+      const own = this.serviceLive.get(service);
+      if (own !== undefined) this.applyService(state, own);
       try {
         await state.ready();
       } catch (err) {

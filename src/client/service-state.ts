@@ -32,6 +32,7 @@ import type { WeightOverrides } from '../balancer/weight-overrides.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
 import { isRetryable, type ServiceParts } from './call-run.js';
 import type { AdmissionToken, CallBreaker, ServiceBalancer } from './types.js';
+import type { AttemptTimeout } from './deadlines.js';
 
 /** ServiceStateOptions are the client options that shape each service's parts. */
 export interface ServiceStateOptions {
@@ -99,11 +100,15 @@ export class ServiceState implements ServiceParts {
   readonly breaker: CallBreaker;
   readonly bulkhead: Bulkhead;
   readonly budget: RetryBudget;
-  /** The Retry of calls that use the client's maxAttempts. */
-  readonly retry: Retry | undefined;
+  /** The Retry of calls that use the service's maxAttempts (undefined when it is 1). */
+  retry: Retry | undefined;
+  /** The deadline of each attempt (undefined: none): the client's, or the service's own (`ResilientClient.reconfigureService`). */
+  timeout: AttemptTimeout | undefined;
+  /** Attempts per call, the first included, when retry is on: the client's, or the service's own (`ResilientClient.reconfigureService`). */
+  maxAttempts: number;
   /** The fault injected into this service's attempts (`setFault`), or undefined. */
   fault: FaultInjector | undefined;
-  private readonly backoff: BackoffOptions;
+  private backoff: BackoffOptions;
   private readonly clock: Clock | undefined;
   private readonly instanceBreakers = new Map<string, Breaker | undefined>();
   private readonly retries = new Map<number, Retry>();
@@ -153,6 +158,7 @@ export class ServiceState implements ServiceParts {
     this.budget = new RetryBudget({ ...options.retryBudget, clock: options.retryBudget?.clock ?? options.clock });
     this.backoff = { ...serviceStateDefaults.retryBackoff, ...options.retryBackoff };
     this.clock = options.clock;
+    this.maxAttempts = maxAttempts;
     this.retry = maxAttempts > 1 ? this.makeRetry(maxAttempts) : undefined;
     this.capper = this.balancer instanceof Balancer ? this.balancer : undefined;
     if (this.balancer instanceof Balancer) {
@@ -306,6 +312,24 @@ export class ServiceState implements ServiceParts {
    */
   setWeights(overrides: WeightOverrides | undefined): void {
     (this.balancer as { setWeights?: (w: WeightOverrides | undefined) => void }).setWeights?.(overrides);
+  }
+
+  /**
+   * reconfigure applies options already validated (by `ResilientClient.reconfigureService`): the bulkhead
+   * and the budget are reconfigured in place (see theirs for what they keep), the Retries get the new
+   * backoff, and a new maxAttempts swaps the Retry calls use.
+   */
+  reconfigure(o: { maxAttempts: number; bulkhead: Required<BulkheadOptions>; retryBudget: Required<Omit<RetryBudgetOptions, 'clock'>>; retryBackoff: BackoffOptions }): void {
+    this.bulkhead.reconfigure(o.bulkhead);
+    this.budget.reconfigure(o.retryBudget);
+    this.backoff = { ...o.retryBackoff };
+    for (const r of this.retries.values()) r.reconfigure({ backoff: this.backoff });
+    if (o.maxAttempts !== this.maxAttempts) {
+      this.maxAttempts = o.maxAttempts;
+      this.retry = o.maxAttempts > 1 ? this.makeRetry(o.maxAttempts) : undefined;
+    } else {
+      this.retry?.reconfigure({ backoff: this.backoff });
+    }
   }
 
   /** close stops the balancer (watch, probes) and the fault's timer. */

@@ -112,3 +112,17 @@ export function within<T>(owner: string, path: string, part: string, build: () =
     throw err instanceof RangeError ? new RangeError(message, { cause: err }) : new TypeError(message, { cause: err });
   }
 }
+
+/**
+ * liveOptions checks the `partial` a `reconfigure` was handed, as `options` checks a constructor's (the same
+ * TypeError for a key the owner does not know), and refuses with a TypeError each key in `fixed`: an option
+ * the owner takes at construction only (its clock, a callback), which cannot change while it runs.
+ */
+export function liveOptions<T extends object>(owner: string, value: T, keys: Readonly<Record<string, true>>, fixed: readonly string[]): Partial<T> {
+  if (value === undefined || value === null || typeof value !== 'object') throw new TypeError(`${owner}.reconfigure: options must be an object, got ${show(value)}`);
+  const o = options(owner, value, keys);
+  for (const key of fixed) {
+    if (Object.hasOwn(o, key)) throw new TypeError(`${owner}: ${key} cannot change on a running ${owner}; it is set at construction only`);
+  }
+  return o;
+}

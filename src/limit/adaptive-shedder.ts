@@ -12,6 +12,12 @@
  *
  * `admit()` answers an AdmissionToken whose `success()` / `failure()` / `release()` ends the call, or
  * throws OverloadedError.
+ *
+ * `reconfigure({ enabled, utilizationThreshold, delayP99Ms, coolOffMs, windowMs, buckets })` changes it
+ * live (`load` and `clock` are fixed at construction). It keeps the calls in flight and their average, and
+ * the time of the last drop; a new window shape (`windowMs`, `buckets`) starts an empty window, as a new
+ * shedder does. `enabled: false` turns it off: it admits every call (still counting them in flight and
+ * feeding the window, so that turning it on again finds its history), at the cost of a running one.
  */
 import type { AdmissionToken } from '../core/admission.js';
 import { systemClock, type Clock } from '../core/clock.js';
@@ -21,17 +27,23 @@ import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../cor
 import type { MetricsDescription } from '../core/metrics-description.js';
 import { throwIfAborted } from '../core/abort.js';
 import { RollingWindow } from '../core/rolling-window.js';
-import { clockOption, finite, fn, integer, options as optionsOf, positive, ratio, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, fn, integer, liveOptions, options as optionsOf, positive, ratio, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
 
 /** The keys of AdaptiveShedderOptions, all of them: any other is refused (see `options`). */
 const ADAPTIVE_SHEDDER_KEYS = {
-  utilizationThreshold: true, delayP99Ms: true, coolOffMs: true, windowMs: true, buckets: true, load: true,
+  enabled: true, utilizationThreshold: true, delayP99Ms: true, coolOffMs: true, windowMs: true, buckets: true, load: true,
   clock: true,
 } as const satisfies OptionKeys<AdaptiveShedderOptions>;
 
+/** AdaptiveShedderLiveOptions are the options `AdaptiveShedder.reconfigure` changes and `options()` answers. */
+export type AdaptiveShedderLiveOptions = Omit<AdaptiveShedderOptions, 'load' | 'clock'>;
+
 /** AdaptiveShedderOptions configures an AdaptiveShedder. */
 export interface AdaptiveShedderOptions {
+  /** Whether it drops at all: false admits every call (an operator's off switch). Defaults to true. */
+  enabled?: boolean;
   /** Event-loop utilisation (0–1] above which the process counts as overloaded (go-zero: CPU 90 %). Defaults to 0.9. */
   utilizationThreshold?: number;
   /** Event-loop delay p99 in ms above which the process counts as overloaded; Infinity turns it off. Defaults to 100. */
@@ -50,6 +62,7 @@ export interface AdaptiveShedderOptions {
 
 /** Defaults for AdaptiveShedderOptions. */
 export const adaptiveShedderDefaults = Object.freeze({
+  enabled: true,
   utilizationThreshold: 0.9,
   delayP99Ms: 100,
   coolOffMs: 1_000,
@@ -80,15 +93,20 @@ const PASS = 0;
 const RT = 1;
 
 /** AdaptiveShedder drops calls while the event loop is overloaded and more calls are in flight than it can take. */
-export class AdaptiveShedder implements Guard {
+export class AdaptiveShedder implements Guard, Reconfigurable<AdaptiveShedderLiveOptions> {
+  readonly enabled: boolean;
   readonly utilizationThreshold: number;
   readonly delayP99Ms: number;
   readonly coolOffMs: number;
+  /** The thresholds `admit()` applies: the options', or, while disabled, ones no load reaches (no per-call check of `enabled`). */
+  private utilizationLimit: number;
+  private delayLimitMs: number;
+  private coolOffLimitMs: number;
   private readonly clock: Clock;
-  private readonly window: RollingWindow;
+  private window: RollingWindow;
   private readonly load: () => LoadSample;
   private readonly ownLoad: EventLoopLoad | undefined;
-  private readonly scratch: Float64Array;
+  private scratch: Float64Array;
   private flying = 0;
   private avgFlying = 0;
   private dropTime = -Infinity;
@@ -97,15 +115,17 @@ export class AdaptiveShedder implements Guard {
 
   constructor(options?: AdaptiveShedderOptions) {
     const o = optionsOf('AdaptiveShedder', options, ADAPTIVE_SHEDDER_KEYS);
-    this.utilizationThreshold = ratio('AdaptiveShedder', 'utilizationThreshold', o.utilizationThreshold ?? adaptiveShedderDefaults.utilizationThreshold);
-    const d = o.delayP99Ms ?? adaptiveShedderDefaults.delayP99Ms;
-    this.delayP99Ms = d === Infinity ? Infinity : positive('AdaptiveShedder', 'delayP99Ms', d);
-    this.coolOffMs = finite('AdaptiveShedder', 'coolOffMs', o.coolOffMs ?? adaptiveShedderDefaults.coolOffMs, 0);
-    const windowMs = positive('AdaptiveShedder', 'windowMs', o.windowMs ?? adaptiveShedderDefaults.windowMs);
-    const buckets = integer('AdaptiveShedder', 'buckets', o.buckets ?? adaptiveShedderDefaults.buckets, 2, 10_000);
+    const s = shedderSettings(o);
+    this.enabled = s.enabled;
+    this.utilizationThreshold = s.utilizationThreshold;
+    this.delayP99Ms = s.delayP99Ms;
+    this.coolOffMs = s.coolOffMs;
+    this.utilizationLimit = s.enabled ? s.utilizationThreshold : Infinity;
+    this.delayLimitMs = s.enabled ? s.delayP99Ms : Infinity;
+    this.coolOffLimitMs = s.enabled ? s.coolOffMs : 0;
     this.clock = clockOption('AdaptiveShedder', o.clock, systemClock);
-    this.window = new RollingWindow({ windowMs, buckets, channels: 2, clock: this.clock });
-    this.scratch = new Float64Array(buckets);
+    this.window = new RollingWindow({ windowMs: s.windowMs, buckets: s.buckets, channels: 2, clock: this.clock });
+    this.scratch = new Float64Array(s.buckets);
     if (o.load !== undefined) {
       this.load = fn<() => LoadSample>('AdaptiveShedder', 'load', o.load);
       this.ownLoad = undefined;
@@ -114,6 +134,40 @@ export class AdaptiveShedder implements Guard {
       this.ownLoad = own;
       this.load = () => own.read();
     }
+  }
+
+  /** options answers the options this shedder runs now: those `reconfigure` may change. */
+  options(): Required<AdaptiveShedderLiveOptions> {
+    return {
+      enabled: this.enabled,
+      utilizationThreshold: this.utilizationThreshold,
+      delayP99Ms: this.delayP99Ms,
+      coolOffMs: this.coolOffMs,
+      windowMs: this.window.windowMs,
+      buckets: this.window.buckets,
+    };
+  }
+
+  /**
+   * reconfigure lays `partial` over `options()` and applies it, validated as the constructor validates it
+   * (the same errors; `load` and `clock` refused: fixed at construction), all or, when it throws, none.
+   * What it keeps is in the file comment.
+   */
+  reconfigure(partial: Partial<AdaptiveShedderLiveOptions>): void {
+    const p = liveOptions('AdaptiveShedder', partial as AdaptiveShedderOptions, ADAPTIVE_SHEDDER_KEYS, ['load', 'clock']);
+    const s = shedderSettings({ ...this.options(), ...p });
+    if (s.windowMs !== this.window.windowMs || s.buckets !== this.window.buckets) {
+      this.window = new RollingWindow({ windowMs: s.windowMs, buckets: s.buckets, channels: 2, clock: this.clock });
+      this.scratch = new Float64Array(s.buckets);
+    }
+    const self = this as { -readonly [K in 'enabled' | 'utilizationThreshold' | 'delayP99Ms' | 'coolOffMs']: AdaptiveShedder[K] };
+    self.enabled = s.enabled;
+    self.utilizationThreshold = s.utilizationThreshold;
+    self.delayP99Ms = s.delayP99Ms;
+    self.coolOffMs = s.coolOffMs;
+    this.utilizationLimit = s.enabled ? s.utilizationThreshold : Infinity;
+    this.delayLimitMs = s.enabled ? s.delayP99Ms : Infinity;
+    this.coolOffLimitMs = s.enabled ? s.coolOffMs : 0;
   }
 
   /**
@@ -224,11 +278,11 @@ export class AdaptiveShedder implements Guard {
 
   private overloaded(): boolean {
     const s = this.load();
-    return s.utilization > this.utilizationThreshold || s.delayP99Ms > this.delayP99Ms;
+    return s.utilization > this.utilizationLimit || s.delayP99Ms > this.delayLimitMs;
   }
 
   private stillHot(now: number): boolean {
-    return now - this.dropTime < this.coolOffMs;
+    return now - this.dropTime < this.coolOffLimitMs;
   }
 
   private maxFlight(minRt: number, maxPass: number): number {
@@ -260,6 +314,19 @@ export class AdaptiveShedder implements Guard {
     this.flying += delta;
     if (delta < 0) this.avgFlying = this.avgFlying * FLYING_BETA + this.flying * (1 - FLYING_BETA);
   }
+}
+
+/** shedderSettings validates the options the constructor and `reconfigure` share, defaults filled in. */
+function shedderSettings(o: Partial<AdaptiveShedderOptions>): Required<AdaptiveShedderLiveOptions> {
+  const enabled = o.enabled ?? adaptiveShedderDefaults.enabled;
+  if (typeof enabled !== 'boolean') throw new TypeError(`AdaptiveShedder: enabled must be a boolean, got ${typeof enabled}`);
+  const utilizationThreshold = ratio('AdaptiveShedder', 'utilizationThreshold', o.utilizationThreshold ?? adaptiveShedderDefaults.utilizationThreshold);
+  const d = o.delayP99Ms ?? adaptiveShedderDefaults.delayP99Ms;
+  const delayP99Ms = d === Infinity ? Infinity : positive('AdaptiveShedder', 'delayP99Ms', d);
+  const coolOffMs = finite('AdaptiveShedder', 'coolOffMs', o.coolOffMs ?? adaptiveShedderDefaults.coolOffMs, 0);
+  const windowMs = positive('AdaptiveShedder', 'windowMs', o.windowMs ?? adaptiveShedderDefaults.windowMs);
+  const buckets = integer('AdaptiveShedder', 'buckets', o.buckets ?? adaptiveShedderDefaults.buckets, 2, 10_000);
+  return { enabled, utilizationThreshold, delayP99Ms, coolOffMs, windowMs, buckets };
 }
 
 class Token implements AdmissionToken {

@@ -22,7 +22,7 @@ export type {
   KeyedRateLimiter,
   SharedRateLimiter,
   PeriodAnswer,
-  PeriodWindow,
+  PeriodAlgorithm,
   LimiterMode,
   RedisClient,
   InstanceSource,
@@ -30,11 +30,11 @@ export type {
   ModeChange,
 } from './types.js';
 export { AbortedError, BulwarkError, ClosedError, InvalidResponseError, OverloadedError, TimeoutError } from '../core/errors.js';
-export { TokenLimiter, tokenLimiterDefaults, type TokenLimiterOptions, type WaitOptions } from './token-limiter.js';
-export { PeriodLimiter, periodLimiterDefaults, type PeriodLimiterOptions } from './period-limiter.js';
-export { KeyedLimiter, keyedLimiterDefaults, type KeyedLimiterOptions } from './keyed-limiter.js';
+export { TokenLimiter, tokenLimiterDefaults, type TokenLimiterOptions, type TokenLimiterLiveOptions, type WaitOptions } from './token-limiter.js';
+export { PeriodLimiter, periodLimiterDefaults, type PeriodLimiterOptions, type PeriodLimiterLiveOptions } from './period-limiter.js';
+export { KeyedLimiter, keyedLimiterDefaults, type KeyedLimiterOptions, type KeyedLimiterLiveOptions } from './keyed-limiter.js';
 export { MAX_KEY_BYTES } from './keys.js';
-export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type LeaseOptions } from './redis-token-limiter.js';
+export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type RedisTokenLimiterLiveOptions, type LeaseOptions } from './redis-token-limiter.js';
 export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiterOptions } from './redis-period-limiter.js';
 export { redisCommonDefaults, type RedisCommonOptions } from './redis-limiter-options.js';
 export { AdaptiveShedder, adaptiveShedderDefaults, type AdaptiveShedderOptions, type AdaptiveShedderStats } from './adaptive-shedder.js';

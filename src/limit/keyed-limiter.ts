@@ -13,10 +13,15 @@
  * FIFO of keys beside the Map (a Map's own order cannot serve: V8 iterates past every deleted entry,
  * so evicting from its front costs O(evictions) each time). Limiters made by `create` without an
  * `idle()` method are evicted oldest first.
+ *
+ * `reconfigure({ rate, burst, maxKeys })` changes it live: every key's bucket keeps its tokens (at most
+ * the new burst) and refills at the new rate; a smaller `maxKeys` evicts at once, as a flood would, down to
+ * the new bound. `create` and `clock` are fixed at construction (and with `create`, so are rate and burst).
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
-import { clockOption, fn, integer, options as optionsOf, within, type OptionKeys } from '../core/validate.js';
+import { clockOption, fn, integer, liveOptions, options as optionsOf, within, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import type { KeyedRateLimiter, LimitDecision, Limiter } from './types.js';
 import { checkKey } from './keys.js';
 import { OWNED, TokenLimiter } from './token-limiter.js';
@@ -27,6 +32,9 @@ import { describeLocalLimiter } from './limiter-metrics.js';
 const KEYED_LIMITER_KEYS = {
   rate: true, burst: true, create: true, maxKeys: true, clock: true,
 } as const satisfies OptionKeys<KeyedLimiterOptions>;
+
+/** KeyedLimiterLiveOptions are the options `KeyedLimiter.reconfigure` changes and `options()` answers. */
+export type KeyedLimiterLiveOptions = Pick<KeyedLimiterOptions, 'rate' | 'burst' | 'maxKeys'>;
 
 /** KeyedLimiterOptions configures a KeyedLimiter: `rate` (+ `burst`) for a token bucket per key, or `create`. */
 export interface KeyedLimiterOptions {
@@ -54,10 +62,13 @@ const SECOND_CHANCES = 8;
  * KeyedLimiter is a bounded map from key to limiter, and a limit per key. Its limiters are typed as
  * `Limiter` (what `create` answers, or a TokenLimiter), which is what they are.
  */
-export class KeyedLimiter implements KeyedRateLimiter {
+export class KeyedLimiter implements KeyedRateLimiter, Reconfigurable<KeyedLimiterLiveOptions> {
   /** maxKeys is the most keys kept at once. */
   readonly maxKeys: number;
-  private readonly create: (key: string) => Limiter;
+  private create: (key: string) => Limiter;
+  /** The buckets' rate and burst, when the limiter makes TokenLimiters (no `create` given). */
+  private bucket: { rate: number; burst: number } | undefined;
+  private readonly clock: Clock;
   private readonly limiters = new Map<string, Limiter>();
   /** Keys oldest first, from `head` on; may hold stale keys (deleted, or queued twice), skipped when met. */
   private queue: (string | undefined)[] = [];
@@ -71,14 +82,60 @@ export class KeyedLimiter implements KeyedRateLimiter {
     const o = optionsOf('KeyedLimiter', options, KEYED_LIMITER_KEYS);
     this.maxKeys = integer('KeyedLimiter', 'maxKeys', o.maxKeys ?? keyedLimiterDefaults.maxKeys, 1, MAX_KEYS);
     const clock = clockOption('KeyedLimiter', o.clock, systemClock);
+    this.clock = clock;
     if (o.create !== undefined) {
       this.create = fn<(key: string) => Limiter>('KeyedLimiter', 'create', o.create);
     } else {
       if (o.rate === undefined) throw new TypeError('KeyedLimiter: give rate (a token bucket per key) or create, got neither');
-      // Validate once here, so that a bad rate fails at construction rather than at the first key.
-      const { rate, burst } = within('KeyedLimiter', '', 'TokenLimiter', () => new TokenLimiter({ rate: o.rate!, burst: o.burst, clock }));
-      this.create = () => new TokenLimiter({ rate, burst, clock });
+      this.bucket = this.checkBucket(o.rate, o.burst);
+      this.create = this.makeBucket(this.bucket);
     }
+  }
+
+  /** options answers the options this limiter runs now: those `reconfigure` may change (rate and burst only without `create`). */
+  options(): KeyedLimiterLiveOptions {
+    return this.bucket === undefined ? { maxKeys: this.maxKeys } : { rate: this.bucket.rate, burst: this.bucket.burst, maxKeys: this.maxKeys };
+  }
+
+  /**
+   * reconfigure sets `rate`, `burst` and `maxKeys`, validated as the constructor validates them (the same
+   * errors; `create` and `clock` refused, and rate and burst when the limiter was made with `create`: fixed
+   * at construction), all or, when it throws, none. Every key's bucket keeps its tokens (at most the new
+   * burst) and refills at the new rate from now; a smaller `maxKeys` evicts keys at once (idle first, as
+   * a flood would) down to the new bound. O(keys) when rate or burst change.
+   */
+  reconfigure(partial: Partial<KeyedLimiterLiveOptions>): void {
+    const fixed = this.bucket === undefined ? ['create', 'clock', 'rate', 'burst'] : ['create', 'clock'];
+    const p = liveOptions('KeyedLimiter', partial as KeyedLimiterOptions, KEYED_LIMITER_KEYS, fixed);
+    const maxKeys = integer('KeyedLimiter', 'maxKeys', p.maxKeys ?? this.maxKeys, 1, MAX_KEYS);
+    let bucket = this.bucket;
+    if (bucket !== undefined && (p.rate !== undefined || Object.hasOwn(p, 'burst'))) {
+      bucket = this.checkBucket(p.rate ?? bucket.rate, Object.hasOwn(p, 'burst') ? p.burst : bucket.burst);
+    }
+    (this as { maxKeys: number }).maxKeys = maxKeys;
+    if (bucket !== this.bucket && bucket !== undefined) {
+      this.bucket = bucket;
+      this.create = this.makeBucket(bucket);
+      for (const l of this.limiters.values()) if (l instanceof TokenLimiter) l.reconfigure(bucket);
+    }
+    while (this.limiters.size > maxKeys) {
+      const before = this.limiters.size;
+      this.evict();
+      if (this.limiters.size === before) this.rebuildQueue(); // only stale entries were left: start again from the Map
+    }
+  }
+
+  /** checkBucket validates a bucket's rate and burst as TokenLimiter does, named as this limiter's options. */
+  private checkBucket(rate: number, burst: number | undefined): { rate: number; burst: number } {
+    // Validate once here, so that a bad rate fails at construction rather than at the first key.
+    const clock = this.clock;
+    const l = within('KeyedLimiter', '', 'TokenLimiter', () => new TokenLimiter({ rate, burst, clock }));
+    return { rate: l.rate, burst: l.burst };
+  }
+
+  private makeBucket({ rate, burst }: { rate: number; burst: number }): (key: string) => Limiter {
+    const clock = this.clock;
+    return () => new TokenLimiter({ rate, burst, clock });
   }
 
   /** get answers `key`'s limiter, making it when the key is new. Keys longer than 1 KiB throw TypeError. */
@@ -184,6 +241,11 @@ export class KeyedLimiter implements KeyedRateLimiter {
       this.queue = [...this.limiters.keys()];
       this.head = 0;
     }
+  }
+
+  private rebuildQueue(): void {
+    this.queue = [...this.limiters.keys()];
+    this.head = 0;
   }
 
   private compact(): void {

@@ -72,7 +72,7 @@ describe('PeriodLimiter (fixed window)', () => {
 describe('PeriodLimiter (sliding window)', () => {
   it('refuses the second burst at a boundary: about quota per period, not 2 ×', () => {
     const clock = new ManualClock(0);
-    const p = new PeriodLimiter({ periodMs: 1_000, quota: 10, window: 'sliding', clock });
+    const p = new PeriodLimiter({ periodMs: 1_000, quota: 10, algorithm: 'sliding', clock });
     clock.set(999);
     let n = 0;
     for (let i = 0; i < 20; i++) if (p.allow('k')) n++;
@@ -88,7 +88,7 @@ describe('PeriodLimiter (sliding window)', () => {
 
   it('forgets a window older than the previous one', () => {
     const clock = new ManualClock(0);
-    const p = new PeriodLimiter({ periodMs: 100, quota: 2, window: 'sliding', clock });
+    const p = new PeriodLimiter({ periodMs: 100, quota: 2, algorithm: 'sliding', clock });
     assert.equal(p.answer('k'), 'allowed');
     assert.equal(p.answer('k'), 'hit-quota');
     clock.set(250);
@@ -97,7 +97,7 @@ describe('PeriodLimiter (sliding window)', () => {
 
   it('decide says how long until the previous window has slid out enough', () => {
     const clock = new ManualClock(0);
-    const p = new PeriodLimiter({ periodMs: 1_000, quota: 4, window: 'sliding', clock });
+    const p = new PeriodLimiter({ periodMs: 1_000, quota: 4, algorithm: 'sliding', clock });
     for (let i = 0; i < 4; i++) p.allow('k');
     clock.set(1_000);
     const d = p.decide('k');
@@ -115,7 +115,7 @@ describe('PeriodLimiter (sliding window)', () => {
         (quota, calls) => {
           const period = 100;
           const clock = new ManualClock(0);
-          const p = new PeriodLimiter({ periodMs: period, quota, window: 'sliding', clock });
+          const p = new PeriodLimiter({ periodMs: period, quota, algorithm: 'sliding', clock });
           const times: number[] = [];
           for (const [dt, k] of calls) {
             clock.advance(dt);

@@ -2,7 +2,7 @@
  * PeriodLimiter allows `quota` calls per key per `periodMs` (go-zero `PeriodLimit`): `answer(key)`
  * answers `allowed`, `hit-quota` (the last call allowed in this window) or `over-quota`.
  *
- * Two windows:
+ * Two algorithms (`algorithm`):
  * - `fixed` (go-zero's): a key's window opens at its first call, or with `align` at multiples of
  *   `periodMs` on the clock (plus `alignOffsetMs`: a day in a timezone). Simple and exact, but a burst
  *   at the end of one window and another at the start of the next admit 2 × quota within `periodMs`.
@@ -11,20 +11,30 @@
  *   `periodMs`. Within any `periodMs` it admits at most about quota (never 2 ×), at two numbers per key.
  *
  * Keys are bounded like KeyedLimiter's: at most `maxKeys`, least recently used evicted first.
+ *
+ * `reconfigure({ quota, periodMs, algorithm, align, alignOffsetMs })` changes it live (maxKeys and clock
+ * are fixed at construction): each key keeps the calls counted in its current window; a new quota counts
+ * against them at once, a new period, algorithm or alignment from each key's next window on.
  */
 import { systemClock, type Clock, wallClock } from '../core/clock.js';
 import { LruCache } from '../core/lru-cache.js';
-import { clockOption, finite, integer, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, integer, liveOptions, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { limitRefusedChannel, publishRefusal } from '../core/diagnostics.js';
-import type { KeyedRateLimiter, LimitDecision, PeriodAnswer, PeriodWindow } from './types.js';
+import type { KeyedRateLimiter, LimitDecision, PeriodAlgorithm, PeriodAnswer } from './types.js';
 import { checkKey } from './keys.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
 import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of PeriodLimiterOptions, all of them: any other is refused (see `options`). */
 const PERIOD_LIMITER_KEYS = {
-  periodMs: true, quota: true, window: true, align: true, alignOffsetMs: true, maxKeys: true, clock: true,
+  periodMs: true, quota: true, algorithm: true, align: true, alignOffsetMs: true, maxKeys: true, clock: true,
 } as const satisfies OptionKeys<PeriodLimiterOptions>;
+/** The options a running PeriodLimiter cannot change (see `reconfigure`). */
+const PERIOD_LIMITER_FIXED = ['maxKeys', 'clock'] as const;
+
+/** PeriodLimiterLiveOptions are the options `PeriodLimiter.reconfigure` changes and `options()` answers. */
+export type PeriodLimiterLiveOptions = Omit<PeriodLimiterOptions, (typeof PERIOD_LIMITER_FIXED)[number]>;
 
 /** PeriodLimiterOptions configures a PeriodLimiter. */
 export interface PeriodLimiterOptions {
@@ -32,8 +42,8 @@ export interface PeriodLimiterOptions {
   periodMs: number;
   /** Calls allowed per key per window, an integer ≥ 1. Required. */
   quota: number;
-  /** `fixed` (go-zero's) or `sliding` (sliding-window counter). Defaults to 'fixed'. */
-  window?: PeriodWindow;
+  /** How calls are counted: `fixed` windows (go-zero's) or the `sliding`-window counter. Defaults to 'fixed'. */
+  algorithm?: PeriodAlgorithm;
   /**
    * Fixed windows start at multiples of `periodMs` on the clock instead of at a key's first call.
    * Without a `clock`, aligned windows use wall time (`Date.now()`, UTC). Defaults to false.
@@ -48,7 +58,7 @@ export interface PeriodLimiterOptions {
 }
 
 /** Defaults for PeriodLimiterOptions. */
-export const periodLimiterDefaults = Object.freeze({ window: 'fixed' as const, align: false, alignOffsetMs: 0, maxKeys: 10_000 });
+export const periodLimiterDefaults = Object.freeze({ algorithm: 'fixed' as const, align: false, alignOffsetMs: 0, maxKeys: 10_000 });
 
 /** One key's windows. */
 class Window {
@@ -63,12 +73,12 @@ class Window {
 }
 
 /** PeriodLimiter is a quota per key per period, fixed or sliding window. */
-export class PeriodLimiter implements KeyedRateLimiter {
+export class PeriodLimiter implements KeyedRateLimiter, Reconfigurable<PeriodLimiterLiveOptions> {
   readonly periodMs: number;
   readonly quota: number;
-  readonly window: PeriodWindow;
+  readonly algorithm: PeriodAlgorithm;
   readonly align: boolean;
-  private readonly offset: number;
+  private offset: number;
   private readonly clock: Clock;
   /** The keys' windows, least recently used evicted first: an LruCache counting each key as 1 byte of `maxKeys`. */
   private readonly windows: LruCache<Window>;
@@ -78,18 +88,38 @@ export class PeriodLimiter implements KeyedRateLimiter {
   private limitedCount = 0;
 
   constructor(options: PeriodLimiterOptions) {
-    const o = optionsOf('PeriodLimiter', options, PERIOD_LIMITER_KEYS);
-    this.periodMs = positive('PeriodLimiter', 'periodMs', o.periodMs);
-    this.quota = integer('PeriodLimiter', 'quota', o.quota, 1);
-    const w = o.window ?? periodLimiterDefaults.window;
-    if (w !== 'fixed' && w !== 'sliding') throw new TypeError(`PeriodLimiter: window must be 'fixed' or 'sliding', got ${String(w)}`);
-    this.window = w;
-    if (o.align !== undefined && typeof o.align !== 'boolean') throw new TypeError(`PeriodLimiter: align must be a boolean, got ${typeof o.align}`);
-    this.align = o.align ?? periodLimiterDefaults.align;
-    this.offset = finite('PeriodLimiter', 'alignOffsetMs', o.alignOffsetMs ?? periodLimiterDefaults.alignOffsetMs);
+    const o = optionsOf('PeriodLimiter', renamedWindow('PeriodLimiter', options), PERIOD_LIMITER_KEYS);
+    const s = periodSettings('PeriodLimiter', o);
+    this.periodMs = s.periodMs;
+    this.quota = s.quota;
+    this.algorithm = s.algorithm;
+    this.align = s.align;
+    this.offset = s.alignOffsetMs;
     this.clock = clockOption('PeriodLimiter', o.clock, this.align ? wallClock : systemClock);
     const maxKeys = integer('PeriodLimiter', 'maxKeys', o.maxKeys ?? periodLimiterDefaults.maxKeys, 1, 1 << 26);
     this.windows = new LruCache<Window>({ maxBytes: maxKeys, sizeOf: oneKey, clock: this.clock });
+  }
+
+  /** options answers the options this limiter runs now: those `reconfigure` may change. */
+  options(): Required<PeriodLimiterLiveOptions> {
+    return { periodMs: this.periodMs, quota: this.quota, algorithm: this.algorithm, align: this.align, alignOffsetMs: this.offset };
+  }
+
+  /**
+   * reconfigure lays `partial` over `options()` and applies the result, validated as the constructor
+   * validates it (the same errors; maxKeys and clock are refused: fixed at construction), all of it or,
+   * when it throws, none. Each key keeps the calls counted in its current window: a new quota counts
+   * against them at once; a new period, algorithm or alignment applies from each key's next window.
+   */
+  reconfigure(partial: Partial<PeriodLimiterLiveOptions>): void {
+    const p = liveOptions('PeriodLimiter', renamedWindow('PeriodLimiter', partial), PERIOD_LIMITER_KEYS, PERIOD_LIMITER_FIXED);
+    const s = periodSettings('PeriodLimiter', { ...this.options(), ...p });
+    const self = this as { -readonly [K in 'periodMs' | 'quota' | 'algorithm' | 'align']: PeriodLimiter[K] };
+    self.periodMs = s.periodMs;
+    self.quota = s.quota;
+    self.algorithm = s.algorithm;
+    self.align = s.align;
+    this.offset = s.alignOffsetMs;
   }
 
   /** answer counts one call for `key` and answers go-zero's three answers (go-zero's `Take`). */
@@ -138,7 +168,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const end = w.start + this.periodMs;
     let retryAfterMs = 0;
     let resetMs = end - now;
-    if (this.window === 'sliding') {
+    if (this.algorithm === 'sliding') {
       resetMs = w.count > 0 ? end + this.periodMs - now : w.prev > 0 ? resetMs : 0;
       if (!allowed) retryAfterMs = n > this.quota ? Infinity : this.slidingWait(w, n, now);
     } else if (!allowed) {
@@ -178,7 +208,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
       return w;
     }
     if (now - w.start >= p) {
-      if (this.window === 'sliding') {
+      if (this.algorithm === 'sliding') {
         const start = this.startOf(now);
         w.prev = start - w.start === p ? w.count : 0;
         w.start = start;
@@ -191,7 +221,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
   }
 
   private startOf(now: number): number {
-    if (this.window === 'fixed' && !this.align) return now;
+    if (this.algorithm === 'fixed' && !this.align) return now;
     const p = this.periodMs;
     const off = this.offset;
     return Math.floor((now + off) / p) * p - off;
@@ -199,7 +229,7 @@ export class PeriodLimiter implements KeyedRateLimiter {
 
   /** Calls counted against the quota now: the window's count, plus the previous window's weighted (sliding). */
   private used(w: Window, now: number): number {
-    if (this.window === 'fixed' || w.prev === 0) return w.count;
+    if (this.algorithm === 'fixed' || w.prev === 0) return w.count;
     return w.prev * (1 - (now - w.start) / this.periodMs) + w.count;
   }
 
@@ -216,6 +246,30 @@ export class PeriodLimiter implements KeyedRateLimiter {
     const f = 1 - (this.quota - n) / w.count;
     return Math.max(0, w.start + p + f * p - now);
   }
+}
+
+/** periodSettings validates the options the constructor and `reconfigure` share, defaults filled in. */
+export function periodSettings(
+  owner: string,
+  o: Partial<PeriodLimiterLiveOptions>,
+): { periodMs: number; quota: number; algorithm: PeriodAlgorithm; align: boolean; alignOffsetMs: number } {
+  const periodMs = positive(owner, 'periodMs', o.periodMs);
+  const quota = integer(owner, 'quota', o.quota, 1);
+  const algorithm = o.algorithm ?? periodLimiterDefaults.algorithm;
+  if (algorithm !== 'fixed' && algorithm !== 'sliding') throw new TypeError(`${owner}: algorithm must be 'fixed' or 'sliding', got ${String(algorithm)}`);
+  if (o.align !== undefined && typeof o.align !== 'boolean') throw new TypeError(`${owner}: align must be a boolean, got ${typeof o.align}`);
+  const align = o.align ?? periodLimiterDefaults.align;
+  const alignOffsetMs = finite(owner, 'alignOffsetMs', o.alignOffsetMs ?? periodLimiterDefaults.alignOffsetMs);
+  return { periodMs, quota, algorithm, align, alignOffsetMs };
+}
+
+/**
+ * renamedWindow refuses the period limiters' old `window` key, which named the algorithm, not a window
+ * (windows are `{ windowMs, buckets }` across the package): "renamed to algorithm".
+ */
+export function renamedWindow<T>(owner: string, o: T): T {
+  if (o !== null && typeof o === 'object' && Object.hasOwn(o, 'window')) throw new TypeError(`${owner}: window was renamed to algorithm`);
+  return o;
 }
 
 /** oneKey sizes every window as 1, so that the LruCache's byte bound is a count of keys. */

@@ -187,6 +187,14 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
   }
 
   /**
+   * rescueInUse is the rescue limiter made so far and the instance count it was made for, or undefined: a
+   * reconfigured subclass resizes it in place, so that the counts of an outage under way are kept.
+   */
+  protected rescueInUse(): { limiter: Rescue; instances: number } | undefined {
+    return this.rescueLimiter === undefined ? undefined : { limiter: this.rescueLimiter, instances: this.rescueFor };
+  }
+
+  /**
    * answered counts `p`'s answer (allowed or limited) and publishes it on `bulwark:limit:refused` when
    * it is a refusal and someone listens. One reaction per call, with no closure made unless someone listens.
    */

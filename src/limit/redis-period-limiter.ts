@@ -9,21 +9,32 @@
  *
  * When Redis fails or does not answer within `timeoutMs`, decisions go at once to an in-process
  * PeriodLimiter with `quota / instances` (at least 1) and come back to Redis after two PONGs in a row (see rescue.ts).
+ *
+ * `reconfigure({ quota, periodMs, algorithm, align, alignOffsetMs })` changes it live; the other options
+ * (the client, prefix, timing, instances, clock) are fixed at construction. What Redis counted is kept:
+ * a new quota counts against each key's current window at once; a new period or algorithm applies to a
+ * key from its next window (its Redis key expires with its old one). The rescue limiter in use, if any, is
+ * reconfigured in place (quota / instances), keeping its counts.
  */
-import { finite, integer, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import { finite, liveOptions, options as optionsOf, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { redisKey } from './keys.js';
-import { PeriodLimiter } from './period-limiter.js';
+import { PeriodLimiter, periodSettings, renamedWindow, type PeriodLimiterLiveOptions } from './period-limiter.js';
 import type { RedisCommonOptions } from './redis-limiter-options.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, PERIOD_SCRIPT, Script } from './redis-scripts.js';
-import type { LimitDecision, PeriodAnswer, PeriodWindow, SharedRateLimiter } from './types.js';
+import type { LimitDecision, PeriodAlgorithm, PeriodAnswer, SharedRateLimiter } from './types.js';
 
 /** The keys of RedisPeriodLimiterOptions, all of them: any other is refused (see `options`). */
 const REDIS_PERIOD_LIMITER_KEYS = {
-  prefix: true, periodMs: true, quota: true, window: true, align: true, alignOffsetMs: true, redis: true,
+  prefix: true, periodMs: true, quota: true, algorithm: true, align: true, alignOffsetMs: true, redis: true,
   timeoutMs: true, probeIntervalMs: true, instances: true, registry: true, service: true,
   instancesRefreshMs: true, maxKeys: true, clock: true,
 } as const satisfies OptionKeys<RedisPeriodLimiterOptions>;
+/** The options a running RedisPeriodLimiter cannot change: all but the live ones (see `reconfigure`). */
+const REDIS_PERIOD_LIMITER_FIXED = Object.keys(REDIS_PERIOD_LIMITER_KEYS).filter(
+  (k) => !['periodMs', 'quota', 'algorithm', 'align', 'alignOffsetMs'].includes(k),
+);
 
 /** RedisPeriodLimiterOptions configures a RedisPeriodLimiter. */
 export interface RedisPeriodLimiterOptions extends RedisCommonOptions {
@@ -33,8 +44,8 @@ export interface RedisPeriodLimiterOptions extends RedisCommonOptions {
   periodMs: number;
   /** Calls allowed per key per window, an integer ≥ 1. Required. */
   quota: number;
-  /** `fixed` or `sliding` (the sliding-window counter, windows aligned to Redis's clock). Defaults to 'fixed'. */
-  window?: PeriodWindow;
+  /** How calls are counted: `fixed` windows or the `sliding`-window counter (windows aligned to Redis's clock). Defaults to 'fixed'. */
+  algorithm?: PeriodAlgorithm;
   /** Fixed windows start at multiples of `periodMs` of Redis's clock (UTC) instead of at a key's first call. Defaults to false. */
   align?: boolean;
   /** Shifts aligned windows: e.g. 8 × 3 600 000 for days in UTC+8. Defaults to 0. */
@@ -42,36 +53,54 @@ export interface RedisPeriodLimiterOptions extends RedisCommonOptions {
 }
 
 /** Defaults for RedisPeriodLimiterOptions (and see redisCommonDefaults). */
-export const redisPeriodLimiterDefaults = Object.freeze({ window: 'fixed' as const, align: false, alignOffsetMs: 0 });
+export const redisPeriodLimiterDefaults = Object.freeze({ algorithm: 'fixed' as const, align: false, alignOffsetMs: 0 });
 
 const script = new Script(PERIOD_SCRIPT);
 
 /** RedisPeriodLimiter is a quota per key per period in Redis, with an in-process rescue. */
-export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implements SharedRateLimiter {
+export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implements SharedRateLimiter, Reconfigurable<PeriodLimiterLiveOptions> {
   readonly periodMs: number;
   readonly quota: number;
-  readonly window: PeriodWindow;
+  readonly algorithm: PeriodAlgorithm;
   readonly align: boolean;
-  private readonly offset: number;
-  private readonly args: [string, string, string, string];
+  private offset: number;
+  private args: [string, string, string, string];
 
   constructor(options: RedisPeriodLimiterOptions) {
-    const o = optionsOf('RedisPeriodLimiter', options, REDIS_PERIOD_LIMITER_KEYS);
-    const periodMs = finite('RedisPeriodLimiter', 'periodMs', o.periodMs, 1);
-    positive('RedisPeriodLimiter', 'periodMs', periodMs);
-    const quota = integer('RedisPeriodLimiter', 'quota', o.quota, 1);
-    const window = o.window ?? redisPeriodLimiterDefaults.window;
-    if (window !== 'fixed' && window !== 'sliding') throw new TypeError(`RedisPeriodLimiter: window must be 'fixed' or 'sliding', got ${String(window)}`);
-    if (o.align !== undefined && typeof o.align !== 'boolean') throw new TypeError(`RedisPeriodLimiter: align must be a boolean, got ${typeof o.align}`);
-    const align = o.align ?? redisPeriodLimiterDefaults.align;
-    const offset = finite('RedisPeriodLimiter', 'alignOffsetMs', o.alignOffsetMs ?? redisPeriodLimiterDefaults.alignOffsetMs);
+    const o = optionsOf('RedisPeriodLimiter', renamedWindow('RedisPeriodLimiter', options), REDIS_PERIOD_LIMITER_KEYS);
+    const s = redisPeriodSettings(o);
     super('RedisPeriodLimiter', [script.lua], o);
-    this.periodMs = periodMs;
-    this.quota = quota;
-    this.window = window;
-    this.align = align;
-    this.offset = offset;
-    this.args = [String(periodMs), String(quota), window === 'sliding' ? 's' : align ? '1' : '0', String(offset)];
+    this.periodMs = s.periodMs;
+    this.quota = s.quota;
+    this.algorithm = s.algorithm;
+    this.align = s.align;
+    this.offset = s.alignOffsetMs;
+    this.args = scriptArgs(s);
+  }
+
+  /** options answers the options this limiter runs now: those `reconfigure` may change. */
+  options(): Required<PeriodLimiterLiveOptions> {
+    return { periodMs: this.periodMs, quota: this.quota, algorithm: this.algorithm, align: this.align, alignOffsetMs: this.offset };
+  }
+
+  /**
+   * reconfigure lays `partial` over `options()` and applies the result, validated as the constructor
+   * validates it (the same errors; every other option refused: fixed at construction), all of it or, when
+   * it throws, none. The next decision sends the new quota and period with its script call (decisions in
+   * flight keep the old ones); the rescue limiter in use is reconfigured in place (see the file comment).
+   */
+  reconfigure(partial: Partial<PeriodLimiterLiveOptions>): void {
+    const p = liveOptions('RedisPeriodLimiter', renamedWindow('RedisPeriodLimiter', partial), REDIS_PERIOD_LIMITER_KEYS, REDIS_PERIOD_LIMITER_FIXED);
+    const s = redisPeriodSettings({ ...this.options(), ...p });
+    const self = this as { -readonly [K in 'periodMs' | 'quota' | 'algorithm' | 'align']: RedisPeriodLimiter[K] };
+    self.periodMs = s.periodMs;
+    self.quota = s.quota;
+    self.algorithm = s.algorithm;
+    self.align = s.align;
+    this.offset = s.alignOffsetMs;
+    this.args = scriptArgs(s);
+    const rescue = this.rescueInUse();
+    rescue?.limiter.reconfigure({ ...s, quota: Math.max(1, Math.floor(s.quota / rescue.instances)) });
   }
 
   /** takeAnswer counts one call for `key` and answers go-zero's three answers (`hit-quota`: the last one allowed). */
@@ -140,7 +169,7 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
     return new PeriodLimiter({
       periodMs: this.periodMs,
       quota: Math.max(1, Math.floor(this.quota / instances)),
-      window: this.window,
+      algorithm: this.algorithm,
       align: this.align,
       alignOffsetMs: this.offset,
       maxKeys: this.maxKeys,
@@ -148,6 +177,17 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
       ...(this.align ? {} : { clock: this.clock }),
     });
   }
+}
+
+/** redisPeriodSettings validates the live options as PeriodLimiter does, the period ≥ 1 ms (Redis counts whole milliseconds). */
+function redisPeriodSettings(o: Partial<PeriodLimiterLiveOptions>): ReturnType<typeof periodSettings> {
+  finite('RedisPeriodLimiter', 'periodMs', o.periodMs, 1);
+  return periodSettings('RedisPeriodLimiter', o);
+}
+
+/** scriptArgs are PERIOD_SCRIPT's arguments for these settings: period, quota, mode, offset. */
+function scriptArgs(s: ReturnType<typeof periodSettings>): [string, string, string, string] {
+  return [String(s.periodMs), String(s.quota), s.algorithm === 'sliding' ? 's' : s.align ? '1' : '0', String(s.alignOffsetMs)];
 }
 
 function redisKeyOrReject(prefix: string, key: string): Promise<string> {

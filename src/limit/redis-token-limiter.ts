@@ -26,10 +26,17 @@
  * KeyedLimiter of `rate / instances` per key (see rescue.ts) and come back to Redis after two PONGs in a
  * row; on a Cluster, only the keys of the failed master go to rescue. When a key's part comes back, the
  * tokens the rescue admitted for it are charged to its bucket (see charge).
+ *
+ * `reconfigure({ rate, burst, lease })` changes it live (the client, prefix, timing, instances and clock are
+ * fixed at construction). Redis keeps each bucket: the next script call sends the new interval and burst,
+ * and the bucket's stored time is read against them (decisions in flight keep the old ones). Leases held
+ * are spent until they expire; a change of `lease` drops them (their tokens lapse: under-admitting, never
+ * over). The rescue limiter in use is reconfigured in place (rate / instances), keeping its tokens.
  */
 import type { Cluster } from 'ioredis';
 import type { Clock } from '../core/clock.js';
-import { finite, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import { finite, liveOptions, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
 import type { RedisCommonOptions } from './redis-limiter-options.js';
@@ -63,6 +70,11 @@ const REDIS_TOKEN_LIMITER_KEYS = {
 } as const satisfies OptionKeys<RedisTokenLimiterOptions>;
 /** The keys of LeaseOptions, all of them: any other is refused (see `options`). */
 const LEASE_KEYS = { tokens: true, maxMs: true } as const satisfies OptionKeys<LeaseOptions>;
+/** The options a running RedisTokenLimiter cannot change: all but rate, burst and lease (see `reconfigure`). */
+const REDIS_TOKEN_LIMITER_FIXED = Object.keys(REDIS_TOKEN_LIMITER_KEYS).filter((k) => k !== 'rate' && k !== 'burst' && k !== 'lease');
+
+/** RedisTokenLimiterLiveOptions are the options `RedisTokenLimiter.reconfigure` changes and `options()` answers. */
+export type RedisTokenLimiterLiveOptions = Pick<RedisTokenLimiterOptions, 'rate' | 'burst' | 'lease'>;
 
 /** LeaseOptions turns on token leasing: up to `tokens` tokens taken per script call, spent within `maxMs`. */
 export interface LeaseOptions {
@@ -110,18 +122,18 @@ class Lease {
 }
 
 /** RedisTokenLimiter is a token bucket per key in Redis with an in-process rescue. */
-export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements SharedRateLimiter {
+export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements SharedRateLimiter, Reconfigurable<RedisTokenLimiterLiveOptions> {
   /** rate is tokens per second per key. */
   readonly rate: number;
   /** burst is each bucket's size. */
   readonly burst: number;
   /** lease is the leasing configuration, or undefined without leasing. */
   readonly lease: Readonly<LeaseOptions> | undefined;
-  private readonly interval: string;
-  private readonly burstArg: string;
-  private readonly leaseArg: string;
+  private interval: string;
+  private burstArg: string;
+  private leaseArg: string;
   /** What this limiter's single-token callers share (see Waiter). */
-  private readonly ctx: WaiterContext;
+  private ctx: WaiterContext;
   /** The last client key asked about and its Redis key: a caller that asks about the same key again builds and checks nothing. */
   private lastKey = '';
   private lastK: string;
@@ -157,17 +169,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
 
   constructor(options: RedisTokenLimiterOptions) {
     const o = optionsOf('RedisTokenLimiter', options, REDIS_TOKEN_LIMITER_KEYS);
-    const rate = positive('RedisTokenLimiter', 'rate', o.rate);
-    const burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, rate), 1);
-    let lease: LeaseOptions | undefined;
-    if (o.lease !== undefined) {
-      const l = optionsOf('RedisTokenLimiter.lease', o.lease, LEASE_KEYS);
-      lease = Object.freeze({
-        tokens: finite('RedisTokenLimiter', 'lease.tokens', l.tokens, 1, Math.floor(burst)),
-        maxMs: positive('RedisTokenLimiter', 'lease.maxMs', l.maxMs),
-      });
-      if (!Number.isInteger(lease.tokens)) throw new RangeError(`RedisTokenLimiter: lease.tokens must be an integer, got ${lease.tokens}`);
-    }
+    const { rate, burst, lease } = tokenSettings(o);
     super('RedisTokenLimiter', [script.lua, nodeScript.lua], o);
     this.rate = rate;
     this.burst = burst;
@@ -177,10 +179,43 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     this.leaseArg = String(lease?.tokens ?? 1);
     this.cluster = isCluster(this.client) ? this.client : undefined;
     this.lastK = redisKey('RedisTokenLimiter', this.prefix, '');
+    this.ctx = this.makeCtx();
+  }
+
+  /** options answers the options this limiter runs now: those `reconfigure` may change (`lease: undefined` without leasing). */
+  options(): RedisTokenLimiterLiveOptions {
+    return { rate: this.rate, burst: this.burst, lease: this.lease === undefined ? undefined : { ...this.lease } };
+  }
+
+  /**
+   * reconfigure lays `partial` over `options()` and applies it, validated as the constructor validates it
+   * (the same errors; every other option refused: fixed at construction), all or, when it throws, none.
+   * What it keeps is in the file comment.
+   */
+  reconfigure(partial: Partial<RedisTokenLimiterLiveOptions>): void {
+    const p = liveOptions('RedisTokenLimiter', partial as RedisTokenLimiterOptions, REDIS_TOKEN_LIMITER_KEYS, REDIS_TOKEN_LIMITER_FIXED);
+    const s = tokenSettings({ ...this.options(), ...p });
+    const leaseChanged = s.lease?.tokens !== this.lease?.tokens || s.lease?.maxMs !== this.lease?.maxMs;
+    const self = this as { -readonly [K in 'rate' | 'burst' | 'lease']: RedisTokenLimiter[K] };
+    self.rate = s.rate;
+    self.burst = s.burst;
+    self.lease = s.lease;
+    this.interval = String(1000 / s.rate);
+    this.burstArg = String(s.burst);
+    this.leaseArg = String(s.lease?.tokens ?? 1);
+    this.ctx = this.makeCtx();
+    if (leaseChanged) this.leases.clear();
+    const rescue = this.rescueInUse();
+    rescue?.limiter.reconfigure({ rate: s.rate / rescue.instances, burst: Math.max(1, s.burst / rescue.instances) });
+  }
+
+  /** makeCtx builds what single-token callers share, for the interval and burst the limiter runs now. */
+  private makeCtx(): WaiterContext {
+    const burst = this.burst;
     const client = this.client;
     const interval = this.interval;
     const burstArg = this.burstArg;
-    this.ctx = {
+    return {
       burst,
       tally: this.tally,
       // A lone take() sends the interval and burst only: one token, answer 1 or 0 (see TOKEN_SCRIPT).
@@ -506,4 +541,20 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
   protected makeRescue(instances: number): KeyedLimiter {
     return new KeyedLimiter({ rate: this.rate / instances, burst: Math.max(1, this.burst / instances), maxKeys: this.maxKeys, clock: this.clock });
   }
+}
+
+/** tokenSettings validates the options the constructor and `reconfigure` share: rate, burst (default: the rate, at least 1), lease. */
+function tokenSettings(o: Partial<RedisTokenLimiterOptions>): { rate: number; burst: number; lease: Readonly<LeaseOptions> | undefined } {
+  const rate = positive('RedisTokenLimiter', 'rate', o.rate);
+  const burst = finite('RedisTokenLimiter', 'burst', o.burst ?? Math.max(1, rate), 1);
+  let lease: Readonly<LeaseOptions> | undefined;
+  if (o.lease !== undefined) {
+    const l = optionsOf('RedisTokenLimiter.lease', o.lease, LEASE_KEYS);
+    lease = Object.freeze({
+      tokens: finite('RedisTokenLimiter', 'lease.tokens', l.tokens, 1, Math.floor(burst)),
+      maxMs: positive('RedisTokenLimiter', 'lease.maxMs', l.maxMs),
+    });
+    if (!Number.isInteger(lease.tokens)) throw new RangeError(`RedisTokenLimiter: lease.tokens must be an integer, got ${lease.tokens}`);
+  }
+  return { rate, burst, lease };
 }

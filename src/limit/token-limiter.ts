@@ -8,17 +8,26 @@
  * exactly a token bucket, refill included, yet costs one clock read, a few arithmetic operations and
  * no allocation — and a rejection costs the same as an admission. Because time is never multiplied
  * by a rate, a whole-millisecond interval (rate 100/s → 10 ms) keeps the arithmetic exact.
+ *
+ * `reconfigure({ rate, burst })` changes it live and keeps the tokens the bucket holds (at most the new
+ * burst; a debt of reserved `wait()`s stays a debt), refilling at the new rate from then on.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { publishRefusal, limitRefusedChannel } from '../core/diagnostics.js';
 import { AbortedError } from '../core/errors.js';
-import { clockOption, finite, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, liveOptions, options as optionsOf, positive, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import type { LimitDecision, Limiter } from './types.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
 import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of TokenLimiterOptions, all of them: any other is refused (see `options`). */
 const TOKEN_LIMITER_KEYS = { rate: true, burst: true, clock: true } as const satisfies OptionKeys<TokenLimiterOptions>;
+/** The options a running TokenLimiter cannot change (see `reconfigure`). */
+const TOKEN_LIMITER_FIXED = ['clock'] as const;
+
+/** TokenLimiterLiveOptions are the options `TokenLimiter.reconfigure` changes and `options()` answers. */
+export type TokenLimiterLiveOptions = Omit<TokenLimiterOptions, 'clock'>;
 
 /** TokenLimiterOptions configures a TokenLimiter. */
 export interface TokenLimiterOptions {
@@ -52,7 +61,7 @@ const SLACK = 1e-9;
 export const OWNED: unique symbol = Symbol('bulwark.limit.owned');
 
 /** TokenLimiter is an in-process token bucket with exact continuous refill. */
-export class TokenLimiter implements Limiter {
+export class TokenLimiter implements Limiter, Reconfigurable<TokenLimiterLiveOptions> {
   /** @internal see OWNED */
   [OWNED] = false;
   /** rate is tokens per second. */
@@ -61,9 +70,9 @@ export class TokenLimiter implements Limiter {
   readonly burst: number;
   private readonly clock: Clock;
   /** Milliseconds per token. */
-  private readonly interval: number;
+  private interval: number;
   /** burst × interval (plus rounding slack): how far ahead of now `tat` may run. */
-  private readonly span: number;
+  private span: number;
   /** The time at which the bucket is full again; ≤ now means full. */
   private tat: number;
 
@@ -74,11 +83,37 @@ export class TokenLimiter implements Limiter {
   constructor(options: TokenLimiterOptions) {
     const o = optionsOf('TokenLimiter', options, TOKEN_LIMITER_KEYS);
     this.rate = positive('TokenLimiter', 'rate', o.rate);
-    this.burst = finite('TokenLimiter', 'burst', o.burst ?? Math.max(1, this.rate), 1);
+    this.burst = tokenBurst(o.burst, this.rate);
     this.clock = clockOption('TokenLimiter', o.clock, systemClock);
     this.interval = 1000 / this.rate;
     this.span = this.burst * this.interval + SLACK * this.interval;
     this.tat = this.clock.now();
+  }
+
+  /** options answers the options this limiter runs now: those `reconfigure` may change. */
+  options(): Required<TokenLimiterLiveOptions> {
+    return { rate: this.rate, burst: this.burst };
+  }
+
+  /**
+   * reconfigure sets `rate` and `burst`, validated as the constructor validates them (the same errors;
+   * `clock` is refused: fixed at construction), both or, when it throws, neither. `burst` not given stays
+   * as it is; `burst: undefined` goes back to its default (the rate). The bucket keeps the tokens it holds,
+   * at most the new burst; a debt (tokens reserved by `wait()` ahead of the refill) stays owed and is
+   * refilled at the new rate. Waits already scheduled keep their time.
+   */
+  reconfigure(partial: Partial<TokenLimiterLiveOptions>): void {
+    const p = liveOptions('TokenLimiter', partial, TOKEN_LIMITER_KEYS, TOKEN_LIMITER_FIXED);
+    const rate = positive('TokenLimiter', 'rate', p.rate ?? this.rate);
+    const burst = tokenBurst(Object.hasOwn(p, 'burst') ? p.burst : this.burst, rate);
+    const now = this.clock.now();
+    const held = this.tat > now ? this.burst - (this.tat - now) / this.interval : this.burst;
+    const self = this as { -readonly [K in 'rate' | 'burst']: TokenLimiter[K] };
+    self.rate = rate;
+    self.burst = burst;
+    this.interval = 1000 / rate;
+    this.span = burst * this.interval + SLACK * this.interval;
+    this.tat = now + (burst - Math.min(held, burst)) * this.interval;
   }
 
   /**
@@ -179,6 +214,11 @@ export class TokenLimiter implements Limiter {
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
+}
+
+/** tokenBurst validates a bucket size, defaulting to the rate (at least 1). */
+function tokenBurst(burst: unknown, rate: number): number {
+  return finite('TokenLimiter', 'burst', burst ?? Math.max(1, rate), 1);
 }
 
 function badCount(method: string, n: unknown): RangeError {

@@ -37,8 +37,8 @@ export interface SharedRateLimiter {
 /** PeriodAnswer is go-zero's three answers: `hit-quota` is the last call allowed in the window. */
 export type PeriodAnswer = 'allowed' | 'hit-quota' | 'over-quota';
 
-/** PeriodWindow is how a period limiter counts: `fixed` windows, or the `sliding`-window counter. */
-export type PeriodWindow = 'fixed' | 'sliding';
+/** PeriodAlgorithm is how a period limiter counts: `fixed` windows, or the `sliding`-window counter. */
+export type PeriodAlgorithm = 'fixed' | 'sliding';
 
 /** LimiterMode says where a Redis limiter's decisions are made right now. */
 export type LimiterMode = 'redis' | 'rescue';

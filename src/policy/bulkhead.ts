@@ -6,10 +6,17 @@
  * Waiters are served first come, first served; a freed slot is handed straight to the next waiter, so a
  * call arriving at that moment cannot jump the queue. A waiter whose signal aborts leaves the queue at
  * once (O(1): the queue is a doubly linked list) and rejects with `AbortedError`.
+ *
+ * `reconfigure({ maxConcurrent, maxQueued })` changes it live and fails no call: calls running keep their
+ * slots, and calls queued keep their places. More slots start that many waiters at once; fewer slots let
+ * the running calls finish, a freed slot going to a waiter only while fewer than the new bound run. A
+ * shorter queue keeps every call already in it (served in order as before); new calls are refused until
+ * the queue is under the new bound.
  */
 import { AbortedError, BulkheadRejectedError, withoutStack } from '../core/errors.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { integer, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import { integer, liveOptions, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { checkCall } from './check-call.js';
 import type { BulkheadOptions, BulkheadStats } from './types.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
@@ -35,7 +42,7 @@ interface Waiter {
 }
 
 /** Bulkhead is a Guard that bounds concurrency and queueing. */
-export class Bulkhead implements Guard {
+export class Bulkhead implements Guard, Reconfigurable<BulkheadOptions> {
   readonly maxConcurrent: number;
   readonly maxQueued: number;
   private activeCount = 0;
@@ -48,6 +55,29 @@ export class Bulkhead implements Guard {
     const o = optionsObject('Bulkhead', options, BULKHEAD_KEYS);
     this.maxConcurrent = integer('Bulkhead', 'maxConcurrent', o.maxConcurrent ?? bulkheadDefaults.maxConcurrent, 1, 1e9);
     this.maxQueued = integer('Bulkhead', 'maxQueued', o.maxQueued ?? bulkheadDefaults.maxQueued, 0, 1e9);
+  }
+
+  /** options answers the options this bulkhead runs now (all of them may change: see `reconfigure`). */
+  options(): Required<BulkheadOptions> {
+    return { maxConcurrent: this.maxConcurrent, maxQueued: this.maxQueued };
+  }
+
+  /**
+   * reconfigure lays `partial` over `options()` and applies it, validated as the constructor validates it
+   * (the same errors), both or, when it throws, neither. It fails no call: see the file comment for what
+   * happens to the calls running and queued.
+   */
+  reconfigure(partial: Partial<BulkheadOptions>): void {
+    const p = liveOptions('Bulkhead', partial, BULKHEAD_KEYS, []);
+    const maxConcurrent = integer('Bulkhead', 'maxConcurrent', p.maxConcurrent ?? this.maxConcurrent, 1, 1e9);
+    const maxQueued = integer('Bulkhead', 'maxQueued', p.maxQueued ?? this.maxQueued, 0, 1e9);
+    const self = this as { -readonly [K in 'maxConcurrent' | 'maxQueued']: Bulkhead[K] };
+    self.maxConcurrent = maxConcurrent;
+    self.maxQueued = maxQueued;
+    while (this.head !== undefined && this.activeCount < maxConcurrent) {
+      this.activeCount++;
+      this.release(); // hands the new slot to the first waiter
+    }
   }
 
   /** active is the number of calls running now. */
@@ -129,10 +159,10 @@ export class Bulkhead implements Guard {
     throw err;
   };
 
-  /** release frees a slot, or hands it straight to the first waiter. */
+  /** release frees a slot, or hands it straight to the first waiter (while no more than maxConcurrent run). */
   private release(): void {
     const w = this.head;
-    if (w === undefined) {
+    if (w === undefined || this.activeCount > this.maxConcurrent) {
       this.activeCount--;
       return;
     }

@@ -24,10 +24,16 @@
  * in a plain integer and flushed into the window every 16 calls and on every `allowRetry()`. Flushed calls
  * are dated at the previous flush, which is never later than when they happened, so they leave the
  * window early rather than late: the budget can be a little smaller than exact, never larger.
+ *
+ * `reconfigure({ percentCanRetry, minRetriesPerSec, windowMs, buckets })` changes it live. A new share or
+ * floor applies to the calls and retries already counted. A new window shape (`windowMs`, `buckets`) starts
+ * a new window that carries what the old one counted, calls and retries, dated now: they expire a whole
+ * new window later, so the balance an operator sees does not jump.
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { RollingWindow } from '../core/rolling-window.js';
-import { clockOption, finite, integer, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, integer, liveOptions, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
 
@@ -49,28 +55,62 @@ export const retryBudgetDefaults = Object.freeze({ windowMs: 10_000, buckets: 10
 
 
 /** RetryBudget decides whether one more retry to a downstream is allowed. */
-export class RetryBudget {
+export class RetryBudget implements Reconfigurable<Omit<RetryBudgetOptions, 'clock'>> {
   readonly windowMs: number;
   readonly percentCanRetry: number;
   readonly minRetriesPerSec: number;
   /** The floor: retries always allowed per window. */
   readonly reserve: number;
+  /** Buckets the window is counted in. */
+  readonly buckets: number;
   private readonly clock: Clock;
-  private readonly window: RollingWindow;
+  private window: RollingWindow;
   private pending = 0;
   private lastFlush: number;
   private refusedCount = 0;
 
   constructor(options?: RetryBudgetOptions) {
     const o = optionsObject('RetryBudget', options, RETRY_BUDGET_KEYS);
-    this.windowMs = finite('RetryBudget', 'windowMs', o.windowMs ?? retryBudgetDefaults.windowMs, 1, 3_600_000);
-    const buckets = integer('RetryBudget', 'buckets', o.buckets ?? retryBudgetDefaults.buckets, 1, 1_000);
-    this.percentCanRetry = finite('RetryBudget', 'percentCanRetry', o.percentCanRetry ?? retryBudgetDefaults.percentCanRetry, 0, 1_000);
-    this.minRetriesPerSec = finite('RetryBudget', 'minRetriesPerSec', o.minRetriesPerSec ?? retryBudgetDefaults.minRetriesPerSec, 0, 1e9);
+    const s = budgetSettings(o);
+    this.windowMs = s.windowMs;
+    this.buckets = s.buckets;
+    this.percentCanRetry = s.percentCanRetry;
+    this.minRetriesPerSec = s.minRetriesPerSec;
     this.clock = clockOption('RetryBudget', o.clock, systemClock);
     this.reserve = (this.minRetriesPerSec * this.windowMs) / 1000;
-    this.window = new RollingWindow({ windowMs: (this.windowMs / buckets) * (buckets + 1), buckets: buckets + 1, channels: 2, clock: this.clock });
+    this.window = budgetWindow(s, this.clock);
     this.lastFlush = this.clock.now();
+  }
+
+  /** options answers the options this budget runs now: those `reconfigure` may change. */
+  options(): Required<Omit<RetryBudgetOptions, 'clock'>> {
+    return { windowMs: this.windowMs, buckets: this.buckets, percentCanRetry: this.percentCanRetry, minRetriesPerSec: this.minRetriesPerSec };
+  }
+
+  /**
+   * reconfigure lays `partial` over `options()` and applies it, validated as the constructor validates it
+   * (the same errors; `clock` refused: fixed at construction), all or, when it throws, none. What it keeps
+   * is in the file comment: the counts, carried into a new window when its shape changes.
+   */
+  reconfigure(partial: Partial<Omit<RetryBudgetOptions, 'clock'>>): void {
+    const p = liveOptions('RetryBudget', partial as RetryBudgetOptions, RETRY_BUDGET_KEYS, ['clock']);
+    const s = budgetSettings({ ...this.options(), ...p });
+    const now = this.clock.now();
+    if (s.windowMs !== this.windowMs || s.buckets !== this.buckets) {
+      this.flush(now);
+      const calls = this.countedCalls(now);
+      const retries = this.window.sum(RETRIES, now);
+      const window = budgetWindow(s, this.clock);
+      window.add(CALLS, calls, now);
+      window.add(RETRIES, retries, now);
+      this.window = window;
+    }
+    const self = this as { -readonly [K in 'windowMs' | 'buckets' | 'percentCanRetry' | 'minRetriesPerSec' | 'reserve']: number };
+    self.windowMs = s.windowMs;
+    self.buckets = s.buckets;
+    self.percentCanRetry = s.percentCanRetry;
+    self.minRetriesPerSec = s.minRetriesPerSec;
+    self.reserve = (s.minRetriesPerSec * s.windowMs) / 1000;
   }
 
   /** recordCall counts one call (not a retry) to the downstream: Finagle's `deposit()`. Call it once per logical call. */
@@ -142,6 +182,20 @@ export class RetryBudget {
     }
     this.lastFlush = now;
   }
+}
+
+/** budgetSettings validates the options the constructor and `reconfigure` share, defaults filled in. */
+function budgetSettings(o: Partial<RetryBudgetOptions>): Required<Omit<RetryBudgetOptions, 'clock'>> {
+  const windowMs = finite('RetryBudget', 'windowMs', o.windowMs ?? retryBudgetDefaults.windowMs, 1, 3_600_000);
+  const buckets = integer('RetryBudget', 'buckets', o.buckets ?? retryBudgetDefaults.buckets, 1, 1_000);
+  const percentCanRetry = finite('RetryBudget', 'percentCanRetry', o.percentCanRetry ?? retryBudgetDefaults.percentCanRetry, 0, 1_000);
+  const minRetriesPerSec = finite('RetryBudget', 'minRetriesPerSec', o.minRetriesPerSec ?? retryBudgetDefaults.minRetriesPerSec, 0, 1e9);
+  return { windowMs, buckets, percentCanRetry, minRetriesPerSec };
+}
+
+/** budgetWindow is the window a budget counts in: one bucket more than `buckets` (see the file comment). */
+function budgetWindow(s: { windowMs: number; buckets: number }, clock: Clock): RollingWindow {
+  return new RollingWindow({ windowMs: (s.windowMs / s.buckets) * (s.buckets + 1), buckets: s.buckets + 1, channels: 2, clock });
 }
 
 /** The value of the oldest bucket (reduce visits oldest first). */

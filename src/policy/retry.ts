@@ -11,6 +11,10 @@
  * `OverloadedError`: retrying adds the very load that was shed), an inner retry already gave up
  * (`RetryBudgetExhaustedError`: nested retries multiply), and `ClosedError`. Everything else, including
  * `TimeoutError` and plain errors, is retried.
+ *
+ * `reconfigure({ maxAttempts, backoff })` changes it live for the calls that fail from then on (a call
+ * already waiting out a backoff keeps its wait); `shouldRetry`, `budget` and `clock` are fixed at
+ * construction (reconfigure the budget itself).
  */
 import { delay } from '../core/abort.js';
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
@@ -28,7 +32,8 @@ import {
 } from '../core/errors.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { clockOption, fn as fnOption, integer, options as optionsObject, showValue, within, type OptionKeys } from '../core/validate.js';
+import { clockOption, fn as fnOption, integer, liveOptions, options as optionsObject, showValue, within, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { RetryBudget } from './retry-budget.js';
 import { checkCall } from './check-call.js';
 import type { RetryOptions, RetryEvent } from './types.js';
@@ -38,6 +43,9 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 const RETRY_KEYS = {
   maxAttempts: true, backoff: true, shouldRetry: true, budget: true, clock: true,
 } as const satisfies OptionKeys<RetryOptions>;
+
+/** RetryLiveOptions are the options `Retry.reconfigure` changes and `options()` answers. */
+export type RetryLiveOptions = Pick<RetryOptions, 'maxAttempts' | 'backoff'>;
 
 export type { RetryOptions, RetryEvent } from './types.js';
 
@@ -63,10 +71,10 @@ export function defaultShouldRetry(err: unknown): boolean {
 export const retryDefaults = Object.freeze({ maxAttempts: 3 });
 
 /** Retry is a Guard that runs a task again on retryable failures. */
-export class Retry implements Guard {
+export class Retry implements Guard, Reconfigurable<RetryLiveOptions> {
   readonly maxAttempts: number;
   readonly budget: RetryBudget | undefined;
-  private readonly backoffOptions: BackoffOptions;
+  private backoffOptions: BackoffOptions;
   private readonly shouldRetry: (err: unknown, attempt: number) => boolean;
   private readonly retryEvents = new Emitter<RetryEvent>();
   private readonly delayOptions: { clock: Clock };
@@ -74,17 +82,42 @@ export class Retry implements Guard {
   constructor(options?: RetryOptions) {
     const o = optionsObject('Retry', options, RETRY_KEYS);
     this.maxAttempts = integer('Retry', 'maxAttempts', o.maxAttempts ?? retryDefaults.maxAttempts, 1, 1_000);
-    if (o.backoff !== undefined && (o.backoff === null || typeof o.backoff !== 'object')) {
-      throw new TypeError(`Retry: backoff must be a BackoffOptions object, got ${showValue(o.backoff)}`);
-    }
-    this.backoffOptions = { ...o.backoff };
-    within('Retry', 'backoff', 'Backoff', () => new Backoff(this.backoffOptions)); // validates now, not at the first failure
+    this.backoffOptions = checkBackoff(o.backoff);
     this.shouldRetry = o.shouldRetry === undefined ? defaultShouldRetry : fnOption('Retry', 'shouldRetry', o.shouldRetry);
     if (o.budget !== undefined && !(o.budget instanceof RetryBudget)) {
       throw new TypeError(`Retry: budget must be a RetryBudget, got ${showValue(o.budget)}`);
     }
     this.budget = o.budget;
     this.delayOptions = { clock: clockOption('Retry', o.clock, systemClock) };
+  }
+
+  /** options answers the options this policy runs now: those `reconfigure` may change, the backoff in full (its `random` left out). */
+  options(): Required<RetryLiveOptions> {
+    const b = within('Retry', 'backoff', 'Backoff', () => new Backoff(this.backoffOptions));
+    return { maxAttempts: this.maxAttempts, backoff: { initialMs: b.initialMs, maxMs: b.maxMs, multiplier: b.multiplier, jitter: b.jitter } };
+  }
+
+  /**
+   * reconfigure sets `maxAttempts` and `backoff` (laid over the backoff it runs: `{ backoff: { maxMs } }`
+   * changes that key only; `backoff: undefined` goes back to the defaults), validated as the constructor validates them (the same errors; `shouldRetry`, `budget`,
+   * `clock` and `backoff.random` refused: fixed at construction), both or, when it throws, neither. Calls
+   * that fail from then on use them; a call already waiting keeps its wait.
+   */
+  reconfigure(partial: Partial<RetryLiveOptions>): void {
+    const p = liveOptions('Retry', partial as RetryOptions, RETRY_KEYS, ['shouldRetry', 'budget', 'clock']);
+    const maxAttempts = integer('Retry', 'maxAttempts', p.maxAttempts ?? this.maxAttempts, 1, 1_000);
+    let backoffOptions = this.backoffOptions;
+    if (Object.hasOwn(p, 'backoff')) {
+      if (p.backoff !== null && typeof p.backoff === 'object' && Object.hasOwn(p.backoff, 'random')) {
+        throw new TypeError('Retry: backoff.random cannot change on a running Retry; it is set at construction only');
+      }
+      const random = this.backoffOptions.random;
+      if (p.backoff !== undefined) checkBackoff(p.backoff); // not an object: the constructor's error
+      const laid = p.backoff === undefined ? {} : { ...this.options().backoff, ...p.backoff };
+      backoffOptions = checkBackoff({ ...laid, ...(random === undefined ? {} : { random }) });
+    }
+    (this as { maxAttempts: number }).maxAttempts = maxAttempts;
+    this.backoffOptions = backoffOptions;
   }
 
   /** describeMetrics answers the policy's family (`retry_retries_total`), counted from its retry events. */
@@ -146,4 +179,14 @@ export class Retry implements Guard {
       }
     }
   }
+}
+
+/** checkBackoff validates Retry's `backoff` option now (not at the first failure) and answers a copy. */
+function checkBackoff(backoff: unknown): BackoffOptions {
+  if (backoff !== undefined && (backoff === null || typeof backoff !== 'object')) {
+    throw new TypeError(`Retry: backoff must be a BackoffOptions object, got ${showValue(backoff)}`);
+  }
+  const copy: BackoffOptions = { ...(backoff as BackoffOptions | undefined) };
+  within('Retry', 'backoff', 'Backoff', () => new Backoff(copy));
+  return copy;
 }

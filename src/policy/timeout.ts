@@ -15,12 +15,16 @@
  * the `TimeoutError`) exactly at the deadline, or (reason: the caller's) when the caller aborts, and
  * the call rejects with `AbortedError`. Whatever settles first wins; the timer and the listener on the
  * caller's signal are removed as soon as it settles.
+ *
+ * `reconfigure({ timeoutMs })` changes the deadline of calls that start from then on; a call under way
+ * keeps the deadline it started with.
  */
 import { AbortedError, TimeoutError, withoutStack } from '../core/errors.js';
 import { MAX_TIMER_MS, systemClock, type Clock } from '../core/clock.js';
 import { Deadlines } from '../core/deadline.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
-import { clockOption, finite, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, liveOptions, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { checkCall } from './check-call.js';
 import type { TimeoutOptions, TimeoutStats } from './types.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
@@ -35,9 +39,9 @@ export type { TimeoutOptions, TimeoutStats } from './types.js';
 export const timeoutDefaults = Object.freeze({ timeoutMs: 10_000 });
 
 /** Timeout is a Guard that aborts a task and rejects with `TimeoutError` at its deadline. */
-export class Timeout implements Guard {
+export class Timeout implements Guard, Reconfigurable<Omit<TimeoutOptions, 'clock'>> {
   readonly timeoutMs: number;
-  private readonly deadlines: Deadlines;
+  private deadlines: Deadlines;
   private readonly clock: Clock;
   private calls = 0;
   private timeouts = 0;
@@ -47,6 +51,24 @@ export class Timeout implements Guard {
     this.timeoutMs = finite('Timeout', 'timeoutMs', o.timeoutMs ?? timeoutDefaults.timeoutMs, 1, MAX_TIMER_MS);
     this.clock = clockOption('Timeout', o.clock, systemClock);
     this.deadlines = new Deadlines({ timeoutMs: this.timeoutMs, clock: this.clock });
+  }
+
+  /** options answers the options this policy runs now: those `reconfigure` may change. */
+  options(): { timeoutMs: number } {
+    return { timeoutMs: this.timeoutMs };
+  }
+
+  /**
+   * reconfigure sets `timeoutMs` for the calls that start from now, validated as the constructor validates
+   * it (the same errors; `clock` refused: fixed at construction); a call under way keeps its deadline.
+   */
+  reconfigure(partial: Partial<Omit<TimeoutOptions, 'clock'>>): void {
+    const p = liveOptions('Timeout', partial as TimeoutOptions, TIMEOUT_KEYS, ['clock']);
+    const timeoutMs = finite('Timeout', 'timeoutMs', p.timeoutMs ?? this.timeoutMs, 1, MAX_TIMER_MS);
+    if (timeoutMs === this.timeoutMs) return;
+    (this as { timeoutMs: number }).timeoutMs = timeoutMs;
+    // Shared deadlines under way keep their granules (and timers); new calls join the new ones.
+    this.deadlines = new Deadlines({ timeoutMs, clock: this.clock });
   }
 
   /** describeMetrics answers the policy's families (`timeout_seconds`, `timeout_calls_total`, `timeout_timeouts_total`), read at scrape time. */
