@@ -132,7 +132,7 @@ describe('bulwark rules', () => {
     });
 
     it('writes a fault rule on a lease of its ttlMs', async () => {
-      const set = await runBulwark(['rules', 'set', '--store', store(), file({ scope: 'orders', kind: 'fault', name: 'payments', fault: { delayMs: 200 }, ttlMs: 30_000 })]);
+      const set = await runBulwark(['rules', 'set', '--store', store(), file({ scope: 'orders', kind: 'fault', name: 'payments', fault: { delay: { ms: 200, percent: 100 } }, ttlMs: 30_000 })]);
       assert.equal(set.code, 0, set.stderr);
       assert.match(set.stdout, /\(ends in 30 s\)/);
       const kv = (await raw.get('/bulwark/rules/orders/fault/payments').exec()).kvs[0]!;

@@ -161,12 +161,12 @@ describe('EtcdRuleStore on a real etcd', { skip }, () => {
     const rules = new Rules({ store: s, service: 'orders' });
     open.push(rules);
     const faults: Array<Record<string, unknown> | undefined> = [];
-    rules.bind('http-guard', 'edge', { setFault: (_target: string, f: Record<string, unknown> | undefined) => void faults.push(f) });
+    rules.bind('http-guard', 'payments', { setFault: (f: Record<string, unknown> | undefined) => void faults.push(f) });
     await rules.start();
     const started = Date.now();
-    await s.put('orders/fault/payments', '{"fault":{"delayMs":200,"delayPercent":50},"ttlMs":2000}', { ttlMs: 2000 });
+    await s.put('orders/fault/payments', '{"fault":{"delay":{"ms":200,"percent":50}},"ttlMs":2000}', { ttlMs: 2000 });
     await waitFor('the fault', () => faults.length === 1);
-    assert.deepEqual(faults[0], { delayMs: 200, delayPercent: 50 });
+    assert.deepEqual(faults[0], { delay: { ms: 200, percent: 50 } });
     assert.equal((await s.get('orders/fault/payments'))?.leased, true);
     await waitFor('the lease to end', () => faults.length === 2, 10_000);
     assert.equal(faults[1], undefined);
