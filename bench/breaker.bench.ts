@@ -141,7 +141,7 @@ await bench('breaker', {
       return asyncSubject(() => b.execute(task));
     },
     'CircuitBreaker.execute (count window)': () => {
-      const b = new CircuitBreaker({ window: { calls: 100 } });
+      const b = new CircuitBreaker({ windowCalls: 100 });
       return asyncSubject(() => b.execute(task));
     },
     'CircuitBreaker.execute (slowCallMs: 1000)': () => {

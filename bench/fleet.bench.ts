@@ -77,7 +77,7 @@ const pct = (xs: number[], p: number) => {
 async function runStore(name: string, make: () => FleetStore): Promise<void> {
   const stores = Array.from({ length: INSTANCES }, () => counted(make()));
   const fleetOf = (key: string) =>
-    stores.map(({ store }) => new CircuitBreaker({ name: key, minimumCalls: 20, window: { calls: 100 }, openMs: 1_000, halfOpenCalls: 2, fleet: { store, ttlMs: 3_000 } }));
+    stores.map(({ store }) => new CircuitBreaker({ name: key, minimumCalls: 20, windowCalls: 100, openMs: 1_000, halfOpenCalls: 2, fleet: { store, ttlMs: 3_000 } }));
   const samples: number[] = [];
   publishedAt.clear();
   publishMs.length = 0;

@@ -75,6 +75,12 @@ const SUBJECTS = {
     for (let i = 0; i < 5; i++) await b.execute(() => Promise.reject(new Error('x'))).catch(noop);
     return { op: () => b.execute(task).catch(noop), async: true };
   },
+  'dropping SreBreaker.execute rejects': async (load) => {
+    const { SreBreaker } = await load('breaker');
+    const b = new SreBreaker({ random: () => 0, forcePassMs: 1e12 });
+    for (let i = 0; i < 50; i++) await b.execute(() => Promise.reject(new Error('x'))).catch(noop);
+    return { op: () => b.execute(task).catch(noop), async: true };
+  },
   'TokenLimiter.allow admit': async (load) => {
     const { TokenLimiter } = await load('limit');
     const l = new TokenLimiter({ rate: 1e12, burst: 1e12 });

@@ -86,7 +86,7 @@ function moduleFiles(entry: string): string[] {
  */
 const ACCESSORS = new Set([
   // state and status, read fresh each call (docs/conventions.md: `stats()` is a method)
-  'stats', 'describeMetrics', 'snapshot', 'cacheStats', 'metrics', 'metricsBuffer', 'health', 'healthy', 'status', 'read', 'ready', 'idle',
+  'stats', 'options', 'describeMetrics', 'snapshot', 'cacheStats', 'metrics', 'metricsBuffer', 'health', 'healthy', 'status', 'read', 'ready', 'idle',
   // the members of a collection or of a component's parts
   'instances', 'members', 'names', 'breakers', 'peers', 'services', 'tracked', 'service', 'openServices', 'budget', 'owner', 'handler',
   'tokens', 'channelOptions', 'keysByRecency', 'peek', 'peer',

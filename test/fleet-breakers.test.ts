@@ -67,7 +67,7 @@ async function worker(): Promise<void> {
         name: o.key,
         minimumCalls: MINIMUM_CALLS,
         failureRate: 0.5,
-        window: { windowMs: 30_000, buckets: 10 },
+        windowMs: 30_000, buckets: 10,
         openMs: OPEN_MS,
         halfOpenCalls: HALF_OPEN_CALLS,
         ...(o.fleet ? { fleet: { store, key: o.key, publishMs: 25, ttlMs: TTL_MS } } : {}),

@@ -85,7 +85,7 @@ for (const fw of frameworks) {
 
     it('CircuitBreaker: opens on failures, a client that leaves mid-probe fails it, then probes close it', async () => {
       const clock = new ManualClock();
-      const breaker = new CircuitBreaker({ clock, minimumCalls: 4, openMs: 5000, halfOpenCalls: 2, window: { calls: 10 } });
+      const breaker = new CircuitBreaker({ clock, minimumCalls: 4, openMs: 5000, halfOpenCalls: 2, windowCalls: 10 });
       const s = await start({ breaker, breakerRetryAfterMs: 5000 });
       for (let i = 0; i < 4; i++) assert.equal((await request(`${s.url}fail`)).status, 500);
       await until(() => breaker.state === 'open');

@@ -102,7 +102,9 @@ const OPS = {
     return { op: () => b.execute(task), async: true };
   },
   'CircuitBreaker.execute (count window)': (m) => {
-    const b = new m.CircuitBreaker({ window: 'kind' in (m.circuitBreakerDefaults.window ?? {}) ? { kind: 'count', size: 100 } : { calls: 100 } });
+    // The count window's spelling by build: flat windowCalls (one window shape), { calls }, or { kind, size } before that.
+    const w = m.circuitBreakerDefaults.window;
+    const b = new m.CircuitBreaker(w === undefined ? { windowCalls: 100 } : { window: 'kind' in w ? { kind: 'count', size: 100 } : { calls: 100 } });
     return { op: () => b.execute(task), async: true };
   },
   'CircuitBreaker.execute (slowCallMs)': (m) => {

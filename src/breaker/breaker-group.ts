@@ -22,6 +22,8 @@ import { neverAborted, type Task } from '../core/guard.js';
 import { clockOption, fn as fnOption, integer, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
+import { Emitter, type Disposer } from '../core/events.js';
+import type { Reconfigurable } from '../core/reconfigurable.js';
 import { describeBreakerGroup } from './breaker-metrics.js';
 import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, BreakerGroupOptions, BreakerGroupStats } from './types.js';
 import { GROUP_PLACED, GROUP_USED } from './group-slots.js';
@@ -63,10 +65,21 @@ function sreFactory<B extends Breaker>(name: string): B {
   return b as B;
 }
 
+/** The group's options `reconfigure` can change; the others are fixed for its life. */
+const GROUP_LIVE_KEYS = ['idleMs', 'maxBreakers'] as const;
+
+/** BreakerMade is what `onCreate` listeners hear: the name and the breaker the group just made for it. */
+export interface BreakerMade<B extends Breaker = Breaker> {
+  name: string;
+  breaker: B;
+}
+
 /** BreakerGroup holds breakers by name; see the module comment. */
-export class BreakerGroup<B extends Breaker = Breaker> {
+export class BreakerGroup<B extends Breaker = Breaker> implements Reconfigurable<BreakerGroupOptions<B>> {
   readonly idleMs: number;
   readonly maxBreakers: number;
+  /** Typed for any Breaker, so that a BreakerGroup<B> stays a BreakerGroup<Breaker> (onCreate narrows it). */
+  private readonly made$ = new Emitter<BreakerMade>();
   private readonly factory: (name: string) => B;
   private readonly fleet: BreakerFleetOptions | undefined;
   private readonly excluded: (name: string) => boolean;
@@ -77,15 +90,18 @@ export class BreakerGroup<B extends Breaker = Breaker> {
   private closed = false;
   /** Breakers made since the last sweep, and how many a sweep may make room for at once. */
   private created = 0;
-  private readonly slack: number;
+  private slack: number;
   /** The current time slice (see the module comment), the time it ends, its length, and when slice 1 began. */
   private slice = 1;
   private sliceEnd: number;
-  private readonly sliceMs: number;
+  private sliceMs: number;
+  /** The options given to the constructor, for reconfigure's check of the fixed ones. */
+  private readonly built: BreakerGroupOptions<B>;
   private origin: number;
 
   constructor(...[options]: BreakerGroupArgs<B>) {
     const o: BreakerGroupOptions<B> = optionsObject('BreakerGroup', options, BREAKER_GROUP_KEYS);
+    this.built = { ...o };
     this.factory = o.factory === undefined ? sreFactory : fnOption('BreakerGroup', 'factory', o.factory);
     const ex = o.exclude;
     if (ex === undefined) this.excluded = () => false;
@@ -105,6 +121,57 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     this.sliceMs = this.idleMs / SLICES_PER_IDLE;
     this.origin = this.clock.now();
     this.sliceEnd = this.origin + this.sliceMs;
+  }
+
+  /** options answers the group's options that `reconfigure` can change: `idleMs` and `maxBreakers`. */
+  options(): Partial<BreakerGroupOptions<B>> {
+    return { idleMs: this.idleMs, maxBreakers: this.maxBreakers };
+  }
+
+  /**
+   * reconfigure changes the group's own options, `idleMs` and `maxBreakers`, checked as the constructor
+   * checks them (a key given as undefined returns to its default), all or nothing; `factory`, `exclude`,
+   * `clock` and `fleet` cannot change on a running group (a TypeError says so). A new `idleMs` restarts
+   * every member's idle time; a lower `maxBreakers` evicts the least recently used members at once.
+   *
+   * It does not touch the members: each is a breaker of its own, reconfigured (or isolated) through
+   * `get(name)` or `breakers()`, and keeps its state and options when the group's change. A breaker the
+   * group makes later is the factory's: to give it options of its own as it is made, listen with
+   * `onCreate` (bulwark/rules does, for a client's `<service>/<instance>` breakers).
+   */
+  reconfigure(partial: Partial<BreakerGroupOptions<B>>): void {
+    if (partial === null || typeof partial !== 'object') throw new TypeError(`BreakerGroup: reconfigure takes an object of options, got ${showValue(partial)}`);
+    const p: BreakerGroupOptions<B> = optionsObject('BreakerGroup', partial, BREAKER_GROUP_KEYS);
+    for (const key of Object.keys(p) as (keyof BreakerGroupOptions<B>)[]) {
+      if ((GROUP_LIVE_KEYS as readonly string[]).includes(key) || p[key] === this.built[key]) continue;
+      throw new TypeError(`BreakerGroup: ${key} cannot change on a running group (reconfigure), got ${showValue(p[key])}`);
+    }
+    const idleMs = Object.hasOwn(p, 'idleMs') ? positive('BreakerGroup', 'idleMs', p.idleMs ?? breakerGroupDefaults.idleMs) : this.idleMs;
+    const maxBreakers = Object.hasOwn(p, 'maxBreakers')
+      ? integer('BreakerGroup', 'maxBreakers', p.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1)
+      : this.maxBreakers;
+    const self = this as { -readonly [K in 'idleMs' | 'maxBreakers']: number };
+    if (idleMs !== this.idleMs) {
+      self.idleMs = idleMs;
+      this.sliceMs = idleMs / SLICES_PER_IDLE;
+      this.origin = this.clock.now();
+      this.slice = 1;
+      this.sliceEnd = this.origin + this.sliceMs;
+      for (const b of this.entries.values()) b[GROUP_USED] = b[GROUP_PLACED] = 1;
+    }
+    if (maxBreakers !== this.maxBreakers) {
+      self.maxBreakers = maxBreakers;
+      this.slack = Math.max(1, Math.floor(maxBreakers / 16));
+      if (this.entries.size >= maxBreakers) this.sweep(this.slice);
+    }
+  }
+
+  /**
+   * onCreate subscribes to the breakers the group makes, called with each one as it is made, before
+   * `get` answers it (so options or an isolation given to it apply from its first call); returns the disposer.
+   */
+  onCreate(listener: (made: BreakerMade<B>) => void): Disposer {
+    return this.made$.on(listener as (made: BreakerMade) => void);
   }
 
   /** size is the number of breakers held. */
@@ -237,6 +304,7 @@ export class BreakerGroup<B extends Breaker = Breaker> {
     marked[GROUP_PLACED] = slice;
     this.entries.set(name, marked);
     this.made++;
+    if (this.made$.hasListeners) this.made$.emit({ name, breaker: marked });
     return marked;
   }
 

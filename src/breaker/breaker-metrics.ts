@@ -30,6 +30,12 @@ const BREAKER_FAMILIES: readonly MetricFamilySpec[] = [
   { name: 'breaker_failure_rate', type: 'gauge', help: 'Share of failed calls in the breaker window (0..1; 0 without calls).', labelNames: ['group'] },
   { name: 'breaker_slow_call_rate', type: 'gauge', help: 'Share of slow calls in a CircuitBreaker window (0..1; 0 without calls).', labelNames: ['group'] },
   { name: 'breaker_drop_ratio', type: 'gauge', help: 'Probability that an SreBreaker drops the next call (0..1).', labelNames: ['group'] },
+  {
+    name: 'breaker_isolated',
+    type: 'gauge',
+    help: "1 while an operator isolates the breaker (isolate(reason)), with the operator's reason; no series otherwise.",
+    labelNames: ['group', 'reason'],
+  },
 ];
 const CIRCUIT_FAMILIES: readonly MetricFamilySpec[] = [
   ...BREAKER_FAMILIES,
@@ -49,7 +55,7 @@ const isCircuit = (s: BreakerStats): s is CircuitBreakerStats => typeof (s as Pa
 /** stateOf answers the exported state of a breaker's stats (an SreBreaker reads open while it drops). */
 function stateOf(s: BreakerStats): string {
   if (isCircuit(s)) return s.isolated ? 'forced_open' : s.reason === 'fleet' ? 'fleet_open' : stateLabel(s.state);
-  return s.dropRatio > 0 ? 'open' : 'closed';
+  return s.dropRatio > 0 ? 'open' : 'closed'; // isolated: a drop ratio of 1
 }
 
 /** failureRate answers the share of failed calls in a breaker's window (0 without calls). */
@@ -74,6 +80,7 @@ function emitBreaker(s: BreakerStats, emit: Emit, base: Labels): void {
   emit('breaker_failure_rate', base, failureRate(s));
   if (circuit) emit('breaker_slow_call_rate', base, s.calls > 0 ? s.slowCalls / s.calls : 0);
   else emit('breaker_drop_ratio', base, s.dropRatio);
+  if (s.isolatedReason !== undefined) emit('breaker_isolated', { ...base, reason: s.isolatedReason }, 1);
 }
 
 /**
@@ -87,6 +94,9 @@ interface BreakerText {
   failure: TextSection | undefined;
   slow: TextSection | undefined;
   drop: TextSection | undefined;
+  isolated: TextSection | undefined;
+  /** The group label as written after the name (`,group="…"`), or ''. */
+  group: string;
   heads: { state: Uint8Array; calls: Uint8Array; failure: Uint8Array; slow: Uint8Array; drop: Uint8Array };
   tails: Record<(typeof FLEET_STATES)[number] | 'successful' | 'failed' | 'ignored' | 'not_permitted' | 'plain', Uint8Array>;
 }
@@ -104,9 +114,11 @@ function breakerText(text: TextOut, group: string | undefined): BreakerText {
     failure: text.section('breaker_failure_rate'),
     slow: text.section('breaker_slow_call_rate'),
     drop: text.section('breaker_drop_ratio'),
+    isolated: text.section('breaker_isolated'),
   };
   return {
     ...x,
+    group: g,
     heads: { state: head(x.state), calls: head(x.calls), failure: head(x.failure), slow: head(x.slow), drop: head(x.drop) },
     tails: {
       closed: bytesOf(`"${g},state="closed"} `),
@@ -140,7 +152,7 @@ const bit = (b: boolean): number => (b ? 1 : 0);
  * writeBreaker is emitBreaker on the text path: the breaker's lines written from their parts, `key`
  * being its name as a label value; no label objects, no line strings.
  */
-function writeBreaker(s: BreakerStats, x: BreakerText, key: string): void {
+function writeBreaker(s: BreakerStats, x: BreakerText, key: string, text: TextOut): void {
   const circuit = isCircuit(s);
   const state = stateOf(s);
   const t = x.tails;
@@ -166,6 +178,10 @@ function writeBreaker(s: BreakerStats, x: BreakerText, key: string): void {
   x.failure?.line(x.heads.failure, key, t.plain, failureRate(s));
   if (circuit) x.slow?.line(x.heads.slow, key, t.plain, s.calls > 0 ? s.slowCalls / s.calls : 0);
   else x.drop?.line(x.heads.drop, key, t.plain, s.dropRatio);
+  // Rare (an operator's isolation): one line made as a string, its reason escaped.
+  if (s.isolatedReason !== undefined && x.isolated !== undefined) {
+    x.isolated.write(`${x.isolated.name}{name="${key}"${x.group},reason="${text.label(s.isolatedReason)}"} 1\n`);
+  }
 }
 
 /** breakerSnapshot answers a breaker's status: its stats, its exported state and its rates. */
@@ -201,7 +217,7 @@ export function describeBreaker(
     collect: (emit) => {
       const s = b.stats();
       if (emit.text === undefined) emitBreaker(s, emit, {});
-      else writeBreaker(s, standaloneText(emit.text), emit.text.label(ctx.name()));
+      else writeBreaker(s, standaloneText(emit.text), emit.text.label(ctx.name()), emit.text);
     },
     subscribe:
       onStateChange === undefined
@@ -244,7 +260,7 @@ export function describeBreakerGroup(g: BreakerGroupSource, ctx: MetricsContext,
       const x = breakerText(text, group);
       for (const [key, b] of g.breakers()) {
         const m = memberStats(b);
-        if (m !== undefined) writeBreaker(m, x, text.label(key));
+        if (m !== undefined) writeBreaker(m, x, text.label(key), text);
       }
     },
     snapshot: () => {

@@ -73,7 +73,7 @@ describe('CircuitBreaker', () => {
   });
 
   it('forgets outcomes older than the time window', () => {
-    const { b, clock } = make({ window: { windowMs: 1_000, buckets: 10 } });
+    const { b, clock } = make({ windowMs: 1_000, buckets: 10 });
     fail(b, 3);
     clock.advance(1_000);
     fail(b); // the three earlier failures have left the window: 1 call
@@ -82,7 +82,7 @@ describe('CircuitBreaker', () => {
   });
 
   it('with a count window, judges the last `size` calls', () => {
-    const { b } = make({ window: { calls: 4 }, minimumCalls: 4 });
+    const { b } = make({ windowCalls: 4, minimumCalls: 4 });
     fail(b, 1);
     succeed(b, 4); // the failure has been pushed out
     assert.deepEqual([b.stats().calls, b.stats().failures], [4, 0]);
@@ -122,7 +122,7 @@ describe('CircuitBreaker', () => {
   });
 
   it('reopens on the first failed probe, and grows the open period with openBackoff', () => {
-    const { b, clock, changes } = make({ openBackoff: { factor: 2, maxMs: 3_000 } });
+    const { b, clock, changes } = make({ openBackoff: { multiplier: 2, maxMs: 3_000 } });
     fail(b, 4);
     clock.advance(1_000); // first trip: openMs
     assert.equal(changes.at(-1)!.to, 'open');
@@ -281,7 +281,7 @@ describe('CircuitBreaker', () => {
         fc.array(cmd, { minLength: 20, maxLength: 300, size: 'max' }),
         (halfOpenCalls, minimumCalls, probeTimeoutMs, cmds) => {
           const clock = new ManualClock();
-          const b = new CircuitBreaker({ clock, halfOpenCalls, minimumCalls, probeTimeoutMs, openMs: 500, window: { calls: 10 } });
+          const b = new CircuitBreaker({ clock, halfOpenCalls, minimumCalls, probeTimeoutMs, openMs: 500, windowCalls: 10 });
           let transitions = 0;
           b.onStateChange(() => transitions++);
           // Outstanding tokens, with the half-open period they are probes of (or -1) and when admitted.

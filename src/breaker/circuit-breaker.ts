@@ -21,7 +21,7 @@ import { describeBreaker } from './breaker-metrics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
-import { clockOption, options as optionsObject, type OptionKeys } from '../core/validate.js';
+import { clockOption } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { OutcomeCountWindow, OutcomeTimeWindow, type OutcomeWindow } from '../core/outcome-window.js';
 import type {
@@ -40,14 +40,10 @@ import { FailureReasons } from './failure-reasons.js';
 import { GROUP_PLACED, GROUP_USED } from './group-slots.js';
 import { primeAdmit } from './prime-admit.js';
 import { RejectionCache } from './rejection-cache.js';
-import { validateCircuitOptions } from './circuit-options.js';
+import { isolatedEvent, isolateReason } from './isolation.js';
+import { plainCircuitOptions, readCircuitOptions, reconfiguredOptions, type ValidCircuitOptions } from './circuit-options.js';
+import type { Isolatable, Reconfigurable } from '../core/reconfigurable.js';
 import { BypassToken, ClosedToken, FleetProbeToken, ProbeToken } from './circuit-tokens.js';
-
-/** The keys of CircuitBreakerOptions, all of them: any other is refused (see `options`). */
-const CIRCUIT_BREAKER_KEYS = {
-  name: true, failureRate: true, slowCallRate: true, slowCallMs: true, minimumCalls: true, window: true, openMs: true,
-  openBackoff: true, halfOpenCalls: true, probeTimeoutMs: true, clock: true, fleet: true,
-} as const satisfies OptionKeys<CircuitBreakerOptions>;
 
 const CLOSED = 0;
 const OPEN = 1;
@@ -60,8 +56,11 @@ const NO_ERROR: unique symbol = Symbol('no error');
 /** Whether `admit()` was warmed up in this process (see primeAdmit). */
 let primed = false;
 
+/** The options a running breaker holds in fields of its own: written by the constructor and by reconfigure only. */
+type Writable = { -readonly [K in 'failureRate' | 'slowCallRate' | 'slowCallMs' | 'minimumCalls' | 'openMs' | 'halfOpenCalls' | 'probeTimeoutMs']: number };
+
 /** CircuitBreaker is the closed / open / half-open breaker; see the module comment. */
-export class CircuitBreaker implements Breaker, FleetMember {
+export class CircuitBreaker implements Breaker, FleetMember, Reconfigurable<CircuitBreakerOptions>, Isolatable {
   /**
    * Where a BreakerGroup marks its use of this breaker: declared first, so that it sits in the object's
    * first cache line, which a caller reading the breaker loads anyway. @internal
@@ -78,12 +77,14 @@ export class CircuitBreaker implements Breaker, FleetMember {
   readonly openMs: number;
   readonly halfOpenCalls: number;
   readonly probeTimeoutMs: number;
-  private readonly maxOpenMs: number;
-  private readonly openFactor: number;
+  private maxOpenMs: number;
+  private openMultiplier: number;
   private readonly clock: Clock;
   /** Whether calls are timed (slow-call detection is on). */
-  private readonly timed: boolean;
-  private readonly window: OutcomeWindow;
+  private timed: boolean;
+  private window: OutcomeWindow;
+  /** The options it runs now, checked (what `options()` answers and `reconfigure` lays a change over). */
+  private current: ValidCircuitOptions;
   private readonly reasons = new FailureReasons();
   private readonly changes = new Emitter<StateChange>();
   private code: StateCode = CLOSED;
@@ -93,15 +94,19 @@ export class CircuitBreaker implements Breaker, FleetMember {
   private openFor = 0;
   private trips = 0;
   private isolatedFlag = false;
+  /** The reason given to isolate() (while isolated). */
+  private isolatedWhy: string | undefined = undefined;
   /** Held open by the fleet view (bulwark/fleet): no local half-open, probes by fleet permit only. */
   private fleetHeld = false;
   /** Fleet probe permits granted and not yet used. */
   private fleetProbes = 0;
   private fleetLink: FleetLink | undefined;
+  /** The fleet option it joined with (reconfigure refuses another). */
+  private fleetOption: BreakerFleetOptions | undefined = undefined;
   private tripReason = '';
   /** Probe permits: start time (NaN when free) and generation (bumped when freed). */
-  private readonly probeStart: number[];
-  private readonly probeGen: number[];
+  private probeStart: number[];
+  private probeGen: number[];
   private probesInFlight = 0;
   private probeSuccesses = 0;
   /** Set by close(): the breaker stays open for good. */
@@ -118,7 +123,8 @@ export class CircuitBreaker implements Breaker, FleetMember {
   private bypassFailed = 0;
 
   constructor(options?: CircuitBreakerOptions) {
-    const o = validateCircuitOptions(optionsObject('CircuitBreaker', options, CIRCUIT_BREAKER_KEYS));
+    const o = readCircuitOptions(options);
+    this.current = o;
     this.name = o.name;
     this.failureRate = o.failureRate;
     this.slowCallRate = o.slowCallRate;
@@ -128,12 +134,10 @@ export class CircuitBreaker implements Breaker, FleetMember {
     this.halfOpenCalls = o.halfOpenCalls;
     this.probeTimeoutMs = o.probeTimeoutMs;
     this.maxOpenMs = o.openBackoff?.maxMs ?? o.openMs;
-    this.openFactor = o.openBackoff?.factor ?? 1;
+    this.openMultiplier = o.openBackoff?.multiplier ?? 1;
     this.clock = clockOption('CircuitBreaker', o.clock, getDefaultCoarseClock());
     this.timed = this.slowCallMs !== Infinity;
-    const now = this.clock.now();
-    const w = o.window;
-    this.window = 'calls' in w ? new OutcomeCountWindow(w.calls) : new OutcomeTimeWindow(w.windowMs, w.buckets, now);
+    this.window = makeWindow(o, this.clock.now());
     this.probeStart = new Array<number>(this.halfOpenCalls).fill(NaN);
     this.probeGen = new Array<number>(this.halfOpenCalls).fill(0);
     this.rejections = new RejectionCache(this.name, () => this.rejectionMessage());
@@ -154,6 +158,7 @@ export class CircuitBreaker implements Breaker, FleetMember {
     }
     if (this.fleetLink !== undefined) throw new TypeError(`CircuitBreaker: breaker "${this.name}" already joined a fleet`);
     this.fleetLink = fleet.store.join(this, fleet);
+    this.fleetOption = fleet;
   }
 
   /** state is 'closed', 'open' or 'half-open' now (an open period that has passed reads as half-open). */
@@ -260,7 +265,10 @@ export class CircuitBreaker implements Breaker, FleetMember {
 
   /** publishReject publishes a rejection on `bulwark:breaker:reject` (not after close()) and answers undefined. */
   private publishReject(): undefined {
-    if (!this.retired) breakerRejectChannel.publish({ breaker: this.name, kind: 'CircuitBreaker', state: this.code === OPEN ? 'open' : 'half-open' });
+    if (this.retired) return undefined;
+    const state = this.code === OPEN ? 'open' : 'half-open';
+    if (this.isolatedWhy === undefined) breakerRejectChannel.publish({ breaker: this.name, kind: 'CircuitBreaker', state });
+    else breakerRejectChannel.publish({ breaker: this.name, kind: 'CircuitBreaker', state, isolatedReason: this.isolatedWhy });
     return undefined;
   }
 
@@ -311,18 +319,89 @@ export class CircuitBreaker implements Breaker, FleetMember {
     );
   }
 
-  /** isolate forces the breaker open until `reset()` (an operator's switch). */
-  isolate(): void {
-    if (this.isolatedFlag || this.retired) return;
+  /**
+   * options answers the options the breaker runs now that `reconfigure` can change, as fresh plain
+   * data (a time window as `windowMs` and `buckets`, a count window as `windowCalls`; `slowCallMs` and
+   * `probeTimeoutMs` may be Infinity). Not its name, clock or fleet, which cannot change.
+   */
+  options(): Partial<CircuitBreakerOptions> {
+    return plainCircuitOptions(this.current);
+  }
+
+  /**
+   * reconfigure lays `partial` over the options the breaker runs now, checks the result as the
+   * constructor does (same messages; a key given as undefined returns to its default) and applies all
+   * of it, or throws and changes nothing. `name`, `clock` and `fleet` cannot change on a running breaker
+   * (a TypeError says so). What it keeps: the state (closed, open, half-open; an isolation; a fleet's
+   * hold), the counters of `stats()` and the failure reasons. The window keeps its counts unless its
+   * shape changes (`windowMs`, `buckets`, `windowCalls`): then a fresh, empty window starts. An open
+   * period in progress keeps its end: a new `openMs` or `openBackoff` applies from the next trip. A
+   * half-open period in progress starts over when `halfOpenCalls` changes (the probes in flight are not
+   * counted). A new `failureRate`, `slowCallRate` or `minimumCalls` is judged at the next failed or
+   * slow call. Turning slow-call detection on or off (`slowCallMs` to or from Infinity) does not count
+   * the calls in flight at that moment.
+   */
+  reconfigure(partial: Partial<CircuitBreakerOptions>): void {
+    const o = reconfiguredOptions(this.current, partial, this.fleetOption);
+    if (this.retired) return;
+    const prev = this.current;
+    const now = this.clock.now();
+    this.current = o;
+    const self = this as Writable;
+    self.failureRate = o.failureRate;
+    self.slowCallRate = o.slowCallRate;
+    self.slowCallMs = o.slowCallMs;
+    self.minimumCalls = o.minimumCalls;
+    self.openMs = o.openMs;
+    self.probeTimeoutMs = o.probeTimeoutMs;
+    this.maxOpenMs = o.openBackoff?.maxMs ?? o.openMs;
+    this.openMultiplier = o.openBackoff?.multiplier ?? 1;
+    const timed = o.slowCallMs !== Infinity;
+    if (timed !== this.timed) {
+      this.timed = timed;
+      if (this.code === CLOSED) this.epoch++; // calls in flight were (not) timed: their reports no longer count
+    }
+    if (o.windowCalls !== prev.windowCalls || (o.windowCalls === undefined && (o.windowMs !== prev.windowMs || o.buckets !== prev.buckets))) {
+      const w = makeWindow(o, now);
+      w.callsTotal = this.window.callsTotal;
+      w.failuresTotal = this.window.failuresTotal;
+      this.window = w;
+    }
+    if (o.halfOpenCalls !== prev.halfOpenCalls) {
+      self.halfOpenCalls = o.halfOpenCalls;
+      this.probeStart = new Array<number>(o.halfOpenCalls).fill(NaN);
+      this.probeGen = new Array<number>(o.halfOpenCalls).fill(0);
+      this.probesInFlight = 0;
+      this.probeSuccesses = 0;
+      if (this.code === HALF_OPEN) this.epoch++; // the probes in flight belong to the period that ended
+    }
+    this.rejections.clear();
+  }
+
+  /**
+   * isolate forces the breaker open until `reset()` (an operator's switch), whatever its own evidence,
+   * its fleet or a client's cap and panic rule say. `reason` (defaults to 'isolated by an operator') is
+   * shown in `stats().isolatedReason`, the `breaker_isolated` metric, the status snapshot, the
+   * rejection's message and the diagnostics events. Isolating an isolated breaker again replaces the reason.
+   */
+  isolate(reason?: string): void {
+    const why = isolateReason('CircuitBreaker', reason);
+    if (this.retired) return;
+    if (this.isolatedFlag) {
+      this.isolatedWhy = why;
+      this.rejections.clear();
+      return;
+    }
     const now = this.clock.now();
     const from = this.code;
     this.isolatedFlag = true;
+    this.isolatedWhy = why;
     this.fleetProbes = 0;
     this.code = OPEN;
     this.epoch++;
     this.openUntil = Infinity;
     this.rejections.clear();
-    this.emit(from, 'isolated by an operator', now);
+    this.emit(from, isolatedEvent(why), now);
   }
 
   /**
@@ -333,6 +412,7 @@ export class CircuitBreaker implements Breaker, FleetMember {
   reset(): void {
     if (this.retired) return;
     this.isolatedFlag = false;
+    this.isolatedWhy = undefined;
     this.fleetHeld = false;
     this.fleetProbes = 0;
     this.toClosed(this.clock.now(), 'reset');
@@ -468,6 +548,7 @@ export class CircuitBreaker implements Breaker, FleetMember {
       slowCalls: this.window.slow,
       trips: this.trips,
       isolated: this.isolatedFlag,
+      isolatedReason: this.isolatedWhy,
       probesInFlight: this.probesInFlight,
       probeSuccesses: this.probeSuccesses,
       successfulCalls: this.window.callsTotal - this.window.failuresTotal + this.probeOk + this.bypassOk,
@@ -578,7 +659,7 @@ export class CircuitBreaker implements Breaker, FleetMember {
   private trip(now: number, reason: string): void {
     const from = this.code;
     this.trips++;
-    this.openFor = this.trips === 1 ? this.openMs : Math.min(this.maxOpenMs, this.openFor * this.openFactor);
+    this.openFor = this.trips === 1 ? this.openMs : Math.min(this.maxOpenMs, this.openFor * this.openMultiplier);
     this.code = OPEN;
     this.epoch++;
     this.openUntil = now + this.openFor;
@@ -622,7 +703,7 @@ export class CircuitBreaker implements Breaker, FleetMember {
   private rejectionMessage(): string {
     const who = `breaker "${this.name}"`;
     const what = this.isolatedFlag
-      ? `${who} is isolated (forced open until reset)`
+      ? `${who} is isolated (forced open until reset): ${this.isolatedWhy}`
       : this.fleetHeld
         ? `${who} is held open by its fleet: ${this.tripReason}`
       : this.code === HALF_OPEN
@@ -630,6 +711,11 @@ export class CircuitBreaker implements Breaker, FleetMember {
         : `${who} is open for ${this.openFor} ms: ${this.tripReason}`;
     return what + this.reasons.suffix();
   }
+}
+
+/** makeWindow makes the window options ask for: the last `windowCalls` calls, or the last `windowMs`. */
+function makeWindow(o: ValidCircuitOptions, now: number): OutcomeWindow {
+  return o.windowCalls !== undefined ? new OutcomeCountWindow(o.windowCalls) : new OutcomeTimeWindow(o.windowMs, o.buckets, now);
 }
 
 function pct(x: number): string {

@@ -38,20 +38,24 @@ const rows: Row[] = [
   ['cb slowCallMs NaN', () => new CircuitBreaker({ slowCallMs: NaN }), RangeError, /slowCallMs.*NaN/],
   ['cb minimumCalls zero', () => new CircuitBreaker({ minimumCalls: 0 }), RangeError, /minimumCalls.*0/],
   ['cb minimumCalls non-integer', () => new CircuitBreaker({ minimumCalls: 3.5 }), RangeError, /minimumCalls.*3\.5/],
-  ['cb minimumCalls above count window', () => new CircuitBreaker({ minimumCalls: 20, window: { calls: 10 } }), RangeError, /minimumCalls.*20/],
+  ['cb minimumCalls above count window', () => new CircuitBreaker({ minimumCalls: 20, windowCalls: 10 }), RangeError, /minimumCalls must be ≤ windowCalls \(10\).*20/],
   ['cb openMs negative', () => new CircuitBreaker({ openMs: -1 }), RangeError, /openMs.*-1/],
   ['cb openMs NaN', () => new CircuitBreaker({ openMs: NaN }), RangeError, /openMs.*NaN/],
   ['cb halfOpenCalls zero', () => new CircuitBreaker({ halfOpenCalls: 0 }), RangeError, /halfOpenCalls.*0/],
   ['cb halfOpenCalls non-integer', () => new CircuitBreaker({ halfOpenCalls: 1.5 }), RangeError, /halfOpenCalls.*1\.5/],
   ['cb probeTimeoutMs negative', () => new CircuitBreaker({ probeTimeoutMs: -10 }), RangeError, /probeTimeoutMs.*-10/],
-  ['cb window of neither shape', () => new CircuitBreaker({ window: { kind: 'sliding' } as never }), TypeError, /window\.windowMs.*undefined/],
-  ['cb window of both shapes', () => new CircuitBreaker({ window: { calls: 10, windowMs: 1_000, buckets: 10 } as never }), TypeError, /either \{ calls \} or \{ windowMs, buckets \}/],
-  ['cb window not an object', () => new CircuitBreaker({ window: 60_000 as never }), TypeError, /window.*60000/],
-  ['cb count window calls 0', () => new CircuitBreaker({ window: { calls: 0 } }), RangeError, /window\.calls.*0/],
-  ['cb time window buckets non-integer', () => new CircuitBreaker({ window: { windowMs: 1_000, buckets: 2.5 } }), RangeError, /window\.buckets.*2\.5/],
-  ['cb time window windowMs negative', () => new CircuitBreaker({ window: { windowMs: -1, buckets: 10 } }), RangeError, /window\.windowMs.*-1/],
+  ['cb window of both shapes', () => new CircuitBreaker({ windowCalls: 10, windowMs: 1_000 }), TypeError, /windowCalls .* excludes windowMs and buckets .*got windowCalls 10 with windowMs 1000/],
+  ['cb windowCalls 0', () => new CircuitBreaker({ windowCalls: 0 }), RangeError, /windowCalls.*0/],
+  ['cb buckets non-integer', () => new CircuitBreaker({ windowMs: 1_000, buckets: 2.5 }), RangeError, /buckets.*2\.5/],
+  ['cb windowMs negative', () => new CircuitBreaker({ windowMs: -1, buckets: 10 }), RangeError, /windowMs.*-1/],
   ['cb openBackoff maxMs below openMs', () => new CircuitBreaker({ openMs: 1_000, openBackoff: { maxMs: 500 } }), RangeError, /openBackoff\.maxMs.*500/],
-  ['cb openBackoff factor below 1', () => new CircuitBreaker({ openBackoff: { factor: 0.5, maxMs: 60_000 } }), RangeError, /openBackoff\.factor.*0\.5/],
+  ['cb openBackoff multiplier below 1', () => new CircuitBreaker({ openBackoff: { multiplier: 0.5, maxMs: 60_000 } }), RangeError, /openBackoff\.multiplier.*0\.5/],
+  ['cb openBackoff unknown key', () => new CircuitBreaker({ openBackoff: { maxMs: 60_000, jitter: 'full' } as never }), TypeError, /openBackoff\.jitter is not an option; the options are multiplier, maxMs/],
+  // Old spellings: refused with the name they were renamed to (conventions: one window shape, one backoff shape).
+  ['cb openBackoff.factor renamed', () => new CircuitBreaker({ openBackoff: { factor: 2, maxMs: 60_000 } } as never), TypeError, /^CircuitBreaker: openBackoff\.factor was renamed to openBackoff\.multiplier$/],
+  ['cb window.calls renamed', () => new CircuitBreaker({ window: { calls: 10 } } as never), TypeError, /^CircuitBreaker: window\.calls was renamed to windowCalls$/],
+  ['cb window.windowMs renamed', () => new CircuitBreaker({ window: { windowMs: 1_000, buckets: 10 } } as never), TypeError, /^CircuitBreaker: window\.windowMs was renamed to windowMs$/],
+  ['cb window renamed', () => new CircuitBreaker({ window: 60_000 } as never), TypeError, /CircuitBreaker: window was renamed to windowMs and buckets \(or windowCalls/],
   ['cb clock not a clock', () => new CircuitBreaker({ clock: 'now' as never }), TypeError, /clock.*"now"/],
   // BreakerGroup
   ['group factory not a function', () => new BreakerGroup({ factory: {} as never }), TypeError, /factory/],
@@ -81,7 +85,8 @@ describe('breaker option validation', () => {
     new SreBreaker({ k: 1, protection: 0, buckets: 1 });
     new CircuitBreaker();
     new CircuitBreaker({ failureRate: 1, slowCallRate: 1, slowCallMs: Infinity, probeTimeoutMs: Infinity, halfOpenCalls: 1, minimumCalls: 1 });
-    new CircuitBreaker({ window: { calls: 1 }, minimumCalls: 1, openBackoff: { maxMs: 30_000 } });
+    new CircuitBreaker({ windowCalls: 1, minimumCalls: 1, openBackoff: { maxMs: 30_000 } });
+    new CircuitBreaker({ windowMs: 1_000, buckets: 1, openBackoff: { multiplier: 1, maxMs: 30_000 } });
     new BreakerGroup({ exclude: (name) => name.startsWith('internal/') });
   });
 });

@@ -20,10 +20,11 @@ import type { AdmissionToken } from '../core/admission.js';
 import type { ClosedError, BreakerOpenError } from '../core/errors.js';
 import { neverAborted, type Task } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
-import { clockOption, finite, fn as fnOption, integer, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
+import { clockOption } from '../core/validate.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { ThrottleWindow } from '../core/throttle-window.js';
-import { breakerRejectChannel } from '../core/diagnostics.js';
+import { breakerRejectChannel, breakerStateChannel } from '../core/diagnostics.js';
+import type { Isolatable, Reconfigurable } from '../core/reconfigurable.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import { describeBreaker } from './breaker-metrics.js';
 import type { Breaker, BreakerExecuteOptions, BreakerFleetOptions, FleetLink, FleetMember, SreBreakerOptions, SreBreakerStats } from './types.js';
@@ -32,32 +33,22 @@ import { FailureReasons } from './failure-reasons.js';
 import { GROUP_PLACED, GROUP_USED } from './group-slots.js';
 import { primeAdmit } from './prime-admit.js';
 import { RejectionCache } from './rejection-cache.js';
+import { isolatedEvent, isolateReason } from './isolation.js';
+import { plainSreOptions, readSreOptions, reconfiguredSreOptions, sreBreakerDefaults, type ValidSreOptions } from './sre-options.js';
 
-/** The keys of SreBreakerOptions, all of them: any other is refused (see `options`). */
-const SRE_BREAKER_KEYS = {
-  name: true, windowMs: true, buckets: true, k: true, protection: true, forcePassMs: true, countRejections: true,
-  clock: true, fleet: true, random: true,
-} as const satisfies OptionKeys<SreBreakerOptions>;
+export { sreBreakerDefaults };
 
 /** The floor w falls to as buckets keep failing (go-zero `minK`). */
 const MIN_K = 1.1;
 
-/** Defaults for SreBreakerOptions. */
-export const sreBreakerDefaults = Object.freeze({
-  name: 'sre',
-  windowMs: 10_000,
-  buckets: 40,
-  k: 1.5,
-  protection: 5,
-  forcePassMs: 1_000,
-  countRejections: false,
-});
-
 /** Whether `admit()` was warmed up in this process (see primeAdmit). */
 let primed = false;
 
+/** The options a running breaker holds in fields of its own: written by the constructor and by reconfigure only. */
+type Writable = { -readonly [K in 'windowMs' | 'k' | 'protection' | 'forcePassMs']: number } & { countRejections: boolean };
+
 /** SreBreaker drops calls with a probability that follows the dependency's recent failure share. */
-export class SreBreaker implements Breaker, FleetMember {
+export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreakerOptions>, Isolatable {
   /**
    * Where a BreakerGroup marks its use of this breaker: declared first, so that it sits in the object's
    * first cache line, which a caller reading the breaker loads anyway. @internal
@@ -71,10 +62,21 @@ export class SreBreaker implements Breaker, FleetMember {
   readonly protection: number;
   readonly forcePassMs: number;
   readonly countRejections: boolean;
-  private readonly minK: number;
+  private minK: number;
   private readonly clock: Clock;
   private readonly random: () => number;
-  private readonly window: ThrottleWindow;
+  private window: ThrottleWindow;
+  /** The options it runs now, checked (what `options()` answers and `reconfigure` lays a change over). */
+  private current: ValidSreOptions;
+  /**
+   * Whether nothing but the window can make it drop a call: no fleet pool, no isolation. The success
+   * path reads this one field for both, so an isolation swaps state rather than adding a check.
+   */
+  private calm = true;
+  /** The reason given to isolate() (while isolated). */
+  private isolatedWhy: string | undefined = undefined;
+  /** The fleet option it joined with (reconfigure refuses another). */
+  private fleetOption: BreakerFleetOptions | undefined = undefined;
   private readonly reasons = new FailureReasons();
   private lastPass = -Infinity;
   private closed = false;
@@ -90,29 +92,29 @@ export class SreBreaker implements Breaker, FleetMember {
   private ignored = 0;
 
   constructor(options?: SreBreakerOptions) {
-    const o = optionsObject('SreBreaker', options, SRE_BREAKER_KEYS);
-    const d = sreBreakerDefaults;
-    const name = o.name ?? d.name;
-    if (typeof name !== 'string') throw new TypeError(`SreBreaker: name must be a string, got ${showValue(name)}`);
+    const o = readSreOptions(options);
+    this.current = o;
+    const name = o.name;
     this.name = name;
-    this.windowMs = positive('SreBreaker', 'windowMs', o.windowMs ?? d.windowMs);
-    const buckets = integer('SreBreaker', 'buckets', o.buckets ?? d.buckets, 1, 10_000);
-    this.k = finite('SreBreaker', 'k', o.k ?? d.k, 1, 1e6);
-    this.protection = finite('SreBreaker', 'protection', o.protection ?? d.protection, 0, 1e9);
-    this.forcePassMs = positive('SreBreaker', 'forcePassMs', o.forcePassMs ?? d.forcePassMs);
-    const countRejections = o.countRejections ?? d.countRejections;
-    if (typeof countRejections !== 'boolean') throw new TypeError(`SreBreaker: countRejections must be a boolean, got ${showValue(countRejections)}`);
-    this.countRejections = countRejections;
+    this.windowMs = o.windowMs;
+    this.k = o.k;
+    this.protection = o.protection;
+    this.forcePassMs = o.forcePassMs;
+    this.countRejections = o.countRejections;
     this.clock = clockOption('SreBreaker', o.clock, getDefaultCoarseClock());
-    this.random = o.random === undefined ? Math.random : fnOption('SreBreaker', 'random', o.random);
+    this.random = o.random ?? Math.random;
     this.minK = Math.min(MIN_K, this.k);
-    this.window = new ThrottleWindow(this.windowMs, buckets, this.clock.now());
-    this.rejections = new RejectionCache(name, () => `breaker "${name}" is dropping calls to a failing dependency${this.reasons.suffix()}`);
+    this.window = new ThrottleWindow(this.windowMs, o.buckets, this.clock.now());
+    this.rejections = new RejectionCache(name, () =>
+      this.isolatedWhy !== undefined
+        ? `breaker "${name}" is isolated (every call dropped until reset): ${this.isolatedWhy}${this.reasons.suffix()}`
+        : `breaker "${name}" is dropping calls to a failing dependency${this.reasons.suffix()}`,
+    );
     if (!primed) {
       primed = true;
       primeAdmit((clock) => new SreBreaker({ clock }));
     }
-    if (o.fleet !== undefined) this.joinFleet(o.fleet);
+    if (options?.fleet !== undefined) this.joinFleet(options.fleet);
   }
 
   /** The failure share at which the drop formula starts dropping (1 − 1/k): a failing reporter for the fleet. */
@@ -139,6 +141,92 @@ export class SreBreaker implements Breaker, FleetMember {
     }
     if (this.fleetLink !== undefined) throw new TypeError(`SreBreaker: breaker "${this.name}" already joined a fleet`);
     this.fleetLink = fleet.store.join(this, fleet);
+    this.fleetOption = fleet;
+  }
+
+  /** options answers the options the breaker runs now that `reconfigure` can change, as fresh plain data. */
+  options(): Partial<SreBreakerOptions> {
+    return plainSreOptions(this.current);
+  }
+
+  /**
+   * reconfigure lays `partial` over the options the breaker runs now, checks the result as the
+   * constructor does (same messages; a key given as undefined returns to its default) and applies all
+   * of it, or throws and changes nothing. `name`, `clock`, `random` and `fleet` cannot change on a
+   * running breaker (a TypeError says so). What it keeps: an isolation, the fleet's pool, the counters
+   * of `stats()` and the failure reasons; the window keeps its counts unless its shape changes
+   * (`windowMs`, `buckets`): then a fresh, empty window starts (it drops nothing until failures come
+   * back). A new `k`, `protection`, `forcePassMs` or `countRejections` applies from the next call.
+   */
+  reconfigure(partial: Partial<SreBreakerOptions>): void {
+    const o = reconfiguredSreOptions(this.current, partial, this.fleetOption);
+    if (this.closed) return;
+    const prev = this.current;
+    this.current = o;
+    const self = this as Writable;
+    self.windowMs = o.windowMs;
+    self.k = o.k;
+    self.protection = o.protection;
+    self.forcePassMs = o.forcePassMs;
+    self.countRejections = o.countRejections;
+    this.minK = Math.min(MIN_K, o.k);
+    if (o.windowMs !== prev.windowMs || o.buckets !== prev.buckets) {
+      const w = new ThrottleWindow(o.windowMs, o.buckets, this.clock.now());
+      w.carryTotals(this.window);
+      this.window = w;
+    }
+    this.rejections.clear();
+  }
+
+  /** isolated is true while an operator holds the breaker open with `isolate()`. */
+  get isolated(): boolean {
+    return this.isolatedWhy !== undefined;
+  }
+
+  /**
+   * heldOpen is true while the breaker drops every call by force (isolated by an operator, or closed)
+   * rather than on evidence: ResilientClient's cap and panic rule never put such an instance back in rotation.
+   */
+  get heldOpen(): boolean {
+    return this.isolatedWhy !== undefined || this.closed;
+  }
+
+  /**
+   * isolate makes the breaker drop every call until `reset()` (an operator's switch), whatever its
+   * window or its fleet's pool say; the force-pass rule does not apply. `reason` (defaults to 'isolated
+   * by an operator') is shown in `stats().isolatedReason`, the `breaker_isolated` metric, the status
+   * snapshot, the rejection's message and the diagnostics events (`bulwark:breaker:state` closed → open,
+   * `bulwark:breaker:reject`). Isolating an isolated breaker again replaces the reason.
+   */
+  isolate(reason?: string): void {
+    const why = isolateReason('SreBreaker', reason);
+    if (this.closed) return;
+    const was = this.isolatedWhy;
+    this.isolatedWhy = why;
+    this.calm = false;
+    this.rejections.clear();
+    if (was === undefined && breakerStateChannel.hasSubscribers) {
+      breakerStateChannel.publish({ breaker: this.name, from: 'closed', to: 'open', reason: isolatedEvent(why), at: this.clock.now() });
+    }
+  }
+
+  /**
+   * reset ends an isolation and empties the window (nothing is dropped until failures come back); the
+   * counters of `stats()` stay. It clears local state only: a fleet's pool stays in the drop formula
+   * until the fleet's next report.
+   */
+  reset(): void {
+    if (this.closed) return;
+    const was = this.isolatedWhy;
+    const now = this.clock.now();
+    this.isolatedWhy = undefined;
+    this.calm = this.poolRequests === 0;
+    this.lastPass = -Infinity;
+    this.window.reset(now);
+    this.rejections.clear();
+    if (was !== undefined && breakerStateChannel.hasSubscribers) {
+      breakerStateChannel.publish({ breaker: this.name, from: 'open', to: 'closed', reason: 'reset', at: now });
+    }
   }
 
   /**
@@ -151,6 +239,7 @@ export class SreBreaker implements Breaker, FleetMember {
     this.fleetLink = undefined;
     this.poolRequests = 0;
     this.poolAccepts = 0;
+    this.calm = this.isolatedWhy === undefined;
     await link.close();
   }
 
@@ -165,6 +254,7 @@ export class SreBreaker implements Breaker, FleetMember {
   fleetPool(pool: { requests: number; accepts: number } | undefined): void {
     this.poolRequests = pool?.requests ?? 0;
     this.poolAccepts = pool?.accepts ?? 0;
+    this.calm = this.poolRequests === 0 && this.isolatedWhy === undefined;
     this.rejections.clear();
   }
 
@@ -244,6 +334,7 @@ export class SreBreaker implements Breaker, FleetMember {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.calm = false;
     this.window.seal();
     this.rejections.close();
     await this.fleetLink?.close();
@@ -270,12 +361,14 @@ export class SreBreaker implements Breaker, FleetMember {
       successes: w.successes,
       failures: w.failures,
       drops: w.drops,
-      dropRatio: Math.max(0, this.dropRatio()),
+      dropRatio: this.isolatedWhy !== undefined ? 1 : Math.max(0, this.dropRatio()),
       failingBuckets: w.failingBuckets(),
       successfulCalls: w.successesTotal,
       failedCalls: w.failuresTotal,
       ignoredCalls: this.ignored,
       notPermittedCalls: w.dropsTotal,
+      isolated: this.isolatedWhy !== undefined,
+      isolatedReason: this.isolatedWhy,
       ...(this.fleetLink === undefined ? {} : { fleet: this.fleetLink.stats() }),
     };
   }
@@ -325,13 +418,13 @@ export class SreBreaker implements Breaker, FleetMember {
 
   /**
    * admits decides one call. Without failures or drops in the window (even before aging it) the drop
-   * ratio cannot be positive, since w ≥ 1: a healthy dependency's calls are admitted on two field
-   * reads, with no clock read and no window update (execute's success path is otherwise just the
+   * ratio cannot be positive, since w ≥ 1, unless the fleet's pool or an isolation says otherwise
+   * (`calm` false): a healthy dependency's calls are admitted on three field reads, with no clock read and no window update (execute's success path is otherwise just the
    * one promise reaction).
    */
   private admits(): boolean {
     const w = this.window;
-    if (w.failures === 0 && w.drops === 0 && this.poolRequests === 0) return true;
+    if (w.failures === 0 && w.drops === 0 && this.calm) return true;
     return this.accept(this.clock.now());
   }
 
@@ -340,11 +433,19 @@ export class SreBreaker implements Breaker, FleetMember {
     if (this.closed) return false;
     const w = this.window;
     w.advance(now);
+    if (this.isolatedWhy !== undefined) return this.dropIsolated(now);
     const accepts = w.successes + this.poolAccepts;
     const total = accepts + w.failures + (this.countRejections ? w.drops : 0) + this.poolRequests - this.poolAccepts;
     // Fast exit: even the smallest weight drops nothing (always the case without failures).
     if (total - this.protection - this.minK * accepts <= 0) return true;
     return this.acceptUnderPressure(now);
+  }
+
+  /** dropIsolated drops a call while an operator isolates the breaker. */
+  private dropIsolated(now: number): false {
+    this.window.addDrop(now);
+    if (breakerRejectChannel.hasSubscribers) breakerRejectChannel.publish({ breaker: this.name, kind: 'SreBreaker', state: 'dropping', isolatedReason: this.isolatedWhy });
+    return false;
   }
 
   /** acceptUnderPressure decides a call when failures may make the breaker drop it. */

@@ -94,21 +94,18 @@ export interface SreBreakerStats {
   failedCalls: number;
   ignoredCalls: number;
   notPermittedCalls: number;
+  /** Whether an operator isolated the breaker (every call dropped until `reset()`). */
+  isolated: boolean;
+  /** The reason given to `isolate(reason)` while isolated; undefined otherwise. */
+  isolatedReason: string | undefined;
   /** The fleet view of a fleet-aware breaker; undefined without `fleet`. */
   fleet?: FleetViewStats;
 }
 
-/**
- * CircuitWindow is what the failure and slow-call rates are computed over: the calls of the last
- * `windowMs` milliseconds kept in `buckets` buckets (`{ windowMs, buckets }`, the window shape every
- * module uses), or the last `calls` calls however long ago (`{ calls }`).
- */
-export type CircuitWindow = WindowOptions | { calls: number };
-
 /** OpenBackoff makes each consecutive trip (a failed half-open) stay open longer, up to a cap. */
 export interface OpenBackoff {
-  /** Multiplier applied to the open period on each consecutive trip (> 1). Defaults to 2. */
-  factor?: number;
+  /** Multiplier applied to the open period on each consecutive trip (≥ 1; core's Backoff calls it the same). Defaults to 2. */
+  multiplier?: number;
   /** The longest open period in milliseconds (≥ openMs). */
   maxMs: number;
 }
@@ -125,8 +122,18 @@ export interface CircuitBreakerOptions {
   slowCallMs?: number;
   /** Calls the window must hold before either rate can trip the breaker (≥ 1). Defaults to 10. */
   minimumCalls?: number;
-  /** The window the rates are computed over. Defaults to `{ windowMs: 60_000, buckets: 10 }`. */
-  window?: CircuitWindow;
+  /**
+   * Length in milliseconds of the window the rates are computed over (the calls of the last `windowMs`,
+   * kept in `buckets` buckets: the window shape of every module). Defaults to 60 000.
+   */
+  windowMs?: number;
+  /** Number of buckets the time window is made of (≥ 1). Defaults to 10. */
+  buckets?: number;
+  /**
+   * Computes the rates over the last `windowCalls` calls however long ago instead (a count window;
+   * excludes `windowMs` and `buckets`). Defaults to none: the time window.
+   */
+  windowCalls?: number;
   /** How long the breaker stays open before probing, in milliseconds. Defaults to 30 000. */
   openMs?: number;
   /** Growth of the open period over consecutive trips. Defaults to none (always `openMs`). */
@@ -245,6 +252,8 @@ export interface CircuitBreakerStats {
   trips: number;
   /** Whether an operator isolated the breaker (forced open until `reset()`). */
   isolated: boolean;
+  /** The reason given to `isolate(reason)` while isolated; undefined otherwise. */
+  isolatedReason: string | undefined;
   /** Probes in flight and probes succeeded (half-open state). */
   probesInFlight: number;
   probeSuccesses: number;

@@ -80,13 +80,16 @@ export interface InstanceRef {
   readonly address: string;
 }
 
-/** BreakerStateMessage (`bulwark:breaker:state`): a CircuitBreaker moved `from` → `to`. */
+/**
+ * BreakerStateMessage (`bulwark:breaker:state`): a CircuitBreaker moved `from` → `to`; an SreBreaker
+ * publishes one when an operator isolates it (closed → open) and resets it (open → closed).
+ */
 export interface BreakerStateMessage {
   /** The breaker's name (its `name` option). */
   readonly breaker: string;
   readonly from: 'closed' | 'open' | 'half-open';
   readonly to: 'closed' | 'open' | 'half-open';
-  /** Why, in words (`failure rate 60% ≥ 50% over 10 calls`, `isolated by an operator`, `reset`). */
+  /** Why, in words (`failure rate 60% ≥ 50% over 10 calls`, `isolated by an operator: <its reason>`, `reset`). */
   readonly reason: string;
   /** The breaker's clock reading at the change. */
   readonly at: number;
@@ -100,6 +103,8 @@ export interface BreakerRejectMessage {
   readonly kind: 'CircuitBreaker' | 'SreBreaker';
   /** The CircuitBreaker's state (`open`, or `half-open` with every probe taken); `dropping` for an SreBreaker. */
   readonly state: 'open' | 'half-open' | 'dropping';
+  /** The operator's reason while the breaker is isolated (`isolate(reason)`); absent otherwise. */
+  readonly isolatedReason?: string;
 }
 
 /** LimiterKind names the limiter classes that publish refusals. */

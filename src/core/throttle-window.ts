@@ -58,6 +58,13 @@ export class ThrottleWindow extends BucketRing {
     return this.successesAged + this.successes;
   }
 
+  /** carryTotals takes over the since-made totals of the window this one replaces (a breaker's window changed shape). */
+  carryTotals(from: ThrottleWindow): void {
+    this.successesAged = from.successesTotal;
+    this.failuresTotal = from.failuresTotal;
+    this.dropsTotal = from.dropsTotal;
+  }
+
   /** failingBuckets is the run of failing buckets up to the newest (call after `advance`). */
   failingBuckets(): number {
     const base = this.head * CHANNELS;

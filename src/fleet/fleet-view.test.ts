@@ -20,7 +20,7 @@ function fleetOf(n: number, o: { halfOpenCalls?: number; quorum?: number; minimu
         name: 'payments',
         clock,
         minimumCalls: o.minimumCalls ?? 6,
-        window: { calls: 50 },
+        windowCalls: 50,
         openMs: 1_000,
         halfOpenCalls: o.halfOpenCalls ?? 2,
         fleet: { store, publishMs: 100, ttlMs: 3_000, ...(o.quorum === undefined ? {} : { quorum: o.quorum }) },

@@ -45,6 +45,7 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
     await group.execute('peer-1', () => 1);
     await circuits.execute('peer-1', () => 1);
     await circuit.execute(() => Promise.reject(new Error('x'))).catch(() => {});
+    circuits.get('drained')!.isolate('operator drill'); // an isolated member: breaker_isolated has a sample
     balancer.release(balancer.pick());
     await sayHello(greeterClient, { name: 'metrics' });
   };

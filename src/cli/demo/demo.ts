@@ -69,7 +69,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const breakers = new BreakerGroup({
     factory: (name) =>
       name.includes('/')
-        ? new CircuitBreaker({ name, failureRate: 0.25, minimumCalls: 20, window: { windowMs: 5_000, buckets: 10 }, openMs: 2_000, halfOpenCalls: 3 })
+        ? new CircuitBreaker({ name, failureRate: 0.25, minimumCalls: 20, windowMs: 5_000, buckets: 10, openMs: 2_000, halfOpenCalls: 3 })
         : new SreBreaker({ name }),
   });
   const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 3_000 } } });
