@@ -34,10 +34,19 @@ const builders: Readonly<Record<OptionsRuleKind, (set: Set, clock: ManualClock) 
   timeout: async (set, clock) => new (await import('../policy/timeout.js')).Timeout({ clock, ...set } as never),
   retry: async (set, clock) => new (await import('../policy/retry.js')).Retry({ clock, ...set } as never),
   'retry-budget': async (set, clock) => new (await import('../policy/retry-budget.js')).RetryBudget({ clock, ...set } as never),
+  // A client's rule sets one service's live options: checked by reconfigureService, which refuses the
+  // options fixed at construction with the message a running client gives.
   client: async (set, clock) => {
     const { ResilientClient } = await import('../client/resilient-client.js');
     const { MemoryRegistry } = await import('../registry/memory-registry.js');
-    return new ResilientClient({ registry: new MemoryRegistry(), clock, ...set } as never);
+    const client = new ResilientClient({ registry: new MemoryRegistry(), clock });
+    try {
+      client.reconfigureService('check', set as never);
+    } catch (err) {
+      await client.close();
+      throw err;
+    }
+    return client;
   },
 };
 
@@ -75,17 +84,11 @@ export async function checkRuleOptions(rule: Rule): Promise<void> {
   await (made as { close?: () => unknown }).close?.();
 }
 
-/**
- * checkFault validates fault options with FaultInjector's constructor (bulwark/policy) when this build
- * has it; found by name because the fault injector and this module are written in parallel.
- */
+/** checkFault validates fault options with FaultInjector's constructor (bulwark/policy). */
 async function checkFault(fault: Record<string, unknown>, key: string): Promise<void> {
-  const policy: Record<string, unknown> = await import('../policy/index.js');
-  const Injector = policy.FaultInjector;
-  if (typeof Injector !== 'function') return;
+  const { FaultInjector } = await import('../policy/fault.js');
   try {
-    const made: unknown = Reflect.construct(Injector, [fault]);
-    await (made as { close?: () => unknown }).close?.();
+    await new FaultInjector(fault as never).close();
   } catch (err) {
     if (!(err instanceof TypeError || err instanceof RangeError)) throw err;
     throw new RuleInvalidError(err.message, { key, field: fieldOf(err.message) === undefined ? 'fault' : `fault.${fieldOf(err.message)}`, cause: err });

@@ -9,7 +9,10 @@ import { diagnosticsChannels, type RulesRefusedMessage } from '../core/diagnosti
 import { TokenLimiter, type TokenLimiterOptions } from '../limit/token-limiter.js';
 import { BreakerGroup } from '../breaker/breaker-group.js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import { ResilientClient } from '../client/resilient-client.js';
+import { MemoryRegistry } from '../registry/memory-registry.js';
 import { MemoryRuleStore } from './memory-rule-store.js';
+import { checkRule } from './check-rule.js';
 import { Rules } from './rules.js';
 import type { RuleChange, RuleListing, RuleStore } from './types.js';
 
@@ -328,6 +331,38 @@ describe('Rules: weights and faults', () => {
     assert.ok(c.faults.get('payments') !== undefined);
     clock.advance(1);
     assert.equal(c.faults.get('payments'), undefined);
+  });
+});
+
+describe('Rules: a ResilientClient', () => {
+  it('bound as client under a service name: its rules set that service’s live options, deleting them returns to the built ones', async () => {
+    const { store, rules, put, clock } = await setup();
+    const client = new ResilientClient({ registry: new MemoryRegistry(), clock, timeoutMs: 1_000 });
+    try {
+      const built = client.serviceOptions('payments');
+      rules.bind('client', 'payments', client);
+      await put('orders/client/payments', { set: { timeoutMs: 250, bulkhead: { maxConcurrent: 4 } } });
+      assert.equal(client.serviceOptions('payments').timeoutMs, 250);
+      assert.equal(client.serviceOptions('payments').bulkhead.maxConcurrent, 4);
+      assert.equal(client.serviceOptions('other').timeoutMs, 1_000, 'only the named service');
+      await put('orders@i-1/client/payments', { set: { timeoutMs: 100 } });
+      assert.equal(client.serviceOptions('payments').timeoutMs, 100);
+      await put('orders/client/payments', { set: { registry: 'x' } });
+      assert.match(rules.status()[0]!.refused[0]!.message, /registry cannot change on a running client/);
+      assert.equal(client.serviceOptions('payments').timeoutMs, 100, 'the last good settings');
+      await store.remove('orders@i-1/client/payments');
+      await store.remove('orders/client/payments');
+      assert.equal(client.serviceOptions('payments').timeoutMs, 1_000);
+      assert.deepEqual(client.serviceOptions('payments'), built);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('checks a client rule offline as a running client does: live options only, with its message', async () => {
+    await checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { maxAttempts: 2 } }));
+    await assert.rejects(checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { maxServices: 3 } })), /maxServices cannot change on a running client/);
+    await assert.rejects(checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { timeoutMs: -1 } })), /ResilientClient: timeoutMs/);
   });
 });
 

@@ -37,6 +37,41 @@ import { parseRule } from './parse-rule.js';
 import { scopeOf } from './rule-key.js';
 import type { OptionsRuleKind, Rule, RuleBindingStatus, RuleChange, RuleKind, RuleRecord, RuleRefusal, RuleStore, RuleWatch } from './types.js';
 
+/** A ResilientClient as the binder sees it: one service's live options, and its weights and faults. */
+interface ServiceOptionsTarget {
+  serviceOptions(service: string): object;
+  reconfigureService(service: string, partial: object): void;
+  setWeights?(service: string, overrides: Record<string, number> | undefined): void;
+  setFault?(service: string, fault: Record<string, unknown> | undefined): void;
+}
+
+/** The per-service targets made of each client, kept as long as the client is (the binder holds its targets weakly). */
+const serviceTargets = new WeakMap<object, Map<string, RuleTarget>>();
+
+/**
+ * serviceTarget answers what a `client` binding of `service` drives: a ResilientClient's
+ * `serviceOptions(service)` / `reconfigureService(service, …)` as `options()` / `reconfigure(…)`, beside its
+ * weights and faults; a component that is reconfigurable itself is bound as it is.
+ */
+function serviceTarget(component: RuleTarget, service: string): RuleTarget {
+  const c = component as Partial<ServiceOptionsTarget> & RuleTarget;
+  if (typeof c.reconfigure === 'function' || typeof c.reconfigureService !== 'function' || typeof c.serviceOptions !== 'function') return component;
+  let byService = serviceTargets.get(c);
+  if (byService === undefined) serviceTargets.set(c, (byService = new Map()));
+  let target = byService.get(service);
+  if (target === undefined) {
+    const client = c as ServiceOptionsTarget;
+    target = {
+      options: () => client.serviceOptions(service),
+      reconfigure: (partial: object) => client.reconfigureService(service, partial),
+      ...(typeof client.setWeights === 'function' ? { setWeights: (s: string, w: Record<string, number> | undefined) => client.setWeights!(s, w) } : {}),
+      ...(typeof client.setFault === 'function' ? { setFault: (s: unknown, f?: Record<string, unknown>) => client.setFault!(s as string, f) } : {}),
+    };
+    byService.set(service, target);
+  }
+  return target;
+}
+
 /** BindKind is what a component is bound as: an options kind, or `http-guard` (fault rules only). */
 export type BindKind = OptionsRuleKind | 'http-guard';
 
@@ -193,6 +228,7 @@ export class Rules {
    */
   bind(kind: BindKind, name: string, component: RuleTarget): Disposer {
     if (this.closed) throw new ClosedError('Rules is closed');
+    if (kind === 'client') component = serviceTarget(component, name);
     if (kind !== 'http-guard' && !OPTIONS_KINDS.has(kind)) throw new TypeError(`Rules.bind: kind must be one of ${[...OPTIONS_KINDS, 'http-guard'].join(', ')}, got ${showValue(kind)}`);
     if (typeof name !== 'string' || name === '') throw new TypeError(`Rules.bind: name must be a non-empty string, got ${showValue(name)}`);
     if (component === null || typeof component !== 'object') throw new TypeError(`Rules.bind: component must be an object, got ${showValue(component)}`);
