@@ -97,6 +97,60 @@ describe('bulwark policy', () => {
     assert.ok(d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!.picks > picksBefore);
   });
 
+  it('three of four instances failing: their breakers open, but no more than the cap (50 %) leave rotation, and calls keep flowing', async () => {
+    const failing = () => ({ fail: status.INTERNAL });
+    const { cache } = await fleet({ a: () => ({}), b: failing, c: failing, d: failing });
+    // Round robin, no retries or outlier detection: what leaves rotation is the breakers' doing alone; the
+    // open period outlasts the test.
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', outlier: false, retry: false, instanceBreaker: { openMs: 120_000, minimumCalls: 5, failureRate: 0.5 } });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    const view = () => d.stats().balancers[0]!.instances;
+    await waitFor('four connected', async () => {
+      await sayHello(client, { name: 'w' }).catch(() => undefined);
+      return view().filter((i) => i.connectivity === 'READY').length === 4;
+    });
+    // Each failing instance's breaker opens on its own evidence, the one kept in rotation by the cap included.
+    await waitFor('the breakers of b, c and d open', async () => {
+      await sayHello(client, { name: 'x' }).catch(() => undefined);
+      return view().filter((i) => i.breaker === 'open').length === 3;
+    }, 20_000);
+    const before = new Map(view().map((i) => [i.id, i.picks]));
+    const records = await startLoad(client, { workers: 2, maxMs: 10_000, maxCalls: 200 }).done;
+    const picks = view().map((i) => [i.id, i.picks - before.get(i.id)!] as const);
+    const total = picks.reduce((n, [, k]) => n + k, 0);
+    const shares = Object.fromEntries(picks.map(([id, k]) => [id, Number((k / total).toFixed(3))]));
+    console.log(`three of four failing, after their breakers opened: shares of ${total} attempts ${JSON.stringify(shares)}`);
+    assert.ok(records.length >= 20, `only ${records.length} calls finished`);
+    const outOfRotation = picks.filter(([, k]) => k === 0).map(([id]) => id);
+    assert.ok(outOfRotation.length <= 2, `${outOfRotation.join(', ')} got no attempt: more than the cap of 2 of 4 out of rotation`);
+    const bypassed = picks.filter(([id, k]) => id !== 'a' && k > 0);
+    assert.equal(bypassed.length, 1, `one failing instance stays in rotation through its open breaker: ${JSON.stringify(shares)}`);
+    assert.ok(shares[bypassed[0]![0]]! > 0.3 && shares.a! > 0.3, `round robin shares the two in rotation: ${JSON.stringify(shares)}`);
+    assert.equal(view().find((i) => i.id === bypassed[0]![0])!.breaker, 'open', 'calls let past the open breaker do not move it');
+    assert.deepEqual(view().map((i) => [i.id, i.inRotation]).sort(), [['a', true], ...['b', 'c', 'd'].map((id) => [id, id === bypassed[0]![0]])].sort());
+  });
+
+  it('panic: with two of four breakers open and panicThreshold 0.75, calls go to all four, through the open breakers', async () => {
+    const failing = () => ({ fail: status.INTERNAL });
+    const { cache } = await fleet({ a: () => ({}), b: () => ({}), c: failing, d: failing });
+    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', outlier: false, retry: false, panicThreshold: 0.75, instanceBreaker: { openMs: 120_000, minimumCalls: 5, failureRate: 0.5 } });
+    after(() => d.close());
+    const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
+    after(() => client.close());
+    const view = () => d.stats().balancers[0]!.instances;
+    await waitFor('the breakers of c and d open', async () => {
+      await sayHello(client, { name: 'x' }).catch(() => undefined);
+      return view().filter((i) => i.breaker === 'open').length === 2;
+    }, 20_000);
+    const before = new Map(view().map((i) => [i.id, i.picks]));
+    await startLoad(client, { workers: 2, maxMs: 10_000, maxCalls: 80 }).done;
+    const picks = Object.fromEntries(view().map((i) => [i.id, i.picks - before.get(i.id)!]));
+    assert.ok(Object.values(picks).every((k) => k > 0), `2 of 4 left is under 75 %: every instance is called, got ${JSON.stringify(picks)}`);
+    assert.deepEqual(view().map((i) => [i.id, i.breaker, i.inRotation]).sort(), [['a', 'closed', true], ['b', 'closed', true], ['c', 'open', true], ['d', 'open', true]]);
+  });
+
   it('outlier detection: consecutive failed attempts eject an instance for its ejection time, then it gets calls again', async () => {
     let broken = true;
     const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.INTERNAL } : {}) });
@@ -237,6 +291,7 @@ describe('bulwark policy', () => {
     assert.throws(() => new GrpcDiscovery({ registry, strategy: 'nope' as never }), RangeError);
     assert.throws(() => new GrpcDiscovery({ registry, hashHeader: '' }), /hashHeader/);
     assert.throws(() => new GrpcDiscovery({ registry, failureCodes: [99] }), /failureCodes/);
+    assert.throws(() => new GrpcDiscovery({ registry, panicThreshold: 2 }), /GrpcDiscovery: panicThreshold/);
     assert.throws(() => new GrpcDiscovery({ registry, retry: 3 as never }), /GrpcDiscovery: retry/);
     assert.throws(() => new GrpcDiscovery({ registry, outlier: { consecutiveFailures: 0 } }), /consecutiveFailures/);
     assert.throws(() => new GrpcDiscovery({ registry, retry: { maxAttempts: 9 } }), /maxAttempts/);

@@ -23,6 +23,11 @@ export interface GrpcInstanceStats {
   /** true while outlier detection has it ejected (consecutive failed attempts). */
   ejected: boolean;
   breaker: BreakerState | 'none';
+  /**
+   * true while picks go to it: READY and not held out — ejected instances and breakers not closed are
+   * out only within the cap (`maxEjectionPercent`) and outside panic, NOT_SERVING ones unless none else is.
+   */
+  inRotation: boolean;
   inFlight: number;
   /** Attempts started on it. */
   picks: number;
@@ -41,6 +46,8 @@ export interface DiscoveryBinding {
   readonly isFailure: (code: number) => boolean;
   readonly retry: RetryConfig | undefined;
   readonly outlier: OutlierOptions | false;
+  /** Below this share of instances left in rotation after the cap, all but the forced are picked from (panic). */
+  readonly panicThreshold: number;
   newPicker(): Picker;
   instance(service: string, address: string): ServiceInstance | undefined;
   addBalancer(b: { stats(): { service: string; instances: GrpcInstanceStats[] } }): Disposer;

@@ -22,7 +22,8 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { ClosedError } from '../core/errors.js';
 import type { Disposer } from '../core/events.js';
 import type { Follower } from '../core/follower.js';
-import { clockOption, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, fn, options as checkOptions, type OptionKeys } from '../core/validate.js';
+import { balancerDefaults } from '../balancer/balancer.js';
 import { createPicker, type StrategyOption } from '../balancer/strategies.js';
 import type { Picker } from '../balancer/types.js';
 import { followService } from '../registry/follow.js';
@@ -51,7 +52,7 @@ import { bind, bindingOf, unbind, type DiscoveryBinding, type GrpcInstanceStats 
 /** The keys of GrpcDiscoveryOptions, all of them: any other is refused (see `options`). */
 const GRPC_DISCOVERY_KEYS = {
   registry: true, strategy: true, hashHeader: true, instanceBreaker: true, outlier: true, health: true,
-  credentials: true, retry: true, failureCodes: true, clock: true, random: true,
+  credentials: true, retry: true, failureCodes: true, panicThreshold: true, clock: true, random: true,
 } as const satisfies OptionKeys<GrpcDiscoveryOptions>;
 /** The keys of HealthCheckOptions, all of them: any other is refused (see `options`). */
 const HEALTH_KEYS = { service: true, intervalMs: true, timeoutMs: true, watch: true } as const satisfies OptionKeys<HealthCheckOptions>;
@@ -73,15 +74,27 @@ export interface GrpcDiscoveryOptions {
   strategy?: StrategyOption;
   /** The metadata header whose value keys the ring-hash strategy. Defaults to none. */
   hashHeader?: string;
-  /** Options of the CircuitBreaker kept per instance (an open breaker takes the instance out of rotation), or false for none. Defaults to `{}` (CircuitBreaker's defaults). */
+  /**
+   * Options of the CircuitBreaker kept per instance, or false for none: a breaker not closed takes its
+   * instance out of rotation within the cap and outside panic (see `outlier` and `panicThreshold`); past
+   * them, calls go through the open breaker, counted in its stats. Defaults to `{}` (CircuitBreaker's defaults).
+   */
   instanceBreaker?: CircuitBreakerOptions | false;
   /**
    * Outlier detection per channel over every attempt's outcome (the failure codes below; CANCELLED does
    * not count): `consecutiveFailures` failed attempts in a row eject an instance for its ejection time
-   * (growing with each ejection), never more than `maxEjectionPercent` of the instances; or false for
-   * none. Defaults to `{}` (OutlierDetector's: 5 in a row, 30 s, at most 50 %).
+   * (growing with each ejection); or false for none. Its `maxEjectionPercent` is the cap of every reason
+   * an instance is out, ejected or its breaker open: past it, the instances that went out last stay in
+   * rotation (50 % without outlier detection). Defaults to `{}` (OutlierDetector's: 5 in a row, 30 s, at most 50 %).
    */
   outlier?: OutlierOptions | false;
+  /**
+   * Envoy's panic threshold, as the Balancer's: when, after the cap (the outlier options'
+   * `maxEjectionPercent`, which bounds ejected instances and open instance breakers together), fewer than
+   * this share of a channel's instances would be left in rotation, all of them but those whose breaker
+   * is held open by force are picked from; in [0, 1], 0 never panics. Defaults to 0.5.
+   */
+  panicThreshold?: number;
   /** Active grpc.health.v1 checks of each instance, or false for none. Defaults to `{}` (Watch, falling back to Check every 5 000 ms). */
   health?: HealthCheckOptions | false;
   /** Credentials of the health-check connections. Defaults to insecure. */
@@ -136,6 +149,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
   readonly isFailure: (code: number) => boolean;
   readonly retry: RetryConfig | undefined;
   readonly outlier: OutlierOptions | false;
+  readonly panicThreshold: number;
   private readonly registry: Pick<Registry, 'getService' | 'watch'>;
   private readonly strategy: StrategyOption;
   private readonly feeds = new Map<string, Feed>();
@@ -170,6 +184,7 @@ export class GrpcDiscovery implements DiscoveryBinding {
     }
     this.outlier = o.outlier === false ? false : checkOptions('GrpcDiscovery.outlier', o.outlier);
     new OutlierDetector({ ...this.outlier, clock: this.clock }); // throws on bad options, naming them
+    this.panicThreshold = finite('GrpcDiscovery', 'panicThreshold', o.panicThreshold ?? balancerDefaults.panicThreshold, 0, 1);
     this.retry = o.retry === false ? undefined : new RetryConfig(o.retry, this.clock);
     this.id = `d${++nextId}`;
     registerResolver(SCHEME, BulwarkResolver);

@@ -4,8 +4,17 @@
  *
  * - One grpc-js leaf balancer (pick-first over the endpoint) per instance keeps its connection.
  * - Rotation is the instances whose connection is READY, whose health checks do not say NOT_SERVING,
- *   that outlier detection has not ejected, and whose breaker is not open (while all of them are out,
- *   picks go to all READY ones: better a probably failing call than none, Envoy's panic mode).
+ *   that outlier detection has not ejected, and whose breaker is not open — within one cap and one
+ *   panic rule, the Balancer's (Envoy's `max_ejection_percent` and panic threshold): each channel keeps
+ *   a Balancer over its instances that holds out every ejected instance and every breaker not closed
+ *   (`hold`: 'forced' while the breaker is `heldOpen`, an operator's isolate; else 'breaker'), and the
+ *   policy leaves out only those it answers `isHeldOut`. So no more than the outlier options'
+ *   `maxEjectionPercent` (50 % by default) of the instances are out for these reasons at once: past the
+ *   cap, the ones that went out last stay in rotation, called through their open breaker
+ *   (`admitAnyway`: the outcome is counted in the breaker's stats, `bypassedCalls`, without moving its
+ *   state); and when fewer than `panicThreshold` would be left, all but the forced are. A forced
+ *   breaker is never called past. While every READY instance is out (NOT_SERVING counts here, outside
+ *   the cap), picks go to all of them but the forced: better a probably failing call than none.
  * - The pick is our balancer's strategy (P2C on EWMA latency × in-flight by default; round robin,
  *   smooth weighted, ring hash keyed by `hashHeader`, …). The attempt's start and end feed the picker
  *   (in-flight, latency) and the instance's CircuitBreaker: an instance failing with go-zero's failure
@@ -19,6 +28,8 @@
  */
 import type { ChannelOptions } from '@grpc/grpc-js';
 import { CircuitBreaker } from '../breaker/circuit-breaker.js';
+import type { BreakerState } from '../breaker/types.js';
+import { Balancer } from '../balancer/balancer.js';
 import type { Picker } from '../balancer/types.js';
 import type { ServiceInstance } from '../registry/types.js';
 import type { AdmissionToken } from '../core/admission.js';
@@ -43,6 +54,8 @@ import {
   type TypedLoadBalancingConfig,
 } from './adapter.js';
 import { HealthProber } from './health-prober.js';
+import { refusal } from './status.js';
+import { BreakerOpenError } from '../core/errors.js';
 import { OutlierDetector } from '../balancer/health/outlier.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { AVOID_FAILED_MS, budgetRefusal, PREVIOUS_ATTEMPTS_HEADER } from './retry.js';
@@ -80,7 +93,10 @@ interface Child {
   breaker: CircuitBreaker | undefined;
   health: HealthProber | undefined;
   serving: boolean;
-  open: boolean;
+  /** Its breaker's state, as its last transition said (closed without a breaker). */
+  breakerState: BreakerState;
+  /** What the cap knows it by: `{ id: key }` (an address is stable where the registry's id may arrive later). */
+  readonly capEntry: ServiceInstance;
   /** Ejected by outlier detection (consecutive failed attempts), until its ejection time passes. */
   ejected: boolean;
   picks: number;
@@ -107,6 +123,12 @@ class BulwarkLoadBalancer implements LoadBalancer {
   private disposeOutlier: (() => void) | undefined;
   /** The timer that ends the next ejection. */
   private expiry: TimerHandle | undefined;
+  /**
+   * The cap and panic rule over every reason an instance is out (ejected, breaker not closed): a
+   * Balancer over the children's `capEntry`s, only ever held and asked `isHeldOut` (never picked from
+   * or reported to). Made with the binding.
+   */
+  private capper: Balancer | undefined;
 
   constructor(private readonly parent: ChannelControlHelper) {
     this.helper = childHelper(parent, (_state, _picker, err) => {
@@ -127,6 +149,14 @@ class BulwarkLoadBalancer implements LoadBalancer {
       this.binding = b;
       this.picker = b.newPicker();
       this.disposeStats = b.addBalancer(this);
+      void this.capper?.close();
+      this.capper = new Balancer({
+        instances: [...this.children.values()].map((c) => c.capEntry),
+        clock: b.clock,
+        strategy: 'round-robin',
+        outlier: b.outlier,
+        panicThreshold: b.panicThreshold,
+      });
       this.setOutlier(b);
     }
     this.service = config.service;
@@ -149,11 +179,15 @@ class BulwarkLoadBalancer implements LoadBalancer {
         c.leaf.updateEndpoint(endpoint, options);
         continue;
       }
-      const child: Child = { key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, open: false, ejected: false, picks: 0, failures: 0, inFlight: 0, failedAt: -Infinity };
+      const child: Child = {
+        key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, breakerState: 'closed',
+        capEntry: { id: key, name: config.service, address: key }, ejected: false, picks: 0, failures: 0, inFlight: 0, failedAt: -Infinity,
+      };
       if (b.instanceBreaker !== false) {
         const br = new CircuitBreaker({ ...b.instanceBreaker, name: `${config.service}/${key}`, clock: b.instanceBreaker.clock ?? b.clock });
         br.onStateChange((e) => {
-          child.open = e.to === 'open';
+          child.breakerState = e.to;
+          this.hold(child);
           this.update();
         });
         child.breaker = br;
@@ -168,12 +202,15 @@ class BulwarkLoadBalancer implements LoadBalancer {
       this.outlier?.add(key);
       child.leaf.startConnecting();
     }
+    let removed = false;
     for (const [key, c] of this.children) {
       if (seen.has(key)) continue;
       this.children.delete(key);
       this.outlier?.remove(key);
       this.drop(c);
+      removed = true;
     }
+    if (removed || this.children.size !== this.capper?.instances().length) this.capper?.update([...this.children.values()].map((c) => c.capEntry));
     this.paused = false;
     this.update();
     return true;
@@ -185,13 +222,19 @@ class BulwarkLoadBalancer implements LoadBalancer {
     this.disposeOutlier = undefined;
     this.clearExpiry();
     this.outlier = undefined;
-    for (const c of this.children.values()) c.ejected = false;
+    for (const c of this.children.values()) {
+      c.ejected = false;
+      this.hold(c);
+    }
     if (b.outlier === false) return;
     const detector = (this.outlier = new OutlierDetector({ ...b.outlier, clock: b.outlier.clock ?? b.clock }));
     for (const key of this.children.keys()) detector.add(key);
     this.disposeOutlier = detector.onChange((e) => {
       const c = this.children.get(e.id);
-      if (c !== undefined) c.ejected = e.ejected;
+      if (c !== undefined) {
+        c.ejected = e.ejected;
+        this.hold(c);
+      }
       if (e.ejected) this.scheduleExpiry(b.clock);
       this.update();
     });
@@ -213,6 +256,19 @@ class BulwarkLoadBalancer implements LoadBalancer {
   private clearExpiry(): void {
     if (this.expiry !== undefined) this.binding?.clock.clearTimeout(this.expiry);
     this.expiry = undefined;
+  }
+
+  /**
+   * hold tells the cap why child `c` is out, if it is: 'forced' while its breaker is held open by force
+   * (never put back), 'breaker' while ejected or its breaker is not closed (put back past the cap or in
+   * panic); else it is let go.
+   */
+  private hold(c: Child): void {
+    const cap = this.capper;
+    if (cap === undefined) return;
+    if (c.breaker?.heldOpen === true) cap.hold(c.key, 'forced');
+    else if (c.ejected || c.breakerState !== 'closed') cap.hold(c.key, 'breaker');
+    else cap.unhold(c.key);
   }
 
   private drop(c: Child): void {
@@ -243,7 +299,7 @@ class BulwarkLoadBalancer implements LoadBalancer {
     if (ready > 0) {
       if (this.all === undefined) this.all = [...this.children.values()].map((c) => c.instance);
       const budget = this.binding.retry?.budget(this.service);
-      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding, this.service, budget, this.outlier), null);
+      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding, this.service, budget, this.outlier, this.capper!), null);
     } else if (connecting) {
       this.parent.updateState(ConnectivityState.CONNECTING, queuePicker(this), null);
     } else {
@@ -267,12 +323,23 @@ class BulwarkLoadBalancer implements LoadBalancer {
     this.disposeOutlier?.();
     this.disposeOutlier = undefined;
     this.clearExpiry();
+    void this.capper?.close();
+    this.capper = undefined;
   }
   getTypeName(): string {
     return POLICY_NAME;
   }
 
+  /** inRotation tells whether picks go to child `c` now, as BulwarkPicker decides (`lastResort`: no READY instance is usable). */
+  private inRotation(c: Child, lastResort: boolean): boolean {
+    if (c.leaf.getConnectivityState() !== ConnectivityState.READY) return false;
+    if (lastResort) return c.breaker?.heldOpen !== true;
+    return usable(c, this.capper);
+  }
+
   stats(): { service: string; instances: GrpcInstanceStats[] } {
+    let lastResort = true;
+    for (const c of this.children.values()) if (usable(c, this.capper)) lastResort = false;
     return {
       service: this.service,
       instances: [...this.children.values()].map((c) => ({
@@ -282,6 +349,7 @@ class BulwarkLoadBalancer implements LoadBalancer {
         serving: c.serving,
         ejected: c.ejected,
         breaker: c.breaker?.state ?? 'none',
+        inRotation: this.inRotation(c, lastResort),
         inFlight: c.inFlight,
         picks: c.picks,
         failures: c.failures,
@@ -290,9 +358,15 @@ class BulwarkLoadBalancer implements LoadBalancer {
   }
 }
 
+/** usable tells whether child `c` is in rotation by the usual rule: READY, serving, and not held out by the cap. */
+function usable(c: Child, capper: Balancer | undefined): boolean {
+  return c.leaf.getConnectivityState() === ConnectivityState.READY && c.serving && !(capper?.isHeldOut(c.key) ?? false);
+}
+
 /**
  * BulwarkPicker picks by the strategy among every resolved instance, excluding those not connected
- * and, unless that would leave none, those NOT_SERVING or with an open breaker; see the module comment.
+ * and, unless that would leave none, those NOT_SERVING or held out by the cap (ejected, breaker not
+ * closed, within the cap and not in panic); see the module comment.
  */
 class BulwarkPicker implements GrpcPicker {
   private readonly out = new Set<string>();
@@ -312,21 +386,29 @@ class BulwarkPicker implements GrpcPicker {
     private readonly budget: RetryBudget | undefined,
     /** The channel's outlier detection, fed every attempt's outcome. */
     private readonly outlier: OutlierDetector | undefined,
+    /** The cap and panic rule: who is held out of rotation now. */
+    private readonly capper: Balancer,
   ) {
     this.hashHeader = b.hashHeader;
-    let usable = 0;
+    let usableCount = 0;
     for (const c of children.values()) {
       this.byId.set(c.instance.id, c);
       if (c.leaf.getConnectivityState() !== ConnectivityState.READY) this.out.add(c.instance.id);
-      else if (c.serving && !c.open && !c.ejected) usable++;
+      else if (usable(c, capper)) usableCount++;
     }
-    if (usable === 0) return; // every connected instance is unhealthy: use them all (panic mode)
+    if (usableCount === 0) {
+      // Every connected instance is out: use them all but the forced (better a probably failing call than none).
+      for (const c of children.values()) if (c.breaker?.heldOpen === true) this.out.add(c.instance.id);
+      return;
+    }
     for (const c of children.values()) {
-      if (this.out.has(c.instance.id)) continue;
-      if (!c.serving || c.ejected) this.out.add(c.instance.id);
-      else if (c.open) {
-        this.out.add(c.instance.id);
-        this.opened.add(c.instance.id);
+      const id = c.instance.id;
+      if (this.out.has(id)) continue;
+      if (!c.serving) this.out.add(id);
+      else if (capper.isHeldOut(c.key)) {
+        this.out.add(id);
+        // Out for its breaker (open or half-open): looked at again, so that a half-open one takes its probes.
+        if (!c.ejected && c.breaker?.heldOpen !== true) this.opened.add(id);
       }
     }
   }
@@ -350,16 +432,21 @@ class BulwarkPicker implements GrpcPicker {
     let exclude = retry ? this.avoidFailed(now) : this.out.size > 0 ? this.out : undefined;
     let inst = this.picker.pick(this.all, key, exclude);
     let child = this.byId.get(inst.id)!;
-    let token: AdmissionToken | undefined = child.breaker?.tryAdmit();
+    let token: AdmissionToken | undefined = this.admit(child);
     if (child.breaker !== undefined && token === undefined && (exclude?.size ?? 0) < this.all.length - 1) {
-      // Its breaker refuses (open, or half-open with every probe out): avoid it and pick once more.
+      // Its breaker refuses (open, or half-open with every probe out) and the cap holds it out: avoid it and pick once more.
       this.out.add(inst.id);
-      this.opened.add(inst.id);
+      if (child.breaker.heldOpen !== true) this.opened.add(inst.id);
       if (exclude === undefined) exclude = this.out;
       else exclude.add(inst.id);
       inst = this.picker.pick(this.all, key, exclude);
       child = this.byId.get(inst.id)!;
-      token = child.breaker?.tryAdmit();
+      token = this.admit(child);
+    }
+    if (child.breaker !== undefined && token === undefined) {
+      // Nothing else to pick: through its breaker unless it is held open by force, as in panic.
+      token = child.breaker.admitAnyway();
+      if (token === undefined) return { pickResultType: PickResultType.DROP, subchannel: null, status: heldOpenRefusal(this.service, child.key), onCallStarted: null, onCallEnded: null };
     }
     const result = child.leaf.getPicker().pick(args);
     if (result.pickResultType !== PickResultType.COMPLETE) {
@@ -411,6 +498,19 @@ class BulwarkPicker implements GrpcPicker {
     };
   }
 
+  /**
+   * admit answers the token of an attempt on `c`: its breaker's admission, or — when the breaker refuses
+   * on evidence but the cap or panic keeps `c` in rotation — a call let past it (`admitAnyway`, counted
+   * in its stats). Undefined: refused (held out, or held open by force). Without a breaker, undefined too.
+   */
+  private admit(c: Child): AdmissionToken | undefined {
+    const br = c.breaker;
+    if (br === undefined) return undefined;
+    const token = br.tryAdmit();
+    if (token !== undefined || this.capper.isHeldOut(c.key)) return token;
+    return br.admitAnyway();
+  }
+
   /** avoidFailed is the exclude set of a retry attempt: those out of rotation and those that failed within AVOID_FAILED_MS, unless that is every one. */
   private avoidFailed(now: number): Set<string> | undefined {
     const avoid = new Set(this.out);
@@ -418,6 +518,11 @@ class BulwarkPicker implements GrpcPicker {
     if (avoid.size < this.all.length) return avoid;
     return this.out.size > 0 ? new Set(this.out) : undefined;
   }
+}
+
+/** heldOpenRefusal is the status of an attempt whose only instance left has its breaker held open by force (an operator's isolate). */
+function heldOpenRefusal(service: string, address: string) {
+  return refusal(Status.UNAVAILABLE, BreakerOpenError.code, `bulwark:///${service}: the breaker of ${address} is held open and no other instance is in rotation`);
 }
 
 /** registerBulwarkPolicy registers the `bulwark` policy with grpc-js (once per process). */
