@@ -1,0 +1,154 @@
+/**
+ * EtcdRegistry and the fleet's EtcdFleetStore against a real etcd that serves clients over TLS only,
+ * with client certificates required (`--client-cert-auth`) and authentication enabled; the certificates
+ * are made here with `openssl`. Register, list and watch over TLS as a user with permission on the
+ * prefix; a wrong CA, a wrong password and a user without permission on the prefix are each refused at
+ * once with RegistryDeniedError (ERR_REGISTRY_DENIED), not after the dial timeout and not as an etcd
+ * down; the password shows in no error and no stats.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { Etcd3 } from 'etcd3';
+import { RegistryDeniedError, RegistryUnavailableError } from '../src/core/errors.js';
+import { EtcdFleetStore } from '../src/fleet/index.js';
+import { EtcdRegistry } from '../src/registry/etcd-registry.js';
+import type { EtcdRegistryOptions } from '../src/registry/etcd-registry-options.js';
+import { makeCertificates, opensslBinary, type Certificates } from './support/certificates.js';
+import { enableAuth, etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
+import { skipReason, waitFor } from './support/servers.js';
+import { collect } from './support/collect-watch.js';
+
+const skip = skipReason(etcdBinary, 'etcd') ?? skipReason(opensslBinary, 'openssl');
+const ROOT_PASSWORD = 'root-Secret-1';
+const PASSWORD = 'svc-Secret-2';
+const OTHER_PASSWORD = 'other-Secret-3';
+/** The prefixes the user `svc` may read and write; `other` may only touch `/elsewhere/`. */
+const PREFIX = '/bulwark-tls/services';
+const FLEET_PREFIX = 'bulwark-tls/fleet/';
+/** Generous: etcd's bcrypt of a password at each token exchange takes a while on a loaded machine. */
+const DIAL_MS = 8_000;
+
+let certs: Certificates;
+let etcd: EtcdServer;
+const open: Array<{ close(): Promise<void> }> = [];
+
+const tls = () => ({ ca: certs.ca, cert: certs.clientCert, key: certs.clientKey });
+const registry = (o: Partial<EtcdRegistryOptions> = {}) => {
+  const r = new EtcdRegistry({ hosts: etcd.endpoint, prefix: PREFIX, tls: tls(), auth: { username: 'svc', password: PASSWORD }, ttlMs: 5_000, dialTimeoutMs: DIAL_MS, attemptTimeoutMs: DIAL_MS, ...o });
+  open.push(r);
+  return r;
+};
+const fleetStore = (o: Partial<ConstructorParameters<typeof EtcdFleetStore>[0]> = {}) => {
+  const s = new EtcdFleetStore({ etcd: etcd.endpoint, prefix: FLEET_PREFIX, tls: tls(), auth: { username: 'svc', password: PASSWORD }, timeoutMs: DIAL_MS, ...o });
+  open.push(s);
+  return s;
+};
+
+/** rejectsDenied checks that `p` rejects RegistryDeniedError well before `boundMs`, saying `pattern` and never a password. */
+async function rejectsDenied(p: Promise<unknown>, pattern: RegExp, boundMs = DIAL_MS): Promise<void> {
+  const start = Date.now();
+  const err = await p.then(
+    () => assert.fail('expected a refusal'),
+    (e: unknown) => e,
+  );
+  const took = Date.now() - start;
+  assert.ok(err instanceof RegistryDeniedError, `expected RegistryDeniedError, got ${String(err)}`);
+  assert.ok(err instanceof RegistryUnavailableError);
+  assert.equal(err.code, 'ERR_REGISTRY_DENIED');
+  assert.match(err.message, pattern);
+  for (const pw of [ROOT_PASSWORD, PASSWORD, OTHER_PASSWORD]) assert.ok(!err.message.includes(pw), `password in ${err.message}`);
+  assert.ok(took < boundMs, `refused after ${took} ms, not within ${boundMs}`);
+}
+
+describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => {
+  before(async () => {
+    certs = makeCertificates();
+    etcd = await startEtcd({ tls: certs });
+    const admin = new Etcd3({ hosts: etcd.endpoint, credentials: { rootCertificate: await read(certs.ca), privateKey: await read(certs.clientKey), certChain: await read(certs.clientCert) } });
+    try {
+      await enableAuth(admin, ROOT_PASSWORD);
+    } finally {
+      admin.close();
+    }
+    const root = new Etcd3({ hosts: etcd.endpoint, credentials: { rootCertificate: await read(certs.ca), privateKey: await read(certs.clientKey), certChain: await read(certs.clientCert) }, auth: { username: 'root', password: ROOT_PASSWORD } });
+    try {
+      const svc = await root.role('svc').create();
+      await svc.grant({ permission: 'Readwrite', range: root.range({ prefix: `${PREFIX}/` }) });
+      await svc.grant({ permission: 'Readwrite', range: root.range({ prefix: FLEET_PREFIX }) });
+      await root.user('svc').create(PASSWORD);
+      await root.user('svc').addRole('svc');
+      const other = await root.role('other').create();
+      await other.grant({ permission: 'Readwrite', range: root.range({ prefix: '/elsewhere/' }) });
+      await root.user('other').create(OTHER_PASSWORD);
+      await root.user('other').addRole('other');
+    } finally {
+      root.close();
+    }
+  });
+
+  after(async () => {
+    await Promise.all(open.map((c) => c.close().catch(() => undefined)));
+    await etcd?.stop();
+    certs?.remove();
+  });
+
+  it('registers, lists and watches over TLS as a user with permission on the prefix', async () => {
+    const a = registry();
+    const b = registry();
+    const w = await collect(b, 'tls-svc');
+    await a.register({ id: 'i1', name: 'tls-svc', address: '127.0.0.1:9001' });
+    assert.deepEqual((await b.getService('tls-svc')).map((i) => i.id), ['i1']);
+    await waitFor('the watch to see i1', () => w.events.some((e) => e.type === 'create' && e.instance.id === 'i1'), 30_000);
+    await w.stop();
+    assert.equal(w.failure, undefined);
+    const stats = JSON.stringify([a.stats(), b.stats()]);
+    assert.ok(!stats.includes(PASSWORD), 'the password is in the stats');
+    assert.match(a.stats().members[0]!.endpoint, /^https:\/\/127\.0\.0\.1:\d+$/);
+  });
+
+  it('refuses a server certificate from another CA with RegistryDeniedError, not a hang', async () => {
+    const r = registry({ tls: { ca: certs.otherCa, cert: certs.clientCert, key: certs.clientKey } });
+    await rejectsDenied(r.getService('tls-svc'), /certificate/i);
+  });
+
+  it('refuses a wrong password with RegistryDeniedError naming the failure, not the password', async () => {
+    const r = registry({ auth: { username: 'svc', password: 'not-the-password' } });
+    await rejectsDenied(r.getService('tls-svc'), /authentication failed/);
+    assert.ok(!JSON.stringify(r.stats()).includes('not-the-password'));
+  });
+
+  it('refuses a user without permission on the prefix, for reads and for writes', async () => {
+    const r = registry({ auth: { username: 'other', password: OTHER_PASSWORD } });
+    await rejectsDenied(r.getService('tls-svc'), /permission denied/);
+    await assert.rejects(r.register({ id: 'x', name: 'tls-svc', address: '127.0.0.1:9002' }), (err: unknown) => {
+      assert.ok(err instanceof RegistryUnavailableError, String(err));
+      assert.match((err as Error).message, /permission denied/);
+      return true;
+    });
+  });
+
+  it("the fleet's etcd store publishes, reads and watches over TLS with the user's password", async () => {
+    const a = fleetStore();
+    const b = fleetStore();
+    const seen: string[] = [];
+    let up = false;
+    const stop = b.watch('dep', (e) => seen.push(e.type === 'report' ? `report ${e.report.caller} ${e.report.calls}` : e.type), (u) => (up = u));
+    await waitFor('the watch to be up', () => up, 30_000);
+    await a.publish('dep', { caller: a.callerId, gen: 0, calls: 7, failures: 1 }, 5_000);
+    const snap = await b.snapshot('dep');
+    assert.deepEqual(snap.reports.map((r) => [r.caller, r.calls, r.failures]), [[a.callerId, 7, 1]]);
+    await waitFor('the watch to see the report', () => seen.includes(`report ${a.callerId} 7`), 30_000);
+    stop();
+  });
+
+  it("the fleet's etcd store refuses a wrong CA, a wrong password and a user without permission with RegistryDeniedError", async () => {
+    await rejectsDenied(fleetStore({ tls: { ca: certs.otherCa, cert: certs.clientCert, key: certs.clientKey } }).snapshot('dep'), /certificate/i);
+    await rejectsDenied(fleetStore({ auth: { username: 'svc', password: 'not-the-password' } }).snapshot('dep'), /authentication failed/);
+    await rejectsDenied(fleetStore({ auth: { username: 'other', password: OTHER_PASSWORD } }).snapshot('dep'), /permission denied/);
+  });
+});
+
+async function read(path: string): Promise<Buffer> {
+  const { readFile } = await import('node:fs/promises');
+  return readFile(path);
+}
