@@ -12,6 +12,8 @@
  * - The password is never shown: not in errors, stats or messages (`<hidden>` stands for it).
  */
 import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { createSecureContext } from 'node:tls';
 import type { IOptions } from 'etcd3';
 import { options as optionsObject, showValue, type OptionKeys } from '../core/validate.js';
 import { etcdEndpoints } from './etcd-endpoints.js';
@@ -88,6 +90,9 @@ export function etcdConnection(owner: string, o: Partial<EtcdConnectionOptions>)
       ...(t.key === undefined ? {} : { key: pem(owner, 'tls.key', t.key) }),
       ...(t.serverName === undefined ? {} : { serverName: t.serverName }),
     };
+    // Parse them now, as gRPC will: a file that is not PEM, or a key not of the certificate, fails here
+    if (tls.ca !== undefined) parsed(owner, 'tls.ca', t.ca, () => new X509Certificate(tls!.ca!)); // createSecureContext skips a CA that is not PEM
+    if (tls.cert !== undefined) parsed(owner, 'tls.cert and tls.key', t.cert, () => createSecureContext({ cert: tls!.cert, key: tls!.key }));
   } else if (secure !== 0) tls = {};
   let auth: EtcdAuthOptions | undefined;
   if (o.auth !== undefined) {
@@ -110,6 +115,16 @@ function pem(owner: string, name: string, value: unknown): Buffer {
     return readFileSync(value);
   } catch (err) {
     throw new TypeError(`${owner}: ${name} could not be read from ${JSON.stringify(value)} (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+  }
+}
+
+/** parsed runs `parse`, turning its error into a TypeError naming the option and where it came from. */
+function parsed(owner: string, name: string, from: unknown, parse: () => unknown): void {
+  try {
+    parse();
+  } catch (err) {
+    const source = typeof from === 'string' ? ` from ${JSON.stringify(from)}` : '';
+    throw new TypeError(`${owner}: ${name}${source} could not be used: ${(err as Error).message}`);
   }
 }
 
