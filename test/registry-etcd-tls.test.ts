@@ -17,6 +17,7 @@ import { makeCertificates, opensslBinary, type Certificates } from './support/ce
 import { enableAuth, etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { skipReason, waitFor } from './support/servers.js';
 import { collect } from './support/collect-watch.js';
+import { runBulwark } from './serve-harness.js';
 
 const skip = skipReason(etcdBinary, 'etcd') ?? skipReason(opensslBinary, 'openssl');
 const ROOT_PASSWORD = 'root-Secret-1';
@@ -145,6 +146,29 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     await rejectsDenied(fleetStore({ tls: { ca: certs.otherCa, cert: certs.clientCert, key: certs.clientKey } }).snapshot('dep'), /certificate/i);
     await rejectsDenied(fleetStore({ auth: { username: 'svc', password: 'not-the-password' } }).snapshot('dep'), /authentication failed/);
     await rejectsDenied(fleetStore({ auth: { username: 'other', password: OTHER_PASSWORD } }).snapshot('dep'), /permission denied/);
+  });
+
+  it('bulwark registry ls reads the secured etcd with --etcd-ca/--etcd-cert/--etcd-key/--etcd-user and BULWARK_ETCD_PASSWORD; a wrong password exits 1 saying so', async () => {
+    const a = registry();
+    await a.register({ id: 'cli-1', name: 'tls-cli', address: '127.0.0.1:9003' });
+    const member = etcd.endpoint.replace('https://', '');
+    const args = ['registry', 'ls', '--registry', `etcd://${member}`, '--etcd-prefix', PREFIX, '--service', 'tls-cli', '--json', '--etcd-ca', certs.ca, '--etcd-cert', certs.clientCert, '--etcd-key', certs.clientKey, '--etcd-user', 'svc', '--timeout', '20s'];
+    const ok = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: PASSWORD });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.deepEqual((JSON.parse(ok.stdout) as { services: Array<{ instances: Array<{ id: string }> }> }).services[0]!.instances.map((i) => i.id), ['cli-1']);
+    const bad = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: 'not-the-password' });
+    assert.equal(bad.code, 1, bad.stderr);
+    assert.match(bad.stderr, /authentication failed/);
+    assert.ok(!bad.stderr.includes('not-the-password'));
+    // the settings from the environment alone, as a service manager would set them
+    const env = await runBulwark(args.filter((x, i) => !/^--etcd-(ca|cert|key|user)$/.test(x) && !/^--etcd-(ca|cert|key|user)$/.test(args[i - 1] ?? '')), 90_000, {
+      BULWARK_ETCD_CA: certs.ca, BULWARK_ETCD_CERT: certs.clientCert, BULWARK_ETCD_KEY: certs.clientKey, BULWARK_ETCD_USER: 'svc', BULWARK_ETCD_PASSWORD: PASSWORD,
+    });
+    assert.equal(env.code, 0, env.stderr);
+    const flag = await runBulwark([...args, '--etcd-password', PASSWORD], 90_000);
+    assert.equal(flag.code, 2);
+    assert.match(flag.stderr, /--etcd-password would show the password to every user of the machine \(ps\): set BULWARK_ETCD_PASSWORD or give --etcd-password-file/);
+    assert.ok(!flag.stderr.includes(PASSWORD));
   });
 });
 
