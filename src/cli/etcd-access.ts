@@ -16,7 +16,7 @@
  * every user of the machine reads in `ps`: `--etcd-password` is refused, saying where to put it.
  */
 import { readFileSync } from 'node:fs';
-import { etcdConnection, type EtcdAuthOptions, type EtcdTlsOptions } from '../registry/etcd-connection.js';
+import { etcdConnection, type EtcdAuthOptions, type EtcdTlsOptions } from '../registry/index.js';
 import { UsageError, type FlagSpec, type ParsedFlags } from './args.js';
 
 /** EtcdAccess is what EtcdRegistry (and the other etcd clients) get from the command line. */

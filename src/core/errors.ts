@@ -208,6 +208,7 @@ export const errorClasses = [
   NotFoundError,
   RegistryUnavailableError,
   RegistryPendingError,
+  RegistryDeniedError,
   WatchResyncError,
   RateLimitedError,
   OverloadedError,
