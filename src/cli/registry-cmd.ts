@@ -15,6 +15,7 @@
 import { parseFlags, UsageError, type FlagSpec } from './args.js';
 import { etcdRegistryFlag } from './registry-flag.js';
 import { reachEtcd, unreachableText, type MemberReach } from './etcd-reach.js';
+import { ETCD_ACCESS_FLAGS, ETCD_ACCESS_HELP, readEtcdAccess } from './etcd-access.js';
 import { delay } from '../core/index.js';
 import { EtcdRegistry, type Registry, type RegistryEvent, type ServiceInstance } from '../registry/index.js';
 
@@ -35,6 +36,7 @@ Options:
       --timeout <time>        how long to wait for the registry or node (default 5s)
   -h, --help                  show this help
 
+${ETCD_ACCESS_HELP}
 Exit codes: 0 done, 1 the registry or node could not be read, 2 bad flags.
 `;
 
@@ -49,6 +51,7 @@ const REGISTRY_FLAGS: Readonly<Record<string, FlagSpec>> = {
   interval: { kind: 'duration' },
   timeout: { kind: 'duration' },
   help: { kind: 'boolean', alias: 'h' },
+  ...ETCD_ACCESS_FLAGS,
 };
 
 interface Service {
@@ -92,11 +95,14 @@ export async function runRegistry(argv: string[]): Promise<number> {
     const node = flags.node as string | undefined;
     if (reg === 'memory') {
       if (flags.layout !== undefined) throw new UsageError('--layout is how etcd holds instances; it needs --registry etcd://…');
+      const etcdFlag = Object.keys(ETCD_ACCESS_FLAGS).find((f) => flags[f] !== undefined);
+      if (etcdFlag !== undefined) throw new UsageError(`--${etcdFlag} is how to reach a secured etcd; it needs --registry etcd://…`);
       if (node === undefined) throw new UsageError('--registry memory lives inside a node: give --node http://host:port of a running bulwark serve');
       source = nodeSource(nodeUrl(node), timeoutMs);
     } else if (reg.startsWith('etcd://')) {
       if (node !== undefined) throw new UsageError('--node reads a memory registry; with --registry etcd://… leave it out');
-      endpoints = etcdRegistryFlag(reg);
+      const access = readEtcdAccess(etcdRegistryFlag(reg), flags);
+      endpoints = access.hosts;
       const layout = (flags.layout as string | undefined) ?? 'bulwark';
       if (layout !== 'bulwark' && layout !== 'go-zero' && layout !== 'go-micro') throw new UsageError(`--layout must be bulwark, go-zero or go-micro, got ${JSON.stringify(layout)}`);
       const prefix = flags['etcd-prefix'] as string | undefined;
@@ -105,7 +111,7 @@ export async function runRegistry(argv: string[]): Promise<number> {
       }
       // a value that is not an instance is skipped: say so, as the library does, rather than hide it
       const onWarning = (message: string) => void process.stderr.write(`${message}\n`);
-      etcd = new EtcdRegistry({ hosts: endpoints, layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning });
+      etcd = new EtcdRegistry({ hosts: endpoints, ...(access.tls === undefined ? {} : { tls: access.tls }), ...(access.auth === undefined ? {} : { auth: access.auth }), layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning });
       source = etcdSource(etcd, service);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {

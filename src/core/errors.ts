@@ -111,6 +111,16 @@ export class RegistryPendingError extends RegistryUnavailableError {
   static override readonly code: string = 'ERR_REGISTRY_PENDING';
 }
 
+/**
+ * RegistryDeniedError: etcd answered but refused us — a wrong user or password, a user without
+ * permission on the keys, a token it no longer accepts — or its TLS certificate was not trusted. Not
+ * retried (asking again gets the same answer); a RegistryUnavailableError too, so code that handles that
+ * one keeps working. Its message names the user, never the password.
+ */
+export class RegistryDeniedError extends RegistryUnavailableError {
+  static override readonly code: string = 'ERR_REGISTRY_DENIED';
+}
+
 /** WatchResyncError: a watcher fell behind (or its history was compacted); list again before watching on. */
 export class WatchResyncError extends BulwarkError {
   static readonly code = 'ERR_WATCH_RESYNC';
@@ -243,6 +253,7 @@ export const errorClasses = [
   NotFoundError,
   RegistryUnavailableError,
   RegistryPendingError,
+  RegistryDeniedError,
   WatchResyncError,
   RateLimitedError,
   OverloadedError,

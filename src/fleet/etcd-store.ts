@@ -14,6 +14,9 @@
 import { Etcd3, EtcdLeaseInvalidError, LeaseState, type IOptions, type Lease, type Watcher, type IKeyValue } from 'etcd3';
 import type { Clock } from '../core/clock.js';
 import { systemClock, wallClock } from '../core/clock.js';
+import { RegistryDeniedError } from '../core/errors.js';
+import { etcd3Options, etcdConnection, type EtcdAuthOptions, type EtcdTlsOptions } from '../registry/etcd-connection.js';
+import { denied } from '../registry/etcd-pool.js';
 import type { Disposer } from '../core/events.js';
 import { clockOption, options as optionsObject, positive, showValue } from '../core/validate.js';
 import type { BreakerFleetOptions, FleetLink, FleetMember } from '../breaker/types.js';
@@ -25,8 +28,15 @@ import type { FleetEvent, FleetSnapshot, FleetStore, PermitAnswer } from './type
 
 /** EtcdFleetStoreOptions configures an EtcdFleetStore. */
 export interface EtcdFleetStoreOptions {
-  /** etcd endpoints, e.g. 'http://127.0.0.1:2379' or a list; or an etcd3 client (not closed by the store). Required. */
+  /**
+   * etcd's members, in the registry's forms (`etcd://host:port[,host:port]`, `http(s)://host[:port]`,
+   * `host:port`; one string or a list); or an etcd3 client (not closed by the store). Required.
+   */
   etcd: string | string[] | Etcd3;
+  /** TLS settings, as EtcdRegistry's (`https://` endpoints use TLS with or without them); not with an etcd3 client. Defaults to none. */
+  tls?: EtcdTlsOptions;
+  /** An etcd user and password, as EtcdRegistry's; not with an etcd3 client. Defaults to none. */
+  auth?: EtcdAuthOptions;
   /** Prefix of every key. Defaults to 'bulwark/fleet/'. */
   prefix?: string;
   /** This process's caller id (no '/'). Defaults to a fresh one (host, pid, random). */
@@ -73,11 +83,15 @@ export class EtcdFleetStore implements FleetStore {
   constructor(options: EtcdFleetStoreOptions) {
     const o = optionsObject('EtcdFleetStore', options);
     const e = o.etcd;
+    this.timeoutMs = positive('EtcdFleetStore', 'timeoutMs', o.timeoutMs ?? 1_000);
     if (e instanceof Etcd3) {
+      if (o.tls !== undefined || o.auth !== undefined) throw new TypeError(`EtcdFleetStore: tls and auth are for endpoints; an etcd3 client brings its own, got ${o.tls !== undefined ? 'tls' : 'auth'} beside one`);
       this.client = e;
       this.owned = false;
-    } else if (typeof e === 'string' || (Array.isArray(e) && e.length > 0 && e.every((h) => typeof h === 'string'))) {
-      this.client = new Etcd3({ hosts: e, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } });
+    } else if (typeof e === 'string' || Array.isArray(e)) {
+      const { endpoints, connection } = etcdConnection('EtcdFleetStore', { hosts: e, tls: o.tls, auth: o.auth });
+      const base: IOptions = { hosts: endpoints, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } };
+      this.client = new Etcd3(etcd3Options(base, connection, this.timeoutMs));
       this.owned = true;
     } else throw new TypeError(`EtcdFleetStore: etcd must be endpoints or an etcd3 client, got ${showValue(e)}`);
     const id = o.callerId ?? newCallerId();
@@ -86,7 +100,6 @@ export class EtcdFleetStore implements FleetStore {
     const prefix = o.prefix ?? 'bulwark/fleet/';
     if (typeof prefix !== 'string') throw new TypeError(`EtcdFleetStore: prefix must be a string, got ${showValue(prefix)}`);
     this.prefix = prefix;
-    this.timeoutMs = positive('EtcdFleetStore', 'timeoutMs', o.timeoutMs ?? 1_000);
     this.clock = clockOption('EtcdFleetStore', o.clock, systemClock);
     this.wall = clockOption('EtcdFleetStore', o.wall, wallClock, 'wall');
     // Connect now (etcd3 connects at the first call): a store made at start-up is ready when a
@@ -265,8 +278,14 @@ export class EtcdFleetStore implements FleetStore {
     return { type: 'report', report: { caller: k.slice(base.length + 2), gen: g!, calls: c!, failures: f! } };
   }
 
+  /**
+   * bound limits `p` to `timeoutMs`; etcd's refusal of who we are (see etcd-pool's `denied`) rejects
+   * RegistryDeniedError, so that a wrong password or CA reads as such, not as an etcd down.
+   */
   private bound<T>(p: Promise<T>, what: string): Promise<T> {
     if (this.closed) return Promise.reject(new Error('EtcdFleetStore: closed'));
-    return withTimeout(p, this.timeoutMs, this.clock, `EtcdFleetStore ${what}`);
+    return withTimeout(p, this.timeoutMs, this.clock, `EtcdFleetStore ${what}`).catch((err: unknown) => {
+      throw denied(err) ? new RegistryDeniedError(`EtcdFleetStore ${what}: etcd refused: ${(err as Error).message}`, { cause: err }) : err;
+    });
   }
 }

@@ -16,4 +16,6 @@ export { FleetView, fleetDefaults } from './fleet-view.js';
 export { MemoryFleetStore, type MemoryFleetStoreOptions } from './memory-store.js';
 export { RedisFleetStore, type RedisFleetStoreOptions } from './redis-store.js';
 export { EtcdFleetStore, type EtcdFleetStoreOptions } from './etcd-store.js';
+export type { EtcdAuthOptions, EtcdTlsOptions } from '../registry/etcd-connection.js';
+export { RegistryDeniedError } from '../core/errors.js';
 export { newCallerId } from './caller-id.js';

@@ -4,6 +4,7 @@
  * etcd3's own).
  */
 import { castGrpcError, Etcd3, type IOptions, type KVClient, type LeaseClient, type WatchBuilder } from 'etcd3';
+import { etcd3Options, type EtcdConnection } from './etcd-connection.js';
 import type { AttemptOptions } from './etcd-pool.js';
 
 /** gRPC reconnects fast after a member returns (gRPC's default first backoff is 1 s, growing to 120 s). */
@@ -43,10 +44,13 @@ export interface EtcdClient {
   close(): void;
 }
 
-/** createClient builds the client of one member on etcd3. */
-export function createClient(host: string): EtcdClient {
-  const options: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } };
-  const client = new Etcd3(options);
+/** The deadline of etcd3's token exchange (a user and password traded for a token, at the first call). */
+const AUTH_TIMEOUT_MS = 5_000;
+
+/** createClient builds the client of one member on etcd3, with the TLS and auth of `connection` (see etcd-connection.ts). */
+export function createClient(host: string, connection: EtcdConnection = {}): EtcdClient {
+  const base: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } };
+  const client = new Etcd3(etcd3Options(base, connection, AUTH_TIMEOUT_MS));
   return {
     kv: client.kv,
     leaseClient: client.leaseClient,

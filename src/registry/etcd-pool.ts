@@ -12,7 +12,9 @@
  *   has been tried it waits a little (25 ms doubling to 250 ms: an election takes about one election
  *   timeout, 1 s by default) and goes round again. Only when the deadline passes with no member having
  *   answered does it reject `RegistryUnavailableError`, naming every endpoint and the last error.
- * - An error etcd answers on purpose (lease not found, permission denied) is not retried.
+ * - An error etcd answers on purpose (lease not found, permission denied) is not retried. A refusal of
+ *   who we are (a wrong user or password, no permission on the keys, an untrusted TLS certificate)
+ *   rejects RegistryDeniedError at once: no other member would answer otherwise.
  *
  * Why not etcd3's own fault handling: in etcd3 1.1.2 `ConnectionPool.exec` moves to the next host only
  * through the global policy's retry (`withConnection` ends its loop with the error of the first host
@@ -21,10 +23,10 @@
  * runs on Node's timers, which a `ManualClock` cannot drive, and its watch stream picks a random host.
  * So each member gets its own etcd3 client whose policies run the call once, and this file decides.
  */
-import { isRecoverableError } from 'etcd3';
+import { EtcdAuthenticationFailedError, EtcdInvalidAuthTokenError, EtcdPermissionDeniedError, GRPCUnauthenticatedError, isRecoverableError } from 'etcd3';
 import { delay, throwIfAborted } from '../core/abort.js';
 import type { Clock } from '../core/clock.js';
-import { AbortedError, RegistryUnavailableError } from '../core/errors.js';
+import { AbortedError, RegistryDeniedError, RegistryUnavailableError } from '../core/errors.js';
 
 /** The wait after every member failed once: 25 ms doubling to 250 ms. */
 const ROUND_WAIT_MS = 25;
@@ -161,6 +163,10 @@ export class EtcdPool<C> {
         return value;
       } catch (err) {
         if (err instanceof AbortedError) throw err;
+        if (denied(err)) {
+          this.failed++;
+          throw new RegistryDeniedError(`etcd at ${m.endpoint} refused ${what}: ${message(err)}`, { cause: err });
+        }
         if (!retryable(err)) throw new RegistryUnavailableError(`etcd at ${m.endpoint} refused ${what}: ${message(err)}`, { cause: err });
         this.failedOn(m, err);
         this.retried++;
@@ -228,6 +234,20 @@ export class EtcdPool<C> {
 export function retryable(err: unknown): boolean {
   return err instanceof AttemptTimeout || (err instanceof Error && isRecoverableError(err));
 }
+
+/**
+ * denied: etcd refused who we are — authentication failed, permission denied, a token it does not take
+ * (etcd3 already retried that one once with a fresh token) — or the TLS handshake found its certificate
+ * untrusted (grpc-js reports that as UNAVAILABLE, naming the certificate error in the message).
+ */
+export function denied(err: unknown): boolean {
+  if (err instanceof EtcdAuthenticationFailedError || err instanceof EtcdPermissionDeniedError || err instanceof EtcdInvalidAuthTokenError) return true;
+  if (err instanceof GRPCUnauthenticatedError) return true;
+  return err instanceof Error && TLS_REFUSAL.test(err.message);
+}
+
+/** Node's TLS verification errors (`err.code`s of tls.connect, as grpc-js puts them in its message). */
+const TLS_REFUSAL = /self[- ]signed certificate|unable to (?:get local issuer|verify the first) certificate|certificate (?:has expired|signature failure)|Hostname\/IP does not match|ERR_TLS_CERT_ALTNAME_INVALID|CERT_HAS_EXPIRED|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN/;
 
 /** answeredByEtcd: the member is alive and said so (`etcdserver: …`), only the cluster could not serve yet. */
 export function answeredByEtcd(err: unknown): boolean {

@@ -5,14 +5,13 @@
 import type { Clock } from '../core/clock.js';
 import type { EtcdLayoutName } from './etcd-layout.js';
 import type { EtcdClient } from './etcd-client.js';
+import type { EtcdConnection, EtcdConnectionOptions } from './etcd-connection.js';
 
-/** EtcdRegistryOptions configures an EtcdRegistry. */
-export interface EtcdRegistryOptions {
-  /**
-   * etcd's members (every member of the cluster): `etcd://host:port[,host:port]` (the CLI's form),
-   * `http(s)://host[:port]` or `host:port`, one string or an array (see `etcdEndpoints`). Required.
-   */
-  hosts: string | string[];
+/**
+ * EtcdRegistryOptions configures an EtcdRegistry: `hosts`, `tls` and `auth` say how to reach etcd
+ * (EtcdConnectionOptions, the same for every etcd client of bulwark), the rest how to use it.
+ */
+export interface EtcdRegistryOptions extends EtcdConnectionOptions {
   /**
    * How instances are kept in etcd: `'bulwark'` (`<prefix>/<name>/<id>` → JSON), `'go-zero'` (`<prefix>/<name>/<lease
    * id>` → `host:port`, a lease per instance) or `'go-micro'` (`<prefix>/<name>/<node id>` → a go-micro service's
@@ -42,7 +41,7 @@ export interface EtcdRegistryOptions {
   /** The clock of every timer (keep-alives, repairs, deadlines, cooldowns, watch backoff). Defaults to `systemClock`. */
   clock?: Clock;
   /** @internal Builds the client of one member: tests pass fakes. Defaults to an etcd3 client. */
-  createClient?: (host: string) => EtcdClient;
+  createClient?: (host: string, connection: EtcdConnection) => EtcdClient;
 }
 
 /** Defaults for EtcdRegistryOptions. */

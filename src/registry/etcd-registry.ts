@@ -40,12 +40,12 @@ import { etcdLayout, rangeEnd, type EtcdLayout } from './etcd-layout.js';
 import { EtcdWatch } from './etcd-watch.js';
 import type { CallOptions, RegisterOptions, Registry, RegistryEvent, ServiceInstance, ServiceListing, WatchOptions } from './types.js';
 import { checkInstance, checkName } from './validate.js';
-import { etcdEndpoints } from './etcd-endpoints.js';
+import { etcdConnection } from './etcd-connection.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of EtcdRegistryOptions, all of them: any other is refused (see `options`). */
 const ETCD_REGISTRY_KEYS = {
-  hosts: true, prefix: true, ttlMs: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true,
+  hosts: true, tls: true, auth: true, prefix: true, ttlMs: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true,
   watchQueueSize: true, onWarning: true, clock: true, createClient: true, layout: true,
 } as const satisfies OptionKeys<EtcdRegistryOptions>;
 
@@ -128,7 +128,7 @@ export class EtcdRegistry implements Registry {
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options, ETCD_REGISTRY_KEYS);
-    const hosts = etcdEndpoints('EtcdRegistry', o.hosts);
+    const { endpoints: hosts, connection } = etcdConnection('EtcdRegistry', o);
     this.layout = etcdLayout('EtcdRegistry', o.layout ?? etcdRegistryDefaults.layout);
     const prefix = o.prefix ?? this.layout.defaultPrefix;
     // go-zero keys may start with the service name itself (its `Key`): no prefix
@@ -148,7 +148,7 @@ export class EtcdRegistry implements Registry {
     this.endpoint = hosts[0]!;
     this.warner = new Warner(sink);
     this.pool = new EtcdPool(
-      hosts.map((h) => ({ endpoint: h, client: (o.createClient ?? createClient)(h) })),
+      hosts.map((h) => ({ endpoint: h, client: (o.createClient ?? createClient)(h, connection) })),
       { clock: this.clock, callTimeoutMs: this.timeoutMs, attemptTimeoutMs: attemptMs, cooldownMs },
     );
   }

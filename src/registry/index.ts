@@ -35,7 +35,8 @@ export { EtcdRegistry, etcdRegistryDefaults, type EtcdMemberStats, type EtcdRegi
 export { etcdLayout, addressId, type EtcdLayout, type EtcdLayoutName, type LayoutCapabilities } from './etcd-layout.js';
 export type { Decoded } from './etcd-layout.js';
 export { etcdEndpoints } from './etcd-endpoints.js';
+export { etcdConnection, type EtcdAuthOptions, type EtcdConnection, type EtcdConnectionOptions, type EtcdTlsOptions } from './etcd-connection.js';
 export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
 export { announce, announceDefaults } from './announce.js';
 export { followService, serviceSource, type ServiceFollowerOptions } from './follow.js';
-export { NotFoundError, RegistryPendingError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';
+export { NotFoundError, RegistryDeniedError, RegistryPendingError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';

@@ -6,8 +6,9 @@
  * bad one is a UsageError that names the flag, which main.ts prints on one line and exits 2.
  */
 import { readFileSync } from 'node:fs';
-import { parseDuration, parseFlags, UsageError, type FlagSpec } from '../args.js';
+import { parseDuration, parseFlags, UsageError, type FlagSpec, type ParsedFlags } from '../args.js';
 import { etcdRegistryFlag } from '../registry-flag.js';
+import { readEtcdAccess, type EtcdAccess } from '../etcd-access.js';
 
 /** OptionKind is how an option's text is read. */
 type OptionKind = 'string' | 'duration' | 'size' | 'integer' | 'number' | 'boolean' | 'list';
@@ -39,6 +40,12 @@ export const SERVE_OPTIONS = {
   'etcd-prefix': { kind: 'string', default: '/bulwark/services', value: 'path', help: 'etcd key prefix of the registry' },
   service: { kind: 'string', default: 'bulwark-cache', value: 'name', help: 'the service the nodes register under' },
   'lease-ttl': { kind: 'duration', default: '15s', value: 'time', help: 'etcd lease TTL: a node that dies leaves the ring after this' },
+  'etcd-ca': { kind: 'string', value: 'file', help: "PEM CA of etcd's certificate; turns TLS on (the etcd:// members are reached over https)" },
+  'etcd-cert': { kind: 'string', value: 'file', help: "PEM client certificate, for etcd's --client-cert-auth (with --etcd-key)" },
+  'etcd-key': { kind: 'string', value: 'file', help: 'PEM key of --etcd-cert' },
+  'etcd-server-name': { kind: 'string', value: 'name', help: "the name etcd's certificate carries, when it is not the member's host" },
+  'etcd-user': { kind: 'string', value: 'name', help: "etcd user (etcd's auth enable); its password from BULWARK_ETCD_PASSWORD or --etcd-password-file, never a flag (ps shows flags)" },
+  'etcd-password-file': { kind: 'string', value: 'path', help: "read the etcd user's password from this file (trailing newline dropped)" },
   group: { section: 'Cache', kind: 'list', default: 'default', defaultText: 'one group named default', value: 'name', help: 'a group to serve (repeat, or a comma list); the same on every node' },
   'cache-bytes': { kind: 'size', default: '64MiB', value: 'size', help: 'main cache per group (keys this node owns), e.g. 512KiB, 64MiB, 1GiB' },
   'hot-cache-bytes': { kind: 'size', value: 'size', help: 'hot cache per group (popular keys owned elsewhere) (default: cache-bytes / 8)' },
@@ -77,7 +84,7 @@ export interface ServeConfig {
   listenHost: string;
   listenPort: number;
   advertise: string;
-  registry: { kind: 'memory'; peers: string[] } | { kind: 'etcd'; hosts: string[]; prefix: string; leaseTtlMs: number };
+  registry: { kind: 'memory'; peers: string[] } | ({ kind: 'etcd'; prefix: string; leaseTtlMs: number } & EtcdAccess);
   service: string;
   groups: string[];
   cacheBytes: number;
@@ -247,7 +254,15 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
     if (!/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/.test(prefix)) throw new UsageError(`--etcd-prefix must be a path like /bulwark/services, got ${JSON.stringify(prefix)}`);
     const leaseTtlMs = required('lease-ttl', duration('lease-ttl'));
     if (leaseTtlMs < 2_000) throw new UsageError(`--lease-ttl must be at least 2s (etcd's minimum lease), got ${leaseTtlMs} ms`);
-    registry = { kind: 'etcd', hosts, prefix, leaseTtlMs };
+    const settings = ['etcd-ca', 'etcd-cert', 'etcd-key', 'etcd-server-name', 'etcd-user', 'etcd-password-file'] as const;
+    const given: ParsedFlags = {};
+    for (const name of settings) {
+      const t = text(name);
+      if (t !== undefined) given[name] = t;
+    }
+    // the password only from the environment (or its file): never a flag, nor the config file's text
+    const access = readEtcdAccess(hosts, given, env.BULWARK_ETCD_PASSWORD === undefined ? {} : { BULWARK_ETCD_PASSWORD: env.BULWARK_ETCD_PASSWORD });
+    registry = { kind: 'etcd', prefix, leaseTtlMs, ...access };
   } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
 
   const service = required('service', text('service'));

@@ -126,7 +126,7 @@ export class ServeNode implements ClientApi {
       this.log(`bulwark serve: ready; ring of ${this.pool.members().length} (static peers)`);
       return;
     }
-    this.registry = new EtcdRegistry({ hosts: r.hosts, prefix: r.prefix, ttlMs: r.leaseTtlMs, onWarning: (m) => this.log(`bulwark serve: etcd: ${m}`) });
+    this.registry = new EtcdRegistry({ hosts: r.hosts, ...(r.tls === undefined ? {} : { tls: r.tls }), ...(r.auth === undefined ? {} : { auth: r.auth }), prefix: r.prefix, ttlMs: r.leaseTtlMs, onWarning: (m) => this.log(`bulwark serve: etcd: ${m}`) });
     const backoff = new Backoff({ initialMs: 200, maxMs: 5_000, multiplier: 2, jitter: 'full' });
     for (;;) {
       if (this.stopJoining.signal.aborted) return;
