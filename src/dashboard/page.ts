@@ -323,7 +323,8 @@ label{font-size:12px;color:var(--mute)}
       rows.push(row([esc(b.kind + ' ' + b.name), word, b.rules.length ? esc(b.rules.join(', ')) : '<span class="mute">none</span>', N('revision ' + num(b.revision, 0))]));
       (b.refused || []).forEach(function (r) { rows.push(row(['<span class="mute">↳ refused ' + esc(r.key) + '</span>', badge(r.code === 'ERR_RULE_REFUSED' ? 'refused by the component' : 'invalid', 'bad'), '<span class="err">' + esc((r.field ? r.field + ': ' : '') + r.message) + '</span>', N('revision ' + num(r.revision, 0))])); });
     });
-    var head = '<p class="mute">' + count(s.rules, 'rules held') + ' · ' + count(s.bindings, 'components bound') + ' · store revision ' + num(s.revision, 0) + (s.storeErrors ? ' · ' + count(s.storeErrors, 'store errors') : '') + '</p>';
+    function many(n, one, more) { return num(n, 0) + ' ' + (n === 1 ? one : more); }
+    var head = '<p class="mute">' + many(s.rules, 'rule held', 'rules held') + ' · ' + many(s.bindings, 'component bound', 'components bound') + ' · store revision ' + num(s.revision, 0) + (s.storeErrors ? ' · ' + many(s.storeErrors, 'store error', 'store errors') : '') + '</p>';
     return head + (table(['component', 'state', 'rules it runs', 'revision'], rows) || '<p class="empty">no component bound</p>');
   }
   function unitOf(key, v) {
