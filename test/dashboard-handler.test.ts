@@ -203,6 +203,35 @@ describe('dashboardHandler', () => {
       assert.deepEqual(listed.records.map((r) => r.key), ['checkout/fault/payments']);
     });
 
+    it('show a tracked Rules binder in the frame: the rules each component runs, and those it refused', async () => {
+      const store = new MemoryRuleStore();
+      const breaker = new CircuitBreaker({ name: 'origin' });
+      const rules = new Rules({ store, service: 'checkout' });
+      rules.bind('circuit-breaker', 'origin', breaker);
+      await rules.start();
+      const m = metrics();
+      m.track(rules, { name: 'rules' });
+      const h = dashboardHandler(m, { path: '/dashboard', tickMs: 50, controls: { store, scope: 'checkout' } });
+      const server = createServer(h);
+      const url = `${await listen(server)}/dashboard`;
+      closers.push(() => h.close(), () => new Promise((r) => server.close(r)), () => rules.close(), () => breaker.close(), () => store.close());
+      assert.equal((await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin' })).status, 200);
+      // valid, but CircuitBreaker has no reconfigure(): the binder refuses it and says so
+      assert.equal((await post(url, { scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { minimumCalls: 7 } })).status, 200);
+      type Bound = { kind: string; name: string; rules: string[]; isolated: string | undefined; refused: Array<{ key: string; code: string }> };
+      let bound: Bound[] = [];
+      await waitFor('the frame to carry both', async () => {
+        const r = await fetch(`${url}/status.json`);
+        if (r.status !== 200) return false;
+        const frame = (await r.json()) as { components: Array<{ kind: string; status: { components: Bound[] } }> };
+        bound = frame.components.find((c) => c.kind === 'Rules')?.status.components ?? [];
+        return bound.length === 1 && bound[0]!.refused.length === 1 && bound[0]!.rules.length === 1;
+      }, 5_000);
+      assert.deepEqual(bound.map((b) => [b.kind, b.name, b.rules, b.refused.map((r) => [r.key, r.code])]), [
+        ['circuit-breaker', 'origin', ['checkout/isolate/origin'], [['checkout/circuit-breaker/origin', 'ERR_RULE_REFUSED']]],
+      ]);
+    });
+
     it('refuse a request from another origin or site, and one that is not JSON', async () => {
       const { url, store } = await start(true);
       const rule = { scope: 'checkout', kind: 'isolate', name: 'api' };
