@@ -180,6 +180,8 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await page.locator('button:text-is("start rehearsal")').click();
       await waitFor('the fault rule written', () => /rule put checkout\/fault\/payments \{"scope":"checkout","kind":"fault","name":"payments","fault":\{"delay":\{"ms":150,"percent":50\},"abort":\{"percent":20,"status":503\}\},"ttlMs":120000\}/.test(child.logs), 5_000);
       await page.screenshot({ path: join(shots, 'controls-fault-1280x800.png') });
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.screenshot({ path: join(shots, 'controls-390x844.png'), fullPage: true });
       await page.close();
     });
 
