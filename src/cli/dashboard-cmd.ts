@@ -14,7 +14,7 @@ import { dashboardHandler, FleetFeed, STATUS_PATH_KEY } from '../dashboard/index
 import { EtcdRegistry } from '../registry/index.js';
 import { EtcdRuleStore } from '../rules/index.js';
 import { parseDuration, UsageError } from './args.js';
-import { etcdEndpoints } from '../registry/etcd-endpoints.js';
+import { etcdEndpoints } from '../registry/index.js';
 import { etcdRegistryFlag } from './registry-flag.js';
 
 const HELP = `bulwark dashboard — one page for the fleet: every instance that publishes its dashboard
