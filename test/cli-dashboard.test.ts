@@ -13,6 +13,8 @@ describe('bulwark dashboard', () => {
     assert.equal(help.code, 0);
     assert.match(help.stdout, /^bulwark dashboard — one page for the fleet/);
     assert.match(help.stdout, /"bulwark\.status"/);
+    assert.match(help.stdout, /--rules <spec>/);
+    assert.match(help.stdout, /--controls/);
     const cases: Array<[string[], RegExp]> = [
       [[], /--registry etcd:\/\/host:port is required/],
       [['--registry', 'memory'], /--registry must be etcd:\/\/host:port/],
@@ -21,8 +23,13 @@ describe('bulwark dashboard', () => {
       [['--registry', 'etcd://127.0.0.1:2379', '--listen', '0.0.0.0:9090'], /--listen 0\.0\.0\.0:9090 is beyond loopback: give --token/],
       [['--registry', 'etcd://127.0.0.1:2379', '--token', 'short'], /--token must be at least 8 characters/],
       [['--registry', 'etcd://127.0.0.1:2379', '--tick', '10ms'], /--tick must be at least 100ms/],
+      [['--registry', 'etcd://127.0.0.1:2379', '--controls'], /--controls writes rules: give --rules etcd:\/\/host:port/],
+      [['--registry', 'etcd://127.0.0.1:2379', '--rules', 'etcd://127.0.0.1:2379'], /--rules is the store the controls write to: give --controls as well/],
+      [['--registry', 'etcd://127.0.0.1:2379', '--rules', 'memory', '--controls'], /--rules must be etcd:\/\/host:port\[,host:port\], got "memory"/],
+      [['--registry', 'etcd://127.0.0.1:2379', '--rules', 'etcd://127.0.0.1:2379', '--rules-prefix', '/r', '--controls'], /--rules-prefix must end in \/, got "\/r"/],
     ];
-    const runs = await Promise.all(cases.map(([args]) => runBulwark(['dashboard', ...args])));
+    // All at once on a loaded machine: each start may take long, hence the generous deadline.
+    const runs = await Promise.all(cases.map(([args]) => runBulwark(['dashboard', ...args], 120_000)));
     for (const [i, r] of runs.entries()) {
       assert.equal(r.code, 2, `${cases[i]![0].join(' ')}: ${r.stderr}`);
       assert.match(r.stderr.split('\n')[0]!, cases[i]![1]);

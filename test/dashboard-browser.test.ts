@@ -2,8 +2,12 @@
  * The dashboard in a real browser: Debian's chromium, headless, driven by playwright-core with the
  * system executable. A process serving its dashboard (test/support/dashboard-child.ts): the page loads
  * with no console error and no failed request, its first data comes within a second, its values move
- * within 2 s, and its stream comes back by itself when the server restarts. The fleet: `bulwark
- * dashboard` over a real etcd shows three processes, and one that dies as unreachable, then gone.
+ * within 2 s, and its stream comes back by itself when the server restarts. Its controls write to a
+ * MemoryRuleStore a Rules binder follows: a refused limit or fault value shows bulwark/rules' message
+ * beside its field and writes nothing; isolate holds the breaker open; the Rules card shows what each
+ * component runs and refused. The fleet: `bulwark dashboard --rules etcd://… --controls` over a real
+ * etcd shows three processes, isolates one's breaker through the rules in etcd, and shows one that dies
+ * as unreachable, then gone.
  * Screenshots at 1280×800 and 390×844 go to BULWARK_TEST_ARTIFACTS (default .tmp/artifacts/dashboard).
  */
 import { after, before, describe, it } from 'node:test';
@@ -140,19 +144,66 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await field.waitFor({ timeout: 10_000 });
       await field.fill('-5');
       await page.locator('button:text-is("set limit")').click();
-      const note = page.locator('[data-note="checkout|token-limiter|TokenLimiter-1|rate"]');
+      const note = page.locator('[data-note="checkout|token-limiter|api-limit|rate"]');
       await waitFor('the validation message', async () => /rate must be a finite number > 0, got -5/.test(await note.innerText()), 5_000);
-      assert.equal(await note.innerText(), 'set.rate: TokenLimiter: rate must be a finite number > 0, got -5');
+      // bulwark/rules' message, as `bulwark rules set` gives it
+      assert.equal(await note.innerText(), 'TokenLimiter: rate must be a finite number > 0, got -5');
       // beside the field: the same cell
       assert.equal(await page.locator('td:has(input[aria-label="new rate, calls/s"]) [data-note]').count(), 1);
       await page.screenshot({ path: join(shots, 'controls-refused-1280x800.png') });
       assert.doesNotMatch(child.logs, /rule put/);
       await page.locator('input[aria-label="new rate, calls/s"]').fill('12');
       await page.locator('button:text-is("set limit")').click();
-      await waitFor('the rule written', () => /rule put checkout\/token-limiter\/TokenLimiter-1 \{"scope":"checkout","kind":"token-limiter","name":"TokenLimiter-1","set":\{"rate":12\}\}/.test(child.logs), 5_000);
-      await waitFor('the page to say so', async () => /written: checkout\/token-limiter\/TokenLimiter-1/.test(await note.innerText()), 5_000);
+      await waitFor('the rule written', () => /rule put checkout\/token-limiter\/api-limit \{"scope":"checkout","kind":"token-limiter","name":"api-limit","set":\{"rate":12\}\}/.test(child.logs), 5_000);
+      await waitFor('the page to say so', async () => /written: checkout\/token-limiter\/api-limit/.test(await note.innerText()), 5_000);
       // a 422 is a response ≥ 400 on purpose: the only one
       assert.deepEqual(problems.filter((p) => !/response 422: .*\/controls\/put$/.test(p) && !/status of 422/.test(p)), []);
+      await page.close();
+    });
+
+    it('a fault rehearsal from its fields: a refused value beside its field, nothing written; a good one on a lease', async () => {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      await page.goto(`http://127.0.0.1:${port}/dashboard/`);
+      const input = (label: string) => page.locator(`input[aria-label="${label}"]`);
+      await input('of calls failed, %').waitFor({ timeout: 10_000 });
+      await input('service or route').fill('payments');
+      await input('of calls failed, %').fill('140');
+      await page.locator('button:text-is("start rehearsal")').click();
+      const note = page.locator('[data-note="checkout|fault||fault.abort.percent"]');
+      await waitFor('the message beside the field', async () => /abort\.percent must be/.test(await note.innerText()), 5_000);
+      assert.match(await note.innerText(), /^FaultInjector: abort\.percent must be a finite number in \[0, 100\], got 140$/);
+      assert.doesNotMatch(child.logs, /rule put checkout\/fault/);
+      await input('of calls failed, %').fill('20');
+      await input('delay, ms').fill('150');
+      await input('of calls delayed, %').fill('50');
+      await input('rehearsal length, s').fill('120');
+      await page.locator('button:text-is("start rehearsal")').click();
+      await waitFor('the fault rule written', () => /rule put checkout\/fault\/payments \{"scope":"checkout","kind":"fault","name":"payments","fault":\{"delay":\{"ms":150,"percent":50\},"abort":\{"percent":20,"status":503\}\},"ttlMs":120000\}/.test(child.logs), 5_000);
+      await page.screenshot({ path: join(shots, 'controls-fault-1280x800.png') });
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.screenshot({ path: join(shots, 'controls-390x844.png'), fullPage: true });
+      await page.close();
+    });
+
+    it('isolate from the page: the binder holds the breaker open, and the Rules card shows what it runs and what it refused', async () => {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems = watchPage(page);
+      await page.goto(`http://127.0.0.1:${port}/dashboard/`);
+      const breakers = page.locator('.card:has(h2:text-is("Breakers"))');
+      const origin = breakers.locator('tr:has(td:text-is("origin"))');
+      await origin.locator('button:text-is("isolate")').click({ timeout: 10_000 });
+      await waitFor('the breaker isolated by the rule', async () => /isolated by a rule/.test(await origin.innerText()), 5_000);
+      const rulesCard = page.locator('.card:has(h2:text-is("Rules: rules"))');
+      await waitFor('the Rules card lists the rule', async () => /checkout\/isolate\/origin/.test(await rulesCard.innerText()), 5_000);
+      // A rule the component refuses: CircuitBreaker's options cannot change while it runs (no reconfigure).
+      const r = await page.evaluate(async () => (await fetch('controls/put', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { minimumCalls: 7 } }) })).status);
+      assert.equal(r, 200);
+      await waitFor('the refusal on the page', async () => /refused checkout\/circuit-breaker\/origin/.test(await rulesCard.innerText()), 5_000);
+      assert.match(await rulesCard.innerText(), /refused by the component/);
+      await page.screenshot({ path: join(shots, 'controls-rules-1280x800.png'), fullPage: true });
+      await origin.locator('button:text-is("release")').click();
+      await waitFor('the breaker released', async () => !/isolated by a rule/.test(await origin.innerText()), 5_000);
+      assert.deepEqual(problems, []);
       await page.close();
     });
   });
@@ -174,7 +225,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
     it('shows three processes of a service, and one that dies as unreachable, then gone', async () => {
       for (const id of ['a', 'b', 'c']) children.push(await startChild(await freePort(), { endpoint: etcd.endpoint, prefix, service: 'orders', id }));
       const port = await freePort();
-      dashboard = spawn(process.execPath, bulwarkArgs(['dashboard', '--registry', etcd.endpoint.replace('http://', 'etcd://'), '--etcd-prefix', prefix, '--listen', `127.0.0.1:${port}`, '--tick', '500ms', '--refresh', '500ms']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      dashboard = spawn(process.execPath, bulwarkArgs(['dashboard', '--registry', etcd.endpoint.replace('http://', 'etcd://'), '--etcd-prefix', prefix, '--rules', etcd.endpoint.replace('http://', 'etcd://'), '--rules-prefix', `${prefix}/rules/`, '--controls', '--listen', `127.0.0.1:${port}`, '--tick', '500ms', '--refresh', '500ms']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
       dashboard.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       dashboard.stderr!.on('data', (b: Buffer) => (out += b.toString()));
@@ -189,6 +240,11 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       // an instance's own components open beside it
       await page.locator('tr.inst[data-key="orders/a"]').click();
       await page.waitForSelector('tr.detail .card h2:text-is("Breakers")', { timeout: 5_000 });
+      // the controls write for the instance shown, to the rules store its binder follows
+      const origin = page.locator('tr.detail .card:has(h2:text-is("Breakers")) tr:has(td:text-is("origin"))');
+      await origin.locator('button:text-is("isolate")').click({ timeout: 5_000 });
+      await waitFor('a\'s breaker isolated by the rule', async () => /isolated by a rule/.test(await origin.innerText()), 10_000);
+      assert.match(await page.locator('tr.detail .card:has(h2:text-is("Rules: rules"))').innerText(), /orders@a\/isolate\/origin/);
       await page.screenshot({ path: join(shots, 'fleet-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
       await page.screenshot({ path: join(shots, 'fleet-390x844.png'), fullPage: true });

@@ -16,7 +16,9 @@ import promClient from 'prom-client';
 import { dashboardHandler, fastifyDashboard, type DashboardHandler } from '../src/dashboard/index.js';
 import { TokenLimiter } from '../src/limit/index.js';
 import { BulwarkMetrics } from '../src/metrics/index.js';
-import { RecordingRuleStore } from './support/recording-rule-store.js';
+import { CircuitBreaker } from '../src/breaker/index.js';
+import { checkRule, MemoryRuleStore, RuleInvalidError, Rules } from '../src/rules/index.js';
+import { waitFor } from './support/servers.js';
 
 function metrics(): BulwarkMetrics {
   const m = new BulwarkMetrics({ registry: new promClient.Registry() });
@@ -116,16 +118,26 @@ describe('dashboardHandler', () => {
   }
 
   describe('controls', () => {
-    async function start(withControls: boolean): Promise<{ url: string; store: RecordingRuleStore; h: DashboardHandler }> {
-      const store = new RecordingRuleStore();
+    async function start(withControls: boolean): Promise<{ url: string; store: MemoryRuleStore; h: DashboardHandler }> {
+      const store = new MemoryRuleStore();
       const h = dashboardHandler(metrics(), { path: '/dashboard', ...(withControls ? { controls: { store, scope: 'checkout' } } : {}) });
       const server = createServer(h);
       const url = await listen(server);
-      closers.push(() => h.close(), () => new Promise((r) => server.close(r)));
+      closers.push(() => h.close(), () => new Promise((r) => server.close(r)), () => store.close());
       return { url: `${url}/dashboard`, store, h };
     }
-    const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-      fetch(`${url}/controls/put`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    const post = (url: string, body: unknown, headers: Record<string, string> = {}, action = 'put') =>
+      fetch(`${url}/controls/${action}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    /** cliRefusal is what bulwark/rules' own check (the one `bulwark rules set` runs) says of `doc`. */
+    async function cliRefusal(doc: unknown): Promise<{ error: string; field: string | undefined; code: string }> {
+      try {
+        await checkRule(JSON.stringify(doc));
+      } catch (err) {
+        assert.ok(err instanceof RuleInvalidError, String(err));
+        return { error: err.message, field: err.field, code: err.code };
+      }
+      assert.fail(`bulwark/rules accepts ${JSON.stringify(doc)}`);
+    }
 
     it('are off unless given: read-only', async () => {
       const { url, store } = await start(false);
@@ -133,34 +145,91 @@ describe('dashboardHandler', () => {
       assert.equal(r.status, 403);
       assert.match(((await r.json()) as { error: string }).error, /read-only/);
       assert.equal((await fetch(`${url}/controls/rules`)).status, 403);
-      assert.deepEqual(store.writes, []);
+      assert.equal(store.revision, 0);
     });
 
-    it('write a good limit as a rule, refuse a bad one with its field and message and write nothing', async () => {
+    it('refuse what bulwark/rules refuses, with its very field and message, and write nothing', async () => {
       const { url, store } = await start(true);
-      const bad = await post(url, { scope: 'checkout', kind: 'token-limiter', name: 'api-limit', set: { rate: -5 } });
-      assert.equal(bad.status, 422);
-      assert.deepEqual(await bad.json(), { error: 'TokenLimiter: rate must be a finite number > 0, got -5', field: 'set.rate' });
-      const typo = await post(url, { scope: 'checkout', kind: 'token-limiter', name: 'api-limit', set: { rat: 5 } });
-      assert.equal(typo.status, 422);
-      assert.match(((await typo.json()) as { error: string }).error, /rat is not an option/);
-      assert.equal((await post(url, { scope: 'checkout', kind: 'weights', name: 'payments', weights: { a: -1 } })).status, 422);
-      assert.equal((await post(url, { scope: 'checkout', kind: 'fault', name: 'payments', fault: {}, ttlMs: 10 })).status, 422);
-      assert.deepEqual(store.writes, []);
-      const good = await post(url, { scope: 'checkout', kind: 'token-limiter', name: 'api-limit', set: { rate: 5 } });
+      const bad = [
+        { scope: 'checkout', kind: 'token-limiter', name: 'api-limit', set: { rate: -5 } },
+        { scope: 'checkout', kind: 'token-limiter', name: 'api-limit', set: { rat: 5 } },
+        { scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { failureRate: 2 } },
+        { scope: 'checkout', kind: 'weights', name: 'payments', weights: { a: -1 } },
+        { scope: 'checkout', kind: 'fault', name: 'payments', fault: { abort: { percent: 10 } }, ttlMs: 10 },
+        { scope: 'checkout', kind: 'fault', name: 'payments', fault: { abort: { percent: 140 } }, ttlMs: 60_000 },
+        { scope: 'checkout', kind: 'fault', name: 'payments', fault: { delay: { ms: 100 } }, ttlMs: 60_000 },
+        { scope: 'checkout', kind: 'fault', name: 'payments', fault: { failureRatio: 0.1 } },
+        { scope: 'check/out', kind: 'isolate', name: 'origin' },
+        { scope: 'checkout', kind: 'frob', name: 'origin' },
+        { scope: 'checkout', kind: 'isolate', name: 'origin', extra: 1 },
+      ];
+      for (const doc of bad) {
+        const r = await post(url, doc);
+        assert.equal(r.status, 422, JSON.stringify(doc));
+        assert.deepEqual(await r.json(), JSON.parse(JSON.stringify(await cliRefusal(doc))), JSON.stringify(doc));
+      }
+      // Spot checks that the field names what a page puts its message beside.
+      assert.deepEqual(await (await post(url, bad[0])).json(), { error: 'TokenLimiter: rate must be a finite number > 0, got -5', field: 'rate', code: 'ERR_RULE_INVALID' });
+      assert.equal(((await (await post(url, bad[5])).json()) as { field: string }).field, 'fault.abort.percent');
+      const removeBad = await post(url, { scope: 'checkout', kind: 'frob', name: 'x' }, {}, 'remove');
+      assert.equal(removeBad.status, 422);
+      assert.equal(((await removeBad.json()) as { field: string }).field, 'kind');
+      assert.equal(store.revision, 0, 'a refused rule wrote nothing');
+      assert.deepEqual((await store.list()).records, []);
+    });
+
+    it('write a good rule to the store, which a Rules binder applies; a fault on a lease; remove', async () => {
+      const { url, store } = await start(true);
+      const breaker = new CircuitBreaker({ name: 'origin' });
+      const rules = new Rules({ store, service: 'checkout' });
+      closers.push(() => rules.close(), () => breaker.close());
+      rules.bind('circuit-breaker', 'origin', breaker);
+      await rules.start();
+      const good = await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin', reason: 'drill' });
       assert.equal(good.status, 200);
-      assert.deepEqual(await good.json(), { key: 'checkout/token-limiter/api-limit', revision: 1 });
-      const fault = await post(url, { scope: 'checkout', kind: 'fault', name: 'payments', fault: { failureRatio: 0.1 }, ttlMs: 60_000 });
+      assert.deepEqual(await good.json(), { key: 'checkout/isolate/origin', revision: 1 });
+      await waitFor('the binder isolates the breaker', () => breaker.isolated, 5_000);
+      const faultRule = { scope: 'checkout', kind: 'fault', name: 'payments', fault: { delay: { ms: 200, percent: 50 }, abort: { percent: 10, status: 503 } }, ttlMs: 60_000 };
+      const fault = await post(url, faultRule);
       assert.equal(fault.status, 200);
-      const removed = await fetch(`${url}/controls/remove`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scope: 'checkout', kind: 'token-limiter', name: 'api-limit' }) });
+      const held = await store.get('checkout/fault/payments');
+      assert.equal(held?.value, JSON.stringify(faultRule));
+      assert.equal(held?.leased, true, 'a fault rule lives on a lease');
+      const removed = await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin' }, {}, 'remove');
       assert.equal(removed.status, 200);
-      assert.deepEqual(store.writes, [
-        { op: 'put', key: 'checkout/token-limiter/api-limit', value: JSON.stringify({ scope: 'checkout', kind: 'token-limiter', name: 'api-limit', set: { rate: 5 } }) },
-        { op: 'put', key: 'checkout/fault/payments', value: JSON.stringify({ scope: 'checkout', kind: 'fault', name: 'payments', fault: { failureRatio: 0.1 }, ttlMs: 60_000 }), ttlMs: 60_000 },
-        { op: 'remove', key: 'checkout/token-limiter/api-limit' },
-      ]);
+      assert.deepEqual(await removed.json(), { key: 'checkout/isolate/origin', revision: 3 });
+      await waitFor('the binder releases the breaker', () => !breaker.isolated, 5_000);
       const listed = (await (await fetch(`${url}/controls/rules`)).json()) as { records: Array<{ key: string }> };
       assert.deepEqual(listed.records.map((r) => r.key), ['checkout/fault/payments']);
+    });
+
+    it('show a tracked Rules binder in the frame: the rules each component runs, and those it refused', async () => {
+      const store = new MemoryRuleStore();
+      const breaker = new CircuitBreaker({ name: 'origin' });
+      const rules = new Rules({ store, service: 'checkout' });
+      rules.bind('circuit-breaker', 'origin', breaker);
+      await rules.start();
+      const m = metrics();
+      m.track(rules, { name: 'rules' });
+      const h = dashboardHandler(m, { path: '/dashboard', tickMs: 50, controls: { store, scope: 'checkout' } });
+      const server = createServer(h);
+      const url = `${await listen(server)}/dashboard`;
+      closers.push(() => h.close(), () => new Promise((r) => server.close(r)), () => rules.close(), () => breaker.close(), () => store.close());
+      assert.equal((await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin' })).status, 200);
+      // valid, but CircuitBreaker has no reconfigure(): the binder refuses it and says so
+      assert.equal((await post(url, { scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { minimumCalls: 7 } })).status, 200);
+      type Bound = { kind: string; name: string; rules: string[]; isolated: string | undefined; refused: Array<{ key: string; code: string }> };
+      let bound: Bound[] = [];
+      await waitFor('the frame to carry both', async () => {
+        const r = await fetch(`${url}/status.json`);
+        if (r.status !== 200) return false;
+        const frame = (await r.json()) as { components: Array<{ kind: string; status: { components: Bound[] } }> };
+        bound = frame.components.find((c) => c.kind === 'Rules')?.status.components ?? [];
+        return bound.length === 1 && bound[0]!.refused.length === 1 && bound[0]!.rules.length === 1;
+      }, 5_000);
+      assert.deepEqual(bound.map((b) => [b.kind, b.name, b.rules, b.refused.map((r) => [r.key, r.code])]), [
+        ['circuit-breaker', 'origin', ['checkout/isolate/origin'], [['checkout/circuit-breaker/origin', 'ERR_RULE_REFUSED']]],
+      ]);
     });
 
     it('refuse a request from another origin or site, and one that is not JSON', async () => {
@@ -169,14 +238,16 @@ describe('dashboardHandler', () => {
       assert.equal((await post(url, rule, { origin: 'http://evil.example' })).status, 403);
       assert.equal((await post(url, rule, { 'sec-fetch-site': 'cross-site' })).status, 403);
       assert.equal((await fetch(`${url}/controls/put`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: JSON.stringify(rule) })).status, 415);
-      assert.deepEqual(store.writes, []);
+      assert.equal(store.revision, 0);
       assert.equal((await post(url, rule, { origin: new URL(url).origin })).status, 200);
-      assert.equal(store.writes.length, 1);
+      assert.equal(store.revision, 1);
     });
 
     it('refuse bad options by name', () => {
-      const store = new RecordingRuleStore();
+      const store = new MemoryRuleStore();
       assert.throws(() => dashboardHandler(metrics(), { controls: { store } }), /dashboardHandler: controls.scope is required/);
+      assert.throws(() => dashboardHandler(metrics(), { controls: { store, scope: 'a/b' } }), /dashboardHandler: controls.scope must be <service> or <service>@<instance>, got "a\/b"/);
+      assert.throws(() => dashboardHandler(metrics(), { controls: { store, scope: 'a', check: () => undefined } as never }), /dashboardHandler: controls: check is not an option; the options are store, scope/);
       assert.throws(() => dashboardHandler(metrics(), { path: 'dash' }), /dashboardHandler: path must be an absolute URL path/);
       assert.throws(() => dashboardHandler(metrics(), { token: 'short' }), /dashboardHandler: token must be a string of at least 8 characters/);
       assert.throws(() => dashboardHandler(metrics(), { paht: '/x' } as never), /dashboardHandler: paht is not an option/);

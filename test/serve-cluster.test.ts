@@ -8,7 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { EtcdRegistry } from '../src/registry/index.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
-import { skipReason } from './support/servers.js';
+import { skipReason, waitFor } from './support/servers.js';
+import { FleetFeed, STATUS_PATH_KEY, type FleetFrame } from '../src/dashboard/index.js';
 import { get, startNodes, startOrigin, startServe, stopAll, traffic, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
 
 describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'etcd') }, () => {
@@ -55,6 +56,22 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     for (const k of keys) assert.equal(origin.loads.get(k), 1, `${k} loaded ${origin.loads.get(k)} times`);
     const sources = new Set(answers.map((a) => a.source));
     assert.ok(sources.has('origin') && sources.has('peer'), [...sources].join(','));
+  });
+
+  it('each node announces its dashboard stream in its registry metadata: a FleetFeed on the registry follows all three', async () => {
+    for (const inst of await observer.getService('bulwark-cache')) assert.equal(inst.metadata?.[STATUS_PATH_KEY], '/dashboard/events', inst.id);
+    const feed = new FleetFeed(observer, { tickMs: 200, refreshMs: 200 });
+    try {
+      let states: string[] = [];
+      await waitFor('the fleet feed streams from the three nodes', () => {
+        const frame = feed.latest();
+        states = frame === undefined ? [] : (JSON.parse(frame) as FleetFrame).instances.map((i) => `${i.address} ${i.state}`).sort();
+        return states.length === 3 && states.every((x) => x.endsWith(' up'));
+      }, 30_000).catch((err: Error) => assert.fail(`${err.message}: ${states.join(', ')}`));
+      assert.deepEqual(states.map((x) => x.split(' ')[0]), nodes.map((n) => new URL(n.url).host).sort());
+    } finally {
+      await feed.close();
+    }
   });
 
   it('DELETE removes a key on every node: the next get on any node loads the new value', async () => {

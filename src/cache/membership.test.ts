@@ -86,10 +86,23 @@ describe('membership', () => {
     await registry.close();
   });
 
+  it('registers this node with the metadata it is given, beside its url', async () => {
+    const registry = new MemoryRegistry();
+    const m = await bindRegistry(new PeerLog('http://127.0.0.1:9001'), registry, { metadata: { 'bulwark.status': '/dashboard/events', zone: 'a' } });
+    const [got] = await registry.getService('bulwark-cache');
+    assert.deepEqual(got?.metadata, { 'bulwark.status': '/dashboard/events', zone: 'a', url: 'http://127.0.0.1:9001' });
+    assert.deepEqual(m.instance.metadata, got?.metadata);
+    await m.close();
+    await registry.close();
+  });
+
   it('rejects a bad registry or options', async () => {
     const pool = new PeerLog('http://127.0.0.1:9001');
     await assert.rejects(bindRegistry(pool, {} as Registry), /registry/);
     await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { ttlMs: -1 }), /ttlMs/);
+    await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { metadata: { url: 'http://elsewhere:1' } }), /HttpPool.bindRegistry: metadata.url is the pool's own URL/);
+    await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { metadata: { zone: 1 } as never }), /HttpPool.bindRegistry: metadata.zone must be a string, got 1/);
+    await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { metadata: 'x' as never }), /HttpPool.bindRegistry: metadata must be an object of strings/);
   });
 
   it('renews its registration every ttlMs / 3 on its clock, so it outlives the TTL, and deregisters on close', async () => {

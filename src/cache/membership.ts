@@ -7,7 +7,7 @@
  */
 import type { BackoffOptions } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
-import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
+import { clockOption, integer, options as checkOptions, showValue, type OptionKeys } from '../core/validate.js';
 import { announce } from '../registry/announce.js';
 import { followService } from '../registry/follow.js';
 import type { Announcement, Registry, RegistryEvent, ServiceInstance } from '../registry/types.js';
@@ -15,7 +15,7 @@ import { normalizePeerUrl } from './peer-url.js';
 
 /** The keys of MembershipOptions, all of them: any other is refused (see `options`). */
 const BIND_REGISTRY_KEYS = {
-  service: true, id: true, ttlMs: true, backoff: true, clock: true,
+  service: true, id: true, metadata: true, ttlMs: true, backoff: true, clock: true,
 } as const satisfies OptionKeys<MembershipOptions>;
 /** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
 const BACKOFF_KEYS = {
@@ -28,6 +28,12 @@ export interface MembershipOptions {
   service?: string;
   /** This node's instance id. Defaults to its URL's host and port, e.g. `127.0.0.1-8080`. */
   id?: string;
+  /**
+   * More metadata to register this node with, beside the `url` the pool sets (which it may not hold):
+   * e.g. `{ [STATUS_PATH_KEY]: '/dashboard/events' }` (bulwark/dashboard) so a fleet dashboard finds
+   * the node. Defaults to none.
+   */
+  metadata?: Record<string, string>;
   /** Registration TTL handed to the registry; when set, the node registers again every ttlMs / 3. Defaults to none (the registry's own). */
   ttlMs?: number;
   /** Waits between attempts to watch again after a failure. Defaults to `{ initialMs: 50, maxMs: 5 000, multiplier: 2, jitter: 'full' }`. */
@@ -67,6 +73,17 @@ export function urlOf(instance: ServiceInstance): string {
   return instance.metadata?.url ?? `http://${instance.address}`;
 }
 
+/** extraMetadata checks the metadata option: an object of strings, without `url`. */
+function extraMetadata(metadata: unknown): Record<string, string> {
+  if (metadata === undefined) return {};
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) throw new TypeError(`HttpPool.bindRegistry: metadata must be an object of strings, got ${showValue(metadata)}`);
+  for (const [k, v] of Object.entries(metadata)) {
+    if (k === 'url') throw new TypeError('HttpPool.bindRegistry: metadata.url is the pool\'s own URL: it cannot be set');
+    if (typeof v !== 'string') throw new TypeError(`HttpPool.bindRegistry: metadata.${k} must be a string, got ${showValue(v)}`);
+  }
+  return { ...(metadata as Record<string, string>) };
+}
+
 /** bindRegistry registers `pool.self` under the service and keeps the pool's peers equal to the service's instances. */
 export async function bindRegistry(pool: PeerSetter, registry: Registry, options?: MembershipOptions): Promise<Membership> {
   const o = checkOptions('HttpPool.bindRegistry', options, BIND_REGISTRY_KEYS);
@@ -83,7 +100,7 @@ export async function bindRegistry(pool: PeerSetter, registry: Registry, options
     id: o.id ?? `${url.hostname.replace(/[^A-Za-z0-9._:-]/g, '')}-${port}`,
     name: service,
     address: `${url.hostname}:${port}`,
-    metadata: { url: pool.self },
+    metadata: { ...extraMetadata(o.metadata), url: pool.self },
   };
   const members = new Map<string, string>();
   const apply = () => pool.setPeers(...new Set(members.values()));

@@ -3,15 +3,18 @@
  * follows every instance that announces its dashboard's event stream in its metadata (the
  * `bulwark.status` key: a path, fetched from the instance's registered address only), and serves one
  * page that shows them per service and per instance, merged once per tick whatever the number of
- * viewers. Instances that leave the registry are shown as gone. Its flags are read with node:util's
- * parseArgs.
+ * viewers. Instances that leave the registry are shown as gone. With `--rules etcd://… --controls`
+ * the page's controls write rules to that store (an EtcdRuleStore), for the instance shown. Its flags
+ * are read with node:util's parseArgs.
  */
 import { parseArgs } from 'node:util';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dashboardHandler, FleetFeed, STATUS_PATH_KEY } from '../dashboard/index.js';
 import { EtcdRegistry } from '../registry/index.js';
+import { EtcdRuleStore } from '../rules/index.js';
 import { parseDuration, UsageError } from './args.js';
+import { etcdEndpoints } from '../registry/index.js';
 import { etcdRegistryFlag } from './registry-flag.js';
 
 const HELP = `bulwark dashboard — one page for the fleet: every instance that publishes its dashboard
@@ -31,6 +34,12 @@ Options:
       --token <text>          the token a viewer beyond loopback must give (?token= or Authorization:
                               Bearer); required when --listen is not a loopback address. Prefer
                               BULWARK_DASHBOARD_TOKEN: a flag is visible in ps
+      --rules <spec>          etcd://host:port[,host:port]: the rules store (bulwark/rules) the page's
+                              controls write to — isolate / reset a breaker, change a limit, shift a
+                              weight, start a fault rehearsal — for the instance shown
+      --rules-prefix <path>   etcd key prefix of the rules (default /bulwark/rules/)
+      --controls              turn the controls on (needs --rules); without it the page is read-only.
+                              Beyond loopback they need the token; another origin is refused
       --instance-token <text> the token sent to the instances (theirs, for instances beyond loopback);
                               or BULWARK_INSTANCE_TOKEN
       --tick <time>           how often the page is updated (default 1s)
@@ -59,7 +68,13 @@ export async function runDashboard(argv: string[]): Promise<number> {
     ...(o.instanceToken === undefined ? {} : { token: o.instanceToken }),
     onWarning: (m) => void process.stderr.write(`${m}\n`),
   });
-  const handler = dashboardHandler(feed, { path: o.path, title: 'bulwark fleet', ...(o.token === undefined ? {} : { token: o.token }) });
+  const rules = o.rules === undefined ? undefined : new EtcdRuleStore({ hosts: o.rules, ...(o.rulesPrefix === undefined ? {} : { prefix: o.rulesPrefix }) });
+  const handler = dashboardHandler(feed, {
+    path: o.path,
+    title: 'bulwark fleet',
+    ...(o.token === undefined ? {} : { token: o.token }),
+    ...(rules === undefined ? {} : { controls: { store: rules } }),
+  });
   const server = createServer(handler);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -67,14 +82,15 @@ export async function runDashboard(argv: string[]): Promise<number> {
       server.listen(o.port, o.host, () => resolve());
     });
   } catch (err) {
-    await Promise.all([handler.close(), feed.close(), registry.close()]);
+    await Promise.all([handler.close(), feed.close(), registry.close(), rules?.close()]);
     const e = err as NodeJS.ErrnoException;
     process.stderr.write(`bulwark dashboard: --listen ${o.host}:${o.port}: ${e.code ?? e.message}\n`);
     return 2;
   }
   const a = server.address() as AddressInfo;
   const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
-  process.stdout.write(`bulwark dashboard: http://${host}:${a.port}${handler.path === '/' ? '/' : `${handler.path}/`} (following ${o.hosts.join(', ')})\n`);
+  const writes = rules === undefined ? '' : `; controls on, writing rules to ${o.rules!.join(', ')}`;
+  process.stdout.write(`bulwark dashboard: http://${host}:${a.port}${handler.path === '/' ? '/' : `${handler.path}/`} (following ${o.hosts.join(', ')}${writes})\n`);
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
@@ -85,6 +101,7 @@ export async function runDashboard(argv: string[]): Promise<number> {
   server.closeAllConnections();
   await new Promise<void>((resolve) => server.close(() => resolve()));
   await registry.close();
+  await rules?.close();
   return 0;
 }
 
@@ -96,6 +113,9 @@ interface DashboardConfig {
   path: string;
   token: string | undefined;
   instanceToken: string | undefined;
+  /** The rules store's members, when the controls are on. */
+  rules: string[] | undefined;
+  rulesPrefix: string | undefined;
   tickMs: number;
   refreshMs: number;
 }
@@ -114,6 +134,9 @@ function read(argv: string[]): DashboardConfig | 'help' {
         path: { type: 'string', default: '/' },
         token: { type: 'string' },
         'instance-token': { type: 'string' },
+        rules: { type: 'string' },
+        'rules-prefix': { type: 'string' },
+        controls: { type: 'boolean' },
         tick: { type: 'string', default: '1s' },
         refresh: { type: 'string', default: '2s' },
         help: { type: 'boolean', short: 'h' },
@@ -133,6 +156,16 @@ function read(argv: string[]): DashboardConfig | 'help' {
   if (token !== undefined && token.length < 8) throw new UsageError('--token must be at least 8 characters');
   const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host);
   if (!loopback && token === undefined) throw new UsageError(`--listen ${values.listen} is beyond loopback: give --token (or BULWARK_DASHBOARD_TOKEN)`);
+  if (values.controls === true && values.rules === undefined) throw new UsageError('--controls writes rules: give --rules etcd://host:port');
+  if (values.rules !== undefined && values.controls !== true) throw new UsageError('--rules is the store the controls write to: give --controls as well (without both the page is read-only)');
+  if (values.rules !== undefined && !values.rules.startsWith('etcd://')) throw new UsageError(`--rules must be etcd://host:port[,host:port], got ${JSON.stringify(values.rules)}`);
+  if (values['rules-prefix'] !== undefined && !values['rules-prefix'].endsWith('/')) throw new UsageError(`--rules-prefix must end in /, got ${JSON.stringify(values['rules-prefix'])}`);
+  let rules: string[] | undefined;
+  try {
+    rules = values.rules === undefined ? undefined : etcdEndpoints('--rules', values.rules);
+  } catch {
+    throw new UsageError(`--rules must be etcd://host:port[,host:port], got ${JSON.stringify(values.rules)}`);
+  }
   if (!values.path.startsWith('/')) throw new UsageError(`--path must start with /, got ${JSON.stringify(values.path)}`);
   const tickMs = parseDuration('--tick', values.tick);
   const refreshMs = parseDuration('--refresh', values.refresh);
@@ -146,6 +179,8 @@ function read(argv: string[]): DashboardConfig | 'help' {
     path: values.path,
     token,
     instanceToken: values['instance-token'] ?? process.env.BULWARK_INSTANCE_TOKEN,
+    rules,
+    rulesPrefix: values['rules-prefix'],
     tickMs,
     refreshMs,
   };

@@ -7,6 +7,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
+import { checkScope } from '../rules/rule-key.js';
 import { controlAccess, readAccess, type Denied } from './access.js';
 import { control, readJson, type DashboardControls } from './controls.js';
 import { PAGE } from './page.js';
@@ -48,6 +49,8 @@ const KEYS = {
   latencyWindowMs: true,
   clock: true,
 } as const satisfies OptionKeys<DashboardOptions>;
+
+const CONTROLS_KEYS = { store: true, scope: true } as const satisfies OptionKeys<DashboardControls>;
 
 /** dashboardDefaults are the handler's defaults (the feed's are processFeedDefaults). */
 export const dashboardDefaults = Object.freeze({ path: '/dashboard', maxViewers: 100, title: 'bulwark' });
@@ -109,14 +112,17 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
         ...(o.latencyWindowMs === undefined ? {} : { latencyWindowMs: o.latencyWindowMs }),
         ...(o.clock === undefined ? {} : { clock: o.clock }),
       });
-  const controls = o.controls;
+  const controls = o.controls === undefined ? undefined : (checkOptions(`${OWNER}: controls`, o.controls, CONTROLS_KEYS) as DashboardControls);
   if (controls !== undefined) {
     if (controls === null || typeof controls !== 'object' || controls.store === null || typeof controls.store?.put !== 'function') throw new TypeError(`${OWNER}: controls.store must be a RuleStore`);
-    if (controls.scope !== undefined && (typeof controls.scope !== 'string' || !/^[A-Za-z0-9._:-]+(@[A-Za-z0-9._:-]+)?$/.test(controls.scope))) {
-      throw new TypeError(`${OWNER}: controls.scope must be <service> or <service>@<instance>, got ${JSON.stringify(controls.scope)}`);
+    if (controls.scope !== undefined) {
+      try {
+        checkScope(controls.scope);
+      } catch (err) {
+        throw new TypeError(`${OWNER}: controls.${(err as Error).message}`);
+      }
     }
     if (feed.mode === 'process' && controls.scope === undefined) throw new TypeError(`${OWNER}: controls.scope is required for a process's dashboard (the service or instance its rules are for)`);
-    if (controls.check !== undefined && typeof controls.check !== 'function') throw new TypeError(`${OWNER}: controls.check must be a function`);
   }
   const hello = JSON.stringify({ mode: feed.mode, tickMs: feed.tickMs, title, controls: controls !== undefined, scope: controls?.scope ?? null });
   const viewers = new Viewers(feed, () => hello, maxViewers);

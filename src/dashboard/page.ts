@@ -197,25 +197,41 @@ label{font-size:12px;color:var(--mute)}
     var id = cid(scope, 'weights', service, inst.id);
     return '<span class="ctl">' + field(id, inst.weight != null ? inst.weight : 1, 'weight of ' + inst.id) + button('set weight', 'weight', { scope: scope, kind: 'weights', name: service, instance: inst.id }, id) + note(id) + '</span>';
   }
+  // The fault rehearsal's fields: FaultInjector's options ({ delay: { ms, percent }, abort: { percent, status } })
+  // and the rule's life. A field left empty is left out; the rule's validation names the one at fault.
+  var FAULT_FIELDS = [['fault.delay.ms', 'delay, ms', ''], ['fault.delay.percent', 'of calls delayed, %', ''], ['fault.abort.percent', 'of calls failed, %', '10'], ['fault.abort.status', 'failed with status', '503']];
   function faultCard(scope) {
     if (!ctlOn() || !scope) return '';
     var id = cid(scope, 'fault', '', '');
-    return card('Fault rehearsal', '<div class="ctl"><label>service or route ' + field(id + 'name', '', 'service or route', true) + '</label><label>FaultInjector options (JSON) ' + field(id + 'fault', '{"failureRatio": 0.1}', 'fault options as JSON', true) + '</label><label>ends after (s) ' + field(id + 'ttl', 600, 'rehearsal length, seconds') + '</label>' + button('start rehearsal', 'fault', { scope: scope, kind: 'fault' }, id) + note(id) + '</div>');
+    var parts = '<label>service or route ' + field(id + 'name', '', 'service or route', true) + '</label>' + note(id + 'name');
+    FAULT_FIELDS.forEach(function (f) { parts += '<label>' + esc(f[1]) + ' ' + field(id + f[0], f[2], f[1]) + '</label>' + note(id + f[0]); });
+    parts += '<label>ends after, s ' + field(id + 'ttlMs', 600, 'rehearsal length, s') + '</label>' + note(id + 'ttlMs');
+    return card('Fault rehearsal', '<div class="ctl">' + parts + button('start rehearsal', 'fault', { scope: scope, kind: 'fault' }, id) + note(id) + '</div>');
   }
   function send(act, rule, id) {
     var body = rule, path = act === 'remove' ? 'controls/remove' : 'controls/put';
     function value(k) { var el = document.querySelector('[data-input="' + CSS.escape(k) + '"]'); return el ? el.value : ''; }
+    function number(k) { var v = value(k).trim(); return v === '' ? undefined : Number(v); }
     if (act === 'limit') body = { scope: rule.scope, kind: rule.kind, name: rule.name, set: { rate: value(id) === '' ? null : Number(value(id)) } };
     if (act === 'weight') { var w = {}; w[rule.instance] = value(id) === '' ? null : Number(value(id)); body = { scope: rule.scope, kind: 'weights', name: rule.name, weights: w }; }
     if (act === 'fault') {
-      var opts; try { opts = JSON.parse(value(id + 'fault')); } catch (e) { notes[id] = { text: 'fault options: not JSON (' + e.message + ')' }; render(true); return; }
-      body = { scope: rule.scope, kind: 'fault', name: value(id + 'name'), fault: opts, ttlMs: Math.round(Number(value(id + 'ttl')) * 1000) };
+      var fault = {};
+      FAULT_FIELDS.forEach(function (f) {
+        var v = number(id + f[0]); if (v === undefined) return;
+        var path = f[0].split('.'); (fault[path[1]] = fault[path[1]] || {})[path[2]] = v;
+      });
+      var ttl = number(id + 'ttlMs');
+      body = { scope: rule.scope, kind: 'fault', name: value(id + 'name'), fault: fault };
+      if (ttl !== undefined) body.ttlMs = Math.round(ttl * 1000);
     }
     var headers = { 'content-type': 'application/json' };
     if (token) headers.authorization = 'Bearer ' + token;
+    Object.keys(notes).forEach(function (k) { if (k.indexOf(id) === 0) delete notes[k]; });
     fetch(path, { method: 'POST', headers: headers, body: JSON.stringify(body), credentials: 'same-origin' }).then(function (r) {
       return r.json().then(function (j) {
-        notes[id] = r.ok ? { ok: true, text: 'written: ' + j.key + ' (revision ' + j.revision + ')' } : { text: (j.field ? j.field + ': ' : '') + j.error };
+        // A refusal goes beside the field it names when the page has one, else beside the button.
+        var at = !r.ok && j.field && document.querySelector('[data-note="' + CSS.escape(id + j.field) + '"]') ? id + j.field : id;
+        notes[at] = r.ok ? { ok: true, text: 'written: ' + j.key + ' (revision ' + j.revision + ')' } : { text: (j.field && at === id && act !== 'limit' && act !== 'weight' ? j.field + ': ' : '') + j.error };
         if (r.ok) Object.keys(typed).forEach(function (k) { if (k.indexOf(id) === 0) delete typed[k]; });
         render(true);
       });
@@ -282,7 +298,7 @@ label{font-size:12px;color:var(--mute)}
         cache.push(row([esc(c.name), badge(hr == null || s.gets === 0 ? 'idle' : hr < 0.5 ? 'missing' : 'hitting', hr == null || s.gets === 0 ? 'off' : hr < 0.5 ? 'warn' : 'ok'), N(pct(hr)), N(count(s.loads, 'loads')), N(count(s.peerLoads, 'peer loads')), N(count(s.peerErrors, 'peer errors')), N(bytes(s.caches && s.caches.main ? s.caches.main.bytes : null))]));
       } else if (k === 'HttpPool') {
         (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '–'), '', '', '', ''])); });
-      } else if (/[Rr]ule/.test(k)) rules.push(c);
+      } else if (k === 'Rules') rules.push(c);
       else other.push(c);
     });
     var html = '';
@@ -299,10 +315,17 @@ label{font-size:12px;color:var(--mute)}
     // With controls, one card a row: every field and its message in view.
     return '<div class="grid' + (ctlOn() && scope ? ' one' : '') + '">' + (html || '<p class="empty">no components tracked</p>') + '</div>';
   }
+  // A Rules binder's snapshot: its counters, and per bound component the rules it runs and any it refused.
   function rulesHtml(s) {
-    var runs = (s.rules || s.running || []).map(function (r) { return row([esc(r.id || r.name || JSON.stringify(r)), badge('running', 'ok'), esc(r.target || r.kind || '')]); });
-    var refused = (s.refused || []).map(function (r) { return row([esc(r.id || r.name || ''), badge('refused', 'bad'), esc(r.reason || r.message || r.error || '')]); });
-    return table(['rule', 'state', 'detail'], runs.concat(refused)) || '<p class="empty">no rules</p>';
+    var rows = [];
+    (s.components || []).forEach(function (b) {
+      var word = b.refused && b.refused.length ? badge(b.refused.length + ' refused', 'bad') : b.isolated ? badge('isolated', 'warn') : b.rules.length ? badge('running ' + b.rules.length, 'ok') : badge('built options', 'off');
+      rows.push(row([esc(b.kind + ' ' + b.name), word, b.rules.length ? esc(b.rules.join(', ')) : '<span class="mute">none</span>', N('revision ' + num(b.revision, 0))]));
+      (b.refused || []).forEach(function (r) { rows.push(row(['<span class="mute">↳ refused ' + esc(r.key) + '</span>', badge(r.code === 'ERR_RULE_REFUSED' ? 'refused by the component' : 'invalid', 'bad'), '<span class="err">' + esc((r.field ? r.field + ': ' : '') + r.message) + '</span>', N('revision ' + num(r.revision, 0))])); });
+    });
+    function many(n, one, more) { return num(n, 0) + ' ' + (n === 1 ? one : more); }
+    var head = '<p class="mute">' + many(s.rules, 'rule held', 'rules held') + ' · ' + many(s.bindings, 'component bound', 'components bound') + ' · store revision ' + num(s.revision, 0) + (s.storeErrors ? ' · ' + many(s.storeErrors, 'store error', 'store errors') : '') + '</p>';
+    return head + (table(['component', 'state', 'rules it runs', 'revision'], rows) || '<p class="empty">no component bound</p>');
   }
   function unitOf(key, v) {
     if (/Ms$/.test(key)) return ms(v);

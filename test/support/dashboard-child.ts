@@ -5,9 +5,12 @@
  * calls) through a ResilientClient, at most 40 calls a second for at most 10 minutes, with a breaker, a
  * limiter, a shedder, a retry budget and a cache group beside it, all tracked by one BulwarkMetrics,
  * and serves the dashboard at /dashboard on 127.0.0.1:<port> (0: any). With etcd, it registers itself
- * there with its dashboard stream's path in the metadata. With `controls`, the dashboard's controls
- * write to a RecordingRuleStore, and each write is printed (`rule put <key> <value>`). Prints
- * `ready <port>` once serving.
+ * there with its dashboard stream's path in the metadata, and runs a Rules binder (service <service>,
+ * instance <id>) on the rules under `<etcd prefix>/rules/` in that etcd. With `controls`, the
+ * dashboard's controls write to a MemoryRuleStore that a Rules binder of service `checkout` follows,
+ * and each change the store delivers is printed (`rule put <key> <value>`, `rule remove <key>`). The
+ * binder holds the breaker `origin` (TokenLimiter takes no rules yet: it has no reconfigure), and is tracked: the page shows the
+ * rules each runs and any it refused. Prints `ready <port>` once serving.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,7 +23,7 @@ import { AdaptiveShedder, TokenLimiter } from '../../src/limit/index.js';
 import { BulwarkMetrics } from '../../src/metrics/index.js';
 import { RetryBudget } from '../../src/policy/index.js';
 import { EtcdRegistry, MemoryRegistry, RegistryCache } from '../../src/registry/index.js';
-import { RecordingRuleStore } from './recording-rule-store.js';
+import { EtcdRuleStore, MemoryRuleStore, Rules } from '../../src/rules/index.js';
 
 const args = process.argv.slice(2);
 const withControls = args[1] === 'controls';
@@ -39,7 +42,8 @@ const budget = new RetryBudget();
 const group = new Group({ name: 'profiles', cacheBytes: 1 << 20, getter: (k) => `profile ${k}` });
 
 const metrics = new BulwarkMetrics({ registry: new promClient.Registry() });
-for (const c of [client, breaker, limiter, shedder, budget, cache, group]) metrics.track(c);
+for (const c of [client, breaker, shedder, budget, cache, group]) metrics.track(c);
+metrics.track(limiter, { name: 'api-limit' });
 
 let calls = 0;
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -60,8 +64,15 @@ const caller = setInterval(() => {
   void group.get(`k${calls % 50}`).catch(() => {});
 }, 25);
 
-const store = new RecordingRuleStore();
-store.onWrite = (w) => console.log(`rule ${w.op} ${w.key} ${w.value ?? ''}`);
+const store = etcdEndpoint === undefined ? new MemoryRuleStore() : new EtcdRuleStore({ hosts: etcdEndpoint, prefix: `${prefix!}/rules/` });
+store.watch(0, (change) => {
+  if (change.type !== 'changes') return;
+  for (const c of change.changes) console.log(c.value === undefined ? `rule remove ${c.key}` : `rule put ${c.key} ${c.value}`);
+});
+const rules = new Rules({ store, service: service ?? 'checkout', ...(id === undefined ? {} : { instance: id }) });
+rules.bind('circuit-breaker', 'origin', breaker);
+metrics.track(rules, { name: 'rules' });
+await rules.start();
 const dashboard = dashboardHandler(metrics, { path: '/dashboard', ...(withControls ? { controls: { store, scope: 'checkout' } } : {}), title: `${service === undefined ? 'bulwark test process' : `${service} ${id}`} (pid ${process.pid})` });
 const server = createServer(dashboard);
 await new Promise<void>((resolve) => server.listen(Number(portArg), '127.0.0.1', resolve));

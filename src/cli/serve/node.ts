@@ -18,7 +18,7 @@ import type { ServeConfig } from './config.js';
 import { Origin } from './origin.js';
 import { handleClient, replyText, type ClientApi } from './client-api.js';
 import { BulwarkMetrics, metricsHandler } from '../../metrics/index.js';
-import { dashboardHandler, type DashboardHandler } from '../../dashboard/index.js';
+import { dashboardHandler, STATUS_PATH_KEY, type DashboardHandler } from '../../dashboard/index.js';
 import promClient from 'prom-client';
 import { ServedGroup } from './served-group.js';
 import { reachEtcd, unreachableText } from '../etcd-reach.js';
@@ -131,7 +131,9 @@ export class ServeNode implements ClientApi {
     for (;;) {
       if (this.stopJoining.signal.aborted) return;
       try {
-        const m = await this.pool.bindRegistry(this.registry, { service: this.config.service });
+        // The dashboard's stream path in the metadata: `bulwark dashboard` finds the node by it.
+        const metadata = { [STATUS_PATH_KEY]: `${this.dashboard.path}/events` };
+        const m = await this.pool.bindRegistry(this.registry, { service: this.config.service, metadata });
         // A shutdown that began while this registration was under way must not leave it behind.
         if (this.stopJoining.signal.aborted) {
           await m.close();
