@@ -12,6 +12,7 @@ import { Etcd3 } from 'etcd3';
 import { RegistryDeniedError, RegistryPendingError, RegistryUnavailableError } from '../src/core/errors.js';
 import { EtcdFleetStore } from '../src/fleet/index.js';
 import { EtcdRegistry } from '../src/registry/etcd-registry.js';
+import { EtcdRuleStore } from '../src/rules/index.js';
 import type { EtcdRegistryOptions } from '../src/registry/etcd-registry-options.js';
 import { makeCertificates, opensslBinary, type Certificates } from './support/certificates.js';
 import { enableAuth, etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
@@ -26,6 +27,7 @@ const OTHER_PASSWORD = 'other-Secret-3';
 /** The prefixes the user `svc` may read and write; `other` may only touch `/elsewhere/`. */
 const PREFIX = '/bulwark-tls/services';
 const FLEET_PREFIX = 'bulwark-tls/fleet/';
+const RULES_PREFIX = '/bulwark-tls/rules/';
 /** Generous: etcd's bcrypt of a password at each token exchange takes a while on a loaded machine. */
 const DIAL_MS = 8_000;
 
@@ -76,6 +78,7 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
       const svc = await root.role('svc').create();
       await svc.grant({ permission: 'Readwrite', range: root.range({ prefix: `${PREFIX}/` }) });
       await svc.grant({ permission: 'Readwrite', range: root.range({ prefix: FLEET_PREFIX }) });
+      await svc.grant({ permission: 'Readwrite', range: root.range({ prefix: RULES_PREFIX }) });
       await root.user('svc').create(PASSWORD);
       await root.user('svc').addRole('svc');
       const other = await root.role('other').create();
@@ -163,6 +166,26 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     await rejectsDenied(fleetStore({ tls: { ca: certs.otherCa, cert: certs.clientCert, key: certs.clientKey } }).snapshot('dep'), /certificate/i);
     await rejectsDenied(fleetStore({ auth: { username: 'svc', password: 'not-the-password' } }).snapshot('dep'), /authentication failed/);
     await rejectsDenied(fleetStore({ auth: { username: 'other', password: OTHER_PASSWORD } }).snapshot('dep'), /permission denied/);
+  });
+
+  it('the rule store writes, lists and watches over TLS as the user; bulwark rules reads it with the same settings, and a wrong password is refused', async () => {
+    const store = new EtcdRuleStore({ hosts: etcd.endpoint, prefix: RULES_PREFIX, tls: tls(), auth: { username: 'svc', password: PASSWORD }, dialTimeoutMs: DIAL_MS, attemptTimeoutMs: DIAL_MS });
+    open.push(store);
+    const seen: string[] = [];
+    const watch = store.watch(0, (c) => void seen.push(...(c.type === 'changes' ? c.changes : c.records).map((x) => x.key)));
+    open.push(watch);
+    const revision = await store.put('orders/token-limiter/api', JSON.stringify({ set: { rate: 50 } }));
+    assert.ok(revision > 0);
+    assert.deepEqual((await store.list()).records.map((r) => r.key), ['orders/token-limiter/api']);
+    await waitFor('the watched change', () => seen.includes('orders/token-limiter/api'), 20_000);
+    const member = etcd.endpoint.replace('https://', '');
+    const args = ['rules', 'ls', '--store', `etcd://${member}`, '--prefix', RULES_PREFIX, '--json', '--etcd-ca', certs.ca, '--etcd-cert', certs.clientCert, '--etcd-key', certs.clientKey, '--etcd-user', 'svc'];
+    const ok = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: PASSWORD });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.match(ok.stdout, /orders\/token-limiter\/api/);
+    const bad = new EtcdRuleStore({ hosts: etcd.endpoint, prefix: RULES_PREFIX, tls: tls(), auth: { username: 'svc', password: 'not-the-password' }, dialTimeoutMs: DIAL_MS, attemptTimeoutMs: DIAL_MS });
+    open.push(bad);
+    await rejectsDenied(bad.list(), /authentication failed/);
   });
 
   it('bulwark registry ls reads the secured etcd with --etcd-ca/--etcd-cert/--etcd-key/--etcd-user and BULWARK_ETCD_PASSWORD; a wrong password exits 1 saying so', async () => {

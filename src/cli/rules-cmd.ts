@@ -9,6 +9,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { ETCD_ACCESS_FLAGS, ETCD_ACCESS_HELP, readEtcdAccess } from './etcd-access.js';
+import { etcdEndpoints } from '../registry/etcd-endpoints.js';
+import { UsageError, type ParsedFlags } from './args.js';
 import { checkRule, EtcdRuleStore, parseRuleKey, RuleConflictError, RuleInvalidError, ruleKey, ruleTtlMs, type RuleChange, type RuleRecord, type RuleStore } from '../rules/index.js';
 
 const HELP = `bulwark rules — change a fleet's guards live: limits, breakers, weights, faults
@@ -34,6 +37,7 @@ Options:
       --json                      JSON instead of a table (watch: one object per line)
   -h, --help                      show this help
 
+${ETCD_ACCESS_HELP}
 Exit codes: 0 done, 1 the store could not be reached, 2 bad flags or a refused rule, 3 a revision conflict.
 `;
 
@@ -58,6 +62,7 @@ export async function runRules(argv: string[]): Promise<number> {
         'to-revision': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
+        ...Object.fromEntries(Object.keys(ETCD_ACCESS_FLAGS).map((f) => [f, { type: 'string' as const }])),
       },
     });
   } catch (err) {
@@ -82,8 +87,10 @@ export async function runRules(argv: string[]): Promise<number> {
     if (flags.store === undefined) throw new Usage('--store etcd://host:port[,host:port] is needed');
     let store: EtcdRuleStore;
     try {
-      store = new EtcdRuleStore({ hosts: flags.store, ...(flags.prefix === undefined ? {} : { prefix: flags.prefix }) });
+      const access = readEtcdAccess(etcdEndpoints('--store', flags.store), flags as ParsedFlags);
+      store = new EtcdRuleStore({ hosts: access.hosts, ...(access.tls === undefined ? {} : { tls: access.tls }), ...(access.auth === undefined ? {} : { auth: access.auth }), ...(flags.prefix === undefined ? {} : { prefix: flags.prefix }) });
     } catch (err) {
+      if (err instanceof UsageError) throw new Usage(err.message);
       throw new Usage(`--store: ${(err as Error).message}`);
     }
     try {

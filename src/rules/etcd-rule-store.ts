@@ -21,14 +21,14 @@ import { Backoff } from '../core/backoff.js';
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { ClosedError, RuleConflictError } from '../core/errors.js';
 import { clockOption, fn as fnOption, options as optionsObject, positive, showValue, type OptionKeys } from '../core/validate.js';
-import { etcdEndpoints } from '../registry/etcd-endpoints.js';
+import { etcdConnection, type EtcdConnection, type EtcdConnectionOptions } from '../registry/etcd-connection.js';
 import { EtcdPool } from '../registry/etcd-pool.js';
 import { createClient, type EtcdClient } from '../registry/etcd-client.js';
 import { rangeEnd } from '../registry/etcd-layout.js';
 import type { RuleChange, RuleListing, RulePutOptions, RuleRecord, RuleRecordChange, RuleRemoveOptions, RuleStore, RuleVersion, RuleWatch } from './types.js';
 
 /** EtcdRuleStoreOptions configures an EtcdRuleStore. */
-export interface EtcdRuleStoreOptions {
+export interface EtcdRuleStoreOptions extends EtcdConnectionOptions {
   /** etcd's members: `etcd://host:port[,host:port]`, `http(s)://host[:port]` or `host:port`, one string or an array. Required. */
   hosts: string | string[];
   /** The prefix of every rule key (ends in `/`). Defaults to `/bulwark/rules/`. */
@@ -42,14 +42,14 @@ export interface EtcdRuleStoreOptions {
   /** The clock of every timer (deadlines, cooldowns, the watch's retries). Defaults to `systemClock`. */
   clock?: Clock;
   /** @internal Builds the client of one member: tests pass fakes. Defaults to an etcd3 client. */
-  createClient?: (host: string) => EtcdClient;
+  createClient?: (host: string, connection: EtcdConnection) => EtcdClient;
 }
 
 /** Defaults for EtcdRuleStoreOptions. */
 export const etcdRuleStoreDefaults = Object.freeze({ prefix: '/bulwark/rules/', dialTimeoutMs: 3_000, attemptTimeoutMs: 1_000, cooldownMs: 1_000 });
 
 const ETCD_RULE_STORE_KEYS = {
-  hosts: true, prefix: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true, clock: true, createClient: true,
+  hosts: true, tls: true, auth: true, prefix: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true, clock: true, createClient: true,
 } as const satisfies OptionKeys<EtcdRuleStoreOptions>;
 
 /** EtcdRuleStore keeps rules in etcd; see the module comment. */
@@ -63,14 +63,14 @@ export class EtcdRuleStore implements RuleStore {
 
   constructor(options: EtcdRuleStoreOptions) {
     const o = optionsObject('EtcdRuleStore', options, ETCD_RULE_STORE_KEYS);
-    const hosts = etcdEndpoints('EtcdRuleStore', o.hosts);
+    const { endpoints: hosts, connection } = etcdConnection('EtcdRuleStore', o);
     const prefix = o.prefix ?? etcdRuleStoreDefaults.prefix;
     if (typeof prefix !== 'string' || !prefix.endsWith('/')) throw new TypeError(`EtcdRuleStore: prefix must be a string ending in '/', got ${showValue(prefix)}`);
     this.prefix = prefix;
     this.clock = clockOption('EtcdRuleStore', o.clock, systemClock);
-    const make = o.createClient === undefined ? createClient : fnOption<(h: string) => EtcdClient>('EtcdRuleStore', 'createClient', o.createClient);
+    const make = o.createClient === undefined ? createClient : fnOption<(h: string, c: EtcdConnection) => EtcdClient>('EtcdRuleStore', 'createClient', o.createClient);
     this.pool = new EtcdPool(
-      hosts.map((h) => ({ endpoint: h, client: make(h) })),
+      hosts.map((h) => ({ endpoint: h, client: make(h, connection) })),
       {
         clock: this.clock,
         callTimeoutMs: positive('EtcdRuleStore', 'dialTimeoutMs', o.dialTimeoutMs ?? etcdRuleStoreDefaults.dialTimeoutMs),
