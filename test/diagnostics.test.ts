@@ -90,7 +90,7 @@ describe('diagnostics_channel: breakers', () => {
     assert.equal(cb.tryAdmit(), undefined);
     cb.reset();
     cb.admit().success();
-    assert.deepEqual(seen, Array(3).fill({ breaker: 'inventory', kind: 'CircuitBreaker', state: 'open' }));
+    assert.deepEqual(seen, Array(3).fill({ breaker: 'inventory', kind: 'CircuitBreaker', state: 'open', isolatedReason: 'isolated by an operator' }));
     // half-open with its one probe taken
     const hb = new CircuitBreaker({ name: 'probe', minimumCalls: 1, openMs: 100, halfOpenCalls: 1, clock });
     hb.admit().failure(new Error('x'));

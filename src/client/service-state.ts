@@ -102,7 +102,7 @@ export class ServiceState implements ServiceParts {
   readonly budget: RetryBudget;
   /** The Retry of calls that use the service's maxAttempts (undefined when it is 1). */
   retry: Retry | undefined;
-  /** The deadline of each attempt (undefined: none): the client's, or the service's own (`ResilientClient.reconfigureService`). */
+  /** @internal The deadline of each attempt (undefined: none): the client's, or the service's own (`ResilientClient.reconfigureService`). */
   timeout: AttemptTimeout | undefined;
   /** Attempts per call, the first included, when retry is on: the client's, or the service's own (`ResilientClient.reconfigureService`). */
   maxAttempts: number;

@@ -37,5 +37,5 @@ export { MAX_KEY_BYTES } from './keys.js';
 export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type RedisTokenLimiterLiveOptions, type LeaseOptions } from './redis-token-limiter.js';
 export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiterOptions } from './redis-period-limiter.js';
 export { redisCommonDefaults, type RedisCommonOptions } from './redis-limiter-options.js';
-export { AdaptiveShedder, adaptiveShedderDefaults, type AdaptiveShedderOptions, type AdaptiveShedderStats } from './adaptive-shedder.js';
+export { AdaptiveShedder, adaptiveShedderDefaults, type AdaptiveShedderOptions, type AdaptiveShedderStats, type AdaptiveShedderLiveOptions } from './adaptive-shedder.js';
 export { EventLoopLoad, eventLoopLoadDefaults, type EventLoopLoadOptions, type LoadSample } from './event-loop-load.js';

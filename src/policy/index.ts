@@ -4,7 +4,7 @@
  * core `Guard` shape), outermost first. Recommended order: `wrap(fallback, retry, bulkhead, breaker,
  * timeout)`; docs/policy.md says why.
  */
-export { Retry, retryDefaults, defaultShouldRetry, noRetryCodes } from './retry.js';
+export { Retry, retryDefaults, defaultShouldRetry, noRetryCodes, type RetryLiveOptions } from './retry.js';
 export { RetryBudget, retryBudgetDefaults } from './retry-budget.js';
 export { Timeout, timeoutDefaults } from './timeout.js';
 export { Bulkhead, bulkheadDefaults } from './bulkhead.js';
