@@ -160,7 +160,13 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
       const d = controlAccess(req, query, token, actions !== undefined);
       if (d !== undefined) return deny(res, d);
       req.resume();
-      runAction(actions!, sub.slice('/actions/'.length)).then((a) => reply(res, a.status, 'application/json; charset=utf-8', `${JSON.stringify(a.body)}\n`));
+      let id: string;
+      try {
+        id = decodeURIComponent(sub.slice('/actions/'.length));
+      } catch {
+        id = '';
+      }
+      runAction(actions!, id).then((a) => reply(res, a.status, 'application/json; charset=utf-8', `${JSON.stringify(a.body)}\n`));
       return;
     }
     if (sub.startsWith('/controls/')) {

@@ -16,6 +16,7 @@ import { ResilientClient, type ServiceState } from '../../client/index.js';
 import { dashboardHandler, type DashboardHandler } from '../../dashboard/index.js';
 import { BulwarkMetrics } from '../../metrics/index.js';
 import { RegistryCache } from '../../registry/index.js';
+import { MemoryRuleStore, Rules } from '../../rules/index.js';
 import { DemoFleet, fleetServices, type FleetInstance } from './fleet.js';
 import type { FaultyRegistry } from './faulty-registry.js';
 import { LatencyHistogram } from './histogram.js';
@@ -48,6 +49,9 @@ export interface DemoOptions {
 
 /** Defaults for DemoOptions. */
 export const demoDefaults = Object.freeze({ durationMs: 20_000, concurrency: 16, rate: 100, dashboardPort: 0 });
+
+/** The service the demo's callers run as: the rule controls write rules for it (`demo/isolate/payments/flaky`). */
+const RULES_SCOPE = 'demo';
 
 /** DemoSummary is what the run ends with (also printed). */
 export interface DemoSummary {
@@ -83,14 +87,16 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const registry = fleet.registry;
   // A short TTL, so that the registry cache has to ask the registry during the outage and answers stale.
   const cache = new RegistryCache(registry, { ttlMs: 1_000, minRetryIntervalMs: 500, clock });
-  // Instance breakers tuned for a short demo: trip at 50 % failures over 5 s (5 calls at least), probe again after 2 s.
-  const breakers = new BreakerGroup({
-    factory: (name) =>
-      name.includes('/')
-        ? new CircuitBreaker({ name, failureRate: 0.5, minimumCalls: 5, window: { windowMs: 5_000, buckets: 10 }, openMs: 2_000, halfOpenCalls: 3, clock })
-        : new SreBreaker({ name, clock }),
-  });
-  const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 3_000 } } });
+  // Instance breakers tuned for a short demo: trip at 50 % failures over 2.5 s (5 calls at least: when a killed instance's 2 s ejection ends, its window holds the failures that ejected it and few successes, so the first call that reaches it trips it), probe again after 5 s.
+  // The rule controls on the page write here; the binder applies them to the callers' breakers and client
+  // (isolate / reset a breaker, shift weights, rehearse faults), as it would from etcd in a fleet.
+  const store = new MemoryRuleStore({ clock });
+  const rules = new Rules({ store, service: RULES_SCOPE, clock });
+  await rules.start();
+  const instanceBreaker = rules.breakerFactory('circuit-breaker', (name) => new CircuitBreaker({ name, failureRate: 0.5, minimumCalls: 5, window: { windowMs: 2_500, buckets: 10 }, openMs: 5_000, halfOpenCalls: 3, clock }));
+  const breakers = new BreakerGroup({ factory: (name) => (name.includes('/') ? instanceBreaker(name) : new SreBreaker({ name, clock })) });
+  const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 2_000 } } });
+  rules.bind('client', 'callers', client);
   const perInstance = new Map<string, InstanceStats>(fleet.instances.map((i) => [i.server.id, { calls: 0, errors: 0, latency: new LatencyHistogram() }]));
   client.onAttempt((e) => {
     if (e.outcome === 'rejected') return;
@@ -102,6 +108,11 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   });
   const metrics = new BulwarkMetrics({ registry: new promClient.Registry() });
   metrics.track(client, { name: 'callers' });
+  // The client's parts as components of their own, so that the page shows each instance's breaker,
+  // each service's balancer with its instances, and the registry cache's entries.
+  metrics.track(breakers, { name: 'instance breakers' });
+  metrics.track(cache, { name: 'registry cache' });
+  metrics.track(rules, { name: 'rules' });
   metrics.track(fleet.originBreaker, { name: 'origin' });
   for (const n of fleet.cacheNodes()) {
     metrics.track(n.group, { name: `profiles@${n.name}` });
@@ -114,13 +125,18 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const start = clock.now();
   try {
     if (dashboardPort !== false) {
-      const handler = dashboardHandler(metrics, { path: '/', title: 'bulwark demo', actions: fleet, clock });
+      const handler = dashboardHandler(metrics, { path: '/', title: 'bulwark demo', actions: fleet, controls: { store, scope: RULES_SCOPE }, clock });
       const server = createServer(handler);
       dashboard = { handler, server };
       await new Promise<void>((resolve, reject) => server.once('error', reject).listen(dashboardPort, '127.0.0.1', () => resolve()));
       output.write(`dashboard: http://127.0.0.1:${(server.address() as AddressInfo).port}/  (demo controls: kill / restore instances and cache nodes, registry, origin)\n`);
     }
-    for (const name of fleetServices) states.set(name, await client.service(name));
+    for (const name of fleetServices) {
+      const state = await client.service(name);
+      states.set(name, state);
+      // Named after the service: the page's weight controls write a rule for that name.
+      metrics.track(state.balancer, { name });
+    }
     const snapshot = (): ViewSnapshot => {
       const st = client.stats();
       return {
@@ -156,6 +172,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
     await client.close();
     await cache.close();
     await fleet.close();
+    await rules.close();
+    await store.close();
     await metrics.close?.();
   }
 }
