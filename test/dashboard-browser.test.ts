@@ -258,7 +258,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       console.log(`# demo: kill shown as ejected after ${seen.ejected} ms, breaker open after ${seen.open} ms`);
       assert.match(await healthyRow.innerText(), /killed/);
       assert.match(await page.locator('#action-note').innerText(), /payments › healthy killed/);
-      await page.screenshot({ path: join(shots, 'demo-killed-1280x800.png') });
+      await page.screenshot({ path: join(shots, 'demo-killed-1280x800.png'), fullPage: true });
 
       await healthyRow.locator('button:text-is("restore")').click();
       // Back in rotation once its ejection ends and its breaker closed once its probes pass (after 5 s open).

@@ -47,7 +47,7 @@ input.wide{width:16em}
 .done{color:var(--ok);font-size:12px}
 #actions h2 .mute{font-weight:400}
 #actions td{white-space:normal}
-#actions button{margin:1px 4px 1px 0}
+#actions button{margin:1px 4px 1px 0;white-space:nowrap}
 .ctl{display:inline-flex;flex-wrap:wrap;gap:4px;align-items:center}
 label{font-size:12px;color:var(--mute)}
 @media (max-width:900px){.charts{grid-template-columns:1fr}.grid{grid-template-columns:1fr}}
