@@ -87,13 +87,15 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const registry = fleet.registry;
   // A short TTL, so that the registry cache has to ask the registry during the outage and answers stale.
   const cache = new RegistryCache(registry, { ttlMs: 1_000, minRetryIntervalMs: 500, clock });
-  // Instance breakers tuned for a short demo: trip at 50 % failures over 2.5 s (5 calls at least: when a killed instance's 2 s ejection ends, its window holds the failures that ejected it and few successes, so the first call that reaches it trips it), probe again after 5 s.
   // The rule controls on the page write here; the binder applies them to the callers' breakers and client
   // (isolate / reset a breaker, shift weights, rehearse faults), as it would from etcd in a fleet.
   const store = new MemoryRuleStore({ clock });
   const rules = new Rules({ store, service: RULES_SCOPE, clock });
   await rules.start();
-  const instanceBreaker = rules.breakerFactory('circuit-breaker', (name) => new CircuitBreaker({ name, failureRate: 0.5, minimumCalls: 5, window: { windowMs: 2_500, buckets: 10 }, openMs: 5_000, halfOpenCalls: 3, clock }));
+  // Instance breakers tuned for a short demo: trip at 60 % failures over the last 8 calls, so that the five
+  // refused connections in a row that make outlier detection eject a killed instance trip its breaker too
+  // (5 of 8); probe again after 5 s. The flaky instance (30 %) trips now and then, as it should.
+  const instanceBreaker = rules.breakerFactory('circuit-breaker', (name) => new CircuitBreaker({ name, failureRate: 0.6, minimumCalls: 5, window: { calls: 8 }, openMs: 5_000, halfOpenCalls: 3, clock }));
   const breakers = new BreakerGroup({ factory: (name) => (name.includes('/') ? instanceBreaker(name) : new SreBreaker({ name, clock })) });
   const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 2_000 } } });
   rules.bind('client', 'callers', client);
