@@ -99,6 +99,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   const breakers = new BreakerGroup({ factory: (name) => (name.includes('/') ? instanceBreaker(name) : new SreBreaker({ name, clock })) });
   const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 2_000 } } });
   rules.bind('client', 'callers', client);
+  rules.bind('circuit-breaker', 'origin', fleet.originBreaker);
   const perInstance = new Map<string, InstanceStats>(fleet.instances.map((i) => [i.server.id, { calls: 0, errors: 0, latency: new LatencyHistogram() }]));
   client.onAttempt((e) => {
     if (e.outcome === 'rejected') return;
@@ -224,7 +225,7 @@ async function drive(
         // counted by the client as a failed call; keep calling
       }
       try {
-        await fleet.cacheGet(`user-${n % 200}`, n);
+        await fleet.cacheGet(`user-${n % 50}`, n);
       } catch {
         // the group counts its failed loads; keep calling
       }

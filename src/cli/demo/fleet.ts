@@ -229,7 +229,7 @@ async function startNode(name: string, getter: (key: string) => Promise<string>,
   const port = (server.address() as AddressInfo).port;
   const pool = new HttpPool({ self: `http://127.0.0.1:${port}` });
   handler = pool.handler;
-  const group = new Group({ name: 'profiles', cacheBytes: 1 << 20, ttlMs: 5_000, staleBytes: 1 << 20, staleMaxAgeMs: 300_000, peers: pool, getter, clock });
+  const group = new Group({ name: 'profiles', cacheBytes: 1 << 20, ttlMs: 10_000, staleBytes: 1 << 20, staleMaxAgeMs: 300_000, peers: pool, getter, clock });
   return { name, pool, group, alive: true, server, port };
 }
 
