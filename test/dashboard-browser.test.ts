@@ -8,6 +8,8 @@
  * component runs and refused. The fleet: `bulwark dashboard --rules etcd://… --controls` over a real
  * etcd shows three processes, isolates one's breaker through the rules in etcd, and shows one that dies
  * as unreachable, then gone.
+ * The demo (`bulwark demo`, what `npm start` runs): its "kill" button ejects an instance and opens its
+ * breaker on the page within 5 s, and "restore" brings it back.
  * Screenshots at 1280×800 and 390×844 go to BULWARK_TEST_ARTIFACTS (default .tmp/artifacts/dashboard).
  */
 import { after, before, describe, it } from 'node:test';
@@ -259,6 +261,66 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await page.locator('tr.inst[data-key="orders/a"]').click(); // folded again: the three rows in view
       await page.waitForSelector('tr.detail', { state: 'detached', timeout: 5_000 });
       await page.screenshot({ path: join(shots, 'fleet-one-gone-1280x800.png') });
+      await page.close();
+    });
+  });
+
+  describe('the demo (npm start)', () => {
+    let demo: ChildProcess | undefined;
+    let out = '';
+    after(() => {
+      demo?.kill('SIGKILL');
+    });
+
+    it('shows demo controls apart from rule controls; "kill" ejects the instance and opens its breaker within 5 s, "restore" brings it back', async () => {
+      // No terminal: a long --duration so that the run's own registry outage (half-way) stays out of the test.
+      demo = spawn(process.execPath, bulwarkArgs(['demo', '--duration', '20m', '--port', '0', '--rate', '60']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      demo.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+      demo.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+      await waitFor('the demo to print its dashboard URL', () => /^dashboard: http:\/\/127\.0\.0\.1:\d+\//.test(out), 60_000);
+      assert.match(out.split('\n')[0]!, /^dashboard: http:\/\/127\.0\.0\.1:\d+\//, 'the URL is not the first line');
+      const url = /^dashboard: (http:\/\/\S+)/.exec(out)![1]!;
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      const problems = watchPage(page);
+      await page.goto(url);
+      await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live', undefined, { timeout: 15_000 });
+      const controls = page.locator('#actions');
+      await controls.locator('button:text-is("kill")').first().waitFor({ timeout: 10_000 });
+      assert.match(await controls.locator('h2').innerText(), /^Demo controls — act on this process directly; not rules/);
+      // The rule controls are there too, under their own words.
+      await page.locator('button:text-is("isolate")').first().waitFor({ timeout: 10_000 });
+      const healthyRow = controls.locator('tr', { hasText: 'payments › healthy' });
+      const address = /\((127\.0\.0\.1:\d+)\)/.exec(await healthyRow.innerText())![1]!;
+      const balancerRow = page.locator('tr', { hasText: `↳ ${address}` });
+      const breakerRow = page.locator('tr', { hasText: 'instance breakers › payments/healthy' });
+      await waitFor('the healthy instance up with its breaker closed', async () => /\bup\b/.test(await balancerRow.innerText()) && /closed/.test(await breakerRow.innerText()), 30_000);
+      await page.screenshot({ path: join(shots, 'demo-1280x800.png') });
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.screenshot({ path: join(shots, 'demo-390x844.png'), fullPage: true });
+      await page.setViewportSize({ width: 1280, height: 800 });
+
+      await healthyRow.locator('button:text-is("kill")').click();
+      const killedAt = Date.now();
+      // Outlier detection ejects it first (5 failures in a row); its breaker trips on the calls that reach
+      // it once the ejection ends (2 s). Each must show on the page within 5 s of the click.
+      const seen: { ejected?: number; open?: number } = {};
+      await waitFor('the instance ejected and its breaker open on the page', async () => {
+        if (seen.ejected === undefined && /ejected/.test(await balancerRow.innerText())) seen.ejected = Date.now() - killedAt;
+        if (seen.open === undefined && /open: tripped/.test(await breakerRow.innerText())) seen.open = Date.now() - killedAt;
+        return seen.ejected !== undefined && seen.open !== undefined;
+      }, 5_000).catch(async (err: Error) => {
+        throw new Error(`${err.message}: seen ${JSON.stringify(seen)}; balancer row "${await balancerRow.innerText()}", breaker row "${await breakerRow.innerText()}", demo controls "${await controls.innerText()}", demo's last lines: ${out.split('\n').slice(-3).join('\n')}`);
+      });
+      console.log(`# demo: kill shown as ejected after ${seen.ejected} ms, breaker open after ${seen.open} ms`);
+      assert.match(await healthyRow.innerText(), /killed/);
+      assert.match(await page.locator('#action-note').innerText(), /payments › healthy killed/);
+      await page.screenshot({ path: join(shots, 'demo-killed-1280x800.png'), fullPage: true });
+
+      await healthyRow.locator('button:text-is("restore")').click();
+      // Back in rotation once its ejection ends and its breaker closed once its probes pass (after 5 s open).
+      await waitFor('the instance back: up and its breaker closed', async () => /\bup\b/.test(await balancerRow.innerText()) && !/ejected/.test(await balancerRow.innerText()) && /closed/.test(await breakerRow.innerText()), 30_000);
+      assert.match(await healthyRow.innerText(), /\bup\b/);
+      assert.deepEqual(problems, []);
       await page.close();
     });
   });

@@ -253,4 +253,38 @@ describe('dashboardHandler', () => {
       assert.throws(() => dashboardHandler(metrics(), { paht: '/x' } as never), /dashboardHandler: paht is not an option/);
     });
   });
+
+  describe('actions', () => {
+    it('list and press the process\'s own buttons under the controls\' protections, and are off unless given', async () => {
+      const pressed: string[] = [];
+      const h = dashboardHandler(metrics(), {
+        path: '/dashboard',
+        actions: { title: 'Demo controls', list: () => [{ id: 'kill:a', label: 'kill', target: 'a', state: 'up' }], run: (id) => (pressed.push(id), `${id} done`) },
+      });
+      const server = createServer(h);
+      const url = `${await listen(server)}/dashboard`;
+      closers.push(() => h.close(), () => new Promise((r) => server.close(r)));
+      const press = (id: string, headers: Record<string, string> = {}) => fetch(`${url}/actions/${id}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{}' });
+      const listed = (await (await fetch(`${url}/actions.json`)).json()) as { title: string; actions: Array<{ id: string }> };
+      assert.deepEqual([listed.title, listed.actions.map((a) => a.id)], ['Demo controls', ['kill:a']]);
+      assert.equal((await press('kill:a', { origin: 'http://evil.example' })).status, 403);
+      assert.equal((await press('kill:a', { 'sec-fetch-site': 'cross-site' })).status, 403);
+      assert.equal((await fetch(`${url}/actions/kill:a`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' })).status, 415);
+      assert.equal((await fetch(`${url}/actions/kill:a`)).status, 405);
+      assert.equal((await press('nope')).status, 404);
+      assert.deepEqual(pressed, []);
+      // The page sends the id encoded (kill%3Aa).
+      const ok = await press(encodeURIComponent('kill:a'), { origin: new URL(url).origin });
+      assert.deepEqual([ok.status, await ok.json()], [200, { done: 'kill:a done' }]);
+      assert.deepEqual(pressed, ['kill:a']);
+
+      const plain = dashboardHandler(metrics(), { path: '/' });
+      const other = createServer(plain);
+      const base = await listen(other);
+      closers.push(() => plain.close(), () => new Promise((r) => other.close(r)));
+      assert.equal((await fetch(`${base}/actions.json`)).status, 404);
+      assert.equal((await fetch(`${base}/actions/kill:a`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status, 403);
+      assert.throws(() => dashboardHandler(metrics(), { actions: { list: () => [] } as never }), /dashboardHandler: actions must be an object with list\(\) and run\(id\)/);
+    });
+  });
 });

@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { checkScope } from '../rules/rule-key.js';
 import { controlAccess, readAccess, type Denied } from './access.js';
+import { actionsJson, runAction, type DashboardActions } from './actions.js';
 import { control, readJson, type DashboardControls } from './controls.js';
 import { PAGE } from './page.js';
 import { ProcessFeed, type FeedSource } from './process-feed.js';
@@ -36,6 +37,13 @@ export interface DashboardOptions extends ProcessFeedOptions {
    * another origin is refused. Defaults to none: the dashboard is read-only.
    */
   controls?: DashboardControls;
+  /**
+   * Buttons that act on this process itself (`<path>/actions.json` lists them, a POST to
+   * `<path>/actions/<id>` presses one), shown apart from the rule controls: the demo kills and restores
+   * its instances with them. The controls' protections apply (same origin, JSON, token beyond loopback).
+   * Defaults to none.
+   */
+  actions?: DashboardActions;
 }
 
 const KEYS = {
@@ -44,6 +52,7 @@ const KEYS = {
   maxViewers: true,
   title: true,
   controls: true,
+  actions: true,
   tickMs: true,
   historyMs: true,
   latencyWindowMs: true,
@@ -124,7 +133,11 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
     }
     if (feed.mode === 'process' && controls.scope === undefined) throw new TypeError(`${OWNER}: controls.scope is required for a process's dashboard (the service or instance its rules are for)`);
   }
-  const hello = JSON.stringify({ mode: feed.mode, tickMs: feed.tickMs, title, controls: controls !== undefined, scope: controls?.scope ?? null });
+  const actions = o.actions;
+  if (actions !== undefined && (actions === null || typeof actions !== 'object' || typeof actions.list !== 'function' || typeof actions.run !== 'function')) {
+    throw new TypeError(`${OWNER}: actions must be an object with list() and run(id)`);
+  }
+  const hello = JSON.stringify({ mode: feed.mode, tickMs: feed.tickMs, title, controls: controls !== undefined, scope: controls?.scope ?? null, actions: actions !== undefined });
   const viewers = new Viewers(feed, () => hello, maxViewers);
   const page = Buffer.from(PAGE.replace('<title>bulwark</title>', `<title>${escapeHtml(title)}</title>`), 'utf8');
 
@@ -147,6 +160,19 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
         (l) => reply(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(l)}\n`, method === 'HEAD'),
         (err: unknown) => deny(res, { status: 503, message: `the rules store did not answer: ${err instanceof Error ? err.message : String(err)}` }),
       );
+      return;
+    }
+    if (sub.startsWith('/actions/')) {
+      const d = controlAccess(req, query, token, actions !== undefined);
+      if (d !== undefined) return deny(res, d);
+      req.resume();
+      let id: string;
+      try {
+        id = decodeURIComponent(sub.slice('/actions/'.length));
+      } catch {
+        id = '';
+      }
+      runAction(actions!, id).then((a) => reply(res, a.status, 'application/json; charset=utf-8', `${JSON.stringify(a.body)}\n`));
       return;
     }
     if (sub.startsWith('/controls/')) {
@@ -195,6 +221,10 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
         else reply(res, 200, 'application/json; charset=utf-8', `${latest}\n`, head);
         return;
       }
+      case '/actions.json':
+        if (actions === undefined) reply(res, 404, 'text/plain; charset=utf-8', 'no actions\n');
+        else reply(res, 200, 'application/json; charset=utf-8', `${actionsJson(actions)}\n`, head);
+        return;
       case '/history.json':
         reply(res, 200, 'application/json; charset=utf-8', `${feed.history()}\n`, head);
         return;

@@ -13,6 +13,7 @@ export { ProcessFeed, processFeedDefaults } from './process-feed.js';
 export type { FeedSource } from './process-feed.js';
 export { FleetFeed, fleetFeedDefaults, STATUS_PATH_KEY } from './fleet-feed.js';
 export type { FleetFeedOptions } from './fleet-feed.js';
+export type { DashboardAction, DashboardActions } from './actions.js';
 export type { DashboardControls } from './controls.js';
 export type { Rule, RuleKind, RuleStore } from '../rules/types.js';
 export type { Registry, ServiceInstance } from '../registry/types.js';

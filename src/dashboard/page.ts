@@ -45,6 +45,9 @@ input{font:inherit;font-size:12px;width:7em;padding:1px 4px}
 input.wide{width:16em}
 .err{color:var(--bad);font-size:12px;white-space:normal}
 .done{color:var(--ok);font-size:12px}
+#actions h2 .mute{font-weight:400}
+#actions td{white-space:normal}
+#actions button{margin:1px 4px 1px 0;white-space:nowrap}
 .ctl{display:inline-flex;flex-wrap:wrap;gap:4px;align-items:center}
 label{font-size:12px;color:var(--mute)}
 @media (max-width:900px){.charts{grid-template-columns:1fr}.grid{grid-template-columns:1fr}}
@@ -63,6 +66,7 @@ label{font-size:12px;color:var(--mute)}
 <div class="card"><h2>Errors and refusals <span class="mute">(calls/s)</span></h2><svg id="c-errors" role="img" aria-label="errors per second"></svg><div class="legend" id="l-errors"></div></div>
 <div class="card"><h2>Latency p50 / p99 <span class="mute">(ms, last minute)</span></h2><svg id="c-lat" role="img" aria-label="latency"></svg><div class="legend" id="l-lat"></div></div>
 </section>
+<section id="actions" class="card" hidden></section>
 <section id="body"><p class="empty">waiting for the first data…</p></section>
 </main>
 <script>
@@ -94,13 +98,14 @@ label{font-size:12px;color:var(--mute)}
     if (es) es.close();
     setConn(lastAt ? 'reconnecting' : 'connecting', 'warn');
     es = new EventSource('events' + suffix);
-    es.addEventListener('hello', function (e) { hello = JSON.parse(e.data); $('title').textContent = hello.title; document.title = hello.title + ' dashboard'; $('mode').textContent = hello.mode === 'fleet' ? 'fleet view' : 'this process'; });
+    es.addEventListener('hello', function (e) { hello = JSON.parse(e.data); if (hello.actions) loadActions(); $('title').textContent = hello.title; document.title = hello.title + ' dashboard'; $('mode').textContent = hello.mode === 'fleet' ? 'fleet view' : 'this process'; });
     es.addEventListener('history', function (e) { points = JSON.parse(e.data); });
     es.addEventListener('tick', function (e) {
       frame = JSON.parse(e.data); lastAt = Date.now();
       var p = frame.point; if (!points.length || points[points.length - 1].t !== p.t) points.push(p);
       var keep = 300000; while (points.length > 1 && points[0].t < p.t - keep) points.shift();
       setConn('live', 'ok'); render();
+      if (hello && hello.actions && Date.now() - actionsAt > 3000) loadActions();
       // When the first data was drawn, for whoever measures the page (performance.getEntriesByName).
       if (performance.getEntriesByName('bulwark-first-data').length === 0) performance.mark('bulwark-first-data');
     });
@@ -242,6 +247,33 @@ label{font-size:12px;color:var(--mute)}
     var b = e.target.closest ? e.target.closest('button[data-act]') : null; if (!b) return;
     e.stopPropagation();
     send(b.getAttribute('data-act'), JSON.parse(b.getAttribute('data-rule')), b.getAttribute('data-id'));
+  });
+
+  // ---- actions (only when the server was given them: buttons acting on this process itself, not rules) ----
+  var actionsAt = 0, actionNote = null;
+  function loadActions() {
+    actionsAt = Date.now();
+    fetch('actions.json' + suffix, { credentials: 'same-origin' }).then(function (r) { return r.ok ? r.json() : null; }).then(function (j) { if (j) drawActions(j); }, function () {});
+  }
+  function drawActions(j) {
+    var byTarget = {}, order = [];
+    j.actions.forEach(function (a) { if (!byTarget[a.target]) { byTarget[a.target] = { state: a.state, buttons: [] }; order.push(a.target); } byTarget[a.target].buttons.push(a); });
+    var rows = order.map(function (t) {
+      var x = byTarget[t], st = x.state || '', cls = /^(up|healthy|answering|normal)$/.test(st) ? 'ok' : /killed|down|broken|failing/.test(st) ? 'bad' : st ? 'warn' : 'off';
+      return '<tr data-target="' + esc(t) + '"><td>' + esc(t) + '</td><td>' + (st ? badge(st, cls) : '') + '</td><td>' + x.buttons.map(function (a) { return '<button data-action="' + esc(a.id) + '">' + esc(a.label) + '</button>'; }).join('') + '</td></tr>';
+    });
+    var el = $('actions');
+    el.innerHTML = '<h2>' + esc(j.title) + ' <span class="mute">— act on this process directly; not rules, nothing is written to a rules store</span></h2>' + table(['target', 'state', 'action'], rows) + (actionNote ? '<p class="' + (actionNote.ok ? 'done' : 'err') + '" id="action-note">' + esc(actionNote.text) + '</p>' : '');
+    el.hidden = false;
+  }
+  $('actions').addEventListener('click', function (e) {
+    var b = e.target.closest ? e.target.closest('button[data-action]') : null; if (!b) return;
+    var headers = { 'content-type': 'application/json' };
+    if (token) headers.authorization = 'Bearer ' + token;
+    b.disabled = true;
+    fetch('actions/' + encodeURIComponent(b.getAttribute('data-action')), { method: 'POST', headers: headers, body: '{}', credentials: 'same-origin' }).then(function (r) {
+      return r.json().then(function (j) { actionNote = r.ok ? { ok: true, text: j.done } : { text: j.error }; loadActions(); });
+    }, function (err) { actionNote = { text: 'not sent: ' + err.message }; loadActions(); });
   });
 
   // ---- components ----

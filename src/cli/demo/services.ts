@@ -33,6 +33,14 @@ export interface DemoService {
   readonly requests: number;
   /** Of those, answered with 500. */
   readonly failures: number;
+  /** Whether it is listening (false once killed, until restored). */
+  readonly alive: boolean;
+  /** set changes how it answers from now on (the dashboard's "slow" and "failing" buttons). */
+  set(behaviour: Pick<DemoServiceOptions, 'failureRate' | 'latencyMs' | 'jitterMs'>): void;
+  /** kill stops listening and drops its connections, as a crashed process would: callers get refused connections. */
+  kill(): Promise<void>;
+  /** restore listens again on the same address. */
+  restore(): Promise<void>;
   /** close stops the server and drops its keep-alive connections. */
   close(): Promise<void>;
 }
@@ -42,9 +50,9 @@ export interface DemoService {
  * (demoServiceSpecs, and the tests' clock and random), never a user's, so they are not checked here.
  */
 export async function startDemoService(options: DemoServiceOptions): Promise<DemoService> {
-  const failureRate = options.failureRate ?? 0;
-  const latencyMs = options.latencyMs ?? 2;
-  const jitterMs = options.jitterMs ?? 3;
+  let failureRate = options.failureRate ?? 0;
+  let latencyMs = options.latencyMs ?? 2;
+  let jitterMs = options.jitterMs ?? 3;
   const random = options.random ?? Math.random;
   const clock = options.clock ?? systemClock;
   const id = options.id;
@@ -69,18 +77,44 @@ export async function startDemoService(options: DemoServiceOptions): Promise<Dem
     req.resume();
   });
   server.keepAliveTimeout = 10_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
+  const listen = (at: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(at, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  await listen(0);
   const { port } = server.address() as AddressInfo;
   let closed: Promise<void> | undefined;
+  let alive = true;
   return {
     id,
     address: `127.0.0.1:${port}`,
+    get alive() {
+      return alive;
+    },
+    set(b) {
+      if (b.failureRate !== undefined) failureRate = b.failureRate;
+      if (b.latencyMs !== undefined) latencyMs = b.latencyMs;
+      if (b.jitterMs !== undefined) jitterMs = b.jitterMs;
+    },
+    async kill() {
+      if (!alive || closed !== undefined) return;
+      alive = false;
+      await stop();
+    },
+    async restore() {
+      if (alive || closed !== undefined) return;
+      await listen(port);
+      alive = true;
+    },
     get requests() {
       return stats.requests;
     },
@@ -88,10 +122,7 @@ export async function startDemoService(options: DemoServiceOptions): Promise<Dem
       return stats.failures;
     },
     close() {
-      closed ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      closed ??= alive ? stop() : Promise.resolve();
       return closed;
     },
   };

@@ -25,6 +25,9 @@ describe('view', () => {
   it('draws the progress bar in proportion to the time elapsed', () => {
     assert.match(progressBar(5_000, 20_000, 20), /^\[█{5}░{15}\] {2}25% {2}5\.0s \/ 20\.0s$/);
     assert.match(progressBar(30_000, 20_000, 10), /^\[█{10}\] 100%/);
+    // A run until Ctrl-C has no end to fill a bar towards: it says how long it has run and how to stop it.
+    assert.equal(progressBar(12_345, Infinity), 'running 12.3s — Ctrl-C to stop');
+    assert.match(renderLine({ ...snapshot, durationMs: Infinity }), /^\[5\.0s\/∞\] calls=100 /);
   });
 
   it('renders one row per instance with calls, errors, p50/p99, breaker state and health', () => {

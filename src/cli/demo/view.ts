@@ -72,6 +72,7 @@ function paint(color: boolean, code: string, text: string): string {
 
 /** progressBar draws `[██████░░░░]  45%  9.0s / 20.0s`. */
 export function progressBar(elapsedMs: number, durationMs: number, width = BAR_WIDTH): string {
+  if (!Number.isFinite(durationMs)) return `running ${(elapsedMs / 1000).toFixed(1)}s — Ctrl-C to stop`;
   const done = Math.max(0, Math.min(1, elapsedMs / durationMs));
   const full = Math.round(done * width);
   return `[${'█'.repeat(full)}${'░'.repeat(width - full)}] ${pad(`${Math.floor(done * 100)}%`, 4, true)}  ${(Math.min(elapsedMs, durationMs) / 1000).toFixed(1)}s / ${(durationMs / 1000).toFixed(1)}s`;
@@ -104,7 +105,8 @@ export function renderLine(s: ViewSnapshot): string {
   const rows = s.instances
     .map((r) => `${r.id}=${r.calls}/${r.errors}err p99=${fmtMs(r.p99Ms)}${r.breaker === 'closed' ? '' : ` breaker=${r.breaker}`}${r.ejected ? ' ejected' : r.heldOut ? ' out' : ''}`)
     .join('  ');
-  return `[${(Math.min(s.elapsedMs, s.durationMs) / 1000).toFixed(1)}s/${(s.durationMs / 1000).toFixed(1)}s] calls=${s.calls} ok=${pct(s.succeeded, s.calls)} retries=${s.retries} rejected=${s.breakerRejections} fallbacks=${s.fallbacks} registry=${s.registryDown ? 'down' : 'up'} stale=${s.staleAnswers}  ${rows}`;
+  const total = Number.isFinite(s.durationMs) ? `${(s.durationMs / 1000).toFixed(1)}s` : '∞';
+  return `[${(Math.min(s.elapsedMs, s.durationMs) / 1000).toFixed(1)}s/${total}] calls=${s.calls} ok=${pct(s.succeeded, s.calls)} retries=${s.retries} rejected=${s.breakerRejections} fallbacks=${s.fallbacks} registry=${s.registryDown ? 'down' : 'up'} stale=${s.staleAnswers}  ${rows}`;
 }
 
 /** LiveViewOptions configures a LiveView. */
