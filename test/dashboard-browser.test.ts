@@ -197,8 +197,8 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await waitFor('the breaker isolated by the rule', async () => /isolated by a rule/.test(await origin.innerText()), 5_000);
       const rulesCard = page.locator('.card:has(h2:text-is("Rules: rules"))');
       await waitFor('the Rules card lists the rule', async () => /checkout\/isolate\/origin/.test(await rulesCard.innerText()), 5_000);
-      // A rule the component refuses: CircuitBreaker's options cannot change while it runs (no reconfigure).
-      const r = await page.evaluate(async () => (await fetch('controls/put', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { minimumCalls: 7 } }) })).status);
+      // A rule the component refuses: valid offline, but a running breaker's name cannot change.
+      const r = await page.evaluate(async () => (await fetch('controls/put', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { name: 'renamed' } }) })).status);
       assert.equal(r, 200);
       await waitFor('the refusal on the page', async () => /refused checkout\/circuit-breaker\/origin/.test(await rulesCard.innerText()), 5_000);
       assert.match(await rulesCard.innerText(), /refused by the component/);

@@ -216,8 +216,8 @@ describe('dashboardHandler', () => {
       const url = `${await listen(server)}/dashboard`;
       closers.push(() => h.close(), () => new Promise((r) => server.close(r)), () => rules.close(), () => breaker.close(), () => store.close());
       assert.equal((await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin' })).status, 200);
-      // valid, but CircuitBreaker has no reconfigure(): the binder refuses it and says so
-      assert.equal((await post(url, { scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { minimumCalls: 7 } })).status, 200);
+      // valid offline, but a running breaker's name cannot change: the binder refuses it and says so
+      assert.equal((await post(url, { scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { name: 'renamed' } })).status, 200);
       type Bound = { kind: string; name: string; rules: string[]; isolated: string | undefined; refused: Array<{ key: string; code: string }> };
       let bound: Bound[] = [];
       await waitFor('the frame to carry both', async () => {

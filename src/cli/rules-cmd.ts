@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ETCD_ACCESS_FLAGS, ETCD_ACCESS_HELP, readEtcdAccess } from './etcd-access.js';
-import { etcdEndpoints } from '../registry/etcd-endpoints.js';
+import { etcdEndpoints } from '../registry/index.js';
 import { UsageError, type ParsedFlags } from './args.js';
 import { checkRule, EtcdRuleStore, parseRuleKey, RuleConflictError, RuleInvalidError, ruleKey, ruleTtlMs, type RuleChange, type RuleRecord, type RuleStore } from '../rules/index.js';
 
