@@ -20,7 +20,9 @@ const HashRingPkg = createRequire(import.meta.url)('hashring') as new (servers: 
 
 const N = 10;
 const list: readonly ServiceInstance[] = Object.freeze(
-  Array.from({ length: N }, (_, i) => Object.freeze({ id: `10.0.0.${i}:8080`, name: 'payments', address: `10.0.0.${i}:8080`, metadata: { weight: String(1 + (i % 3)) } })),
+  Array.from({ length: N }, (_, i) =>
+    Object.freeze({ id: `10.0.0.${i}:8080`, name: 'payments', address: `10.0.0.${i}:8080`, metadata: { weight: String(1 + (i % 3)) } }),
+  ),
 );
 const ids = list.map((i) => i.id);
 /** The same instances without weights: RingHash gives each its share of the ring by weight, and evenness is measured on equal ones. */
@@ -31,7 +33,8 @@ const KEYS = 1 << 20;
 let keys: string[] | undefined;
 // Flat strings, as keys parsed from a request are (a template literal would leave V8 cons strings that
 // every hash function would first have to flatten).
-const keyAt = (i: number) => (keys ??= Array.from({ length: KEYS }, (_, k) => Buffer.from(`user:${k * 7919}:session`, 'latin1').toString('latin1')))[i & (KEYS - 1)]!;
+const keyAt = (i: number) =>
+  (keys ??= Array.from({ length: KEYS }, (_, k) => Buffer.from(`user:${k * 7919}:session`, 'latin1').toString('latin1')))[i & (KEYS - 1)]!;
 const EVEN_KEYS = 200_000;
 
 function maxShare(lookup: (key: string) => string): number {
@@ -113,11 +116,23 @@ const ringSubjects: Record<string, () => Subject> = {
 };
 
 /** At least 10 M picks/s: at most 100 ns per pick. */
-const tenMillion = (subject: string): Target => ({ label: `${subject} ≥ 10 M picks/s`, check: (m) => { const v = 1e3 / m.ns(subject); return { value: v, ok: v >= 10, unit: ' M/s' }; } });
+const tenMillion = (subject: string): Target => ({
+  label: `${subject} ≥ 10 M picks/s`,
+  check: (m) => {
+    const v = 1e3 / m.ns(subject);
+    return { value: v, ok: v >= 10, unit: ' M/s' };
+  },
+});
 const pickTargets = ['RoundRobin', 'SmoothWeightedRoundRobin', 'P2C'].map(tenMillion);
 const ringTargets: Target[] = [
   fasterBy('RingHash.pick ≥ 10× hashring.get', 'RingHash.pick (1 280 vnodes)', 'hashring.get (npm, md5)', 10),
-  { label: 'RingHash (1 280 vnodes) busiest member ≤ 1.10 × the mean', check: (m) => { const v = m.extra('RingHash.pick (1 280 vnodes)', 'maxShare'); return { value: v, ok: v <= 1.1, unit: '×' }; } },
+  {
+    label: 'RingHash (1 280 vnodes) busiest member ≤ 1.10 × the mean',
+    check: (m) => {
+      const v = m.extra('RingHash.pick (1 280 vnodes)', 'maxShare');
+      return { value: v, ok: v <= 1.1, unit: '×' };
+    },
+  },
 ];
 
 const childAt = process.argv.indexOf('--child');
@@ -127,5 +142,9 @@ if (child === undefined || child in pickSubjects) {
 }
 if (child === undefined || child in ringSubjects) {
   keyAt(0); // build the keys before measuring
-  await bench(`balancer: ring-hash lookups of distinct keys, ${N} members`, { baseline: 'hashring.get (npm, md5)', subjects: ringSubjects, targets: ringTargets });
+  await bench(`balancer: ring-hash lookups of distinct keys, ${N} members`, {
+    baseline: 'hashring.get (npm, md5)',
+    subjects: ringSubjects,
+    targets: ringTargets,
+  });
 }

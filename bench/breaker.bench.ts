@@ -260,7 +260,12 @@ await bench('breaker', {
     mega('open: SreBreaker admit throws ≥ 5 M/s', 'open: SreBreaker admit throws', 5),
     mega('open: CircuitBreaker admit throws ≥ 5 M/s', 'open: CircuitBreaker admit throws', 5),
     atMost('open: SreBreaker.execute ≤ 1.5× the rejected-promise floor', 'open: SreBreaker.execute rejects', 'floor: await prebuilt rejected promise', 1.5),
-    atMost('open: CircuitBreaker.execute ≤ 1.5× the rejected-promise floor', 'open: CircuitBreaker.execute rejects', 'floor: await prebuilt rejected promise', 1.5),
+    atMost(
+      'open: CircuitBreaker.execute ≤ 1.5× the rejected-promise floor',
+      'open: CircuitBreaker.execute rejects',
+      'floor: await prebuilt rejected promise',
+      1.5,
+    ),
   ],
 });
 
@@ -306,7 +311,9 @@ await bench('breaker: BreakerGroup.get among 100 000 names', {
     'cockatiel per-name Map.get + read': () =>
       lookupSubject(
         (names) =>
-          new Map(names.map((n) => [n, cockatiel.circuitBreaker(cockatiel.handleAll, { halfOpenAfter: 10_000, breaker: new cockatiel.ConsecutiveBreaker(5) })])),
+          new Map(
+            names.map((n) => [n, cockatiel.circuitBreaker(cockatiel.handleAll, { halfOpenAfter: 10_000, breaker: new cockatiel.ConsecutiveBreaker(5) })]),
+          ),
       ),
   },
   targets: [atMost('BreakerGroup.get ≤ 1.2× a bare Map.get', 'BreakerGroup.get + read', 'bare Map.get + read (100 000 SreBreakers)', 1.2)],

@@ -124,19 +124,43 @@ async function scenario(owners: number): Promise<Record<string, number>> {
 }
 
 function dropAtMost(label: string, subject: string, key: string, max: number): Target {
-  return { label, check: (m) => { const value = m.extra(subject, key); return { value, ok: value <= max, unit: ' points' }; } };
+  return {
+    label,
+    check: (m) => {
+      const value = m.extra(subject, key);
+      return { value, ok: value <= max, unit: ' points' };
+    },
+  };
 }
 
 function dropsLess(label: string, key: string): Target {
-  return { label, check: (m) => { const value = m.extra('R = 1', key) - m.extra('R = 2', key); return { value, ok: value > 0, unit: ' points' }; } };
+  return {
+    label,
+    check: (m) => {
+      const value = m.extra('R = 1', key) - m.extra('R = 2', key);
+      return { value, ok: value > 0, unit: ' points' };
+    },
+  };
 }
 
 await bench('cache: hit ratio through a 3 → 5 scale-out and a node death, Zipf(1) over 100 k keys, 50 gets per step (R = owners per key)', {
   baseline: 'R = 1',
   durationMs: 200,
   targets: [
-    { label: 'R = 2: warm hit ratio in the first window after the scale-out ≥ 0.9', check: (m) => { const value = m.extra('R = 2', 'warm_hit_after_scaleout'); return { value, ok: value >= 0.9 }; } },
-    { label: 'R = 2: warm hit ratio in the first window after a death ≥ 0.97', check: (m) => { const value = m.extra('R = 2', 'warm_hit_after_death'); return { value, ok: value >= 0.97 }; } },
+    {
+      label: 'R = 2: warm hit ratio in the first window after the scale-out ≥ 0.9',
+      check: (m) => {
+        const value = m.extra('R = 2', 'warm_hit_after_scaleout');
+        return { value, ok: value >= 0.9 };
+      },
+    },
+    {
+      label: 'R = 2: warm hit ratio in the first window after a death ≥ 0.97',
+      check: (m) => {
+        const value = m.extra('R = 2', 'warm_hit_after_death');
+        return { value, ok: value >= 0.97 };
+      },
+    },
     dropAtMost('R = 2: the first window after the scale-out loses ≤ 10 points of hit ratio', 'R = 2', 'drop_scaleout_pts', 10),
     dropAtMost('R = 2: the first window after a death loses ≤ 5 points of hit ratio', 'R = 2', 'drop_death_pts', 5),
     dropsLess('R = 2 loses fewer points than R = 1 through the scale-out', 'drop_scaleout_pts'),

@@ -15,7 +15,7 @@ export function zipfStream(n: number): Int32Array {
   let sum = 0;
   for (let i = 0; i < KEY_COUNT; i++) cdf[i] = sum += 1 / (i + 1);
   let seed = 12345;
-  const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
   const out = new Int32Array(n);
   for (let j = 0; j < n; j++) {
     const u = rand() * sum;

@@ -37,7 +37,6 @@ import { CACHE_REPLICAS, cacheRing } from '../src/cache/ring.js';
 
 const PEER_VALUE = 'x'.repeat(1024);
 
-
 /** startPeerServer runs this file as a peer process and answers its URL. */
 async function startPeerServer(mode: 'ours' | 'minimal'): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--peer-server', mode], { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -60,14 +59,25 @@ function makePeer(url: string): HttpPeer {
     owner: 'bench',
     pool: { connections: 16, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, connectTimeout: timeoutMs },
   });
-  return new HttpPeer(url, { protocol: 'bulwark', basePath: '/_bulwark/', secret: undefined, maxValueBytes: 1 << 20, clock: wallClock, pools, timeoutFor: () => timeoutMs, removeTimeoutMs: timeoutMs });
+  return new HttpPeer(url, {
+    protocol: 'bulwark',
+    basePath: '/_bulwark/',
+    secret: undefined,
+    maxValueBytes: 1 << 20,
+    clock: wallClock,
+    pools,
+    timeoutFor: () => timeoutMs,
+    removeTimeoutMs: timeoutMs,
+  });
 }
 
 /** warmUp sends 3 200 requests, 16 at a time, so that the peer process's JIT has settled before measuring. */
 async function warmUp(peer: HttpPeer): Promise<void> {
-  await Promise.all(Array.from({ length: 16 }, async () => {
-    for (let i = 0; i < 200; i++) await peer.get('g', 'k');
-  }));
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      for (let i = 0; i < 200; i++) await peer.get('g', 'k');
+    }),
+  );
 }
 
 /** peerSubject fetches one key from a peer process with HttpPeer (undici Pool), `parallel` requests per op. */
@@ -153,13 +163,13 @@ function extraAtMost(label: string, subject: string, key: string, max: number, u
 function ringSubject(protocol: 'bulwark' | 'groupcache', replicas: number) {
   const extra: Record<string, number> = {};
   let seed = 7;
-  const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
   for (const n of [3, 5, 10]) {
     const busiest: number[] = [];
     for (let t = 0; t < 300; t++) {
       const ring = cacheRing(protocol, replicas);
       const base = Math.floor(rand() * 60_000);
-      ring.set(Array.from({ length: n }, (_, i) => `http://10.0.${(base + i) >> 8 & 255}.${(base + i) & 255}:8080`));
+      ring.set(Array.from({ length: n }, (_, i) => `http://10.0.${((base + i) >> 8) & 255}.${(base + i) & 255}:8080`));
       busiest.push(Math.max(...ring.shares().values()) * n);
     }
     busiest.sort((a, b) => a - b);
@@ -216,27 +226,44 @@ function extraAtLeast(label: string, subject: string, key: string, min: number, 
 async function main(): Promise<void> {
   await bench('cache: LRU on Zipf(1), 100 k keys, 10 k capacity (get, set on miss)', {
     baseline: 'lru-cache maxSize+sizeCalculation',
-    targets: [fasterBy('LruCache ≥ 1.2× lru-cache (maxSize + sizeCalculation)', 'LruCache (ours, typed-array slots)', 'lru-cache maxSize+sizeCalculation', 1.2)],
+    targets: [
+      fasterBy('LruCache ≥ 1.2× lru-cache (maxSize + sizeCalculation)', 'LruCache (ours, typed-array slots)', 'lru-cache maxSize+sizeCalculation', 1.2),
+    ],
     subjects: {
       'lru-cache maxSize+sizeCalculation': () => {
         const c = new LRUCache<string, string>({ maxSize: CAPACITY_BYTES, sizeCalculation: (v, k) => k.length + v.length });
-        return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+        return zipfOp(
+          (k) => c.get(k),
+          (k) => c.set(k, VALUE),
+        );
       },
       'LruCache (ours, typed-array slots)': () => {
         const c = new LruCache<string>({ maxBytes: CAPACITY_BYTES });
-        return zipfOp((k) => c.get(k), (k) => c.add(k, VALUE));
+        return zipfOp(
+          (k) => c.get(k),
+          (k) => c.add(k, VALUE),
+        );
       },
       'Map-order LRU (simple)': () => {
         const c = new MapLru(CAPACITY_BYTES);
-        return zipfOp((k) => c.get(k), (k) => c.add(k, VALUE));
+        return zipfOp(
+          (k) => c.get(k),
+          (k) => c.add(k, VALUE),
+        );
       },
       'lru-cache by count (reference)': () => {
         const c = new LRUCache<string, string>({ max: CAPACITY });
-        return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+        return zipfOp(
+          (k) => c.get(k),
+          (k) => c.set(k, VALUE),
+        );
       },
       'mnemonist LRUCache by count (reference)': () => {
         const c = new MnemonistLRU<string, string>(CAPACITY);
-        return zipfOp((k) => c.get(k), (k) => c.set(k, VALUE));
+        return zipfOp(
+          (k) => c.get(k),
+          (k) => c.set(k, VALUE),
+        );
       },
     },
   });
@@ -330,7 +357,12 @@ async function main(): Promise<void> {
     baseline: 'minimal node:http server, sequential',
     targets: [
       atMost('HttpPool handler ≤ 1.2× the minimal server, sequential', 'HttpPool peer handler, sequential', 'minimal node:http server, sequential', 1.2),
-      atMost('HttpPool handler ≤ 1.2× the minimal server, 16 in parallel', 'HttpPool peer handler, 16 in parallel', 'minimal node:http server, 16 in parallel', 1.2),
+      atMost(
+        'HttpPool handler ≤ 1.2× the minimal server, 16 in parallel',
+        'HttpPool peer handler, 16 in parallel',
+        'minimal node:http server, 16 in parallel',
+        1.2,
+      ),
     ],
     subjects: {
       'minimal node:http server, sequential': () => peerSubject('minimal', 1),
@@ -341,7 +373,15 @@ async function main(): Promise<void> {
   });
 
   await bench('cache: peer fetch, the two servers interleaved in one client process (robust to machine load)', {
-    targets: [extraAtLeast('HttpPool handler ≥ 0.8× the minimal server\'s throughput, interleaved', 'HttpPeer → minimal | HttpPool handler, alternating', 'throughput_ours_vs_minimal', 0.8, '×')],
+    targets: [
+      extraAtLeast(
+        "HttpPool handler ≥ 0.8× the minimal server's throughput, interleaved",
+        'HttpPeer → minimal | HttpPool handler, alternating',
+        'throughput_ours_vs_minimal',
+        0.8,
+        '×',
+      ),
+    ],
     subjects: {
       'HttpPeer → minimal | HttpPool handler, alternating': async () => {
         const [mini, ours] = await Promise.all([startPeerServer('minimal'), startPeerServer('ours')]);
@@ -399,7 +439,9 @@ async function main(): Promise<void> {
   await bench('cache: ring quality, busiest of 3 / 5 / 10 peers over 300 random peer sets (exact shares), and owner lookups on 10 peers', {
     baseline: '50 replicas (groupcache)',
     targets: [
-      ...[3, 5, 10].map((n) => extraAtMost(`default replicas: busiest of ${n} peers ≤ 1.10 × the mean share (p95)`, '1 280 replicas (default)', `busiest${n}_p95`, 1.1, '×')),
+      ...[3, 5, 10].map((n) =>
+        extraAtMost(`default replicas: busiest of ${n} peers ≤ 1.10 × the mean share (p95)`, '1 280 replicas (default)', `busiest${n}_p95`, 1.1, '×'),
+      ),
       atMost('an owner lookup on the default ring ≤ 2× the time on 50 replicas', '1 280 replicas (default)', '50 replicas (groupcache)', 2),
     ],
     subjects: {

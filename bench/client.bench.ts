@@ -58,7 +58,12 @@ await bench('client: ResilientClient.call over a bare in-process call (success p
     overheadAtMost(DEFAULTS, 2_000),
     overheadAtMost('ResilientClient.call (no timeout)', 2_000),
     overheadAtMost('ResilientClient.call (no timeout, no retry)', 2_000),
-    fasterBy('ResilientClient.call (defaults) ≥ 1× cockatiel wrap(retry, bulkhead, breaker, timeout)', DEFAULTS, 'cockatiel wrap(retry, bulkhead, breaker, timeout)', 1),
+    fasterBy(
+      'ResilientClient.call (defaults) ≥ 1× cockatiel wrap(retry, bulkhead, breaker, timeout)',
+      DEFAULTS,
+      'cockatiel wrap(retry, bulkhead, breaker, timeout)',
+      1,
+    ),
   ],
   subjects: {
     'bare call': () => ({ op: () => task(anInstance, neverAborted), async: true }),

@@ -113,7 +113,9 @@ try {
     for (let i = 0; i < n; i++) clock.advance(1_000);
     const d = process.cpuUsage(t0);
     const perTickUs = (d.user + d.system) / n;
-    console.log(`one tick of a process of 20 components (snapshot, rates, percentiles, history, JSON of ${(bytes / 1024).toFixed(1)} KiB): ${perTickUs.toFixed(0)} µs of CPU, ${(perTickUs / 10_000).toFixed(3)} % of a core at one tick a second`);
+    console.log(
+      `one tick of a process of 20 components (snapshot, rates, percentiles, history, JSON of ${(bytes / 1024).toFixed(1)} KiB): ${perTickUs.toFixed(0)} µs of CPU, ${(perTickUs / 10_000).toFixed(3)} % of a core at one tick a second`,
+    );
     await feed.close();
     await m.close();
   }
@@ -127,7 +129,9 @@ try {
     firsts.push(await v.firstFrameMs);
     v.close();
   }
-  console.log(`first data on loopback (open the stream → first frame's bytes), 20 tries: median ${median(firsts).toFixed(1)} ms, max ${Math.max(...firsts).toFixed(1)} ms; goal ≤ 1 000 ms`);
+  console.log(
+    `first data on loopback (open the stream → first frame's bytes), 20 tries: median ${median(firsts).toFixed(1)} ms, max ${Math.max(...firsts).toFixed(1)} ms; goal ≤ 1 000 ms`,
+  );
 
   const pool = new Pool(`http://127.0.0.1:${served.port}`, { connections: 8, pipelining: 1 });
   const perK: Record<number, number[]> = { 0: [], 1: [], 10: [] };
@@ -139,13 +143,15 @@ try {
       const before = await usage(served.port);
       let calls = 0;
       const end = performance.now() + MS;
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        while (performance.now() < end && calls < MAX_CALLS) {
-          const r = await pool.request({ path: '/api', method: 'GET' });
-          await r.body.dump();
-          calls++;
-        }
-      }));
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (performance.now() < end && calls < MAX_CALLS) {
+            const r = await pool.request({ path: '/api', method: 'GET' });
+            await r.body.dump();
+            calls++;
+          }
+        }),
+      );
       const after = await usage(served.port);
       for (const v of vs) v.close();
       if (run >= 0) perK[n]!.push((cpuMs(before, after) / calls) * 1000);
@@ -154,21 +160,26 @@ try {
   }
   await pool.close();
   const base = median(perK[0]!);
-  console.log(`\nA process serving its dashboard (HttpGuard on every request, 20 components tracked, closed loop of 8), ${RUNS} rounds of ${MS} ms after one to warm up, interleaved:`);
+  console.log(
+    `\nA process serving its dashboard (HttpGuard on every request, 20 components tracked, closed loop of 8), ${RUNS} rounds of ${MS} ms after one to warm up, interleaved:`,
+  );
   console.log('| viewers | CPU per 1 000 calls (median) | runs | vs none |\n| ---: | ---: | --- | ---: |');
   for (const n of [0, 1, 10]) {
     const m = median(perK[n]!);
     console.log(`| ${n} | ${m.toFixed(1)} ms | ${perK[n]!.map((x) => x.toFixed(1)).join(', ')} | ${(m / base).toFixed(3)} |`);
   }
   const ok = (n: number) => median(perK[n]!) / base <= 1.05;
-  console.log(`${ok(1) ? '✓' : '✗'} 1 viewer ≤ 1.05 × none: ${(median(perK[1]!) / base).toFixed(3)}\n${ok(10) ? '✓' : '✗'} 10 viewers ≤ 1.05 × none: ${(median(perK[10]!) / base).toFixed(3)}`);
+  console.log(
+    `${ok(1) ? '✓' : '✗'} 1 viewer ≤ 1.05 × none: ${(median(perK[1]!) / base).toFixed(3)}\n${ok(10) ? '✓' : '✗'} 10 viewers ≤ 1.05 × none: ${(median(perK[10]!) / base).toFixed(3)}`,
+  );
 
   // 3.
   const sim = await start<{ ports: number[] }>(['instances', '100', '20']);
   const agg = await start<{ port: number }>(['aggregator', sim.ports.join(',')]);
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const frame = (await (await fetch(`http://127.0.0.1:${agg.port}/status.json`).catch(() => undefined))?.json().catch(() => undefined)) as { instances?: Array<{ state: string }> } | undefined;
+    const frame = (await (await fetch(`http://127.0.0.1:${agg.port}/status.json`).catch(() => undefined))?.json().catch(() => undefined)) as
+      { instances?: Array<{ state: string }> } | undefined;
     if (frame?.instances?.filter((i) => i.state === 'up').length === 100) break;
     if (Date.now() > deadline) throw new Error('the aggregator did not see 100 instances up within 60 s');
     await sleep(250);
@@ -186,7 +197,9 @@ try {
   const streamed = one.bytes() - b0;
   one.close();
   console.log(`\nThe aggregator following 100 instances (20 components each), 1 tick/s, one viewer, over ${(wall / 1000).toFixed(0)} s:`);
-  console.log(`CPU ${((cpuMs(a0, a1) / wall) * 100).toFixed(1)} % of a core (goal ≤ 10 %); RSS ${(a1.rss / 2 ** 20).toFixed(0)} MiB, heap used ${(a1.heapUsed / 2 ** 20).toFixed(0)} MiB; fleet frame ${(frameBytes / 1024).toFixed(0)} KiB, ${(streamed / 1024 / (wall / 1000)).toFixed(0)} KiB/s to the viewer`);
+  console.log(
+    `CPU ${((cpuMs(a0, a1) / wall) * 100).toFixed(1)} % of a core (goal ≤ 10 %); RSS ${(a1.rss / 2 ** 20).toFixed(0)} MiB, heap used ${(a1.heapUsed / 2 ** 20).toFixed(0)} MiB; fleet frame ${(frameBytes / 1024).toFixed(0)} KiB, ${(streamed / 1024 / (wall / 1000)).toFixed(0)} KiB/s to the viewer`,
+  );
 } finally {
   stopAll();
 }

@@ -130,7 +130,16 @@ async function child(name: SubjectName, hosts: string[]): Promise<void> {
   }
   const s = [...during].sort((a, b) => a - b);
   const b = [...before].sort((x, y) => x - y);
-  const result: ChildResult = { lookups: during.length, failed, p50: at(s, 0.5), p99: at(s, 0.99), max: s.at(-1) ?? NaN, baseP50: at(b, 0.5), gapMs, viaDeadMs };
+  const result: ChildResult = {
+    lookups: during.length,
+    failed,
+    p50: at(s, 0.5),
+    p99: at(s, 0.99),
+    max: s.at(-1) ?? NaN,
+    baseP50: at(b, 0.5),
+    gapMs,
+    viaDeadMs,
+  };
   process.stdout.write(`@@RESULT ${JSON.stringify(result)}\n`);
   await close();
   process.exit(0);
@@ -144,7 +153,9 @@ interface Spawned {
 }
 
 function spawnChild(name: SubjectName, hosts: string[]): Spawned {
-  const c = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '--subject', name, '--hosts', hosts.join(',')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const c = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '--subject', name, '--hosts', hosts.join(',')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   c.stdin!.on('error', () => {}); // a child that has finished its window may be gone before 'stop'
   let ready!: () => void;
   const readyP = new Promise<void>((r) => (ready = r));
@@ -191,7 +202,9 @@ async function scenario(cluster: EtcdCluster, which: Scenario): Promise<Map<Subj
 
 async function parent(): Promise<void> {
   const runs = Number(process.env.BENCH_RUNS ?? 3);
-  process.stdout.write(`\n## etcd cluster: lookups through faults  (${runs} runs, 3 members, ${WINDOW_MS} ms after each fault, subjects in their own processes at once)\n`);
+  process.stdout.write(
+    `\n## etcd cluster: lookups through faults  (${runs} runs, 3 members, ${WINDOW_MS} ms after each fault, subjects in their own processes at once)\n`,
+  );
   const all = new Map<string, ChildResult[]>();
   let crashed = false;
   for (let r = 0; r < runs; r++) {
@@ -217,7 +230,18 @@ async function parent(): Promise<void> {
     for (const name of SUBJECTS) {
       const rs = all.get(`${which}|${name}`) ?? [];
       const m = (k: keyof ChildResult) => median(rs.map((x) => x[k]));
-      rows.push([which, name, fmt(m('lookups')), String(Math.max(0, ...rs.map((x) => x.failed))), fmt(m('p50')), fmt(m('p99')), fmt(m('max')), fmt(m('baseP50')), fmt(m('gapMs')), fmt(m('viaDeadMs'))]);
+      rows.push([
+        which,
+        name,
+        fmt(m('lookups')),
+        String(Math.max(0, ...rs.map((x) => x.failed))),
+        fmt(m('p50')),
+        fmt(m('p99')),
+        fmt(m('max')),
+        fmt(m('baseP50')),
+        fmt(m('gapMs')),
+        fmt(m('viaDeadMs')),
+      ]);
     }
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
@@ -235,7 +259,10 @@ async function parent(): Promise<void> {
   const ratio = get('follower SIGKILL', 'EtcdRegistry', 'p99') / get('follower SIGKILL', 'etcd3 (plain)', 'p99');
   targets.push({ label: 'EtcdRegistry p99 through a follower SIGKILL ≤ 3× plain etcd3', value: ratio, ok: ratio <= 3, unit: '×' });
   process.stdout.write('  targets:\n');
-  for (const t of targets) process.stdout.write(`  ${t.ok && !Number.isNaN(t.value) ? '✓' : '✗'} ${t.label}: ${Number.isNaN(t.value) ? 'failed' : `${+t.value.toPrecision(3)}${t.unit ?? ''}`}\n`);
+  for (const t of targets)
+    process.stdout.write(
+      `  ${t.ok && !Number.isNaN(t.value) ? '✓' : '✗'} ${t.label}: ${Number.isNaN(t.value) ? 'failed' : `${+t.value.toPrecision(3)}${t.unit ?? ''}`}\n`,
+    );
   if (crashed) {
     process.stdout.write('  a subject crashed\n');
     process.exitCode = 1;

@@ -77,7 +77,9 @@ const pct = (xs: number[], p: number) => {
 async function runStore(name: string, make: () => FleetStore): Promise<void> {
   const stores = Array.from({ length: INSTANCES }, () => counted(make()));
   const fleetOf = (key: string) =>
-    stores.map(({ store }) => new CircuitBreaker({ name: key, minimumCalls: 20, windowCalls: 100, openMs: 1_000, halfOpenCalls: 2, fleet: { store, ttlMs: 3_000 } }));
+    stores.map(
+      ({ store }) => new CircuitBreaker({ name: key, minimumCalls: 20, windowCalls: 100, openMs: 1_000, halfOpenCalls: 2, fleet: { store, ttlMs: 3_000 } }),
+    );
   const samples: number[] = [];
   publishedAt.clear();
   publishMs.length = 0;
@@ -98,9 +100,15 @@ async function runStore(name: string, make: () => FleetStore): Promise<void> {
     samples.push(performance.now() - t0);
     await Promise.all(bs.map((b) => b.close()));
   }
-  console.log(`| ${name} | quorum reached → all ${INSTANCES} open | p50 ${pct(samples, 50).toFixed(0)} ms | p99 ${pct(samples, 99).toFixed(0)} ms | max ${Math.max(...samples).toFixed(0)} ms | ${TRIALS} trials |`);
-  console.log(`| ${name} | publish (the store's write) | p50 ${pct(publishMs, 50).toFixed(1)} ms | p99 ${pct(publishMs, 99).toFixed(1)} ms | max ${Math.max(...publishMs).toFixed(0)} ms | ${publishMs.length} publishes |`);
-  console.log(`| ${name} | publish → delivered by another instance's watch | p50 ${pct(watchMs, 50).toFixed(1)} ms | p99 ${pct(watchMs, 99).toFixed(1)} ms | max ${Math.max(...watchMs).toFixed(0)} ms | ${watchMs.length} deliveries |`);
+  console.log(
+    `| ${name} | quorum reached → all ${INSTANCES} open | p50 ${pct(samples, 50).toFixed(0)} ms | p99 ${pct(samples, 99).toFixed(0)} ms | max ${Math.max(...samples).toFixed(0)} ms | ${TRIALS} trials |`,
+  );
+  console.log(
+    `| ${name} | publish (the store's write) | p50 ${pct(publishMs, 50).toFixed(1)} ms | p99 ${pct(publishMs, 99).toFixed(1)} ms | max ${Math.max(...publishMs).toFixed(0)} ms | ${publishMs.length} publishes |`,
+  );
+  console.log(
+    `| ${name} | publish → delivered by another instance's watch | p50 ${pct(watchMs, 50).toFixed(1)} ms | p99 ${pct(watchMs, 99).toFixed(1)} ms | max ${Math.max(...watchMs).toFixed(0)} ms | ${watchMs.length} deliveries |`,
+  );
 
   // Traffic: 10 s idle (healthy calls at 20/s), then 10 s of a dead dependency.
   for (const phase of ['idle', 'outage'] as const) {
@@ -118,7 +126,9 @@ async function runStore(name: string, make: () => FleetStore): Promise<void> {
     const ops = (stores.reduce((a, s) => a + s.ops(), 0) - ops0) / INSTANCES / secs;
     const msgs = (stores.reduce((a, s) => a + s.messages(), 0) - msg0) / INSTANCES / secs;
     const open = bs.filter((b) => b.stats().reason === 'fleet').length;
-    console.log(`| ${name} | traffic ${phase} | ${ops.toFixed(1)} store ops / instance / s | ${msgs.toFixed(1)} watch messages / instance / s | ${open} of ${INSTANCES} held by the fleet | 10 s |`);
+    console.log(
+      `| ${name} | traffic ${phase} | ${ops.toFixed(1)} store ops / instance / s | ${msgs.toFixed(1)} watch messages / instance / s | ${open} of ${INSTANCES} held by the fleet | 10 s |`,
+    );
     await Promise.all(bs.map((b) => b.close()));
   }
   await Promise.all(stores.map((s) => s.store.close()));

@@ -42,7 +42,15 @@ import type { ServiceInstance } from '../src/registry/types.js';
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
 const parse = (b: Buffer) => JSON.parse(b.toString()) as unknown;
 const greeter = {
-  SayHello: { path: '/helloworld.Greeter/SayHello', requestStream: false, responseStream: false, requestSerialize: json, requestDeserialize: parse, responseSerialize: json, responseDeserialize: parse },
+  SayHello: {
+    path: '/helloworld.Greeter/SayHello',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: json,
+    requestDeserialize: parse,
+    responseSerialize: json,
+    responseDeserialize: parse,
+  },
 };
 const Greeter = makeGenericClientConstructor(greeter, 'helloworld.Greeter');
 type Call = (req: unknown, md: Metadata, cb: (err: Error | null) => void) => void;
@@ -50,7 +58,22 @@ type CallWith = (req: unknown, md: Metadata, options: { deadline: number }, cb: 
 
 const WARM_MS = Math.min(300, Number(process.env.BENCH_MS ?? 1_000) / 3); // the harness's warm-up
 
-async function unary(kind: 'bare' | 'deadline' | 'deadline-retry' | 'pass' | 'guard-direct' | 'client' | 'client-deadline' | 'client-no-retry' | 'client-no-deadline' | 'client-lean' | 'policy' | 'server', concurrency: number): Promise<Subject> {
+async function unary(
+  kind:
+    | 'bare'
+    | 'deadline'
+    | 'deadline-retry'
+    | 'pass'
+    | 'guard-direct'
+    | 'client'
+    | 'client-deadline'
+    | 'client-no-retry'
+    | 'client-no-deadline'
+    | 'client-lean'
+    | 'policy'
+    | 'server',
+  concurrency: number,
+): Promise<Subject> {
   const sg = kind === 'server' ? new GrpcServerGuard({}) : undefined;
   const server = new Server(sg === undefined ? {} : { interceptors: [sg.interceptor] });
   server.addService(greeter, { SayHello: (_c: unknown, cb: (e: null, r: unknown) => void) => cb(null, { message: 'hi' }) });
@@ -60,7 +83,14 @@ async function unary(kind: 'bare' | 'deadline' | 'deadline-retry' | 'pass' | 'gu
   let discovery: GrpcDiscovery | undefined;
   let cg: GrpcClientGuard | undefined;
   let client: InstanceType<typeof Greeter>;
-  if (kind === 'client' || kind === 'client-deadline' || kind === 'client-no-retry' || kind === 'client-no-deadline' || kind === 'client-lean' || kind === 'policy') {
+  if (
+    kind === 'client' ||
+    kind === 'client-deadline' ||
+    kind === 'client-no-retry' ||
+    kind === 'client-no-deadline' ||
+    kind === 'client-lean' ||
+    kind === 'policy'
+  ) {
     registry = new MemoryRegistry();
     await registry.register({ id: 'g', name: 'greeter', address: `127.0.0.1:${port}` });
     cache = new RegistryCache(registry);
@@ -70,7 +100,10 @@ async function unary(kind: 'bare' | 'deadline' | 'deadline-retry' | 'pass' | 'gu
     // 'policy' is discovery and the P2C policy alone, no interceptor: the two rows tell the guard's
     // share of the client side's cost from the resolver's and the LB policy's.
     if (kind !== 'policy') cg = new GrpcClientGuard({ target: 'bulwark:///greeter', ...(noDefaultDeadline ? { defaultDeadlineMs: 0 } : {}) });
-    client = new Greeter('bulwark:///greeter', credentials.createInsecure(), { ...discovery.channelOptions(), ...(cg ? { interceptors: [cg.interceptor] } : {}) });
+    client = new Greeter('bulwark:///greeter', credentials.createInsecure(), {
+      ...discovery.channelOptions(),
+      ...(cg ? { interceptors: [cg.interceptor] } : {}),
+    });
   } else if (kind === 'pass') {
     // A pass-through interceptor that only wraps the next call in grpc-js's own InterceptingCall: what
     // any interceptor costs in grpc-js's call path, whatever it does.
@@ -84,7 +117,15 @@ async function unary(kind: 'bare' | 'deadline' | 'deadline-retry' | 'pass' | 'gu
     // Bare grpc-js with the retry policy GrpcDiscovery gives its channels by default (UNAVAILABLE, 3
     // attempts, 10–100 ms backoff) as a default service config: grpc-js then buffers each call's request
     // for a retry, which it does not for a channel without a retry policy.
-    const serviceConfig = { loadBalancingConfig: [], methodConfig: [{ name: [{}], retryPolicy: { maxAttempts: 3, initialBackoff: '0.010000s', maxBackoff: '0.100000s', backoffMultiplier: 2, retryableStatusCodes: ['UNAVAILABLE'] } }] };
+    const serviceConfig = {
+      loadBalancingConfig: [],
+      methodConfig: [
+        {
+          name: [{}],
+          retryPolicy: { maxAttempts: 3, initialBackoff: '0.010000s', maxBackoff: '0.100000s', backoffMultiplier: 2, retryableStatusCodes: ['UNAVAILABLE'] },
+        },
+      ],
+    };
     client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure(), { 'grpc.service_config': JSON.stringify(serviceConfig) });
   } else client = new Greeter(`127.0.0.1:${port}`, credentials.createInsecure());
   const say = (client as unknown as { SayHello: Call }).SayHello.bind(client);
@@ -207,7 +248,12 @@ function interleaved(title: string, spec: BenchSpec & { baseline: string }, perO
   for (let r = 0; r < rounds; r++) {
     const round = new Map<string, ChildResult>();
     for (const name of shuffle([...names])) {
-      const child = spawnSync(process.execPath, [...process.execArgv, file, '--child', name, '--section', title], { encoding: 'utf8', env: process.env, timeout: 120_000, maxBuffer: 16 << 20 });
+      const child = spawnSync(process.execPath, [...process.execArgv, file, '--child', name, '--section', title], {
+        encoding: 'utf8',
+        env: process.env,
+        timeout: 120_000,
+        maxBuffer: 16 << 20,
+      });
       const line = child.stdout.split('\n').find((l) => l.startsWith('@@RESULT '));
       if (child.status !== 0 || line === undefined) {
         process.stdout.write(`  ${name}: child failed (status ${child.status})\n${child.stderr.slice(-2000)}\n`);
@@ -234,12 +280,32 @@ function interleaved(title: string, spec: BenchSpec & { baseline: string }, perO
     return out;
   };
   const spread = (xs: number[]) => (xs.length === 0 ? '–' : `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`);
-  const rows = [['subject', 'calls/s', 'time/call', 'p50', 'CPU/call', `time ÷ ${spec.baseline}, per round`, `p50 ÷ ${spec.baseline}, per round`, `CPU ÷ ${spec.baseline}, per round`]];
+  const rows = [
+    [
+      'subject',
+      'calls/s',
+      'time/call',
+      'p50',
+      'CPU/call',
+      `time ÷ ${spec.baseline}, per round`,
+      `p50 ÷ ${spec.baseline}, per round`,
+      `CPU ÷ ${spec.baseline}, per round`,
+    ],
+  ];
   for (const name of names) {
     const rs = got.get(name)!;
     const ns = median(rs.map((x) => x.nsPerOp)) / perOp;
     const r = ratios(name, spec.baseline);
-    rows.push([name, `${(1e9 / ns / 1000).toFixed(1)} k/s`, `${(ns / 1000).toFixed(2)} µs`, `${median(rs.map((x) => x.extra.p50Us!)).toFixed(1)} µs`, `${median(rs.map((x) => x.extra.cpuUs!)).toFixed(1)} µs`, spread(r.time), spread(r.p50), spread(r.cpu)]);
+    rows.push([
+      name,
+      `${(1e9 / ns / 1000).toFixed(1)} k/s`,
+      `${(ns / 1000).toFixed(2)} µs`,
+      `${median(rs.map((x) => x.extra.p50Us!)).toFixed(1)} µs`,
+      `${median(rs.map((x) => x.extra.cpuUs!)).toFixed(1)} µs`,
+      spread(r.time),
+      spread(r.p50),
+      spread(r.cpu),
+    ]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   for (const row of rows) process.stdout.write(`  ${row.map((c, i) => c.padEnd(widths[i]!)).join('  ')}\n`);
@@ -247,9 +313,15 @@ function interleaved(title: string, spec: BenchSpec & { baseline: string }, perO
   for (const t of targets) {
     if (!names.includes(t.subject) || !names.includes(t.than)) continue; // left out (GRPC_SUBJECTS)
     const r = ratios(t.subject, t.than);
-    for (const [what, xs] of [['time per call', r.time], ['p50', r.p50], ['CPU per call', r.cpu]] as const) {
+    for (const [what, xs] of [
+      ['time per call', r.time],
+      ['p50', r.p50],
+      ['CPU per call', r.cpu],
+    ] as const) {
       const v = median(xs);
-      process.stdout.write(`  ${t.max === undefined ? '·' : v <= t.max && v >= (t.min ?? 0) ? '✓' : '✗'} ${t.label}, ${what}: ${Number.isNaN(v) ? 'failed' : `${v.toFixed(3)}×`} ${xs.length > 0 ? `(${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})` : ''}\n`);
+      process.stdout.write(
+        `  ${t.max === undefined ? '·' : v <= t.max && v >= (t.min ?? 0) ? '✓' : '✗'} ${t.label}, ${what}: ${Number.isNaN(v) ? 'failed' : `${v.toFixed(3)}×`} ${xs.length > 0 ? `(${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})` : ''}\n`,
+      );
     }
   }
 }
@@ -281,20 +353,50 @@ if (section === undefined || section === 'unary') {
     // GRPC_SUBJECTS (comma-separated substrings) keeps only matching subjects, with the baseline.
     const only = process.env.GRPC_SUBJECTS?.split(',');
     if (only !== undefined) {
-      for (const name of Object.keys(spec.subjects)) if (name !== spec.baseline && !only.some((o) => name.includes(o))) delete (spec.subjects as Record<string, unknown>)[name];
+      for (const name of Object.keys(spec.subjects))
+        if (name !== spec.baseline && !only.some((o) => name.includes(o))) delete (spec.subjects as Record<string, unknown>)[name];
     }
     if (isChild) await bench(title, spec);
     else
       interleaved(title, spec, c, [
-        { label: `A/A: bare ÷ bare (${c} concurrent), the noise floor, within 0.95–1.05`, subject: 'bare grpc-js (A/A)', than: 'bare grpc-js', min: 0.95, max: 1.05 },
-        { label: `client side ≤ 1.05× bare, the caller setting a 2 s deadline on both (${c} concurrent)`, subject: 'the same, caller sets a 2 s deadline', than: 'bare grpc-js, 2 s deadline', max: 1.05 },
-        { label: `client side ≤ 1.05× bare, both with the caller's 2 s deadline and the same retry policy (${c} concurrent)`, subject: 'the same, caller sets a 2 s deadline', than: 'bare grpc-js, 2 s deadline, the same retry policy', max: 1.05 },
+        {
+          label: `A/A: bare ÷ bare (${c} concurrent), the noise floor, within 0.95–1.05`,
+          subject: 'bare grpc-js (A/A)',
+          than: 'bare grpc-js',
+          min: 0.95,
+          max: 1.05,
+        },
+        {
+          label: `client side ≤ 1.05× bare, the caller setting a 2 s deadline on both (${c} concurrent)`,
+          subject: 'the same, caller sets a 2 s deadline',
+          than: 'bare grpc-js, 2 s deadline',
+          max: 1.05,
+        },
+        {
+          label: `client side ≤ 1.05× bare, both with the caller's 2 s deadline and the same retry policy (${c} concurrent)`,
+          subject: 'the same, caller sets a 2 s deadline',
+          than: 'bare grpc-js, 2 s deadline, the same retry policy',
+          max: 1.05,
+        },
         // The defaults turn on grpc-js work that bare grpc-js pays as well when asked for it (a deadline:
         // a timer on each side and the grpc-timeout header; a retry policy: the request kept for a
         // retry). These lines show that price and bulwark's share of the default configuration's cost.
-        { label: `(not a target) bare grpc-js with a 2 s deadline and the retry policy ÷ bare: what grpc-js charges for the features the client side's defaults turn on (${c} concurrent)`, subject: 'bare grpc-js, 2 s deadline, the same retry policy', than: 'bare grpc-js' },
-        { label: `(not a target) client side as configured by default ÷ bare grpc-js with no deadline and no retry policy: the line above times bulwark's own share (${c} concurrent)`, subject: 'client guard + bulwark:/// + P2C policy', than: 'bare grpc-js' },
-        { label: `client side without the grpc-js features its defaults turn on (no default deadline, retry: false) ≤ 1.05× bare (${c} concurrent)`, subject: 'the same, no default deadline, retry: false', than: 'bare grpc-js', max: 1.05 },
+        {
+          label: `(not a target) bare grpc-js with a 2 s deadline and the retry policy ÷ bare: what grpc-js charges for the features the client side's defaults turn on (${c} concurrent)`,
+          subject: 'bare grpc-js, 2 s deadline, the same retry policy',
+          than: 'bare grpc-js',
+        },
+        {
+          label: `(not a target) client side as configured by default ÷ bare grpc-js with no deadline and no retry policy: the line above times bulwark's own share (${c} concurrent)`,
+          subject: 'client guard + bulwark:/// + P2C policy',
+          than: 'bare grpc-js',
+        },
+        {
+          label: `client side without the grpc-js features its defaults turn on (no default deadline, retry: false) ≤ 1.05× bare (${c} concurrent)`,
+          subject: 'the same, no default deadline, retry: false',
+          than: 'bare grpc-js',
+          max: 1.05,
+        },
         { label: `server side ≤ 1.05× bare (${c} concurrent)`, subject: 'server guard', than: 'bare grpc-js', max: 1.05 },
       ]);
   }
@@ -435,7 +537,7 @@ if (section === undefined || section === 'layers') {
       return { value, ok: value <= 1_000, unit: ' ns' };
     },
   });
-  await bench('grpc: the guards\' own cost per call (over a fake next call, no network)', {
+  await bench("grpc: the guards' own cost per call (over a fake next call, no network)", {
     baseline: 'client: fake call alone',
     subjects,
     targets: [
@@ -470,12 +572,13 @@ for (const n of [10, 100, 1_000]) {
   pickSubjects[`${size} instances, 10 % out`] = () => pickSubject(n, 'tenth');
 }
 
-if (section === undefined || section === 'pick') await bench('grpc: policy pick cost (P2C pick + start + report)', {
-  baseline: '10 instances, all in rotation',
-  subjects: pickSubjects,
-  targets: [
-    atMost('1 000 instances ≤ 1.5× 10 instances, all in rotation', '1 000 instances, all in rotation', '10 instances, all in rotation', 1.5),
-    atMost('1 000 instances, one out ≤ 2× all in rotation', '1 000 instances, one out', '1 000 instances, all in rotation', 2),
-    atMost('1 000 instances, 10 % out ≤ 2× all in rotation', '1 000 instances, 10 % out', '1 000 instances, all in rotation', 2),
-  ],
-});
+if (section === undefined || section === 'pick')
+  await bench('grpc: policy pick cost (P2C pick + start + report)', {
+    baseline: '10 instances, all in rotation',
+    subjects: pickSubjects,
+    targets: [
+      atMost('1 000 instances ≤ 1.5× 10 instances, all in rotation', '1 000 instances, all in rotation', '10 instances, all in rotation', 1.5),
+      atMost('1 000 instances, one out ≤ 2× all in rotation', '1 000 instances, one out', '1 000 instances, all in rotation', 2),
+      atMost('1 000 instances, 10 % out ≤ 2× all in rotation', '1 000 instances, 10 % out', '1 000 instances, all in rotation', 2),
+    ],
+  });

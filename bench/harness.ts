@@ -58,12 +58,24 @@ export interface Target {
 
 /** atMost: `subject` takes at most `max` × the time of `than` (ns/op ratio). */
 export function atMost(label: string, subject: string, than: string, max: number): Target {
-  return { label, check: (m) => { const value = m.ns(subject) / m.ns(than); return { value, ok: value <= max, unit: '×' }; } };
+  return {
+    label,
+    check: (m) => {
+      const value = m.ns(subject) / m.ns(than);
+      return { value, ok: value <= max, unit: '×' };
+    },
+  };
 }
 
 /** fasterBy: `subject` is at least `min` × faster than `than` (their time ratio `than / subject` ≥ min). */
 export function fasterBy(label: string, subject: string, than: string, min: number): Target {
-  return { label, check: (m) => { const value = m.ns(than) / m.ns(subject); return { value, ok: value >= min, unit: '× faster' }; } };
+  return {
+    label,
+    check: (m) => {
+      const value = m.ns(than) / m.ns(subject);
+      return { value, ok: value >= min, unit: '× faster' };
+    },
+  };
 }
 
 /** BenchSpec names the subjects of one bench file and the baseline the ratios are taken against. */

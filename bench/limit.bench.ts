@@ -104,7 +104,12 @@ try {
       // The floor of that ratio in the same run: an exact bucket reads the clock once per decision, so no
       // such limiter beats RateLimiterMemory.consume by more than consume ÷ one clock read. When this
       // line shows ✗, 4× is out of reach in this run for any exact limiter (this VM's clock read: ~40–45 ns).
-      fasterBy('ceiling for one clock read per decision: RateLimiterMemory.consume ÷ performance.now() ≥ 4×', 'performance.now()', 'RateLimiterMemory.consume admit', 4),
+      fasterBy(
+        'ceiling for one clock read per decision: RateLimiterMemory.consume ÷ performance.now() ≥ 4×',
+        'performance.now()',
+        'RateLimiterMemory.consume admit',
+        4,
+      ),
     ],
   });
 
@@ -151,7 +156,14 @@ try {
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
         const lim = new RedisTokenLimiter({ redis: url(), prefix: `bi:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
-        const leased = new RedisTokenLimiter({ redis: url(), prefix: `bl:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000, lease: { tokens: 100, maxMs: 1_000 } });
+        const leased = new RedisTokenLimiter({
+          redis: url(),
+          prefix: `bl:${process.pid}:`,
+          rate: REDIS_RATE,
+          burst: BIG,
+          timeoutMs: 2_000,
+          lease: { tokens: 100, maxMs: 1_000 },
+        });
         await onRedis(lim);
         await onRedis(leased);
         // The limiter's own script, as take('k') sends it (interval and burst: one token, answer only), on a key of its own.
@@ -195,26 +207,26 @@ try {
             const p50 = (s: number) => median(times[s]!.subarray(0, n));
             const server = await serverUs(redis, floor, raw);
             return {
-            ping_us: (busy[0]! / n) * 1000,
-            ours_us: (busy[2]! / n) * 1000,
-            floor_vs_ping: busy[0]! / busy[1]!,
-            ours_vs_ping: busy[0]! / busy[2]!,
-            rateLimiterRedis_vs_ping: busy[0]! / busy[3]!,
-            ours_vs_rateLimiterRedis: busy[3]! / busy[2]!,
-            ours_vs_floor: busy[1]! / busy[2]!,
-            lease100_vs_ping: busy[0]! / busy[4]!,
-            ours_vs_raw_script: busy[5]! / busy[2]!,
-            raw_script_vs_floor: busy[1]! / busy[5]!,
-            ours_vs_floor_p50: p50(1) / p50(2),
-            ours_vs_rateLimiterRedis_p50: p50(3) / p50(2),
-            // The client side's cost: take()'s median call over a bare EVALSHA's of the same script (medians:
-            // the difference of means is mostly the machine's stalls, which land on either).
-            client_layers_p50_us: (p50(2) - p50(5)) * 1000,
-            floor_p50_us: p50(1) * 1000,
-            // What each script costs inside Redis (commandstats), measured here after the rotation.
-            floor_server_us: server.a,
-            script_server_us: server.b,
-            rescued: lim.stats().rescueDecisions + leased.stats().rescueDecisions,
+              ping_us: (busy[0]! / n) * 1000,
+              ours_us: (busy[2]! / n) * 1000,
+              floor_vs_ping: busy[0]! / busy[1]!,
+              ours_vs_ping: busy[0]! / busy[2]!,
+              rateLimiterRedis_vs_ping: busy[0]! / busy[3]!,
+              ours_vs_rateLimiterRedis: busy[3]! / busy[2]!,
+              ours_vs_floor: busy[1]! / busy[2]!,
+              lease100_vs_ping: busy[0]! / busy[4]!,
+              ours_vs_raw_script: busy[5]! / busy[2]!,
+              raw_script_vs_floor: busy[1]! / busy[5]!,
+              ours_vs_floor_p50: p50(1) / p50(2),
+              ours_vs_rateLimiterRedis_p50: p50(3) / p50(2),
+              // The client side's cost: take()'s median call over a bare EVALSHA's of the same script (medians:
+              // the difference of means is mostly the machine's stalls, which land on either).
+              client_layers_p50_us: (p50(2) - p50(5)) * 1000,
+              floor_p50_us: p50(1) * 1000,
+              // What each script costs inside Redis (commandstats), measured here after the rotation.
+              floor_server_us: server.a,
+              script_server_us: server.b,
+              rescued: lim.stats().rescueDecisions + leased.stats().rescueDecisions,
             };
           },
           teardown: async () => {
@@ -307,7 +319,14 @@ try {
         return { op: manyKeys((k) => r.consume(k)), async: true, batch: 10, teardown: () => redis.disconnect() };
       },
     },
-    targets: [fasterBy(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys`, 'RedisTokenLimiter.take', 'RateLimiterRedis.consume', 1.5)],
+    targets: [
+      fasterBy(
+        `RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys`,
+        'RedisTokenLimiter.take',
+        'RateLimiterRedis.consume',
+        1.5,
+      ),
+    ],
   });
 
   const KEYS_ROT = `RedisTokenLimiter.take | RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys, rotating rounds`;
@@ -337,7 +356,14 @@ try {
         };
       },
     },
-    targets: [ratioTarget(`RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys (interleaved)`, KEYS_ROT, 'ours_vs_rateLimiterRedis', 1.5)],
+    targets: [
+      ratioTarget(
+        `RedisTokenLimiter.take ≥ 1.5× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys (interleaved)`,
+        KEYS_ROT,
+        'ours_vs_rateLimiterRedis',
+        1.5,
+      ),
+    ],
   });
 
   const CLUSTER_ROT = `RedisTokenLimiter.take one Redis | Cluster | RateLimiterRedis.consume Cluster, ${C} callers on ${KEYS_R} keys, rotating rounds`;
@@ -381,7 +407,13 @@ try {
       'RedisTokenLimiter.take, one Redis': async () => {
         const lim = new RedisTokenLimiter({ redis: url(), prefix: `bc1:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
         await onRedis(lim);
-        return { op: manyKeys((k) => lim.take(k)), async: true, batch: 10, extra: () => ({ rescued: lim.stats().rescueDecisions }), teardown: () => lim.close() };
+        return {
+          op: manyKeys((k) => lim.take(k)),
+          async: true,
+          batch: 10,
+          extra: () => ({ rescued: lim.stats().rescueDecisions }),
+          teardown: () => lim.close(),
+        };
       },
       'RedisTokenLimiter.take, Cluster': async () => {
         const client = clusterClient();

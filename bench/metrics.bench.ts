@@ -240,7 +240,7 @@ async function floorSubject(): Promise<Subject> {
 async function bytesFloorSubject(): Promise<Subject> {
   const text = await (await scrapeSetup()).metricsBuffer();
   const lines: Buffer[] = [];
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     let end = text.indexOf(0x0a, at);
     if (end === -1) end = text.length - 1;
     lines.push(Buffer.from(text.subarray(at, end + 1)));
@@ -365,6 +365,11 @@ await bench('metrics: against opossum + opossum-prometheus (same breaker workloa
   },
   targets: [
     fasterBy('success path: bulwark tracked faster than opossum + exporter', OURS, OPOSSUM, 1),
-    fasterBy('scrape of 1 000 breakers: bulwark faster than opossum-prometheus', 'scrape of 1 000 CircuitBreakers (BulwarkMetrics)', 'scrape of 1 000 opossum breakers (opossum-prometheus)', 1),
+    fasterBy(
+      'scrape of 1 000 breakers: bulwark faster than opossum-prometheus',
+      'scrape of 1 000 CircuitBreakers (BulwarkMetrics)',
+      'scrape of 1 000 opossum breakers (opossum-prometheus)',
+      1,
+    ),
   ],
 });

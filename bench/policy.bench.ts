@@ -107,6 +107,11 @@ await bench('policy: success path of execute (async task answering at once)', {
     fasterBy('Timeout.execute ≥ 10× faster than cockatiel timeout (cooperative)', 'Timeout.execute', 'cockatiel timeout (cooperative)', 10),
     fasterBy('Bulkhead.execute ≥ 1× cockatiel bulkhead', 'Bulkhead.execute', 'cockatiel bulkhead', 1),
     fasterBy('Fallback.execute ≥ 1× cockatiel fallback', 'Fallback.execute', 'cockatiel fallback', 1),
-    fasterBy('wrap(fallback, retry, bulkhead, timeout) ≥ 10× faster than cockatiel\'s', 'wrap(fallback, retry, bulkhead, timeout)', 'cockatiel wrap(fallback, retry, bulkhead, timeout)', 10),
+    fasterBy(
+      "wrap(fallback, retry, bulkhead, timeout) ≥ 10× faster than cockatiel's",
+      'wrap(fallback, retry, bulkhead, timeout)',
+      'cockatiel wrap(fallback, retry, bulkhead, timeout)',
+      10,
+    ),
   ],
 });

@@ -50,8 +50,12 @@ interface RegistryLike {
 
 /** Builds (ours or the base's) a MemoryRegistry with `services` services of one instance each and a RegistryCache over it that has looked each up. */
 async function watchedServices(services: number, base: boolean) {
-  const { MemoryRegistry: Reg } = (base ? await import(`${BASE}/registry/memory-registry.js`) : { MemoryRegistry }) as { MemoryRegistry: new (o: object) => RegistryLike };
-  const { RegistryCache: Cache } = (base ? await import(`${BASE}/registry/registry-cache.js`) : { RegistryCache }) as { RegistryCache: new (r: RegistryLike) => CacheLike };
+  const { MemoryRegistry: Reg } = (base ? await import(`${BASE}/registry/memory-registry.js`) : { MemoryRegistry }) as {
+    MemoryRegistry: new (o: object) => RegistryLike;
+  };
+  const { RegistryCache: Cache } = (base ? await import(`${BASE}/registry/registry-cache.js`) : { RegistryCache }) as {
+    RegistryCache: new (r: RegistryLike) => CacheLike;
+  };
   const reg = new Reg({ sweepIntervalMs: 0 });
   for (let i = 0; i < services; i++) await reg.register({ id: 'i0', name: `svc${i}`, address: '10.0.0.1:80' });
   const cache = new Cache(reg);
@@ -65,53 +69,61 @@ const child = process.argv.includes('--child') ? process.argv[process.argv.index
 /** BENCH_SECTION=lookup|event|etcd runs one section only (while iterating). */
 const section = process.env.BENCH_SECTION;
 const runs = (name: string) => child === undefined && (section === undefined || section === name);
-const LOOKUP = ['Map.get', 'Map.get via awaited Promise.resolve', 'RegistryCache.peek', 'RegistryCache.getService', 'RegistryCache.getService (before)', 'RegistryCache.getService awaited'];
+const LOOKUP = [
+  'Map.get',
+  'Map.get via awaited Promise.resolve',
+  'RegistryCache.peek',
+  'RegistryCache.getService',
+  'RegistryCache.getService (before)',
+  'RegistryCache.getService awaited',
+];
 const SCALE = [10, 100, 1_000, 10_000];
 const EVENT = [...SCALE.map((n) => `event at ${n} services`), 'event at 10000 services (before)', 'event at 10000 services, each in turn'];
 const LAYOUTS: EtcdLayoutName[] = ['bulwark', 'go-zero', 'go-micro'];
 const LAYOUT = LAYOUTS.flatMap((l) => [`lookup (${l})`, `watch event (${l})`, `decode (${l})`]);
 
-if (runs('lookup') || (child !== undefined && LOOKUP.includes(child))) await bench('registry: lookup of a fresh entry (16 services × 8 instances)', {
-  baseline: 'Map.get',
-  targets: [atMost('RegistryCache.getService within 3 % of before', 'RegistryCache.getService', 'RegistryCache.getService (before)', 1.03)],
-  subjects: {
-    'Map.get': () => {
-      const m = new Map(NAMES.map((n) => [n, Object.freeze([{ id: 'x', name: n, address: '10.0.0.1:80' }])]));
-      let i = 0;
-      return { op: () => m.get(NAMES[i++ & 15]!) };
+if (runs('lookup') || (child !== undefined && LOOKUP.includes(child)))
+  await bench('registry: lookup of a fresh entry (16 services × 8 instances)', {
+    baseline: 'Map.get',
+    targets: [atMost('RegistryCache.getService within 3 % of before', 'RegistryCache.getService', 'RegistryCache.getService (before)', 1.03)],
+    subjects: {
+      'Map.get': () => {
+        const m = new Map(NAMES.map((n) => [n, Object.freeze([{ id: 'x', name: n, address: '10.0.0.1:80' }])]));
+        let i = 0;
+        return { op: () => m.get(NAMES[i++ & 15]!) };
+      },
+      'Map.get via awaited Promise.resolve': () => {
+        const m = new Map(NAMES.map((n) => [n, Object.freeze([{ id: 'x', name: n, address: '10.0.0.1:80' }])]));
+        let i = 0;
+        return { op: () => Promise.resolve(m.get(NAMES[i++ & 15]!)), async: true };
+      },
+      'RegistryCache.peek': async () => {
+        const { cache, teardown } = await warmCache();
+        let i = 0;
+        return { op: () => cache.peek(NAMES[i++ & 15]!), teardown };
+      },
+      'RegistryCache.getService': async () => {
+        const { cache, teardown } = await warmCache();
+        let i = 0;
+        return { op: () => cache.getService(NAMES[i++ & 15]!), teardown };
+      },
+      'RegistryCache.getService (before)': async () => {
+        const { MemoryRegistry: Reg } = (await import(`${BASE}/registry/memory-registry.js`)) as { MemoryRegistry: new (o: object) => RegistryLike };
+        const { RegistryCache: Cache } = (await import(`${BASE}/registry/registry-cache.js`)) as { RegistryCache: new (r: RegistryLike) => CacheLike };
+        const reg = new Reg({ sweepIntervalMs: 0 });
+        for (const name of NAMES) for (let i = 0; i < 8; i++) await reg.register({ id: `i${i}`, name, address: `10.0.0.${i}:80` });
+        const cache = new Cache(reg);
+        for (const name of NAMES) await cache.getService(name);
+        let i = 0;
+        return { op: () => cache.getService(NAMES[i++ & 15]!), teardown: async () => (await cache.close(), await reg.close()) };
+      },
+      'RegistryCache.getService awaited': async () => {
+        const { cache, teardown } = await warmCache();
+        let i = 0;
+        return { op: () => cache.getService(NAMES[i++ & 15]!), async: true, teardown };
+      },
     },
-    'Map.get via awaited Promise.resolve': () => {
-      const m = new Map(NAMES.map((n) => [n, Object.freeze([{ id: 'x', name: n, address: '10.0.0.1:80' }])]));
-      let i = 0;
-      return { op: () => Promise.resolve(m.get(NAMES[i++ & 15]!)), async: true };
-    },
-    'RegistryCache.peek': async () => {
-      const { cache, teardown } = await warmCache();
-      let i = 0;
-      return { op: () => cache.peek(NAMES[i++ & 15]!), teardown };
-    },
-    'RegistryCache.getService': async () => {
-      const { cache, teardown } = await warmCache();
-      let i = 0;
-      return { op: () => cache.getService(NAMES[i++ & 15]!), teardown };
-    },
-    'RegistryCache.getService (before)': async () => {
-      const { MemoryRegistry: Reg } = (await import(`${BASE}/registry/memory-registry.js`)) as { MemoryRegistry: new (o: object) => RegistryLike };
-      const { RegistryCache: Cache } = (await import(`${BASE}/registry/registry-cache.js`)) as { RegistryCache: new (r: RegistryLike) => CacheLike };
-      const reg = new Reg({ sweepIntervalMs: 0 });
-      for (const name of NAMES) for (let i = 0; i < 8; i++) await reg.register({ id: `i${i}`, name, address: `10.0.0.${i}:80` });
-      const cache = new Cache(reg);
-      for (const name of NAMES) await cache.getService(name);
-      let i = 0;
-      return { op: () => cache.getService(NAMES[i++ & 15]!), teardown: async () => (await cache.close(), await reg.close()) };
-    },
-    'RegistryCache.getService awaited': async () => {
-      const { cache, teardown } = await warmCache();
-      let i = 0;
-      return { op: () => cache.getService(NAMES[i++ & 15]!), async: true, teardown };
-    },
-  },
-});
+  });
 
 /** latencies keeps per-op latencies and reports p50/p99 in ms. */
 function latencies() {
@@ -166,93 +178,95 @@ async function eventSubject(services: number, base: boolean, everyService = fals
   };
 }
 
-if (runs('event') || (child !== undefined && EVENT.includes(child))) await bench('registry: one event (instance updated → RegistryCache applied) at 10 … 10 000 watched services', {
-  baseline: 'event at 10 services',
-  subjects: {
-    ...Object.fromEntries(SCALE.map((n) => [`event at ${n} services`, () => eventSubject(n, false)])),
-    // the code before this round, when its build is there
-    ...(existsSync(BASE) ? { 'event at 10000 services (before)': () => eventSubject(10_000, true) } : {}),
-    'event at 10000 services, each in turn': () => eventSubject(10_000, false, true),
-  },
-  targets: [
-    atMost('event at 10 000 services ≤ 2× the event at 10 (wall time)', 'event at 10000 services', 'event at 10 services', 2),
-    {
-      label: 'event at 10 000 services ≤ 2× the event at 10 (CPU time)',
-      check: (m) => {
-        const value = m.extra('event at 10000 services', 'cpu_us_per_event') / m.extra('event at 10 services', 'cpu_us_per_event');
-        return { value, ok: value <= 2, unit: '×' };
+if (runs('event') || (child !== undefined && EVENT.includes(child)))
+  await bench('registry: one event (instance updated → RegistryCache applied) at 10 … 10 000 watched services', {
+    baseline: 'event at 10 services',
+    subjects: {
+      ...Object.fromEntries(SCALE.map((n) => [`event at ${n} services`, () => eventSubject(n, false)])),
+      // the code before this round, when its build is there
+      ...(existsSync(BASE) ? { 'event at 10000 services (before)': () => eventSubject(10_000, true) } : {}),
+      'event at 10000 services, each in turn': () => eventSubject(10_000, false, true),
+    },
+    targets: [
+      atMost('event at 10 000 services ≤ 2× the event at 10 (wall time)', 'event at 10000 services', 'event at 10 services', 2),
+      {
+        label: 'event at 10 000 services ≤ 2× the event at 10 (CPU time)',
+        check: (m) => {
+          const value = m.extra('event at 10000 services', 'cpu_us_per_event') / m.extra('event at 10 services', 'cpu_us_per_event');
+          return { value, ok: value <= 2, unit: '×' };
+        },
+      },
+    ],
+  });
+
+if (runs('etcd') || (child !== undefined && !LOOKUP.includes(child) && !EVENT.includes(child) && !LAYOUT.includes(child)))
+  await bench('registry: etcd put → change seen (loopback etcd, one key updated per op)', {
+    baseline: 'etcd3 watch (bare)',
+    durationMs: Number(process.env.BENCH_MS ?? 2_000),
+    subjects: {
+      'etcd3 watch (bare)': async () => {
+        const etcd = await startEtcd();
+        const client = new Etcd3({ hosts: etcd.endpoint });
+        const watcher = await client.watch().key('/bench/k').create();
+        let resolve: (() => void) | undefined;
+        watcher.on('put', () => resolve?.());
+        const lat = latencies();
+        let n = 0;
+        return {
+          async: true,
+          batch: 10,
+          op: async () => {
+            const seen = new Promise<void>((r) => (resolve = r));
+            const t0 = performance.now();
+            await client.put('/bench/k').value(String(++n));
+            await seen;
+            lat.add(performance.now() - t0);
+          },
+          extra: lat.extra,
+          teardown: async () => {
+            await watcher.cancel();
+            client.close();
+            await etcd.stop();
+          },
+        };
+      },
+      'RegistryCache via EtcdRegistry watch': async () => {
+        const etcd = await startEtcd();
+        const client = new Etcd3({ hosts: etcd.endpoint });
+        const registry = new EtcdRegistry({ hosts: etcd.endpoint, prefix: '/bench' });
+        const base: ServiceInstance = { id: 'i1', name: 'api', address: '127.0.0.1:9000' };
+        await client.put('/bench/api/i1').value(JSON.stringify(base));
+        const cache = new RegistryCache(registry);
+        await cache.getService('api');
+        let want = '';
+        let resolve: (() => void) | undefined;
+        cache.onChange((c) => {
+          if (c.instances[0]?.version === want) resolve?.();
+        });
+        const lat = latencies();
+        let n = 0;
+        return {
+          async: true,
+          batch: 10,
+          op: async () => {
+            want = String(++n);
+            const seen = new Promise<void>((r) => (resolve = r));
+            const t0 = performance.now();
+            await client.put('/bench/api/i1').value(JSON.stringify({ ...base, version: want }));
+            await seen;
+            lat.add(performance.now() - t0);
+          },
+          extra: lat.extra,
+          teardown: async () => {
+            await cache.close();
+            await registry.close();
+            client.close();
+            await etcd.stop();
+          },
+        };
       },
     },
-  ],
-});
-
-if (runs('etcd') || (child !== undefined && !LOOKUP.includes(child) && !EVENT.includes(child) && !LAYOUT.includes(child))) await bench('registry: etcd put → change seen (loopback etcd, one key updated per op)', {
-  baseline: 'etcd3 watch (bare)',
-  durationMs: Number(process.env.BENCH_MS ?? 2_000),
-  subjects: {
-    'etcd3 watch (bare)': async () => {
-      const etcd = await startEtcd();
-      const client = new Etcd3({ hosts: etcd.endpoint });
-      const watcher = await client.watch().key('/bench/k').create();
-      let resolve: (() => void) | undefined;
-      watcher.on('put', () => resolve?.());
-      const lat = latencies();
-      let n = 0;
-      return {
-        async: true,
-        batch: 10,
-        op: async () => {
-          const seen = new Promise<void>((r) => (resolve = r));
-          const t0 = performance.now();
-          await client.put('/bench/k').value(String(++n));
-          await seen;
-          lat.add(performance.now() - t0);
-        },
-        extra: lat.extra,
-        teardown: async () => {
-          await watcher.cancel();
-          client.close();
-          await etcd.stop();
-        },
-      };
-    },
-    'RegistryCache via EtcdRegistry watch': async () => {
-      const etcd = await startEtcd();
-      const client = new Etcd3({ hosts: etcd.endpoint });
-      const registry = new EtcdRegistry({ hosts: etcd.endpoint, prefix: '/bench' });
-      const base: ServiceInstance = { id: 'i1', name: 'api', address: '127.0.0.1:9000' };
-      await client.put('/bench/api/i1').value(JSON.stringify(base));
-      const cache = new RegistryCache(registry);
-      await cache.getService('api');
-      let want = '';
-      let resolve: (() => void) | undefined;
-      cache.onChange((c) => {
-        if (c.instances[0]?.version === want) resolve?.();
-      });
-      const lat = latencies();
-      let n = 0;
-      return {
-        async: true,
-        batch: 10,
-        op: async () => {
-          want = String(++n);
-          const seen = new Promise<void>((r) => (resolve = r));
-          const t0 = performance.now();
-          await client.put('/bench/api/i1').value(JSON.stringify({ ...base, version: want }));
-          await seen;
-          lat.add(performance.now() - t0);
-        },
-        extra: lat.extra,
-        teardown: async () => {
-          await cache.close();
-          await registry.close();
-          client.close();
-          await etcd.stop();
-        },
-      };
-    },
-  },
-});
+  });
 
 /** The 8 instances of service `api` as layout `name` writes them: raw keys and values, and the registry's root. */
 function layoutFixture(name: EtcdLayoutName, prefix: string) {
@@ -324,71 +338,83 @@ const byP50 = (label: string, subject: string, than: string) => ({
   },
 });
 
-if (layoutRuns) await bench('registry: per etcd layout — lookup, watch event, codec (bulwark is the baseline)', {
-  baseline: 'lookup (bulwark)',
-  durationMs: Number(process.env.BENCH_MS ?? 2_000),
-  subjects: Object.fromEntries(LAYOUTS.flatMap((name) => [
-    [`lookup (${name})`, async () => {
-      const { registry, teardown } = await layoutRegistry(name);
-      const lat = latencies();
-      const cpu = cpuPerOp();
-      return {
-        async: true,
-        batch: 20,
-        op: async () => {
-          cpu.tick();
-          const t0 = performance.now();
-          await registry.getService('api');
-          lat.add(performance.now() - t0);
-        },
-        extra: () => ({ ...lat.extra(), ...cpu.extra() }),
-        teardown,
-      };
-    }],
-    [`watch event (${name})`, async () => {
-      const { client, f, registry, teardown } = await layoutRegistry(name);
-      const cache = new RegistryCache(registry);
-      await cache.getService('api');
-      let want = '';
-      let resolve: (() => void) | undefined;
-      cache.onChange((c) => {
-        if (c.instances.some((i) => i.address === want)) resolve?.();
-      });
-      const lat = latencies();
-      const cpu = cpuPerOp();
-      let n = 0;
-      return {
-        async: true,
-        batch: 10,
-        // instance 0 moves to a new address each op: an update in the bulwark and go-micro layouts, a delete and a create in go-zero's
-        op: async () => {
-          cpu.tick();
-          want = `10.0.1.${(++n % 200) + 1}:8080`;
-          const seen = new Promise<void>((r) => (resolve = r));
-          const t0 = performance.now();
-          await client.put(f.kvs[0]!.key).value(f.layout.encode({ ...f.instances[0]!, address: want }));
-          await seen;
-          lat.add(performance.now() - t0);
-        },
-        extra: () => ({ ...lat.extra(), ...cpu.extra() }),
-        teardown: async () => {
-          await cache.close();
-          await teardown();
-        },
-      };
-    }],
-    [`decode (${name})`, () => {
-      const f = layoutFixture(name, '/bench');
-      const kvs = f.kvs.map((kv) => ({ key: Buffer.from(kv.key), value: kv.value, mod_revision: '1' }) as IKeyValue);
-      let i = 0;
-      return { op: () => f.layout.decode(f.root, kvs[i++ & 7]!) };
-    }],
-  ])),
-  targets: (['go-zero', 'go-micro'] as const).flatMap((l) => [
-    byCpu(`lookup (${l}) within 1.2× of bulwark, CPU per op`, `lookup (${l})`, 'lookup (bulwark)'),
-    byP50(`lookup (${l}) within 1.2× of bulwark, p50`, `lookup (${l})`, 'lookup (bulwark)'),
-    byCpu(`watch event (${l}) within 1.2× of bulwark, CPU per op`, `watch event (${l})`, 'watch event (bulwark)'),
-    byP50(`watch event (${l}) within 1.2× of bulwark, p50`, `watch event (${l})`, 'watch event (bulwark)'),
-  ]),
-});
+if (layoutRuns)
+  await bench('registry: per etcd layout — lookup, watch event, codec (bulwark is the baseline)', {
+    baseline: 'lookup (bulwark)',
+    durationMs: Number(process.env.BENCH_MS ?? 2_000),
+    subjects: Object.fromEntries(
+      LAYOUTS.flatMap((name) => [
+        [
+          `lookup (${name})`,
+          async () => {
+            const { registry, teardown } = await layoutRegistry(name);
+            const lat = latencies();
+            const cpu = cpuPerOp();
+            return {
+              async: true,
+              batch: 20,
+              op: async () => {
+                cpu.tick();
+                const t0 = performance.now();
+                await registry.getService('api');
+                lat.add(performance.now() - t0);
+              },
+              extra: () => ({ ...lat.extra(), ...cpu.extra() }),
+              teardown,
+            };
+          },
+        ],
+        [
+          `watch event (${name})`,
+          async () => {
+            const { client, f, registry, teardown } = await layoutRegistry(name);
+            const cache = new RegistryCache(registry);
+            await cache.getService('api');
+            let want = '';
+            let resolve: (() => void) | undefined;
+            cache.onChange((c) => {
+              if (c.instances.some((i) => i.address === want)) resolve?.();
+            });
+            const lat = latencies();
+            const cpu = cpuPerOp();
+            let n = 0;
+            return {
+              async: true,
+              batch: 10,
+              // instance 0 moves to a new address each op: an update in the bulwark and go-micro layouts, a delete and a create in go-zero's
+              op: async () => {
+                cpu.tick();
+                want = `10.0.1.${(++n % 200) + 1}:8080`;
+                const seen = new Promise<void>((r) => (resolve = r));
+                const t0 = performance.now();
+                await client.put(f.kvs[0]!.key).value(f.layout.encode({ ...f.instances[0]!, address: want }));
+                await seen;
+                lat.add(performance.now() - t0);
+              },
+              extra: () => ({ ...lat.extra(), ...cpu.extra() }),
+              teardown: async () => {
+                await cache.close();
+                await teardown();
+              },
+            };
+          },
+        ],
+        [
+          `decode (${name})`,
+          () => {
+            const f = layoutFixture(name, '/bench');
+            const kvs = f.kvs.map((kv) => ({ key: Buffer.from(kv.key), value: kv.value, mod_revision: '1' }) as IKeyValue);
+            let i = 0;
+            return { op: () => f.layout.decode(f.root, kvs[i++ & 7]!) };
+          },
+        ],
+      ]),
+    ),
+    targets: (['go-zero', 'go-micro'] as const).flatMap((l) => [
+      byCpu(`lookup (${l}) within 1.2× of bulwark, CPU per op`, `lookup (${l})`, 'lookup (bulwark)'),
+      byP50(`lookup (${l}) within 1.2× of bulwark, p50`, `lookup (${l})`, 'lookup (bulwark)'),
+      byCpu(`watch event (${l}) within 1.2× of bulwark, CPU per op`, `watch event (${l})`, 'watch event (bulwark)'),
+      byP50(`watch event (${l}) within 1.2× of bulwark, p50`, `watch event (${l})`, 'watch event (bulwark)'),
+    ]),
+  });
 await sharedEtcd?.stop();

@@ -81,5 +81,7 @@ h.disable();
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 console.log(`rules: ${COMPONENTS} components, ${COMPONENTS * 10} rules, ${ROUNDS} rounds`);
 console.log(`  built directly: median ${median(a).toFixed(2)} ms; through rules (list, parse, apply): median ${median(b).toFixed(2)} ms`);
-console.log(`  ratio median ${median(ratios).toFixed(2)} (range ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}); longest event-loop turn ${(h.max / 1e6).toFixed(2)} ms`);
+console.log(
+  `  ratio median ${median(ratios).toFixed(2)} (range ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}); longest event-loop turn ${(h.max / 1e6).toFixed(2)} ms`,
+);
 await s.close();

@@ -73,7 +73,8 @@ const fleet = (n: number) => Object.freeze(Array.from({ length: n }, (_, i) => i
 /** 64 Ki distinct flat keys, cycled. */
 const KEYS = 1 << 16;
 let keys: string[] | undefined;
-const keyAt = (i: number) => (keys ??= Array.from({ length: KEYS }, (_, k) => Buffer.from(`user:${k * 7919}:session`, 'latin1').toString('latin1')))[i & (KEYS - 1)]!;
+const keyAt = (i: number) =>
+  (keys ??= Array.from({ length: KEYS }, (_, k) => Buffer.from(`user:${k * 7919}:session`, 'latin1').toString('latin1')))[i & (KEYS - 1)]!;
 
 /** The most per-op samples an update subject keeps (its ops take 1 µs … 10 ms). */
 const MAX_SAMPLES = 20_000;
@@ -127,12 +128,21 @@ function updateSubjects(): Record<string, () => Subject> {
         const clock = new ManualClock();
         const b = new Balancer({ instances: list, strategy, clock });
         settle(b, clock, key);
-        return alternate(() => (b.update(grown), b.pick(key)), () => (b.update(list), b.pick(key)), () => b.close());
+        return alternate(
+          () => (b.update(grown), b.pick(key)),
+          () => (b.update(list), b.pick(key)),
+          () => b.close(),
+        );
       };
       out[`${strategy} eject/return N=${n}`] = () => {
         const list = fleet(n);
         const clock = new ManualClock();
-        const b = new Balancer({ instances: list, strategy, clock, outlier: { consecutiveFailures: 1, baseEjectionMs: 1_000, maxEjectionMs: 1_000, maxEjectionPercent: 100 } });
+        const b = new Balancer({
+          instances: list,
+          strategy,
+          clock,
+          outlier: { consecutiveFailures: 1, baseEjectionMs: 1_000, maxEjectionMs: 1_000, maxEjectionPercent: 100 },
+        });
         settle(b, clock, key);
         const victim = list[n >> 1]!;
         const failed = { ok: false, latencyMs: 1 };
@@ -150,7 +160,11 @@ function updateSubjects(): Record<string, () => Subject> {
           const clock = new ManualClock();
           const b = new Balancer({ instances: list, strategy, clock });
           settle(b, clock, key);
-          return alternate(() => (b.update(heavier), b.pick(key)), () => (b.update(list), b.pick(key)), () => b.close());
+          return alternate(
+            () => (b.update(heavier), b.pick(key)),
+            () => (b.update(list), b.pick(key)),
+            () => b.close(),
+          );
         };
       }
     }
@@ -162,7 +176,10 @@ function updateSubjects(): Record<string, () => Subject> {
       const HashRingPkg = hashRingPkg();
       const ring = new HashRingPkg(fleet(n).map((x) => x.id));
       const extra = instance(n).id;
-      return alternate(() => (ring.add(extra), ring.get('k')), () => (ring.remove(extra), ring.get('k')));
+      return alternate(
+        () => (ring.add(extra), ring.get('k')),
+        () => (ring.remove(extra), ring.get('k')),
+      );
     };
   }
   return out;
@@ -287,7 +304,10 @@ function ringSubjects(): Record<string, () => Subject | Promise<Subject>> {
     const u = process.cpuUsage(c);
     const noiseMaxCpuMs = noise(r.slices);
     let i = 0;
-    return { op: () => p.pick(list, keyAt(i++)), extra: () => ({ ...r, coldPickMs: cold.pickMs, coldMaxCpuMs: cold.maxCpuMs, floorCpuMs: (u.user + u.system) / 1000, noiseMaxCpuMs }) };
+    return {
+      op: () => p.pick(list, keyAt(i++)),
+      extra: () => ({ ...r, coldPickMs: cold.pickMs, coldMaxCpuMs: cold.maxCpuMs, floorCpuMs: (u.user + u.system) / 1000, noiseMaxCpuMs }),
+    };
   };
   // A change of scale: the total weight crossing the ring's bound re-places points (halving each
   // instance's points past 2^20 at 13 108 instances of 80; doubling them again when the list falls to
@@ -301,7 +321,8 @@ function ringSubjects(): Record<string, () => Subject | Promise<Subject>> {
     const small = list.slice(0, 6_553);
     await rebuild(p, clock, list);
     const rounds = [];
-    for (let k = 0; k < 2; k++) rounds.push({ halve: await rebuild(p, clock, over), double: await rebuild(p, clock, small), regrow: await rebuild(p, clock, list) });
+    for (let k = 0; k < 2; k++)
+      rounds.push({ halve: await rebuild(p, clock, over), double: await rebuild(p, clock, small), regrow: await rebuild(p, clock, list) });
     const last = rounds[1]!;
     let i = 0;
     return {
@@ -362,7 +383,9 @@ function tableSubjects(): Record<string, () => Subject> {
       const base = fleet(TABLE_N);
       const next = other(base);
       const clock = new TurnClock();
-      const t = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock });
+      const t = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), {
+        clock,
+      });
       t.sync(base);
       let odd = false;
       const maxTurn: number[] = [];
@@ -594,15 +617,27 @@ if (child === undefined || child in rings) {
   await bench('scale: RingHash at its bound (maxRingSize 2^20): keyed pick, points, balance', {
     subjects: rings,
     targets: [
-      { label: 'busiest instance ≤ 1.6 × the mean share at 10 000', check: (m) => { const v = m.extra('RingHash ring N=10000', 'maxShare'); return { value: v, ok: v <= 1.6, unit: '×' }; } },
+      {
+        label: 'busiest instance ≤ 1.6 × the mean share at 10 000',
+        check: (m) => {
+          const v = m.extra('RingHash ring N=10000', 'maxShare');
+          return { value: v, ok: v <= 1.6, unit: '×' };
+        },
+      },
       ...(
         [
           ['first build of 13 107: p90 slice ≤ 5 ms CPU', FIRST, 'p90CpuMs'],
-          ['halving every instance\'s points (one instance joins): the pick that hands it over ≤ 5 ms CPU', SCALE, 'halvePickCpuMs'],
-          ['halving every instance\'s points: p90 slice ≤ 5 ms CPU', SCALE, 'halveP90CpuMs'],
-          ['doubling every instance\'s points: p90 slice ≤ 5 ms CPU', SCALE, 'doubleP90CpuMs'],
+          ["halving every instance's points (one instance joins): the pick that hands it over ≤ 5 ms CPU", SCALE, 'halvePickCpuMs'],
+          ["halving every instance's points: p90 slice ≤ 5 ms CPU", SCALE, 'halveP90CpuMs'],
+          ["doubling every instance's points: p90 slice ≤ 5 ms CPU", SCALE, 'doubleP90CpuMs'],
         ] as const
-      ).map(([label, subject, key]): Target => ({ label, check: (m) => { const v = m.extra(subject, key); return { value: v, ok: v <= UPDATE_BUDGET_MS, unit: ' ms' }; } })),
+      ).map(([label, subject, key]): Target => ({
+        label,
+        check: (m) => {
+          const v = m.extra(subject, key);
+          return { value: v, ok: v <= UPDATE_BUDGET_MS, unit: ' ms' };
+        },
+      })),
       {
         label: 'first build of 13 107: CPU time ≤ its floor (hashing names, native sort)',
         check: (m) => {

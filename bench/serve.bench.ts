@@ -47,20 +47,30 @@ function child(args: string[]): ChildProcess {
   return c;
 }
 async function stopChildren(): Promise<void> {
-  await Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise<void>((r) => {
-    c.once('exit', () => r());
-    c.kill('SIGKILL');
-  }))));
+  await Promise.all(
+    children.map((c) =>
+      c.exitCode !== null || c.signalCode !== null
+        ? undefined
+        : new Promise<void>((r) => {
+            c.once('exit', () => r());
+            c.kill('SIGKILL');
+          }),
+    ),
+  );
   children.length = 0;
 }
 async function ready(url: string): Promise<void> {
-  await waitFor(`${url} to be ready`, async () => {
-    try {
-      return (await fetch(url)).status === 200;
-    } catch {
-      return false;
-    }
-  }, 30_000);
+  await waitFor(
+    `${url} to be ready`,
+    async () => {
+      try {
+        return (await fetch(url)).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    30_000,
+  );
 }
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -82,10 +92,14 @@ async function startOrigin(delayMs: number): Promise<{ url: string; loads: Map<s
     else answer();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, loads, close: () => {
-    server.closeAllConnections();
-    server.close();
-  } };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    loads,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
 }
 
 const MINIMAL = `const v = Buffer.from('x'.repeat(1024));
@@ -102,7 +116,10 @@ async function hitPath(): Promise<boolean> {
   const nodeUrl = `http://127.0.0.1:${nodePort}/v1/groups/default/keys/hot-key`;
   await ready(minimalUrl);
   await ready(nodeUrl);
-  const subjects: [string, string][] = [['node:http, 1 KiB constant', minimalUrl], ['bulwark serve, cache hit', nodeUrl]];
+  const subjects: [string, string][] = [
+    ['node:http, 1 KiB constant', minimalUrl],
+    ['bulwark serve, cache hit', nodeUrl],
+  ];
   const rates = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
   for (const [, url] of subjects) await autocannon({ url, connections: 10, duration: 1 }); // warm-up
   for (let run = 0; run < RUNS; run++) {
@@ -117,21 +134,36 @@ async function hitPath(): Promise<boolean> {
   console.log('| --- | ---: | ---: | ---: |');
   for (const [name] of subjects) {
     const m = median(rates.get(name)!);
-    console.log(`| ${name} | ${Math.round(m).toLocaleString('en-US')} | ${rates.get(name)!.map((x) => Math.round(x)).join(' ')} | ${(m / base).toFixed(2)} |`);
+    console.log(
+      `| ${name} | ${Math.round(m).toLocaleString('en-US')} | ${rates
+        .get(name)!
+        .map((x) => Math.round(x))
+        .join(' ')} | ${(m / base).toFixed(2)} |`,
+    );
   }
   await stopChildren();
   origin.close();
   try {
     const redis = await startRedis();
-    const out = spawnSync('redis-benchmark', ['-h', '127.0.0.1', '-p', String(redis.port), '-t', 'get', '-c', '10', '-d', '1024', '-n', '200000', '-q'], { encoding: 'utf8', timeout: 60_000 });
+    const out = spawnSync('redis-benchmark', ['-h', '127.0.0.1', '-p', String(redis.port), '-t', 'get', '-c', '10', '-d', '1024', '-n', '200000', '-q'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     await redis.stop();
     const m = /GET: ([\d.]+) requests per second/.exec(out.stdout);
-    console.log(`\nfor scale, redis-benchmark -t get -c 10 -d 1024 on this machine: ${m === null ? out.stdout.trim() : `${Math.round(Number(m[1])).toLocaleString('en-US')} req/s`}`);
+    console.log(
+      `\nfor scale, redis-benchmark -t get -c 10 -d 1024 on this machine: ${m === null ? out.stdout.trim() : `${Math.round(Number(m[1])).toLocaleString('en-US')} req/s`}`,
+    );
   } catch (err) {
     console.log(`\nredis-benchmark not run: ${(err as Error).message}`);
   }
   console.log('');
-  return check('bulwark serve hit path ≥ 0.6× a minimal node:http server', median(rates.get(subjects[1]![0])!) / base, median(rates.get(subjects[1]![0])!) / base >= 0.6, '×');
+  return check(
+    'bulwark serve hit path ≥ 0.6× a minimal node:http server',
+    median(rates.get(subjects[1]![0])!) / base,
+    median(rates.get(subjects[1]![0])!) / base >= 0.6,
+    '×',
+  );
 }
 
 async function zipfCluster(): Promise<boolean> {
@@ -141,7 +173,20 @@ async function zipfCluster(): Promise<boolean> {
   const ports = await Promise.all([0, 1, 2].map(() => freePort()));
   const urls = ports.map((p) => `http://127.0.0.1:${p}`);
   for (const [i, port] of ports.entries()) {
-    child([...LOADER, MAIN, 'serve', '--quiet', '--listen', `127.0.0.1:${port}`, '--peers', urls.filter((_, j) => j !== i).join(','), '--origin', `${origin.url}/items/{key}`, '--cache-bytes', '256MiB']);
+    child([
+      ...LOADER,
+      MAIN,
+      'serve',
+      '--quiet',
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--peers',
+      urls.filter((_, j) => j !== i).join(','),
+      '--origin',
+      `${origin.url}/items/{key}`,
+      '--cache-bytes',
+      '256MiB',
+    ]);
   }
   for (const u of urls) await ready(`${u}/readyz`);
   const pools = urls.map((u) => new Pool(u, { connections: 10 }));
@@ -181,7 +226,9 @@ async function zipfCluster(): Promise<boolean> {
   const warm = 1 - (loads - half.loads) / Math.max(1, requests - half.requests);
   console.log('| requests | throughput | hit ratio | hit ratio, 2nd half | origin loads | distinct keys | p50 | p99 | sources |');
   console.log('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |');
-  console.log(`| ${requests.toLocaleString('en-US')} | ${Math.round(requests / (elapsed / 1000)).toLocaleString('en-US')} req/s | ${(100 * (1 - loads / requests)).toFixed(1)} % | ${(100 * warm).toFixed(1)} % | ${loads.toLocaleString('en-US')} | ${distinct.toLocaleString('en-US')} | ${pct(0.5).toFixed(2)} ms | ${pct(0.99).toFixed(2)} ms | ${[...sources].map(([k, v]) => `${k} ${v}`).join(', ')} |`);
+  console.log(
+    `| ${requests.toLocaleString('en-US')} | ${Math.round(requests / (elapsed / 1000)).toLocaleString('en-US')} req/s | ${(100 * (1 - loads / requests)).toFixed(1)} % | ${(100 * warm).toFixed(1)} % | ${loads.toLocaleString('en-US')} | ${distinct.toLocaleString('en-US')} | ${pct(0.5).toFixed(2)} ms | ${pct(0.99).toFixed(2)} ms | ${[...sources].map(([k, v]) => `${k} ${v}`).join(', ')} |`,
+  );
   console.log(`\n(hit ratio = 1 − origin loads / requests; ${originAnswers} answers waited for an origin load on the node asked; errors: ${errors})\n`);
   await stopChildren();
   origin.close();

@@ -323,7 +323,16 @@ const results = new Map(names.map((n) => [n, { A: [], B: [], ratios: [] }]));
 let failed = 0;
 for (let r = 0; r < rounds; r++) {
   for (const name of names) {
-    const order = r % 2 === 0 ? [['A', a], ['B', b]] : [['B', b], ['A', a]];
+    const order =
+      r % 2 === 0
+        ? [
+            ['A', a],
+            ['B', b],
+          ]
+        : [
+            ['B', b],
+            ['A', a],
+          ];
     const round = {};
     for (const [label, dist] of order) {
       const child = spawnSync(process.execPath, [self, '--child', dist, name], { encoding: 'utf8', timeout: 60_000 });

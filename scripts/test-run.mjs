@@ -21,7 +21,13 @@ const plan = JSON.parse(process.argv[2]);
 /** files runs `files` `concurrency` at a time and reports them to `out`; answers whether a test failed. */
 async function files(list, concurrency, out) {
   if (list.length === 0) return false;
-  const stream = run({ files: list, concurrency, timeout: plan.timeoutMs, forceExit: true, ...(plan.namePatterns.length > 0 ? { testNamePatterns: plan.namePatterns } : {}) });
+  const stream = run({
+    files: list,
+    concurrency,
+    timeout: plan.timeoutMs,
+    forceExit: true,
+    ...(plan.namePatterns.length > 0 ? { testNamePatterns: plan.namePatterns } : {}),
+  });
   const visible = new PassThrough({ objectMode: true });
   const timed = new PassThrough({ objectMode: true });
   let failed = false;
@@ -43,7 +49,11 @@ const report = [];
 held.on('data', (chunk) => report.push(chunk));
 const [slotFailed, othersFailed] = await Promise.all([
   files(plan.slot, 1, held),
-  files(plan.files.filter((f) => !plan.slot.includes(f)), plan.concurrency, process.stdout),
+  files(
+    plan.files.filter((f) => !plan.slot.includes(f)),
+    plan.concurrency,
+    process.stdout,
+  ),
 ]);
 if (plan.slot.length > 0) process.stdout.write(`\n# run one at a time beside the others: ${plan.slot.join(', ')}\n${Buffer.concat(report).toString()}`);
 process.exit(slotFailed || othersFailed ? 1 : 0);

@@ -65,13 +65,15 @@ export async function compileTs(paths) {
   for (const old of existsSync(outBase) ? readdirSync(outBase) : []) if (old !== stamp) rmSync(join(outBase, old), { recursive: true, force: true });
   if (stale.length === 0) return 0;
   const { transform } = loadEsbuild();
-  await Promise.all(stale.map(async (p) => {
-    const { code } = await transform(await readFile(p, 'utf8'), { ...OPTIONS, sourcefile: p });
-    const to = compiledPath(p);
-    await mkdir(dirname(to), { recursive: true });
-    await writeFile(`${to}.${process.pid}`, code);
-    await rename(`${to}.${process.pid}`, to); // whole or not at all for a process loading it now
-  }));
+  await Promise.all(
+    stale.map(async (p) => {
+      const { code } = await transform(await readFile(p, 'utf8'), { ...OPTIONS, sourcefile: p });
+      const to = compiledPath(p);
+      await mkdir(dirname(to), { recursive: true });
+      await writeFile(`${to}.${process.pid}`, code);
+      await rename(`${to}.${process.pid}`, to); // whole or not at all for a process loading it now
+    }),
+  );
   return stale.length;
 }
 

@@ -57,7 +57,11 @@ async function until(cond: () => boolean, ms = 10_000): Promise<void> {
   }
 }
 
-const instance = (id: string, port: number, host = '127.0.0.1'): ServiceInstance => ({ id, name: 'web', address: `${host.includes(':') ? `[${host}]` : host}:${port}` });
+const instance = (id: string, port: number, host = '127.0.0.1'): ServiceInstance => ({
+  id,
+  name: 'web',
+  address: `${host.includes(':') ? `[${host}]` : host}:${port}`,
+});
 
 describe('active health checks on real HTTP servers', () => {
   it('marks a server down when it stops and up again when it comes back', async () => {
@@ -74,16 +78,25 @@ describe('active health checks on real HTTP servers', () => {
     bal.onChange((e) => events.push(e));
     try {
       await until(() => a.hits >= 2 && b.hits >= 2);
-      assert.deepEqual(bal.healthy().map((i) => i.id), ['a', 'b']);
+      assert.deepEqual(
+        bal.healthy().map((i) => i.id),
+        ['a', 'b'],
+      );
 
       await a.stop();
       await until(() => events.some((e) => e.type === 'down' && e.id === 'a'));
-      assert.deepEqual(bal.healthy().map((i) => i.id), ['b']);
+      assert.deepEqual(
+        bal.healthy().map((i) => i.id),
+        ['b'],
+      );
       for (let i = 0; i < 10; i++) assert.equal(bal.pick().id, 'b');
 
       await a.start();
       await until(() => events.some((e) => e.type === 'up' && e.id === 'a'));
-      assert.deepEqual(bal.healthy().map((i) => i.id), ['a', 'b']);
+      assert.deepEqual(
+        bal.healthy().map((i) => i.id),
+        ['a', 'b'],
+      );
       const downAt = events.findIndex((e) => e.type === 'down');
       assert.ok(events.findIndex((e) => e.type === 'up') > downAt);
     } finally {
@@ -100,7 +113,7 @@ describe('active health checks on real HTTP servers', () => {
     const bal = new Balancer({ instances: [instance('a', a.port)], activeHealth: { intervalMs: 20 }, clock });
     try {
       // Probes run on the balancer's clock: step it until two have reached the server.
-      for (let end = Date.now() + 10_000; a.hits < 2; ) {
+      for (let end = Date.now() + 10_000; a.hits < 2;) {
         if (Date.now() > end) throw new Error('no probes in time');
         await clock.advanceAsync(20);
         await new Promise((r) => setTimeout(r, 5)); // let the probe's request reach the server

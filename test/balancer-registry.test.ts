@@ -36,7 +36,12 @@ async function until(cond: () => boolean, ms = 10_000): Promise<void> {
   }
 }
 
-const ids = (b: Balancer) => b.instances().map((i) => i.id).sort().join(',');
+const ids = (b: Balancer) =>
+  b
+    .instances()
+    .map((i) => i.id)
+    .sort()
+    .join(',');
 
 describe('Balancer on MemoryRegistry', () => {
   it('follows registrations, updates and deregistrations, keeping smooth-WRR state of instances that stay', async () => {

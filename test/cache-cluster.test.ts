@@ -110,7 +110,10 @@ describe('cache cluster over HTTP', () => {
       assert.equal(loadedOn.get(key), ownerIndex, `${key} loaded on node ${loadedOn.get(key)}, ring says ${ownerIndex}`);
       counts[ownerIndex]!++;
     }
-    assert.ok(counts.every((c) => c > 0), `every node owns some keys: ${counts}`);
+    assert.ok(
+      counts.every((c) => c > 0),
+      `every node owns some keys: ${counts}`,
+    );
   });
 
   it('carries any bytes between nodes unchanged', async () => {
@@ -233,12 +236,17 @@ describe('cache cluster over HTTP', () => {
     assert.equal((await send('POST', base, encodePeerRequest('g', 'Jack'))).status, 200);
   });
 
-  it('TTL and negative TTL on a ManualClock: the owner reloads after expiry, and a peer\'s hot copy expires with it', async () => {
+  it("TTL and negative TTL on a ManualClock: the owner reloads after expiry, and a peer's hot copy expires with it", async () => {
     const clock = new ManualClock();
     let version = 1;
     const misses = new Map<string, number>();
     nodes = await startCluster(2, {}, () => ({
-      name: 'g', cacheBytes: 1 << 20, ttlMs: 1_000, negativeTtlMs: 100, clock, random: () => 0.05, // 0.05: jitter −9 %, and sampled
+      name: 'g',
+      cacheBytes: 1 << 20,
+      ttlMs: 1_000,
+      negativeTtlMs: 100,
+      clock,
+      random: () => 0.05, // 0.05: jitter −9 %, and sampled
       getter: (key) => {
         if (key.startsWith('missing')) {
           misses.set(key, (misses.get(key) ?? 0) + 1);

@@ -32,10 +32,17 @@ async function membershipScenario(makeRegistry: (i: number) => Registry, service
     return node;
   };
   const converged = (live: CacheNode[]) =>
-    waitFor(`${live.length} nodes to agree on membership`, () => {
-      const want = live.map((n) => n.url).sort().join(',');
-      return live.every((n) => n.pool.members().join(',') === want);
-    }, 15_000);
+    waitFor(
+      `${live.length} nodes to agree on membership`,
+      () => {
+        const want = live
+          .map((n) => n.url)
+          .sort()
+          .join(',');
+        return live.every((n) => n.pool.members().join(',') === want);
+      },
+      15_000,
+    );
   try {
     for (let i = 0; i < 3; i++) await join();
     await converged(nodes);
@@ -47,7 +54,10 @@ async function membershipScenario(makeRegistry: (i: number) => Registry, service
     await converged(nodes);
     const after4 = owners(nodes[0]!);
     const moved = after4.filter((o, i) => o !== before3[i]);
-    assert.ok(moved.every((o) => o === fourth.url), 'keys move only to the node that joined');
+    assert.ok(
+      moved.every((o) => o === fourth.url),
+      'keys move only to the node that joined',
+    );
     const share = moved.length / KEYS.length;
     assert.ok(share > 0.1 && share < 0.45, `moved share ${share} should be about 1/4`);
 

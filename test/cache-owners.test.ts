@@ -18,15 +18,18 @@ const KEYS = Array.from({ length: 300 }, (_, i) => `item:${i}`);
 
 async function cluster(owners: number, loads: Map<string, number>): Promise<{ add(): Promise<CacheNode>; setAll(): void }> {
   const add = async () => {
-    const node = await startNode({ owners }, {
-      name: 'g',
-      cacheBytes: 1 << 22,
-      hotCacheSample: 0,
-      getter: (key) => {
-        loads.set(key, (loads.get(key) ?? 0) + 1);
-        return `v:${key}`;
+    const node = await startNode(
+      { owners },
+      {
+        name: 'g',
+        cacheBytes: 1 << 22,
+        hotCacheSample: 0,
+        getter: (key) => {
+          loads.set(key, (loads.get(key) ?? 0) + 1);
+          return `v:${key}`;
+        },
       },
-    });
+    );
     nodes.push(node);
     return node;
   };

@@ -95,7 +95,10 @@ describe('peer deadlines', () => {
       const peer = pool.peers()[0]!;
       const first = peer.get('g', 'k');
       let settled: unknown;
-      first.then((v) => (settled = v), (e: unknown) => (settled = e));
+      first.then(
+        (v) => (settled = v),
+        (e: unknown) => (settled = e),
+      );
       await waitFor(() => clock.pendingTimers > 0, 2_000, 'the deadline timer');
       assert.equal(peer.healthy?.(), true, 'healthy until a request fails');
       clock.advance(60_000);

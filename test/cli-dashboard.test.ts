@@ -26,7 +26,10 @@ describe('bulwark dashboard', () => {
       [['--registry', 'etcd://127.0.0.1:2379', '--controls'], /--controls writes rules: give --rules etcd:\/\/host:port/],
       [['--registry', 'etcd://127.0.0.1:2379', '--rules', 'etcd://127.0.0.1:2379'], /--rules is the store the controls write to: give --controls as well/],
       [['--registry', 'etcd://127.0.0.1:2379', '--rules', 'memory', '--controls'], /--rules must be etcd:\/\/host:port\[,host:port\], got "memory"/],
-      [['--registry', 'etcd://127.0.0.1:2379', '--rules', 'etcd://127.0.0.1:2379', '--rules-prefix', '/r', '--controls'], /--rules-prefix must end in \/, got "\/r"/],
+      [
+        ['--registry', 'etcd://127.0.0.1:2379', '--rules', 'etcd://127.0.0.1:2379', '--rules-prefix', '/r', '--controls'],
+        /--rules-prefix must end in \/, got "\/r"/,
+      ],
     ];
     // All at once on a loaded machine: each start may take long, hence the generous deadline.
     const runs = await Promise.all(cases.map(([args]) => runBulwark(['dashboard', ...args], 120_000)));

@@ -10,7 +10,18 @@ import { EtcdRegistry } from '../src/registry/etcd-registry.js';
 import type { ServiceInstance } from '../src/registry/types.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { freePort, skipReason, waitFor } from './support/servers.js';
-import { bulwarkArgs, runBulwark, startNodes, startOrigin, startServe, status, stopAll, waitMembers, type ServeProc, type TestOrigin } from './serve-harness.js';
+import {
+  bulwarkArgs,
+  runBulwark,
+  startNodes,
+  startOrigin,
+  startServe,
+  status,
+  stopAll,
+  waitMembers,
+  type ServeProc,
+  type TestOrigin,
+} from './serve-harness.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -18,12 +29,14 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 async function inTurn<T>(limit: number, tasks: readonly (() => Promise<T>)[]): Promise<T[]> {
   const out: T[] = [];
   let next = 0;
-  await Promise.all(Array.from({ length: limit }, async () => {
-    while (next < tasks.length) {
-      const i = next++;
-      out[i] = await tasks[i]!();
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < tasks.length) {
+        const i = next++;
+        out[i] = await tasks[i]!();
+      }
+    }),
+  );
   return out;
 }
 
@@ -32,7 +45,11 @@ describe('bulwark registry', { concurrency: true }, () => {
   it('bad flags exit 2 with one line; an unreachable registry or node exits 1', async () => {
     const port = await freePort();
     const bad = [
-      ['registry', 'list'], ['registry', 'ls', '--registry', 'consul://x'], ['registry', 'ls'], ['registry', 'ls', '--bogus'], ['registry', 'ls', '--registry', 'etcd://127.0.0.1'],
+      ['registry', 'list'],
+      ['registry', 'ls', '--registry', 'consul://x'],
+      ['registry', 'ls'],
+      ['registry', 'ls', '--bogus'],
+      ['registry', 'ls', '--registry', 'etcd://127.0.0.1'],
       ['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--layout', 'consul'],
       ['registry', 'ls', '--registry', `etcd://127.0.0.1:${port}`, '--layout', 'go-zero'], // no common prefix: --service needed
     ];
@@ -51,7 +68,10 @@ describe('bulwark registry', { concurrency: true }, () => {
     assert.equal(etcd!.code, 1, etcd!.stderr);
     assert.equal(etcd!.stderr, `bulwark registry: cannot reach etcd at 127.0.0.1:${port}: connection refused\n`);
     assert.equal(unresolved!.code, 1, unresolved!.stderr);
-    assert.equal(unresolved!.stderr, `bulwark registry: cannot reach etcd at nohost.invalid:2379 (name not resolved), 127.0.0.1:${port} (connection refused)\n`);
+    assert.equal(
+      unresolved!.stderr,
+      `bulwark registry: cannot reach etcd at nohost.invalid:2379 (name not resolved), 127.0.0.1:${port} (connection refused)\n`,
+    );
     assert.equal(node!.code, 1, node!.stderr);
     assert.match(node!.stderr, /^bulwark registry: cannot read the node at http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/);
   });
@@ -67,8 +87,23 @@ describe('bulwark registry', { concurrency: true }, () => {
       etcd = await startEtcd();
       origin = await startOrigin();
       registry = `etcd://${etcd.endpoint.replace('http://', '')}`;
-      nodes = await startNodes(2, () => ['--registry', registry, '--etcd-prefix', prefix, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0', '--quiet']);
-      await waitMembers(nodes, nodes.map((n) => n.url));
+      nodes = await startNodes(2, () => [
+        '--registry',
+        registry,
+        '--etcd-prefix',
+        prefix,
+        '--lease-ttl',
+        '2s',
+        '--origin',
+        `${origin.url}/items/{key}`,
+        '--drain-delay',
+        '0',
+        '--quiet',
+      ]);
+      await waitMembers(
+        nodes,
+        nodes.map((n) => n.url),
+      );
     });
     after(async () => {
       await stopAll(nodes);
@@ -81,11 +116,15 @@ describe('bulwark registry', { concurrency: true }, () => {
       assert.equal(r.code, 0, r.stderr);
       const lines = r.stdout.trimEnd().split('\n');
       assert.match(lines[0]!, /^SERVICE\s+ID\s+ADDRESS\s+VERSION\s+METADATA$/);
-      for (const n of nodes) assert.match(r.stdout, new RegExp(`^bulwark-cache\\s+127\\.0\\.0\\.1-${n.port}\\s+127\\.0\\.0\\.1:${n.port}\\s+-\\s+url=${n.url}$`, 'm'));
+      for (const n of nodes)
+        assert.match(r.stdout, new RegExp(`^bulwark-cache\\s+127\\.0\\.0\\.1-${n.port}\\s+127\\.0\\.0\\.1:${n.port}\\s+-\\s+url=${n.url}$`, 'm'));
       assert.equal(lines.at(-1), '1 service, 2 instances');
       const j = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', prefix, '--json']);
       const parsed = JSON.parse(j.stdout) as { services: { name: string; instances: { address: string }[] }[] };
-      assert.deepEqual(parsed.services.map((s) => [s.name, s.instances.map((i) => i.address).sort()]), [['bulwark-cache', nodes.map((n) => `127.0.0.1:${n.port}`).sort()]]);
+      assert.deepEqual(
+        parsed.services.map((s) => [s.name, s.instances.map((i) => i.address).sort()]),
+        [['bulwark-cache', nodes.map((n) => `127.0.0.1:${n.port}`).sort()]],
+      );
     });
 
     it('ls --service names the service when it has no instances', async () => {
@@ -96,7 +135,7 @@ describe('bulwark registry', { concurrency: true }, () => {
       assert.equal(all.stdout, 'no services registered\n');
     });
 
-    it('ls --node reads a running node\'s membership', async () => {
+    it("ls --node reads a running node's membership", async () => {
       const r = await runBulwark(['registry', 'ls', '--node', nodes[0]!.url, '--json']);
       assert.equal(r.code, 0, r.stderr);
       const parsed = JSON.parse(r.stdout) as { services: { name: string; instances: { address: string }[] }[] };
@@ -104,7 +143,10 @@ describe('bulwark registry', { concurrency: true }, () => {
     });
 
     it('watch prints the list, then a line per change, and exits 0 at SIGINT', async () => {
-      const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', registry, '--etcd-prefix', prefix, '--json']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', registry, '--etcd-prefix', prefix, '--json']), {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       const lines: string[] = [];
       let buf = '';
       child.stdout.on('data', (d: Buffer) => {
@@ -117,13 +159,26 @@ describe('bulwark registry', { concurrency: true }, () => {
       try {
         await waitFor('the first list', () => lines.length >= 1, 20_000);
         assert.equal((JSON.parse(lines[0]!) as { type: string }).type, 'list');
-        const third = await startServe(['--registry', registry, '--etcd-prefix', prefix, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0', '--quiet']);
+        const third = await startServe([
+          '--registry',
+          registry,
+          '--etcd-prefix',
+          prefix,
+          '--lease-ttl',
+          '2s',
+          '--origin',
+          `${origin.url}/items/{key}`,
+          '--drain-delay',
+          '0',
+          '--quiet',
+        ]);
         nodes.push(third);
         const id = `127.0.0.1-${third.port}`;
-        const seen = (type: string) => lines.slice(1).some((l) => {
-          const e = JSON.parse(l) as { type: string; instance: { id: string } };
-          return e.type === type && e.instance.id === id;
-        });
+        const seen = (type: string) =>
+          lines.slice(1).some((l) => {
+            const e = JSON.parse(l) as { type: string; instance: { id: string } };
+            return e.type === type && e.instance.id === id;
+          });
         await waitFor('the create event', () => seen('create'), 10_000);
         third.child.kill('SIGTERM');
         await waitFor('the delete event', () => seen('delete'), 10_000);
@@ -140,11 +195,28 @@ describe('bulwark registry', { concurrency: true }, () => {
       const peers = await Promise.all([0, 1, 2].map(async () => `http://127.0.0.1:${await freePort()}`));
       let node: ServeProc | undefined;
       try {
-        for (const [i, url] of peers.entries()) await writer.register({ id: `peer-${i}`, name: service, address: url.slice('http://'.length), metadata: { url } });
-        node = await startServe(['--registry', registry, '--etcd-prefix', prefix, '--service', service, '--lease-ttl', '2s', '--origin', `${origin.url}/items/{key}`, '--drain-delay', '0']);
+        for (const [i, url] of peers.entries())
+          await writer.register({ id: `peer-${i}`, name: service, address: url.slice('http://'.length), metadata: { url } });
+        node = await startServe([
+          '--registry',
+          registry,
+          '--etcd-prefix',
+          prefix,
+          '--service',
+          service,
+          '--lease-ttl',
+          '2s',
+          '--origin',
+          `${origin.url}/items/{key}`,
+          '--drain-delay',
+          '0',
+        ]);
         // startServe answered at the first /readyz 200: the ring at that moment holds every peer etcd listed.
         assert.deepEqual((await status(node.url)).membership.members, [...peers, node.url].sort());
-        assert.ok(node.lines.some((l) => l === 'bulwark serve: ready; ring of 4 from etcd, equal to its listing'), node.lines.join('\n'));
+        assert.ok(
+          node.lines.some((l) => l === 'bulwark serve: ready; ring of 4 from etcd, equal to its listing'),
+          node.lines.join('\n'),
+        );
       } finally {
         if (node !== undefined) await stopAll([node]);
         await writer.close();
@@ -153,11 +225,15 @@ describe('bulwark registry', { concurrency: true }, () => {
   });
 
   describe('watch against an etcd that dies and comes back', { skip: skipReason(etcdBinary, 'etcd') }, () => {
-    it('prints every change made while it starts and after etcd is SIGKILLed and restarted: its view ends equal to etcd\'s', async () => {
+    it("prints every change made while it starts and after etcd is SIGKILLed and restarted: its view ends equal to etcd's", async () => {
       const etcd = await startEtcd();
       const prefix = `/registry-watch-restart-${process.pid}`;
       const writer = new EtcdRegistry({ hosts: etcd.endpoint, prefix, ttlMs: 60_000 });
-      const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`, '--etcd-prefix', prefix, '--json']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(
+        process.execPath,
+        bulwarkArgs(['registry', 'watch', '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`, '--etcd-prefix', prefix, '--json']),
+        { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       const lines: string[] = [];
       let buf = '';
       let stderr = '';

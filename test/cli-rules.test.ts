@@ -62,7 +62,10 @@ describe('bulwark rules', () => {
       assert.equal(r.stderr.trimEnd().split('\n').length, 1, r.stderr);
     }
     assert.match(runs[3]!.stderr, /^bulwark rules: refused orders\/nope\/x \(kind\): unknown kind "nope"/);
-    assert.match(runs[4]!.stderr, /^bulwark rules: refused orders\/bulkhead\/db \(maxConcurent\): Bulkhead: maxConcurent is not an option; the options are maxConcurrent, maxQueued\n$/);
+    assert.match(
+      runs[4]!.stderr,
+      /^bulwark rules: refused orders\/bulkhead\/db \(maxConcurent\): Bulkhead: maxConcurent is not an option; the options are maxConcurrent, maxQueued\n$/,
+    );
     assert.match(runs[5]!.stderr, /^bulwark rules: refused the rule: not JSON/);
     const ok = await runBulwark(['rules', 'check', file({ scope: 'orders', kind: 'bulkhead', name: 'db', set: { maxConcurrent: 4 } })]);
     assert.equal(ok.code, 0, ok.stderr);
@@ -85,20 +88,44 @@ describe('bulwark rules', () => {
       const set = await runBulwark(['rules', 'set', '--store', store(), file({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 50 } })]);
       assert.equal(set.code, 0, set.stderr);
       const revision = Number(/at revision (\d+)/.exec(set.stdout)![1]);
-      assert.equal(await raw.get('/bulwark/rules/orders/token-limiter/api').string(), '{"scope":"orders","kind":"token-limiter","name":"api","set":{"rate":50}}');
+      assert.equal(
+        await raw.get('/bulwark/rules/orders/token-limiter/api').string(),
+        '{"scope":"orders","kind":"token-limiter","name":"api","set":{"rate":50}}',
+      );
       const ls = await runBulwark(['rules', 'ls', '--store', store(), '--json']);
       assert.equal(ls.code, 0, ls.stderr);
-      assert.deepEqual(JSON.parse(ls.stdout).rules, [{ key: 'orders/token-limiter/api', revision, leased: false, rule: { scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 50 } } }]);
+      assert.deepEqual(JSON.parse(ls.stdout).rules, [
+        { key: 'orders/token-limiter/api', revision, leased: false, rule: { scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 50 } } },
+      ]);
       const table = await runBulwark(['rules', 'ls', '--store', store()]);
       assert.match(table.stdout, /^KEY +REVISION +LEASE +RULE\norders\/token-limiter\/api +\d+ +- +\{/);
-      const conflict = await runBulwark(['rules', 'set', '--store', store(), '--if-revision', String(revision - 1), file({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 60 } })]);
+      const conflict = await runBulwark([
+        'rules',
+        'set',
+        '--store',
+        store(),
+        '--if-revision',
+        String(revision - 1),
+        file({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 60 } }),
+      ]);
       assert.equal(conflict.code, 3, conflict.stderr);
       assert.match(conflict.stderr, new RegExp(`^bulwark rules: conflict: rule orders/token-limiter/api is at revision ${revision}, not ${revision - 1}\\n$`));
-      const swapped = await runBulwark(['rules', 'set', '--store', store(), '--if-revision', String(revision), file({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 60 } })]);
+      const swapped = await runBulwark([
+        'rules',
+        'set',
+        '--store',
+        store(),
+        '--if-revision',
+        String(revision),
+        file({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 60 } }),
+      ]);
       assert.equal(swapped.code, 0, swapped.stderr);
       const history = await runBulwark(['rules', 'history', '--store', store(), 'orders/token-limiter/api', '--json']);
       const versions = JSON.parse(history.stdout) as Array<{ revision: number; value: string }>;
-      assert.deepEqual(versions.map((v) => JSON.parse(v.value).set.rate), [50, 60]);
+      assert.deepEqual(
+        versions.map((v) => JSON.parse(v.value).set.rate),
+        [50, 60],
+      );
       const back = await runBulwark(['rules', 'rollback', '--store', store(), 'orders/token-limiter/api', '--to-revision', String(revision)]);
       assert.equal(back.code, 0, back.stderr);
       assert.equal(JSON.parse((await raw.get('/bulwark/rules/orders/token-limiter/api').string())!).set.rate, 50);
@@ -111,7 +138,9 @@ describe('bulwark rules', () => {
 
     it('watches: the current rules, then one line per change, until SIGTERM (exit 0)', async () => {
       await raw.put('/bulwark/rules/shipping/timeout/t').value('{"set":{"timeoutMs":100}}');
-      const child = spawn(process.execPath, bulwarkArgs(['rules', 'watch', '--store', store(), '--prefix', '/bulwark/rules/shipping/']), { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, bulwarkArgs(['rules', 'watch', '--store', store(), '--prefix', '/bulwark/rules/shipping/']), {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let out = '';
       child.stdout.on('data', (c: Buffer) => (out += c.toString()));
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
@@ -132,7 +161,13 @@ describe('bulwark rules', () => {
     });
 
     it('writes a fault rule on a lease of its ttlMs', async () => {
-      const set = await runBulwark(['rules', 'set', '--store', store(), file({ scope: 'orders', kind: 'fault', name: 'payments', fault: { delay: { ms: 200, percent: 100 } }, ttlMs: 30_000 })]);
+      const set = await runBulwark([
+        'rules',
+        'set',
+        '--store',
+        store(),
+        file({ scope: 'orders', kind: 'fault', name: 'payments', fault: { delay: { ms: 200, percent: 100 } }, ttlMs: 30_000 }),
+      ]);
       assert.equal(set.code, 0, set.stderr);
       assert.match(set.stdout, /\(ends in 30 s\)/);
       const kv = (await raw.get('/bulwark/rules/orders/fault/payments').exec()).kvs[0]!;

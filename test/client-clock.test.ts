@@ -18,7 +18,12 @@ describe('ResilientClient: every timer on its clock', () => {
     const clock = new ManualClock(1_000_000);
     const client = new ResilientClient({ registry: cache, clock });
     let settled: unknown = 'pending';
-    client.call('api', () => 'called').then((v) => (settled = v), (err: unknown) => (settled = err));
+    client
+      .call('api', () => 'called')
+      .then(
+        (v) => (settled = v),
+        (err: unknown) => (settled = err),
+      );
     await flush();
     await clock.advanceAsync(29_999);
     assert.equal(settled, 'pending');

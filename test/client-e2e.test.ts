@@ -47,7 +47,9 @@ describe('ResilientClient end to end', () => {
       const served = Object.fromEntries(services.map((s) => [s.id, s.requests]));
       assert.ok(ok / calls >= 0.995, `success ${ok}/${calls}; errors: ${errors.slice(0, 5).join('; ')}`);
       assert.ok(slowShare < 0.15, `slow instance got ${(slowShare * 100).toFixed(1)} % of ${attempts} attempts (${JSON.stringify(served)})`);
-      t.diagnostic(`calls ${calls}, ok ${ok}, slow share ${(slowShare * 100).toFixed(2)} %, served ${JSON.stringify(served)}, stats ${JSON.stringify(client.stats())}`);
+      t.diagnostic(
+        `calls ${calls}, ok ${ok}, slow share ${(slowShare * 100).toFixed(2)} %, served ${JSON.stringify(served)}, stats ${JSON.stringify(client.stats())}`,
+      );
       // The flaky instance really failed requests (30 % of what it got), every failure was a failed
       // attempt, and retries on another instance saved those calls: no fallback was set, so a call
       // that succeeded was answered by an instance.
@@ -60,7 +62,10 @@ describe('ResilientClient end to end', () => {
       assert.equal(stats.fallbacks, 0);
       assert.equal(stats.succeeded, ok, 'every successful call was counted as answered by an instance');
       assert.ok(stats.succeeded > calls - flaky.failures, 'retries saved calls whose first attempt failed');
-      assert.equal(services.reduce((a, s) => a + s.requests, 0), attempts);
+      assert.equal(
+        services.reduce((a, s) => a + s.requests, 0),
+        attempts,
+      );
     } finally {
       await client.close();
       await registry.close();

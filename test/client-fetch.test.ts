@@ -56,7 +56,10 @@ async function cluster(handlers: Record<string, Handler>, options: Partial<Resil
 }
 
 const ok: Handler = (_req, res, body) => res.writeHead(200, { 'content-type': 'application/json', 'x-seen': body }).end('{"ok":true}');
-const status = (code: number): Handler => (_req, res) => res.writeHead(code).end(`status ${code}`);
+const status =
+  (code: number): Handler =>
+  (_req, res) =>
+    res.writeHead(code).end(`status ${code}`);
 
 describe('ResilientClient.fetch', () => {
   it('resolves the host as a service name and answers a Response with status, headers and body', async () => {
@@ -142,7 +145,10 @@ describe('ResilientClient.fetch', () => {
     await assert.rejects(c.client.fetch('ftp://payments/x'), TypeError);
     await assert.rejects(c.client.fetch('http://payments:8080/x'), /leave port/);
     await assert.rejects(c.client.fetch('http://payments/x', { method: 'GE T' }), TypeError);
-    await assert.rejects(c.client.fetch('http://payments/x', { method: 'POST', body: {} as unknown as string }), /stream cannot be retried|string or a Uint8Array/);
+    await assert.rejects(
+      c.client.fetch('http://payments/x', { method: 'POST', body: {} as unknown as string }),
+      /stream cannot be retried|string or a Uint8Array/,
+    );
     assert.equal(c.hits('a'), 0);
     await c.close();
   });

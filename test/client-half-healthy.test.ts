@@ -66,7 +66,9 @@ describe('a half-healthy service over real processes and etcd', { skip: skipReas
       const { made, byInstance } = await run(client, 1_000, 60_000);
       const s = await client.service('payments');
       assert.ok(s.balancer instanceof Balancer);
-      t.diagnostic(`${byInstance} of ${made} answered by an instance; balancer ${JSON.stringify(s.balancer.stats())}; client ${JSON.stringify(client.stats())}`);
+      t.diagnostic(
+        `${byInstance} of ${made} answered by an instance; balancer ${JSON.stringify(s.balancer.stats())}; client ${JSON.stringify(client.stats())}`,
+      );
       assert.equal(made, 1_000, 'every call made in time');
       assert.ok(byInstance >= 500, `${byInstance} of ${made} calls answered by an instance`);
     } finally {

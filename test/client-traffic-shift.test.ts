@@ -73,7 +73,7 @@ describe('ResilientClient weight overrides on real servers', () => {
     });
     f.client.setWeights('shop', { stable: 1, canary: 1_000_000 }); // the first call goes to the canary, held there
     const inFlight = f.client.fetch('http://shop/');
-    for (let t = Date.now(); release === undefined && Date.now() - t < 5_000; ) await new Promise((r) => setImmediate(r));
+    for (let t = Date.now(); release === undefined && Date.now() - t < 5_000;) await new Promise((r) => setImmediate(r));
     assert.ok(release !== undefined, 'the canary has a call in flight');
     f.client.setWeights('shop', { canary: 0 });
     const before = f.canary.hits();

@@ -100,7 +100,11 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       const admitted = () => page.locator('td:has-text("admitted")').first().innerText();
       const before = await admitted();
       assert.match(before, /^[\d,]+ admitted$/);
-      await page.waitForFunction((b) => [...document.querySelectorAll('td')].some((td) => /admitted$/.test(td.textContent ?? '') && td.textContent !== b), before, { timeout: 2_000 });
+      await page.waitForFunction(
+        (b) => [...document.querySelectorAll('td')].some((td) => /admitted$/.test(td.textContent ?? '') && td.textContent !== b),
+        before,
+        { timeout: 2_000 },
+      );
       assert.match(await text(page, '#l-calls'), /calls\/s/);
       assert.match(await page.locator('.card:has(h2:text-is("Breakers"))').innerText(), /closed/);
       assert.match(await page.locator('.card:has(h2:text-is("Cache"))').innerText(), /\d+(\.\d)? %/);
@@ -122,7 +126,11 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await page.waitForFunction(() => document.getElementById('conn')?.textContent !== 'live', undefined, { timeout: 10_000 });
       assert.match(await text(page, '#conn'), /reconnecting|stalled/);
       child = await startChild(port);
-      await page.waitForFunction((pid) => document.getElementById('title')?.textContent?.includes(`pid ${pid}`) === true && document.getElementById('conn')?.textContent === 'live', child.pid, { timeout: 15_000 });
+      await page.waitForFunction(
+        (pid) => document.getElementById('title')?.textContent?.includes(`pid ${pid}`) === true && document.getElementById('conn')?.textContent === 'live',
+        child.pid,
+        { timeout: 15_000 },
+      );
       await page.close();
     });
   });
@@ -156,10 +164,18 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       assert.doesNotMatch(child.logs, /rule put/);
       await page.locator('input[aria-label="new rate, calls/s"]').fill('12');
       await page.locator('button:text-is("set limit")').click();
-      await waitFor('the rule written', () => /rule put checkout\/token-limiter\/api-limit \{"scope":"checkout","kind":"token-limiter","name":"api-limit","set":\{"rate":12\}\}/.test(child.logs), 5_000);
+      await waitFor(
+        'the rule written',
+        () =>
+          /rule put checkout\/token-limiter\/api-limit \{"scope":"checkout","kind":"token-limiter","name":"api-limit","set":\{"rate":12\}\}/.test(child.logs),
+        5_000,
+      );
       await waitFor('the page to say so', async () => /written: checkout\/token-limiter\/api-limit/.test(await note.innerText()), 5_000);
       // a 422 is a response ≥ 400 on purpose: the only one
-      assert.deepEqual(problems.filter((p) => !/response 422: .*\/controls\/put$/.test(p) && !/status of 422/.test(p)), []);
+      assert.deepEqual(
+        problems.filter((p) => !/response 422: .*\/controls\/put$/.test(p) && !/status of 422/.test(p)),
+        [],
+      );
       await page.close();
     });
 
@@ -180,7 +196,14 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await input('of calls delayed, %').fill('50');
       await input('rehearsal length, s').fill('120');
       await page.locator('button:text-is("start rehearsal")').click();
-      await waitFor('the fault rule written', () => /rule put checkout\/fault\/payments \{"scope":"checkout","kind":"fault","name":"payments","fault":\{"delay":\{"ms":150,"percent":50\},"abort":\{"percent":20,"status":503\}\},"ttlMs":120000\}/.test(child.logs), 5_000);
+      await waitFor(
+        'the fault rule written',
+        () =>
+          /rule put checkout\/fault\/payments \{"scope":"checkout","kind":"fault","name":"payments","fault":\{"delay":\{"ms":150,"percent":50\},"abort":\{"percent":20,"status":503\}\},"ttlMs":120000\}/.test(
+            child.logs,
+          ),
+        5_000,
+      );
       await page.screenshot({ path: join(shots, 'controls-fault-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
       await page.screenshot({ path: join(shots, 'controls-390x844.png'), fullPage: true });
@@ -198,7 +221,16 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       const rulesCard = page.locator('.card:has(h2:text-is("Rules: rules"))');
       await waitFor('the Rules card lists the rule', async () => /checkout\/isolate\/origin/.test(await rulesCard.innerText()), 5_000);
       // A rule the component refuses: valid offline, but a running breaker's name cannot change.
-      const r = await page.evaluate(async () => (await fetch('controls/put', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { name: 'renamed' } }) })).status);
+      const r = await page.evaluate(
+        async () =>
+          (
+            await fetch('controls/put', {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { name: 'renamed' } }),
+            })
+          ).status,
+      );
       assert.equal(r, 200);
       await waitFor('the refusal on the page', async () => /refused checkout\/circuit-breaker\/origin/.test(await rulesCard.innerText()), 5_000);
       assert.match(await rulesCard.innerText(), /refused by the component/);
@@ -227,7 +259,28 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
     it('shows three processes of a service, and one that dies as unreachable, then gone', async () => {
       for (const id of ['a', 'b', 'c']) children.push(await startChild(await freePort(), { endpoint: etcd.endpoint, prefix, service: 'orders', id }));
       const port = await freePort();
-      dashboard = spawn(process.execPath, bulwarkArgs(['dashboard', '--registry', etcd.endpoint.replace('http://', 'etcd://'), '--etcd-prefix', prefix, '--rules', etcd.endpoint.replace('http://', 'etcd://'), '--rules-prefix', `${prefix}/rules/`, '--controls', '--listen', `127.0.0.1:${port}`, '--tick', '500ms', '--refresh', '500ms']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      dashboard = spawn(
+        process.execPath,
+        bulwarkArgs([
+          'dashboard',
+          '--registry',
+          etcd.endpoint.replace('http://', 'etcd://'),
+          '--etcd-prefix',
+          prefix,
+          '--rules',
+          etcd.endpoint.replace('http://', 'etcd://'),
+          '--rules-prefix',
+          `${prefix}/rules/`,
+          '--controls',
+          '--listen',
+          `127.0.0.1:${port}`,
+          '--tick',
+          '500ms',
+          '--refresh',
+          '500ms',
+        ]),
+        { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let out = '';
       dashboard.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       dashboard.stderr!.on('data', (b: Buffer) => (out += b.toString()));
@@ -236,7 +289,11 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       const problems = watchPage(page);
       await page.goto(`http://127.0.0.1:${port}/`);
       const rowState = (id: string) => page.locator(`tr.inst[data-key="orders/${id}"] td:nth-child(3)`).innerText();
-      await waitFor('three instances up on the page', async () => (await page.locator('tr.inst').count()) === 3 && (await Promise.all(['a', 'b', 'c'].map(rowState))).every((s) => s.startsWith('up')), 60_000);
+      await waitFor(
+        'three instances up on the page',
+        async () => (await page.locator('tr.inst').count()) === 3 && (await Promise.all(['a', 'b', 'c'].map(rowState))).every((s) => s.startsWith('up')),
+        60_000,
+      );
       assert.match(await page.locator('#body .card h2').first().innerText(), /orders — 3 of 3 instances up/);
       assert.match(await page.locator('tr.inst[data-key="orders/a"]').innerText(), /calls\/s/);
       // an instance's own components open beside it
@@ -245,7 +302,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       // the controls write for the instance shown, to the rules store its binder follows
       const origin = page.locator('tr.detail .card:has(h2:text-is("Breakers")) tr:has(td:text-is("origin"))');
       await origin.locator('button:text-is("isolate")').click({ timeout: 5_000 });
-      await waitFor('a\'s breaker isolated by the rule', async () => /isolated by a rule/.test(await origin.innerText()), 10_000);
+      await waitFor("a's breaker isolated by the rule", async () => /isolated by a rule/.test(await origin.innerText()), 10_000);
       assert.match(await page.locator('tr.detail .card:has(h2:text-is("Rules: rules"))').innerText(), /orders@a\/isolate\/origin/);
       await page.screenshot({ path: join(shots, 'fleet-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
@@ -274,7 +331,10 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
 
     it('shows demo controls apart from rule controls; "kill" ejects the instance and opens its breaker within 5 s, "restore" brings it back', async () => {
       // No terminal: a long --duration so that the run's own registry outage (half-way) stays out of the test.
-      demo = spawn(process.execPath, bulwarkArgs(['demo', '--duration', '20m', '--port', '0', '--rate', '60']), { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+      demo = spawn(process.execPath, bulwarkArgs(['demo', '--duration', '20m', '--port', '0', '--rate', '60']), {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       demo.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       demo.stderr!.on('data', (b: Buffer) => (out += b.toString()));
       await waitFor('the demo to print its dashboard URL', () => /^dashboard: http:\/\/127\.0\.0\.1:\d+\//.test(out), 60_000);
@@ -293,7 +353,11 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       const address = /\((127\.0\.0\.1:\d+)\)/.exec(await healthyRow.innerText())![1]!;
       const balancerRow = page.locator('tr', { hasText: `↳ ${address}` });
       const breakerRow = page.locator('tr', { hasText: 'instance breakers › payments/healthy' });
-      await waitFor('the healthy instance up with its breaker closed', async () => /\bup\b/.test(await balancerRow.innerText()) && /closed/.test(await breakerRow.innerText()), 30_000);
+      await waitFor(
+        'the healthy instance up with its breaker closed',
+        async () => /\bup\b/.test(await balancerRow.innerText()) && /closed/.test(await breakerRow.innerText()),
+        30_000,
+      );
       await page.screenshot({ path: join(shots, 'demo-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
       await page.screenshot({ path: join(shots, 'demo-390x844.png'), fullPage: true });
@@ -304,12 +368,18 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       // Outlier detection ejects it first (5 failures in a row); its breaker trips on the calls that reach
       // it once the ejection ends (2 s). Each must show on the page within 5 s of the click.
       const seen: { ejected?: number; open?: number } = {};
-      await waitFor('the instance ejected and its breaker open on the page', async () => {
-        if (seen.ejected === undefined && /ejected/.test(await balancerRow.innerText())) seen.ejected = Date.now() - killedAt;
-        if (seen.open === undefined && /open: tripped/.test(await breakerRow.innerText())) seen.open = Date.now() - killedAt;
-        return seen.ejected !== undefined && seen.open !== undefined;
-      }, 5_000).catch(async (err: Error) => {
-        throw new Error(`${err.message}: seen ${JSON.stringify(seen)}; balancer row "${await balancerRow.innerText()}", breaker row "${await breakerRow.innerText()}", demo controls "${await controls.innerText()}", demo's last lines: ${out.split('\n').slice(-3).join('\n')}`);
+      await waitFor(
+        'the instance ejected and its breaker open on the page',
+        async () => {
+          if (seen.ejected === undefined && /ejected/.test(await balancerRow.innerText())) seen.ejected = Date.now() - killedAt;
+          if (seen.open === undefined && /open: tripped/.test(await breakerRow.innerText())) seen.open = Date.now() - killedAt;
+          return seen.ejected !== undefined && seen.open !== undefined;
+        },
+        5_000,
+      ).catch(async (err: Error) => {
+        throw new Error(
+          `${err.message}: seen ${JSON.stringify(seen)}; balancer row "${await balancerRow.innerText()}", breaker row "${await breakerRow.innerText()}", demo controls "${await controls.innerText()}", demo's last lines: ${out.split('\n').slice(-3).join('\n')}`,
+        );
       });
       console.log(`# demo: kill shown as ejected after ${seen.ejected} ms, breaker open after ${seen.open} ms`);
       assert.match(await healthyRow.innerText(), /killed/);
@@ -318,7 +388,12 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
 
       await healthyRow.locator('button:text-is("restore")').click();
       // Back in rotation once its ejection ends and its breaker closed once its probes pass (after 5 s open).
-      await waitFor('the instance back: up and its breaker closed', async () => /\bup\b/.test(await balancerRow.innerText()) && !/ejected/.test(await balancerRow.innerText()) && /closed/.test(await breakerRow.innerText()), 30_000);
+      await waitFor(
+        'the instance back: up and its breaker closed',
+        async () =>
+          /\bup\b/.test(await balancerRow.innerText()) && !/ejected/.test(await balancerRow.innerText()) && /closed/.test(await breakerRow.innerText()),
+        30_000,
+      );
       assert.match(await healthyRow.innerText(), /\bup\b/);
       assert.deepEqual(problems, []);
       await page.close();

@@ -63,7 +63,10 @@ async function checkServes(base: string): Promise<void> {
   assert.equal(new URL(redirect.headers.get('location')!, base).pathname, `${new URL(base).pathname}/`);
   const status = (await (await fetch(`${base}/status.json`)).json()) as { mode: string; components: Array<{ name: string }> };
   assert.equal(status.mode, 'process');
-  assert.deepEqual(status.components.map((c) => c.name), ['api-limit']);
+  assert.deepEqual(
+    status.components.map((c) => c.name),
+    ['api-limit'],
+  );
   assert.ok(Array.isArray(await (await fetch(`${base}/history.json`)).json()));
   assert.deepEqual(await firstEvents(`${base}/events`, 3), ['hello', 'history', 'tick']);
   assert.equal((await fetch(`${base}/nothing`)).status, 404);
@@ -79,14 +82,23 @@ describe('dashboardHandler', () => {
     const h = dashboardHandler(metrics(), { path: '/ops/dash', title: 'test' });
     const server = createServer(h);
     const url = await listen(server);
-    closers.push(() => h.close(), () => new Promise((r) => server.close(r)));
+    closers.push(
+      () => h.close(),
+      () => new Promise((r) => server.close(r)),
+    );
     await checkServes(`${url}/ops/dash`);
     assert.equal((await fetch(`${url}/other`)).status, 404);
   });
 
   // The two majors' types differ; the test uses what they share.
-  type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & { use(...a: unknown[]): void; get(path: string, h: (req: unknown, res: { send(b: string): void }) => void): void };
-  for (const [name, make] of [['Express 5', express], ['Express 4', express4]] as const) {
+  type ExpressApp = ((req: IncomingMessage, res: ServerResponse) => void) & {
+    use(...a: unknown[]): void;
+    get(path: string, h: (req: unknown, res: { send(b: string): void }) => void): void;
+  };
+  for (const [name, make] of [
+    ['Express 5', express],
+    ['Express 4', express4],
+  ] as const) {
     it(`serves as ${name} middleware, with app.use(handler) and app.use(path, handler)`, async () => {
       const app = (make as unknown as () => ExpressApp)();
       const h = dashboardHandler(metrics(), { path: '/dashboard', title: 'test' });
@@ -96,14 +108,21 @@ describe('dashboardHandler', () => {
       app.get('/other', (_req, res) => void res.send('theirs'));
       const server = createServer(app);
       const url = await listen(server);
-      closers.push(() => h.close(), () => mounted.close(), () => new Promise((r) => server.close(r)));
+      closers.push(
+        () => h.close(),
+        () => mounted.close(),
+        () => new Promise((r) => server.close(r)),
+      );
       await checkServes(`${url}/dashboard`);
       await checkServes(`${url}/admin/dashboard`);
       assert.equal(await (await fetch(`${url}/other`)).text(), 'theirs');
     });
   }
 
-  for (const [name, make] of [['Fastify 5', Fastify], ['Fastify 4', Fastify4]] as const) {
+  for (const [name, make] of [
+    ['Fastify 5', Fastify],
+    ['Fastify 4', Fastify4],
+  ] as const) {
     it(`serves as a ${name} plugin`, async () => {
       const app = (make as typeof Fastify)();
       const plugin = fastifyDashboard(metrics(), { path: '/dashboard', title: 'test' });
@@ -123,7 +142,11 @@ describe('dashboardHandler', () => {
       const h = dashboardHandler(metrics(), { path: '/dashboard', ...(withControls ? { controls: { store, scope: 'checkout' } } : {}) });
       const server = createServer(h);
       const url = await listen(server);
-      closers.push(() => h.close(), () => new Promise((r) => server.close(r)), () => store.close());
+      closers.push(
+        () => h.close(),
+        () => new Promise((r) => server.close(r)),
+        () => store.close(),
+      );
       return { url: `${url}/dashboard`, store, h };
     }
     const post = (url: string, body: unknown, headers: Record<string, string> = {}, action = 'put') =>
@@ -169,7 +192,11 @@ describe('dashboardHandler', () => {
         assert.deepEqual(await r.json(), JSON.parse(JSON.stringify(await cliRefusal(doc))), JSON.stringify(doc));
       }
       // Spot checks that the field names what a page puts its message beside.
-      assert.deepEqual(await (await post(url, bad[0])).json(), { error: 'TokenLimiter: rate must be a finite number > 0, got -5', field: 'rate', code: 'ERR_RULE_INVALID' });
+      assert.deepEqual(await (await post(url, bad[0])).json(), {
+        error: 'TokenLimiter: rate must be a finite number > 0, got -5',
+        field: 'rate',
+        code: 'ERR_RULE_INVALID',
+      });
       assert.equal(((await (await post(url, bad[5])).json()) as { field: string }).field, 'fault.abort.percent');
       const removeBad = await post(url, { scope: 'checkout', kind: 'frob', name: 'x' }, {}, 'remove');
       assert.equal(removeBad.status, 422);
@@ -182,14 +209,23 @@ describe('dashboardHandler', () => {
       const { url, store } = await start(true);
       const breaker = new CircuitBreaker({ name: 'origin' });
       const rules = new Rules({ store, service: 'checkout' });
-      closers.push(() => rules.close(), () => breaker.close());
+      closers.push(
+        () => rules.close(),
+        () => breaker.close(),
+      );
       rules.bind('circuit-breaker', 'origin', breaker);
       await rules.start();
       const good = await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin', reason: 'drill' });
       assert.equal(good.status, 200);
       assert.deepEqual(await good.json(), { key: 'checkout/isolate/origin', revision: 1 });
       await waitFor('the binder isolates the breaker', () => breaker.isolated, 5_000);
-      const faultRule = { scope: 'checkout', kind: 'fault', name: 'payments', fault: { delay: { ms: 200, percent: 50 }, abort: { percent: 10, status: 503 } }, ttlMs: 60_000 };
+      const faultRule = {
+        scope: 'checkout',
+        kind: 'fault',
+        name: 'payments',
+        fault: { delay: { ms: 200, percent: 50 }, abort: { percent: 10, status: 503 } },
+        ttlMs: 60_000,
+      };
       const fault = await post(url, faultRule);
       assert.equal(fault.status, 200);
       const held = await store.get('checkout/fault/payments');
@@ -200,7 +236,10 @@ describe('dashboardHandler', () => {
       assert.deepEqual(await removed.json(), { key: 'checkout/isolate/origin', revision: 3 });
       await waitFor('the binder releases the breaker', () => !breaker.isolated, 5_000);
       const listed = (await (await fetch(`${url}/controls/rules`)).json()) as { records: Array<{ key: string }> };
-      assert.deepEqual(listed.records.map((r) => r.key), ['checkout/fault/payments']);
+      assert.deepEqual(
+        listed.records.map((r) => r.key),
+        ['checkout/fault/payments'],
+      );
     });
 
     it('show a tracked Rules binder in the frame: the rules each component runs, and those it refused', async () => {
@@ -214,22 +253,33 @@ describe('dashboardHandler', () => {
       const h = dashboardHandler(m, { path: '/dashboard', tickMs: 50, controls: { store, scope: 'checkout' } });
       const server = createServer(h);
       const url = `${await listen(server)}/dashboard`;
-      closers.push(() => h.close(), () => new Promise((r) => server.close(r)), () => rules.close(), () => breaker.close(), () => store.close());
+      closers.push(
+        () => h.close(),
+        () => new Promise((r) => server.close(r)),
+        () => rules.close(),
+        () => breaker.close(),
+        () => store.close(),
+      );
       assert.equal((await post(url, { scope: 'checkout', kind: 'isolate', name: 'origin' })).status, 200);
       // valid offline, but a running breaker's name cannot change: the binder refuses it and says so
       assert.equal((await post(url, { scope: 'checkout', kind: 'circuit-breaker', name: 'origin', set: { name: 'renamed' } })).status, 200);
       type Bound = { kind: string; name: string; rules: string[]; isolated: string | undefined; refused: Array<{ key: string; code: string }> };
       let bound: Bound[] = [];
-      await waitFor('the frame to carry both', async () => {
-        const r = await fetch(`${url}/status.json`);
-        if (r.status !== 200) return false;
-        const frame = (await r.json()) as { components: Array<{ kind: string; status: { components: Bound[] } }> };
-        bound = frame.components.find((c) => c.kind === 'Rules')?.status.components ?? [];
-        return bound.length === 1 && bound[0]!.refused.length === 1 && bound[0]!.rules.length === 1;
-      }, 5_000);
-      assert.deepEqual(bound.map((b) => [b.kind, b.name, b.rules, b.refused.map((r) => [r.key, r.code])]), [
-        ['circuit-breaker', 'origin', ['checkout/isolate/origin'], [['checkout/circuit-breaker/origin', 'ERR_RULE_REFUSED']]],
-      ]);
+      await waitFor(
+        'the frame to carry both',
+        async () => {
+          const r = await fetch(`${url}/status.json`);
+          if (r.status !== 200) return false;
+          const frame = (await r.json()) as { components: Array<{ kind: string; status: { components: Bound[] } }> };
+          bound = frame.components.find((c) => c.kind === 'Rules')?.status.components ?? [];
+          return bound.length === 1 && bound[0]!.refused.length === 1 && bound[0]!.rules.length === 1;
+        },
+        5_000,
+      );
+      assert.deepEqual(
+        bound.map((b) => [b.kind, b.name, b.rules, b.refused.map((r) => [r.key, r.code])]),
+        [['circuit-breaker', 'origin', ['checkout/isolate/origin'], [['checkout/circuit-breaker/origin', 'ERR_RULE_REFUSED']]]],
+      );
     });
 
     it('refuse a request from another origin or site, and one that is not JSON', async () => {
@@ -246,8 +296,14 @@ describe('dashboardHandler', () => {
     it('refuse bad options by name', () => {
       const store = new MemoryRuleStore();
       assert.throws(() => dashboardHandler(metrics(), { controls: { store } }), /dashboardHandler: controls.scope is required/);
-      assert.throws(() => dashboardHandler(metrics(), { controls: { store, scope: 'a/b' } }), /dashboardHandler: controls.scope must be <service> or <service>@<instance>, got "a\/b"/);
-      assert.throws(() => dashboardHandler(metrics(), { controls: { store, scope: 'a', check: () => undefined } as never }), /dashboardHandler: controls: check is not an option; the options are store, scope/);
+      assert.throws(
+        () => dashboardHandler(metrics(), { controls: { store, scope: 'a/b' } }),
+        /dashboardHandler: controls.scope must be <service> or <service>@<instance>, got "a\/b"/,
+      );
+      assert.throws(
+        () => dashboardHandler(metrics(), { controls: { store, scope: 'a', check: () => undefined } as never }),
+        /dashboardHandler: controls: check is not an option; the options are store, scope/,
+      );
       assert.throws(() => dashboardHandler(metrics(), { path: 'dash' }), /dashboardHandler: path must be an absolute URL path/);
       assert.throws(() => dashboardHandler(metrics(), { token: 'short' }), /dashboardHandler: token must be a string of at least 8 characters/);
       assert.throws(() => dashboardHandler(metrics(), { paht: '/x' } as never), /dashboardHandler: paht is not an option/);
@@ -255,16 +311,24 @@ describe('dashboardHandler', () => {
   });
 
   describe('actions', () => {
-    it('list and press the process\'s own buttons under the controls\' protections, and are off unless given', async () => {
+    it("list and press the process's own buttons under the controls' protections, and are off unless given", async () => {
       const pressed: string[] = [];
       const h = dashboardHandler(metrics(), {
         path: '/dashboard',
-        actions: { title: 'Demo controls', list: () => [{ id: 'kill:a', label: 'kill', target: 'a', state: 'up' }], run: (id) => (pressed.push(id), `${id} done`) },
+        actions: {
+          title: 'Demo controls',
+          list: () => [{ id: 'kill:a', label: 'kill', target: 'a', state: 'up' }],
+          run: (id) => (pressed.push(id), `${id} done`),
+        },
       });
       const server = createServer(h);
       const url = `${await listen(server)}/dashboard`;
-      closers.push(() => h.close(), () => new Promise((r) => server.close(r)));
-      const press = (id: string, headers: Record<string, string> = {}) => fetch(`${url}/actions/${id}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{}' });
+      closers.push(
+        () => h.close(),
+        () => new Promise((r) => server.close(r)),
+      );
+      const press = (id: string, headers: Record<string, string> = {}) =>
+        fetch(`${url}/actions/${id}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: '{}' });
       const listed = (await (await fetch(`${url}/actions.json`)).json()) as { title: string; actions: Array<{ id: string }> };
       assert.deepEqual([listed.title, listed.actions.map((a) => a.id)], ['Demo controls', ['kill:a']]);
       assert.equal((await press('kill:a', { origin: 'http://evil.example' })).status, 403);
@@ -281,10 +345,16 @@ describe('dashboardHandler', () => {
       const plain = dashboardHandler(metrics(), { path: '/' });
       const other = createServer(plain);
       const base = await listen(other);
-      closers.push(() => plain.close(), () => new Promise((r) => other.close(r)));
+      closers.push(
+        () => plain.close(),
+        () => new Promise((r) => other.close(r)),
+      );
       assert.equal((await fetch(`${base}/actions.json`)).status, 404);
       assert.equal((await fetch(`${base}/actions/kill:a`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status, 403);
-      assert.throws(() => dashboardHandler(metrics(), { actions: { list: () => [] } as never }), /dashboardHandler: actions must be an object with list\(\) and run\(id\)/);
+      assert.throws(
+        () => dashboardHandler(metrics(), { actions: { list: () => [] } as never }),
+        /dashboardHandler: actions must be an object with list\(\) and run\(id\)/,
+      );
     });
   });
 });

@@ -45,14 +45,17 @@ describe('diagnostics_channel on a real Redis', { skip }, () => {
       assert.equal(await per.takeAnswer('u2'), 'over-quota');
       assert.equal(await per.take('u2'), false);
       assert.equal(lim.mode, 'redis');
-      assert.deepEqual(seen.map((m) => [m.limiter, m.key, m.n, m.mode]), [
-        ['RedisTokenLimiter', 'u1', 1, 'redis'],
-        ['RedisTokenLimiter', 'u1', 1, 'redis'],
-        ['RedisTokenLimiter', 'u1', 1, 'redis'],
-        ['RedisTokenLimiter', 'u1', 2, 'redis'],
-        ['RedisPeriodLimiter', 'u2', 1, 'redis'],
-        ['RedisPeriodLimiter', 'u2', 1, 'redis'],
-      ]);
+      assert.deepEqual(
+        seen.map((m) => [m.limiter, m.key, m.n, m.mode]),
+        [
+          ['RedisTokenLimiter', 'u1', 1, 'redis'],
+          ['RedisTokenLimiter', 'u1', 1, 'redis'],
+          ['RedisTokenLimiter', 'u1', 1, 'redis'],
+          ['RedisTokenLimiter', 'u1', 2, 'redis'],
+          ['RedisPeriodLimiter', 'u2', 1, 'redis'],
+          ['RedisPeriodLimiter', 'u2', 1, 'redis'],
+        ],
+      );
       assert.ok(seen.slice(0, 4).every((m) => m.source === lim));
     } finally {
       await lim.close();
@@ -68,13 +71,19 @@ describe('diagnostics_channel on a real Redis', { skip }, () => {
     const onRefused = (m: unknown) => void order.push(`refused ${(m as LimitRefusedMessage).mode}`);
     subscribe(diagnosticsChannels.limitMode, onMode);
     subscribe(diagnosticsChannels.limitRefused, onRefused);
-    undo.push(() => unsubscribe(diagnosticsChannels.limitMode, onMode), () => unsubscribe(diagnosticsChannels.limitRefused, onRefused));
+    undo.push(
+      () => unsubscribe(diagnosticsChannels.limitMode, onMode),
+      () => unsubscribe(diagnosticsChannels.limitRefused, onRefused),
+    );
     const lim = new RedisTokenLimiter({ redis: srv.url, prefix: 'diag-m:', rate: 1, burst: 1, timeoutMs: 200, probeIntervalMs: 50 });
     try {
       await onRedis(lim);
       // A limiter decides in process until it first reaches Redis: reaching it is a switch to redis
       // (as onModeChange reports it); starting in rescue is not an outage, so it was not published.
-      assert.deepEqual(modes.splice(0).map((m) => m.mode), ['redis']);
+      assert.deepEqual(
+        modes.splice(0).map((m) => m.mode),
+        ['redis'],
+      );
       order.length = 0;
       assert.equal(await lim.take('k'), true);
       await srv.kill();

@@ -71,10 +71,13 @@ describe('diagnostics_channel: breakers', () => {
     ]);
     b.isolate();
     b.reset();
-    assert.deepEqual(seen.slice(3).map((m) => [m.from, m.to, m.reason]), [
-      ['closed', 'open', 'isolated by an operator'],
-      ['open', 'closed', 'reset'],
-    ]);
+    assert.deepEqual(
+      seen.slice(3).map((m) => [m.from, m.to, m.reason]),
+      [
+        ['closed', 'open', 'isolated by an operator'],
+        ['open', 'closed', 'reset'],
+      ],
+    );
     await b.close();
     b.reset();
     assert.equal(seen.length, 5, 'a closed breaker publishes nothing');
@@ -150,7 +153,10 @@ describe('diagnostics_channel: limiters and the shedder', () => {
     const made = new KeyedLimiter({ create: () => new TokenLimiter({ rate: 1, burst: 1, clock }) });
     made.allow('carol');
     assert.equal(made.allow('carol'), false);
-    assert.deepEqual(seen.slice(2).map((m) => [m.limiter, m.key]), [['KeyedLimiter', 'carol']]);
+    assert.deepEqual(
+      seen.slice(2).map((m) => [m.limiter, m.key]),
+      [['KeyedLimiter', 'carol']],
+    );
   });
 
   it('bulwark:limit:refused: a PeriodLimiter refuses over its quota from allow, decide and answer', () => {
@@ -162,11 +168,14 @@ describe('diagnostics_channel: limiters and the shedder', () => {
     assert.equal(p.answer('k'), 'over-quota');
     assert.equal(p.allow('k', 3), false);
     assert.equal(p.decide('k').allowed, false);
-    assert.deepEqual(seen.map((m) => [m.limiter, m.key, m.n]), [
-      ['PeriodLimiter', 'k', 1],
-      ['PeriodLimiter', 'k', 3],
-      ['PeriodLimiter', 'k', 1],
-    ]);
+    assert.deepEqual(
+      seen.map((m) => [m.limiter, m.key, m.n]),
+      [
+        ['PeriodLimiter', 'k', 1],
+        ['PeriodLimiter', 'k', 3],
+        ['PeriodLimiter', 'k', 1],
+      ],
+    );
   });
 
   it('bulwark:limit:refused: a Redis limiter deciding in rescue publishes one message, mode rescue (its rescue limiter stays silent)', async () => {
@@ -235,15 +244,21 @@ describe('diagnostics_channel: registry and balancer', () => {
       assert.equal(seen[0]!.cause, 'lookup');
       assert.equal(seen[0]!.service, 'payments');
       assert.equal(seen[0]!.source, cache);
-      assert.deepEqual((seen[0]!.instances as { id: string }[]).map((i) => i.id), ['a']);
+      assert.deepEqual(
+        (seen[0]!.instances as { id: string }[]).map((i) => i.id),
+        ['a'],
+      );
       await registry.register({ id: 'b', name: 'payments', address: '127.0.0.1:9002' });
       await waitFor('the watch event', () => seen.length === 2, 5_000);
       await registry.deregister({ id: 'a', name: 'payments', address: '127.0.0.1:9001' });
       await waitFor('the watch event', () => seen.length === 3, 5_000);
-      assert.deepEqual(seen.slice(1).map((m) => [m.cause, (m.instances as { id: string }[]).map((i) => i.id)]), [
-        ['watch', ['a', 'b']],
-        ['watch', ['b']],
-      ]);
+      assert.deepEqual(
+        seen.slice(1).map((m) => [m.cause, (m.instances as { id: string }[]).map((i) => i.id)]),
+        [
+          ['watch', ['a', 'b']],
+          ['watch', ['b']],
+        ],
+      );
     } finally {
       await cache.close();
       await registry.close();
@@ -258,10 +273,13 @@ describe('diagnostics_channel: registry and balancer', () => {
     for (let i = 0; i < 5; i++) b.report(instances[1]!, { ok: false, latencyMs: 1 });
     clock.advance(30_000);
     b.pick();
-    assert.deepEqual(seen.map((m) => [m.type, m.id]), [
-      ['ejected', 'i1'],
-      ['returned', 'i1'],
-    ]);
+    assert.deepEqual(
+      seen.map((m) => [m.type, m.id]),
+      [
+        ['ejected', 'i1'],
+        ['returned', 'i1'],
+      ],
+    );
     assert.equal(seen[0]!.untilMs, 30_000);
     assert.equal(seen[0]!.service, undefined, 'a balancer over a fixed list follows no service');
     await b.close();
@@ -297,21 +315,33 @@ describe('diagnostics_channel: client', () => {
       });
       const other = first === 'a' ? 'b' : 'a';
       assert.equal(answer, `from ${other}`);
-      assert.deepEqual(calls.map(([e]) => e), ['start', 'end', 'asyncStart', 'asyncEnd']);
+      assert.deepEqual(
+        calls.map(([e]) => e),
+        ['start', 'end', 'asyncStart', 'asyncEnd'],
+      );
       const ctx = calls[0]![1];
-      assert.ok(calls.every(([, c]) => c === ctx), 'one context object per call');
+      assert.ok(
+        calls.every(([, c]) => c === ctx),
+        'one context object per call',
+      );
       assert.equal(ctx.service, 'svc');
       assert.equal(ctx.result, `from ${other}`);
-      assert.deepEqual(attempts.map((m) => [m.service, (m.instance as { id: string }).id, m.outcome]), [
-        ['svc', first, 'error'],
-        ['svc', other, 'ok'],
-      ]);
+      assert.deepEqual(
+        attempts.map((m) => [m.service, (m.instance as { id: string }).id, m.outcome]),
+        [
+          ['svc', first, 'error'],
+          ['svc', other, 'ok'],
+        ],
+      );
       assert.equal((attempts[0]!.error as Error).message, `${first} is down`);
       assert.equal(typeof attempts[1]!.latencyMs, 'number');
 
       calls.length = 0;
       await assert.rejects(client.call('svc', () => Promise.reject(new Error('all down')), { retry: false, key: 'user-7' }));
-      assert.deepEqual(calls.map(([e]) => e), ['start', 'end', 'error', 'asyncStart', 'asyncEnd']);
+      assert.deepEqual(
+        calls.map(([e]) => e),
+        ['start', 'end', 'error', 'asyncStart', 'asyncEnd'],
+      );
       assert.equal(calls[0]![1].key, 'user-7');
       assert.equal((calls[2]![1].error as Error).message, 'all down');
     } finally {
@@ -319,7 +349,7 @@ describe('diagnostics_channel: client', () => {
     }
   });
 
-  it('a store bound to the call\'s start channel is current in its attempts (how OpenTelemetry makes a span current)', async () => {
+  it("a store bound to the call's start channel is current in its attempts (how OpenTelemetry makes a span current)", async () => {
     const { client, close } = await setup();
     const als = new AsyncLocalStorage<string>();
     const start = tracingChannel(diagnosticsChannels.clientCall).start;
@@ -349,15 +379,25 @@ describe('diagnostics_channel: client', () => {
 describe('diagnostics_channel: cache and http', () => {
   it('bulwark:cache:load traces a getter load once per key (a hit publishes nothing), with group, key and source', async () => {
     const seen = traced<{ group: string; key: string; source: string; result?: unknown; error?: unknown }>(diagnosticsChannels.cacheLoad);
-    const g = new Group({ name: 'users', cacheBytes: 1 << 20, getter: (key) => (key === 'missing' ? Promise.reject(new Error('origin down')) : `value of ${key}`) });
+    const g = new Group({
+      name: 'users',
+      cacheBytes: 1 << 20,
+      getter: (key) => (key === 'missing' ? Promise.reject(new Error('origin down')) : `value of ${key}`),
+    });
     assert.equal((await g.get('u1')).toString(), 'value of u1');
     await g.get('u1');
-    assert.deepEqual(seen.map(([e]) => e), ['start', 'end', 'asyncStart', 'asyncEnd']);
+    assert.deepEqual(
+      seen.map(([e]) => e),
+      ['start', 'end', 'asyncStart', 'asyncEnd'],
+    );
     assert.deepEqual({ ...seen[0]![1], result: undefined }, { group: 'users', key: 'u1', source: 'local', result: undefined });
     assert.deepEqual(seen[3]![1].result, { value: 'value of u1', ttlMs: undefined });
     seen.length = 0;
     await assert.rejects(g.get('missing'));
-    assert.deepEqual(seen.map(([e]) => e), ['start', 'end', 'error', 'asyncStart', 'asyncEnd']);
+    assert.deepEqual(
+      seen.map(([e]) => e),
+      ['start', 'end', 'error', 'asyncStart', 'asyncEnd'],
+    );
   });
 
   it('bulwark:cache:load traces a load from the owning peer, with its URL', async () => {
@@ -370,29 +410,36 @@ describe('diagnostics_channel: cache and http', () => {
     const peers: PeerPicker = { pickPeer: () => peer, peers: () => [peer] };
     const g = new Group({ name: 'users', cacheBytes: 1 << 20, getter: () => 'local', peers, hotCacheSample: 0 });
     assert.equal((await g.get('u2')).toString(), 'peer value of u2');
-    assert.deepEqual(seen.map(([e, c]) => [e, c.source, c.peer, c.key]), [
-      ['start', 'peer', 'http://127.0.0.1:9100', 'u2'],
-      ['end', 'peer', 'http://127.0.0.1:9100', 'u2'],
-      ['asyncStart', 'peer', 'http://127.0.0.1:9100', 'u2'],
-      ['asyncEnd', 'peer', 'http://127.0.0.1:9100', 'u2'],
-    ]);
+    assert.deepEqual(
+      seen.map(([e, c]) => [e, c.source, c.peer, c.key]),
+      [
+        ['start', 'peer', 'http://127.0.0.1:9100', 'u2'],
+        ['end', 'peer', 'http://127.0.0.1:9100', 'u2'],
+        ['asyncStart', 'peer', 'http://127.0.0.1:9100', 'u2'],
+        ['asyncEnd', 'peer', 'http://127.0.0.1:9100', 'u2'],
+      ],
+    );
   });
 
-  it('bulwark:http:refused: a refused request, next to the limiter\'s own refusal', () => {
+  it("bulwark:http:refused: a refused request, next to the limiter's own refusal", () => {
     const http = record(diagnosticsChannels.httpRefused);
     const limits = record(diagnosticsChannels.limitRefused);
     const clock = new ManualClock();
     const limiter = new KeyedLimiter({ rate: 1, burst: 1, clock });
     const guard = new HttpGuard({ limiter });
     const req = { headers: {}, socket: { remoteAddress: '10.1.2.3' }, url: '/' } as unknown as IncomingMessage;
-    const res = () => Object.assign(new EventEmitter(), { statusCode: 200, headersSent: false, setHeader() {}, writableFinished: false }) as unknown as ServerResponse;
+    const res = () =>
+      Object.assign(new EventEmitter(), { statusCode: 200, headersSent: false, setHeader() {}, writableFinished: false }) as unknown as ServerResponse;
     assert.equal(guard.check(req, res()), undefined);
     assert.notEqual(guard.check(req, res()), undefined);
     assert.equal(http.length, 1);
     assert.equal(http[0]!.status, 429);
     assert.equal(http[0]!.code, 'ERR_RATE_LIMITED');
     assert.equal(http[0]!.key, '10.1.2.3');
-    assert.deepEqual(limits.map((m) => [m.limiter, m.key]), [['KeyedLimiter', '10.1.2.3']]);
+    assert.deepEqual(
+      limits.map((m) => [m.limiter, m.key]),
+      [['KeyedLimiter', '10.1.2.3']],
+    );
   });
 });
 
@@ -408,7 +455,10 @@ describe('diagnostics_channel: subscribers', () => {
       undo.push(() => unsubscribe(diagnosticsChannels.breakerState, bad));
       const good = record(diagnosticsChannels.breakerState);
       const b = new CircuitBreaker({ name: 'x', minimumCalls: 1, clock: new ManualClock() });
-      await assert.rejects(b.execute(() => Promise.reject(new Error('down'))), /down/);
+      await assert.rejects(
+        b.execute(() => Promise.reject(new Error('down'))),
+        /down/,
+      );
       assert.equal(b.state, 'open', 'the transition happened');
       assert.equal(good.length, 1, 'the next subscriber got the message');
       assert.throws(() => b.admit(), BreakerOpenError);

@@ -47,10 +47,14 @@ export function typeCheck(dir: string, fragments: readonly CheckFragment[]): Rec
   const configPath = join(dir, 'tsconfig.json');
   writeFileSync(configPath, JSON.stringify(tsconfig, null, 2));
   const byFile: Record<string, string[]> = {};
-  const config = ts.getParsedCommandLineOfConfigFile(configPath, {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => (byFile['*'] = [ts.flattenDiagnosticMessageText(d.messageText, '\n')]),
-  });
+  const config = ts.getParsedCommandLineOfConfigFile(
+    configPath,
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => (byFile['*'] = [ts.flattenDiagnosticMessageText(d.messageText, '\n')]),
+    },
+  );
   if (config === undefined) return byFile;
   // Per file, syntactic and semantic: one fragment's syntax error must not hide another's type errors.
   const program = ts.createProgram(config.fileNames, config.options);

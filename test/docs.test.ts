@@ -56,8 +56,7 @@ const NOT_MODULE_PAGES = new Set(['conventions.md', 'architecture.md', 'README.m
  * contains. Such an example is still checked: while it fails it is reported as a todo (the run stays
  * green); once it passes, or once no block contains the string, the test fails until the entry is deleted.
  */
-const PENDING: ReadonlyArray<{ page: string; contains: string; checks: ReadonlyArray<Check>; reason: string }> = [
-];
+const PENDING: ReadonlyArray<{ page: string; contains: string; checks: ReadonlyArray<Check>; reason: string }> = [];
 
 /** Check is what is checked of an example: that it runs (and prints its `// →` lines), or that it type-checks. */
 type Check = 'run' | 'type-check';
@@ -86,7 +85,9 @@ const ARROW = /(?:^|\s)\/\/ →(?: (.*))?$/;
 function examples(): Example[] {
   const out: Example[] = [];
   const only = process.env.DOCS_PAGES?.split(',').map((p) => (p.endsWith('.md') ? p : `${p}.md`));
-  for (const page of readdirSync(docsDir).filter((f) => f.endsWith('.md') && (only === undefined || only.includes(f))).sort()) {
+  for (const page of readdirSync(docsDir)
+    .filter((f) => f.endsWith('.md') && (only === undefined || only.includes(f)))
+    .sort()) {
     const lines = readFileSync(join(docsDir, page), 'utf8').split('\n');
     let fence: 'run' | 'no-run' | undefined;
     let start = 0;
@@ -122,8 +123,7 @@ function examples(): Example[] {
   return out;
 }
 
-const pendingOf = (ex: Example, what: Check) =>
-  PENDING.find((p) => p.page === ex.page && ex.code.includes(p.contains) && p.checks.includes(what));
+const pendingOf = (ex: Example, what: Check) => PENDING.find((p) => p.page === ex.page && ex.code.includes(p.contains) && p.checks.includes(what));
 
 /** checked runs `check` under the example's PENDING entry for `what`, if it has one (see PENDING). */
 async function checked(t: TestContext, ex: Example, what: Check, check: () => unknown): Promise<void> {
@@ -146,7 +146,10 @@ const name = (ex: Example) => `docs/${ex.page} example ${ex.index + 1} (line ${e
 /** matches tells whether a printed line is what a `// →` text states (`…` matching any run of characters). */
 function matches(text: string, printed: string): boolean {
   if (!text.includes('…')) return text === printed;
-  const re = text.split('…').map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*');
+  const re = text
+    .split('…')
+    .map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+    .join('.*');
   return new RegExp(`^${re}$`, 's').test(printed);
 }
 
@@ -230,7 +233,13 @@ function fragmentSource(code: string): { source: string; offset: number } {
  * the diagnostics of each, by file.
  */
 function typeCheck(fragments: Fragment[]): Promise<Map<string, string[]>> {
-  const input: CheckFragment[] = fragments.map((f) => ({ file: f.file, source: fragmentSource(f.ex.code).source, page: f.ex.page, line: f.ex.line, offset: f.offset }));
+  const input: CheckFragment[] = fragments.map((f) => ({
+    file: f.file,
+    source: fragmentSource(f.ex.code).source,
+    page: f.ex.page,
+    line: f.ex.line,
+    offset: f.offset,
+  }));
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, tsNodeArgs(CHECKER), { cwd: root, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -262,7 +271,10 @@ describe('docs examples', { concurrency: 2 }, () => {
   it('PENDING names examples that exist', () => {
     if (process.env.DOCS_PAGES !== undefined) return;
     for (const p of PENDING) {
-      assert.ok(all.some((e) => e.page === p.page && e.code.includes(p.contains)), `no example of docs/${p.page} contains ${JSON.stringify(p.contains)}: delete its PENDING entry`);
+      assert.ok(
+        all.some((e) => e.page === p.page && e.code.includes(p.contains)),
+        `no example of docs/${p.page} contains ${JSON.stringify(p.contains)}: delete its PENDING entry`,
+      );
     }
   });
 
@@ -280,28 +292,30 @@ describe('docs examples', { concurrency: 2 }, () => {
     const skip = (needsEtcd && etcdBinary === undefined) || (needsRedis && redisBinary === undefined);
     if (ex.expected.length === 0) unchecked.push(name(ex));
     const what = ex.expected.length > 0 ? `runs and prints its ${ex.expected.length} \`// →\` line(s)` : 'runs';
-    it(`${name(ex)} ${what}`, { skip: skip ? 'server not installed' : false }, (t) => checked(t, ex, 'run', async () => {
-      mkdirSync(scratch, { recursive: true });
-      const file = join(scratch, `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.mjs`);
-      writeFileSync(file, toJavaScript(ex.code));
-      let etcd: EtcdServer | undefined;
-      let redis: RedisServer | undefined;
-      try {
-        const env: NodeJS.ProcessEnv = { ...process.env };
-        if (needsEtcd) env.ETCD_ENDPOINT = (etcd = await startEtcd()).endpoint;
-        if (needsRedis) env.REDIS_URL = (redis = await startRedis()).url;
-        const r = await run([file], env, 60_000);
-        assert.equal(r.status, 0, `docs/${ex.page}:${ex.line} exited ${r.status}\n${r.stdout}\n${r.stderr}`);
-        if (ex.expected.length > 0) {
-          const diff = outputDiff(`docs/${ex.page}:${ex.line}`, ex.expected, printedLines(r.stdout));
-          if (diff !== undefined) assert.fail(diff);
+    it(`${name(ex)} ${what}`, { skip: skip ? 'server not installed' : false }, (t) =>
+      checked(t, ex, 'run', async () => {
+        mkdirSync(scratch, { recursive: true });
+        const file = join(scratch, `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.mjs`);
+        writeFileSync(file, toJavaScript(ex.code));
+        let etcd: EtcdServer | undefined;
+        let redis: RedisServer | undefined;
+        try {
+          const env: NodeJS.ProcessEnv = { ...process.env };
+          if (needsEtcd) env.ETCD_ENDPOINT = (etcd = await startEtcd()).endpoint;
+          if (needsRedis) env.REDIS_URL = (redis = await startRedis()).url;
+          const r = await run([file], env, 60_000);
+          assert.equal(r.status, 0, `docs/${ex.page}:${ex.line} exited ${r.status}\n${r.stdout}\n${r.stderr}`);
+          if (ex.expected.length > 0) {
+            const diff = outputDiff(`docs/${ex.page}:${ex.line}`, ex.expected, printedLines(r.stdout));
+            if (diff !== undefined) assert.fail(diff);
+          }
+        } finally {
+          await etcd?.stop();
+          await redis?.stop();
+          rmSync(file, { force: true });
         }
-      } finally {
-        await etcd?.stop();
-        await redis?.stop();
-        rmSync(file, { force: true });
-      }
-    }));
+      }),
+    );
   }
 
   const fragments: Fragment[] = all.map((ex) => ({ ex, file: `${ex.page.replace(/\.md$/, '')}-${ex.index + 1}.ts`, offset: fragmentSource(ex.code).offset }));
@@ -312,11 +326,12 @@ describe('docs examples', { concurrency: 2 }, () => {
     checking.catch(() => {}); // reported by the tests that await it
   });
   for (const f of fragments) {
-    it(`${name(f.ex)} type-checks${f.ex.runnable ? '' : ' (no-run)'}`, (t) => checked(t, f.ex, 'type-check', async () => {
-      const diagnostics = await checking!;
-      const errors = [...(diagnostics.get(f.file) ?? []), ...(diagnostics.get('*') ?? [])];
-      assert.equal(errors.length, 0, `${name(f.ex)} does not type-check:\n${errors.join('\n')}`);
-    }));
+    it(`${name(f.ex)} type-checks${f.ex.runnable ? '' : ' (no-run)'}`, (t) =>
+      checked(t, f.ex, 'type-check', async () => {
+        const diagnostics = await checking!;
+        const errors = [...(diagnostics.get(f.file) ?? []), ...(diagnostics.get('*') ?? [])];
+        assert.equal(errors.length, 0, `${name(f.ex)} does not type-check:\n${errors.join('\n')}`);
+      }));
   }
 });
 
@@ -338,16 +353,14 @@ describe('docs test: the `// →` rule', () => {
     assert.equal(matches('x…', 'y1'), false);
   });
   it('reads `// →` at the end of a code line or alone on a comment line', () => {
-    assert.deepEqual(['console.log(1); // → 1', '// → two words ', 'const a = 1; // not → this', '// →'].map((l) => ARROW.exec(l)?.[1] ?? (ARROW.test(l) ? '' : null)), [
-      '1',
-      'two words ',
-      null,
-      '',
-    ]);
+    assert.deepEqual(
+      ['console.log(1); // → 1', '// → two words ', 'const a = 1; // not → this', '// →'].map((l) => ARROW.exec(l)?.[1] ?? (ARROW.test(l) ? '' : null)),
+      ['1', 'two words ', null, ''],
+    );
   });
-  it('turns leading `// declare:` lines into declarations without moving the block\'s lines', () => {
-    const { source, offset } = fragmentSource("// declare: const app: { use(x: unknown): void }\napp.use(1);");
+  it("turns leading `// declare:` lines into declarations without moving the block's lines", () => {
+    const { source, offset } = fragmentSource('// declare: const app: { use(x: unknown): void }\napp.use(1);');
     assert.equal(offset, 1);
-    assert.equal(source, "declare const app: { use(x: unknown): void };\n// declare: const app: { use(x: unknown): void }\napp.use(1);\nexport {};\n");
+    assert.equal(source, 'declare const app: { use(x: unknown): void };\n// declare: const app: { use(x: unknown): void }\napp.use(1);\nexport {};\n');
   });
 });

@@ -82,7 +82,11 @@ describe('a fleet-aware breaker partitioned from etcd', { skip, timeout: 120_000
     }, 1_000 / RATE);
     try {
       const cut = breakers[0]!;
-      await waitFor('every view available, with the three reporters', () => breakers.every((b) => b.stats().fleet?.available === true && b.stats().fleet?.reporters === 3), 15_000);
+      await waitFor(
+        'every view available, with the three reporters',
+        () => breakers.every((b) => b.stats().fleet?.available === true && b.stats().fleet?.reporters === 3),
+        15_000,
+      );
 
       await filter.isolate(proxy.port);
       const cutAt = performance.now();
@@ -108,7 +112,11 @@ describe('a fleet-aware breaker partitioned from etcd', { skip, timeout: 120_000
 
       await filter.heal();
       const healedAt = performance.now();
-      await waitFor('the cut view available again with every reporter', () => cut.stats().fleet?.available === true && cut.stats().fleet?.reporters === 3, 30_000);
+      await waitFor(
+        'the cut view available again with every reporter',
+        () => cut.stats().fleet?.available === true && cut.stats().fleet?.reporters === 3,
+        30_000,
+      );
       const backIn = Math.round(performance.now() - healedAt);
       await waitFor('the others see the cut caller again', () => breakers.slice(1).every((b) => b.stats().fleet?.reporters === 3), 15_000);
       process.stdout.write(

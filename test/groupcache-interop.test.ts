@@ -198,7 +198,23 @@ describe('bulwark serve --protocol groupcache among real Go groupcache nodes', {
     goPeers = [await startGoPeer(build.binary, origin), await startGoPeer(build.binary, origin)];
     const ports = [await freePort(), await freePort()];
     const all = [goPeers[0]!.url, `http://127.0.0.1:${ports[0]}`, goPeers[1]!.url, `http://127.0.0.1:${ports[1]}`];
-    const args = ['--protocol', 'groupcache', '--registry', 'memory', '--peers', all.join(','), '--group', 'items', '--origin', `${origin}/?key={key}`, '--hot-cache-bytes', '0', '--drain-delay', '0', '--quiet'];
+    const args = [
+      '--protocol',
+      'groupcache',
+      '--registry',
+      'memory',
+      '--peers',
+      all.join(','),
+      '--group',
+      'items',
+      '--origin',
+      `${origin}/?key={key}`,
+      '--hot-cache-bytes',
+      '0',
+      '--drain-delay',
+      '0',
+      '--quiet',
+    ];
     serves = await Promise.all(ports.map((port) => startServe(args, { port })));
     for (const g of goPeers) await g.setPeers(all);
   });
@@ -224,11 +240,13 @@ describe('bulwark serve --protocol groupcache among real Go groupcache nodes', {
     for (const key of keys) {
       for (const g of goPeers) gets.push(goGet(g, `/get?key=${encodeURIComponent(key)}`).then((v) => assert.equal(v, `value of ${key}`)));
       for (const n of serves) {
-        gets.push(serveGet(n, key).then((r) => {
-          assert.equal(r.status, 200, r.body);
-          assert.equal(r.body, `value of ${key}`);
-          if (r.source === 'peer') fromPeer.add(key);
-        }));
+        gets.push(
+          serveGet(n, key).then((r) => {
+            assert.equal(r.status, 200, r.body);
+            assert.equal(r.body, `value of ${key}`);
+            if (r.source === 'peer') fromPeer.add(key);
+          }),
+        );
       }
     }
     await Promise.all(gets);
@@ -238,7 +256,10 @@ describe('bulwark serve --protocol groupcache among real Go groupcache nodes', {
     const owners = await Promise.all(keys.map((k) => goGet(goPeers[0]!, `/owner?key=${encodeURIComponent(k)}`)));
     const goOwned = keys.filter((_, i) => goPeers.some((g) => g.url === owners[i]));
     assert.ok(goOwned.length > 0 && goOwned.length < keys.length, 'both kinds own keys');
-    assert.ok(goOwned.some((k) => fromPeer.has(k)), 'a serve node read a Go-owned key from its Go owner');
+    assert.ok(
+      goOwned.some((k) => fromPeer.has(k)),
+      'a serve node read a Go-owned key from its Go owner',
+    );
     for (const g of goPeers) {
       const s = JSON.parse(await goGet(g, '/stats')) as { peerLoads: number; peerErrors: number; serverRequests: number };
       assert.ok(s.peerLoads > 0, 'a Go node read values from its peers');

@@ -58,7 +58,10 @@ describe('bulwark policy', () => {
       // P2C: 600 calls (up to 10 s on a loaded machine), so its once-a-second forced pick of the slow
       // server stays a small share however slow the machine is; round robin's share does not depend on
       // the count: 3 s of it.
-      const records = await startLoad(client, policy === 'bulwark' ? { workers: 2, maxMs: 10_000, maxCalls: 600 } : { workers: 2, maxMs: 3_000, maxCalls: 20_000 }).done;
+      const records = await startLoad(
+        client,
+        policy === 'bulwark' ? { workers: 2, maxMs: 10_000, maxCalls: 600 } : { workers: 2, maxMs: 3_000, maxCalls: 20_000 },
+      ).done;
       client.close();
       const ok = records.filter((r) => r.server !== undefined);
       assert.equal(ok.length, records.length, 'no call failed');
@@ -66,14 +69,23 @@ describe('bulwark policy', () => {
       results[policy] = { share: ok.filter((r) => r.server === 'slow').length / ok.length, p50: percentile(ms, 50), p99: percentile(ms, 99), calls: ok.length };
     }
     console.log(`slow instance: ${JSON.stringify(results)}`);
-    assert.ok(results.bulwark!.share < 0.05, `P2C sent ${(results.bulwark!.share * 100).toFixed(1)} % to the slow server (calls p50 ${results.bulwark!.p50.toFixed(1)} ms${results.bulwark!.p50 > 50 ? ': the machine is too loaded for "two fast servers" to hold' : ''})`);
+    assert.ok(
+      results.bulwark!.share < 0.05,
+      `P2C sent ${(results.bulwark!.share * 100).toFixed(1)} % to the slow server (calls p50 ${results.bulwark!.p50.toFixed(1)} ms${results.bulwark!.p50 > 50 ? ': the machine is too loaded for "two fast servers" to hold' : ''})`,
+    );
     assert.ok(Math.abs(results.round_robin!.share - 1 / 3) < 0.05, `round_robin sent ${(results.round_robin!.share * 100).toFixed(1)} % to the slow server`);
   });
 
   it('an instance failing UNAVAILABLE: its breaker opens, calls go to the others; it recovers and gets calls again', async () => {
     let broken = true;
     const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.UNAVAILABLE } : {}) });
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', outlier: false, instanceBreaker: { openMs: 500, minimumCalls: 5, failureRate: 0.5 } });
+    const d = new GrpcDiscovery({
+      registry: cache,
+      health: false,
+      strategy: 'round-robin',
+      outlier: false,
+      instanceBreaker: { openMs: 500, minimumCalls: 5, failureRate: 0.5 },
+    });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
@@ -90,10 +102,14 @@ describe('bulwark policy', () => {
     assert.equal(during.filter((r) => r.code !== undefined).length, 0, 'no call fails while the breaker is open');
     broken = false;
     const picksBefore = d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!.picks;
-    await waitFor('bad is closed and serving again', async () => {
-      const r = await sayHello(client, { name: 'x' });
-      return r.server === 'bad' && badState() === 'closed';
-    }, 10_000);
+    await waitFor(
+      'bad is closed and serving again',
+      async () => {
+        const r = await sayHello(client, { name: 'x' });
+        return r.server === 'bad' && badState() === 'closed';
+      },
+      10_000,
+    );
     assert.ok(d.stats().balancers[0]!.instances.find((i) => i.id === 'bad')!.picks > picksBefore);
   });
 
@@ -102,7 +118,14 @@ describe('bulwark policy', () => {
     const { cache } = await fleet({ a: () => ({}), b: failing, c: failing, d: failing });
     // Round robin, no retries or outlier detection: what leaves rotation is the breakers' doing alone; the
     // open period outlasts the test.
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', outlier: false, retry: false, instanceBreaker: { openMs: 120_000, minimumCalls: 5, failureRate: 0.5 } });
+    const d = new GrpcDiscovery({
+      registry: cache,
+      health: false,
+      strategy: 'round-robin',
+      outlier: false,
+      retry: false,
+      instanceBreaker: { openMs: 120_000, minimumCalls: 5, failureRate: 0.5 },
+    });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
@@ -112,10 +135,14 @@ describe('bulwark policy', () => {
       return view().filter((i) => i.connectivity === 'READY').length === 4;
     });
     // Each failing instance's breaker opens on its own evidence, the one kept in rotation by the cap included.
-    await waitFor('the breakers of b, c and d open', async () => {
-      await sayHello(client, { name: 'x' }).catch(() => undefined);
-      return view().filter((i) => i.breaker === 'open').length === 3;
-    }, 20_000);
+    await waitFor(
+      'the breakers of b, c and d open',
+      async () => {
+        await sayHello(client, { name: 'x' }).catch(() => undefined);
+        return view().filter((i) => i.breaker === 'open').length === 3;
+      },
+      20_000,
+    );
     const before = new Map(view().map((i) => [i.id, i.picks]));
     const records = await startLoad(client, { workers: 2, maxMs: 10_000, maxCalls: 200 }).done;
     const picks = view().map((i) => [i.id, i.picks - before.get(i.id)!] as const);
@@ -129,32 +156,69 @@ describe('bulwark policy', () => {
     assert.equal(bypassed.length, 1, `one failing instance stays in rotation through its open breaker: ${JSON.stringify(shares)}`);
     assert.ok(shares[bypassed[0]![0]]! > 0.3 && shares.a! > 0.3, `round robin shares the two in rotation: ${JSON.stringify(shares)}`);
     assert.equal(view().find((i) => i.id === bypassed[0]![0])!.breaker, 'open', 'calls let past the open breaker do not move it');
-    assert.deepEqual(view().map((i) => [i.id, i.inRotation]).sort(), [['a', true], ...['b', 'c', 'd'].map((id) => [id, id === bypassed[0]![0]])].sort());
+    assert.deepEqual(
+      view()
+        .map((i) => [i.id, i.inRotation])
+        .sort(),
+      [['a', true], ...['b', 'c', 'd'].map((id) => [id, id === bypassed[0]![0]])].sort(),
+    );
   });
 
   it('panic: with two of four breakers open and panicThreshold 0.75, calls go to all four, through the open breakers', async () => {
     const failing = () => ({ fail: status.INTERNAL });
     const { cache } = await fleet({ a: () => ({}), b: () => ({}), c: failing, d: failing });
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', outlier: false, retry: false, panicThreshold: 0.75, instanceBreaker: { openMs: 120_000, minimumCalls: 5, failureRate: 0.5 } });
+    const d = new GrpcDiscovery({
+      registry: cache,
+      health: false,
+      strategy: 'round-robin',
+      outlier: false,
+      retry: false,
+      panicThreshold: 0.75,
+      instanceBreaker: { openMs: 120_000, minimumCalls: 5, failureRate: 0.5 },
+    });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
     const view = () => d.stats().balancers[0]!.instances;
-    await waitFor('the breakers of c and d open', async () => {
-      await sayHello(client, { name: 'x' }).catch(() => undefined);
-      return view().filter((i) => i.breaker === 'open').length === 2;
-    }, 20_000);
+    await waitFor(
+      'the breakers of c and d open',
+      async () => {
+        await sayHello(client, { name: 'x' }).catch(() => undefined);
+        return view().filter((i) => i.breaker === 'open').length === 2;
+      },
+      20_000,
+    );
     const before = new Map(view().map((i) => [i.id, i.picks]));
     await startLoad(client, { workers: 2, maxMs: 10_000, maxCalls: 80 }).done;
     const picks = Object.fromEntries(view().map((i) => [i.id, i.picks - before.get(i.id)!]));
-    assert.ok(Object.values(picks).every((k) => k > 0), `2 of 4 left is under 75 %: every instance is called, got ${JSON.stringify(picks)}`);
-    assert.deepEqual(view().map((i) => [i.id, i.breaker, i.inRotation]).sort(), [['a', 'closed', true], ['b', 'closed', true], ['c', 'open', true], ['d', 'open', true]]);
+    assert.ok(
+      Object.values(picks).every((k) => k > 0),
+      `2 of 4 left is under 75 %: every instance is called, got ${JSON.stringify(picks)}`,
+    );
+    assert.deepEqual(
+      view()
+        .map((i) => [i.id, i.breaker, i.inRotation])
+        .sort(),
+      [
+        ['a', 'closed', true],
+        ['b', 'closed', true],
+        ['c', 'open', true],
+        ['d', 'open', true],
+      ],
+    );
   });
 
   it('outlier detection: consecutive failed attempts eject an instance for its ejection time, then it gets calls again', async () => {
     let broken = true;
     const { cache } = await fleet({ a: () => ({}), b: () => ({}), bad: () => (broken ? { fail: status.INTERNAL } : {}) });
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, retry: false, outlier: { consecutiveFailures: 3, baseEjectionMs: 3_000 } });
+    const d = new GrpcDiscovery({
+      registry: cache,
+      health: false,
+      strategy: 'round-robin',
+      instanceBreaker: false,
+      retry: false,
+      outlier: { consecutiveFailures: 3, baseEjectionMs: 3_000 },
+    });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
@@ -173,8 +237,15 @@ describe('bulwark policy', () => {
     for (let i = 0; i < 20; i++) assert.notEqual((await sayHello(client, { name: 'x' })).server, 'bad');
     assert.equal(bad().picks, picks, 'no attempt went to the ejected instance');
     assert.deepEqual(
-      d.stats().balancers[0]!.instances.map((i) => [i.id, i.ejected]).sort(),
-      [['a', false], ['b', false], ['bad', true]],
+      d
+        .stats()
+        .balancers[0]!.instances.map((i) => [i.id, i.ejected])
+        .sort(),
+      [
+        ['a', false],
+        ['b', false],
+        ['bad', true],
+      ],
     );
     broken = false;
     await waitFor('bad back in rotation and serving', async () => (await sayHello(client, { name: 'x' })).server === 'bad', 5_000);
@@ -202,7 +273,14 @@ describe('bulwark policy', () => {
 
   it('a retry the budget refuses fails at once with UNAVAILABLE and ERR_RETRY_BUDGET_EXHAUSTED', async () => {
     const { cache } = await fleet({ a: () => ({}), bad: () => ({ fail: status.UNAVAILABLE }) });
-    const d = new GrpcDiscovery({ registry: cache, health: false, strategy: 'round-robin', instanceBreaker: false, outlier: false, retry: { budget: { percentCanRetry: 0, minRetriesPerSec: 0 } } });
+    const d = new GrpcDiscovery({
+      registry: cache,
+      health: false,
+      strategy: 'round-robin',
+      instanceBreaker: false,
+      outlier: false,
+      retry: { budget: { percentCanRetry: 0, minRetriesPerSec: 0 } },
+    });
     after(() => d.close());
     const client = new GreeterClientCtor('bulwark:///greeter', insecure, d.channelOptions());
     after(() => client.close());
@@ -273,7 +351,7 @@ describe('bulwark policy', () => {
     assert.ok(performance.now() - t0 < 2_000, `took ${performance.now() - t0} ms`);
   });
 
-  it('a channel without the discovery\'s options fails at once saying so', async () => {
+  it("a channel without the discovery's options fails at once saying so", async () => {
     const client = new GreeterClientCtor('bulwark:///greeter', insecure);
     after(() => client.close());
     const err = await sayHello(client, { name: 'x' }, { deadline: Date.now() + 10_000 }).then(

@@ -46,10 +46,14 @@ describe('bulwark:///greeter on etcd', { skip: skipReason(etcdBinary, 'etcd') },
 
   async function seen(ids: string[], timeoutMs: number): Promise<void> {
     const got = new Set<string>();
-    await waitFor(`calls to ${ids.join(', ')}`, async () => {
-      for (let i = 0; i < 6; i++) got.add((await sayHello(client, { name: 'x' }, { deadline: Date.now() + 2_000 })).server);
-      return ids.every((id) => got.has(id));
-    }, timeoutMs);
+    await waitFor(
+      `calls to ${ids.join(', ')}`,
+      async () => {
+        for (let i = 0; i < 6; i++) got.add((await sayHello(client, { name: 'x' }, { deadline: Date.now() + 2_000 })).server);
+        return ids.every((id) => got.has(id));
+      },
+      timeoutMs,
+    );
   }
 
   it('spreads calls over the three registered servers', async () => {
@@ -77,7 +81,10 @@ describe('bulwark:///greeter on etcd', { skip: skipReason(etcdBinary, 'etcd') },
     const budget = discovery.stats().services.find((s) => s.service === 'greeter')!.retryBudget!;
     console.log(`SIGKILL: ${failed.length} failed calls of ${records.filter((r) => r.at >= killedAt).length}; retry budget ${JSON.stringify(budget)}`);
     // A call fails only when the budget refused its retry (each refusal fails at most one call): none here.
-    assert.ok(failed.length <= budget.refused, `${failed.length} calls failed after the kill with ${budget.refused} retries refused: ${JSON.stringify(failed.slice(0, 5))}`);
+    assert.ok(
+      failed.length <= budget.refused,
+      `${failed.length} calls failed after the kill with ${budget.refused} retries refused: ${JSON.stringify(failed.slice(0, 5))}`,
+    );
     assert.equal(budget.refused, 0, 'the budget (20 % of calls + 10/s) covers one wave of retries');
     assert.equal(failed.length, 0);
     assert.equal(records.filter((r) => r.server === 's1' && r.at > killedAt).length, 0);
@@ -99,6 +106,9 @@ describe('bulwark:///greeter on etcd', { skip: skipReason(etcdBinary, 'etcd') },
     const records = await load.done;
     const failed = records.filter((r) => r.code !== undefined);
     assert.equal(failed.length, 0, `failed: ${JSON.stringify(failed.slice(0, 5))}`);
-    assert.ok(records.some((r) => r.server === 's2'), 's2 served calls of this load before it stopped');
+    assert.ok(
+      records.some((r) => r.server === 's2'),
+      's2 served calls of this load before it stopped',
+    );
   });
 });

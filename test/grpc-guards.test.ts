@@ -4,7 +4,15 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
-import { GrpcClientGuard, GrpcServerGuard, GrpcHealth, healthServiceDefinition, checkGrpcJsVersion, UnsupportedVersionError, grpcCallChannel } from '../src/grpc/index.js';
+import {
+  GrpcClientGuard,
+  GrpcServerGuard,
+  GrpcHealth,
+  healthServiceDefinition,
+  checkGrpcJsVersion,
+  UnsupportedVersionError,
+  grpcCallChannel,
+} from '../src/grpc/index.js';
 import { SreBreaker } from '../src/breaker/sre-breaker.js';
 import { BreakerOpenError } from '../src/core/errors.js';
 import { BreakerGroup } from '../src/breaker/breaker-group.js';
@@ -32,7 +40,10 @@ describe('grpc-js version', () => {
     checkGrpcJsVersion('1.14.7');
     checkGrpcJsVersion('1.14.0');
     for (const v of ['1.13.4', '1.15.0', '2.14.0', 'x', undefined]) {
-      assert.throws(() => checkGrpcJsVersion(v), (e: unknown) => e instanceof UnsupportedVersionError && e.code === 'ERR_UNSUPPORTED_VERSION' && /~1\.14/.test(e.message));
+      assert.throws(
+        () => checkGrpcJsVersion(v),
+        (e: unknown) => e instanceof UnsupportedVersionError && e.code === 'ERR_UNSUPPORTED_VERSION' && /~1\.14/.test(e.message),
+      );
     }
   });
 });
@@ -42,7 +53,11 @@ describe('GrpcClientGuard', () => {
     let served = 0;
     const { server, address } = await startGreeter('a', {}, () => (served++, {}));
     after(() => server.forceShutdown());
-    const breaker = { admit: (): never => { throw new BreakerOpenError('breaker x is open'); } };
+    const breaker = {
+      admit: (): never => {
+        throw new BreakerOpenError('breaker x is open');
+      },
+    };
     const guard = new GrpcClientGuard({ target: address, breakers: { get: () => breaker } });
     const client = new GreeterClientCtor(address, insecure, { interceptors: [guard.interceptor] });
     after(() => client.close());
@@ -71,7 +86,7 @@ describe('GrpcClientGuard', () => {
     assert.ok(local > 40, `breaker refused ${local} of 200 failing calls`);
   });
 
-  it('gives calls without a deadline the default one, and keeps the caller\'s', async () => {
+  it("gives calls without a deadline the default one, and keeps the caller's", async () => {
     const { server, address } = await startGreeter('a');
     after(() => server.forceShutdown());
     const guard = new GrpcClientGuard({ defaultDeadlineMs: 100, breakers: false });
@@ -84,7 +99,10 @@ describe('GrpcClientGuard', () => {
     const reply = await sayHello(client, { name: 'x', delayMs: 200 }, { deadline: Date.now() + 5_000 });
     assert.equal(reply.message, 'hello x');
     const rows = guard.stats().byMethod;
-    assert.deepEqual(rows.map((r) => [r.method, r.code, r.calls]).sort(), [['/helloworld.Greeter/SayHello', 'DEADLINE_EXCEEDED', 1], ['/helloworld.Greeter/SayHello', 'OK', 1]]);
+    assert.deepEqual(rows.map((r) => [r.method, r.code, r.calls]).sort(), [
+      ['/helloworld.Greeter/SayHello', 'DEADLINE_EXCEEDED', 1],
+      ['/helloworld.Greeter/SayHello', 'OK', 1],
+    ]);
   });
 
   it('publishes bulwark:grpc:call only while subscribed', async () => {
@@ -145,7 +163,10 @@ describe('GrpcServerGuard', () => {
     const seconds = (performance.now() - t0 - lostMs) / 1000;
     const measured = (ok - burst) / seconds;
     assert.ok(limited > 0);
-    assert.ok(Math.abs(measured - rate) <= rate * 0.05 + 1 / seconds, `admitted ${measured.toFixed(1)}/s for a rate of ${rate}/s (${Math.round(lostMs)} ms of pauses left out)`);
+    assert.ok(
+      Math.abs(measured - rate) <= rate * 0.05 + 1 / seconds,
+      `admitted ${measured.toFixed(1)}/s for a rate of ${rate}/s (${Math.round(lostMs)} ms of pauses left out)`,
+    );
     assert.equal(handled, ok);
     assert.match(retry!.details, /^ERR_RATE_LIMITED/);
     assert.ok(Number(retry!.metadata.get('retry-after-ms')[0]) >= 0);
@@ -210,7 +231,10 @@ describe('the guards in Prometheus', () => {
       return v;
     };
     const method = 'method="/helloworld.Greeter/SayHello"';
-    for (const [side, name] of [['client', 'greeter-client'], ['server', 'greeter-server']] as const) {
+    for (const [side, name] of [
+      ['client', 'greeter-client'],
+      ['server', 'greeter-server'],
+    ] as const) {
       assert.equal(sample(`bulwark_grpc_${side}_calls_total{name="${name}",${method},code="OK"}`), 2, side);
       assert.equal(sample(`bulwark_grpc_${side}_calls_total{name="${name}",${method},code="NOT_FOUND"}`), 1, side);
       assert.equal(sample(`bulwark_grpc_${side}_call_duration_seconds_count{name="${name}",${method},code="OK"}`), 2, side);

@@ -58,15 +58,23 @@ describe('GrpcServerGuard shedding', () => {
     const ok = records.filter((r) => r.server !== undefined && r.at >= overloadAt);
     const shed = records.filter((r) => r.code === status.RESOURCE_EXHAUSTED);
     const other = records.filter((r) => r.server === undefined && r.code !== status.RESOURCE_EXHAUSTED);
-    const okP50 = percentile(ok.map((r) => r.ms), 50);
-    const shedP50 = percentile(shed.map((r) => r.ms), 50);
-    console.log(`overload: ${records.length} calls at ${rate}/s; ${ok.length} served (p50 ${okP50.toFixed(0)} ms), ${shed.length} shed (p50 ${shedP50.toFixed(0)} ms), ${other.length} other, ${elapsedS.toFixed(1)} s`);
+    const okP50 = percentile(
+      ok.map((r) => r.ms),
+      50,
+    );
+    const shedP50 = percentile(
+      shed.map((r) => r.ms),
+      50,
+    );
+    console.log(
+      `overload: ${records.length} calls at ${rate}/s; ${ok.length} served (p50 ${okP50.toFixed(0)} ms), ${shed.length} shed (p50 ${shedP50.toFixed(0)} ms), ${other.length} other, ${elapsedS.toFixed(1)} s`,
+    );
     assert.equal(other.length, 0, `unexpected failures: ${JSON.stringify(other.slice(0, 3))} ${s.output().slice(-1500)}`);
     assert.ok(shed.length > 0, `some calls were shed: ${s.output().split('\n').slice(-3).join('\n')}`);
     assert.match(shed[0]!.details!, /^ERR_OVERLOADED/);
     assert.equal(other.length, 0, `unexpected failures: ${JSON.stringify(other.slice(0, 3))} ${s.output().slice(-2000)}`);
     // within its capacity: it kept completing calls (at least a third of what one loop can do, on a shared machine)
-    assert.ok(ok.length >= (capacity / 3) * durationMs / 1000, `served ${ok.length}`);
+    assert.ok(ok.length >= ((capacity / 3) * durationMs) / 1000, `served ${ok.length}`);
     assert.ok(shedP50 < okP50, `refusals (p50 ${shedP50} ms) are quicker than served calls (p50 ${okP50} ms)`);
   });
 });

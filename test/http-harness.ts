@@ -11,9 +11,7 @@ import express4 from 'express4';
 import express5 from 'express';
 import Fastify4 from 'fastify4';
 import Fastify5 from 'fastify';
-import {
-  HttpGuard, expressErrors, expressGuard, fastifyGuard, wrapHandler, type FastifyGuardOptions, type HttpGuardOptions,
-} from '../src/http/index.js';
+import { HttpGuard, expressErrors, expressGuard, fastifyGuard, wrapHandler, type FastifyGuardOptions, type HttpGuardOptions } from '../src/http/index.js';
 
 /** Server is one running guarded app. */
 export interface Server {

@@ -46,27 +46,36 @@ describe('Redis 50 ms away each way', { skip: skipReason(redisBinary, 'redis-ser
       let longest = 0;
       let shortest = Infinity;
       // 3 limiters × 4 callers × 15 calls, each caller one call at a time.
-      await Promise.all(Object.values(limiters).flatMap((l) => Array.from({ length: 4 }, async (_, c) => {
-        for (let i = 0; i < 15; i++) {
-          const t0 = performance.now();
-          try {
-            await l.take(`user-${c}`);
-          } catch {
-            failed++;
-          }
-          const ms = performance.now() - t0;
-          longest = Math.max(longest, ms);
-          shortest = Math.min(shortest, ms);
-          made++;
-        }
-      })));
+      await Promise.all(
+        Object.values(limiters).flatMap((l) =>
+          Array.from({ length: 4 }, async (_, c) => {
+            for (let i = 0; i < 15; i++) {
+              const t0 = performance.now();
+              try {
+                await l.take(`user-${c}`);
+              } catch {
+                failed++;
+              }
+              const ms = performance.now() - t0;
+              longest = Math.max(longest, ms);
+              shortest = Math.min(shortest, ms);
+              made++;
+            }
+          }),
+        ),
+      );
       loopDelay.disable();
       const lagMs = loopDelay.max / 1e6;
       const stats = Object.values(limiters).map((l) => l.stats());
-      t.diagnostic(`redis +50 ms each way: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms, shortest ${shortest.toFixed(0)} ms (event loop delay up to ${lagMs.toFixed(0)} ms), rescue decisions ${stats.reduce((n, s) => n + s.rescueDecisions, 0)}`);
+      t.diagnostic(
+        `redis +50 ms each way: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms, shortest ${shortest.toFixed(0)} ms (event loop delay up to ${lagMs.toFixed(0)} ms), rescue decisions ${stats.reduce((n, s) => n + s.rescueDecisions, 0)}`,
+      );
       assert.equal(failed, 0);
       assert.deepEqual(switches, [], `no limiter went to rescue: ${JSON.stringify(stats.map((s) => String(s.cause)))}`);
-      assert.ok(stats.every((s) => s.failures === 0 && s.rescueDecisions === 0), JSON.stringify(stats.map((s) => [s.failures, s.rescueDecisions])));
+      assert.ok(
+        stats.every((s) => s.failures === 0 && s.rescueDecisions === 0),
+        JSON.stringify(stats.map((s) => [s.failures, s.rescueDecisions])),
+      );
       assert.ok(longest <= timeoutMs + lagMs + 20, `a call took ${longest.toFixed(0)} ms (timeoutMs ${timeoutMs})`);
       // The proxy is in the path: a leased limiter answers from its lease at once, a Redis round trip takes 100 ms.
       assert.ok(longest >= 100, `the longest call took ${longest.toFixed(0)} ms: was Redis really 100 ms away?`);
@@ -134,7 +143,9 @@ describe('etcd 200 ms away each way', { skip: skipReason(etcdBinary, 'etcd') }, 
       await looking;
       const listed = (await direct.getService('api')).map((i) => i.id).sort();
       const stats = cache.stats();
-      t.diagnostic(`etcd +200 ms each way: ${lookups} lookups, slowest ${slowest.toFixed(1)} ms; watch delivered an add in ${addMs.toFixed(0)} ms, a removal in ${removeMs.toFixed(0)} ms; a register across the delay took ${writeMs.toFixed(0)} ms; ${stats.watchReconnects} watch reconnects, ${warnings.length} warnings`);
+      t.diagnostic(
+        `etcd +200 ms each way: ${lookups} lookups, slowest ${slowest.toFixed(1)} ms; watch delivered an add in ${addMs.toFixed(0)} ms, a removal in ${removeMs.toFixed(0)} ms; a register across the delay took ${writeMs.toFixed(0)} ms; ${stats.watchReconnects} watch reconnects, ${warnings.length} warnings`,
+      );
       assert.deepEqual(listed, ['i1', 'i2', 'i3', 'i4'], 'the far leases stayed alive (i1, i2), the changes are in etcd');
       assert.ok(slowest < 50, `a lookup took ${slowest.toFixed(1)} ms: the cache did not answer from memory`);
       assert.ok(addMs >= 200, `the add arrived in ${addMs.toFixed(0)} ms: was etcd really 200 ms away?`);

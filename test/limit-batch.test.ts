@@ -55,16 +55,16 @@ describe('RedisTokenLimiter batching on a real Redis', { skip }, () => {
     (client as unknown as { evalsha: (...args: unknown[]) => Promise<unknown> }).evalsha = (...args) => (sent++, evalsha(...args));
     await using lim = new RedisTokenLimiter({ redis: client, prefix: 't:lone:', rate: 0.1, burst: 5, timeoutMs: 2_000 });
     try {
-    await onRedis(lim);
-    const before = await scriptCalls(fx.admin);
-    const lone = lim.take('k');
-    assert.equal(sent, 1, 'the lone caller went out at once, not at the end of the tick');
-    assert.equal(await lone, true);
-    const first = lim.take('k');
-    const rest = Array.from({ length: 4 }, () => lim.take('k'));
-    assert.deepEqual(await Promise.all([first, ...rest]), [true, true, true, true, false]);
-    assert.equal((await scriptCalls(fx.admin)) - before, 3, 'the lone caller, then one for the first of the tick and one for the four behind it');
-    assert.equal(sent, 3);
+      await onRedis(lim);
+      const before = await scriptCalls(fx.admin);
+      const lone = lim.take('k');
+      assert.equal(sent, 1, 'the lone caller went out at once, not at the end of the tick');
+      assert.equal(await lone, true);
+      const first = lim.take('k');
+      const rest = Array.from({ length: 4 }, () => lim.take('k'));
+      assert.deepEqual(await Promise.all([first, ...rest]), [true, true, true, true, false]);
+      assert.equal((await scriptCalls(fx.admin)) - before, 3, 'the lone caller, then one for the first of the tick and one for the four behind it');
+      assert.equal(sent, 3);
     } finally {
       await lim.close();
       client.disconnect();

@@ -68,24 +68,30 @@ describe('Redis limiter on a Cluster whose master is partitioned away', { skip }
       // Empty the bucket, then ask far above the rate: what is admitted from now on is what the bucket lets through.
       while (await lim.take('hot'));
       for (let c = 0; c < 2; c++) {
-        callers.push((async () => {
-          for (let i = 0; running && i < 20_000; i++) {
-            const t0 = performance.now();
-            try {
-              if (await lim.take('hot')) admitted.push(performance.now());
-            } catch {
-              failed++;
+        callers.push(
+          (async () => {
+            for (let i = 0; running && i < 20_000; i++) {
+              const t0 = performance.now();
+              try {
+                if (await lim.take('hot')) admitted.push(performance.now());
+              } catch {
+                failed++;
+              }
+              longest = Math.max(longest, performance.now() - t0);
+              made++;
+              await new Promise((r) => setTimeout(r, 2));
             }
-            longest = Math.max(longest, performance.now() - t0);
-            made++;
-            await new Promise((r) => setTimeout(r, 2));
-          }
-        })());
+          })(),
+        );
       }
       await waitFor('calls before the cut', () => made > 50);
       const cutAt = performance.now();
       for (const other of cluster.nodes) if (other !== victim) await filter.dropBetween({ host: victim.host }, { host: other.host });
-      await waitFor('the replica to take over the key (in the client\'s slot map) and the limiter back on Redis', () => client.slots[slot]?.[0] !== victimKey && lim.mode === 'redis', 30_000);
+      await waitFor(
+        "the replica to take over the key (in the client's slot map) and the limiter back on Redis",
+        () => client.slots[slot]?.[0] !== victimKey && lim.mode === 'redis',
+        30_000,
+      );
       const backAt = performance.now();
       const redisBefore = lim.stats().redisDecisions;
       await waitFor('decisions on the new master', () => lim.stats().redisDecisions > redisBefore + 20, 10_000);
@@ -100,7 +106,9 @@ describe('Redis limiter on a Cluster whose master is partitioned away', { skip }
       const ideal = RATE * windowS;
       const over = got - ideal;
       const s = lim.stats();
-      t.diagnostic(`cluster master partitioned: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms; rescue ${(firstRescueAt - cutAt).toFixed(0)} ms after the cut; replica took over and decisions back on Redis ${(backAt - cutAt).toFixed(0)} ms after the cut; ${got} admitted in ${windowS.toFixed(2)} s at rate ${RATE}/s (ideal ${ideal.toFixed(0)}): over-admission ${over.toFixed(0)} = ${(over / RATE * 1000).toFixed(0)} ms of rate (node timeout ${NODE_TIMEOUT_MS} ms); switches ${switches.join(' ')}; outages ${s.outages}`);
+      t.diagnostic(
+        `cluster master partitioned: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms; rescue ${(firstRescueAt - cutAt).toFixed(0)} ms after the cut; replica took over and decisions back on Redis ${(backAt - cutAt).toFixed(0)} ms after the cut; ${got} admitted in ${windowS.toFixed(2)} s at rate ${RATE}/s (ideal ${ideal.toFixed(0)}): over-admission ${over.toFixed(0)} = ${((over / RATE) * 1000).toFixed(0)} ms of rate (node timeout ${NODE_TIMEOUT_MS} ms); switches ${switches.join(' ')}; outages ${s.outages}`,
+      );
       assert.equal(failed, 0, 'no caller sees an error');
       // What the partition can hide: the cut-off master's writes until it stops taking them (rate × node
       // timeout). The replica's refill over the rescue time is charged back with what the rescue admitted.

@@ -90,7 +90,15 @@ describe('Redis limiter rescue on a Cluster (fake cluster, ManualClock)', () => 
     const clock = new ManualClock();
     const [a, b, c] = [new FakeNode(7000), new FakeNode(7001), new FakeNode(7002)];
     const cluster = new FakeCluster([a!, b!, c!]);
-    const lim = new RedisTokenLimiter({ redis: cluster as unknown as RedisClient, prefix: 'p:', rate: 1e6, burst: 1e9, timeoutMs: 50, probeIntervalMs: 100, clock });
+    const lim = new RedisTokenLimiter({
+      redis: cluster as unknown as RedisClient,
+      prefix: 'p:',
+      rate: 1e6,
+      burst: 1e9,
+      timeoutMs: 50,
+      probeIntervalMs: 100,
+      clock,
+    });
     const flips: string[] = [];
     lim.onModeChange((e) => flips.push(e.mode));
     try {
@@ -138,7 +146,15 @@ describe('Redis limiter rescue on a Cluster (fake cluster, ManualClock)', () => 
     const clock = new ManualClock();
     const a = new FakeNode(7000);
     const cluster = new FakeCluster([a]);
-    const lim = new RedisTokenLimiter({ redis: cluster as unknown as RedisClient, prefix: 'p:', rate: 1e6, burst: 1e9, timeoutMs: 50, probeIntervalMs: 100, clock });
+    const lim = new RedisTokenLimiter({
+      redis: cluster as unknown as RedisClient,
+      prefix: 'p:',
+      rate: 1e6,
+      burst: 1e9,
+      timeoutMs: 50,
+      probeIntervalMs: 100,
+      clock,
+    });
     const outage = async () => {
       a.up = false;
       const p = lim.take('k');
@@ -174,7 +190,10 @@ describe('Redis limiter rescue on a Cluster (fake cluster, ManualClock)', () => 
     type Cmd = { op: 'take'; key: number } | { op: 'kill' | 'revive' | 'failover'; node: number } | { op: 'advance'; ms: number };
     const cmd: fc.Arbitrary<Cmd> = fc.oneof(
       { weight: 5, arbitrary: fc.record({ op: fc.constant('take' as const), key: fc.integer({ min: 0, max: 29 }) }) },
-      { weight: 1, arbitrary: fc.record({ op: fc.constantFrom('kill' as const, 'revive' as const, 'failover' as const), node: fc.integer({ min: 0, max: 2 }) }) },
+      {
+        weight: 1,
+        arbitrary: fc.record({ op: fc.constantFrom('kill' as const, 'revive' as const, 'failover' as const), node: fc.integer({ min: 0, max: 2 }) }),
+      },
       { weight: 3, arbitrary: fc.record({ op: fc.constant('advance' as const), ms: fc.constantFrom(10, 50, 100, 300) }) },
     );
     await fc.assert(
@@ -183,7 +202,15 @@ describe('Redis limiter rescue on a Cluster (fake cluster, ManualClock)', () => 
         let port = 7000;
         const masters = [new FakeNode(port++), new FakeNode(port++), new FakeNode(port++)];
         const cluster = new FakeCluster([...masters]);
-        const lim = new RedisTokenLimiter({ redis: cluster as unknown as RedisClient, prefix: 'p:', rate: 1e6, burst: 1e9, timeoutMs: 50, probeIntervalMs: 100, clock });
+        const lim = new RedisTokenLimiter({
+          redis: cluster as unknown as RedisClient,
+          prefix: 'p:',
+          rate: 1e6,
+          burst: 1e9,
+          timeoutMs: 50,
+          probeIntervalMs: 100,
+          clock,
+        });
         const flips: string[] = [];
         lim.onModeChange((e) => flips.push(e.mode));
         const answers: Promise<boolean>[] = [];
@@ -202,7 +229,10 @@ describe('Redis limiter rescue on a Cluster (fake cluster, ManualClock)', () => 
           for (const m of masters) m.up = true;
           await clock.advanceAsync(60); // every waiting call past its deadline
           const settled = await Promise.all(answers);
-          assert.ok(settled.every((x) => x === true), 'every call answered (all admitted at this rate)');
+          assert.ok(
+            settled.every((x) => x === true),
+            'every call answered (all admitted at this rate)',
+          );
           await clock.advanceAsync(100 * 2 ** 6 * 2); // longer than the longest hold after relapses
           assert.equal(lim.mode, 'redis');
           for (let i = 0; i < flips.length; i++) assert.equal(flips[i], i % 2 === 0 ? 'rescue' : 'redis', `switches alternate: ${flips.join(' ')}`);

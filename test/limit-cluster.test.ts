@@ -111,7 +111,10 @@ describe('Redis limiters on a real Redis Cluster', { skip }, () => {
       const first = lim.take('lone'); // in flight: the next tick's callers batch
       const answers = await Promise.all([a, b].map((k) => Promise.all([lim.take(k), lim.take(k), lim.take(k)])));
       await first;
-      assert.deepEqual(answers, [[true, true, false], [true, true, false]]);
+      assert.deepEqual(answers, [
+        [true, true, false],
+        [true, true, false],
+      ]);
       const s = lim.stats();
       assert.equal(s.rescueDecisions, 0, 'no decision in rescue');
       assert.equal(s.outages, 0);
@@ -145,7 +148,12 @@ describe('Redis limiters on a real Redis Cluster', { skip }, () => {
     try {
       await waitFor('the limiter on the cluster', () => lim.mode === 'redis', 10_000);
       lim.onModeChange((e) =>
-        flips.push({ mode: e.mode, redisDecisions: lim.stats().redisDecisions, atMs: Math.round(performance.now() - t0), cause: e.cause instanceof Error ? e.cause.message : '' }),
+        flips.push({
+          mode: e.mode,
+          redisDecisions: lim.stats().redisDecisions,
+          atMs: Math.round(performance.now() - t0),
+          cause: e.cause instanceof Error ? e.cause.message : '',
+        }),
       );
       callers.push(...Array.from({ length: 8 }, caller));
       await waitFor('decisions in Redis', () => lim.stats().redisDecisions > 500, 10_000);
@@ -154,10 +162,14 @@ describe('Redis limiters on a real Redis Cluster', { skip }, () => {
       await cluster.kill(victim);
       const killedAt = performance.now();
       await waitFor('the dead master’s keys to go to rescue', () => lim.mode === 'rescue', 10_000);
-      await waitFor('the replica to take over', async () => {
-        const now = await cluster.masterPorts();
-        return now.length === 3 && !now.includes(victim);
-      }, 30_000);
+      await waitFor(
+        'the replica to take over',
+        async () => {
+          const now = await cluster.masterPorts();
+          return now.length === 3 && !now.includes(victim);
+        },
+        30_000,
+      );
       const promotedAt = performance.now();
       await waitFor('decisions back on Redis within 3 s of the promotion', () => lim.mode === 'redis', 3_000);
       const back = performance.now();
@@ -171,7 +183,11 @@ describe('Redis limiters on a real Redis Cluster', { skip }, () => {
           `back on Redis ${Math.max(0, back - promotedAt).toFixed(0)} ms after that\n`,
       );
       assert.equal(errors, 0, 'no caller saw an error');
-      assert.deepEqual(flips.map((f) => f.mode), ['rescue', 'redis'], `one switch out and one back, no flapping: ${JSON.stringify(flips)} (killed at ${Math.round(killedAt - t0)} ms)`);
+      assert.deepEqual(
+        flips.map((f) => f.mode),
+        ['rescue', 'redis'],
+        `one switch out and one back, no flapping: ${JSON.stringify(flips)} (killed at ${Math.round(killedAt - t0)} ms)`,
+      );
       assert.equal(s1.outages, 1);
       assert.ok(flips[1]!.redisDecisions > flips[0]!.redisDecisions, 'the live masters’ keys stayed on Redis during the failover');
       assert.equal(s1.rescueDecisions, s0.rescueDecisions, 'no decision in rescue after the return');

@@ -117,9 +117,16 @@ if (process.env.BULWARK_LIMIT_WORKER === '1') {
           const results = (await Promise.all(workers.map((w) => w.send('drain')))).map(drained);
           const admitted = results.reduce((a, r) => a + r.admitted, 0);
           process.stdout.write(`# fleet admitted ${admitted} of a burst of ${BURST}; per worker ${results.map((r) => r.admitted).join(', ')}\n`);
-          assert.equal(results.reduce((a, r) => a + r.rescue, 0), 0, 'every decision was made by Redis');
+          assert.equal(
+            results.reduce((a, r) => a + r.rescue, 0),
+            0,
+            'every decision was made by Redis',
+          );
           assert.equal(admitted, BURST);
-          assert.ok(results.every((r) => r.admitted > 0), 'every worker got a share');
+          assert.ok(
+            results.every((r) => r.admitted > 0),
+            'every worker got a share',
+          );
         });
       } finally {
         await srv.stop();
@@ -134,7 +141,11 @@ if (process.env.BULWARK_LIMIT_WORKER === '1') {
           // Over the key's life: leases take tokens from the bucket before they are spent, so the
           // fleet admits exactly the burst.
           let results = (await Promise.all(workers.map((w) => w.send('drain')))).map(drained);
-          assert.equal(results.reduce((a, r) => a + r.admitted, 0), BURST, 'a drained fleet admitted exactly the burst');
+          assert.equal(
+            results.reduce((a, r) => a + r.admitted, 0),
+            BURST,
+            'a drained fleet admitted exactly the burst',
+          );
           // Worst case: every process holds a lease of LEASE − 1 tokens as a new window opens (the key
           // expires or, here, is deleted: a full bucket again).
           await admin.del('fleet:{shared}');
@@ -146,7 +157,10 @@ if (process.env.BULWARK_LIMIT_WORKER === '1') {
           process.stdout.write(`# with leases: the new window admitted ${admitted}; bucket ${BURST}, documented bound ${bound}\n`);
           assert.ok(admitted <= bound, `admitted ${admitted}, bound ${bound}`);
           assert.equal(admitted, BURST + WORKERS * (LEASE - 1), 'each process spent what its lease still held, then the new bucket');
-          assert.equal(results.reduce((a, r) => a + r.rescue, 0), 0);
+          assert.equal(
+            results.reduce((a, r) => a + r.rescue, 0),
+            0,
+          );
         });
       } finally {
         admin.disconnect();

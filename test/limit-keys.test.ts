@@ -52,7 +52,11 @@ describe('Redis limiters per client key', { skip }, () => {
     await inFlight;
     assert.equal((await scriptCalls(fx.admin)) - before, 2, 'the call in flight, then the keys of the tick in one call');
     for (let j = 0; j < 3; j++) {
-      assert.deepEqual(answers.filter((_, i) => i % 3 === j), [true, true, true, false, false], `key ${j}`);
+      assert.deepEqual(
+        answers.filter((_, i) => i % 3 === j),
+        [true, true, true, false, false],
+        `key ${j}`,
+      );
     }
   });
 
@@ -119,7 +123,14 @@ describe('Redis limiters per client key', { skip }, () => {
   });
 
   it('leases tokens: one script call takes up to lease.tokens, spent locally; the bucket is never overdrawn', async () => {
-    await using lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 'ls:', rate: 0.001, burst: 25, lease: { tokens: 10, maxMs: 60_000 }, timeoutMs: 2_000 });
+    await using lim = new RedisTokenLimiter({
+      redis: fx.srv.url,
+      prefix: 'ls:',
+      rate: 0.001,
+      burst: 25,
+      lease: { tokens: 10, maxMs: 60_000 },
+      timeoutMs: 2_000,
+    });
     await onRedis(lim);
     const before = await scriptCalls(fx.admin);
     let admitted = 0;
@@ -134,7 +145,15 @@ describe('Redis limiters per client key', { skip }, () => {
 
   it('lets a lease expire after maxMs (on the limiter clock): unspent tokens are not spent later', async () => {
     const clock = new ManualClock();
-    await using lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 'lx:', rate: 0.001, burst: 20, lease: { tokens: 10, maxMs: 1_000 }, timeoutMs: 60_000, clock });
+    await using lim = new RedisTokenLimiter({
+      redis: fx.srv.url,
+      prefix: 'lx:',
+      rate: 0.001,
+      burst: 20,
+      lease: { tokens: 10, maxMs: 1_000 },
+      timeoutMs: 60_000,
+      clock,
+    });
     await onRedis(lim);
     assert.equal(await lim.take('k'), true); // a lease of 10: 9 left
     clock.advance(1_000); // expired: the 9 are lost (never more than the bucket gave)

@@ -25,10 +25,15 @@ interface Calls {
 /** callLoop takes from `limiter` every `everyMs` (one call at a time), at most `max` calls. */
 function callLoop(limiter: Limiter, everyMs: number, max: number): Calls {
   let running = true;
-  const c: Calls = { made: 0, failed: 0, longestMs: 0, stop: async () => {
-    running = false;
-    await loop;
-  } };
+  const c: Calls = {
+    made: 0,
+    failed: 0,
+    longestMs: 0,
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+  };
   const loop = (async () => {
     for (let i = 0; running && i < max; i++) {
       const t0 = performance.now();
@@ -83,10 +88,14 @@ describe('Redis limiters across a partition', { skip }, () => {
       const healAt = performance.now();
       await filter.heal();
       const backMs: Record<string, number> = {};
-      await waitFor('every limiter back on Redis', () => {
-        for (const [name, l] of Object.entries(limiters)) if (backMs[name] === undefined && l.mode === 'redis') backMs[name] = performance.now() - healAt;
-        return Object.keys(backMs).length === Object.keys(limiters).length;
-      }, 10_000);
+      await waitFor(
+        'every limiter back on Redis',
+        () => {
+          for (const [name, l] of Object.entries(limiters)) if (backMs[name] === undefined && l.mode === 'redis') backMs[name] = performance.now() - healAt;
+          return Object.keys(backMs).length === Object.keys(limiters).length;
+        },
+        10_000,
+      );
       const before = Object.values(limiters).map((l) => l.stats().redisDecisions);
       await waitFor('decisions made on Redis again', () => Object.values(limiters).every((l, i) => l.stats().redisDecisions > before[i]!), 5_000);
       for (const c of loops) await c.stop();
@@ -96,11 +105,21 @@ describe('Redis limiters across a partition', { skip }, () => {
       const made = loops.reduce((n, c) => n + c.made, 0);
       const failed = loops.reduce((n, c) => n + c.failed, 0);
       const longest = Math.max(...loops.map((c) => c.longestMs));
-      console.log(`# redis partition 5 s: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms (event loop delay up to ${lagMs.toFixed(0)} ms), detected in ${detectMs.toFixed(0)} ms, back on Redis ${Object.entries(backMs).map(([n, ms]) => `${n} ${ms.toFixed(0)} ms`).join(', ')} after the heal`);
+      console.log(
+        `# redis partition 5 s: ${made} calls, ${failed} failed, longest ${longest.toFixed(0)} ms (event loop delay up to ${lagMs.toFixed(0)} ms), detected in ${detectMs.toFixed(0)} ms, back on Redis ${Object.entries(
+          backMs,
+        )
+          .map(([n, ms]) => `${n} ${ms.toFixed(0)} ms`)
+          .join(', ')} after the heal`,
+      );
       assert.equal(failed, 0, 'no call fails: rescue answers');
-      assert.ok(longest <= timeoutMs + lagMs + 20, `the longest call took ${longest.toFixed(0)} ms (timeoutMs ${timeoutMs}, event loop delay up to ${lagMs.toFixed(0)} ms)`);
+      assert.ok(
+        longest <= timeoutMs + lagMs + 20,
+        `the longest call took ${longest.toFixed(0)} ms (timeoutMs ${timeoutMs}, event loop delay up to ${lagMs.toFixed(0)} ms)`,
+      );
       // Within 1 s of the heal, give or take how late this process's timers ran (the probes and reconnects are timers).
-      for (const [name, ms] of Object.entries(backMs)) assert.ok(ms <= 1_000 + lagMs, `${name} came back to Redis ${ms.toFixed(0)} ms after the heal (event loop delay up to ${lagMs.toFixed(0)} ms)`);
+      for (const [name, ms] of Object.entries(backMs))
+        assert.ok(ms <= 1_000 + lagMs, `${name} came back to Redis ${ms.toFixed(0)} ms after the heal (event loop delay up to ${lagMs.toFixed(0)} ms)`);
     } finally {
       for (const c of loops) await c.stop();
       await filter.close();

@@ -30,8 +30,14 @@ describe('Redis limiters reconfigured while they run', { skip }, () => {
     assert.deepEqual(lim.options(), { periodMs: 600_000, quota: 8, algorithm: 'fixed', align: false, alignOffsetMs: 0 });
     assert.equal(await takeAll(() => lim.take('k')), 2);
     assert.equal(lim.mode, 'redis');
-    assert.throws(() => lim.reconfigure({ quota: 20, periodMs: 0.5 }), { name: 'RangeError', message: 'RedisPeriodLimiter: periodMs must be a finite number ≥ 1, got 0.5' });
-    assert.throws(() => lim.reconfigure({ prefix: 'x:' } as never), { name: 'TypeError', message: 'RedisPeriodLimiter: prefix cannot change on a running RedisPeriodLimiter; it is set at construction only' });
+    assert.throws(() => lim.reconfigure({ quota: 20, periodMs: 0.5 }), {
+      name: 'RangeError',
+      message: 'RedisPeriodLimiter: periodMs must be a finite number ≥ 1, got 0.5',
+    });
+    assert.throws(() => lim.reconfigure({ prefix: 'x:' } as never), {
+      name: 'TypeError',
+      message: 'RedisPeriodLimiter: prefix cannot change on a running RedisPeriodLimiter; it is set at construction only',
+    });
     assert.throws(() => lim.reconfigure({ window: 'sliding' } as never), { name: 'TypeError', message: 'RedisPeriodLimiter: window was renamed to algorithm' });
     assert.equal(lim.quota, 8);
     assert.equal(await lim.take('k'), false);
@@ -48,7 +54,10 @@ describe('Redis limiters reconfigured while they run', { skip }, () => {
     lim.reconfigure({ lease: { tokens: 4, maxMs: 60_000 } });
     assert.deepEqual(lim.options(), { rate: 0.001, burst: 20, lease: { tokens: 4, maxMs: 60_000 } });
     assert.equal(await takeAll(() => lim.take('leased'), 30), 20);
-    assert.throws(() => lim.reconfigure({ burst: 2 }), { name: 'RangeError', message: 'RedisTokenLimiter: lease.tokens must be a finite number in [1, 2], got 4' });
+    assert.throws(() => lim.reconfigure({ burst: 2 }), {
+      name: 'RangeError',
+      message: 'RedisTokenLimiter: lease.tokens must be a finite number in [1, 2], got 4',
+    });
     assert.throws(() => lim.reconfigure({ timeoutMs: 5 } as never), /RedisTokenLimiter: timeoutMs cannot change on a running RedisTokenLimiter/);
     assert.equal(lim.burst, 20);
     assert.equal(lim.mode, 'redis');

@@ -217,7 +217,11 @@ describe('Redis limiters on a real Redis', { skip }, () => {
       [{ ...opts, redis: 'localhost:6379' }, TypeError, 'redis'],
       [{ ...opts, redis: {} }, TypeError, 'redis'],
     ] as const) {
-      assert.throws(() => new RedisTokenLimiter(o as never), (e: Error) => e instanceof err && e.message.includes(name), JSON.stringify(o).slice(0, 80));
+      assert.throws(
+        () => new RedisTokenLimiter(o as never),
+        (e: Error) => e instanceof err && e.message.includes(name),
+        JSON.stringify(o).slice(0, 80),
+      );
     }
     assert.throws(() => new RedisPeriodLimiter({ redis: fx.srv.url, prefix: 'k:', periodMs: 1_000, quota: 0 }), RangeError);
   });

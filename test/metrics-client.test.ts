@@ -29,10 +29,14 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     });
     // Fails after 200 ms, not retried, no fallback.
     await client
-      .call('svc', async () => {
-        clock.advance(200);
-        throw new Error('down');
-      }, { retry: false })
+      .call(
+        'svc',
+        async () => {
+          clock.advance(200);
+          throw new Error('down');
+        },
+        { retry: false },
+      )
       .catch(() => {});
     // Fails after 2 s; the fallback answers 1 s later.
     const answer = await client.call(

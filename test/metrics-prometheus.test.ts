@@ -77,7 +77,10 @@ describe('bulwark/metrics scraped by a real Prometheus', { skip: skipReason(prom
     await prom.waitForQuery('bulwark_cache_hits_total{name="users"}', (s) => s[0]?.value === 1);
     await prom.waitForQuery('bulwark_cache_items{name="users",cache="main"}', (s) => s[0]?.value === 1);
     const targets = await prom.targets();
-    assert.deepEqual(targets.map((t) => [t.health, t.lastError]), [['up', '']]);
+    assert.deepEqual(
+      targets.map((t) => [t.health, t.lastError]),
+      [['up', '']],
+    );
   });
 
   it('drops the series of an untracked component from the next scrape', async () => {

@@ -52,7 +52,8 @@ describe('BulwarkMetrics on Redis limiters', { skip: skipReason(redisBinary, 're
       assert.equal(value(text, 'bulwark_limiter_rescue_switches_total{name="token"}'), 1);
       assert.ok(value(text, 'bulwark_limiter_redis_decisions_total{name="token",mode="rescue"}')! >= 1);
       assert.equal(
-        value(text, 'bulwark_limiter_decisions_total{name="token",result="allowed"}')! + value(text, 'bulwark_limiter_decisions_total{name="token",result="limited"}')!,
+        value(text, 'bulwark_limiter_decisions_total{name="token",result="allowed"}')! +
+          value(text, 'bulwark_limiter_decisions_total{name="token",result="limited"}')!,
         5,
         'every answer counted once, wherever it was decided',
       );

@@ -223,7 +223,10 @@ describe('BulwarkMetrics', () => {
             closed.add(b.name);
             void b.close(); // closed now, awaited by nobody: the next scrape must already leave it out
           } else if (op === 'call' && live.has(i)) {
-            await live.get(i)!.execute(() => Promise.reject(new Error('x'))).catch(() => {});
+            await live
+              .get(i)!
+              .execute(() => Promise.reject(new Error('x')))
+              .catch(() => {});
           } else if (op === 'scrape') {
             const [text, snap] = await Promise.all([m.metrics(), Promise.resolve(m.snapshot())]);
             for (const n of closed) {
@@ -269,7 +272,10 @@ describe('BulwarkMetrics', () => {
       assert.equal(post.status, 405);
       const s = await fetch(urls[0]!.replace('/metrics', '/status'));
       const body = (await s.json()) as { components: { name: string; kind: string }[] };
-      assert.deepEqual(body.components.map((c) => [c.name, c.kind]), [['api', 'TokenLimiter']]);
+      assert.deepEqual(
+        body.components.map((c) => [c.name, c.kind]),
+        [['api', 'TokenLimiter']],
+      );
     } finally {
       await new Promise((r) => node.close(r));
       await new Promise((r) => ex.close(r));
@@ -307,6 +313,9 @@ describe('BulwarkMetrics.histograms', () => {
       { name: 'b', family: 'part_call_duration_seconds', bounds: [0.01, 0.1], counts: [1, 0], count: 1, sum: 0.001 },
     ]);
     m.untrack(a);
-    assert.deepEqual(m.histograms().map((h) => h.name), ['b']);
+    assert.deepEqual(
+      m.histograms().map((h) => h.name),
+      ['b'],
+    );
   });
 });

@@ -85,10 +85,17 @@ describe('network faults harness', { skip: netfaultSkip }, () => {
       await filter.drop({ uid: nobodyUid, to: '127.0.0.24' });
       const tryAs = (uid: number | undefined) =>
         new Promise<string>((resolve) => {
-          const child = spawn(process.execPath, ['-e', `
+          const child = spawn(
+            process.execPath,
+            [
+              '-e',
+              `
             const s = require('node:net').connect(${a.port}, '127.0.0.24', () => { process.stdout.write('connected'); process.exit(0); });
             s.on('error', (e) => { process.stdout.write(e.code); process.exit(0); });
-            setTimeout(() => { process.stdout.write('silence'); process.exit(0); }, 1_000);`], { uid, stdio: ['ignore', 'pipe', 'inherit'] });
+            setTimeout(() => { process.stdout.write('silence'); process.exit(0); }, 1_000);`,
+            ],
+            { uid, stdio: ['ignore', 'pipe', 'inherit'] },
+          );
           let out = '';
           child.stdout.on('data', (d: Buffer) => (out += d.toString()));
           child.on('exit', () => resolve(out));
@@ -106,12 +113,20 @@ describe('network faults harness', { skip: netfaultSkip }, () => {
   it('sweeps a chain left by a run that died before its finally', async () => {
     // A child opens a filter with a rule and is SIGKILLed, as a crashed test run would be.
     const harness = new URL('./support/netfault.ts', import.meta.url).href;
-    const child = spawnSync(process.execPath, [...tsNodeArgs('--input-type=module'), '-e', `
+    const child = spawnSync(
+      process.execPath,
+      [
+        ...tsNodeArgs('--input-type=module'),
+        '-e',
+        `
       const { PacketFilter } = await import(${JSON.stringify(harness)});
       const f = await PacketFilter.open();
       await f.drop({ to: '127.0.0.23' });
       process.stdout.write(f.chain);
-      process.kill(process.pid, 'SIGKILL');`], { encoding: 'utf8' });
+      process.kill(process.pid, 'SIGKILL');`,
+      ],
+      { encoding: 'utf8' },
+    );
     const chain = child.stdout.trim();
     assert.match(chain, /^BULWARK-TEST-\d+-1$/, child.stderr);
     assert.match(execFileSync('iptables', ['-w', '-S']).toString(), new RegExp(`-A INPUT -j ${chain}`), 'the dead run left its chain');

@@ -65,7 +65,11 @@ describe('ops/prometheus/alerts.yml', { skip: skipReason(promtoolBinary, 'promto
     for (const name of alerts().keys()) {
       assert.deepEqual(tested.get(name), { fires: true, silent: true }, `${name}: firing and not-firing cases in alerts.test.yml`);
     }
-    assert.deepEqual([...tested.keys()].filter((n) => !alerts().has(n)), [], 'cases of alerts that do not exist');
+    assert.deepEqual(
+      [...tested.keys()].filter((n) => !alerts().has(n)),
+      [],
+      'cases of alerts that do not exist',
+    );
     const { code, output } = await promtool(['test', 'rules', testsPath]);
     assert.equal(code, 0, output);
     assert.match(output, /SUCCESS/);

@@ -110,7 +110,11 @@ describe('ops/grafana/bulwark.json, as written', () => {
     }
     for (const [i, a] of panels.entries()) {
       for (const b of panels.slice(i + 1)) {
-        const apart = a.gridPos.x + a.gridPos.w <= b.gridPos.x || b.gridPos.x + b.gridPos.w <= a.gridPos.x || a.gridPos.y + a.gridPos.h <= b.gridPos.y || b.gridPos.y + b.gridPos.h <= a.gridPos.y;
+        const apart =
+          a.gridPos.x + a.gridPos.w <= b.gridPos.x ||
+          b.gridPos.x + b.gridPos.w <= a.gridPos.x ||
+          a.gridPos.y + a.gridPos.h <= b.gridPos.y ||
+          b.gridPos.y + b.gridPos.h <= a.gridPos.y;
         assert.ok(apart, `${a.title} and ${b.title} overlap`);
       }
     }
@@ -121,134 +125,146 @@ describe('ops/grafana/bulwark.json, as written', () => {
 
   it('charts every family docs/metrics.md lists', () => {
     const charted = new Set(panels.flatMap((p) => p.targets!.flatMap((t) => metricNames(t.expr))).map((n) => n.replace(/_bucket$/, '')));
-    assert.deepEqual(documented().filter((n) => !charted.has(n)), [], 'families without a panel: add one to ops/grafana/bulwark.json');
+    assert.deepEqual(
+      documented().filter((n) => !charted.has(n)),
+      [],
+      'families without a panel: add one to ops/grafana/bulwark.json',
+    );
   });
 });
 
-describe('ops/grafana/bulwark.json on a real Prometheus', {
-  skip: skipReason(prometheusBinary, 'prometheus') ?? skipReason(etcdBinary, 'etcd') ?? skipReason(redisBinary, 'redis-server'),
-}, () => {
-  let etcd: EtcdServer;
-  let redis: RedisServer;
-  let all: Awaited<ReturnType<typeof allComponents>>;
-  let metrics: BulwarkMetrics;
-  let server: Server;
-  let prom: PrometheusServer;
-  let target: string;
-  let busy: Promise<void> | undefined;
-  let stop = false;
-  const names = new Map<object, string>();
+describe(
+  'ops/grafana/bulwark.json on a real Prometheus',
+  {
+    skip: skipReason(prometheusBinary, 'prometheus') ?? skipReason(etcdBinary, 'etcd') ?? skipReason(redisBinary, 'redis-server'),
+  },
+  () => {
+    let etcd: EtcdServer;
+    let redis: RedisServer;
+    let all: Awaited<ReturnType<typeof allComponents>>;
+    let metrics: BulwarkMetrics;
+    let server: Server;
+    let prom: PrometheusServer;
+    let target: string;
+    let busy: Promise<void> | undefined;
+    let stop = false;
+    const names = new Map<object, string>();
 
-  before(async () => {
-    [etcd, redis] = await Promise.all([startEtcd(), startRedis()]);
-    all = await allComponents(etcd.endpoint, redis.url);
-    metrics = new BulwarkMetrics({ registry: new Registry(), instanceLabel: 'peer' });
-    for (const p of all.parts) names.set(p, metrics.track(p));
-    const group = all.parts.find((p): p is Group => p instanceof Group)!;
-    const limiter = all.parts.find((p): p is TokenLimiter => p instanceof TokenLimiter)!;
-    const shedder = all.parts.find((p): p is AdaptiveShedder => p instanceof AdaptiveShedder)!;
-    // The counters the panels rate, the histograms they take quantiles of, and a cache hit ratio, move
-    // while Prometheus scrapes: every component's calls, plus cache gets (a hit after the first), limiter
-    // decisions past its burst and shedder decisions.
-    const round = async (i: number): Promise<void> => {
-      await all.exercise();
-      await group.get(`k${i % 4}`);
-      for (let j = 0; j < 5; j++) limiter.allow();
-      await shedder.execute(async () => 1);
-    };
-    await round(0);
-    busy = (async () => {
-      for (let i = 1; i < MAX_ROUNDS && !stop; i++) {
-        await round(i);
-        await new Promise((r) => setTimeout(r, 250));
+    before(async () => {
+      [etcd, redis] = await Promise.all([startEtcd(), startRedis()]);
+      all = await allComponents(etcd.endpoint, redis.url);
+      metrics = new BulwarkMetrics({ registry: new Registry(), instanceLabel: 'peer' });
+      for (const p of all.parts) names.set(p, metrics.track(p));
+      const group = all.parts.find((p): p is Group => p instanceof Group)!;
+      const limiter = all.parts.find((p): p is TokenLimiter => p instanceof TokenLimiter)!;
+      const shedder = all.parts.find((p): p is AdaptiveShedder => p instanceof AdaptiveShedder)!;
+      // The counters the panels rate, the histograms they take quantiles of, and a cache hit ratio, move
+      // while Prometheus scrapes: every component's calls, plus cache gets (a hit after the first), limiter
+      // decisions past its burst and shedder decisions.
+      const round = async (i: number): Promise<void> => {
+        await all.exercise();
+        await group.get(`k${i % 4}`);
+        for (let j = 0; j < 5; j++) limiter.allow();
+        await shedder.execute(async () => 1);
+      };
+      await round(0);
+      busy = (async () => {
+        for (let i = 1; i < MAX_ROUNDS && !stop; i++) {
+          await round(i);
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      })();
+      busy.catch(() => {}); // a failed round fails the after() hook that awaits it, not the process
+      server = createServer(metricsHandler(metrics));
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      target = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+      prom = await startPrometheus([target], { ruleFiles: [alertsPath] });
+      await prom.waitForQuery('up{job="bulwark"}', (s) => s.length === 1 && s[0]!.value === 1);
+    });
+    after(async () => {
+      stop = true;
+      await busy;
+      await prom?.stop();
+      await new Promise((r) => server?.close(r));
+      await metrics?.close();
+      await all?.close();
+      await etcd?.stop();
+      await redis?.stop();
+    });
+
+    it('answers every templating query with the scraped job, instance and names', async () => {
+      const want: Record<string, (values: string[]) => boolean> = {
+        job: (v) => v.includes('bulwark'),
+        instance: (v) => v.includes(target),
+        // a breaker's own name, a client's instance breaker (`<service>/<id>`) and a cache group's
+        name: (v) => v.includes('circuit') && v.includes('svc/a') && v.includes('g'),
+      };
+      for (const v of variables.values()) {
+        if (v.type !== 'query') continue;
+        const query = typeof v.query === 'string' ? v.query : v.query.query;
+        const { promql, label } = labelValues(substitute(query, { job: 'bulwark', instance: target }));
+        const got = await prom.waitForQuery(promql, (s) => s.length > 0);
+        const values = got.map((s) => s.metric[label] ?? '');
+        assert.ok(want[v.name]?.(values), `$${v.name}: ${JSON.stringify(values)}`);
+        assert.equal(v.allValue, '.*', `$${v.name}: All is a regex every panel takes`);
       }
-    })();
-    busy.catch(() => {}); // a failed round fails the after() hook that awaits it, not the process
-    server = createServer(metricsHandler(metrics));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    target = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-    prom = await startPrometheus([target], { ruleFiles: [alertsPath] });
-    await prom.waitForQuery('up{job="bulwark"}', (s) => s.length === 1 && s[0]!.value === 1);
-  });
-  after(async () => {
-    stop = true;
-    await busy;
-    await prom?.stop();
-    await new Promise((r) => server?.close(r));
-    await metrics?.close();
-    await all?.close();
-    await etcd?.stop();
-    await redis?.stop();
-  });
+    });
 
-  it('answers every templating query with the scraped job, instance and names', async () => {
-    const want: Record<string, (values: string[]) => boolean> = {
-      job: (v) => v.includes('bulwark'),
-      instance: (v) => v.includes(target),
-      // a breaker's own name, a client's instance breaker (`<service>/<id>`) and a cache group's
-      name: (v) => v.includes('circuit') && v.includes('svc/a') && v.includes('g'),
-    };
-    for (const v of variables.values()) {
-      if (v.type !== 'query') continue;
-      const query = typeof v.query === 'string' ? v.query : v.query.query;
-      const { promql, label } = labelValues(substitute(query, { job: 'bulwark', instance: target }));
-      const got = await prom.waitForQuery(promql, (s) => s.length > 0);
-      const values = got.map((s) => s.metric[label] ?? '');
-      assert.ok(want[v.name]?.(values), `$${v.name}: ${JSON.stringify(values)}`);
-      assert.equal(v.allValue, '.*', `$${v.name}: All is a regex every panel takes`);
-    }
-  });
-
-  it('answers data for every panel query, and every metric a panel names exists', async () => {
-    const values = { __rate_interval: RATE_INTERVAL, __interval: INTERVAL, job: 'bulwark', instance: target, name: '.*' };
-    const names = new Set(panels.flatMap((p) => p.targets!.flatMap((t) => metricNames(t.expr))));
-    // `up` is 1 (before): a scrape of every component is in, so every family it exposes is there.
-    const exposed = await prom.query(`count by (__name__) ({__name__=~"${[...names].join('|')}"})`);
-    const missing = [...names].filter((n) => !exposed.some((s) => s.metric.__name__ === n));
-    assert.deepEqual(missing, [], 'metrics panels read that the scrape does not expose');
-    const empty: string[] = [];
-    for (const p of panels) {
-      for (const t of p.targets!) {
-        const promql = substitute(t.expr, values);
-        try {
-          await prom.waitForQuery(promql, hasData, 20_000);
-        } catch (err) {
-          empty.push(`${p.title} ${t.refId}: ${(err as Error).message}`);
+    it('answers data for every panel query, and every metric a panel names exists', async () => {
+      const values = { __rate_interval: RATE_INTERVAL, __interval: INTERVAL, job: 'bulwark', instance: target, name: '.*' };
+      const names = new Set(panels.flatMap((p) => p.targets!.flatMap((t) => metricNames(t.expr))));
+      // `up` is 1 (before): a scrape of every component is in, so every family it exposes is there.
+      const exposed = await prom.query(`count by (__name__) ({__name__=~"${[...names].join('|')}"})`);
+      const missing = [...names].filter((n) => !exposed.some((s) => s.metric.__name__ === n));
+      assert.deepEqual(missing, [], 'metrics panels read that the scrape does not expose');
+      const empty: string[] = [];
+      for (const p of panels) {
+        for (const t of p.targets!) {
+          const promql = substitute(t.expr, values);
+          try {
+            await prom.waitForQuery(promql, hasData, 20_000);
+          } catch (err) {
+            empty.push(`${p.title} ${t.refId}: ${(err as Error).message}`);
+          }
         }
       }
-    }
-    assert.deepEqual(empty, [], 'panel queries without data');
-  });
+      assert.deepEqual(empty, [], 'panel queries without data');
+    });
 
-  it('loads ops/prometheus/alerts.yml: every rule evaluates without error and reads metrics that exist', async () => {
-    let rules: PromRule[] = [];
-    await waitFor('every rule evaluated once', async () => (rules = await prom.rules()).every((r) => r.health !== 'unknown'), 20_000);
-    assert.ok(rules.length >= 8, `${rules.length} rules loaded`);
-    for (const r of rules) {
-      assert.equal(r.health, 'ok', `${r.name}: ${r.lastError ?? ''}`);
-      for (const n of metricNames(r.query)) {
-        const got = await prom.query(`count({__name__="${n}"})`);
-        assert.ok(got.length > 0, `${r.name} reads ${n}, which the scrape does not expose`);
+    it('loads ops/prometheus/alerts.yml: every rule evaluates without error and reads metrics that exist', async () => {
+      let rules: PromRule[] = [];
+      await waitFor('every rule evaluated once', async () => (rules = await prom.rules()).every((r) => r.health !== 'unknown'), 20_000);
+      assert.ok(rules.length >= 8, `${rules.length} rules loaded`);
+      for (const r of rules) {
+        assert.equal(r.health, 'ok', `${r.name}: ${r.lastError ?? ''}`);
+        for (const n of metricNames(r.query)) {
+          const got = await prom.query(`count({__name__="${n}"})`);
+          assert.ok(got.length > 0, `${r.name} reads ${n}, which the scrape does not expose`);
+        }
       }
-    }
-  });
+    });
 
-  it('puts alerts pending on the real series: the open breaker, and a Redis limiter in rescue once Redis is killed', async () => {
-    const pending = (alert: string, name: string) => async () => {
-      const rule = (await prom.rules()).find((r) => r.name === alert);
-      return (rule?.alerts ?? []).some((a) => a.labels.name === name && a.state === 'pending');
-    };
-    // The fixture's CircuitBreaker 'circuit' (minimumCalls 1) failed its call: open, and the alert waits its 5 minutes.
-    await waitFor('BulwarkBreakerOpen pending for circuit', pending('BulwarkBreakerOpen', 'circuit'), 20_000);
-    const token = all.parts.find((p): p is RedisTokenLimiter => p instanceof RedisTokenLimiter)!;
-    assert.equal(token.mode, 'redis');
-    await redis.kill();
-    await waitFor('the Redis limiter to decide in rescue', async () => {
-      await token.take('k');
-      return token.mode === 'rescue';
-    }, 20_000);
-    await waitFor('BulwarkLimiterRescue pending', pending('BulwarkLimiterRescue', names.get(token)!), 20_000);
-    const rescue = panels.find((p) => p.title === 'Redis limiters in rescue')!.targets![0]!.expr;
-    await prom.waitForQuery(substitute(rescue, { job: 'bulwark', instance: target, name: '.*' }), (s) => s[0]?.value === 1);
-  });
-});
+    it('puts alerts pending on the real series: the open breaker, and a Redis limiter in rescue once Redis is killed', async () => {
+      const pending = (alert: string, name: string) => async () => {
+        const rule = (await prom.rules()).find((r) => r.name === alert);
+        return (rule?.alerts ?? []).some((a) => a.labels.name === name && a.state === 'pending');
+      };
+      // The fixture's CircuitBreaker 'circuit' (minimumCalls 1) failed its call: open, and the alert waits its 5 minutes.
+      await waitFor('BulwarkBreakerOpen pending for circuit', pending('BulwarkBreakerOpen', 'circuit'), 20_000);
+      const token = all.parts.find((p): p is RedisTokenLimiter => p instanceof RedisTokenLimiter)!;
+      assert.equal(token.mode, 'redis');
+      await redis.kill();
+      await waitFor(
+        'the Redis limiter to decide in rescue',
+        async () => {
+          await token.take('k');
+          return token.mode === 'rescue';
+        },
+        20_000,
+      );
+      await waitFor('BulwarkLimiterRescue pending', pending('BulwarkLimiterRescue', names.get(token)!), 20_000);
+      const rescue = panels.find((p) => p.title === 'Redis limiters in rescue')!.targets![0]!.expr;
+      await prom.waitForQuery(substitute(rescue, { job: 'bulwark', instance: target, name: '.*' }), (s) => s[0]?.value === 1);
+    });
+  },
+);

@@ -11,7 +11,17 @@ import { BreakerGroup, CircuitBreaker, SreBreaker } from '../src/breaker/index.j
 import { Bulkhead, Fallback, FaultInjector, Retry, RetryBudget, Timeout } from '../src/policy/index.js';
 import { AdaptiveShedder, EventLoopLoad, KeyedLimiter, PeriodLimiter, RedisPeriodLimiter, RedisTokenLimiter, TokenLimiter } from '../src/limit/index.js';
 import { EtcdRegistry, MemoryRegistry, RegistryCache, announce } from '../src/registry/index.js';
-import { ActiveHealthChecker, Balancer, LeastRequest, OutlierDetector, P2C, Random, RingHash, RoundRobin, SmoothWeightedRoundRobin } from '../src/balancer/index.js';
+import {
+  ActiveHealthChecker,
+  Balancer,
+  LeastRequest,
+  OutlierDetector,
+  P2C,
+  Random,
+  RingHash,
+  RoundRobin,
+  SmoothWeightedRoundRobin,
+} from '../src/balancer/index.js';
 import { ResilientClient } from '../src/client/index.js';
 import { Group, HttpPool, LruCache } from '../src/cache/index.js';
 import { HttpGuard } from '../src/http/index.js';

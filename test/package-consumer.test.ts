@@ -65,7 +65,10 @@ const RUN: Record<string, { expr: string; prints: string }> = {
   'bulwark/http': { expr: `m.JSON_TYPE`, prints: 'application/json; charset=utf-8' },
   'bulwark/grpc': { expr: `m.SUPPORTED_GRPC_JS`, prints: '~1.14' },
   'bulwark/metrics': { expr: `typeof (await new m.BulwarkMetrics().metrics())`, prints: 'string' },
-  'bulwark/dashboard': { expr: `await (async () => { const h = m.dashboardHandler({ snapshot: () => ({ at: '', components: [] }) }); await h.close(); return h.path; })()`, prints: '/dashboard' },
+  'bulwark/dashboard': {
+    expr: `await (async () => { const h = m.dashboardHandler({ snapshot: () => ({ at: '', components: [] }) }); await h.close(); return h.path; })()`,
+    prints: '/dashboard',
+  },
   'bulwark/fleet': { expr: `m.neededQuorum(10, undefined)`, prints: '5' },
   'bulwark/rules': { expr: `m.parseRule('{"set":{"rate":5}}', 'orders/token-limiter/api').kind`, prints: 'token-limiter' },
 };
@@ -148,7 +151,10 @@ describe('the packed package in a project of its own', () => {
     const result = program.emit();
     assert.equal(result.emitSkipped, false);
     const printed = execFileSync(process.execPath, [join(emitted, 'index.js')], { cwd: project, encoding: 'utf8' });
-    assert.deepEqual(printed.trimEnd().split('\n'), subpaths.map((p) => RUN[p]!.prints));
+    assert.deepEqual(
+      printed.trimEnd().split('\n'),
+      subpaths.map((p) => RUN[p]!.prints),
+    );
   });
 
   it('exports from each subpath the types its API hands out', () => {
@@ -209,9 +215,18 @@ describe('the tarball', () => {
       else named.push(target.default, ...(target.types ? [target.types] : []));
     }
     const inTarball = new Set(files);
-    assert.deepEqual(named.map((f) => f.replace(/^\.\//, '')).filter((f) => !inTarball.has(f)), []);
-    assert.deepEqual(files.filter((f) => /\.test\.|test-fixtures|tsbuildinfo/.test(f)), []);
-    assert.deepEqual(files.filter((f) => !/^(package\.json|README\.md|LICENSE|dist\/|docs\/|proto\/|ops\/)/.test(f)), []);
+    assert.deepEqual(
+      named.map((f) => f.replace(/^\.\//, '')).filter((f) => !inTarball.has(f)),
+      [],
+    );
+    assert.deepEqual(
+      files.filter((f) => /\.test\.|test-fixtures|tsbuildinfo/.test(f)),
+      [],
+    );
+    assert.deepEqual(
+      files.filter((f) => !/^(package\.json|README\.md|LICENSE|dist\/|docs\/|proto\/|ops\/)/.test(f)),
+      [],
+    );
   });
 
   it('ships source maps whose every source resolves: inlined, or a file in the package', () => {

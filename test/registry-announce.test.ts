@@ -113,7 +113,10 @@ describe('announce() with signals (child processes)', () => {
         assert.deepEqual([code, signal], [0, null]);
         assert.deepEqual(child.lines, ['ready', 'shutdown SIGTERM gone=true', 'drained']);
         await waitFor('delete seen', () => events.some((e) => e.type === 'delete'));
-        assert.deepEqual(events.map((e) => e.type), ['create', 'delete']);
+        assert.deepEqual(
+          events.map((e) => e.type),
+          ['create', 'delete'],
+        );
       } finally {
         child.proc.kill('SIGKILL');
         ac.abort();

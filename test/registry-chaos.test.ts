@@ -58,7 +58,10 @@ describe('RegistryCache over EtcdRegistry while etcd dies and returns', { skip: 
         let answeredAt = 0;
         while (answeredAt === 0 && Date.now() - restartedAt < 15_000) {
           // at most 20 tries in flight: each gives up after 200 ms
-          void probe.listServices().then(() => void (answeredAt ||= Date.now()), () => {});
+          void probe.listServices().then(
+            () => void (answeredAt ||= Date.now()),
+            () => {},
+          );
           await new Promise((r) => setTimeout(r, 10));
         }
         await probe.close();
@@ -89,7 +92,9 @@ describe('RegistryCache over EtcdRegistry while etcd dies and returns', { skip: 
       await chaos;
       // from the restart, etcd's own start and self-election dominate (1–2 s on a loaded machine); what is
       // ours (reconnect, rewrite, watch) is the time from its first answer
-      t.diagnostic(`etcd served ${returnedAt - restartedAt} ms after its restart; late instance seen ${lateSeenMs} ms after that (${returnedAt - restartedAt + lateSeenMs} ms after the restart); stats ${JSON.stringify(cache.stats())}`);
+      t.diagnostic(
+        `etcd served ${returnedAt - restartedAt} ms after its restart; late instance seen ${lateSeenMs} ms after that (${returnedAt - restartedAt + lateSeenMs} ms after the restart); stats ${JSON.stringify(cache.stats())}`,
+      );
       assert.equal(done, LOOKUPS);
       assert.equal(failed, 0, [...errors].join('\n'));
       assert.ok(cache.stats().stale > 0, 'the outage was seen: some answers were stale');

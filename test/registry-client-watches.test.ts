@@ -53,7 +53,7 @@ describe('ResilientClient on a real etcd', { skip: skipReason(etcdBinary, 'etcd'
       // control: a balancer that follows the registry directly is one more watch, which etcd counts
       direct = new Balancer({ registry: reader, service: 'orders' });
       await direct.ready();
-      await waitFor('the direct follower\'s watch', async () => (await etcdWatchers(etcd.endpoint)) === base + 3);
+      await waitFor("the direct follower's watch", async () => (await etcdWatchers(etcd.endpoint)) === base + 3);
 
       // the new instance reaches the client's balancer through the one watch
       await writer.register({ id: 'orders-3', name: 'orders', address: '127.0.0.1:9003' });

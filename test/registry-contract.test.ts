@@ -100,7 +100,10 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       const name = svc();
       await r.register(inst(name, 'a1'));
       await r.register(inst(name, 'a1', { address: '127.0.0.1:7777' }));
-      assert.deepEqual((await r.getService(name)).map((i) => i.address), ['127.0.0.1:7777']);
+      assert.deepEqual(
+        (await r.getService(name)).map((i) => i.address),
+        ['127.0.0.1:7777'],
+      );
       await r.deregister(inst(name, 'a1'));
       await assert.rejects(r.getService(name), NotFoundError);
       assert.ok(!(await r.listServices()).includes(name));
@@ -140,8 +143,15 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       await r.deregister(inst(name, 'a1'));
       // a layout without versions stores nothing new for the second register: no update
       const expected = caps.version
-        ? [['create', inst(name, 'a1')], ['update', inst(name, 'a1', { version: '2' })], ['delete', inst(name, 'a1', { version: '2' })]] as const
-        : [['create', inst(name, 'a1')], ['delete', inst(name, 'a1')]] as const;
+        ? ([
+            ['create', inst(name, 'a1')],
+            ['update', inst(name, 'a1', { version: '2' })],
+            ['delete', inst(name, 'a1', { version: '2' })],
+          ] as const)
+        : ([
+            ['create', inst(name, 'a1')],
+            ['delete', inst(name, 'a1')],
+          ] as const);
       const got: RegistryEvent[] = [];
       for (let i = 0; i < expected.length; i++) got.push(await w.next());
       assert.deepEqual(
@@ -180,7 +190,10 @@ export function contract(label: string, make: Subject, options: { skip?: string 
       const cache = new RegistryCache(r, { ttlMs: 300, minRetryIntervalMs: 60_000 });
       try {
         await r.register(inst(name, 'a1'));
-        assert.deepEqual((await cache.getService(name)).map((i) => i.id), [readBack(inst(name, 'a1')).id]);
+        assert.deepEqual(
+          (await cache.getService(name)).map((i) => i.id),
+          [readBack(inst(name, 'a1')).id],
+        );
         // the watch brings a2 in without another registry call
         await r.register(inst(name, 'a2'));
         await waitFor('a2 through the watch', async () => (await cache.getService(name)).length === 2, 10_000);
@@ -192,15 +205,22 @@ export function contract(label: string, make: Subject, options: { skip?: string 
         const missing = svc();
         const before = cache.stats().registryCalls;
         await assert.rejects(cache.getService(missing), NotFoundError);
-        await waitFor('a throttled lookup', async () => {
-          await assert.rejects(cache.getService(missing), NotFoundError);
-          return cache.stats().throttled >= 1;
-        }, 10_000);
+        await waitFor(
+          'a throttled lookup',
+          async () => {
+            await assert.rejects(cache.getService(missing), NotFoundError);
+            return cache.stats().throttled >= 1;
+          },
+          10_000,
+        );
         assert.ok(cache.stats().registryCalls - before <= 2, `registry calls for an unknown service: ${cache.stats().registryCalls - before}`);
         // the registry fails (closed): once the entry expires, the last list is answered stale
         await r.close();
         await waitFor('a stale answer', async () => (await cache.getService(name)).length === 1 && cache.stats().stale > 0, 10_000);
-        assert.deepEqual((await cache.getService(name)).map((i) => i.id), [readBack(inst(name, 'a2')).id]);
+        assert.deepEqual(
+          (await cache.getService(name)).map((i) => i.id),
+          [readBack(inst(name, 'a2')).id],
+        );
       } finally {
         await cache.close();
       }

@@ -33,15 +33,16 @@ const make = (p: string, o: Partial<ConstructorParameters<typeof EtcdRegistry>[0
 async function run(count: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<unknown[]> {
   const failures: unknown[] = [];
   let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < count) {
-      const i = next++;
-      await fn(i).catch((err: unknown) => failures.push(err));
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        const i = next++;
+        await fn(i).catch((err: unknown) => failures.push(err));
+      }
+    }),
+  );
   return failures;
 }
-
 
 const show = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''} r${e.revision}`);
 
@@ -76,20 +77,27 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
       const deregisters = await run(200, 8, (i) => r.deregister(inst('many', `m${i}`)));
       // keep-alives run every TTL/3 = 1 s, in turn over the members: let several go by with one member dead
       await waitFor('three keep-alives with the follower dead', () => r.stats().keepAlives >= keepAlivesAtKill + 3, 10_000);
-      assert.deepEqual({ lookups: lookups.length, registers: registers.length, deregisters: deregisters.length }, { lookups: 0, registers: 0, deregisters: 0 }, String(lookups[0] ?? registers[0] ?? deregisters[0]));
+      assert.deepEqual(
+        { lookups: lookups.length, registers: registers.length, deregisters: deregisters.length },
+        { lookups: 0, registers: 0, deregisters: 0 },
+        String(lookups[0] ?? registers[0] ?? deregisters[0]),
+      );
       const s = r.stats();
       assert.equal(s.leasesGranted, before.leasesGranted, 'no lease granted again');
       assert.equal(s.leasesLost, 0);
       assert.equal(s.unavailable, 0);
       assert.ok(memberStats(r, follower!).failures >= 1, 'the dead follower was tried, and skipped');
-      assert.deepEqual((await r.getService('base')).map((i) => i.id), ['b1']);
+      assert.deepEqual(
+        (await r.getService('base')).map((i) => i.id),
+        ['b1'],
+      );
       await assert.rejects(r.getService('many'), { code: 'ERR_NOT_FOUND' });
     } finally {
       await restartDead();
     }
   });
 
-  it('answers every lookup across a leader SIGKILL (those in the election wait, within their deadline), ends equal to the truth, and the watch delivers exactly etcd\'s history', async () => {
+  it("answers every lookup across a leader SIGKILL (those in the election wait, within their deadline), ends equal to the truth, and the watch delivers exactly etcd's history", async () => {
     const p = prefix();
     // keep-alives every 2 s: one due during the election (followers answer them once the new leader serves)
     const writer = make(p, { ttlMs: 6000 });
@@ -152,8 +160,15 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
       assert.equal(cachedFailures.length, 0, `failed cached lookups: ${String(cachedFailures[0])}`);
       assert.ok(Math.max(...latencies) < 3000 + 500, `the slowest lookup waited ${Math.round(Math.max(...latencies))} ms, within its 3 000 ms deadline`);
       // the registry ends equal to the truth, whatever was pending
-      const want = [...truth].map(([id, v]) => `${id}@${v}`).sort().join();
-      const got = async () => (await writer.getServiceListing('ops')).instances.map((i) => `${i.id}@${i.version}`).sort().join();
+      const want = [...truth]
+        .map(([id, v]) => `${id}@${v}`)
+        .sort()
+        .join();
+      const got = async () =>
+        (await writer.getServiceListing('ops')).instances
+          .map((i) => `${i.id}@${i.version}`)
+          .sort()
+          .join();
       await waitFor('the registry to equal the truth', async () => (await got()) === want, 15_000);
       // the watch delivered exactly etcd's history of the service since it started: nothing lost, nothing repeated
       const history = await etcdHistory(raw, `${p}/ops/`, start.revision + 1);
@@ -164,7 +179,9 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
       await w.stop();
       const ws = writer.stats();
       assert.equal(ws.leasesLost, 0, `the writer kept its lease through the election: ${JSON.stringify(ws)}`);
-      process.stdout.write(`# leader kill: ${latencies.length} lookups, a new leader ${Math.round(electedAt - killedAt)} ms after the kill; ${pending} of 100 register/deregister pending at first, slowest lookup ${Math.round(Math.max(...latencies))} ms, writer leases lost ${ws.leasesLost}, keep-alive failures ${ws.keepAliveFailures}\n`);
+      process.stdout.write(
+        `# leader kill: ${latencies.length} lookups, a new leader ${Math.round(electedAt - killedAt)} ms after the kill; ${pending} of 100 register/deregister pending at first, slowest lookup ${Math.round(Math.max(...latencies))} ms, writer leases lost ${ws.leasesLost}, keep-alive failures ${ws.keepAliveFailures}\n`,
+      );
     } finally {
       raw.close();
       await cache.close();
@@ -187,12 +204,18 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
       await writer.register(inst('wm', 'w1', '2'));
       await writer.deregister(inst('wm', 'w2'));
       await waitFor('the events after the kill', () => w.events.length >= 4, 10_000);
-      assert.deepEqual(show(w.events).map((e) => e.split(' r')[0]), ['create w1', 'create w2', 'update w1@2', 'delete w2']);
+      assert.deepEqual(
+        show(w.events).map((e) => e.split(' r')[0]),
+        ['create w1', 'create w2', 'update w1@2', 'delete w2'],
+      );
       const s = watcher.stats();
       assert.equal(s.watchResyncs, 0, 'no resync');
       assert.ok(s.watchMoves >= 1);
       assert.equal(memberStats(watcher, serving).watches, 0, 'served by another member now');
-      assert.equal(s.members.reduce((a, m) => a + m.watches, 0), 1);
+      assert.equal(
+        s.members.reduce((a, m) => a + m.watches, 0),
+        1,
+      );
       assert.equal(w.failure, undefined);
       await w.stop();
     } finally {
@@ -215,10 +238,14 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
     };
     const before = answered();
     // calls go on; the member is tried again when its cooldown ends and answers once gRPC has reconnected
-    await waitFor('a call answered by the restarted member', async () => {
-      await r.getService('spread');
-      return answered() > before;
-    }, 10_000);
+    await waitFor(
+      'a call answered by the restarted member',
+      async () => {
+        await r.getService('spread');
+        return answered() > before;
+      },
+      10_000,
+    );
     const tookMs = Date.now() - restartedAt;
     const attemptsBefore = r.stats().members.map((m) => m.attempts);
     assert.equal((await run(300, 4, () => r.getService('spread'))).length, 0);
@@ -236,7 +263,11 @@ describe('EtcdRegistry on a 3-member etcd cluster', { skip }, () => {
 async function etcdHistory(raw: Etcd3, key: string, from: number): Promise<RegistryEvent[]> {
   const out: RegistryEvent[] = [];
   const current = new Map<string, string>();
-  const before = await raw.getAll().prefix(key).revision(String(from - 1)).exec();
+  const before = await raw
+    .getAll()
+    .prefix(key)
+    .revision(String(from - 1))
+    .exec();
   for (const kv of before.kvs) current.set(kv.key.toString(), kv.value.toString());
   const sentinel = `${key}~end`;
   const watcher = await raw.watch().prefix(key).startRevision(String(from)).create();

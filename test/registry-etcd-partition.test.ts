@@ -128,8 +128,11 @@ async function scenario(role: 'leader' | 'follower'): Promise<void> {
   let detectMs = -1;
   let recoverMs = -1;
   try {
-    const detected = waitFor('every cache to leave the cut member', () => caches.every((c) => c.registry.stats().members.find((m) => m.endpoint === x.endpoint)!.watches === 0), 15_000)
-      .then(() => (detectMs = performance.now() - t0));
+    const detected = waitFor(
+      'every cache to leave the cut member',
+      () => caches.every((c) => c.registry.stats().members.find((m) => m.endpoint === x.endpoint)!.watches === 0),
+      15_000,
+    ).then(() => (detectMs = performance.now() - t0));
     // the first change of the partition: every cache must show it within CONVERGE_MS
     await timed(() => writer.register(inst(service, 'marker')));
     await waitFor('every cache to show the first change of the partition', () => caches.every((c) => seen(c).includes('marker')), 15_000);
@@ -144,9 +147,11 @@ async function scenario(role: 'leader' | 'follower'): Promise<void> {
     }
     assert.equal(ops.length, OPERATIONS);
     let next = 0;
-    await Promise.all(Array.from({ length: 4 }, async () => {
-      while (next < ops.length) await timed(ops[next++]!);
-    }));
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (next < ops.length) await timed(ops[next++]!);
+      }),
+    );
     // uncached lookups go to members with a leader too (the registry of each cache: 5 each)
     for (const c of caches) for (let i = 0; i < 5; i++) await timed(() => c.registry.getService(service));
 
@@ -164,7 +169,19 @@ async function scenario(role: 'leader' | 'follower'): Promise<void> {
   const after = await truth();
   await waitFor('every cache to equal etcd after the heal', () => caches.every((c) => JSON.stringify(seen(c)) === JSON.stringify(after)), 10_000);
   const healMs = performance.now() - healedAt;
-  const row = { scenario: `etcd member partitioned from its peers (${role})`, caches: CACHES, calls: calls.made, failed: calls.failed, longestMs: Math.round(calls.longestMs), detectMs: Math.round(detectMs), recoverMs: Math.round(recoverMs), healMs: Math.round(healMs), truth: 'equal', errors: failures.map((e) => String(e).slice(0, 160)), leaderChecks: caches.map((c) => c.registry.stats().leaderCheckFailures) };
+  const row = {
+    scenario: `etcd member partitioned from its peers (${role})`,
+    caches: CACHES,
+    calls: calls.made,
+    failed: calls.failed,
+    longestMs: Math.round(calls.longestMs),
+    detectMs: Math.round(detectMs),
+    recoverMs: Math.round(recoverMs),
+    healMs: Math.round(healMs),
+    truth: 'equal',
+    errors: failures.map((e) => String(e).slice(0, 160)),
+    leaderChecks: caches.map((c) => c.registry.stats().leaderCheckFailures),
+  };
   console.log(`partition-row ${JSON.stringify(row)}`);
   // A write made while the cluster elects a new leader (or on a machine this loaded) may outlast its
   // deadline: it rejects "pending" (still being written; the truth check above found it written), never anything else.

@@ -37,12 +37,28 @@ const open: Array<{ close(): Promise<void> }> = [];
 
 const tls = () => ({ ca: certs.ca, cert: certs.clientCert, key: certs.clientKey });
 const registry = (o: Partial<EtcdRegistryOptions> = {}) => {
-  const r = new EtcdRegistry({ hosts: etcd.endpoint, prefix: PREFIX, tls: tls(), auth: { username: 'svc', password: PASSWORD }, ttlMs: 5_000, dialTimeoutMs: DIAL_MS, attemptTimeoutMs: DIAL_MS, ...o });
+  const r = new EtcdRegistry({
+    hosts: etcd.endpoint,
+    prefix: PREFIX,
+    tls: tls(),
+    auth: { username: 'svc', password: PASSWORD },
+    ttlMs: 5_000,
+    dialTimeoutMs: DIAL_MS,
+    attemptTimeoutMs: DIAL_MS,
+    ...o,
+  });
   open.push(r);
   return r;
 };
 const fleetStore = (o: Partial<ConstructorParameters<typeof EtcdFleetStore>[0]> = {}) => {
-  const s = new EtcdFleetStore({ etcd: etcd.endpoint, prefix: FLEET_PREFIX, tls: tls(), auth: { username: 'svc', password: PASSWORD }, timeoutMs: DIAL_MS, ...o });
+  const s = new EtcdFleetStore({
+    etcd: etcd.endpoint,
+    prefix: FLEET_PREFIX,
+    tls: tls(),
+    auth: { username: 'svc', password: PASSWORD },
+    timeoutMs: DIAL_MS,
+    ...o,
+  });
   open.push(s);
   return s;
 };
@@ -67,13 +83,20 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
   before(async () => {
     certs = makeCertificates();
     etcd = await startEtcd({ tls: certs });
-    const admin = new Etcd3({ hosts: etcd.endpoint, credentials: { rootCertificate: await read(certs.ca), privateKey: await read(certs.clientKey), certChain: await read(certs.clientCert) } });
+    const admin = new Etcd3({
+      hosts: etcd.endpoint,
+      credentials: { rootCertificate: await read(certs.ca), privateKey: await read(certs.clientKey), certChain: await read(certs.clientCert) },
+    });
     try {
       await enableAuth(admin, ROOT_PASSWORD);
     } finally {
       admin.close();
     }
-    const root = new Etcd3({ hosts: etcd.endpoint, credentials: { rootCertificate: await read(certs.ca), privateKey: await read(certs.clientKey), certChain: await read(certs.clientCert) }, auth: { username: 'root', password: ROOT_PASSWORD } });
+    const root = new Etcd3({
+      hosts: etcd.endpoint,
+      credentials: { rootCertificate: await read(certs.ca), privateKey: await read(certs.clientKey), certChain: await read(certs.clientCert) },
+      auth: { username: 'root', password: ROOT_PASSWORD },
+    });
     try {
       const svc = await root.role('svc').create();
       await svc.grant({ permission: 'Readwrite', range: root.range({ prefix: `${PREFIX}/` }) });
@@ -101,7 +124,10 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     const b = registry();
     const w = await collect(b, 'tls-svc');
     await a.register({ id: 'i1', name: 'tls-svc', address: '127.0.0.1:9001' });
-    assert.deepEqual((await b.getService('tls-svc')).map((i) => i.id), ['i1']);
+    assert.deepEqual(
+      (await b.getService('tls-svc')).map((i) => i.id),
+      ['i1'],
+    );
     await waitFor('the watch to see i1', () => w.events.some((e) => e.type === 'create' && e.instance.id === 'i1'), 30_000);
     await w.stop();
     assert.equal(w.failure, undefined);
@@ -120,7 +146,10 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     // nothing tells from an etcd down, so it is retried until the deadline like one (see docs/registry.md)
     const r = registry({ tls: { ca: certs.ca }, dialTimeoutMs: 3_000, attemptTimeoutMs: 1_000 });
     const start = Date.now();
-    const err = await r.getService('tls-svc').then(() => assert.fail('expected a refusal'), (e: unknown) => e);
+    const err = await r.getService('tls-svc').then(
+      () => assert.fail('expected a refusal'),
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof RegistryUnavailableError && !(err instanceof RegistryDeniedError), String(err));
     assert.match(err.message, new RegExp(`no etcd member answered range within 3000 ms \\(${etcd.endpoint}\\)`));
     assert.ok(Date.now() - start < 3_000 + 5_000, `took ${Date.now() - start} ms`);
@@ -130,9 +159,12 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     const r = registry({ auth: { username: 'svc', password: 'not-the-password' } });
     await rejectsDenied(r.getService('tls-svc'), /authentication failed/);
     // a watch's first listing is refused the same way: the iteration rejects, it does not wait
-    await rejectsDenied((async () => {
-      for await (const _ of r.watch({ service: 'tls-svc' })) break;
-    })(), /authentication failed/);
+    await rejectsDenied(
+      (async () => {
+        for await (const _ of r.watch({ service: 'tls-svc' })) break;
+      })(),
+      /authentication failed/,
+    );
     assert.ok(!JSON.stringify(r.stats()).includes('not-the-password'));
   });
 
@@ -153,11 +185,18 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     const b = fleetStore();
     const seen: string[] = [];
     let up = false;
-    const stop = b.watch('dep', (e) => seen.push(e.type === 'report' ? `report ${e.report.caller} ${e.report.calls}` : e.type), (u) => (up = u));
+    const stop = b.watch(
+      'dep',
+      (e) => seen.push(e.type === 'report' ? `report ${e.report.caller} ${e.report.calls}` : e.type),
+      (u) => (up = u),
+    );
     await waitFor('the watch to be up', () => up, 30_000);
     await a.publish('dep', { caller: a.callerId, gen: 0, calls: 7, failures: 1 }, 5_000);
     const snap = await b.snapshot('dep');
-    assert.deepEqual(snap.reports.map((r) => [r.caller, r.calls, r.failures]), [[a.callerId, 7, 1]]);
+    assert.deepEqual(
+      snap.reports.map((r) => [r.caller, r.calls, r.failures]),
+      [[a.callerId, 7, 1]],
+    );
     await waitFor('the watch to see the report', () => seen.includes(`report ${a.callerId} 7`), 30_000);
     stop();
   });
@@ -169,21 +208,54 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
   });
 
   it('the rule store writes, lists and watches over TLS as the user; bulwark rules reads it with the same settings, and a wrong password is refused', async () => {
-    const store = new EtcdRuleStore({ hosts: etcd.endpoint, prefix: RULES_PREFIX, tls: tls(), auth: { username: 'svc', password: PASSWORD }, dialTimeoutMs: DIAL_MS, attemptTimeoutMs: DIAL_MS });
+    const store = new EtcdRuleStore({
+      hosts: etcd.endpoint,
+      prefix: RULES_PREFIX,
+      tls: tls(),
+      auth: { username: 'svc', password: PASSWORD },
+      dialTimeoutMs: DIAL_MS,
+      attemptTimeoutMs: DIAL_MS,
+    });
     open.push(store);
     const seen: string[] = [];
     const watch = store.watch(0, (c) => void seen.push(...(c.type === 'changes' ? c.changes : c.records).map((x) => x.key)));
     open.push(watch);
     const revision = await store.put('orders/token-limiter/api', JSON.stringify({ set: { rate: 50 } }));
     assert.ok(revision > 0);
-    assert.deepEqual((await store.list()).records.map((r) => r.key), ['orders/token-limiter/api']);
+    assert.deepEqual(
+      (await store.list()).records.map((r) => r.key),
+      ['orders/token-limiter/api'],
+    );
     await waitFor('the watched change', () => seen.includes('orders/token-limiter/api'), 20_000);
     const member = etcd.endpoint.replace('https://', '');
-    const args = ['rules', 'ls', '--store', `etcd://${member}`, '--prefix', RULES_PREFIX, '--json', '--etcd-ca', certs.ca, '--etcd-cert', certs.clientCert, '--etcd-key', certs.clientKey, '--etcd-user', 'svc'];
+    const args = [
+      'rules',
+      'ls',
+      '--store',
+      `etcd://${member}`,
+      '--prefix',
+      RULES_PREFIX,
+      '--json',
+      '--etcd-ca',
+      certs.ca,
+      '--etcd-cert',
+      certs.clientCert,
+      '--etcd-key',
+      certs.clientKey,
+      '--etcd-user',
+      'svc',
+    ];
     const ok = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: PASSWORD });
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /orders\/token-limiter\/api/);
-    const bad = new EtcdRuleStore({ hosts: etcd.endpoint, prefix: RULES_PREFIX, tls: tls(), auth: { username: 'svc', password: 'not-the-password' }, dialTimeoutMs: DIAL_MS, attemptTimeoutMs: DIAL_MS });
+    const bad = new EtcdRuleStore({
+      hosts: etcd.endpoint,
+      prefix: RULES_PREFIX,
+      tls: tls(),
+      auth: { username: 'svc', password: 'not-the-password' },
+      dialTimeoutMs: DIAL_MS,
+      attemptTimeoutMs: DIAL_MS,
+    });
     open.push(bad);
     await rejectsDenied(bad.list(), /authentication failed/);
   });
@@ -192,22 +264,56 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     const a = registry();
     await a.register({ id: 'cli-1', name: 'tls-cli', address: '127.0.0.1:9003' });
     const member = etcd.endpoint.replace('https://', '');
-    const args = ['registry', 'ls', '--registry', `etcd://${member}`, '--etcd-prefix', PREFIX, '--service', 'tls-cli', '--json', '--etcd-ca', certs.ca, '--etcd-cert', certs.clientCert, '--etcd-key', certs.clientKey, '--etcd-user', 'svc', '--timeout', '20s'];
+    const args = [
+      'registry',
+      'ls',
+      '--registry',
+      `etcd://${member}`,
+      '--etcd-prefix',
+      PREFIX,
+      '--service',
+      'tls-cli',
+      '--json',
+      '--etcd-ca',
+      certs.ca,
+      '--etcd-cert',
+      certs.clientCert,
+      '--etcd-key',
+      certs.clientKey,
+      '--etcd-user',
+      'svc',
+      '--timeout',
+      '20s',
+    ];
     const ok = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: PASSWORD });
     assert.equal(ok.code, 0, ok.stderr);
-    assert.deepEqual((JSON.parse(ok.stdout) as { services: Array<{ instances: Array<{ id: string }> }> }).services[0]!.instances.map((i) => i.id), ['cli-1']);
+    assert.deepEqual(
+      (JSON.parse(ok.stdout) as { services: Array<{ instances: Array<{ id: string }> }> }).services[0]!.instances.map((i) => i.id),
+      ['cli-1'],
+    );
     const bad = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: 'not-the-password' });
     assert.equal(bad.code, 1, bad.stderr);
     assert.match(bad.stderr, /authentication failed/);
     assert.ok(!bad.stderr.includes('not-the-password'));
     // the settings from the environment alone, as a service manager would set them
-    const env = await runBulwark(args.filter((x, i) => !/^--etcd-(ca|cert|key|user)$/.test(x) && !/^--etcd-(ca|cert|key|user)$/.test(args[i - 1] ?? '')), 90_000, {
-      BULWARK_ETCD_CA: certs.ca, BULWARK_ETCD_CERT: certs.clientCert, BULWARK_ETCD_KEY: certs.clientKey, BULWARK_ETCD_USER: 'svc', BULWARK_ETCD_PASSWORD: PASSWORD,
-    });
+    const env = await runBulwark(
+      args.filter((x, i) => !/^--etcd-(ca|cert|key|user)$/.test(x) && !/^--etcd-(ca|cert|key|user)$/.test(args[i - 1] ?? '')),
+      90_000,
+      {
+        BULWARK_ETCD_CA: certs.ca,
+        BULWARK_ETCD_CERT: certs.clientCert,
+        BULWARK_ETCD_KEY: certs.clientKey,
+        BULWARK_ETCD_USER: 'svc',
+        BULWARK_ETCD_PASSWORD: PASSWORD,
+      },
+    );
     assert.equal(env.code, 0, env.stderr);
     const flag = await runBulwark([...args, '--etcd-password', PASSWORD], 90_000);
     assert.equal(flag.code, 2);
-    assert.match(flag.stderr, /--etcd-password would show the password to every user of the machine \(ps\): set BULWARK_ETCD_PASSWORD or give --etcd-password-file/);
+    assert.match(
+      flag.stderr,
+      /--etcd-password would show the password to every user of the machine \(ps\): set BULWARK_ETCD_PASSWORD or give --etcd-password-file/,
+    );
     assert.ok(!flag.stderr.includes(PASSWORD));
   });
 });

@@ -80,7 +80,6 @@ async function ownEtcd(fn: (own: Own) => Promise<void>): Promise<void> {
   }
 }
 
-
 const summary = (es: RegistryEvent[]) => es.map((e) => `${e.type} ${e.instance.id}${e.instance.version ? `@${e.instance.version}` : ''}`);
 
 /**
@@ -168,10 +167,21 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
       child.stdout!.on('data', (b: Buffer) => b.toString().includes('registered') && res());
       child.once('exit', () => rej(new Error('child exited before registering')));
     });
-    assert.deepEqual((await watcher.getService('doomed')).map((i) => i.id), ['d1']);
+    assert.deepEqual(
+      (await watcher.getService('doomed')).map((i) => i.id),
+      ['d1'],
+    );
     child.kill('SIGKILL');
     const killedAt = Date.now();
-    await waitFor('the dead instance to expire', async () => watcher.getService('doomed').then(() => false, (e) => e instanceof NotFoundError), 20_000);
+    await waitFor(
+      'the dead instance to expire',
+      async () =>
+        watcher.getService('doomed').then(
+          () => false,
+          (e) => e instanceof NotFoundError,
+        ),
+      20_000,
+    );
     // etcd may raise a short TTL to its minimum and expires leases on its own schedule: only a loose lower bound
     assert.ok(Date.now() - killedAt >= 1000, 'expired no earlier than about its TTL');
     await waitFor('the delete event', () => w.events.some((e) => e.type === 'delete'), 5000);
@@ -209,7 +219,10 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     await waitFor('all 300 instances back', async () => (await r.getService('many').catch(() => [])).length === 300, 15_000);
     const back = await raw.getAll().prefix(`${p}/many/`).exec();
     assert.equal(back.kvs.length, 300);
-    assert.ok(back.kvs.every((kv) => kv.lease !== lease && kv.lease === back.kvs[0]!.lease), 'all under one new lease');
+    assert.ok(
+      back.kvs.every((kv) => kv.lease !== lease && kv.lease === back.kvs[0]!.lease),
+      'all under one new lease',
+    );
     assert.equal((await r.getService('many')).filter((i) => i.metadata?.blob === big.blob).length, 43);
   });
 
@@ -219,7 +232,10 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     await r.register(inst('rev', 'r1'));
     const w = await collect(r, 'rev');
     const before = await r.getServiceListing('rev');
-    assert.deepEqual(before.instances.map((i) => i.id), ['r1']);
+    assert.deepEqual(
+      before.instances.map((i) => i.id),
+      ['r1'],
+    );
     await r.register(inst('rev', 'r2'));
     await r.deregister(inst('rev', 'r1'));
     await waitFor('two events', () => w.events.length === 2, 5000);
@@ -264,7 +280,7 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     assert.ok(slowest < 500, `the slowest watch took ${Math.round(slowest)} ms to be established on a loopback etcd`);
   });
 
-  it('delivers a change it makes right after watch() even when the watch\'s listing reaches etcd after it (one endpoint slowed by a proxy)', async () => {
+  it("delivers a change it makes right after watch() even when the watch's listing reaches etcd after it (one endpoint slowed by a proxy)", async () => {
     // two endpoints to the same etcd, one through a proxy holding each chunk 100 ms: calls take them in
     // turn, and the order of the two alternates, so in some rounds the listing goes the slow way and the
     // put the fast one, and etcd applies the put first. Listed at the current revision, that put was in the listing and came as no event.
@@ -307,8 +323,14 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     await raw.put(`${p}/api/bad`).value('{not json');
     await raw.put(`${p}/api/other`).value(JSON.stringify(inst('api', 'someone-else')));
     await raw.put(`${p}/api/shape`).value(JSON.stringify({ id: 'shape', name: 'api', address: 42 }));
-    assert.deepEqual((await r.getService('api')).map((i) => i.id), ['good']);
-    assert.deepEqual((await r.getService('api')).map((i) => i.id), ['good']);
+    assert.deepEqual(
+      (await r.getService('api')).map((i) => i.id),
+      ['good'],
+    );
+    assert.deepEqual(
+      (await r.getService('api')).map((i) => i.id),
+      ['good'],
+    );
     assert.equal(warnings.length, 3, warnings.join('\n'));
     assert.ok(warnings.some((w) => w.includes('not JSON')));
     const w = await collect(r, 'api');
@@ -334,81 +356,85 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     await assert.rejects(it.next(), RegistryUnavailableError);
   });
 
-  it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', () => ownEtcd(async ({ etcd, make }) => {
-    const r = make({ dialTimeoutMs: 1500, prefix: prefix() });
-    await r.register(inst('api', 'a1'));
-    await sigstop(etcd);
-    try {
-      const t0 = Date.now();
-      await assert.rejects(r.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(etcd.endpoint));
-      assert.ok(Date.now() - t0 < 5000);
-      const t1 = Date.now();
-      await assert.rejects(r.register(inst('api', 'a2')), RegistryPendingError);
-      await assert.rejects(r.deregister(inst('api', 'a1')), RegistryPendingError);
-      assert.ok(Date.now() - t1 < 8000);
-      assert.equal(r.stats().pending, 2);
-      // the caller's signal ends the wait at once (the change is still carried out)
-      const t2 = Date.now();
-      await assert.rejects(r.getService('api', { signal: AbortSignal.timeout(50) }), AbortedError);
-      await assert.rejects(r.register(inst('api', 'a3'), { signal: AbortSignal.timeout(50) }), AbortedError);
-      await assert.rejects(r.deregister(inst('api', 'a3'), { signal: AbortSignal.timeout(50) }), AbortedError);
-      assert.ok(Date.now() - t2 < 1000, 'aborted, not timed out');
-    } finally {
-      etcd.process.signal('SIGCONT');
-    }
-    // the register and the deregister made while etcd was stopped are carried out once it answers
-    await waitFor('a2 written and a1 deleted', async () => (await r.getService('api').catch(() => [])).map((i) => i.id).join() === 'a2', 10_000);
-    await waitFor('nothing pending', () => r.stats().pending === 0, 5000);
-  }));
+  it('rejects within the dial timeout, never hangs, when etcd is stopped (SIGSTOP) mid-flight', () =>
+    ownEtcd(async ({ etcd, make }) => {
+      const r = make({ dialTimeoutMs: 1500, prefix: prefix() });
+      await r.register(inst('api', 'a1'));
+      await sigstop(etcd);
+      try {
+        const t0 = Date.now();
+        await assert.rejects(r.getService('api'), (e: unknown) => e instanceof RegistryUnavailableError && e.message.includes(etcd.endpoint));
+        assert.ok(Date.now() - t0 < 5000);
+        const t1 = Date.now();
+        await assert.rejects(r.register(inst('api', 'a2')), RegistryPendingError);
+        await assert.rejects(r.deregister(inst('api', 'a1')), RegistryPendingError);
+        assert.ok(Date.now() - t1 < 8000);
+        assert.equal(r.stats().pending, 2);
+        // the caller's signal ends the wait at once (the change is still carried out)
+        const t2 = Date.now();
+        await assert.rejects(r.getService('api', { signal: AbortSignal.timeout(50) }), AbortedError);
+        await assert.rejects(r.register(inst('api', 'a3'), { signal: AbortSignal.timeout(50) }), AbortedError);
+        await assert.rejects(r.deregister(inst('api', 'a3'), { signal: AbortSignal.timeout(50) }), AbortedError);
+        assert.ok(Date.now() - t2 < 1000, 'aborted, not timed out');
+      } finally {
+        etcd.process.signal('SIGCONT');
+      }
+      // the register and the deregister made while etcd was stopped are carried out once it answers
+      await waitFor('a2 written and a1 deleted', async () => (await r.getService('api').catch(() => [])).map((i) => i.id).join() === 'a2', 10_000);
+      await waitFor('nothing pending', () => r.stats().pending === 0, 5000);
+    }));
 
-  it('keeps its lease through keep-alives no member answered, while the TTL has not passed', () => ownEtcd(async ({ etcd, raw, make }) => {
-    const p = prefix();
-    const r = make({ prefix: p, ttlMs: 5000, dialTimeoutMs: 1500 });
-    await r.register(inst('kept', 'k1'));
-    const lease = (await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease;
-    await sigstop(etcd);
-    try {
-      // the keep-alive due at TTL/3 gets no answer within the 1.5 s call deadline
-      await waitFor('a failed keep-alive', () => r.stats().keepAliveFailures >= 1, 10_000);
-    } finally {
-      etcd.process.signal('SIGCONT');
-    }
-    const failedAt = r.stats();
-    assert.equal(failedAt.leasesLost, 0, 'one unanswered keep-alive is no reason to give the lease up');
-    await waitFor('a keep-alive answered again', () => r.stats().keepAlives > failedAt.keepAlives, 10_000);
-    const s = r.stats();
-    assert.deepEqual({ lost: s.leasesLost, granted: s.leasesGranted, rewrites: s.rewrites }, { lost: 0, granted: 1, rewrites: 0 });
-    assert.equal((await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease, lease, 'the same lease');
-  }));
+  it('keeps its lease through keep-alives no member answered, while the TTL has not passed', () =>
+    ownEtcd(async ({ etcd, raw, make }) => {
+      const p = prefix();
+      const r = make({ prefix: p, ttlMs: 5000, dialTimeoutMs: 1500 });
+      await r.register(inst('kept', 'k1'));
+      const lease = (await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease;
+      await sigstop(etcd);
+      try {
+        // the keep-alive due at TTL/3 gets no answer within the 1.5 s call deadline
+        await waitFor('a failed keep-alive', () => r.stats().keepAliveFailures >= 1, 10_000);
+      } finally {
+        etcd.process.signal('SIGCONT');
+      }
+      const failedAt = r.stats();
+      assert.equal(failedAt.leasesLost, 0, 'one unanswered keep-alive is no reason to give the lease up');
+      await waitFor('a keep-alive answered again', () => r.stats().keepAlives > failedAt.keepAlives, 10_000);
+      const s = r.stats();
+      assert.deepEqual({ lost: s.leasesLost, granted: s.leasesGranted, rewrites: s.rewrites }, { lost: 0, granted: 1, rewrites: 0 });
+      assert.equal((await raw.get(`${p}/kept/k1`).exec()).kvs[0]!.lease, lease, 'the same lease');
+    }));
 
-  it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', () => ownEtcd(async ({ etcd, make }) => {
-    const p = prefix();
-    const writer = make({ prefix: p, ttlMs: 3000 });
-    const reader = make({ prefix: p });
-    const w = await collect(reader, 'api');
-    await writer.register(inst('api', 'a1'));
-    await writer.register(inst('api', 'a2'));
-    await waitFor('two creates', () => w.events.length === 2, 5000);
-    await etcd.kill();
-    await assert.rejects(writer.register(inst('api', 'a3')), RegistryPendingError); // remembered, written on return
-    await waitFor('the watch to lose its stream', () => reader.stats().watchMoves >= 1, 10_000);
-    await etcd.restart();
-    await waitFor('all three instances', async () => (await writer.getService('api').catch(() => [])).length === 3, 15_000);
-    await writer.deregister(inst('api', 'a1'));
-    await writer.register(inst('api', 'a2', { version: '2' }));
-    // A last event marks the end: the stream delivers in revision order, so anything lost would be missing
-    // before it and anything repeated (a replay from an older revision) would arrive before it.
-    await writer.register(inst('api', 'end'));
-    await waitFor('the watch to reach the last event', () => w.events.some((e) => e.instance.id === 'end'), 10_000);
-    assert.deepEqual(summary(w.events), ['create a1', 'create a2', 'create a3', 'delete a1', 'update a2@2', 'create end']);
-    assert.equal(w.failure, undefined);
-    await w.stop();
-  }));
+  it('brings registrations back by themselves after etcd is killed and restarted, and a watch across it loses and repeats nothing', () =>
+    ownEtcd(async ({ etcd, make }) => {
+      const p = prefix();
+      const writer = make({ prefix: p, ttlMs: 3000 });
+      const reader = make({ prefix: p });
+      const w = await collect(reader, 'api');
+      await writer.register(inst('api', 'a1'));
+      await writer.register(inst('api', 'a2'));
+      await waitFor('two creates', () => w.events.length === 2, 5000);
+      await etcd.kill();
+      await assert.rejects(writer.register(inst('api', 'a3')), RegistryPendingError); // remembered, written on return
+      await waitFor('the watch to lose its stream', () => reader.stats().watchMoves >= 1, 10_000);
+      await etcd.restart();
+      await waitFor('all three instances', async () => (await writer.getService('api').catch(() => [])).length === 3, 15_000);
+      await writer.deregister(inst('api', 'a1'));
+      await writer.register(inst('api', 'a2', { version: '2' }));
+      // A last event marks the end: the stream delivers in revision order, so anything lost would be missing
+      // before it and anything repeated (a replay from an older revision) would arrive before it.
+      await writer.register(inst('api', 'end'));
+      await waitFor('the watch to reach the last event', () => w.events.some((e) => e.instance.id === 'end'), 10_000);
+      assert.deepEqual(summary(w.events), ['create a1', 'create a2', 'create a3', 'delete a1', 'update a2@2', 'create end']);
+      assert.equal(w.failure, undefined);
+      await w.stop();
+    }));
 
-  it('lets its process exit within 2 s of close() after a watch lost its stream to a dead etcd (etcd3 leaves no reconnect timer behind)', () => ownEtcd(async ({ etcd }) => {
-    // etcd3 sets a reconnect timer on every broken watch stream, doubling from 128 ms to 30 s; eight broken
-    // streams make it several seconds long, which a process would wait out after close() if it were left.
-    const code = `
+  it('lets its process exit within 2 s of close() after a watch lost its stream to a dead etcd (etcd3 leaves no reconnect timer behind)', () =>
+    ownEtcd(async ({ etcd }) => {
+      // etcd3 sets a reconnect timer on every broken watch stream, doubling from 128 ms to 30 s; eight broken
+      // streams make it several seconds long, which a process would wait out after close() if it were left.
+      const code = `
       const { EtcdRegistry } = await import(${JSON.stringify(REGISTRY_MODULE)});
       const r = new EtcdRegistry({ hosts: ${JSON.stringify(etcd.endpoint)}, prefix: '/exit-test', dialTimeoutMs: 1000 });
       const events = r.watch({ service: 'w', onReady: () => console.log('watching') });
@@ -420,91 +446,97 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
         await r.close();
         console.log('closed');
       }, 20);`;
-    const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const lines: string[] = [];
-    let closedAt = 0;
-    let stderr = '';
-    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.stdout!.on('data', (b: Buffer) => {
-      for (const l of b.toString().split('\n').filter(Boolean)) {
-        lines.push(l);
-        if (l === 'closed') closedAt = Date.now();
+      const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const lines: string[] = [];
+      let closedAt = 0;
+      let stderr = '';
+      child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+      child.stdout!.on('data', (b: Buffer) => {
+        for (const l of b.toString().split('\n').filter(Boolean)) {
+          lines.push(l);
+          if (l === 'closed') closedAt = Date.now();
+        }
+      });
+      const exited = new Promise<{ code: number | null; at: number }>((r) => child.once('exit', (code) => r({ code, at: Date.now() })));
+      try {
+        await waitFor('the child to watch', () => lines.includes('watching') || child.exitCode !== null, 20_000);
+        assert.ok(lines.includes('watching'), `${lines.join('\n')}\n${stderr}`);
+        await etcd.kill();
+        await waitFor('the child to close its registry after eight broken watch streams', () => closedAt > 0 || child.exitCode !== null, 30_000);
+        assert.ok(closedAt > 0, `${lines.join('\n')}\n${stderr}`);
+        let timer: NodeJS.Timeout | undefined;
+        const exit = await Promise.race([exited, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 40_000)))]);
+        clearTimeout(timer);
+        assert.ok(exit !== undefined, 'the child was still running 40 s after close()');
+        assert.equal(exit.code, 0, stderr);
+        assert.ok(exit.at - closedAt < 2000, `the child exited ${exit.at - closedAt} ms after close()`);
+      } finally {
+        child.kill('SIGKILL');
       }
-    });
-    const exited = new Promise<{ code: number | null; at: number }>((r) => child.once('exit', (code) => r({ code, at: Date.now() })));
-    try {
-      await waitFor('the child to watch', () => lines.includes('watching') || child.exitCode !== null, 20_000);
-      assert.ok(lines.includes('watching'), `${lines.join('\n')}\n${stderr}`);
-      await etcd.kill();
-      await waitFor('the child to close its registry after eight broken watch streams', () => closedAt > 0 || child.exitCode !== null, 30_000);
-      assert.ok(closedAt > 0, `${lines.join('\n')}\n${stderr}`);
-      let timer: NodeJS.Timeout | undefined;
-      const exit = await Promise.race([exited, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 40_000)))]);
-      clearTimeout(timer);
-      assert.ok(exit !== undefined, 'the child was still running 40 s after close()');
-      assert.equal(exit.code, 0, stderr);
-      assert.ok(exit.at - closedAt < 2000, `the child exited ${exit.at - closedAt} ms after close()`);
-    } finally {
-      child.kill('SIGKILL');
-    }
-  }));
+    }));
 
-  it('resyncs with exactly the right events when the revision to resume from was compacted', () => ownEtcd(async ({ etcd, raw, make }) => {
-    const p = prefix();
-    const px = await proxy(Number(new URL(etcd.endpoint).port));
-    try {
-      const writer = make({ prefix: p, ttlMs: 5000 });
-      const reader = make({ prefix: p, hosts: px.endpoint, dialTimeoutMs: 1000 });
-      await writer.register(inst('api', 'a1'));
-      await writer.register(inst('api', 'a2'));
-      await writer.register(inst('api', 'a3'));
-      const w = await collect(reader, 'api');
-      px.cut();
-      await writer.deregister(inst('api', 'a2'));
-      await writer.register(inst('api', 'a3', { version: '2' }));
-      await writer.register(inst('api', 'b1'));
-      await writer.register(inst('api', 'b2'));
-      await writer.deregister(inst('api', 'b2'));
-      const head = await raw.get(`${p}/api/b1`).exec();
+  it('resyncs with exactly the right events when the revision to resume from was compacted', () =>
+    ownEtcd(async ({ etcd, raw, make }) => {
+      const p = prefix();
+      const px = await proxy(Number(new URL(etcd.endpoint).port));
+      try {
+        const writer = make({ prefix: p, ttlMs: 5000 });
+        const reader = make({ prefix: p, hosts: px.endpoint, dialTimeoutMs: 1000 });
+        await writer.register(inst('api', 'a1'));
+        await writer.register(inst('api', 'a2'));
+        await writer.register(inst('api', 'a3'));
+        const w = await collect(reader, 'api');
+        px.cut();
+        await writer.deregister(inst('api', 'a2'));
+        await writer.register(inst('api', 'a3', { version: '2' }));
+        await writer.register(inst('api', 'b1'));
+        await writer.register(inst('api', 'b2'));
+        await writer.deregister(inst('api', 'b2'));
+        const head = await raw.get(`${p}/api/b1`).exec();
+        await raw.kv.compact({ revision: head.header.revision, physical: true });
+        px.restore();
+        await waitFor('the resync events', () => w.events.length >= 3, 15_000);
+        await writer.register(inst('api', 'c1'));
+        await waitFor('the event after the resync', () => w.events.length >= 4, 10_000);
+        const resync = summary(w.events.slice(0, 3)).sort();
+        assert.deepEqual(resync, ['create b1', 'delete a2', 'update a3@2']);
+        assert.deepEqual(summary(w.events.slice(3)), ['create c1']);
+        assert.equal(w.failure, undefined);
+        assert.ok(reader.stats().watchResyncs >= 1);
+        await w.stop();
+      } finally {
+        await px.close();
+      }
+    }));
+
+  it('lists at the current revision when the revision the registry last saw was compacted before watch()', () =>
+    ownEtcd(async ({ raw, make }) => {
+      const p = prefix();
+      const r = make({ prefix: p });
+      await r.register(inst('api', 'a1')); // the registry's newest revision: compacted below
+      await raw.put(`${p}/api/a2`).value(JSON.stringify(inst('api', 'a2')));
+      const head = await raw.put(`${p}/other`).value('x');
       await raw.kv.compact({ revision: head.header.revision, physical: true });
-      px.restore();
-      await waitFor('the resync events', () => w.events.length >= 3, 15_000);
-      await writer.register(inst('api', 'c1'));
-      await waitFor('the event after the resync', () => w.events.length >= 4, 10_000);
-      const resync = summary(w.events.slice(0, 3)).sort();
-      assert.deepEqual(resync, ['create b1', 'delete a2', 'update a3@2']);
-      assert.deepEqual(summary(w.events.slice(3)), ['create c1']);
-      assert.equal(w.failure, undefined);
-      assert.ok(reader.stats().watchResyncs >= 1);
-      await w.stop();
-    } finally {
-      await px.close();
-    }
-  }));
-
-  it('lists at the current revision when the revision the registry last saw was compacted before watch()', () => ownEtcd(async ({ raw, make }) => {
-    const p = prefix();
-    const r = make({ prefix: p });
-    await r.register(inst('api', 'a1')); // the registry's newest revision: compacted below
-    await raw.put(`${p}/api/a2`).value(JSON.stringify(inst('api', 'a2')));
-    const head = await raw.put(`${p}/other`).value('x');
-    await raw.kv.compact({ revision: head.header.revision, physical: true });
-    let ready = false;
-    const events: RegistryEvent[] = [];
-    let failure: unknown;
-    const ac = new AbortController();
-    const done = (async () => {
-      for await (const e of r.watch({ service: 'api', signal: ac.signal, onReady: () => (ready = true) })) events.push(e);
-    })().catch((err: unknown) => (failure = err));
-    await waitFor('the watch ready', () => ready || failure !== undefined, 5_000);
-    assert.equal(failure, undefined);
-    await r.register(inst('api', 'b1'));
-    await waitFor('the create of b1', () => events.length > 0, 5_000);
-    assert.deepEqual(events.map((e) => `${e.type} ${e.instance.id}`), ['create b1'], 'a2 was in the listing (at the current revision), not an event');
-    assert.equal(r.stats().watchResyncs, 0);
-    ac.abort();
-    await done;
-  }));
+      let ready = false;
+      const events: RegistryEvent[] = [];
+      let failure: unknown;
+      const ac = new AbortController();
+      const done = (async () => {
+        for await (const e of r.watch({ service: 'api', signal: ac.signal, onReady: () => (ready = true) })) events.push(e);
+      })().catch((err: unknown) => (failure = err));
+      await waitFor('the watch ready', () => ready || failure !== undefined, 5_000);
+      assert.equal(failure, undefined);
+      await r.register(inst('api', 'b1'));
+      await waitFor('the create of b1', () => events.length > 0, 5_000);
+      assert.deepEqual(
+        events.map((e) => `${e.type} ${e.instance.id}`),
+        ['create b1'],
+        'a2 was in the listing (at the current revision), not an event',
+      );
+      assert.equal(r.stats().watchResyncs, 0);
+      ac.abort();
+      await done;
+    }));
 
   it('gives instances with their own ttlMs a lease of that TTL (one lease per distinct TTL), and drops a lease nothing uses', async () => {
     const p = prefix();
@@ -553,7 +585,10 @@ describe('EtcdRegistry on a real etcd', { skip, concurrency: 4 }, () => {
     for (let i = 0; i < 20; i++) assert.equal((await r.getService('two')).length, 20);
     const s = r.stats();
     assert.equal(s.unavailable, 0);
-    assert.deepEqual(s.members.map((m) => m.live), [false, true]);
+    assert.deepEqual(
+      s.members.map((m) => m.live),
+      [false, true],
+    );
     assert.ok(s.members[0]!.failures >= 1 && s.members[0]!.failures <= 3, `the dead host is skipped while cooling down: ${JSON.stringify(s.members)}`);
   });
 

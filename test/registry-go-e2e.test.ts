@@ -21,7 +21,8 @@ import { skipReason, waitFor } from './support/servers.js';
 
 const SOURCE = fileURLToPath(new URL('./support/go-registry-peer.go', import.meta.url));
 const etcdSkip = skipReason(etcdBinary, 'etcd');
-const build: GoBuild = etcdSkip !== undefined ? { skip: etcdSkip } : await buildGo(SOURCE, [{ importPath: 'go.etcd.io/etcd/clientv3', debian: 'golang-etcd-server-dev' }]);
+const build: GoBuild =
+  etcdSkip !== undefined ? { skip: etcdSkip } : await buildGo(SOURCE, [{ importPath: 'go.etcd.io/etcd/clientv3', debian: 'golang-etcd-server-dev' }]);
 const skip = 'skip' in build ? build.skip : undefined;
 /** The lease TTL both sides register with, and the bound on leaving rotation after a SIGKILL. */
 const TTL_MS = 2_000;
@@ -44,14 +45,21 @@ describe('a service in the go-zero layout, end to end', { skip }, () => {
   });
 
   /** leftWithin waits until `cache` no longer lists `address`, and answers how long after `since` that was. */
-  async function leftAfter(cache: { getService(n: string): Promise<readonly { address: string }[]> }, service: string, address: string, since: number): Promise<number> {
+  async function leftAfter(
+    cache: { getService(n: string): Promise<readonly { address: string }[]> },
+    service: string,
+    address: string,
+    since: number,
+  ): Promise<number> {
     await waitFor(`${address} out of rotation`, async () => !(await cache.getService(service)).some((i) => i.address === address), LEAVES_WITHIN_MS + 5_000);
     return performance.now() - since;
   }
 
   it('ResilientClient: calls what a go-zero publisher registered; SIGKILL → it leaves rotation within the TTL + 2 s, no call fails', async () => {
     const svc = `zhttp-${process.pid}`;
-    const servers = [0, 1].map(() => startGo((build as { binary: string }).binary, ['-etcd', etcd.endpoint, '-mode', 'zero-pub', '-serve', '-key', svc, '-ttl', String(TTL_MS / 1000)]));
+    const servers = [0, 1].map(() =>
+      startGo((build as { binary: string }).binary, ['-etcd', etcd.endpoint, '-mode', 'zero-pub', '-serve', '-key', svc, '-ttl', String(TTL_MS / 1000)]),
+    );
     procs.push(...servers);
     const addresses = await Promise.all(servers.map(async (p) => (await p.expect(/^LISTENING (\S+)$/))[1]!));
     await Promise.all(servers.map((p) => p.expect(/^REGISTERED /)));
@@ -105,10 +113,14 @@ describe('a service in the go-zero layout, end to end', { skip }, () => {
     const client: GreeterClient = new GreeterClientCtor('bulwark:///greeter', credentials.createInsecure(), discovery.channelOptions());
     try {
       const got = new Set<string>();
-      await waitFor('calls to s1 and s2', async () => {
-        for (let i = 0; i < 6; i++) got.add((await sayHello(client, { name: 'x' }, { deadline: Date.now() + 2_000 })).server);
-        return got.has('s1') && got.has('s2');
-      }, 15_000);
+      await waitFor(
+        'calls to s1 and s2',
+        async () => {
+          for (let i = 0; i < 6; i++) got.add((await sayHello(client, { name: 'x' }, { deadline: Date.now() + 2_000 })).server);
+          return got.has('s1') && got.has('s2');
+        },
+        15_000,
+      );
       const load = startLoad(client, { workers: 4, maxMs: 20_000, maxCalls: 200_000, request: { name: 'x', delayMs: 5 } });
       await waitFor('load running', () => load.records.length > 50, 10_000);
       const victim = children[0]!;

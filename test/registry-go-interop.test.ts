@@ -20,7 +20,8 @@ import { spawn } from 'node:child_process';
 
 const SOURCE = fileURLToPath(new URL('./support/go-registry-peer.go', import.meta.url));
 const etcdSkip = skipReason(etcdBinary, 'etcd');
-const build: GoBuild = etcdSkip !== undefined ? { skip: etcdSkip } : await buildGo(SOURCE, [{ importPath: 'go.etcd.io/etcd/clientv3', debian: 'golang-etcd-server-dev' }]);
+const build: GoBuild =
+  etcdSkip !== undefined ? { skip: etcdSkip } : await buildGo(SOURCE, [{ importPath: 'go.etcd.io/etcd/clientv3', debian: 'golang-etcd-server-dev' }]);
 const skip = 'skip' in build ? build.skip : undefined;
 
 describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from their sources)', { skip }, () => {
@@ -75,7 +76,13 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     await r.register({ id: 'b', name: svc, address: '127.0.0.1:7003' });
     await sub.expect(/^VALUES 127\.0\.0\.1:7001,127\.0\.0\.1:7003$/);
     await waitFor('the move through the watch', () => w.events.length >= 2);
-    assert.deepEqual(w.events.map((e) => [e.type, e.instance.id]), [['delete', '127.0.0.1:7002'], ['create', '127.0.0.1:7003']]);
+    assert.deepEqual(
+      w.events.map((e) => [e.type, e.instance.id]),
+      [
+        ['delete', '127.0.0.1:7002'],
+        ['create', '127.0.0.1:7003'],
+      ],
+    );
     await w.stop();
     await r.deregister({ id: 'a', name: svc, address: '127.0.0.1:7001' });
     await sub.expect(/^VALUES 127\.0\.0\.1:7003$/);
@@ -100,7 +107,11 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     assert.equal((await r.getService(svc)).length, 1);
     await p2.stop();
     await waitFor('the last key expired', async () => w.events.some((e) => e.type === 'delete'), 8_000);
-    assert.deepEqual(w.events.map((e) => [e.type, e.instance.id]), [['delete', '127.0.0.1:7101']], 'one delete, after the last key went');
+    assert.deepEqual(
+      w.events.map((e) => [e.type, e.instance.id]),
+      [['delete', '127.0.0.1:7101']],
+      'one delete, after the last key went',
+    );
     await w.stop();
   });
 
@@ -114,16 +125,25 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     await waitFor('the key put back', async () => (await raw.get(key).string()) === '127.0.0.1:7201', 5_000);
   });
 
-  it('go-micro: a go-micro client reads bulwark\'s registration byte for byte as Go writes it (several metadata keys, < > &)', async () => {
+  it("go-micro: a go-micro client reads bulwark's registration byte for byte as Go writes it (several metadata keys, < > &)", async () => {
     const svc = name();
     const sub = go('-mode', 'micro-sub', '-service', svc);
     await sub.expect(/^READY$/);
     const r = registry('go-micro');
-    const instance = { id: `${svc}-1`, name: svc, address: '127.0.0.1:7301', version: '1.0.0', metadata: { zone: 'eu<1>&2', protocol: 'grpc', b: 'x', A: 'y', é: 'ü' } };
+    const instance = {
+      id: `${svc}-1`,
+      name: svc,
+      address: '127.0.0.1:7301',
+      version: '1.0.0',
+      metadata: { zone: 'eu<1>&2', protocol: 'grpc', b: 'x', A: 'y', é: 'ü' },
+    };
     await r.register(instance);
     const m = await sub.expect(/^MICRO (\{"exact":true,"nodes":\[\{.*)$/);
-    assert.deepEqual(JSON.parse(m[1]!), { exact: true, nodes: [{ id: instance.id, address: instance.address, version: '1.0.0', metadata: instance.metadata }] });
-    assert.equal((await raw.get(`/micro/registry/${svc}/${svc}-1`).string()), encodeMicroService(instance));
+    assert.deepEqual(JSON.parse(m[1]!), {
+      exact: true,
+      nodes: [{ id: instance.id, address: instance.address, version: '1.0.0', metadata: instance.metadata }],
+    });
+    assert.equal(await raw.get(`/micro/registry/${svc}/${svc}-1`).string(), encodeMicroService(instance));
     const lease = (await raw.getAll().prefix(`/micro/registry/${svc}/`).exec()).kvs[0]!.lease;
     assert.notEqual(lease, '0', 'under a lease of the register TTL');
   });
@@ -137,7 +157,9 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     const ls = await runBulwark(['registry', 'ls', '--registry', at, '--layout', 'go-zero', '--service', zsvc, '--json']);
     assert.equal(ls.code, 0, ls.stderr);
     assert.deepEqual(JSON.parse(ls.stdout), { services: [{ name: zsvc, instances: [{ id: '127.0.0.1:7501', address: '127.0.0.1:7501' }] }] });
-    const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', at, '--layout', 'go-micro', '--json']), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, bulwarkArgs(['registry', 'watch', '--registry', at, '--layout', 'go-micro', '--json']), {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const lines: string[] = [];
     let buf = '';
     child.stdout.on('data', (d: Buffer) => {
@@ -162,7 +184,7 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     }
   });
 
-  it('go-micro: bulwark finds a go-micro server\'s node: id <service>-<uuid>, its version, its five metadata keys and its own', async () => {
+  it("go-micro: bulwark finds a go-micro server's node: id <service>-<uuid>, its version, its five metadata keys and its own", async () => {
     const svc = name();
     const r = registry('go-micro');
     const w = await collect(r, svc);
@@ -170,16 +192,22 @@ describe('a Go fleet on the same etcd (go-zero and go-micro, re-implemented from
     await p.expect(/^REGISTERED /);
     const [i] = await r.getService(svc);
     assert.match(i!.id, new RegExp(`^${svc}-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`));
-    assert.deepEqual({ ...i, id: 'x' }, {
-      id: 'x',
-      name: svc,
-      address: '127.0.0.1:7401',
-      version: 'v2',
-      metadata: { zone: '<a&b>', transport: 'http', broker: 'http', server: 'mucp', registry: 'etcd', protocol: 'mucp' },
-    });
+    assert.deepEqual(
+      { ...i, id: 'x' },
+      {
+        id: 'x',
+        name: svc,
+        address: '127.0.0.1:7401',
+        version: 'v2',
+        metadata: { zone: '<a&b>', transport: 'http', broker: 'http', server: 'mucp', registry: 'etcd', protocol: 'mucp' },
+      },
+    );
     await p.stop();
     await waitFor('the delete at lease expiry', () => w.events.some((e) => e.type === 'delete'), 8_000);
-    assert.deepEqual(w.events.map((e) => e.type), ['create', 'delete']);
+    assert.deepEqual(
+      w.events.map((e) => e.type),
+      ['create', 'delete'],
+    );
     await w.stop();
   });
 });

@@ -65,20 +65,35 @@ describe('EtcdRuleStore on a real etcd', { skip }, () => {
     const r1 = await s.put('orders/token-limiter/api', '{"set":{"rate":5}}');
     const got = await s.get('orders/token-limiter/api');
     assert.deepEqual(got, { key: 'orders/token-limiter/api', value: '{"set":{"rate":5}}', revision: r1 });
-    assert.equal((await raw.get(`${p}orders/token-limiter/api`).string()), '{"set":{"rate":5}}');
-    await assert.rejects(s.put('orders/token-limiter/api', '{"set":{"rate":6}}', { ifRevision: r1 - 1 }), (err: unknown) => err instanceof RuleConflictError && err.revision === r1);
+    assert.equal(await raw.get(`${p}orders/token-limiter/api`).string(), '{"set":{"rate":5}}');
+    await assert.rejects(
+      s.put('orders/token-limiter/api', '{"set":{"rate":6}}', { ifRevision: r1 - 1 }),
+      (err: unknown) => err instanceof RuleConflictError && err.revision === r1,
+    );
     await assert.rejects(s.put('orders/token-limiter/api', 'x', { ifRevision: 0 }), RuleConflictError);
     const r2 = await s.put('orders/token-limiter/api', '{"set":{"rate":6}}', { ifRevision: r1 });
     assert.ok(r2 > r1);
     const r3 = await s.put('orders/isolate/payments', '{}', { ifRevision: 0 });
     const listing = await s.list();
-    assert.deepEqual(listing.records.map((r) => [r.key, r.revision]), [['orders/isolate/payments', r3], ['orders/token-limiter/api', r2]]);
+    assert.deepEqual(
+      listing.records.map((r) => [r.key, r.revision]),
+      [
+        ['orders/isolate/payments', r3],
+        ['orders/token-limiter/api', r2],
+      ],
+    );
     assert.ok(listing.revision >= r3);
     await assert.rejects(s.remove('orders/isolate/payments', { ifRevision: r2 }), RuleConflictError);
     await s.remove('orders/isolate/payments', { ifRevision: r3 });
     assert.equal(await s.get('orders/isolate/payments'), undefined);
     const history = await s.history('orders/token-limiter/api');
-    assert.deepEqual(history.map((h) => [h.revision, h.value]), [[r1, '{"set":{"rate":5}}'], [r2, '{"set":{"rate":6}}']]);
+    assert.deepEqual(
+      history.map((h) => [h.revision, h.value]),
+      [
+        [r1, '{"set":{"rate":5}}'],
+        [r2, '{"set":{"rate":6}}'],
+      ],
+    );
     assert.equal(await s.at('orders/token-limiter/api', r1), '{"set":{"rate":5}}');
   });
 
@@ -88,18 +103,23 @@ describe('EtcdRuleStore on a real etcd', { skip }, () => {
     const from = await s.put('orders/timeout/t', '{"set":{"timeoutMs":100}}');
     const seen: RuleChange[] = [];
     const w = s.watch(from, (c) => seen.push(c));
-    await raw.if(`${p}x`, 'Create', '==', 0).then(raw.put(`${p}orders/timeout/a`).value('{"set":{}}'), raw.put(`${p}orders/timeout/b`).value('{"set":{}}')).commit();
+    await raw
+      .if(`${p}x`, 'Create', '==', 0)
+      .then(raw.put(`${p}orders/timeout/a`).value('{"set":{}}'), raw.put(`${p}orders/timeout/b`).value('{"set":{}}'))
+      .commit();
     await s.remove('orders/timeout/t');
     await s.put('orders/timeout/a', '{"set":{"timeoutMs":5}}');
     await waitFor('three changes', () => seen.length >= 3);
     await w.close();
-    assert.deepEqual(seen.map((c) => (c.type === 'changes' ? c.changes.map((x) => `${x.key}=${x.value ?? '∅'}`) : 'resync')), [
-      ['orders/timeout/a={"set":{}}', 'orders/timeout/b={"set":{}}'],
-      ['orders/timeout/t=∅'],
-      ['orders/timeout/a={"set":{"timeoutMs":5}}'],
-    ]);
+    assert.deepEqual(
+      seen.map((c) => (c.type === 'changes' ? c.changes.map((x) => `${x.key}=${x.value ?? '∅'}`) : 'resync')),
+      [['orders/timeout/a={"set":{}}', 'orders/timeout/b={"set":{}}'], ['orders/timeout/t=∅'], ['orders/timeout/a={"set":{"timeoutMs":5}}']],
+    );
     const revisions = seen.map((c) => c.revision);
-    assert.deepEqual(revisions, [...revisions].sort((a, b) => a - b));
+    assert.deepEqual(
+      revisions,
+      [...revisions].sort((a, b) => a - b),
+    );
   });
 
   it('resyncs a watch whose revision was compacted', async () => {
@@ -146,7 +166,15 @@ describe('EtcdRuleStore on a real etcd', { skip }, () => {
       assert.deepEqual(l.runs, { rate: 5 });
       await own.restart();
       const writer = store(p, own.endpoint);
-      await waitFor('etcd to take writes again', () => writer.put('orders@i-1/token-limiter/api', '{"set":{"rate":7}}').then(() => true, () => false), 15_000);
+      await waitFor(
+        'etcd to take writes again',
+        () =>
+          writer.put('orders@i-1/token-limiter/api', '{"set":{"rate":7}}').then(
+            () => true,
+            () => false,
+          ),
+        15_000,
+      );
       await waitFor('the instance rule after the restart', () => l.runs.rate === 7, 15_000);
       assert.equal(rules.stats().resyncs, 1, 'resumed from its revision: no resync');
       assert.equal(l.applied, 2);

@@ -28,7 +28,10 @@ import { runBulwark } from './serve-harness.js';
 
 const CHILD = fileURLToPath(new URL('./support/rules-child.ts', import.meta.url));
 const skip = skipReason(etcdBinary, 'etcd');
-const noReconfigure = typeof (TokenLimiter.prototype as { reconfigure?: unknown }).reconfigure === 'function' ? undefined : 'TokenLimiter has no reconfigure() in this build (the components branch adds it)';
+const noReconfigure =
+  typeof (TokenLimiter.prototype as { reconfigure?: unknown }).reconfigure === 'function'
+    ? undefined
+    : 'TokenLimiter has no reconfigure() in this build (the components branch adds it)';
 
 interface Line {
   ev: 'applied' | 'refused';
@@ -74,12 +77,17 @@ async function startFleet(hosts: string[], prefix: string): Promise<Proc[]> {
 }
 
 async function stopFleet(procs: Proc[]): Promise<void> {
-  await Promise.all(procs.map((p) => new Promise<void>((resolve) => {
-    if (p.child.exitCode !== null) return resolve();
-    p.child.once('exit', () => resolve());
-    p.child.kill('SIGTERM');
-    setTimeout(() => p.child.kill('SIGKILL'), 5_000).unref();
-  })));
+  await Promise.all(
+    procs.map(
+      (p) =>
+        new Promise<void>((resolve) => {
+          if (p.child.exitCode !== null) return resolve();
+          p.child.once('exit', () => resolve());
+          p.child.kill('SIGTERM');
+          setTimeout(() => p.child.kill('SIGKILL'), 5_000).unref();
+        }),
+    ),
+  );
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -140,7 +148,9 @@ describe('rules across three processes', { skip }, () => {
       await w.cancel();
       delays.sort((a, b) => a - b);
       floor.sort((a, b) => a - b);
-      console.log(`put → applied over 3 processes × 20 puts: p50 ${quantile(delays, 0.5)} ms, p99 ${quantile(delays, 0.99)} ms (etcd watch alone: p50 ${quantile(floor, 0.5)} ms, p99 ${quantile(floor, 0.99)} ms)`);
+      console.log(
+        `put → applied over 3 processes × 20 puts: p50 ${quantile(delays, 0.5)} ms, p99 ${quantile(delays, 0.99)} ms (etcd watch alone: p50 ${quantile(floor, 0.5)} ms, p99 ${quantile(floor, 0.99)} ms)`,
+      );
       assert.ok(quantile(delays, 0.99) <= 1_000, `p99 ${quantile(delays, 0.99)} ms`);
       const file = join(dir, 'rate.json');
       writeFileSync(file, JSON.stringify({ scope: 'orders', kind: 'token-limiter', name: 'api', set: { rate: 7 } }));
@@ -175,7 +185,18 @@ describe('rules across three processes', { skip }, () => {
         for (let i = 1; i <= 100; i++) {
           if (i === 30) await leader.kill();
           const doc = JSON.stringify({ reason: `change ${i}` });
-          await waitFor(`write ${i}`, () => writer.put(`${p}orders/isolate/payments`).value(doc).then(() => true, () => false), 20_000);
+          await waitFor(
+            `write ${i}`,
+            () =>
+              writer
+                .put(`${p}orders/isolate/payments`)
+                .value(doc)
+                .then(
+                  () => true,
+                  () => false,
+                ),
+            20_000,
+          );
         }
         await leader.restart();
       } finally {

@@ -19,18 +19,24 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
   /** Reads etcd as a client would, beside the nodes (what the ring should follow). */
   let observer: EtcdRegistry;
   /** listed answers the addresses etcd lists for `node` (none once it deregistered or its lease ended). */
-  const listed = async (node: ServeProc) =>
-    (await observer.getService('bulwark-cache')).map((i) => i.address).filter((addr) => addr.endsWith(`:${node.port}`));
+  const listed = async (node: ServeProc) => (await observer.getService('bulwark-cache')).map((i) => i.address).filter((addr) => addr.endsWith(`:${node.port}`));
   const args = () => [
-    '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`,
-    '--etcd-prefix', `/serve-test-${process.pid}`,
-    '--lease-ttl', '2s',
-    '--origin', `${origin.url}/items/{key}`,
-    '--drain-delay', '300ms',
+    '--registry',
+    `etcd://${etcd.endpoint.replace('http://', '')}`,
+    '--etcd-prefix',
+    `/serve-test-${process.pid}`,
+    '--lease-ttl',
+    '2s',
+    '--origin',
+    `${origin.url}/items/{key}`,
+    '--drain-delay',
+    '300ms',
     // No test here is about the origin's deadline: a generous one keeps a loaded machine (the test process
     // is the origin, answering 200 requests at once) from turning a slow answer into a failed request.
-    '--origin-timeout', '10s',
-    '--shutdown-timeout', '5s',
+    '--origin-timeout',
+    '10s',
+    '--shutdown-timeout',
+    '5s',
     '--quiet',
   ];
   before(async () => {
@@ -38,7 +44,10 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     observer = new EtcdRegistry({ hosts: etcd.endpoint, prefix: `/serve-test-${process.pid}` });
     origin = await startOrigin();
     nodes = await startNodes(3, args);
-    await waitMembers(nodes, nodes.map((n) => n.url));
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+    );
   });
   after(async () => {
     await stopAll(nodes);
@@ -63,12 +72,19 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     const feed = new FleetFeed(observer, { tickMs: 200, refreshMs: 200 });
     try {
       let states: string[] = [];
-      await waitFor('the fleet feed streams from the three nodes', () => {
-        const frame = feed.latest();
-        states = frame === undefined ? [] : (JSON.parse(frame) as FleetFrame).instances.map((i) => `${i.address} ${i.state}`).sort();
-        return states.length === 3 && states.every((x) => x.endsWith(' up'));
-      }, 30_000).catch((err: Error) => assert.fail(`${err.message}: ${states.join(', ')}`));
-      assert.deepEqual(states.map((x) => x.split(' ')[0]), nodes.map((n) => new URL(n.url).host).sort());
+      await waitFor(
+        'the fleet feed streams from the three nodes',
+        () => {
+          const frame = feed.latest();
+          states = frame === undefined ? [] : (JSON.parse(frame) as FleetFrame).instances.map((i) => `${i.address} ${i.state}`).sort();
+          return states.length === 3 && states.every((x) => x.endsWith(' up'));
+        },
+        30_000,
+      ).catch((err: Error) => assert.fail(`${err.message}: ${states.join(', ')}`));
+      assert.deepEqual(
+        states.map((x) => x.split(' ')[0]),
+        nodes.map((n) => new URL(n.url).host).sort(),
+      );
     } finally {
       await feed.close();
     }
@@ -114,7 +130,10 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     // of the TTL before the kill on time, more when a busy machine delayed it: a fixed lower bound on
     // healedMs failed at 1 484 ms under a load of 5.)
     assert.deepEqual(listedAtHeal, [], `the ring healed ${healedMs} ms after the kill while etcd still listed the node`);
-    await waitMembers(nodes, nodes.map((n) => n.url));
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+    );
     const r = await get(victim.url, 'kill-1');
     assert.equal(r.status, 200);
   });
@@ -134,7 +153,11 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
       // Gone from etcd when the process has exited: it deregistered (its 2 s lease cannot have expired yet).
       listedAtExit = await listed(victim);
       exitMs = Date.now() - t0;
-      await waitMembers(nodes.slice(0, 2), nodes.slice(0, 2).map((n) => n.url), 10_000);
+      await waitMembers(
+        nodes.slice(0, 2),
+        nodes.slice(0, 2).map((n) => n.url),
+        10_000,
+      );
       await load.more(24); // and requests on the two nodes left
     } finally {
       await load.stop();
@@ -146,7 +169,10 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
     t.diagnostic(`${load.ok} requests, ${load.failed.length} failed; exited ${exitMs} ms after SIGTERM`);
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
-    await waitMembers(nodes, nodes.map((n) => n.url));
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+    );
   });
 
   it('etcd down: running nodes keep serving, a new node waits (not ready) and joins once etcd is back', async () => {
@@ -158,13 +184,20 @@ describe('bulwark serve: three nodes on etcd', { skip: skipReason(etcdBinary, 'e
       nodes.push(late);
       const notReadyUntil = Date.now() + 1_500;
       while (Date.now() < notReadyUntil) {
-        const ready = await fetch(`${late.url}/readyz`).then((res) => res.status, () => 0);
+        const ready = await fetch(`${late.url}/readyz`).then(
+          (res) => res.status,
+          () => 0,
+        );
         assert.notEqual(ready, 200, 'ready without membership');
         await new Promise((res) => setTimeout(res, 100));
       }
     } finally {
       await etcd.restart();
     }
-    await waitMembers(nodes, nodes.map((n) => n.url), 45_000);
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+      45_000,
+    );
   });
 });

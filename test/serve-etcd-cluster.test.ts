@@ -19,7 +19,10 @@ describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBina
     origin = await startOrigin();
     const registry = `etcd://${cluster.endpoints.map((e) => e.replace('http://', '')).join(',')}`;
     nodes = await startNodes(3, () => ['--registry', registry, '--lease-ttl', '6s', '--origin', `${origin.url}/items/{key}`, '--quiet']);
-    await waitMembers(nodes, nodes.map((n) => n.url));
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+    );
   });
   after(async () => {
     await stopAll(nodes);
@@ -56,7 +59,11 @@ describe('bulwark serve on a 3-member etcd cluster', { skip: skipReason(etcdBina
     assert.deepEqual(load.failed.slice(0, 5), [], `${load.failed.length} failed of ${load.ok + load.failed.length}`);
     assert.ok(load.ok > 100, `only ${load.ok} requests`);
     assert.equal(shrunk, '', shrunk);
-    await waitMembers(nodes, nodes.map((n) => n.url), 1_000);
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+      1_000,
+    );
     await leader.restart();
   });
 });

@@ -138,18 +138,26 @@ function spawnInto(proc: ServeProc): void {
 async function waitReady(proc: ServeProc): Promise<void> {
   let exited = false;
   void proc.exited.then(() => (exited = true));
-  await waitFor(`bulwark serve on ${proc.port} to be ready`, async () => {
-    if (exited) throw new Error(`bulwark serve exited at start:\n${proc.lines.join('\n')}`);
-    try {
-      return (await fetch(`${proc.url}/readyz`)).status === 200;
-    } catch {
-      return false;
-    }
-  }, 90_000);
+  await waitFor(
+    `bulwark serve on ${proc.port} to be ready`,
+    async () => {
+      if (exited) throw new Error(`bulwark serve exited at start:\n${proc.lines.join('\n')}`);
+      try {
+        return (await fetch(`${proc.url}/readyz`)).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    90_000,
+  );
 }
 
 /** status reads a node's /status. */
-export async function status(url: string): Promise<{ membership: { members: string[] }; groups: Record<string, Record<string, number>>; origin: Record<string, unknown> & { breaker: { dropRatio: number } } }> {
+export async function status(url: string): Promise<{
+  membership: { members: string[] };
+  groups: Record<string, Record<string, number>>;
+  origin: Record<string, unknown> & { breaker: { dropRatio: number } };
+}> {
   return (await (await fetch(`${url}/status`)).json()) as never;
 }
 
@@ -158,20 +166,24 @@ export async function waitMembers(nodes: readonly { url: string }[], want: reado
   const sorted = [...want].sort().join(',');
   const seen = new Map<string, string>();
   try {
-    await waitFor(`rings of ${nodes.map((n) => n.url).join(' ')} to be ${sorted}`, async () => {
-      let all = true;
-      for (const n of nodes) {
-        try {
-          const got = (await status(n.url)).membership.members.join(',');
-          seen.set(n.url, got);
-          if (got !== sorted) all = false;
-        } catch (err) {
-          seen.set(n.url, `no answer: ${(err as Error).message}`);
-          all = false;
+    await waitFor(
+      `rings of ${nodes.map((n) => n.url).join(' ')} to be ${sorted}`,
+      async () => {
+        let all = true;
+        for (const n of nodes) {
+          try {
+            const got = (await status(n.url)).membership.members.join(',');
+            seen.set(n.url, got);
+            if (got !== sorted) all = false;
+          } catch (err) {
+            seen.set(n.url, `no answer: ${(err as Error).message}`);
+            all = false;
+          }
         }
-      }
-      return all;
-    }, timeoutMs);
+        return all;
+      },
+      timeoutMs,
+    );
   } catch (err) {
     throw new Error(`${(err as Error).message}; last seen: ${[...seen].map(([u, m]) => `${u} → ${m}`).join('; ')}`);
   }

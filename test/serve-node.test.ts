@@ -36,7 +36,10 @@ describe('bulwark serve: flags', { concurrency: 4 }, () => {
   }
 
   it('a bad value from the environment is named by its variable', async () => {
-    const r = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_ORIGIN_CONCURRENCY: 'many', BULWARK_PEER_SECRET: 'sixteen-chars-secret' });
+    const r = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, {
+      BULWARK_ORIGIN_CONCURRENCY: 'many',
+      BULWARK_PEER_SECRET: 'sixteen-chars-secret',
+    });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /^bulwark serve: BULWARK_ORIGIN_CONCURRENCY must be a whole number/);
     const s = await runBulwark(['serve', '--origin', 'http://127.0.0.1:1/{key}'], 30_000, { BULWARK_PEER_SECRET: 'short' });
@@ -59,7 +62,26 @@ describe('bulwark serve: flags', { concurrency: 4 }, () => {
   it('--help documents every flag with its default and exits 0', async () => {
     const r = await runBulwark(['serve', '--help']);
     assert.equal(r.code, 0);
-    for (const flag of ['--listen', '--advertise', '--registry', '--peers', '--etcd-prefix', '--group', '--cache-bytes', '--hot-cache-bytes', '--ttl', '--negative-ttl', '--peer-secret', '--peer-secret-file', '--origin', '--getter', '--origin-timeout', '--origin-rate', '--origin-concurrency', '--shutdown-timeout']) {
+    for (const flag of [
+      '--listen',
+      '--advertise',
+      '--registry',
+      '--peers',
+      '--etcd-prefix',
+      '--group',
+      '--cache-bytes',
+      '--hot-cache-bytes',
+      '--ttl',
+      '--negative-ttl',
+      '--peer-secret',
+      '--peer-secret-file',
+      '--origin',
+      '--getter',
+      '--origin-timeout',
+      '--origin-rate',
+      '--origin-concurrency',
+      '--shutdown-timeout',
+    ]) {
       assert.match(r.stdout, new RegExp(`^\\s+(-\\w, )?${flag} `, 'm'), flag);
     }
     assert.match(r.stdout, /--cache-bytes <size>\s+[^]*?\(default 64MiB\)/);
@@ -77,11 +99,18 @@ describe('bulwark serve: one node', () => {
     garbage = createServer((_req, res) => res.end('<html>not protobuf</html>'));
     await new Promise<void>((r) => garbage.listen(0, '127.0.0.1', () => r()));
     node = await startServe([
-      '--origin', `${origin.url}/items/{key}`,
-      '--peers', `http://127.0.0.1:${(garbage.address() as AddressInfo).port}`,
-      '--peer-secret', secret,
-      '--request-timeout', '1s', '--headers-timeout', '1s',
-      '--drain-delay', '100ms',
+      '--origin',
+      `${origin.url}/items/{key}`,
+      '--peers',
+      `http://127.0.0.1:${(garbage.address() as AddressInfo).port}`,
+      '--peer-secret',
+      secret,
+      '--request-timeout',
+      '1s',
+      '--headers-timeout',
+      '1s',
+      '--drain-delay',
+      '100ms',
     ]);
   });
   after(async () => {
@@ -113,7 +142,7 @@ describe('bulwark serve: one node', () => {
     assert.equal(res.status, 200);
     const text = await res.text();
     const local = /^bulwark_cache_local_loads_total\{name="default"\} (\d+)$/m.exec(text);
-    assert.ok(local !== null && Number(local[1]) >= 1, 'the default group\'s local loads are exposed');
+    assert.ok(local !== null && Number(local[1]) >= 1, "the default group's local loads are exposed");
     assert.match(text, /^bulwark_breaker_state\{name="origin",[^}]*state="closed"\} 1$/m);
     const lint = await checkMetrics(text);
     assert.equal(lint.code, 0, lint.output);
@@ -205,17 +234,24 @@ describe('bulwark serve: one node', () => {
   it('SIGTERM: not ready, drains, exits 0 within its bounds', async () => {
     const t0 = Date.now();
     node.child.kill('SIGTERM');
-    await waitFor('readyz to fail or the node to exit', async () => {
-      try {
-        return (await fetch(`${node.url}/readyz`)).status === 503;
-      } catch {
-        return true;
-      }
-    }, 5_000);
+    await waitFor(
+      'readyz to fail or the node to exit',
+      async () => {
+        try {
+          return (await fetch(`${node.url}/readyz`)).status === 503;
+        } catch {
+          return true;
+        }
+      },
+      5_000,
+    );
     const { code } = await node.exited;
     assert.equal(code, 0, node.lines.join('\n'));
     assert.ok(Date.now() - t0 < 5_000);
-    assert.ok(node.lines.some((l) => l.includes('stopped')), node.lines.join('\n'));
+    assert.ok(
+      node.lines.some((l) => l.includes('stopped')),
+      node.lines.join('\n'),
+    );
   });
 });
 
@@ -223,13 +259,16 @@ describe('bulwark serve --getter', () => {
   it('loads through a JS module: a value, null for not found, a throw for an error', async () => {
     const dir = tempDir('getter');
     const file = join(dir.path, 'getter.mjs');
-    writeFileSync(file, `export default async function (key, { signal, group }) {
+    writeFileSync(
+      file,
+      `export default async function (key, { signal, group }) {
   if (!(signal instanceof AbortSignal)) throw new Error('no signal');
   if (key === 'absent') return null;
   if (key === 'broken') throw new Error('database down');
   return group + ':' + key;
 }
-`);
+`,
+    );
     const node = await startServe(['--getter', file, '--group', 'users', '--quiet']);
     try {
       const a = await get(node.url, 'tom', 'users');

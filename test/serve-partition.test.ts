@@ -28,10 +28,15 @@ interface Requests {
 function requests(node: ServeProc, loops: number, t0: number, prefix: string, max = 4_000): Requests {
   let running = true;
   let n = 0;
-  const r: Requests = { made: 0, failed: [], log: [], stop: async () => {
-    running = false;
-    await all;
-  } };
+  const r: Requests = {
+    made: 0,
+    failed: [],
+    log: [],
+    stop: async () => {
+      running = false;
+      await all;
+    },
+  };
   const one = async () => {
     while (running && r.made < max) {
       const key = `${prefix}-${n++}`;
@@ -59,11 +64,16 @@ describe('bulwark serve: a node cut off from its peers', { skip: skipReason(etcd
     etcd = await startEtcd();
     origin = await startOrigin();
     const args = [
-      '--registry', `etcd://${etcd.endpoint.replace('http://', '')}`,
-      '--etcd-prefix', `/serve-partition-${process.pid}`,
-      '--lease-ttl', '2s',
-      '--origin', `${origin.url}/items/{key}`,
-      '--peer-timeout', `${PEER_TIMEOUT_MS}ms`,
+      '--registry',
+      `etcd://${etcd.endpoint.replace('http://', '')}`,
+      '--etcd-prefix',
+      `/serve-partition-${process.pid}`,
+      '--lease-ttl',
+      '2s',
+      '--origin',
+      `${origin.url}/items/{key}`,
+      '--peer-timeout',
+      `${PEER_TIMEOUT_MS}ms`,
       '--quiet',
     ];
     // Each node its own address and uid: the filter drops what the cut-off node and its peers send each
@@ -72,7 +82,10 @@ describe('bulwark serve: a node cut off from its peers', { skip: skipReason(etcd
     nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed !== undefined) throw failed.reason;
-    await waitMembers(nodes, nodes.map((n) => n.url));
+    await waitMembers(
+      nodes,
+      nodes.map((n) => n.url),
+    );
   });
   after(async () => {
     await stopAll(nodes);
@@ -100,14 +113,22 @@ describe('bulwark serve: a node cut off from its peers', { skip: skipReason(etcd
       for (const l of loads) await l.stop();
 
       // After the heal: the same ring everywhere, and fresh keys asked on every node loaded once each.
-      await waitMembers(nodes, nodes.map((n) => n.url), 5_000);
+      await waitMembers(
+        nodes,
+        nodes.map((n) => n.url),
+        5_000,
+      );
       let round = 0;
-      await waitFor('each key loaded once cluster-wide', async () => {
-        const keys = Array.from({ length: 30 }, (_, i) => `healed-${round}-${i}`);
-        round++;
-        for (const node of [cut, b, c]) await Promise.all(keys.map((k) => get(node.url, k)));
-        return keys.every((k) => origin.loads.get(k) === 1);
-      }, 15_000);
+      await waitFor(
+        'each key loaded once cluster-wide',
+        async () => {
+          const keys = Array.from({ length: 30 }, (_, i) => `healed-${round}-${i}`);
+          round++;
+          for (const node of [cut, b, c]) await Promise.all(keys.map((k) => get(node.url, k)));
+          return keys.every((k) => origin.loads.get(k) === 1);
+        },
+        15_000,
+      );
       const recoverMs = performance.now() - t0 - healAt;
 
       // Which keys the cut-off node asks a peer for: its ring, computed as the node computes it.
@@ -123,7 +144,9 @@ describe('bulwark serve: a node cut off from its peers', { skip: skipReason(etcd
       const detectMs = firstGaveUp === undefined ? 0 : firstGaveUp[0] + firstGaveUp[1] - cutAt;
       const made = loads.reduce((n, l) => n + l.made, 0);
       const failed = loads.flatMap((l) => l.failed);
-      t.diagnostic(`cache node partition 5 s: ${made} requests, ${failed.length} failed, longest ${longest.toFixed(0)} ms; the cut-off node's ${during.length} requests for its peers' keys: ${waited} waited over 200 ms; the first wait on a peer ended ${detectMs.toFixed(0)} ms after the cut; each key loaded once again ${recoverMs.toFixed(0)} ms after the heal (${round} rounds)`);
+      t.diagnostic(
+        `cache node partition 5 s: ${made} requests, ${failed.length} failed, longest ${longest.toFixed(0)} ms; the cut-off node's ${during.length} requests for its peers' keys: ${waited} waited over 200 ms; the first wait on a peer ended ${detectMs.toFixed(0)} ms after the cut; each key loaded once again ${recoverMs.toFixed(0)} ms after the heal (${round} rounds)`,
+      );
       assert.deepEqual(failed.slice(0, 5), [], `${failed.length} of ${made} failed`);
       // The peer deadline, plus what a node takes to load from the origin and answer on a busy machine.
       assert.ok(longest <= PEER_TIMEOUT_MS + 500, `a request took ${longest.toFixed(0)} ms (peer deadline ${PEER_TIMEOUT_MS} ms)`);
@@ -131,7 +154,10 @@ describe('bulwark serve: a node cut off from its peers', { skip: skipReason(etcd
       // PEER_DOWN_MS (1 s) that tries it again, wait on a peer: time bounds them (4 loops, 2 peers, 5 s),
       // and the other requests for the peers' keys load from the origin at once.
       assert.ok(waited <= 4 * 2 + 2 * 5, `${waited} requests on the cut-off node waited on peers it could not reach`);
-      assert.ok(during.length - waited >= waited, `of ${during.length} requests for the peers' keys, ${waited} waited on them: the node kept waiting on peers it could not reach`);
+      assert.ok(
+        during.length - waited >= waited,
+        `of ${during.length} requests for the peers' keys, ${waited} waited on them: the node kept waiting on peers it could not reach`,
+      );
     } finally {
       for (const l of loads) await l.stop();
       await filter.close();

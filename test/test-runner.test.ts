@@ -14,7 +14,10 @@ it('assert.ok without a message fails at once; with one, keeps it', () => {
   const during: Array<{ at: number }> = [{ at: 1 }] as Array<{ at: number }>;
   assert.throws(() => assert.ok(value), AssertionError);
   assert.throws(() => assert.ok(during.length > 10), AssertionError);
-  assert.throws(() => assert.ok(value, 'mine'), (e: unknown) => e instanceof AssertionError && e.message === 'mine');
+  assert.throws(
+    () => assert.ok(value, 'mine'),
+    (e: unknown) => e instanceof AssertionError && e.message === 'mine',
+  );
   assert.doesNotThrow(() => assert.ok(1));
   assert.ok(performance.now() - t0 < 1_000, 'the failures took under a second');
 });

@@ -92,7 +92,11 @@ const lookupNames = () => Array.from({ length: 100_000 }, (_, i) => `service-${i
 const OPS = {
   'floor: bare await fn()': () => ({ op: () => task(), async: true }),
   'floor: await prebuilt rejected promise': () => ({ op: swallowing(() => rejectedFloor), async: true }),
-  'floor: throw prebuilt error': () => ({ op: catching(() => { throw prebuilt; }) }),
+  'floor: throw prebuilt error': () => ({
+    op: catching(() => {
+      throw prebuilt;
+    }),
+  }),
   'SreBreaker.execute': (m) => {
     const b = new m.SreBreaker();
     return { op: () => b.execute(task), async: true };
@@ -158,11 +162,17 @@ const OPS = {
     return lookup(g, names);
   },
   'RollingWindow.add+sum': (m, core) => {
-    const w = 'windowMs' in core.rollingWindowDefaults
-      ? new core.RollingWindow({ windowMs: 10_000, buckets: 10, channels: 2 })
-      : new core.RollingWindow({ buckets: 10, bucketMs: 1_000, channels: 2 });
+    const w =
+      'windowMs' in core.rollingWindowDefaults
+        ? new core.RollingWindow({ windowMs: 10_000, buckets: 10, channels: 2 })
+        : new core.RollingWindow({ buckets: 10, bucketMs: 1_000, channels: 2 });
     let i = 0;
-    return { op: () => { w.add(i++ & 1, 1.5); return w.sum(0); } };
+    return {
+      op: () => {
+        w.add(i++ & 1, 1.5);
+        return w.sum(0);
+      },
+    };
   },
 };
 
@@ -210,7 +220,16 @@ if (process.argv[2] === '--child') {
   const res = new Map(names.map((n) => [n, { a: [], b: [] }]));
   for (let r = 0; r < rounds; r++) {
     for (const name of names) {
-      const pair = r % 2 === 0 ? [['a', a], ['b', b]] : [['b', b], ['a', a]];
+      const pair =
+        r % 2 === 0
+          ? [
+              ['a', a],
+              ['b', b],
+            ]
+          : [
+              ['b', b],
+              ['a', a],
+            ];
       for (const [k, dir] of pair) {
         const c = spawnSync(process.execPath, [self, '--child', dir, name, String(ms)], { encoding: 'utf8', timeout: 120_000 });
         const line = c.stdout.split('\n').find((l) => l.startsWith('@@NS '));

@@ -26,7 +26,9 @@ export function balancerFamilies(instanceLabel: string | undefined): MetricFamil
     gauge('balancer_drained_instances', 'Instances drained by a weight override of 0: out of rotation, their calls in flight finishing.', ['group']),
     gauge('balancer_breaker_open_instances', 'Instances out of rotation because their breaker is open on evidence (within the cap).', ['group']),
     gauge('balancer_forced_instances', 'Instances held out by force (an operator isolated their breaker): never put back by the cap or panic.', ['group']),
-    gauge('balancer_capped_instances', 'Instances that would be out (ejected, down or breaker open) but stay in rotation: maxEjectionPercent is reached.', ['group']),
+    gauge('balancer_capped_instances', 'Instances that would be out (ejected, down or breaker open) but stay in rotation: maxEjectionPercent is reached.', [
+      'group',
+    ]),
     gauge('balancer_panic', '1 while too few instances are left after the cap and picks go to all of them (but the forced).', ['group']),
   ];
   if (instanceLabel !== undefined) {

@@ -172,7 +172,10 @@ describe('Balancer', () => {
     for (let i = 0; i < 5; i++) b.report(bad, { ok: false, latencyMs: 1 });
     assert.deepEqual(ids(b.healthy()), ['i0', 'i2']);
     for (let i = 0; i < 20; i++) assert.notEqual(b.pick().id, 'i1');
-    assert.deepEqual(b.health().map((h) => h.ejected), [false, true, false]);
+    assert.deepEqual(
+      b.health().map((h) => h.ejected),
+      [false, true, false],
+    );
     clock.advance(30_000);
     const seen = new Set(Array.from({ length: 6 }, () => b.pick().id));
     assert.ok(seen.has('i1'));
@@ -209,7 +212,11 @@ describe('Balancer', () => {
   });
 
   it('panicThreshold 0 never panics: with every instance down there is nothing to pick', async () => {
-    const b = new Balancer({ instances: instances(2), panicThreshold: 0, activeHealth: { intervalMs: 3_600_000, unhealthyThreshold: 1, probe: async () => false } });
+    const b = new Balancer({
+      instances: instances(2),
+      panicThreshold: 0,
+      activeHealth: { intervalMs: 3_600_000, unhealthyThreshold: 1, probe: async () => false },
+    });
     await b.checkNow();
     assert.throws(() => b.pick(), NoInstanceError);
     await b.close();
@@ -270,15 +277,22 @@ describe('Balancer', () => {
   it('avoids excluded instances by the strategy itself, for every built-in strategy (property)', () => {
     const strategies = ['round-robin', 'random', 'weighted-round-robin', 'ring-hash', 'p2c', 'least-request'] as const;
     fc.assert(
-      fc.property(fc.constantFrom(...strategies), fc.integer({ min: 1, max: 6 }), fc.array(fc.nat(5), { maxLength: 6 }), fc.option(fc.string()), fc.integer(), (strategy, n, ex, key, seed) => {
-        const b = new Balancer({ instances: instances(n), strategy, random: seeded(seed), outlier: false });
-        const exclude = new Set(ex.filter((i) => i < n).map((i) => `i${i}`));
-        for (let k = 0; k < 10; k++) {
-          const x = b.pick(key ?? undefined, exclude);
-          if (exclude.size < n) assert.ok(!exclude.has(x.id), `${strategy} picked excluded ${x.id}`);
-          b.release(x);
-        }
-      }),
+      fc.property(
+        fc.constantFrom(...strategies),
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.nat(5), { maxLength: 6 }),
+        fc.option(fc.string()),
+        fc.integer(),
+        (strategy, n, ex, key, seed) => {
+          const b = new Balancer({ instances: instances(n), strategy, random: seeded(seed), outlier: false });
+          const exclude = new Set(ex.filter((i) => i < n).map((i) => `i${i}`));
+          for (let k = 0; k < 10; k++) {
+            const x = b.pick(key ?? undefined, exclude);
+            if (exclude.size < n) assert.ok(!exclude.has(x.id), `${strategy} picked excluded ${x.id}`);
+            b.release(x);
+          }
+        },
+      ),
     );
   });
 
@@ -373,7 +387,10 @@ describe('Balancer', () => {
           const healthy = b.healthy();
           const ejected = b.health().filter((h) => h.ejected).length;
           assert.ok(ejected <= all.length / 2, 'never more than half ejected');
-          assert.ok(healthy.every((h) => all.includes(h)), 'healthy ⊆ all');
+          assert.ok(
+            healthy.every((h) => all.includes(h)),
+            'healthy ⊆ all',
+          );
           assert.equal(b.panic, healthy.length === all.length && ejected > 0);
           if (!b.panic) assert.equal(healthy.length, all.length - ejected);
         }

@@ -53,8 +53,15 @@ import { checkWeightOverrides, type WeightOverrides } from './weight-overrides.j
 
 /** The keys of BalancerOptions, all of them: any other is refused (see `options`). */
 const BALANCER_KEYS = {
-  registry: true, service: true, instances: true, strategy: true, outlier: true, activeHealth: true,
-  panicThreshold: true, clock: true, random: true,
+  registry: true,
+  service: true,
+  instances: true,
+  strategy: true,
+  outlier: true,
+  activeHealth: true,
+  panicThreshold: true,
+  clock: true,
+  random: true,
 } as const satisfies OptionKeys<BalancerOptions>;
 
 export type { BalancerEvent, BalancerOptions, BalancerStats, HoldReason, InstanceHealth } from './types.js';
@@ -137,7 +144,8 @@ export class Balancer {
       if (r === null || typeof r !== 'object' || typeof r.getService !== 'function' || typeof r.watch !== 'function') {
         throw new TypeError('Balancer: registry must implement getService() and watch()');
       }
-      if (typeof o.service !== 'string' || o.service.length === 0) throw new TypeError(`Balancer: service must be a non-empty string with a registry, got ${JSON.stringify(o.service)}`);
+      if (typeof o.service !== 'string' || o.service.length === 0)
+        throw new TypeError(`Balancer: service must be a non-empty string with a registry, got ${JSON.stringify(o.service)}`);
       if (o.instances !== undefined) throw new TypeError('Balancer: give either registry + service or instances, not both');
     }
     this.service = o.service;
@@ -151,8 +159,12 @@ export class Balancer {
     this.active =
       activeOpts === false
         ? undefined
-        : within('Balancer', 'activeHealth', 'ActiveHealthChecker', () =>
-            new ActiveHealthChecker({ random: o.random, clock: this.clock, ...checkOptions('ActiveHealthChecker', activeOpts) }));
+        : within(
+            'Balancer',
+            'activeHealth',
+            'ActiveHealthChecker',
+            () => new ActiveHealthChecker({ random: o.random, clock: this.clock, ...checkOptions('ActiveHealthChecker', activeOpts) }),
+          );
     this.outlier?.onChange((e) => {
       if (e.ejected) this.out.add(e.id);
       else if (this.active?.isHealthy(e.id) ?? true) this.out.delete(e.id);
@@ -257,8 +269,10 @@ export class Balancer {
 
   /** report ends the call to `instance` that `pick` started: feeds passive health and the strategy. */
   report(instance: ServiceInstance, outcome: CallOutcome): void {
-    if (instance === null || typeof instance !== 'object' || typeof instance.id !== 'string') throw new TypeError('Balancer.report: instance must be a ServiceInstance');
-    if (outcome === null || typeof outcome !== 'object' || typeof outcome.ok !== 'boolean') throw new TypeError('Balancer.report: outcome must be { ok: boolean, latencyMs: number }');
+    if (instance === null || typeof instance !== 'object' || typeof instance.id !== 'string')
+      throw new TypeError('Balancer.report: instance must be a ServiceInstance');
+    if (outcome === null || typeof outcome !== 'object' || typeof outcome.ok !== 'boolean')
+      throw new TypeError('Balancer.report: outcome must be { ok: boolean, latencyMs: number }');
     if (this.closed) return;
     if (this.all.length === 0) this.takeFirst();
     this.picker.report?.(instance, outcome);
@@ -271,7 +285,8 @@ export class Balancer {
    * instead of `report` for such picks.
    */
   release(instance: ServiceInstance): void {
-    if (instance === null || typeof instance !== 'object' || typeof instance.id !== 'string') throw new TypeError('Balancer.release: instance must be a ServiceInstance');
+    if (instance === null || typeof instance !== 'object' || typeof instance.id !== 'string')
+      throw new TypeError('Balancer.release: instance must be a ServiceInstance');
     if (this.closed) return;
     this.picker.report?.(instance);
   }
@@ -286,7 +301,8 @@ export class Balancer {
   update(instances: readonly ServiceInstance[]): void {
     if (!Array.isArray(instances)) throw new TypeError('Balancer.update: instances must be an array');
     for (const inst of instances) {
-      if (inst === null || typeof inst !== 'object' || typeof inst.id !== 'string' || inst.id.length === 0) throw new TypeError('Balancer.update: every instance needs a non-empty string id');
+      if (inst === null || typeof inst !== 'object' || typeof inst.id !== 'string' || inst.id.length === 0)
+        throw new TypeError('Balancer.update: every instance needs a non-empty string id');
     }
     if (this.closed) return;
     this.apply(instances);

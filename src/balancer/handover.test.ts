@@ -68,7 +68,11 @@ describe('Balancer taking a list of 10 000 in over timer turns', () => {
       };
       check();
       const expected = [...next.slice(0, -1), x].map((i) => i.id).sort();
-      const listed = () => b.instances().map((i: ServiceInstance) => i.id).sort();
+      const listed = () =>
+        b
+          .instances()
+          .map((i: ServiceInstance) => i.id)
+          .sort();
       await turnUntil(clock, () => clock.pendingTimers === 0 || listed().join() === expected.join(), check);
       await turnUntil(clock, () => clock.pendingTimers === 0, check);
       assert.deepEqual(listed(), expected, 'the list after the events');

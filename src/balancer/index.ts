@@ -21,5 +21,13 @@ export { createPicker, type StrategyOption } from './strategies.js';
 export { weightOf, instanceWeight } from './instance-table.js';
 export { checkWeightOverrides, type WeightOverrides } from './weight-overrides.js';
 export { OutlierDetector, outlierDefaults, type OutlierOptions, type OutlierEvent } from './health/outlier.js';
-export { ActiveHealthChecker, activeHealthDefaults, httpProbe, checkHealthPath, type ActiveHealthOptions, type HealthEvent, type Probe } from './health/active.js';
+export {
+  ActiveHealthChecker,
+  activeHealthDefaults,
+  httpProbe,
+  checkHealthPath,
+  type ActiveHealthOptions,
+  type HealthEvent,
+  type Probe,
+} from './health/active.js';
 export { Balancer, balancerDefaults, type BalancerOptions, type BalancerEvent, type BalancerStats, type HoldReason, type InstanceHealth } from './balancer.js';

@@ -63,7 +63,10 @@ describe('InstanceTable', () => {
         const check = (entries: readonly Counted[], synced: boolean) => {
           if (t.source === last && !t.pending) {
             // taken in: what a fresh table holds, in order, same objects
-            assert.deepEqual(entries.map((e) => e.instance), expected(last));
+            assert.deepEqual(
+              entries.map((e) => e.instance),
+              expected(last),
+            );
             const next = new Map<string, Counted>();
             for (const [k, e] of entries.entries()) {
               assert.equal(e.index, k);
@@ -84,7 +87,10 @@ describe('InstanceTable', () => {
           } else {
             // still taking it in: the entries of the list taken in before, nothing reported changed
             assert.ok(t.pending);
-            assert.deepEqual(entries.map((e) => e.instance), expected(current));
+            assert.deepEqual(
+              entries.map((e) => e.instance),
+              expected(current),
+            );
             assert.equal(t.added.length + t.removed.length + t.updated.length, 0);
           }
         };
@@ -154,14 +160,20 @@ describe('InstanceTable', () => {
     const grown = [...a, inst('x')];
     t.sync(grown);
     assert.equal(t.pending, false);
-    assert.deepEqual(t.added.map((e) => e.instance.id), ['x']);
+    assert.deepEqual(
+      t.added.map((e) => e.instance.id),
+      ['x'],
+    );
     const b = Array.from({ length: 5_000 }, (_, i) => inst(`b${i}`));
     t.sync(b);
     assert.equal(t.pending, true);
     clock.advance(1);
     t.sync(a); // back to a list close to the one taken in: at once, the walk of b dropped
     assert.equal(t.pending, false);
-    assert.deepEqual(t.removed.map((e) => e.instance.id), ['x']);
+    assert.deepEqual(
+      t.removed.map((e) => e.instance.id),
+      ['x'],
+    );
     assert.equal(t.get('b0'), undefined, 'what the dropped walk made is forgotten');
     assert.equal(clock.pendingTimers, 0);
     t.sync(b);
@@ -188,9 +200,18 @@ describe('InstanceTable', () => {
     assert.throws(() => t.sync(late), TypeError);
     const grown = [...a, inst('y')];
     t.sync(grown);
-    assert.deepEqual(t.entries.map((e) => e.instance), grown);
-    assert.deepEqual(t.entries.map((e) => e.index), grown.map((_, k) => k));
-    assert.deepEqual(t.added.map((e) => e.instance.id), ['y']);
+    assert.deepEqual(
+      t.entries.map((e) => e.instance),
+      grown,
+    );
+    assert.deepEqual(
+      t.entries.map((e) => e.index),
+      grown.map((_, k) => k),
+    );
+    assert.deepEqual(
+      t.added.map((e) => e.instance.id),
+      ['y'],
+    );
   });
 
   it('lets RoundRobin and P2C pick from the previous list while a new one is taken in (sliceLists), then from the new one', () => {

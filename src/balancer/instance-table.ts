@@ -125,7 +125,12 @@ export function sliceLists(owner: string, value: unknown): boolean {
  * is called once the table has taken a list over (from the timer turn that completes the walk, which
  * then takes it over, or at once).
  */
-export function prepareList<E extends Entry>(t: InstanceTable<E>, list: readonly ServiceInstance[], sync: (list: readonly ServiceInstance[], sliceFirst: boolean) => unknown, done: () => void): void {
+export function prepareList<E extends Entry>(
+  t: InstanceTable<E>,
+  list: readonly ServiceInstance[],
+  sync: (list: readonly ServiceInstance[], sliceFirst: boolean) => unknown,
+  done: () => void,
+): void {
   if (list !== t.source) sync(list, true);
   t.whenTaken(() => {
     if (t.next?.list === list) sync(list, false);

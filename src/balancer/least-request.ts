@@ -17,7 +17,10 @@ import { Xorshift32 } from './xorshift.js';
 
 /** The keys of LeastRequestOptions, all of them: any other is refused (see `options`). */
 const LEAST_REQUEST_KEYS = {
-  choiceCount: true, random: true, clock: true, sliceLists: true,
+  choiceCount: true,
+  random: true,
+  clock: true,
+  sliceLists: true,
 } as const satisfies OptionKeys<LeastRequestOptions>;
 
 /** LeastRequestOptions configures a LeastRequest. */
@@ -45,7 +48,7 @@ interface CountEntry extends Entry {
 /** LeastRequest is a Picker choosing the instance with the fewest calls in flight among a few drawn at random. */
 export class LeastRequest implements Picker {
   readonly choiceCount: number;
-  private declare readonly table: InstanceTable<CountEntry>;
+  declare private readonly table: InstanceTable<CountEntry>;
   private readonly random: (() => number) | undefined;
   private readonly rng = new Xorshift32();
   private last: CountEntry | undefined;
@@ -55,11 +58,14 @@ export class LeastRequest implements Picker {
     this.choiceCount = integer('LeastRequest', 'choiceCount', o.choiceCount ?? leastRequestDefaults.choiceCount, 2, 100);
     this.random = o.random === undefined ? undefined : fn<() => number>('LeastRequest', 'random', o.random);
     const clock = clockOption('LeastRequest', o.clock, systemClock);
-    this.table = new InstanceTable<CountEntry>((instance, prev) => {
-      if (prev === undefined) return { instance, seen: 0, index: 0, inFlight: 0 };
-      prev.instance = instance;
-      return prev;
-    }, { clock: sliceLists('LeastRequest', o.sliceLists) ? clock : undefined });
+    this.table = new InstanceTable<CountEntry>(
+      (instance, prev) => {
+        if (prev === undefined) return { instance, seen: 0, index: 0, inFlight: 0 };
+        prev.instance = instance;
+        return prev;
+      },
+      { clock: sliceLists('LeastRequest', o.sliceLists) ? clock : undefined },
+    );
   }
 
   /**

@@ -8,7 +8,15 @@ import { P2C } from './p2c.js';
 import { inst, instances, seeded } from './test-fixtures.js';
 
 /** drive makes `calls` calls, one per `stepMs`, each finishing at once with the instance's latency. */
-function drive(p: P2C, clock: ManualClock, list: readonly ServiceInstance[], latency: (id: string) => number, calls: number, stepMs = 1, ok: (id: string) => boolean = () => true) {
+function drive(
+  p: P2C,
+  clock: ManualClock,
+  list: readonly ServiceInstance[],
+  latency: (id: string) => number,
+  calls: number,
+  stepMs = 1,
+  ok: (id: string) => boolean = () => true,
+) {
   const counts = new Map<string, number>();
   for (let i = 0; i < calls; i++) {
     clock.advance(stepMs);
@@ -60,7 +68,15 @@ describe('P2C', () => {
     const clock = new ManualClock();
     const p = new P2C({ clock, random: seeded(4) });
     const list = [inst('good'), inst('broken')];
-    const counts = drive(p, clock, list, (id) => (id === 'good' ? 20 : 1), 5_000, 5, (id) => id === 'good');
+    const counts = drive(
+      p,
+      clock,
+      list,
+      (id) => (id === 'good' ? 20 : 1),
+      5_000,
+      5,
+      (id) => id === 'good',
+    );
     assert.ok((counts.get('good') ?? 0) > 4_000, `good ${counts.get('good')}`);
   });
 
@@ -130,7 +146,11 @@ describe('P2C', () => {
     assert.equal(counts.get('open'), undefined, 'never the excluded instance');
     assert.ok((counts.get('slow') ?? 0) < 40, `slow ${counts.get('slow')}: only the cheaper of two allowed choices wins`);
     p.pick(list);
-    assert.deepEqual(list.map((i) => p.ewmaOf(i.id)), ewma, 'no entry was made anew');
+    assert.deepEqual(
+      list.map((i) => p.ewmaOf(i.id)),
+      ewma,
+      'no entry was made anew',
+    );
     assert.equal(p.inFlightOf('open'), 1);
     // Everything but one excluded: that one; everything excluded: an ordinary pick.
     assert.equal(p.pick(list, undefined, new Set(['open', 'fast'])).id, 'slow');
@@ -139,23 +159,29 @@ describe('P2C', () => {
 
   it('never answers an excluded instance while another exists, whatever the state (property)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 8 }), fc.array(fc.nat(7), { maxLength: 8 }), fc.array(fc.nat(300), { maxLength: 30 }), fc.integer(), (n, ex, lats, seed) => {
-        const clock = new ManualClock();
-        const p = new P2C({ clock, random: seeded(seed) });
-        const list = instances(n);
-        lats.forEach((l) => {
-          clock.advance(l);
-          const x = p.pick(list);
-          p.start(x);
-          p.report(x, { ok: l % 3 !== 0, latencyMs: l });
-        });
-        const exclude = new Set(ex.filter((i) => i < n).map((i) => `i${i}`));
-        for (let k = 0; k < 20; k++) {
-          const x = p.pick(list, undefined, exclude);
-          if (exclude.size < n) assert.ok(!exclude.has(x.id), `picked excluded ${x.id}`);
-          else assert.ok(list.includes(x));
-        }
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.array(fc.nat(7), { maxLength: 8 }),
+        fc.array(fc.nat(300), { maxLength: 30 }),
+        fc.integer(),
+        (n, ex, lats, seed) => {
+          const clock = new ManualClock();
+          const p = new P2C({ clock, random: seeded(seed) });
+          const list = instances(n);
+          lats.forEach((l) => {
+            clock.advance(l);
+            const x = p.pick(list);
+            p.start(x);
+            p.report(x, { ok: l % 3 !== 0, latencyMs: l });
+          });
+          const exclude = new Set(ex.filter((i) => i < n).map((i) => `i${i}`));
+          for (let k = 0; k < 20; k++) {
+            const x = p.pick(list, undefined, exclude);
+            if (exclude.size < n) assert.ok(!exclude.has(x.id), `picked excluded ${x.id}`);
+            else assert.ok(list.includes(x));
+          }
+        },
+      ),
     );
   });
 
@@ -189,7 +215,11 @@ describe('P2C', () => {
     return { p, list };
   }
 
-  for (const [n, out] of [[20, 5], [20, 17], [1_000, 100]] as const) {
+  for (const [n, out] of [
+    [20, 5],
+    [20, 17],
+    [1_000, 100],
+  ] as const) {
     it(`with ${out} of ${n} excluded, the cheaper of two allowed choices wins as often as P2C says (rank r of m: 2(m−1−r)/(m(m−1)))`, () => {
       const { p, list } = costRanked(n, 97 + out);
       const rnd = seeded(out);

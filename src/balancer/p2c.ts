@@ -39,8 +39,15 @@ import { Xorshift32 } from './xorshift.js';
 
 /** The keys of P2COptions, all of them: any other is refused (see `options`). */
 const P2C_KEYS = {
-  decayMs: true, initialLatencyMs: true, failurePenalty: true, forcePickMs: true, slowStartMs: true,
-  slowStartMinWeight: true, clock: true, sliceLists: true, random: true,
+  decayMs: true,
+  initialLatencyMs: true,
+  failurePenalty: true,
+  forcePickMs: true,
+  slowStartMs: true,
+  slowStartMinWeight: true,
+  clock: true,
+  sliceLists: true,
+  random: true,
 } as const satisfies OptionKeys<P2COptions>;
 
 /** P2COptions configures a P2C picker. */
@@ -140,14 +147,17 @@ export class P2C implements Picker {
     this.clock = clockOption('P2C', o.clock, systemClock);
     this.random = o.random === undefined ? undefined : fn<() => number>('P2C', 'random', o.random);
     this.now = this.clock.now();
-    this.table = new InstanceTable<P2CEntry>((instance, prev) => {
-      if (prev !== undefined) {
-        prev.instance = instance;
-        prev.weight = instanceWeight(instance);
-        return prev;
-      }
-      return this.create(instance);
-    }, { clock: sliceLists('P2C', o.sliceLists) ? this.clock : undefined });
+    this.table = new InstanceTable<P2CEntry>(
+      (instance, prev) => {
+        if (prev !== undefined) {
+          prev.instance = instance;
+          prev.weight = instanceWeight(instance);
+          return prev;
+        }
+        return this.create(instance);
+      },
+      { clock: sliceLists('P2C', o.sliceLists) ? this.clock : undefined },
+    );
   }
 
   /**

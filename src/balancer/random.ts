@@ -23,14 +23,16 @@ export interface RandomOptions {
 
 /** Random is a Picker that chooses uniformly at random. */
 export class Random implements Picker {
-  private declare readonly table: InstanceTable<Entry>;
+  declare private readonly table: InstanceTable<Entry>;
   private readonly random: () => number;
 
   constructor(options?: RandomOptions) {
     const o = checkOptions('Random', options, RANDOM_KEYS);
     this.random = o.random === undefined ? Math.random : fn('Random', 'random', o.random);
     const clock = clockOption('Random', o.clock, systemClock);
-    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock: sliceLists('Random', o.sliceLists) ? clock : undefined });
+    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), {
+      clock: sliceLists('Random', o.sliceLists) ? clock : undefined,
+    });
   }
 
   /**

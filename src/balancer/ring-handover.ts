@@ -228,7 +228,7 @@ export class RingCounts implements IterableIterator<readonly [string, number]> {
 export function jump(h: number, n: number): number {
   let b = 0;
   let x = h >>> 0 || 0x9e3779b9;
-  for (let j = 0; j < n; ) {
+  for (let j = 0; j < n;) {
     b = j;
     x = xorshift32(x) >>> 0;
     j = Math.floor((b + 1) * (4294967296 / (x + 1)));

@@ -50,14 +50,28 @@ import { RingSize } from './ring-size.js';
 
 /** The keys of RingHashOptions, all of them: any other is refused (see `options`). */
 const RING_HASH_KEYS = {
-  replicas: true, minRingSize: true, maxRingSize: true, boundedLoad: true, loadFactor: true, random: true,
-  sliceSize: true, clock: true, sliceLists: true,
+  replicas: true,
+  minRingSize: true,
+  maxRingSize: true,
+  boundedLoad: true,
+  loadFactor: true,
+  random: true,
+  sliceSize: true,
+  clock: true,
+  sliceLists: true,
 } as const satisfies OptionKeys<RingHashOptions>;
 
 export type { RingHashOptions, RingStats } from './types.js';
 
 /** Defaults for RingHashOptions. */
-export const ringHashDefaults = Object.freeze({ replicas: 1280, minRingSize: 1024, maxRingSize: 1 << 20, boundedLoad: false, loadFactor: 1.25, sliceSize: 1 << 18 });
+export const ringHashDefaults = Object.freeze({
+  replicas: 1280,
+  minRingSize: 1024,
+  maxRingSize: 1 << 20,
+  boundedLoad: false,
+  loadFactor: 1.25,
+  sliceSize: 1 << 18,
+});
 
 /** RingHash is a Picker that routes a key to the same instance by consistent hashing. */
 export class RingHash implements Picker {
@@ -75,7 +89,7 @@ export class RingHash implements Picker {
   private closed = false;
   /** No instance on the ring is in the list (a first build runs): keyed picks use jump hashing. */
   private interim = false;
-  private declare readonly table: InstanceTable<RingEntry>;
+  declare private readonly table: InstanceTable<RingEntry>;
   /** bySlot[s] is the entry of the ring member in slot s, or undefined while that member is absent. */
   private bySlot: (RingEntry | undefined)[] = [];
   /** Ring members not in the list, with their points. */
@@ -103,16 +117,19 @@ export class RingHash implements Picker {
     this.random = o.random === undefined ? Math.random : fn('RingHash', 'random', o.random);
     this.sliceSize = integer('RingHash', 'sliceSize', o.sliceSize ?? ringHashDefaults.sliceSize, 1, Number.MAX_SAFE_INTEGER);
     this.clock = clockOption('RingHash', o.clock, systemClock);
-    this.table = new InstanceTable<RingEntry>((instance, prev) => {
-      if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
-      prev.instance = instance;
-      return prev;
-    }, {
-      clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined,
-      sliceSize: Math.min(this.sliceSize, TABLE_SLICE),
-      hold: true,
-      onReady: (list) => this.stageList(list),
-    });
+    this.table = new InstanceTable<RingEntry>(
+      (instance, prev) => {
+        if (prev === undefined) return { instance, seen: 0, index: 0, load: 0, weight: instanceWeight(instance) };
+        prev.instance = instance;
+        return prev;
+      },
+      {
+        clock: sliceLists('RingHash', o.sliceLists) ? this.clock : undefined,
+        sliceSize: Math.min(this.sliceSize, TABLE_SLICE),
+        hold: true,
+        onReady: (list) => this.stageList(list),
+      },
+    );
   }
 
   /** ring is the ring picks use now (shared semantics with the cache's peer picker); a sliced rebuild swaps it. */

@@ -57,7 +57,11 @@ describe('RingSize', () => {
           const before = size.scale;
           const changed = size.rescale(entries);
           assert.equal(changed, size.scale !== before);
-          assert.equal(size.present, weights.reduce((s, w) => s + size.pointsFor(w), 0), 'present is the total at the new scale');
+          assert.equal(
+            size.present,
+            weights.reduce((s, w) => s + size.pointsFor(w), 0),
+            'present is the total at the new scale',
+          );
           assert.ok(Number.isInteger(Math.log2(size.scale / replicas)), `scale ${size.scale} is replicas × 2^k`);
           assert.ok(size.present <= max || size.present === weights.length, 'within maxRingSize unless every instance is down to 1 point');
           assert.equal(size.rescale(entries), false, 'a second look changes nothing');

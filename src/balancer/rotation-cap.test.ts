@@ -23,31 +23,37 @@ describe('Balancer: one cap and one panic rule for every reason an instance is o
       fc.record({ kind: fc.constant('time' as const), i: fc.nat(60_000) }),
     );
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 0, max: 100 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.array(op, { maxLength: 60 }), (n, pct, threshold, ops) => {
-        const clock = new ManualClock();
-        const list = instances(n);
-        const b = new Balancer({ instances: list, clock, panicThreshold: threshold, outlier: { consecutiveFailures: 1, maxEjectionPercent: pct } });
-        const forced = new Set<string>();
-        for (const o of ops) {
-          const id = list[o.i % n]!.id;
-          if (o.kind === 'fail') b.report(list[o.i % n]!, { ok: false, latencyMs: 1 });
-          else if (o.kind === 'breaker' || o.kind === 'forced') {
-            b.hold(id, o.kind);
-            if (o.kind === 'forced') forced.add(id);
-            else forced.delete(id);
-          } else if (o.kind === 'unhold') {
-            b.unhold(id);
-            forced.delete(id);
-          } else clock.advance(o.i);
-          const out = outOfRotation(b);
-          const cap = Math.floor((n * pct) / 100);
-          assert.ok(out <= Math.max(cap, forced.size), `${out} of ${n} out with a cap of ${cap} and ${forced.size} forced`);
-          for (const f of forced) assert.equal(b.isHeldOut(f), true, `forced ${f} is never put back`);
-          const s = b.stats();
-          assert.equal(s.instances - s.available, out, 'stats count what is out of rotation');
-          assert.equal(s.forced, forced.size);
-        }
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 10 }),
+        fc.integer({ min: 0, max: 100 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.array(op, { maxLength: 60 }),
+        (n, pct, threshold, ops) => {
+          const clock = new ManualClock();
+          const list = instances(n);
+          const b = new Balancer({ instances: list, clock, panicThreshold: threshold, outlier: { consecutiveFailures: 1, maxEjectionPercent: pct } });
+          const forced = new Set<string>();
+          for (const o of ops) {
+            const id = list[o.i % n]!.id;
+            if (o.kind === 'fail') b.report(list[o.i % n]!, { ok: false, latencyMs: 1 });
+            else if (o.kind === 'breaker' || o.kind === 'forced') {
+              b.hold(id, o.kind);
+              if (o.kind === 'forced') forced.add(id);
+              else forced.delete(id);
+            } else if (o.kind === 'unhold') {
+              b.unhold(id);
+              forced.delete(id);
+            } else clock.advance(o.i);
+            const out = outOfRotation(b);
+            const cap = Math.floor((n * pct) / 100);
+            assert.ok(out <= Math.max(cap, forced.size), `${out} of ${n} out with a cap of ${cap} and ${forced.size} forced`);
+            for (const f of forced) assert.equal(b.isHeldOut(f), true, `forced ${f} is never put back`);
+            const s = b.stats();
+            assert.equal(s.instances - s.available, out, 'stats count what is out of rotation');
+            assert.equal(s.forced, forced.size);
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -58,7 +64,11 @@ describe('Balancer: one cap and one panic rule for every reason an instance is o
     b.hold('i0', 'breaker');
     b.hold('i1', 'breaker');
     b.hold('i2', 'breaker');
-    assert.deepEqual([0, 1, 2, 3].map((k) => b.isHeldOut(`i${k}`)), [true, true, false, false], 'two of four may be out: the third stays in');
+    assert.deepEqual(
+      [0, 1, 2, 3].map((k) => b.isHeldOut(`i${k}`)),
+      [true, true, false, false],
+      'two of four may be out: the third stays in',
+    );
     assert.deepEqual({ ...b.stats() }, { instances: 4, available: 2, ejected: 0, down: 0, drained: 0, breakerOpen: 2, forced: 0, capped: 1, panic: false });
     b.unhold('i0');
     assert.equal(b.isHeldOut('i2'), true, 'room freed: the capped one goes out');

@@ -12,7 +12,10 @@ describe('RoundRobin', () => {
   it('takes instances in turn from a random starting point', () => {
     const list = instances(3);
     const p = new RoundRobin({ random: () => 0.5 }); // offset 512 → 512 % 3 = 2
-    assert.deepEqual(Array.from({ length: 6 }, () => p.pick(list).id), ['i2', 'i0', 'i1', 'i2', 'i0', 'i1']);
+    assert.deepEqual(
+      Array.from({ length: 6 }, () => p.pick(list).id),
+      ['i2', 'i0', 'i1', 'i2', 'i0', 'i1'],
+    );
   });
 
   it('gives every instance the same count over whole rounds, through list changes', () => {
@@ -94,7 +97,10 @@ describe('LeastRequest', () => {
       }
     }
     const loads = list.map((x) => p.inFlightOf(x.id)!);
-    assert.equal(loads.reduce((a, b) => a + b, 0), open.length);
+    assert.equal(
+      loads.reduce((a, b) => a + b, 0),
+      open.length,
+    );
     assert.ok(Math.max(...loads) <= 10 + 4, `busiest ${Math.max(...loads)} with mean 10`);
     assert.deepEqual(p.stats(), { instances: 100, inFlight: open.length });
   });
@@ -134,7 +140,10 @@ describe('weightOf', () => {
   for (const [raw, want, warns] of table) {
     it(`reads weight ${JSON.stringify(raw)} as ${want}${warns ? ' with a warning' : ''}`, () => {
       const warnings: string[] = [];
-      assert.equal(weightOf(inst('x', raw), (m) => warnings.push(m)), want);
+      assert.equal(
+        weightOf(inst('x', raw), (m) => warnings.push(m)),
+        want,
+      );
       assert.equal(warnings.length, warns ? 1 : 0);
     });
   }

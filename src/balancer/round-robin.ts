@@ -24,7 +24,7 @@ export interface RoundRobinOptions {
 
 /** RoundRobin is a Picker that takes instances in turn. */
 export class RoundRobin implements Picker {
-  private declare readonly table: InstanceTable<Entry>;
+  declare private readonly table: InstanceTable<Entry>;
   private next: number;
 
   constructor(options?: RoundRobinOptions) {
@@ -32,7 +32,9 @@ export class RoundRobin implements Picker {
     const random = o.random === undefined ? Math.random : fn<() => number>('RoundRobin', 'random', o.random);
     this.next = Math.floor(random() * 1024) >>> 0;
     const clock = clockOption('RoundRobin', o.clock, systemClock);
-    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), { clock: sliceLists('RoundRobin', o.sliceLists) ? clock : undefined });
+    this.table = new InstanceTable<Entry>((instance, prev) => (prev === undefined ? { instance, seen: 0, index: 0 } : ((prev.instance = instance), prev)), {
+      clock: sliceLists('RoundRobin', o.sliceLists) ? clock : undefined,
+    });
   }
 
   /**

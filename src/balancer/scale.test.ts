@@ -50,13 +50,14 @@ describe(`Balancer at ${N} instances`, () => {
       const victim = list[N >> 1]!;
       const costs = {
         join: fastest(() => (b.update(grown), b.pick(key), b.update(list), b.pick(key))) / 2,
-        eject: fastest(() => {
-          b.report(victim, { ok: false, latencyMs: 1 });
-          b.pick(key);
-          assert.equal(b.stats().ejected, 1);
-          clock.advance(1_000);
-          b.pick(key);
-        }) / 2,
+        eject:
+          fastest(() => {
+            b.report(victim, { ok: false, latencyMs: 1 });
+            b.pick(key);
+            assert.equal(b.stats().ejected, 1);
+            clock.advance(1_000);
+            b.pick(key);
+          }) / 2,
         weight: fastest(() => (b.update(heavier), b.pick(key), b.update(list), b.pick(key))) / 2,
       };
       assert.equal(b.stats().available, N);
@@ -96,7 +97,11 @@ describe(`Balancer at ${N} instances, handed a whole new list`, () => {
         let turns = 0;
         while (clock.pendingTimers > 0) {
           assert.ok(++turns < 10_000, 'the list is taken in');
-          slowest = Math.max(slowest, cpu(() => clock.advance(1)), cpu(() => b.pick(key)));
+          slowest = Math.max(
+            slowest,
+            cpu(() => clock.advance(1)),
+            cpu(() => b.pick(key)),
+          );
         }
         assert.ok(turns > 1, `taken in over ${turns} turns`);
         return slowest;
@@ -132,11 +137,18 @@ describe(`Balancer at ${N} instances, handed a first list`, () => {
         let turns = 0;
         for (; clock.pendingTimers > 0; turns++) {
           assert.ok(turns < 10_000, 'the list is taken in');
-          turn = Math.max(turn, cpu(() => clock.advance(1)));
+          turn = Math.max(
+            turn,
+            cpu(() => clock.advance(1)),
+          );
           await Promise.resolve(); // lets ready() settle
           await Promise.resolve();
           await Promise.resolve();
-          if (ready) turn = Math.max(turn, cpu(() => b.pick('user:42')));
+          if (ready)
+            turn = Math.max(
+              turn,
+              cpu(() => b.pick('user:42')),
+            );
         }
         await new Promise((r) => setImmediate(r));
         assert.ok(ready, 'ready() resolved');

@@ -6,11 +6,10 @@ import { SmoothWeightedRoundRobin } from './smooth-weighted.js';
 import type { ServiceInstance } from '../registry/types.js';
 import { inst } from './test-fixtures.js';
 
-const seq = (p: SmoothWeightedRoundRobin, list: readonly ReturnType<typeof inst>[], n: number) =>
-  Array.from({ length: n }, () => p.pick(list).id).join(' ');
+const seq = (p: SmoothWeightedRoundRobin, list: readonly ReturnType<typeof inst>[], n: number) => Array.from({ length: n }, () => p.pick(list).id).join(' ');
 
 describe('SmoothWeightedRoundRobin', () => {
-  it('shares by weight after prepare() and then fractional weights (a balancer\'s weight overrides)', () => {
+  it("shares by weight after prepare() and then fractional weights (a balancer's weight overrides)", () => {
     const s = new SmoothWeightedRoundRobin({ sliceLists: true });
     s.prepare([inst('a'), inst('b'), inst('c')], () => {});
     const list = [inst('a', '9.5'), inst('b', '9.5'), inst('c', '1')];
@@ -141,7 +140,11 @@ describe('SmoothWeightedRoundRobin', () => {
 
   it('picks exactly what nginx picks through list and weight changes, integer weights (property)', () => {
     const weight = fc.integer({ min: 1, max: 9 }).map(String);
-    const list = fc.uniqueArray(fc.record({ id: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'), w: weight }), { selector: (r) => r.id, minLength: 1, maxLength: 7 });
+    const list = fc.uniqueArray(fc.record({ id: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'), w: weight }), {
+      selector: (r) => r.id,
+      minLength: 1,
+      maxLength: 7,
+    });
     fc.assert(
       fc.property(fc.array(fc.tuple(list, fc.integer({ min: 0, max: 60 })), { minLength: 1, maxLength: 8 }), (phases) => {
         const p = new SmoothWeightedRoundRobin();
@@ -178,7 +181,10 @@ describe('SmoothWeightedRoundRobin', () => {
           nginx[best]!++;
           ours[Number(p.pick(l).id.slice(1))]!++;
           for (let i = 0; i < weights.length; i++) {
-            assert.ok(Math.abs(ours[i]! - nginx[i]!) <= 1, `after ${k} picks, n${i}: ${ours[i]} picks, nginx ${nginx[i]}, share ${((k * weights[i]!) / total).toFixed(3)}`);
+            assert.ok(
+              Math.abs(ours[i]! - nginx[i]!) <= 1,
+              `after ${k} picks, n${i}: ${ours[i]} picks, nginx ${nginx[i]}, share ${((k * weights[i]!) / total).toFixed(3)}`,
+            );
           }
         }
       }),

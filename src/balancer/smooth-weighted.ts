@@ -27,7 +27,9 @@ import { defaultWarn, InstanceTable, noInstance, prepareList, sliceLists, weight
 
 /** The keys of SmoothWeightedRoundRobinOptions, all of them: any other is refused (see `options`). */
 const SMOOTH_WEIGHTED_ROUND_ROBIN_KEYS = {
-  warn: true, clock: true, sliceLists: true,
+  warn: true,
+  clock: true,
+  sliceLists: true,
 } as const satisfies OptionKeys<SmoothWeightedRoundRobinOptions>;
 
 /** The most (instance, bad weight) pairs remembered for warn-once. */
@@ -96,22 +98,25 @@ export class SmoothWeightedRoundRobin implements Picker {
       warned.add(current);
       sink(message);
     };
-    this.table = new InstanceTable<WeightedEntry>((instance, prev) => {
-      const raw = instance.metadata?.weight;
-      if (prev !== undefined && prev.raw === raw) {
-        prev.instance = instance;
-        return prev;
-      }
-      current = `${instance.id}\u0000${raw}`;
-      const weight = weightOf(instance, warn);
-      if (prev !== undefined) {
-        prev.instance = instance;
-        prev.raw = raw;
-        this.reweight(prev, weight);
-        return prev;
-      }
-      return { instance, seen: 0, index: 0, raw, weight, slot: -1 };
-    }, { clock: sliceLists('SmoothWeightedRoundRobin', o.sliceLists) ? clockOption('SmoothWeightedRoundRobin', o.clock, systemClock) : undefined });
+    this.table = new InstanceTable<WeightedEntry>(
+      (instance, prev) => {
+        const raw = instance.metadata?.weight;
+        if (prev !== undefined && prev.raw === raw) {
+          prev.instance = instance;
+          return prev;
+        }
+        current = `${instance.id}\u0000${raw}`;
+        const weight = weightOf(instance, warn);
+        if (prev !== undefined) {
+          prev.instance = instance;
+          prev.raw = raw;
+          this.reweight(prev, weight);
+          return prev;
+        }
+        return { instance, seen: 0, index: 0, raw, weight, slot: -1 };
+      },
+      { clock: sliceLists('SmoothWeightedRoundRobin', o.sliceLists) ? clockOption('SmoothWeightedRoundRobin', o.clock, systemClock) : undefined },
+    );
   }
 
   /** pick returns the instance with the largest current weight; throws NoInstanceError when `instances` is empty. */

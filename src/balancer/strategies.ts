@@ -20,7 +20,8 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
   const owner = deps.owner ?? 'createPicker';
   if (typeof strategy === 'function') {
     const p = strategy();
-    if (p === null || typeof p !== 'object' || typeof p.pick !== 'function') throw new TypeError(`${owner}: strategy: the factory must return a Picker (an object with pick())`);
+    if (p === null || typeof p !== 'object' || typeof p.pick !== 'function')
+      throw new TypeError(`${owner}: strategy: the factory must return a Picker (an object with pick())`);
     return p;
   }
   if (strategy !== null && typeof strategy === 'object') {
@@ -43,6 +44,8 @@ export function createPicker(strategy: StrategyOption, deps: { clock?: Clock; ra
     case 'least-request':
       return new LeastRequest({ random, clock, sliceLists });
     default:
-      throw new RangeError(`${owner}: strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`);
+      throw new RangeError(
+        `${owner}: strategy must be one of ${names.map((n) => `'${n}'`).join(', ')}, a Picker or a factory, got ${JSON.stringify(strategy)}`,
+      );
   }
 }

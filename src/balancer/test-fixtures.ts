@@ -8,14 +8,19 @@ import type { Registry, RegistryEvent, ServiceInstance, WatchOptions } from '../
 
 /** inst builds a ServiceInstance of service `svc` with an optional weight. */
 export function inst(id: string, weight?: string, extra: Partial<ServiceInstance> = {}): ServiceInstance {
-  return Object.freeze({ id, name: 'svc', address: `127.0.0.1:${1000 + (hashId(id) % 50000)}`, ...(weight === undefined ? {} : { metadata: { weight } }), ...extra });
+  return Object.freeze({
+    id,
+    name: 'svc',
+    address: `127.0.0.1:${1000 + (hashId(id) % 50000)}`,
+    ...(weight === undefined ? {} : { metadata: { weight } }),
+    ...extra,
+  });
 }
 
 /** instances builds `n` instances `i0` … `i(n-1)`. */
 export function instances(n: number, prefix = 'i'): ServiceInstance[] {
   return Array.from({ length: n }, (_, i) => inst(`${prefix}${i}`));
 }
-
 
 /** FakeRegistry is a Registry of our own for unit tests: a map, scripted failures, pushable watches. */
 export class FakeRegistry implements Registry {

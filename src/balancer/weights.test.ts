@@ -82,7 +82,11 @@ describe('Balancer weight overrides', () => {
       assert.equal((counts.get('i0') ?? 0) + (counts.get('i2') ?? 0), 2_000);
       b.report(inFlight, { ok: true, latencyMs: 5 }); // the call in flight ends as usual
       b.setWeights({});
-      assert.deepEqual(b.healthy().map((x) => x.id), ['i0', 'i1', 'i2'], 'back in rotation once the override is gone');
+      assert.deepEqual(
+        b.healthy().map((x) => x.id),
+        ['i0', 'i1', 'i2'],
+        'back in rotation once the override is gone',
+      );
       assert.equal(b.stats().drained, 0);
     });
   }
@@ -90,7 +94,10 @@ describe('Balancer weight overrides', () => {
   it('answers NoInstanceError saying so when every instance is drained', () => {
     const b = new Balancer({ instances: instances(2), service: 'svc' });
     b.setWeights({ i0: 0, i1: 0 });
-    assert.throws(() => b.pick(), (err: unknown) => err instanceof NoInstanceError && /every instance is drained/.test(err.message));
+    assert.throws(
+      () => b.pick(),
+      (err: unknown) => err instanceof NoInstanceError && /every instance is drained/.test(err.message),
+    );
     assert.equal(b.stats().panic, false);
   });
 
@@ -100,7 +107,10 @@ describe('Balancer weight overrides', () => {
     b.setWeights({ i0: 0, i1: 0 });
     const i2 = b.healthy().find((x) => x.id === 'i2')!;
     b.report(i2, { ok: false, latencyMs: 1 });
-    assert.deepEqual(b.healthy().map((x) => x.id), ['i3']);
+    assert.deepEqual(
+      b.healthy().map((x) => x.id),
+      ['i3'],
+    );
     assert.equal(b.stats().panic, false);
   });
 
@@ -125,7 +135,11 @@ describe('Balancer weight overrides', () => {
       [{ i0: 1, i1: -2 }, RangeError, 'Balancer: weights.i1 must be a finite number in [0, 1000000], got -2'],
     ];
     for (const [value, type, message] of table) {
-      assert.throws(() => b.setWeights(value as Record<string, number>), (err: unknown) => err instanceof type && (err as Error).message === message, message);
+      assert.throws(
+        () => b.setWeights(value as Record<string, number>),
+        (err: unknown) => err instanceof type && (err as Error).message === message,
+        message,
+      );
     }
     assert.deepEqual(b.weights(), { i1: 0 });
     assert.equal(b.stats().drained, 1);
@@ -154,7 +168,8 @@ describe('Balancer weight overrides', () => {
             const got = counts.get(`i${i}`) ?? 0;
             if (w === 0) assert.equal(got, 0, `${strategy}: drained i${i} picked ${got} times`);
             // Shares: exact for smooth WRR, within sampling error for P2C (weights only steer the weighted strategies).
-            if (strategy === 'weighted-round-robin') assert.ok(Math.abs(got / n - w / total) <= 0.001 + 1 / n, `${strategy} i${i}: ${got}/${n} for ${w}/${total}`);
+            if (strategy === 'weighted-round-robin')
+              assert.ok(Math.abs(got / n - w / total) <= 0.001 + 1 / n, `${strategy} i${i}: ${got}/${n} for ${w}/${total}`);
             if (strategy === 'p2c') assert.ok(Math.abs(got / n - w / total) <= 0.04, `${strategy} i${i}: ${got}/${n} for ${w}/${total}`);
           });
         },

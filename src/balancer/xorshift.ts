@@ -14,7 +14,7 @@ export function xorshift32(x: number): number {
 
 /** Xorshift32 answers uniform random numbers in [0, 1), seeded from `Math.random`. */
 export class Xorshift32 {
-  private state = ((Math.random() * 0x100000000) | 0) || 1;
+  private state = (Math.random() * 0x100000000) | 0 || 1;
 
   /** next answers the next number in [0, 1). */
   next(): number {

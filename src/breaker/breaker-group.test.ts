@@ -32,7 +32,10 @@ describe('BreakerGroup', () => {
   it('execute guards each name with its own breaker', async () => {
     const g = new BreakerGroup({ factory: (name) => new CircuitBreaker({ name, minimumCalls: 2 }) });
     for (let i = 0; i < 2; i++) await g.execute('down', () => Promise.reject(new Error('x'))).catch(() => {});
-    await assert.rejects(g.execute('down', async () => 1), BreakerOpenError);
+    await assert.rejects(
+      g.execute('down', async () => 1),
+      BreakerOpenError,
+    );
     assert.equal(await g.execute('up', async () => 2), 2);
   });
 
@@ -131,8 +134,14 @@ describe('BreakerGroup', () => {
   });
 
   it('rejects a non-string name and a factory that returns no breaker', async () => {
-    await assert.rejects(new BreakerGroup().execute(42 as never, () => 1), TypeError);
-    await assert.rejects(new BreakerGroup({ factory: () => ({}) as never }).execute('x', () => 1), /factory must return a Breaker/);
+    await assert.rejects(
+      new BreakerGroup().execute(42 as never, () => 1),
+      TypeError,
+    );
+    await assert.rejects(
+      new BreakerGroup({ factory: () => ({}) as never }).execute('x', () => 1),
+      /factory must return a Breaker/,
+    );
   });
 
   it('has a lazy, replaceable process-wide default', () => {
@@ -175,11 +184,18 @@ describe('BreakerGroup', () => {
     assert.equal(g.size, 0);
     assert.throws(() => b.admit(), ClosedError);
     assert.throws(() => g.get('a'), ClosedError);
-    await assert.rejects(g.execute('b', () => 1), ClosedError);
+    await assert.rejects(
+      g.execute('b', () => 1),
+      ClosedError,
+    );
   });
 
   it('refuses a frozen breaker from the factory (it marks its use on each breaker)', () => {
-    const frozen = Object.freeze({ name: 'f', admit: () => ({ success() {}, failure() {}, release() {} }), execute: (fn: () => unknown) => Promise.resolve(fn()) });
+    const frozen = Object.freeze({
+      name: 'f',
+      admit: () => ({ success() {}, failure() {}, release() {} }),
+      execute: (fn: () => unknown) => Promise.resolve(fn()),
+    });
     assert.throws(() => new BreakerGroup({ factory: () => frozen as never }).get('x'), /extensible/);
   });
 

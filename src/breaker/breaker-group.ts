@@ -31,7 +31,12 @@ import { SreBreaker } from './sre-breaker.js';
 
 /** The keys of BreakerGroupOptions, all of them: any other is refused (see `options`). */
 const BREAKER_GROUP_KEYS = {
-  factory: true, exclude: true, idleMs: true, maxBreakers: true, clock: true, fleet: true,
+  factory: true,
+  exclude: true,
+  idleMs: true,
+  maxBreakers: true,
+  clock: true,
+  fleet: true,
 } as const satisfies OptionKeys<BreakerGroupOptions>;
 
 /** Entries a sweep may examine beyond the ones it must evict (bounds the pause). */
@@ -113,7 +118,10 @@ export class BreakerGroup<B extends Breaker = Breaker> implements Reconfigurable
     this.idleMs = positive('BreakerGroup', 'idleMs', o.idleMs ?? breakerGroupDefaults.idleMs);
     this.maxBreakers = integer('BreakerGroup', 'maxBreakers', o.maxBreakers ?? breakerGroupDefaults.maxBreakers, 1);
     this.clock = clockOption('BreakerGroup', o.clock, getDefaultCoarseClock());
-    if (o.fleet !== undefined && (o.fleet === null || typeof o.fleet !== 'object' || typeof (o.fleet.store as { join?: unknown } | undefined)?.join !== 'function')) {
+    if (
+      o.fleet !== undefined &&
+      (o.fleet === null || typeof o.fleet !== 'object' || typeof (o.fleet.store as { join?: unknown } | undefined)?.join !== 'function')
+    ) {
       throw new TypeError(`BreakerGroup: fleet.store must be a fleet store (bulwark/fleet), got ${showValue((o.fleet as { store?: unknown } | null)?.store)}`);
     }
     this.fleet = o.fleet;
@@ -290,11 +298,16 @@ export class BreakerGroup<B extends Breaker = Breaker> implements Reconfigurable
       throw new TypeError(`BreakerGroup: factory must return a Breaker, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
     }
     if (!Object.isExtensible(breaker) && !(GROUP_USED in breaker)) {
-      throw new TypeError(`BreakerGroup: factory must return an extensible object (the group marks its use on it), got a frozen one for ${JSON.stringify(name)}`);
+      throw new TypeError(
+        `BreakerGroup: factory must return an extensible object (the group marks its use on it), got a frozen one for ${JSON.stringify(name)}`,
+      );
     }
     if (this.fleet !== undefined) {
       const join = (breaker as { joinFleet?: (f: BreakerFleetOptions) => void }).joinFleet;
-      if (typeof join !== 'function') throw new TypeError(`BreakerGroup: with fleet, factory must make CircuitBreakers or SreBreakers, got ${showValue(breaker)} for ${JSON.stringify(name)}`);
+      if (typeof join !== 'function')
+        throw new TypeError(
+          `BreakerGroup: with fleet, factory must make CircuitBreakers or SreBreakers, got ${showValue(breaker)} for ${JSON.stringify(name)}`,
+        );
       const key = this.fleet.key === undefined ? name : `${this.fleet.key}/${name}`;
       join.call(breaker, { ...this.fleet, key });
     }

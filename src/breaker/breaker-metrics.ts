@@ -20,7 +20,12 @@ const SRE_STATES = ['closed', 'open'] as const;
 const FLEET_STATES = [...BREAKER_STATES, 'fleet_open'] as const;
 
 const BREAKER_FAMILIES: readonly MetricFamilySpec[] = [
-  { name: 'breaker_state', type: 'gauge', help: 'Breaker state: 1 for the current state, 0 for the others (an SreBreaker dropping calls reads open).', labelNames: ['group', 'state'] },
+  {
+    name: 'breaker_state',
+    type: 'gauge',
+    help: 'Breaker state: 1 for the current state, 0 for the others (an SreBreaker dropping calls reads open).',
+    labelNames: ['group', 'state'],
+  },
   {
     name: 'breaker_calls_total',
     type: 'counter',
@@ -72,7 +77,8 @@ function failureRate(s: BreakerStats): number {
 function emitBreaker(s: BreakerStats, emit: Emit, base: Labels): void {
   const circuit = isCircuit(s);
   const state = stateOf(s);
-  for (const st of circuit ? (s.fleet === undefined ? BREAKER_STATES : FLEET_STATES) : SRE_STATES) emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
+  for (const st of circuit ? (s.fleet === undefined ? BREAKER_STATES : FLEET_STATES) : SRE_STATES)
+    emit('breaker_state', { ...base, state: st }, st === state ? 1 : 0);
   emit('breaker_calls_total', { ...base, kind: 'successful' }, s.successfulCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'failed' }, s.failedCalls ?? 0);
   emit('breaker_calls_total', { ...base, kind: 'ignored' }, s.ignoredCalls ?? 0);

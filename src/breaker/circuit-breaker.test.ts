@@ -315,7 +315,6 @@ describe('CircuitBreaker', () => {
       ),
       { numRuns: 300 },
     );
-
   });
 
   describe('admitAnyway', () => {

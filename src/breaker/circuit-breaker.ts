@@ -534,7 +534,12 @@ export class CircuitBreaker implements Breaker, FleetMember, Reconfigurable<Circ
    * stats at scrape time but the transitions, counted as they happen.
    */
   describeMetrics(ctx: MetricsContext): MetricsDescription {
-    return describeBreaker(this, ctx, () => this.retired, (listener) => this.onStateChange(listener));
+    return describeBreaker(
+      this,
+      ctx,
+      () => this.retired,
+      (listener) => this.onStateChange(listener),
+    );
   }
 
   /** stats answers a snapshot. */
@@ -706,9 +711,9 @@ export class CircuitBreaker implements Breaker, FleetMember, Reconfigurable<Circ
       ? `${who} is isolated (forced open until reset): ${this.isolatedWhy}`
       : this.fleetHeld
         ? `${who} is held open by its fleet: ${this.tripReason}`
-      : this.code === HALF_OPEN
-        ? `${who} is half-open and all ${this.halfOpenCalls} probes are taken`
-        : `${who} is open for ${this.openFor} ms: ${this.tripReason}`;
+        : this.code === HALF_OPEN
+          ? `${who} is half-open and all ${this.halfOpenCalls} probes are taken`
+          : `${who} is open for ${this.openFor} ms: ${this.tripReason}`;
     return what + this.reasons.suffix();
   }
 }

@@ -47,8 +47,20 @@ const MAX_SLOTS = 1_000_000;
 
 /** The keys of CircuitBreakerOptions, all of them: any other is refused. */
 export const CIRCUIT_BREAKER_KEYS = {
-  name: true, failureRate: true, slowCallRate: true, slowCallMs: true, minimumCalls: true, windowMs: true, buckets: true,
-  windowCalls: true, openMs: true, openBackoff: true, halfOpenCalls: true, probeTimeoutMs: true, clock: true, fleet: true,
+  name: true,
+  failureRate: true,
+  slowCallRate: true,
+  slowCallMs: true,
+  minimumCalls: true,
+  windowMs: true,
+  buckets: true,
+  windowCalls: true,
+  openMs: true,
+  openBackoff: true,
+  halfOpenCalls: true,
+  probeTimeoutMs: true,
+  clock: true,
+  fleet: true,
 } as const satisfies OptionKeys<CircuitBreakerOptions>;
 
 const OPEN_BACKOFF_KEYS = { multiplier: true, maxMs: true } as const satisfies OptionKeys<OpenBackoff>;
@@ -99,7 +111,8 @@ export function reconfiguredOptions(current: ValidCircuitOptions, partial: Parti
   const p = optionsObject(OWNER, partial, CIRCUIT_BREAKER_KEYS);
   const now: Record<string, unknown> = { name: current.name, clock: current.clock, fleet };
   for (const key of FIXED_KEYS) {
-    if (Object.hasOwn(p, key) && p[key] !== now[key]) throw new TypeError(`${OWNER}: ${key} cannot change on a running breaker (reconfigure), got ${showValue(p[key])}`);
+    if (Object.hasOwn(p, key) && p[key] !== now[key])
+      throw new TypeError(`${OWNER}: ${key} cannot change on a running breaker (reconfigure), got ${showValue(p[key])}`);
   }
   const merged: CircuitBreakerOptions = { ...plainCircuitOptions(current), name: current.name, clock: current.clock };
   if (p.windowCalls !== undefined) {

@@ -206,7 +206,10 @@ for (const s of subjects) {
       assert.notEqual(b.tryAdmit(), undefined);
       s.trip(b);
       assert.equal(b.tryAdmit(), undefined);
-      assert.throws(() => b.admit(), (e) => e === b.lastRejection());
+      assert.throws(
+        () => b.admit(),
+        (e) => e === b.lastRejection(),
+      );
     });
 
     it('does not call the fallback when the task itself fails', async () => {
@@ -229,7 +232,7 @@ for (const s of subjects) {
       assert.equal(called, false);
     });
 
-    it('rejects a task that is not a function with a TypeError, counting nothing (the caller\'s error)', async () => {
+    it("rejects a task that is not a function with a TypeError, counting nothing (the caller's error)", async () => {
       const b = s.make();
       for (const bad of [undefined, null, 42, 'fn', {}]) {
         await assert.rejects(b.execute(bad as never), (e) => e instanceof TypeError && /fn must be a function/.test(e.message));
@@ -250,10 +253,16 @@ for (const s of subjects) {
       inFlight.failure(new Error('late'));
       assert.throws(() => b.admit(), ClosedError);
       assert.equal(b.tryAdmit(), undefined);
-      await assert.rejects(b.execute(() => 1), ClosedError);
+      await assert.rejects(
+        b.execute(() => 1),
+        ClosedError,
+      );
       let fellBack = false;
       const fallback = () => ((fellBack = true), 0);
-      await assert.rejects(b.execute(() => 1, { fallback }), ClosedError);
+      await assert.rejects(
+        b.execute(() => 1, { fallback }),
+        ClosedError,
+      );
       assert.equal(fellBack, false, 'the fallback answers for an open breaker, not a closed one');
     });
   });

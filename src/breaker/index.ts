@@ -39,4 +39,11 @@ export { AbortedError, BreakerOpenError, BulwarkError, ClosedError } from '../co
 export { SreBreaker, sreBreakerDefaults } from './sre-breaker.js';
 export { CircuitBreaker } from './circuit-breaker.js';
 export { circuitBreakerDefaults } from './circuit-options.js';
-export { BreakerGroup, breakerGroupDefaults, getDefaultBreakerGroup, setDefaultBreakerGroup, type BreakerGroupArgs, type BreakerMade } from './breaker-group.js';
+export {
+  BreakerGroup,
+  breakerGroupDefaults,
+  getDefaultBreakerGroup,
+  setDefaultBreakerGroup,
+  type BreakerGroupArgs,
+  type BreakerMade,
+} from './breaker-group.js';

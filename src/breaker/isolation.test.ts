@@ -82,7 +82,10 @@ for (const kind of ['CircuitBreaker', 'SreBreaker'] as const) {
       assert.match(rejection(b).message, /: drill/);
       assert.equal(b.stats().notPermittedCalls, 3);
       const r = heard(() => b.reset());
-      assert.deepEqual(r.state.map((m) => [m.from, m.to, m.reason]), [['open', 'closed', 'reset']]);
+      assert.deepEqual(
+        r.state.map((m) => [m.from, m.to, m.reason]),
+        [['open', 'closed', 'reset']],
+      );
       assert.deepEqual([b.stats().isolated, b.stats().isolatedReason, b.heldOpen], [false, undefined, false]);
       assert.notEqual(b.tryAdmit(), undefined);
       assert.throws(() => b.isolate(42 as never), /^TypeError: \w+: isolate's reason must be a string, got 42$/);
@@ -91,7 +94,10 @@ for (const kind of ['CircuitBreaker', 'SreBreaker'] as const) {
     it('exports breaker_isolated with the reason (prom-client and text paths, alone and in a group) and the reason in the status snapshot', async () => {
       const clock = new ManualClock();
       const b = make(clock);
-      const group = new BreakerGroup<Breaker>({ clock, factory: (name) => (kind === 'CircuitBreaker' ? new CircuitBreaker({ name, clock }) : new SreBreaker({ name, clock })) });
+      const group = new BreakerGroup<Breaker>({
+        clock,
+        factory: (name) => (kind === 'CircuitBreaker' ? new CircuitBreaker({ name, clock }) : new SreBreaker({ name, clock })),
+      });
       const member = group.get('pay/1') as CircuitBreaker | SreBreaker;
       const viaProm = new BulwarkMetrics({ registry: new Registry() });
       const viaText = new BulwarkMetrics();

@@ -76,7 +76,11 @@ describe('CircuitBreaker.reconfigure', () => {
           delete merged.windowMs; // a count window replaces the time window
           delete merged.buckets;
         }
-        assert.equal(live, messageOf(() => new CircuitBreaker(merged)), 'same text as the constructor');
+        assert.equal(
+          live,
+          messageOf(() => new CircuitBreaker(merged)),
+          'same text as the constructor',
+        );
       }),
       { numRuns: 60 },
     );
@@ -85,12 +89,30 @@ describe('CircuitBreaker.reconfigure', () => {
   it('refuses the keys a running breaker cannot change, old spellings and unknown keys', () => {
     const clock = new ManualClock();
     const b = new CircuitBreaker({ name: 'pay', clock });
-    assert.match(messageOf(() => b.reconfigure({ name: 'other' })), /^TypeError: CircuitBreaker: name cannot change on a running breaker \(reconfigure\), got "other"$/);
-    assert.match(messageOf(() => b.reconfigure({ clock: new ManualClock() })), /clock cannot change on a running breaker/);
-    assert.match(messageOf(() => b.reconfigure({ fleet: { store: new MemoryFleetStore() } })), /fleet cannot change on a running breaker/);
-    assert.match(messageOf(() => b.reconfigure({ openBackoff: { factor: 2, maxMs: 60_000 } } as never)), /^TypeError: CircuitBreaker: openBackoff\.factor was renamed to openBackoff\.multiplier$/);
-    assert.match(messageOf(() => b.reconfigure({ window: { calls: 10 } } as never)), /window\.calls was renamed to windowCalls/);
-    assert.match(messageOf(() => b.reconfigure({ failureRat: 0.2 } as never)), /failureRat is not an option; the options are name, failureRate/);
+    assert.match(
+      messageOf(() => b.reconfigure({ name: 'other' })),
+      /^TypeError: CircuitBreaker: name cannot change on a running breaker \(reconfigure\), got "other"$/,
+    );
+    assert.match(
+      messageOf(() => b.reconfigure({ clock: new ManualClock() })),
+      /clock cannot change on a running breaker/,
+    );
+    assert.match(
+      messageOf(() => b.reconfigure({ fleet: { store: new MemoryFleetStore() } })),
+      /fleet cannot change on a running breaker/,
+    );
+    assert.match(
+      messageOf(() => b.reconfigure({ openBackoff: { factor: 2, maxMs: 60_000 } } as never)),
+      /^TypeError: CircuitBreaker: openBackoff\.factor was renamed to openBackoff\.multiplier$/,
+    );
+    assert.match(
+      messageOf(() => b.reconfigure({ window: { calls: 10 } } as never)),
+      /window\.calls was renamed to windowCalls/,
+    );
+    assert.match(
+      messageOf(() => b.reconfigure({ failureRat: 0.2 } as never)),
+      /failureRat is not an option; the options are name, failureRate/,
+    );
     b.reconfigure({ name: 'pay', clock, failureRate: 0.2 }); // unchanged fixed keys are fine
     assert.equal(b.failureRate, 0.2);
   });
@@ -163,8 +185,14 @@ describe('SreBreaker.reconfigure', () => {
       assert.deepEqual(b.options(), before);
       assert.equal(b.k, 2);
     }
-    assert.match(messageOf(() => b.reconfigure({ random: () => 0 })), /^TypeError: SreBreaker: random cannot change on a running breaker/);
-    assert.match(messageOf(() => b.reconfigure({ name: 'x' })), /name cannot change/);
+    assert.match(
+      messageOf(() => b.reconfigure({ random: () => 0 })),
+      /^TypeError: SreBreaker: random cannot change on a running breaker/,
+    );
+    assert.match(
+      messageOf(() => b.reconfigure({ name: 'x' })),
+      /name cannot change/,
+    );
     b.reconfigure({ k: 1.1, protection: 0 });
     assert.deepEqual([b.k, b.protection], [1.1, 0]);
   });
@@ -191,9 +219,18 @@ describe('BreakerGroup.reconfigure', () => {
     assert.deepEqual(group.options(), { idleMs: 1_000, maxBreakers: 10 });
     for (let i = 0; i < 8; i++) group.get(`b${i}`);
     group.get('b0')!.reconfigure({ failureRate: 0.1 });
-    assert.match(messageOf(() => group.reconfigure({ factory: () => new CircuitBreaker() })), /^TypeError: BreakerGroup: factory cannot change on a running group/);
-    assert.match(messageOf(() => group.reconfigure({ maxBreakers: 0 })), /^RangeError: BreakerGroup: maxBreakers.*0/);
-    assert.match(messageOf(() => group.reconfigure({ idleMs: 5_000, maxBreakers: 0.5 })), /maxBreakers/);
+    assert.match(
+      messageOf(() => group.reconfigure({ factory: () => new CircuitBreaker() })),
+      /^TypeError: BreakerGroup: factory cannot change on a running group/,
+    );
+    assert.match(
+      messageOf(() => group.reconfigure({ maxBreakers: 0 })),
+      /^RangeError: BreakerGroup: maxBreakers.*0/,
+    );
+    assert.match(
+      messageOf(() => group.reconfigure({ idleMs: 5_000, maxBreakers: 0.5 })),
+      /maxBreakers/,
+    );
     assert.equal(group.idleMs, 1_000, 'all or nothing');
     group.reconfigure({ maxBreakers: 4 });
     assert.ok(group.size < 4, `evicted down to the new bound at once: ${group.size}`);

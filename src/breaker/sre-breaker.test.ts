@@ -6,7 +6,6 @@ import { BreakerOpenError } from '../core/errors.js';
 import { SreBreaker } from './sre-breaker.js';
 import { seeded } from '../../test/support/random.js';
 
-
 /** tryCall admits one call at the current time and reports `ok`; answers whether it was admitted. */
 function tryCall(b: SreBreaker, ok: boolean, err: unknown = new Error('down')): boolean {
   let token;
@@ -24,27 +23,30 @@ function tryCall(b: SreBreaker, ok: boolean, err: unknown = new Error('down')): 
 describe('SreBreaker', () => {
   it('counts successful, failed and not-permitted calls since it was made, as the window ages out (property)', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.record({ ok: fc.boolean(), advance: fc.integer({ min: 0, max: 4_000 }) }), { minLength: 20, maxLength: 60 }), async (steps) => {
-        const clock = new ManualClock();
-        const b = new SreBreaker({ clock, windowMs: 1_000, buckets: 4, random: () => 0.999 });
-        let ok = 0;
-        let failed = 0;
-        let refused = 0;
-        for (const step of steps) {
-          clock.advance(step.advance);
-          const t = b.tryAdmit();
-          if (t === undefined) refused++;
-          else if (step.ok) {
-            t.success();
-            ok++;
-          } else {
-            t.failure(new Error('x'));
-            failed++;
+      fc.asyncProperty(
+        fc.array(fc.record({ ok: fc.boolean(), advance: fc.integer({ min: 0, max: 4_000 }) }), { minLength: 20, maxLength: 60 }),
+        async (steps) => {
+          const clock = new ManualClock();
+          const b = new SreBreaker({ clock, windowMs: 1_000, buckets: 4, random: () => 0.999 });
+          let ok = 0;
+          let failed = 0;
+          let refused = 0;
+          for (const step of steps) {
+            clock.advance(step.advance);
+            const t = b.tryAdmit();
+            if (t === undefined) refused++;
+            else if (step.ok) {
+              t.success();
+              ok++;
+            } else {
+              t.failure(new Error('x'));
+              failed++;
+            }
           }
-        }
-        const s = b.stats();
-        assert.deepEqual([s.successfulCalls, s.failedCalls, s.notPermittedCalls], [ok, failed, refused]);
-      }),
+          const s = b.stats();
+          assert.deepEqual([s.successfulCalls, s.failedCalls, s.notPermittedCalls], [ok, failed, refused]);
+        },
+      ),
       { numRuns: 100 },
     );
   });

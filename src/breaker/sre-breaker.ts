@@ -444,7 +444,8 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
   /** dropIsolated drops a call while an operator isolates the breaker. */
   private dropIsolated(now: number): false {
     this.window.addDrop(now);
-    if (breakerRejectChannel.hasSubscribers) breakerRejectChannel.publish({ breaker: this.name, kind: 'SreBreaker', state: 'dropping', isolatedReason: this.isolatedWhy });
+    if (breakerRejectChannel.hasSubscribers)
+      breakerRejectChannel.publish({ breaker: this.name, kind: 'SreBreaker', state: 'dropping', isolatedReason: this.isolatedWhy });
     return false;
   }
 

@@ -20,8 +20,16 @@ export const sreBreakerDefaults = Object.freeze({
 
 /** The keys of SreBreakerOptions, all of them: any other is refused. */
 export const SRE_BREAKER_KEYS = {
-  name: true, windowMs: true, buckets: true, k: true, protection: true, forcePassMs: true, countRejections: true,
-  clock: true, fleet: true, random: true,
+  name: true,
+  windowMs: true,
+  buckets: true,
+  k: true,
+  protection: true,
+  forcePassMs: true,
+  countRejections: true,
+  clock: true,
+  fleet: true,
+  random: true,
 } as const satisfies OptionKeys<SreBreakerOptions>;
 
 /** ValidSreOptions is SreBreakerOptions checked and filled with defaults (but the fleet, which the breaker joins). */
@@ -58,7 +66,8 @@ export function reconfiguredSreOptions(current: ValidSreOptions, partial: Partia
   const p = optionsObject(OWNER, partial, SRE_BREAKER_KEYS);
   const now: Record<string, unknown> = { name: current.name, clock: current.clock, random: current.random, fleet };
   for (const key of FIXED_KEYS) {
-    if (Object.hasOwn(p, key) && p[key] !== now[key]) throw new TypeError(`${OWNER}: ${key} cannot change on a running breaker (reconfigure), got ${showValue(p[key])}`);
+    if (Object.hasOwn(p, key) && p[key] !== now[key])
+      throw new TypeError(`${OWNER}: ${key} cannot change on a running breaker (reconfigure), got ${showValue(p[key])}`);
   }
   const merged: SreBreakerOptions = { ...plainSreOptions(current), name: current.name };
   if (current.clock !== undefined) merged.clock = current.clock;

@@ -6,7 +6,15 @@ import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import protobuf from 'protobufjs';
 import { InvalidResponseError } from '../core/errors.js';
-import { decodeGetResponse, decodePeerRequest, decodeRemoveResponse, encodeGetResponse, encodePeerRequest, encodeRemoveResponse, type PeerMode } from './codec.js';
+import {
+  decodeGetResponse,
+  decodePeerRequest,
+  decodeRemoveResponse,
+  encodeGetResponse,
+  encodePeerRequest,
+  encodeRemoveResponse,
+  type PeerMode,
+} from './codec.js';
 
 /** protoFile finds proto/cache.proto above this file (the tests also run from a compiled copy under .tmp/). */
 function protoFile(): string {
@@ -29,28 +37,40 @@ const MODES: Record<PeerMode, string> = { normal: 'NORMAL', local: 'LOCAL', peek
 describe('peer protocol codec against proto/cache.proto (protobufjs)', () => {
   it('GetRequest and RemoveRequest: what the codec writes, the schema reads, and back', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 200 }), fc.constantFrom<PeerMode>('normal', 'local', 'peek'), (group, key, mode) => {
-        const ours = encodePeerRequest(group, key, mode);
-        assert.deepEqual(GetRequest.toObject(GetRequest.decode(ours), asPlain), { group, key, mode: MODES[mode] });
-        const theirs = GetRequest.encode(GetRequest.fromObject({ group, key, mode: MODES[mode] })).finish();
-        assert.deepEqual(decodePeerRequest(theirs), { group, key, mode });
-        const remove = RemoveRequest.encode(RemoveRequest.fromObject({ group, key })).finish();
-        assert.deepEqual(decodePeerRequest(remove), { group, key, mode: 'normal' });
-        if (mode === 'normal') assert.deepEqual(RemoveRequest.toObject(RemoveRequest.decode(ours), asPlain), { group, key });
-      }),
+      fc.property(
+        fc.string({ unit: 'grapheme', maxLength: 40 }),
+        fc.string({ unit: 'grapheme', maxLength: 200 }),
+        fc.constantFrom<PeerMode>('normal', 'local', 'peek'),
+        (group, key, mode) => {
+          const ours = encodePeerRequest(group, key, mode);
+          assert.deepEqual(GetRequest.toObject(GetRequest.decode(ours), asPlain), { group, key, mode: MODES[mode] });
+          const theirs = GetRequest.encode(GetRequest.fromObject({ group, key, mode: MODES[mode] })).finish();
+          assert.deepEqual(decodePeerRequest(theirs), { group, key, mode });
+          const remove = RemoveRequest.encode(RemoveRequest.fromObject({ group, key })).finish();
+          assert.deepEqual(decodePeerRequest(remove), { group, key, mode: 'normal' });
+          if (mode === 'normal') assert.deepEqual(RemoveRequest.toObject(RemoveRequest.decode(ours), asPlain), { group, key });
+        },
+      ),
     );
   });
 
   it('GetResponse: value, ttl_ms, not_found and not_held both ways; minute_qps (ours never sends it) is skipped', () => {
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 300 }), fc.nat(), fc.boolean(), fc.boolean(), fc.double({ noNaN: true }), (bytes, ttlMs, notFound, notHeld, qps) => {
-        const value = Buffer.from(bytes).toString('latin1');
-        const read = GetResponse.toObject(GetResponse.decode(encodeGetResponse({ value, ttlMs, notFound, notHeld })), asPlain);
-        assert.deepEqual(read, { value: Buffer.from(bytes), minuteQps: 0, ttlMs, notFound, notHeld });
-        const theirs = GetResponse.encode(GetResponse.fromObject({ value: bytes, minuteQps: qps, ttlMs, notFound, notHeld })).finish();
-        const decoded = decodeGetResponse(theirs, 1000);
-        assert.deepEqual([decoded.value, decoded.ttlMs, decoded.notFound, decoded.notHeld === true], [value, ttlMs, notFound, notHeld]);
-      }),
+      fc.property(
+        fc.uint8Array({ maxLength: 300 }),
+        fc.nat(),
+        fc.boolean(),
+        fc.boolean(),
+        fc.double({ noNaN: true }),
+        (bytes, ttlMs, notFound, notHeld, qps) => {
+          const value = Buffer.from(bytes).toString('latin1');
+          const read = GetResponse.toObject(GetResponse.decode(encodeGetResponse({ value, ttlMs, notFound, notHeld })), asPlain);
+          assert.deepEqual(read, { value: Buffer.from(bytes), minuteQps: 0, ttlMs, notFound, notHeld });
+          const theirs = GetResponse.encode(GetResponse.fromObject({ value: bytes, minuteQps: qps, ttlMs, notFound, notHeld })).finish();
+          const decoded = decodeGetResponse(theirs, 1000);
+          assert.deepEqual([decoded.value, decoded.ttlMs, decoded.notFound, decoded.notHeld === true], [value, ttlMs, notFound, notHeld]);
+        },
+      ),
     );
   });
 
@@ -74,9 +94,14 @@ describe('peer protocol codec', () => {
 
   it('round-trips GetRequest / RemoveRequest for any well-formed group and key', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ unit: 'grapheme', maxLength: 200 }), fc.constantFrom('normal' as const, 'local' as const, 'peek' as const), (group, key, mode) => {
-        assert.deepEqual(decodePeerRequest(encodePeerRequest(group, key, mode)), { group, key, mode });
-      }),
+      fc.property(
+        fc.string({ unit: 'grapheme', maxLength: 40 }),
+        fc.string({ unit: 'grapheme', maxLength: 200 }),
+        fc.constantFrom('normal' as const, 'local' as const, 'peek' as const),
+        (group, key, mode) => {
+          assert.deepEqual(decodePeerRequest(encodePeerRequest(group, key, mode)), { group, key, mode });
+        },
+      ),
     );
   });
 

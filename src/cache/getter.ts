@@ -47,7 +47,10 @@ function normalize(r: unknown, group: string): Normalized {
   if (typeof r === 'string' || r instanceof Uint8Array) return { value: r, ttlMs: undefined };
   if (r !== null && typeof r === 'object' && 'value' in r) {
     const { value, ttlMs } = r as { value: unknown; ttlMs?: unknown };
-    if ((typeof value === 'string' || value instanceof Uint8Array) && (ttlMs === undefined || (typeof ttlMs === 'number' && Number.isFinite(ttlMs) && ttlMs >= 0))) {
+    if (
+      (typeof value === 'string' || value instanceof Uint8Array) &&
+      (ttlMs === undefined || (typeof ttlMs === 'number' && Number.isFinite(ttlMs) && ttlMs >= 0))
+    ) {
       return { value, ttlMs: ttlMs as number | undefined };
     }
   }

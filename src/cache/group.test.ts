@@ -10,7 +10,10 @@ class FakePeer implements PeerGetter {
   calls = 0;
   removes: string[] = [];
   fail: Error | undefined;
-  constructor(readonly url: string, public target?: GroupServer) {}
+  constructor(
+    readonly url: string,
+    public target?: GroupServer,
+  ) {}
   modes: string[] = [];
   async get(_group: string, key: string, signal?: AbortSignal, mode: PeerMode = 'normal'): Promise<GetResponse> {
     this.calls++;
@@ -40,7 +43,15 @@ function tick(n = 5): Promise<void> {
 describe('Group', () => {
   it('loads once, then answers from the cache (GeeCache: Tom 630)', async () => {
     let loads = 0;
-    const g = new Group({ name: 'scores', cacheBytes: 1 << 20, getter: (key) => { loads++; if (key !== 'Tom') throw new NotFoundError(); return '630'; } });
+    const g = new Group({
+      name: 'scores',
+      cacheBytes: 1 << 20,
+      getter: (key) => {
+        loads++;
+        if (key !== 'Tom') throw new NotFoundError();
+        return '630';
+      },
+    });
     assert.equal((await g.get('Tom')).toString(), '630');
     assert.equal((await g.get('Tom')).toString(), '630');
     assert.equal(loads, 1);
@@ -54,7 +65,14 @@ describe('Group', () => {
   it('runs the getter once for 100 concurrent gets of one key', async () => {
     let loads = 0;
     let release!: (v: string) => void;
-    const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => { loads++; return new Promise<string>((r) => (release = r)); } });
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      getter: () => {
+        loads++;
+        return new Promise<string>((r) => (release = r));
+      },
+    });
     const all = Array.from({ length: 100 }, () => g.get('k'));
     await tick();
     release('v');
@@ -72,7 +90,7 @@ describe('Group', () => {
     assert.deepEqual([...(await g.get('k')).bytes()], [1, 2, 3]);
   });
 
-  it('copies the getter\'s bytes, so changing them later does not change the cache', async () => {
+  it("copies the getter's bytes, so changing them later does not change the cache", async () => {
     const src = new Uint8Array([7, 7]);
     const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => src });
     await g.get('k');
@@ -143,7 +161,17 @@ describe('Group', () => {
   it('caches "not found" for negativeTtlMs, then asks the origin again', async () => {
     const clock = new ManualClock();
     let loads = 0;
-    const g = new Group({ name: 'g', cacheBytes: 1000, negativeTtlMs: 100, clock, random: () => 0.5, getter: () => { loads++; throw new NotFoundError('nope'); } });
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      negativeTtlMs: 100,
+      clock,
+      random: () => 0.5,
+      getter: () => {
+        loads++;
+        throw new NotFoundError('nope');
+      },
+    });
     await assert.rejects(g.get('missing'), NotFoundError);
     await assert.rejects(g.get('missing'), NotFoundError);
     assert.equal(loads, 1);
@@ -154,7 +182,15 @@ describe('Group', () => {
 
   it('never caches "not found" when negativeTtlMs is 0, nor any error', async () => {
     let loads = 0;
-    const g = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => { loads++; if (k === 'nf') throw new NotFoundError(); throw new Error('db down'); } });
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      getter: (k) => {
+        loads++;
+        if (k === 'nf') throw new NotFoundError();
+        throw new Error('db down');
+      },
+    });
     await assert.rejects(g.get('nf'), NotFoundError);
     await assert.rejects(g.get('nf'), NotFoundError);
     await assert.rejects(g.get('err'), LoadError);
@@ -164,7 +200,14 @@ describe('Group', () => {
   });
 
   it('turns a synchronous throw or a wrong result type into LoadError, and caches nothing', async () => {
-    const g = new Group({ name: 'g', cacheBytes: 1000, getter: (k) => { if (k === 'sync') throw new Error('boom'); return 42 as never; } });
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      getter: (k) => {
+        if (k === 'sync') throw new Error('boom');
+        return 42 as never;
+      },
+    });
     await assert.rejects(g.get('sync'), (e: unknown) => e instanceof LoadError && (e.cause as Error).message === 'boom');
     await assert.rejects(g.get('num'), LoadError);
     assert.equal(g.cacheStats().main.length, 0);
@@ -174,7 +217,10 @@ describe('Group', () => {
     let aborted = false;
     const clock = new ManualClock();
     const g = new Group({
-      name: 'g', cacheBytes: 1000, timeoutMs: 20, clock,
+      name: 'g',
+      cacheBytes: 1000,
+      timeoutMs: 20,
+      clock,
       getter: (_k, { signal }) => new Promise(() => signal.addEventListener('abort', () => (aborted = true))),
     });
     const p = g.get('k');
@@ -189,7 +235,15 @@ describe('Group', () => {
 
   it('returns but does not cache a value larger than maxValueBytes', async () => {
     let loads = 0;
-    const g = new Group({ name: 'g', cacheBytes: 10_000, maxValueBytes: 10, getter: () => { loads++; return 'x'.repeat(11); } });
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 10_000,
+      maxValueBytes: 10,
+      getter: () => {
+        loads++;
+        return 'x'.repeat(11);
+      },
+    });
     assert.equal((await g.get('k')).length, 11);
     assert.equal((await g.get('k')).length, 11);
     assert.equal(loads, 2);
@@ -205,7 +259,7 @@ describe('Group', () => {
     assert.equal((await g.get('x'.repeat(1024))).length, 1024);
   });
 
-  it('ends only the aborting caller\'s wait', async () => {
+  it("ends only the aborting caller's wait", async () => {
     let release!: (v: string) => void;
     const g = new Group({ name: 'g', cacheBytes: 1000, getter: () => new Promise<string>((r) => (release = r)) });
     const ac = new AbortController();
@@ -235,7 +289,13 @@ describe('Group', () => {
   });
 
   it('treats a remote "not found" as the answer and does not load locally', async () => {
-    const owner = new Group({ name: 'g', cacheBytes: 1000, getter: () => { throw new NotFoundError(); } });
+    const owner = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      getter: () => {
+        throw new NotFoundError();
+      },
+    });
     const g = new Group({ name: 'g', cacheBytes: 1000, peers: picker(new FakePeer('http://o', owner)), getter: () => assert.fail('no local load') });
     await assert.rejects(g.get('k'), NotFoundError);
     assert.equal(g.stats().localLoads, 0);
@@ -337,7 +397,12 @@ describe('Group', () => {
     const clock = new ManualClock();
     let fail = false;
     const g = new Group({
-      name: 'g', cacheBytes: 1000, clock, ttlMs: 1_000, staleBytes: 1000, staleMaxAgeMs: 60_000,
+      name: 'g',
+      cacheBytes: 1000,
+      clock,
+      ttlMs: 1_000,
+      staleBytes: 1000,
+      staleMaxAgeMs: 60_000,
       getter: (k) => {
         if (fail) throw new LoadError('origin down');
         return `v-${k}`;
@@ -355,12 +420,29 @@ describe('Group', () => {
     await assert.rejects(g.get('k'), LoadError);
   });
 
-  it('answers a peer\'s last value stale when the owner\'s getter fails', async () => {
+  it("answers a peer's last value stale when the owner's getter fails", async () => {
     const clock = new ManualClock();
     let fail = false;
-    const owner = new Group({ name: 'g', cacheBytes: 1000, clock, ttlMs: 1_000, getter: (k) => { if (fail) throw new LoadError('down'); return `v-${k}`; } });
+    const owner = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      clock,
+      ttlMs: 1_000,
+      getter: (k) => {
+        if (fail) throw new LoadError('down');
+        return `v-${k}`;
+      },
+    });
     const peer = new FakePeer('http://owner', owner);
-    const g = new Group({ name: 'g', cacheBytes: 1000, clock, staleBytes: 1000, random: () => 0.5, peers: picker(peer), getter: () => assert.fail('no local load') });
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      clock,
+      staleBytes: 1000,
+      random: () => 0.5,
+      peers: picker(peer),
+      getter: () => assert.fail('no local load'),
+    });
     assert.equal((await g.getWithInfo('k')).source, 'peer');
     fail = true;
     clock.advance(2_000);
@@ -478,4 +560,3 @@ describe('Group', () => {
     });
   });
 });
-

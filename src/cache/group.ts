@@ -32,9 +32,21 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of GroupOptions, all of them: any other is refused (see `options`). */
 const GROUP_KEYS = {
-  name: true, cacheBytes: true, getter: true, peers: true, ttlMs: true, negativeTtlMs: true, ttlJitter: true,
-  hotCacheRatio: true, hotCacheSample: true, maxValueBytes: true, timeoutMs: true, clock: true, random: true,
-  staleBytes: true, staleMaxAgeMs: true,
+  name: true,
+  cacheBytes: true,
+  getter: true,
+  peers: true,
+  ttlMs: true,
+  negativeTtlMs: true,
+  ttlJitter: true,
+  hotCacheRatio: true,
+  hotCacheSample: true,
+  maxValueBytes: true,
+  timeoutMs: true,
+  clock: true,
+  random: true,
+  staleBytes: true,
+  staleMaxAgeMs: true,
 } as const satisfies OptionKeys<GroupOptions>;
 
 export type { Getter, GetterResult } from './getter.js';
@@ -186,8 +198,18 @@ export class Group implements GroupServer {
   private readonly loading = new Map<string, LoadToken>();
   private unregister: (() => void) | undefined;
   private readonly counters: GroupStats = {
-    gets: 0, cacheHits: 0, peerLoads: 0, peerErrors: 0, loads: 0,
-    loadsDeduped: 0, localLoads: 0, localLoadErrs: 0, serverRequests: 0, evictions: 0, replications: 0, staleAnswers: 0,
+    gets: 0,
+    cacheHits: 0,
+    peerLoads: 0,
+    peerErrors: 0,
+    loads: 0,
+    loadsDeduped: 0,
+    localLoads: 0,
+    localLoadErrs: 0,
+    serverRequests: 0,
+    evictions: 0,
+    replications: 0,
+    staleAnswers: 0,
   };
 
   constructor(options: GroupOptions) {
@@ -500,54 +522,58 @@ export class Group implements GroupServer {
    * The value goes into the main cache. When no co-owner answers, the getter runs here.
    */
   private loadAsOwner(key: string, pick: OwnerPick, signal: AbortSignal | undefined): Promise<Loaded> {
-    return this.ownerFlight.do(key, async (flightSignal) => {
-      const hit = this.main.get(key);
-      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0, source: 'main' };
-      const mode: PeerMode = pick.primary ? 'peek' : 'local';
-      const asks = pick.primary ? pick.peers : pick.peers.slice(0, 1);
-      const token = this.begin(key);
-      try {
-        for (const peer of asks) {
-          if (peer.healthy?.() === false) break; // healthy owners come first: the rest are down
-          let r: GetResponse;
-          try {
-            r = await peer.get(this.name, key, flightSignal, mode);
-          } catch (err) {
-            this.counters.peerErrors++;
-            if (flightSignal.aborted) throw err;
-            if (!pick.primary && err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
-            continue;
+    return this.ownerFlight.do(
+      key,
+      async (flightSignal) => {
+        const hit = this.main.get(key);
+        if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0, source: 'main' };
+        const mode: PeerMode = pick.primary ? 'peek' : 'local';
+        const asks = pick.primary ? pick.peers : pick.peers.slice(0, 1);
+        const token = this.begin(key);
+        try {
+          for (const peer of asks) {
+            if (peer.healthy?.() === false) break; // healthy owners come first: the rest are down
+            let r: GetResponse;
+            try {
+              r = await peer.get(this.name, key, flightSignal, mode);
+            } catch (err) {
+              this.counters.peerErrors++;
+              if (flightSignal.aborted) throw err;
+              if (!pick.primary && err instanceof PeerError && (err.status === 502 || err.status === 504)) throw err;
+              continue;
+            }
+            if (r.notHeld === true) continue;
+            this.counters.peerLoads++;
+            const expiresAt = r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0;
+            if (r.notFound) {
+              if (!token.removed) this.keep(key, null);
+              if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
+              return { value: null, expiresAt, source: 'peer' };
+            }
+            if (!token.removed) {
+              if (r.value.length <= this.maxValueBytes) this.main.add(key, r.value, expiresAt);
+              this.keep(key, r.value);
+            }
+            return { value: r.value, expiresAt, source: 'peer' };
           }
-          if (r.notHeld === true) continue;
-          this.counters.peerLoads++;
-          const expiresAt = r.ttlMs > 0 ? this.clock.now() + r.ttlMs : 0;
-          if (r.notFound) {
-            if (!token.removed) this.keep(key, null);
-            if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
-            return { value: null, expiresAt, source: 'peer' };
-          }
-          if (!token.removed) {
-            if (r.value.length <= this.maxValueBytes) this.main.add(key, r.value, expiresAt);
-            this.keep(key, r.value);
-          }
-          return { value: r.value, expiresAt, source: 'peer' };
+        } finally {
+          this.end(key, token);
         }
-      } finally {
-        this.end(key, token);
-      }
-      const loaded = await this.loadLocally(key, flightSignal);
-      // Hand the value on only when it was cached here: the co-owners copy it from this node's cache.
-      if (pick.primary && this.main.get(key) !== undefined) {
-        for (const peer of pick.peers) {
-          if (peer.healthy?.() === false) break;
-          peer.get(this.name, key).then(
-            () => void this.counters.replications++,
-            () => void this.counters.peerErrors++,
-          );
+        const loaded = await this.loadLocally(key, flightSignal);
+        // Hand the value on only when it was cached here: the co-owners copy it from this node's cache.
+        if (pick.primary && this.main.get(key) !== undefined) {
+          for (const peer of pick.peers) {
+            if (peer.healthy?.() === false) break;
+            peer.get(this.name, key).then(
+              () => void this.counters.replications++,
+              () => void this.counters.peerErrors++,
+            );
+          }
         }
-      }
-      return loaded;
-    }, { signal });
+        return loaded;
+      },
+      { signal },
+    );
   }
 
   /**
@@ -555,40 +581,44 @@ export class Group implements GroupServer {
    * requests share it), and caches what it answers. The singleflight's timeout bounds the getter.
    */
   private loadLocally(key: string, signal: AbortSignal | undefined): Promise<Loaded> {
-    return this.localFlight.do(key, async (flightSignal) => {
-      const hit = this.main.get(key);
-      if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0, source: 'main' };
-      this.counters.loadsDeduped++;
-      const token = this.begin(key);
-      try {
-        this.counters.localLoads++;
-        let result;
+    return this.localFlight.do(
+      key,
+      async (flightSignal) => {
+        const hit = this.main.get(key);
+        if (hit !== undefined) return { value: hit, expiresAt: this.main.expiresAt(key) ?? 0, source: 'main' };
+        this.counters.loadsDeduped++;
+        const token = this.begin(key);
         try {
-          result = await (cacheLoadChannel.hasSubscribers
-            ? cacheLoadChannel.tracePromise(() => callGetter(this.getter, key, flightSignal, this.name), { group: this.name, key, source: 'local' })
-            : callGetter(this.getter, key, flightSignal, this.name));
-        } catch (err) {
-          if (!(err instanceof NotFoundError)) {
-            this.counters.localLoadErrs++;
-            throw err;
+          this.counters.localLoads++;
+          let result;
+          try {
+            result = await (cacheLoadChannel.hasSubscribers
+              ? cacheLoadChannel.tracePromise(() => callGetter(this.getter, key, flightSignal, this.name), { group: this.name, key, source: 'local' })
+              : callGetter(this.getter, key, flightSignal, this.name));
+          } catch (err) {
+            if (!(err instanceof NotFoundError)) {
+              this.counters.localLoadErrs++;
+              throw err;
+            }
+            const expiresAt = this.negativeTtlMs > 0 ? this.expiry(this.negativeTtlMs) : 0;
+            if (!token.removed) this.keep(key, null);
+            if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
+            return { value: null, expiresAt, source: 'getter' };
           }
-          const expiresAt = this.negativeTtlMs > 0 ? this.expiry(this.negativeTtlMs) : 0;
-          if (!token.removed) this.keep(key, null);
-          if (expiresAt !== 0 && !token.removed) this.main.add(key, null, expiresAt);
-          return { value: null, expiresAt, source: 'getter' };
+          const ttlMs = result.ttlMs ?? this.ttlMs;
+          const value = toBinary(result.value);
+          const expiresAt = ttlMs > 0 ? this.expiry(ttlMs) : 0;
+          if (!token.removed) {
+            if (value.length <= this.maxValueBytes) this.main.add(key, value, expiresAt);
+            this.keep(key, value);
+          }
+          return { value, expiresAt, source: 'getter' };
+        } finally {
+          this.end(key, token);
         }
-        const ttlMs = result.ttlMs ?? this.ttlMs;
-        const value = toBinary(result.value);
-        const expiresAt = ttlMs > 0 ? this.expiry(ttlMs) : 0;
-        if (!token.removed) {
-          if (value.length <= this.maxValueBytes) this.main.add(key, value, expiresAt);
-          this.keep(key, value);
-        }
-        return { value, expiresAt, source: 'getter' };
-      } finally {
-        this.end(key, token);
-      }
-    }, { signal });
+      },
+      { signal },
+    );
   }
 
   private expiry(ttlMs: number): number {

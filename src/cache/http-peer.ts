@@ -74,7 +74,11 @@ export class HttpPeer implements PeerGetter {
   /** Learned from an answer: the peer is a Go groupcache node (it takes no removal). */
   private goPeer = false;
 
-  constructor(url: string, private readonly config: HttpPeerConfig, origin = url) {
+  constructor(
+    url: string,
+    private readonly config: HttpPeerConfig,
+    origin = url,
+  ) {
     this.url = url;
     this.origin = origin;
   }
@@ -113,7 +117,14 @@ export class HttpPeer implements PeerGetter {
   /** remove deletes `key` of `group` at the peer; answers whether the peer held it (false for a Go peer, which takes no removal). */
   async remove(group: string, key: string, signal?: AbortSignal): Promise<boolean> {
     if (this.goPeer) return false;
-    const { status, bytes, headers } = await this.request('DELETE', this.config.basePath, encodePeerRequest(group, key), signal, FRAMING_BYTES, this.config.removeTimeoutMs);
+    const { status, bytes, headers } = await this.request(
+      'DELETE',
+      this.config.basePath,
+      encodePeerRequest(group, key),
+      signal,
+      FRAMING_BYTES,
+      this.config.removeTimeoutMs,
+    );
     if (this.config.protocol === 'groupcache' && status === 400 && headers[NODE_HEADER] === undefined) {
       this.goPeer = true;
       return false;
@@ -153,7 +164,10 @@ export class HttpPeer implements PeerGetter {
     try {
       let res;
       try {
-        res = await untilAborted(this.config.pools.get(this.origin).request({ path, method, headers, body, signal: both, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }), both);
+        res = await untilAborted(
+          this.config.pools.get(this.origin).request({ path, method, headers, body, signal: both, headersTimeout: timeoutMs, bodyTimeout: timeoutMs }),
+          both,
+        );
       } catch (err) {
         if (signal?.aborted) throw new AbortedError('peer request aborted', { cause: signal.reason });
         this.downUntil = this.config.clock.now() + PEER_DOWN_MS;
@@ -182,7 +196,10 @@ export class HttpPeer implements PeerGetter {
 /** untilAborted settles as `p` does, or rejects with the signal's reason as soon as `signal` aborts (a late answer's body is dropped). */
 function untilAborted<T extends { body: { destroy(): unknown } }>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) {
-    p.then((r) => r.body.destroy(), () => {});
+    p.then(
+      (r) => r.body.destroy(),
+      () => {},
+    );
     return Promise.reject(signal.reason);
   }
   return new Promise<T>((resolve, reject) => {

@@ -31,7 +31,7 @@ describe('HttpPool', () => {
     await pool.close();
   });
 
-  it('picks the ring\'s owner, and no peer for keys this node owns', async () => {
+  it("picks the ring's owner, and no peer for keys this node owns", async () => {
     const pool = new HttpPool({ self: 'http://127.0.0.1:8001' });
     pool.setPeers('http://127.0.0.1:8001', 'http://127.0.0.1:8002');
     let mine = 0;
@@ -96,7 +96,11 @@ describe('HttpPool', () => {
       [{ bodyTimeoutMs: Infinity }, RangeError, /bodyTimeoutMs .* got Infinity/],
     ];
     for (const [options, type, message] of cases) {
-      assert.throws(() => new HttpPool({ self, ...options } as never), (err: unknown) => err instanceof type && message.test((err as Error).message), JSON.stringify(options));
+      assert.throws(
+        () => new HttpPool({ self, ...options } as never),
+        (err: unknown) => err instanceof type && message.test((err as Error).message),
+        JSON.stringify(options),
+      );
     }
   });
 
@@ -126,7 +130,7 @@ describe('HttpPool', () => {
       assert.equal(picks.filter((p) => p.self).length, 2);
       assert.equal(picks.filter((p) => p.primary).length, 1);
       const primary = urls[picks.findIndex((p) => p.primary)]!;
-      assert.equal(primary, pools[0]!.owner(key), 'the first owner is the ring\'s owner');
+      assert.equal(primary, pools[0]!.owner(key), "the first owner is the ring's owner");
       for (const [j, p] of picks.entries()) {
         assert.equal(p.peers.length, p.self ? 1 : 2);
         assert.ok(p.peers.every((g) => g.url !== urls[j]));

@@ -31,8 +31,17 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of HttpPoolOptions, all of them: any other is refused (see `options`). */
 const HTTP_POOL_KEYS = {
-  self: true, protocol: true, basePath: true, replicas: true, owners: true, secret: true, timeoutMs: true,
-  bodyTimeoutMs: true, connections: true, maxValueBytes: true, clock: true,
+  self: true,
+  protocol: true,
+  basePath: true,
+  replicas: true,
+  owners: true,
+  secret: true,
+  timeoutMs: true,
+  bodyTimeoutMs: true,
+  connections: true,
+  maxValueBytes: true,
+  clock: true,
 } as const satisfies OptionKeys<HttpPoolOptions>;
 
 /** DEFAULT_GETTER_TIMEOUT_MS is Group's default getter timeout (groupDefaults.timeoutMs). */
@@ -171,7 +180,8 @@ export class HttpPool implements PeerPicker {
     if (secret !== undefined && !((typeof secret === 'string' || secret instanceof Uint8Array) && secret.length > 0)) {
       throw new TypeError('HttpPool: secret must be a non-empty string or Uint8Array');
     }
-    if (secret !== undefined && go) throw new TypeError("HttpPool: secret cannot be used with protocol 'groupcache' (Go groupcache peers neither sign nor check signatures)");
+    if (secret !== undefined && go)
+      throw new TypeError("HttpPool: secret cannot be used with protocol 'groupcache' (Go groupcache peers neither sign nor check signatures)");
     const clock = clockOption('HttpPool', o.clock, wallClock);
     const fixedTimeoutMs = o.timeoutMs === undefined ? undefined : integer('HttpPool', 'timeoutMs', o.timeoutMs, 1);
     const bodyTimeoutMs = integer('HttpPool', 'bodyTimeoutMs', o.bodyTimeoutMs ?? httpPoolDefaults.bodyTimeoutMs, 1);
@@ -320,7 +330,10 @@ export class HttpPool implements PeerPicker {
   async bindRegistry(registry: Registry, options?: MembershipOptions): Promise<Membership> {
     const m = await bindRegistry(this, registry, options);
     this.memberships.add(m);
-    m.closed.then(() => this.memberships.delete(m), () => this.memberships.delete(m));
+    m.closed.then(
+      () => this.memberships.delete(m),
+      () => this.memberships.delete(m),
+    );
     return m;
   }
 

@@ -12,7 +12,17 @@
  */
 export { LruCache, lruCacheDefaults, type LruCacheOptions } from '../core/lru-cache.js';
 export { ByteView } from './byte-view.js';
-export { Group, groupDefaults, type GroupOptions, type GroupStats, type GetOptions, type GroupAnswer, type AnswerSource, type Getter, type GetterResult } from './group.js';
+export {
+  Group,
+  groupDefaults,
+  type GroupOptions,
+  type GroupStats,
+  type GetOptions,
+  type GroupAnswer,
+  type AnswerSource,
+  type Getter,
+  type GetterResult,
+} from './group.js';
 export { HttpPool, httpPoolDefaults, normalizePeerUrl, PEER_SLACK_MS, MAX_PEER_WAIT_MS, type CacheProtocol, type HttpPoolOptions } from './http-pool.js';
 export { CACHE_REPLICAS, GROUPCACHE_REPLICAS, crc32Utf8 } from './ring.js';
 export { NOT_FOUND_HEADER, NODE_HEADER, PEER_DOWN_MS } from './http-peer.js';

@@ -53,7 +53,11 @@ describe('membership', () => {
     await until('other leaves', () => pool.last.join() === 'http://127.0.0.1:9001,http://127.0.0.1:9003');
     await m.close();
     const left = await registry.getService('bulwark-cache');
-    assert.deepEqual(left.map((i) => i.id), ['third'], 'close() deregistered this node');
+    assert.deepEqual(
+      left.map((i) => i.id),
+      ['third'],
+      'close() deregistered this node',
+    );
     await registry.close();
   });
 
@@ -100,8 +104,14 @@ describe('membership', () => {
     const pool = new PeerLog('http://127.0.0.1:9001');
     await assert.rejects(bindRegistry(pool, {} as Registry), /registry/);
     await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { ttlMs: -1 }), /ttlMs/);
-    await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { metadata: { url: 'http://elsewhere:1' } }), /HttpPool.bindRegistry: metadata.url is the pool's own URL/);
-    await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { metadata: { zone: 1 } as never }), /HttpPool.bindRegistry: metadata.zone must be a string, got 1/);
+    await assert.rejects(
+      bindRegistry(pool, new MemoryRegistry(), { metadata: { url: 'http://elsewhere:1' } }),
+      /HttpPool.bindRegistry: metadata.url is the pool's own URL/,
+    );
+    await assert.rejects(
+      bindRegistry(pool, new MemoryRegistry(), { metadata: { zone: 1 } as never }),
+      /HttpPool.bindRegistry: metadata.zone must be a string, got 1/,
+    );
     await assert.rejects(bindRegistry(pool, new MemoryRegistry(), { metadata: 'x' as never }), /HttpPool.bindRegistry: metadata must be an object of strings/);
   });
 
@@ -111,7 +121,10 @@ describe('membership', () => {
     const pool = new PeerLog('http://127.0.0.1:9001');
     const m = await bindRegistry(pool, registry, { clock, ttlMs: 3_000 });
     for (let i = 0; i < 10; i++) await clock.advanceAsync(1_000);
-    assert.deepEqual((await registry.getService('bulwark-cache')).map((i) => i.id), ['127.0.0.1-9001']);
+    assert.deepEqual(
+      (await registry.getService('bulwark-cache')).map((i) => i.id),
+      ['127.0.0.1-9001'],
+    );
     assert.deepEqual(pool.last, ['http://127.0.0.1:9001']);
     await m.close();
     assert.equal(registry.stats().instances, 0);

@@ -15,11 +15,20 @@ import { normalizePeerUrl } from './peer-url.js';
 
 /** The keys of MembershipOptions, all of them: any other is refused (see `options`). */
 const BIND_REGISTRY_KEYS = {
-  service: true, id: true, metadata: true, ttlMs: true, backoff: true, clock: true,
+  service: true,
+  id: true,
+  metadata: true,
+  ttlMs: true,
+  backoff: true,
+  clock: true,
 } as const satisfies OptionKeys<MembershipOptions>;
 /** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
 const BACKOFF_KEYS = {
-  initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true,
+  initialMs: true,
+  maxMs: true,
+  multiplier: true,
+  jitter: true,
+  random: true,
 } as const satisfies OptionKeys<BackoffOptions>;
 
 /** MembershipOptions configures `HttpPool.bindRegistry`. */
@@ -76,9 +85,10 @@ export function urlOf(instance: ServiceInstance): string {
 /** extraMetadata checks the metadata option: an object of strings, without `url`. */
 function extraMetadata(metadata: unknown): Record<string, string> {
   if (metadata === undefined) return {};
-  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) throw new TypeError(`HttpPool.bindRegistry: metadata must be an object of strings, got ${showValue(metadata)}`);
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))
+    throw new TypeError(`HttpPool.bindRegistry: metadata must be an object of strings, got ${showValue(metadata)}`);
   for (const [k, v] of Object.entries(metadata)) {
-    if (k === 'url') throw new TypeError('HttpPool.bindRegistry: metadata.url is the pool\'s own URL: it cannot be set');
+    if (k === 'url') throw new TypeError("HttpPool.bindRegistry: metadata.url is the pool's own URL: it cannot be set");
     if (typeof v !== 'string') throw new TypeError(`HttpPool.bindRegistry: metadata.${k} must be a string, got ${showValue(v)}`);
   }
   return { ...(metadata as Record<string, string>) };

@@ -184,7 +184,8 @@ describe('peer handler', () => {
     const url = '/_bulwark/';
     const tom = encodePeerRequest('scores', 'Tom');
     const jack = encodePeerRequest('scores', 'Jack');
-    const send = (method: string, b: Uint8Array, h: Record<string, string>) => call(signed, fakeReq(method, url, { 'content-length': String(b.length), ...h }, b));
+    const send = (method: string, b: Uint8Array, h: Record<string, string>) =>
+      call(signed, fakeReq(method, url, { 'content-length': String(b.length), ...h }, b));
     assert.equal((await send('POST', tom, {})).statusCode, 401);
     assert.equal((await send('POST', tom, signedHeaders('POST', url, NOW, 'wrong', tom))).statusCode, 401);
     assert.equal((await send('POST', tom, signedHeaders('POST', url, NOW - 30_001, SECRET, tom))).statusCode, 401);
@@ -234,10 +235,13 @@ describe('peer handler', () => {
         return big;
       }),
     );
-    const headers = fc.oneof(fc.constant({}), fc.dictionary(
-      fc.constantFrom('content-length', 'transfer-encoding', TIMESTAMP_HEADER, SIGNATURE_HEADER, 'x-other'),
-      fc.oneof(fc.string({ maxLength: 70 }), fc.constantFrom('0', '5', String(NOW), 'a'.repeat(64))),
-    ));
+    const headers = fc.oneof(
+      fc.constant({}),
+      fc.dictionary(
+        fc.constantFrom('content-length', 'transfer-encoding', TIMESTAMP_HEADER, SIGNATURE_HEADER, 'x-other'),
+        fc.oneof(fc.string({ maxLength: 70 }), fc.constantFrom('0', '5', String(NOW), 'a'.repeat(64))),
+      ),
+    );
     const seen = new Set<number>();
     await fc.assert(
       fc.asyncProperty(fc.boolean(), method, path, headers, body, fc.boolean(), async (useSigned, m, p, h, b, signIt) => {
@@ -256,10 +260,16 @@ describe('peer handler', () => {
 
   describe('groupcache mode', () => {
     const pool = new HttpPool({ self: 'http://127.0.0.1:3', protocol: 'groupcache' });
-    new Group({ name: 'scores', cacheBytes: 1 << 16, peers: pool, negativeTtlMs: 5_000, getter: (key) => {
-      if (key.startsWith('nf')) throw new NotFoundError();
-      return `v:${key}`;
-    } });
+    new Group({
+      name: 'scores',
+      cacheBytes: 1 << 16,
+      peers: pool,
+      negativeTtlMs: 5_000,
+      getter: (key) => {
+        if (key.startsWith('nf')) throw new NotFoundError();
+        return `v:${key}`;
+      },
+    });
     after(() => pool.close());
 
     async function get(url: string): Promise<FakeRes> {
@@ -317,4 +327,3 @@ describe('peer handler', () => {
     await pool.close();
   });
 });
-

@@ -77,7 +77,5 @@ function groupcachePointName(member: string, index: number): string {
 
 /** cacheRing makes the ring of a protocol: bulwark's (MurmurHash3, `replicas` per peer) or Go groupcache's. */
 export function cacheRing(protocol: 'bulwark' | 'groupcache', replicas: number): HashRing {
-  return protocol === 'groupcache'
-    ? new HashRing({ replicas, hash: crc32Utf8, pointName: groupcachePointName })
-    : new HashRing({ replicas });
+  return protocol === 'groupcache' ? new HashRing({ replicas, hash: crc32Utf8, pointName: groupcachePointName }) : new HashRing({ replicas });
 }

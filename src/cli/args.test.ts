@@ -2,14 +2,30 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseDuration, parseFlags, UsageError } from './args.js';
 
-const specs = { duration: { kind: 'duration', alias: 'd' }, concurrency: { kind: 'integer', alias: 'c' }, plain: { kind: 'boolean' }, name: { kind: 'string' } } as const;
+const specs = {
+  duration: { kind: 'duration', alias: 'd' },
+  concurrency: { kind: 'integer', alias: 'c' },
+  plain: { kind: 'boolean' },
+  name: { kind: 'string' },
+} as const;
 
 describe('parseDuration', () => {
-  for (const [text, ms] of [['20s', 20_000], ['500ms', 500], ['1.5m', 90_000], ['1h', 3_600_000], ['3', 3_000], [' 2s ', 2_000]] as const) {
+  for (const [text, ms] of [
+    ['20s', 20_000],
+    ['500ms', 500],
+    ['1.5m', 90_000],
+    ['1h', 3_600_000],
+    ['3', 3_000],
+    [' 2s ', 2_000],
+  ] as const) {
     it(`reads ${JSON.stringify(text)} as ${ms} ms`, () => assert.equal(parseDuration('duration', text), ms));
   }
   for (const text of ['', 'soon', '-1s', '0s', '10 s', '1e3', 's']) {
-    it(`refuses ${JSON.stringify(text)} with a UsageError naming the flag`, () => assert.throws(() => parseDuration('duration', text), (e: unknown) => e instanceof UsageError && /--duration/.test(e.message)));
+    it(`refuses ${JSON.stringify(text)} with a UsageError naming the flag`, () =>
+      assert.throws(
+        () => parseDuration('duration', text),
+        (e: unknown) => e instanceof UsageError && /--duration/.test(e.message),
+      ));
   }
 });
 
@@ -27,7 +43,7 @@ describe('parseFlags', () => {
     assert.deepEqual(parseFlags(['-d250ms', '-c', '4'], specs), { duration: 250, concurrency: 4 });
     assert.deepEqual(parseFlags(['--name=--x'], specs), { name: '--x' });
   });
-  it('says which flag was wrong, in the CLI\'s words', () => {
+  it("says which flag was wrong, in the CLI's words", () => {
     const message = (argv: string[]) => {
       try {
         parseFlags(argv, specs);
@@ -45,7 +61,18 @@ describe('parseFlags', () => {
     assert.equal(message(['--', 'x']), 'unknown option --');
   });
   it('refuses unknown flags, stray arguments, missing values and values on booleans', () => {
-    for (const argv of [['--colour'], ['-x'], ['extra'], ['--duration'], ['--duration', '--plain'], ['--plain=yes'], ['--concurrency', '2.5'], ['--toString'], ['--', 'x'], ['-d']]) {
+    for (const argv of [
+      ['--colour'],
+      ['-x'],
+      ['extra'],
+      ['--duration'],
+      ['--duration', '--plain'],
+      ['--plain=yes'],
+      ['--concurrency', '2.5'],
+      ['--toString'],
+      ['--', 'x'],
+      ['-d'],
+    ]) {
       assert.throws(() => parseFlags(argv, specs), UsageError, argv.join(' '));
     }
   });

@@ -46,7 +46,11 @@ export function parseDuration(flag: string, text: string): number {
 export function parseFlags(argv: readonly string[], specs: Readonly<Record<string, FlagSpec>>): ParsedFlags {
   const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {};
   for (const [name, spec] of Object.entries(specs)) {
-    options[name] = { type: spec.kind === 'boolean' ? 'boolean' : 'string', ...(spec.alias === undefined ? {} : { short: spec.alias }), ...(spec.repeat === true ? { multiple: true } : {}) };
+    options[name] = {
+      type: spec.kind === 'boolean' ? 'boolean' : 'string',
+      ...(spec.alias === undefined ? {} : { short: spec.alias }),
+      ...(spec.repeat === true ? { multiple: true } : {}),
+    };
   }
   const { tokens } = parseArgs({ args: [...argv], options, strict: false, allowPositionals: true, tokens: true });
   const out: ParsedFlags = {};

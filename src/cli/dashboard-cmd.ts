@@ -61,7 +61,11 @@ export async function runDashboard(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
-  const registry = new EtcdRegistry({ hosts: o.hosts, ...(o.prefix === undefined ? {} : { prefix: o.prefix }), onWarning: (m) => void process.stderr.write(`${m}\n`) });
+  const registry = new EtcdRegistry({
+    hosts: o.hosts,
+    ...(o.prefix === undefined ? {} : { prefix: o.prefix }),
+    onWarning: (m) => void process.stderr.write(`${m}\n`),
+  });
   const feed = new FleetFeed(registry, {
     tickMs: o.tickMs,
     refreshMs: o.refreshMs,
@@ -90,7 +94,9 @@ export async function runDashboard(argv: string[]): Promise<number> {
   const a = server.address() as AddressInfo;
   const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
   const writes = rules === undefined ? '' : `; controls on, writing rules to ${o.rules!.join(', ')}`;
-  process.stdout.write(`bulwark dashboard: http://${host}:${a.port}${handler.path === '/' ? '/' : `${handler.path}/`} (following ${o.hosts.join(', ')}${writes})\n`);
+  process.stdout.write(
+    `bulwark dashboard: http://${host}:${a.port}${handler.path === '/' ? '/' : `${handler.path}/`} (following ${o.hosts.join(', ')}${writes})\n`,
+  );
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
@@ -157,9 +163,12 @@ function read(argv: string[]): DashboardConfig | 'help' {
   const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host);
   if (!loopback && token === undefined) throw new UsageError(`--listen ${values.listen} is beyond loopback: give --token (or BULWARK_DASHBOARD_TOKEN)`);
   if (values.controls === true && values.rules === undefined) throw new UsageError('--controls writes rules: give --rules etcd://host:port');
-  if (values.rules !== undefined && values.controls !== true) throw new UsageError('--rules is the store the controls write to: give --controls as well (without both the page is read-only)');
-  if (values.rules !== undefined && !values.rules.startsWith('etcd://')) throw new UsageError(`--rules must be etcd://host:port[,host:port], got ${JSON.stringify(values.rules)}`);
-  if (values['rules-prefix'] !== undefined && !values['rules-prefix'].endsWith('/')) throw new UsageError(`--rules-prefix must end in /, got ${JSON.stringify(values['rules-prefix'])}`);
+  if (values.rules !== undefined && values.controls !== true)
+    throw new UsageError('--rules is the store the controls write to: give --controls as well (without both the page is read-only)');
+  if (values.rules !== undefined && !values.rules.startsWith('etcd://'))
+    throw new UsageError(`--rules must be etcd://host:port[,host:port], got ${JSON.stringify(values.rules)}`);
+  if (values['rules-prefix'] !== undefined && !values['rules-prefix'].endsWith('/'))
+    throw new UsageError(`--rules-prefix must end in /, got ${JSON.stringify(values['rules-prefix'])}`);
   let rules: string[] | undefined;
   try {
     rules = values.rules === undefined ? undefined : etcdEndpoints('--rules', values.rules);

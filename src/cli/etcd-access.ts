@@ -93,7 +93,8 @@ export function readEtcdAccess(endpoints: readonly string[], flags: ParsedFlags,
   const passwordFile = read('etcd-password-file');
   const envPassword = env.BULWARK_ETCD_PASSWORD;
   let password: string | undefined;
-  if (passwordFile !== undefined && envPassword !== undefined) throw new UsageError(`BULWARK_ETCD_PASSWORD and ${from.get('auth.password')} are two ways to give one password: give one`);
+  if (passwordFile !== undefined && envPassword !== undefined)
+    throw new UsageError(`BULWARK_ETCD_PASSWORD and ${from.get('auth.password')} are two ways to give one password: give one`);
   if (passwordFile !== undefined) {
     try {
       password = readFileSync(passwordFile, 'utf8').replace(/\r?\n$/, '');
@@ -105,11 +106,17 @@ export function readEtcdAccess(endpoints: readonly string[], flags: ParsedFlags,
     from.set('auth.password', 'BULWARK_ETCD_PASSWORD');
   }
   if (password !== undefined && username === undefined) throw new UsageError(`${from.get('auth.password')} gives a password without a user: set --etcd-user`);
-  if (username !== undefined && password === undefined) throw new UsageError(`--etcd-user ${JSON.stringify(username)} needs a password: set BULWARK_ETCD_PASSWORD or give --etcd-password-file`);
+  if (username !== undefined && password === undefined)
+    throw new UsageError(`--etcd-user ${JSON.stringify(username)} needs a password: set BULWARK_ETCD_PASSWORD or give --etcd-password-file`);
   const secure = ca !== undefined || cert !== undefined || key !== undefined || serverName !== undefined;
   const hosts = secure ? endpoints.map((e) => e.replace(/^http:\/\//, 'https://')) : [...endpoints];
   const tls: EtcdTlsOptions | undefined = secure
-    ? { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }), ...(serverName === undefined ? {} : { serverName }) }
+    ? {
+        ...(ca === undefined ? {} : { ca }),
+        ...(cert === undefined ? {} : { cert }),
+        ...(key === undefined ? {} : { key }),
+        ...(serverName === undefined ? {} : { serverName }),
+      }
     : undefined;
   const auth = username === undefined ? undefined : { username, password: password! };
   try {

@@ -19,11 +19,26 @@ interface Command {
  * is run, so that `bulwark --help` stays instant.
  */
 const COMMANDS: Readonly<Record<string, Command>> = {
-  serve: { summary: 'run a distributed cache node in front of a slow origin', run: async (argv) => exitWhenDone(await (await import('./serve/run.js')).runServe(argv)) },
-  registry: { summary: 'list (ls) or follow (watch) the services and instances of a registry', run: async (argv) => (await import('./registry-cmd.js')).runRegistry(argv) },
-  rules: { summary: 'list, set, remove, watch, check and roll back the rules of a fleet', run: async (argv) => (await import('./rules-cmd.js')).runRules(argv) },
-  dashboard: { summary: 'one page for the fleet: every instance that publishes its dashboard', run: async (argv) => (await import('./dashboard-cmd.js')).runDashboard(argv) },
-  demo: { summary: 'run a local cluster on embedded defaults and show what bulwark does', run: async (argv) => (await import('./demo/command.js')).runDemoCommand(argv) },
+  serve: {
+    summary: 'run a distributed cache node in front of a slow origin',
+    run: async (argv) => exitWhenDone(await (await import('./serve/run.js')).runServe(argv)),
+  },
+  registry: {
+    summary: 'list (ls) or follow (watch) the services and instances of a registry',
+    run: async (argv) => (await import('./registry-cmd.js')).runRegistry(argv),
+  },
+  rules: {
+    summary: 'list, set, remove, watch, check and roll back the rules of a fleet',
+    run: async (argv) => (await import('./rules-cmd.js')).runRules(argv),
+  },
+  dashboard: {
+    summary: 'one page for the fleet: every instance that publishes its dashboard',
+    run: async (argv) => (await import('./dashboard-cmd.js')).runDashboard(argv),
+  },
+  demo: {
+    summary: 'run a local cluster on embedded defaults and show what bulwark does',
+    run: async (argv) => (await import('./demo/command.js')).runDemoCommand(argv),
+  },
 };
 
 const HELP = `bulwark — service governance for Node.js microservices

@@ -21,7 +21,7 @@ function sources(dir: string): string[] {
 }
 
 describe('the CLI', () => {
-  it('uses the library through its public modules only (each module\'s index), never a file inside one', () => {
+  it("uses the library through its public modules only (each module's index), never a file inside one", () => {
     const src = srcRoot();
     const cli = join(src, 'cli');
     const reaching: string[] = [];

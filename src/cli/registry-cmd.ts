@@ -104,14 +104,23 @@ export async function runRegistry(argv: string[]): Promise<number> {
       const access = readEtcdAccess(etcdRegistryFlag(reg), flags);
       endpoints = access.hosts;
       const layout = (flags.layout as string | undefined) ?? 'bulwark';
-      if (layout !== 'bulwark' && layout !== 'go-zero' && layout !== 'go-micro') throw new UsageError(`--layout must be bulwark, go-zero or go-micro, got ${JSON.stringify(layout)}`);
+      if (layout !== 'bulwark' && layout !== 'go-zero' && layout !== 'go-micro')
+        throw new UsageError(`--layout must be bulwark, go-zero or go-micro, got ${JSON.stringify(layout)}`);
       const prefix = flags['etcd-prefix'] as string | undefined;
       if (layout === 'go-zero' && prefix === undefined && service === undefined) {
         throw new UsageError('go-zero keys start with the service name itself (its Key): give --service <name>, or --etcd-prefix when the Keys share one');
       }
       // a value that is not an instance is skipped: say so, as the library does, rather than hide it
       const onWarning = (message: string) => void process.stderr.write(`${message}\n`);
-      etcd = new EtcdRegistry({ hosts: endpoints, ...(access.tls === undefined ? {} : { tls: access.tls }), ...(access.auth === undefined ? {} : { auth: access.auth }), layout, ...(prefix === undefined ? {} : { prefix }), dialTimeoutMs: timeoutMs, onWarning });
+      etcd = new EtcdRegistry({
+        hosts: endpoints,
+        ...(access.tls === undefined ? {} : { tls: access.tls }),
+        ...(access.auth === undefined ? {} : { auth: access.auth }),
+        layout,
+        ...(prefix === undefined ? {} : { prefix }),
+        dialTimeoutMs: timeoutMs,
+        onWarning,
+      });
       source = etcdSource(etcd, service);
     } else throw new UsageError(`--registry must be memory or etcd://host:port[,host:port], got ${JSON.stringify(reg)}`);
   } catch (err) {
@@ -122,7 +131,13 @@ export async function runRegistry(argv: string[]): Promise<number> {
   const json = flags.json === true;
   const only = (list: Service[]) => (service === undefined ? list : list.filter((s) => s.name === service));
   const printList = (list: Service[]) =>
-    process.stdout.write(json && verb === 'ls' ? `${JSON.stringify({ services: list }, null, 2)}\n` : json ? `${JSON.stringify({ type: 'list', services: list })}\n` : table(list, service));
+    process.stdout.write(
+      json && verb === 'ls'
+        ? `${JSON.stringify({ services: list }, null, 2)}\n`
+        : json
+          ? `${JSON.stringify({ type: 'list', services: list })}\n`
+          : table(list, service),
+    );
   // Beside the first listing, a connection to each member: if every one fails with a cause, say it at once.
   let reach: Promise<MemberReach[]> = Promise.resolve([]);
   /** unreachable rejects once every member failed with a known cause; it never settles otherwise. */
@@ -147,7 +162,11 @@ export async function runRegistry(argv: string[]): Promise<number> {
     process.once('SIGTERM', onSignal);
     try {
       const print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) =>
-        process.stdout.write(json ? `${JSON.stringify({ type, service: name, instance: inst })}\n` : `${new Date().toISOString()}  ${type.padEnd(6)}  ${name}  ${inst.id}  ${inst.address}${metaText(inst.metadata)}\n`);
+        process.stdout.write(
+          json
+            ? `${JSON.stringify({ type, service: name, instance: inst })}\n`
+            : `${new Date().toISOString()}  ${type.padEnd(6)}  ${name}  ${inst.id}  ${inst.address}${metaText(inst.metadata)}\n`,
+        );
       if (etcd !== undefined) await Promise.race([followEtcd(etcd, service, stop.signal, printList, print), unreachable()]);
       else {
         const first = only(await source.list());
@@ -196,7 +215,10 @@ function nodeSource(url: string, timeoutMs: number): Source {
       if (res.status !== 200) throw new Error(`the node at ${url} answered ${res.status} to /v1/registry`);
       const body = (await res.json()) as { services?: Service[] };
       if (!Array.isArray(body.services)) throw new Error(`the node at ${url} answered something that is not a registry view`);
-      return body.services.map((s) => ({ name: s.name, instances: s.instances.map((i) => ({ id: i.id, address: i.address, metadata: { url: (i as { url?: string }).url ?? '' } })) }));
+      return body.services.map((s) => ({
+        name: s.name,
+        instances: s.instances.map((i) => ({ id: i.id, address: i.address, metadata: { url: (i as { url?: string }).url ?? '' } })),
+      }));
     },
     close: () => Promise.resolve(),
   };
@@ -222,7 +244,12 @@ function etcdSource(registry: Registry, service: string | undefined): Source {
 }
 
 function plain(i: ServiceInstance): Service['instances'][number] {
-  return { id: i.id, address: i.address, ...(i.version === undefined ? {} : { version: i.version }), ...(i.metadata === undefined ? {} : { metadata: i.metadata }) };
+  return {
+    id: i.id,
+    address: i.address,
+    ...(i.version === undefined ? {} : { version: i.version }),
+    ...(i.metadata === undefined ? {} : { metadata: i.metadata }),
+  };
 }
 
 type Print = (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void;
@@ -236,7 +263,13 @@ type Print = (type: RegistryEvent['type'], name: string, inst: Service['instance
  * listed again: what changed meanwhile is printed as the changes between the two listings. A first
  * listing that fails ends the command (exit 1).
  */
-async function followEtcd(registry: EtcdRegistry, service: string | undefined, signal: AbortSignal, printList: (list: Service[]) => void, print: Print): Promise<void> {
+async function followEtcd(
+  registry: EtcdRegistry,
+  service: string | undefined,
+  signal: AbortSignal,
+  printList: (list: Service[]) => void,
+  print: Print,
+): Promise<void> {
   const key = (name: string, id: string) => `${name}\u0000${id}`;
   let view: Map<string, { name: string; inst: Service['instances'][number] }> | undefined;
   while (!signal.aborted) {
@@ -298,7 +331,14 @@ async function listWithRevisions(registry: EtcdRegistry, service: string | undef
 }
 
 /** pollNode reads the node every `intervalMs` and prints what changed. */
-async function pollNode(source: Source, first: Service[], only: (l: Service[]) => Service[], intervalMs: number, signal: AbortSignal, print: (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void): Promise<void> {
+async function pollNode(
+  source: Source,
+  first: Service[],
+  only: (l: Service[]) => Service[],
+  intervalMs: number,
+  signal: AbortSignal,
+  print: (type: RegistryEvent['type'], name: string, inst: Service['instances'][number]) => void,
+): Promise<void> {
   const key = (s: string, id: string) => `${s}\u0000${id}`;
   const index = (list: Service[]) => new Map(list.flatMap((s) => s.instances.map((i) => [key(s.name, i.id), { name: s.name, inst: i }] as const)));
   let last = index(first);

@@ -12,7 +12,18 @@ import { parseArgs } from 'node:util';
 import { ETCD_ACCESS_FLAGS, ETCD_ACCESS_HELP, readEtcdAccess } from './etcd-access.js';
 import { etcdEndpoints } from '../registry/index.js';
 import { UsageError, type ParsedFlags } from './args.js';
-import { checkRule, EtcdRuleStore, parseRuleKey, RuleConflictError, RuleInvalidError, ruleKey, ruleTtlMs, type RuleChange, type RuleRecord, type RuleStore } from '../rules/index.js';
+import {
+  checkRule,
+  EtcdRuleStore,
+  parseRuleKey,
+  RuleConflictError,
+  RuleInvalidError,
+  ruleKey,
+  ruleTtlMs,
+  type RuleChange,
+  type RuleRecord,
+  type RuleStore,
+} from '../rules/index.js';
 
 const HELP = `bulwark rules — change a fleet's guards live: limits, breakers, weights, faults
 
@@ -79,7 +90,10 @@ export async function runRules(argv: string[]): Promise<number> {
     if (verb === undefined) throw new Usage('a subcommand is needed: ls, get, set, rm, watch, history, rollback or check');
     if (!VERBS.has(verb)) throw new Usage(`unknown subcommand ${JSON.stringify(verb)} (want ls, get, set, rm, watch, history, rollback or check)`);
     const wants = verb === 'ls' || verb === 'watch' ? 0 : 1;
-    if (args.length !== wants) throw new Usage(`${verb} takes ${wants === 0 ? 'no argument' : verb === 'set' || verb === 'check' ? 'one file (- for stdin)' : 'one key'}, got ${args.length}`);
+    if (args.length !== wants)
+      throw new Usage(
+        `${verb} takes ${wants === 0 ? 'no argument' : verb === 'set' || verb === 'check' ? 'one file (- for stdin)' : 'one key'}, got ${args.length}`,
+      );
     const ifRevision = revisionFlag('--if-revision', flags['if-revision']);
     const toRevision = revisionFlag('--to-revision', flags['to-revision']);
     if (verb === 'rollback' && toRevision === undefined) throw new Usage('rollback needs --to-revision');
@@ -88,7 +102,12 @@ export async function runRules(argv: string[]): Promise<number> {
     let store: EtcdRuleStore;
     try {
       const access = readEtcdAccess(etcdEndpoints('--store', flags.store), flags as ParsedFlags);
-      store = new EtcdRuleStore({ hosts: access.hosts, ...(access.tls === undefined ? {} : { tls: access.tls }), ...(access.auth === undefined ? {} : { auth: access.auth }), ...(flags.prefix === undefined ? {} : { prefix: flags.prefix }) });
+      store = new EtcdRuleStore({
+        hosts: access.hosts,
+        ...(access.tls === undefined ? {} : { tls: access.tls }),
+        ...(access.auth === undefined ? {} : { auth: access.auth }),
+        ...(flags.prefix === undefined ? {} : { prefix: flags.prefix }),
+      });
     } catch (err) {
       if (err instanceof UsageError) throw new Usage(err.message);
       throw new Usage(`--store: ${(err as Error).message}`);
@@ -193,7 +212,10 @@ async function ls(store: RuleStore, scope: string | undefined, json: boolean): P
     process.stdout.write(`${JSON.stringify({ revision: listing.revision, rules: records.map(shown) }, null, 2)}\n`);
     return 0;
   }
-  const rows = [['KEY', 'REVISION', 'LEASE', 'RULE'], ...records.map((r) => [r.key, String(r.revision), r.leased === true ? 'yes' : '-', r.value.length > 80 ? `${r.value.slice(0, 77)}...` : r.value])];
+  const rows = [
+    ['KEY', 'REVISION', 'LEASE', 'RULE'],
+    ...records.map((r) => [r.key, String(r.revision), r.leased === true ? 'yes' : '-', r.value.length > 80 ? `${r.value.slice(0, 77)}...` : r.value]),
+  ];
   process.stdout.write(table(rows));
   process.stdout.write(`(${records.length} rule${records.length === 1 ? '' : 's'} at revision ${listing.revision})\n`);
   return 0;
@@ -205,7 +227,9 @@ async function get(store: RuleStore, k: string, json: boolean): Promise<number> 
     process.stderr.write(`bulwark rules: no rule ${k}\n`);
     return 1;
   }
-  process.stdout.write(json ? `${JSON.stringify(shown(r), null, 2)}\n` : `${r.key} (revision ${r.revision}${r.leased === true ? ', leased' : ''})\n${r.value}\n`);
+  process.stdout.write(
+    json ? `${JSON.stringify(shown(r), null, 2)}\n` : `${r.key} (revision ${r.revision}${r.leased === true ? ', leased' : ''})\n${r.value}\n`,
+  );
   return 0;
 }
 
@@ -237,7 +261,11 @@ async function rollback(store: RuleStore, k: string, to: number, ifRevision: num
 async function watch(store: RuleStore, json: boolean): Promise<number> {
   const listing = await store.list();
   const line = (revision: number, type: string, key: string, value: string | undefined) =>
-    process.stdout.write(json ? `${JSON.stringify({ revision, type, key, ...(value === undefined ? {} : { value }) })}\n` : `${revision} ${type} ${key}${value === undefined ? '' : ` ${value}`}\n`);
+    process.stdout.write(
+      json
+        ? `${JSON.stringify({ revision, type, key, ...(value === undefined ? {} : { value }) })}\n`
+        : `${revision} ${type} ${key}${value === undefined ? '' : ` ${value}`}\n`,
+    );
   for (const r of listing.records) line(r.revision, 'put', r.key, r.value);
   const done = new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);

@@ -29,8 +29,6 @@ import type { AdmissionToken, AttemptEvent, CallBreaker, ClientMeasure, Instance
 
 export type { AttemptEvent, InstanceTask } from './types.js';
 
-
-
 /** ServiceParts is what CallRun needs of the service it calls. */
 export interface ServiceParts {
   readonly name: string;
@@ -296,7 +294,10 @@ export class CallRun<T> implements DeadlineNode {
     const end = ctx.clock.now();
     const latencyMs = end - this.start;
     // An injected fault always counts: the rehearsal is of the instance failing.
-    const failed = err !== undefined && !this.byCaller(err) && (this.isFailure === undefined || err instanceof ResultFailure || err instanceof FaultInjectedError || this.isFailure(err));
+    const failed =
+      err !== undefined &&
+      !this.byCaller(err) &&
+      (this.isFailure === undefined || err instanceof ResultFailure || err instanceof FaultInjectedError || this.isFailure(err));
     if (failed) {
       ctx.counters.failedAttempts++;
       token.failure(err);

@@ -25,7 +25,9 @@ const histogram = (name: string, help: string, labelNames: string[]): MetricFami
 
 const CLIENT_FAMILIES: readonly MetricFamilySpec[] = [
   counter('client_calls_total', 'Calls a ResilientClient made, by outcome: succeeded, fallback (answered by the fallback) or failed.', ['outcome']),
-  counter('client_attempts_total', 'Attempts sent to instances, by outcome: ok or error; rejected ones were refused by a breaker without calling.', ['outcome']),
+  counter('client_attempts_total', 'Attempts sent to instances, by outcome: ok or error; rejected ones were refused by a breaker without calling.', [
+    'outcome',
+  ]),
   counter('client_retries_total', 'Retries sent (attempts after the first).'),
   counter('client_retries_refused_total', 'Retries the retry budget refused.'),
   counter('client_bulkhead_rejections_total', 'Calls the bulkhead refused (too many in flight for the service).'),
@@ -101,7 +103,13 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
         if (o === undefined) {
           const a = 'client_attempt_duration_seconds';
           const k = 'client_call_duration_seconds';
-          o = { ok: bind(a, service, 'ok'), error: bind(a, service, 'error'), succeeded: bind(k, service, 'succeeded'), fallback: bind(k, service, 'fallback'), failed: bind(k, service, 'failed') };
+          o = {
+            ok: bind(a, service, 'ok'),
+            error: bind(a, service, 'error'),
+            succeeded: bind(k, service, 'succeeded'),
+            fallback: bind(k, service, 'fallback'),
+            failed: bind(k, service, 'failed'),
+          };
           byService.set(service, o);
         }
         lastService = service;

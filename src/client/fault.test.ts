@@ -11,12 +11,21 @@ async function setup(options: Partial<ResilientClientOptions> = {}) {
   const clock = new ManualClock();
   const registry = new MemoryRegistry();
   for (const id of ['a', 'b']) await registry.register({ id, name: 'svc', address: `127.0.0.1:${id === 'a' ? 9001 : 9002}` });
-  const breakers = new BreakerGroup({ clock, factory: (name: string) => new CircuitBreaker({ name, clock, minimumCalls: 4, failureRate: 0.5 }), exclude: (name: string) => !name.includes('/') });
+  const breakers = new BreakerGroup({
+    clock,
+    factory: (name: string) => new CircuitBreaker({ name, clock, minimumCalls: 4, failureRate: 0.5 }),
+    exclude: (name: string) => !name.includes('/'),
+  });
   const client = new ResilientClient({ registry, clock, breakers, balancer: { strategy: 'round-robin', outlier: false }, timeoutMs: 0, ...options });
   /** settle waits for `p`, moving the clock on 5 ms at a time (retry backoffs wait on it), for at most 10 s of it. */
   const settle = async <T>(p: Promise<T>): Promise<T | unknown> => {
     let done = false;
-    const q = p.then((v) => v, (e: unknown) => e).finally(() => (done = true));
+    const q = p
+      .then(
+        (v) => v,
+        (e: unknown) => e,
+      )
+      .finally(() => (done = true));
     for (let i = 0; i < 2_000 && !done; i++) await clock.advanceAsync(5);
     return q;
   };
@@ -71,11 +80,17 @@ describe('ResilientClient fault injection', () => {
 
   it('applies the fault option to every service, setFault replaces it for one, and undefined goes back to it', async () => {
     const t = await setup({ fault: { abort: { percent: 100 }, ttlMs: 60_000 } });
-    await assert.rejects(t.client.call('svc', () => 1, { retry: false }), FaultInjectedError);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { retry: false }),
+      FaultInjectedError,
+    );
     t.client.setFault('svc', { delay: { ms: 0, percent: 0 } });
     assert.equal(await t.client.call('svc', () => 1, { retry: false }), 1);
     t.client.setFault('svc', undefined);
-    await assert.rejects(t.client.call('svc', () => 1, { retry: false }), FaultInjectedError);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { retry: false }),
+      FaultInjectedError,
+    );
     t.clock.advance(60_000); // the ttl, counted from when the fault was set
     assert.equal(await t.client.call('svc', () => 1, { retry: false }), 1, 'expired: calls pass straight through');
     await t.close();
@@ -84,16 +99,25 @@ describe('ResilientClient fault injection', () => {
   it('keeps a fault set before the service opens until it opens', async () => {
     const t = await setup();
     t.client.setFault('svc', { abort: { percent: 100 } });
-    await assert.rejects(t.client.call('svc', () => 1, { retry: false }), FaultInjectedError);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { retry: false }),
+      FaultInjectedError,
+    );
     await t.close();
   });
 
   it('refuses bad fault options naming the option and value, and changes nothing', async () => {
     const t = await setup();
     t.client.setFault('svc', { abort: { percent: 100 } });
-    assert.throws(() => t.client.setFault('svc', { abort: { percent: 120 } }), (e: unknown) => e instanceof RangeError && e.message === 'ResilientClient.setFault: abort.percent must be a finite number in [0, 100], got 120');
+    assert.throws(
+      () => t.client.setFault('svc', { abort: { percent: 120 } }),
+      (e: unknown) => e instanceof RangeError && e.message === 'ResilientClient.setFault: abort.percent must be a finite number in [0, 100], got 120',
+    );
     assert.throws(() => t.client.setFault('', undefined), TypeError);
-    await assert.rejects(t.client.call('svc', () => 1, { retry: false }), FaultInjectedError);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { retry: false }),
+      FaultInjectedError,
+    );
     assert.throws(
       () => new ResilientClient({ registry: new MemoryRegistry(), fault: { ttlMs: 90_000_000 } }),
       (e: unknown) => e instanceof RangeError && e.message === 'ResilientClient: fault.ttlMs must be a finite number in [1, 86400000], got 90000000',
@@ -109,7 +133,10 @@ describe('ResilientClient weight overrides', () => {
     for (let i = 0; i < 20; i++) assert.equal(await t.client.call('svc', (inst) => inst.id), 'b');
     t.client.setWeights('svc', { b: 0 });
     for (let i = 0; i < 20; i++) assert.equal(await t.client.call('svc', (inst) => inst.id), 'a');
-    assert.throws(() => t.client.setWeights('svc', { a: -1 }), (e: unknown) => e instanceof RangeError && e.message === 'ResilientClient.setWeights: weights.a must be a finite number in [0, 1000000], got -1');
+    assert.throws(
+      () => t.client.setWeights('svc', { a: -1 }),
+      (e: unknown) => e instanceof RangeError && e.message === 'ResilientClient.setWeights: weights.a must be a finite number in [0, 1000000], got -1',
+    );
     assert.equal(await t.client.call('svc', (inst) => inst.id), 'a', 'a refused change changes nothing');
     t.client.setWeights('svc', undefined);
     const seen = new Set<string>();

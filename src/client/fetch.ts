@@ -23,7 +23,6 @@ import type { FetchInit } from './types.js';
 
 export type { FetchInit } from './types.js';
 
-
 /** Methods that may be sent twice without changing the outcome (RFC 9110 §9.2.2). */
 const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 /** Statuses whose response has no body (the Response constructor refuses one). */
@@ -54,9 +53,11 @@ export function planFetch(url: string | URL, init: FetchInit | undefined): Fetch
   if (u.port !== '' || u.username !== '' || u.password !== '') {
     throw new TypeError(`ResilientClient.fetch: the URL's host names a service (the registry knows its ports); leave port and credentials out, got ${u.host}`);
   }
-  if (init !== undefined && (init === null || typeof init !== 'object')) throw new TypeError(`ResilientClient.fetch: init must be an object, got ${showValue(init)}`);
+  if (init !== undefined && (init === null || typeof init !== 'object'))
+    throw new TypeError(`ResilientClient.fetch: init must be an object, got ${showValue(init)}`);
   const signal: unknown = init?.signal;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError(`ResilientClient.fetch: init.signal must be an AbortSignal, got ${showValue(signal)}`);
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new TypeError(`ResilientClient.fetch: init.signal must be an AbortSignal, got ${showValue(signal)}`);
   const method = (init?.method ?? 'GET').toUpperCase();
   if (!METHOD.test(method)) throw new TypeError(`ResilientClient.fetch: method must be an HTTP token, got ${showValue(init?.method)}`);
   const body = init?.body ?? null;
@@ -84,7 +85,8 @@ function flattenHeaders(h: FetchInit['headers']): Record<string, string> | strin
     }
     return flat;
   }
-  if (h === null || typeof h !== 'object') throw new TypeError(`ResilientClient.fetch: headers must be an object or a list of [name, value] pairs, got ${showValue(h)}`);
+  if (h === null || typeof h !== 'object')
+    throw new TypeError(`ResilientClient.fetch: headers must be an object or a list of [name, value] pairs, got ${showValue(h)}`);
   return h as Record<string, string>;
 }
 

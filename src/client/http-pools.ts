@@ -11,11 +11,13 @@ import type { HttpPoolsOptions } from './types.js';
 
 /** The keys of HttpPoolsOptions, all of them: any other is refused (see `options`). */
 const HTTP_KEYS = {
-  connectionsPerInstance: true, keepAliveTimeoutMs: true, maxPools: true, connectTimeoutMs: true,
+  connectionsPerInstance: true,
+  keepAliveTimeoutMs: true,
+  maxPools: true,
+  connectTimeoutMs: true,
 } as const satisfies OptionKeys<HttpPoolsOptions>;
 
 export type { HttpPoolsOptions } from './types.js';
-
 
 /** Defaults for HttpPoolsOptions. */
 export const httpPoolsDefaults = Object.freeze({

@@ -5,7 +5,14 @@
  * and breakers → retry on another instance within a retry budget → fallback — with `call(service, fn)`
  * for any transport and `fetch('http://payments/api/x')` for HTTP over per-instance undici keep-alive pools.
  */
-export { ResilientClient, resilientClientDefaults, type ResilientClientOptions, type CallOptions, type ServiceLiveOptions, type ServiceLivePartial } from './resilient-client.js';
+export {
+  ResilientClient,
+  resilientClientDefaults,
+  type ResilientClientOptions,
+  type CallOptions,
+  type ServiceLiveOptions,
+  type ServiceLivePartial,
+} from './resilient-client.js';
 export { serviceStateDefaults, defaultBreakerGroup, type ServiceStateOptions, type ServiceState } from './service-state.js';
 /** The other modules' types the client takes and hands out (their classes and functions are in their own modules). */
 export type { Registry, RegistryCacheOptions, ServiceInstance } from '../registry/types.js';
@@ -22,7 +29,17 @@ export type { FaultInjector } from '../policy/fault.js';
 export type { FaultAbort, FaultDelay, FaultOptions, FaultStats } from '../policy/types.js';
 export { httpPoolsDefaults } from './http-pools.js';
 export { ResultFailure } from './call-run.js';
-export type { ServiceBalancer, CallBreaker, AdmissionToken, AttemptOutcome, AttemptEvent, InstanceTask, ClientStats, FetchInit, HttpPoolsOptions } from './types.js';
+export type {
+  ServiceBalancer,
+  CallBreaker,
+  AdmissionToken,
+  AttemptOutcome,
+  AttemptEvent,
+  InstanceTask,
+  ClientStats,
+  FetchInit,
+  HttpPoolsOptions,
+} from './types.js';
 export {
   AbortedError,
   BreakerOpenError,

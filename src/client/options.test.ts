@@ -22,12 +22,27 @@ const rows: Row[] = [
     /^ResilientClient: balancer\.strategy must be one of 'round-robin', .*'p2c'.*, a Picker or a factory, got "p2cc"$/,
   ],
   ['balancer.panicThreshold 2', { balancer: { panicThreshold: 2 } }, RangeError, /^ResilientClient: balancer\.panicThreshold must be .*got 2$/],
-  ['balancer.outlier.consecutiveFailures 0', { balancer: { outlier: { consecutiveFailures: 0 } } }, RangeError, /^ResilientClient: balancer\.outlier\.consecutiveFailures .*got 0$/],
-  ['balancer.activeHealth.intervalMs -1', { balancer: { activeHealth: { intervalMs: -1 } } }, RangeError, /^ResilientClient: balancer\.activeHealth\.intervalMs .*got -1$/],
+  [
+    'balancer.outlier.consecutiveFailures 0',
+    { balancer: { outlier: { consecutiveFailures: 0 } } },
+    RangeError,
+    /^ResilientClient: balancer\.outlier\.consecutiveFailures .*got 0$/,
+  ],
+  [
+    'balancer.activeHealth.intervalMs -1',
+    { balancer: { activeHealth: { intervalMs: -1 } } },
+    RangeError,
+    /^ResilientClient: balancer\.activeHealth\.intervalMs .*got -1$/,
+  ],
   ['balancer not an object', { balancer: 'p2c' as never }, TypeError, /^ResilientClient: balancer must be an object, got "p2c"$/],
   ['retryBudget.percentCanRetry -1', { retryBudget: { percentCanRetry: -1 } }, RangeError, /^ResilientClient: retryBudget\.percentCanRetry .*got -1$/],
   ['retryBackoff.initialMs -5', { retryBackoff: { initialMs: -5 } }, RangeError, /^ResilientClient: retryBackoff\.initialMs .*got -5$/],
-  ["retryBackoff.jitter 'some'", { retryBackoff: { jitter: 'some' as never } }, RangeError, /^ResilientClient: retryBackoff\.jitter must be 'none', 'full' or 'decorrelated', got some$/],
+  [
+    "retryBackoff.jitter 'some'",
+    { retryBackoff: { jitter: 'some' as never } },
+    RangeError,
+    /^ResilientClient: retryBackoff\.jitter must be 'none', 'full' or 'decorrelated', got some$/,
+  ],
   ['registryCache.ttlMs 0', { registryCache: { ttlMs: 0 } }, RangeError, /^ResilientClient: registryCache\.ttlMs .*got 0$/],
   ['http.maxPools 0', { http: { maxPools: 0 } }, RangeError, /^ResilientClient: http\.maxPools .*got 0$/],
 ];
@@ -36,11 +51,14 @@ describe('ResilientClient options', () => {
   for (const [label, options, error, message] of rows) {
     it(`refuses ${label} at construction, naming the client and the option`, () => {
       const registry = new MemoryRegistry();
-      assert.throws(() => new ResilientClient({ registry, clock: new ManualClock(), ...options }), (err: Error) => {
-        assert.equal(err.constructor, error, err.message);
-        assert.match(err.message, message);
-        return true;
-      });
+      assert.throws(
+        () => new ResilientClient({ registry, clock: new ManualClock(), ...options }),
+        (err: Error) => {
+          assert.equal(err.constructor, error, err.message);
+          assert.match(err.message, message);
+          return true;
+        },
+      );
     });
   }
 

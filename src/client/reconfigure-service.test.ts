@@ -51,7 +51,7 @@ describe('ResilientClient.reconfigureService', () => {
     await t.close();
   });
 
-  it('changes maxAttempts of an open service, and of one not called yet when it opens; other services keep the client\'s', async () => {
+  it("changes maxAttempts of an open service, and of one not called yet when it opens; other services keep the client's", async () => {
     const t = await setup();
     await assert.rejects(t.client.call('svc', t.failing));
     assert.equal(t.attempts(), 2);
@@ -96,7 +96,10 @@ describe('ResilientClient.reconfigureService', () => {
     await tick();
     t.client.reconfigureService('svc', { bulkhead: { maxConcurrent: 1 } });
     assert.deepEqual(t.client.serviceOptions('svc').bulkhead, { maxConcurrent: 1, maxQueued: 0 });
-    await assert.rejects(t.client.call('svc', async () => 'x', { retry: false }), BulkheadRejectedError);
+    await assert.rejects(
+      t.client.call('svc', async () => 'x', { retry: false }),
+      BulkheadRejectedError,
+    );
     open();
     assert.deepEqual(await Promise.all(running), ['done', 'done']);
     assert.equal(await t.client.call('svc', async () => 'after'), 'after');
@@ -119,12 +122,18 @@ describe('ResilientClient.reconfigureService', () => {
       name: 'RangeError',
       message: 'ResilientClient: retryBudget.percentCanRetry must be a finite number in [0, 1000], got -1',
     });
-    assert.throws(() => t.client.reconfigureService('svc', { timeoutMs: -1 }), { name: 'RangeError', message: /^ResilientClient: timeoutMs must be a finite number in \[0, / });
+    assert.throws(() => t.client.reconfigureService('svc', { timeoutMs: -1 }), {
+      name: 'RangeError',
+      message: /^ResilientClient: timeoutMs must be a finite number in \[0, /,
+    });
     assert.throws(() => t.client.reconfigureService('svc', { balancer: { strategy: 'random' } } as never), {
       name: 'TypeError',
       message: /^ResilientClient: balancer cannot change on a running client; it is set at construction only/,
     });
-    assert.throws(() => t.client.reconfigureService('svc', { maxAtempts: 5 } as never), { name: 'TypeError', message: /^ResilientClient: maxAtempts is not an option; the options are / });
+    assert.throws(() => t.client.reconfigureService('svc', { maxAtempts: 5 } as never), {
+      name: 'TypeError',
+      message: /^ResilientClient: maxAtempts is not an option; the options are /,
+    });
     assert.deepEqual(t.client.serviceOptions('svc'), before);
     await assert.rejects(t.client.call('svc', t.failing));
     assert.equal(t.attempts(), 2);

@@ -106,7 +106,10 @@ describe('ResilientClient.call', () => {
     });
     assert.equal(v, 42);
     assert.deepEqual(seen, ['a', 'b', 'c']);
-    assert.deepEqual(t.balancer.reports.map((r) => r.ok), [false, false, true]);
+    assert.deepEqual(
+      t.balancer.reports.map((r) => r.ok),
+      [false, false, true],
+    );
     const s = t.client.stats();
     assert.equal(s.attempts, 3);
     assert.equal(s.retries, 2);
@@ -118,10 +121,14 @@ describe('ResilientClient.call', () => {
     const t = await setup(['a', 'b']);
     let runs = 0;
     await assert.rejects(
-      t.client.call('svc', () => {
-        runs++;
-        throw new Error('boom');
-      }, { retry: false }),
+      t.client.call(
+        'svc',
+        () => {
+          runs++;
+          throw new Error('boom');
+        },
+        { retry: false },
+      ),
       /boom/,
     );
     assert.equal(runs, 1);
@@ -132,7 +139,10 @@ describe('ResilientClient.call', () => {
   it('stops at maxAttempts', async () => {
     const t = await setup(['a', 'b', 'c', 'd']);
     let runs = 0;
-    await assert.rejects(t.client.call('svc', () => Promise.reject(new Error(`fail ${++runs}`)), { retry: { maxAttempts: 2 } }), /fail 2/);
+    await assert.rejects(
+      t.client.call('svc', () => Promise.reject(new Error(`fail ${++runs}`)), { retry: { maxAttempts: 2 } }),
+      /fail 2/,
+    );
     assert.equal(runs, 2);
     await t.close();
   });
@@ -149,7 +159,10 @@ describe('ResilientClient.call', () => {
 
   it('rejects with NotFoundError for a service the registry does not know', async () => {
     const t = await setup(['a']);
-    await assert.rejects(t.client.call('nope', () => 1), NotFoundError);
+    await assert.rejects(
+      t.client.call('nope', () => 1),
+      NotFoundError,
+    );
     await t.close();
   });
 
@@ -189,7 +202,10 @@ describe('ResilientClient.call', () => {
     assert.deepEqual(seen, ['b', 'b', 'b', 'b']);
     const refusals = t.balancer.reports.slice(before).filter((r) => r.id === 'a');
     assert.ok(refusals.length >= 1);
-    assert.ok(refusals.every((r) => !r.ok), 'a refusal reached health as a success');
+    assert.ok(
+      refusals.every((r) => !r.ok),
+      'a refusal reached health as a success',
+    );
     assert.equal(t.client.stats().breakerRejections, refusals.length);
     assert.equal(t.balancer.reports.length, t.balancer.picks);
     await t.close();
@@ -264,10 +280,14 @@ describe('ResilientClient.call', () => {
     let signal: AbortSignal | undefined;
     let settled = false;
     const p = t.client
-      .call('svc', (_i, s) => {
-        signal = s;
-        return new Promise(() => {});
-      }, { retry: false })
+      .call(
+        'svc',
+        (_i, s) => {
+          signal = s;
+          return new Promise(() => {});
+        },
+        { retry: false },
+      )
       .catch((e: unknown) => e)
       .finally(() => (settled = true));
     await clock.advanceAsync(19);
@@ -285,16 +305,17 @@ describe('ResilientClient.call', () => {
     const clock = new ManualClock();
     const t = await setup(['a', 'b'], { timeoutMs: 100, clock, retryBackoff: { initialMs: 0, maxMs: 0 } });
     const p = t.client.call('svc', (inst) =>
-      inst.id === 'a'
-        ? new Promise((r) => clock.setTimeout(() => r('late answer from a'), 150))
-        : new Promise((r) => clock.setTimeout(() => r('b'), 80)),
+      inst.id === 'a' ? new Promise((r) => clock.setTimeout(() => r('late answer from a'), 150)) : new Promise((r) => clock.setTimeout(() => r('b'), 80)),
     );
     await clock.advanceAsync(101); // a's deadline: the retry goes to b, which answers 80 ms later
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }]);
     await clock.advanceAsync(80);
     assert.equal(await p, 'b');
     await clock.advanceAsync(100); // a's late answer arrives (at 150 ms): nothing may change
-    assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: false }, { id: 'b', ok: true }]);
+    assert.deepEqual(t.balancer.reports, [
+      { id: 'a', ok: false },
+      { id: 'b', ok: true },
+    ]);
     assert.equal(t.client.stats().succeeded, 1);
     await t.close();
   });
@@ -303,10 +324,14 @@ describe('ResilientClient.call', () => {
     const t = await setup(['a']);
     const caller = new AbortController();
     let signal: AbortSignal | undefined;
-    const p = t.client.call('svc', (_i, s) => {
-      signal = s;
-      return new Promise(() => {});
-    }, { signal: caller.signal, timeoutMs: 5_000 });
+    const p = t.client.call(
+      'svc',
+      (_i, s) => {
+        signal = s;
+        return new Promise(() => {});
+      },
+      { signal: caller.signal, timeoutMs: 5_000 },
+    );
     while (signal === undefined) await new Promise((r) => setImmediate(r));
     caller.abort(new Error('user left'));
     await assert.rejects(p, AbortedError);
@@ -320,7 +345,10 @@ describe('ResilientClient.call', () => {
   it('passes errors isFailure rejects to the caller without counting them against the instance', async () => {
     const t = await setup(['a', 'b']);
     const notFound = Object.assign(new Error('404'), { status: 404 });
-    await assert.rejects(t.client.call('svc', () => Promise.reject(notFound), { isFailure: (e) => (e as { status?: number }).status !== 404 }), /404/);
+    await assert.rejects(
+      t.client.call('svc', () => Promise.reject(notFound), { isFailure: (e) => (e as { status?: number }).status !== 404 }),
+      /404/,
+    );
     assert.deepEqual(t.balancer.reports, [{ id: 'a', ok: true }]);
     await t.close();
   });
@@ -330,7 +358,10 @@ describe('ResilientClient.call', () => {
     let release!: () => void;
     const first = t.client.call('svc', () => new Promise<void>((r) => (release = r)));
     await new Promise((r) => setImmediate(r));
-    await assert.rejects(t.client.call('svc', () => 1, { retry: false }), BulkheadRejectedError);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { retry: false }),
+      BulkheadRejectedError,
+    );
     assert.equal(t.client.stats().bulkheadRejections, 1);
     release();
     await first;
@@ -340,7 +371,10 @@ describe('ResilientClient.call', () => {
   it('rejects with NoInstanceError when the service has no instance to pick', async () => {
     const t = await setup(['a']);
     t.balancer.list = [];
-    await assert.rejects(t.client.call('svc', () => 1), NoInstanceError);
+    await assert.rejects(
+      t.client.call('svc', () => 1),
+      NoInstanceError,
+    );
     await t.close();
   });
 
@@ -349,7 +383,10 @@ describe('ResilientClient.call', () => {
     await t.client.call('svc', () => 1);
     await t.client.close();
     assert.equal(t.balancer.closed, true);
-    await assert.rejects(t.client.call('svc', () => 1), ClosedError);
+    await assert.rejects(
+      t.client.call('svc', () => 1),
+      ClosedError,
+    );
     await t.close();
   });
 
@@ -363,20 +400,49 @@ describe('ResilientClient.call', () => {
     void registry.close();
   });
 
-  it('rejects a bad argument with TypeError: the caller\'s error, never counted, retried or fallen back from', async () => {
+  it("rejects a bad argument with TypeError: the caller's error, never counted, retried or fallen back from", async () => {
     const t = await setup(['a']);
     let fellBack = 0;
-    const fallback = () => ((fellBack++), -1);
-    await assert.rejects(t.client.call('svc', () => 1, { timeoutMs: -5, fallback }), RangeError);
-    await assert.rejects(t.client.call('svc', () => 1, { retry: 'yes' as unknown as boolean, fallback }), TypeError);
+    const fallback = () => (fellBack++, -1);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { timeoutMs: -5, fallback }),
+      RangeError,
+    );
+    await assert.rejects(
+      t.client.call('svc', () => 1, { retry: 'yes' as unknown as boolean, fallback }),
+      TypeError,
+    );
     await assert.rejects(t.client.call('svc', 'fn' as never, { fallback }), TypeError);
     await assert.rejects(t.client.call('svc', undefined as never, { fallback }), /fn must be a function, got undefined/);
-    await assert.rejects(t.client.call('svc', () => 1, { signal: 'stop' as never, fallback }), /options\.signal must be an AbortSignal/);
-    await assert.rejects(t.client.call('svc', () => 1, 5 as never), /options must be an object/);
-    await assert.rejects(t.client.call('', () => 1), TypeError);
-    await assert.rejects(t.client.call(undefined as never, () => 1), /service must be a non-empty string/);
+    await assert.rejects(
+      t.client.call('svc', () => 1, { signal: 'stop' as never, fallback }),
+      /options\.signal must be an AbortSignal/,
+    );
+    await assert.rejects(
+      t.client.call('svc', () => 1, 5 as never),
+      /options must be an object/,
+    );
+    await assert.rejects(
+      t.client.call('', () => 1),
+      TypeError,
+    );
+    await assert.rejects(
+      t.client.call(undefined as never, () => 1),
+      /service must be a non-empty string/,
+    );
     await assert.rejects(t.client.fetch('http://svc/x', { signal: {} as never }), /init\.signal must be an AbortSignal/);
-    assert.deepEqual(t.client.stats(), { calls: 0, succeeded: 0, fallbacks: 0, failed: 0, attempts: 0, failedAttempts: 0, retries: 0, retriesRefused: 0, breakerRejections: 0, bulkheadRejections: 0 });
+    assert.deepEqual(t.client.stats(), {
+      calls: 0,
+      succeeded: 0,
+      fallbacks: 0,
+      failed: 0,
+      attempts: 0,
+      failedAttempts: 0,
+      retries: 0,
+      retriesRefused: 0,
+      breakerRejections: 0,
+      bulkheadRejections: 0,
+    });
     assert.equal(fellBack, 0);
     assert.equal(t.balancer.picks, 0);
     await t.close();
@@ -393,7 +459,10 @@ describe('ResilientClient.call', () => {
       assert.equal(await c.call('svc', () => 1), 1);
     }
     assert.equal(balancer.closed, true);
-    await assert.rejects(client.call('svc', () => 1), ClosedError);
+    await assert.rejects(
+      client.call('svc', () => 1),
+      ClosedError,
+    );
     await registry.close();
   });
 
@@ -479,7 +548,10 @@ describe('ResilientClient.call', () => {
               .finally(() => (done = true));
             while (!done) await clock.advanceAsync(5); // hung attempts time out, backoffs pass
           }
-          assert.ok(tokens.every((n) => n === 1), `token settle counts: ${tokens.join(',')}`);
+          assert.ok(
+            tokens.every((n) => n === 1),
+            `token settle counts: ${tokens.join(',')}`,
+          );
           assert.equal(t.balancer.reports.length, t.balancer.picks, 'a pick was not ended');
           await t.close();
         },

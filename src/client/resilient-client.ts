@@ -46,9 +46,21 @@ import type { FaultOptions } from '../policy/types.js';
 
 /** The keys of ResilientClientOptions, all of them: any other is refused (see `options`). */
 const RESILIENT_CLIENT_KEYS = {
-  registry: true, registryCache: true, http: true, maxResponseBytes: true, timeoutMs: true, maxAttempts: true,
-  maxServices: true, clock: true, balancer: true, balancerFactory: true, breakers: true, retryBudget: true,
-  retryBackoff: true, bulkhead: true, fault: true,
+  registry: true,
+  registryCache: true,
+  http: true,
+  maxResponseBytes: true,
+  timeoutMs: true,
+  maxAttempts: true,
+  maxServices: true,
+  clock: true,
+  balancer: true,
+  balancerFactory: true,
+  breakers: true,
+  retryBudget: true,
+  retryBackoff: true,
+  bulkhead: true,
+  fault: true,
 } as const satisfies OptionKeys<ResilientClientOptions>;
 
 /** The options `reconfigureService` may change: the rest are the whole client's, fixed at construction. */
@@ -72,7 +84,9 @@ export interface ServiceLiveOptions {
 }
 
 /** ServiceLivePartial is what `reconfigureService` takes: any of ServiceLiveOptions, nested ones in part. */
-export type ServiceLivePartial = Partial<{ [K in keyof ServiceLiveOptions]: ServiceLiveOptions[K] extends object ? Partial<ServiceLiveOptions[K]> : ServiceLiveOptions[K] }>;
+export type ServiceLivePartial = Partial<{
+  [K in keyof ServiceLiveOptions]: ServiceLiveOptions[K] extends object ? Partial<ServiceLiveOptions[K]> : ServiceLiveOptions[K];
+}>;
 
 /** CallOptions are the per-call options of `ResilientClient.call`. */
 export interface CallOptions<T> {
@@ -181,7 +195,9 @@ export class ResilientClient {
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
-    this.registry = this.ownsRegistry ? within('ResilientClient', 'registryCache', 'RegistryCache', () => new RegistryCache(o.registry!, o.registryCache)) : o.registry!;
+    this.registry = this.ownsRegistry
+      ? within('ResilientClient', 'registryCache', 'RegistryCache', () => new RegistryCache(o.registry!, o.registryCache))
+      : o.registry!;
   }
 
   /**
@@ -245,7 +261,8 @@ export class ResilientClient {
     }
     if (typeof fn !== 'function') return Promise.reject(new TypeError(`ResilientClient.call: fn must be a function, got ${showValue(fn)}`));
     if (options !== undefined) {
-      if (options === null || typeof options !== 'object') return Promise.reject(new TypeError(`ResilientClient.call: options must be an object, got ${showValue(options)}`));
+      if (options === null || typeof options !== 'object')
+        return Promise.reject(new TypeError(`ResilientClient.call: options must be an object, got ${showValue(options)}`));
       const signal: unknown = options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) {
         return Promise.reject(new TypeError(`ResilientClient.call: options.signal must be an AbortSignal, got ${showValue(signal)}`));
@@ -297,7 +314,8 @@ export class ResilientClient {
    * or RangeError naming them, and change nothing.
    */
   setWeights(service: string, overrides: WeightOverrides | undefined): void {
-    if (typeof service !== 'string' || service.length === 0) throw new TypeError(`ResilientClient.setWeights: service must be a non-empty string, got ${showValue(service)}`);
+    if (typeof service !== 'string' || service.length === 0)
+      throw new TypeError(`ResilientClient.setWeights: service must be a non-empty string, got ${showValue(service)}`);
     const checked = checkWeightOverrides('ResilientClient.setWeights', overrides);
     const frozen = checked === undefined ? undefined : Object.freeze(Object.fromEntries(checked));
     if (frozen === undefined) this.weightsBy.delete(service);
@@ -312,7 +330,8 @@ export class ResilientClient {
    * throw a TypeError or RangeError naming them, and change nothing.
    */
   setFault(service: string, options: FaultOptions | undefined): void {
-    if (typeof service !== 'string' || service.length === 0) throw new TypeError(`ResilientClient.setFault: service must be a non-empty string, got ${showValue(service)}`);
+    if (typeof service !== 'string' || service.length === 0)
+      throw new TypeError(`ResilientClient.setFault: service must be a non-empty string, got ${showValue(service)}`);
     if (options !== undefined) void within('ResilientClient.setFault', '', 'FaultInjector', () => new FaultInjector(options)).close();
     if (options === undefined) this.faultsBy.delete(service);
     else this.faultsBy.set(service, options);
@@ -347,11 +366,15 @@ export class ResilientClient {
    * weights are components of their own (`breakers.get(name)`, the balancer).
    */
   reconfigureService(service: string, partial: ServiceLivePartial): void {
-    if (typeof service !== 'string' || service.length === 0) throw new TypeError(`ResilientClient: service must be a non-empty string, got ${showValue(service)}`);
+    if (typeof service !== 'string' || service.length === 0)
+      throw new TypeError(`ResilientClient: service must be a non-empty string, got ${showValue(service)}`);
     const fixed = Object.keys(RESILIENT_CLIENT_KEYS).filter((k) => !(SERVICE_LIVE_KEYS as readonly string[]).includes(k));
     const p = liveOptions('ResilientClient', partial as ResilientClientOptions, RESILIENT_CLIENT_KEYS, []);
     for (const key of fixed) {
-      if (Object.hasOwn(p, key)) throw new TypeError(`ResilientClient: ${key} cannot change on a running client; it is set at construction only (reconfigureService changes ${SERVICE_LIVE_KEYS.join(', ')})`);
+      if (Object.hasOwn(p, key))
+        throw new TypeError(
+          `ResilientClient: ${key} cannot change on a running client; it is set at construction only (reconfigureService changes ${SERVICE_LIVE_KEYS.join(', ')})`,
+        );
     }
     const now = this.serviceOptions(service);
     const nested = <K extends 'bulkhead' | 'retryBudget' | 'retryBackoff'>(key: K): ServiceLiveOptions[K] => {
@@ -456,8 +479,10 @@ export class ResilientClient {
       try {
         if (options.timeoutMs !== undefined) timeout = this.timeoutFor(options.timeoutMs);
         if (options.retry !== undefined) retry = s.retryFor(options.retry, s.maxAttempts);
-        if (options.key !== undefined && typeof options.key !== 'string') throw new TypeError(`ResilientClient.call: key must be a string, got ${showValue(options.key)}`);
-        if (options.isFailure !== undefined && typeof options.isFailure !== 'function') throw new TypeError(`ResilientClient.call: isFailure must be a function, got ${showValue(options.isFailure)}`);
+        if (options.key !== undefined && typeof options.key !== 'string')
+          throw new TypeError(`ResilientClient.call: key must be a string, got ${showValue(options.key)}`);
+        if (options.isFailure !== undefined && typeof options.isFailure !== 'function')
+          throw new TypeError(`ResilientClient.call: isFailure must be a function, got ${showValue(options.isFailure)}`);
         fallback = options.fallback;
         if (fallback !== undefined && typeof fallback !== 'function' && !(fallback instanceof Fallback)) {
           throw new TypeError(`ResilientClient.call: fallback must be a function or a Fallback, got ${showValue(fallback)}`);
@@ -498,7 +523,8 @@ export class ResilientClient {
           if (failed && measure !== undefined) measure.call(s.name, 'fallback', this.since(run));
           return value;
         },
-        (err: unknown) => (measure === undefined ? this.failed<T>(err, undefined, signal, true) : this.failedMeasured<T>(err, undefined, signal, true, run, measure, s.name)),
+        (err: unknown) =>
+          measure === undefined ? this.failed<T>(err, undefined, signal, true) : this.failedMeasured<T>(err, undefined, signal, true, run, measure, s.name),
       );
     }
     return p.then(

@@ -130,7 +130,8 @@ export class ServiceState implements ServiceParts {
     const owner = 'ResilientClient';
     const o = optionsObject(owner, options);
     if (o.balancerFactory !== undefined) fnOption(owner, 'balancerFactory', o.balancerFactory);
-    if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup)) throw new TypeError(`${owner}: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
+    if (o.breakers !== undefined && !(o.breakers instanceof BreakerGroup))
+      throw new TypeError(`${owner}: breakers must be a BreakerGroup, got ${showValue(o.breakers)}`);
     within(owner, 'retryBudget', 'RetryBudget', () => new RetryBudget(o.retryBudget));
     if (o.fault !== undefined) void within(owner, 'fault', 'FaultInjector', () => new FaultInjector(o.fault)).close();
     within(owner, 'bulkhead', 'Bulkhead', () => new Bulkhead({ ...serviceStateDefaults.bulkhead, ...optionsObject('Bulkhead', o.bulkhead) }));
@@ -138,7 +139,12 @@ export class ServiceState implements ServiceParts {
     if (o.balancerFactory === undefined) {
       // A balancer over no instances, made to check the options and closed at once (it holds nothing yet).
       const clock = o.balancer?.clock ?? o.clock ?? systemClock;
-      const probe = within(owner, 'balancer', 'Balancer', () => new Balancer({ strategy: 'p2c', ...optionsObject('Balancer', o.balancer), clock, instances: [] }));
+      const probe = within(
+        owner,
+        'balancer',
+        'Balancer',
+        () => new Balancer({ strategy: 'p2c', ...optionsObject('Balancer', o.balancer), clock, instances: [] }),
+      );
       void probe.close();
     }
     return { ...o, breakers: o.breakers ?? defaultBreakerGroup(givenClock) };
@@ -151,7 +157,9 @@ export class ServiceState implements ServiceParts {
     maxAttempts: number,
     onInstances?: () => void,
   ) {
-    this.balancer = options.balancerFactory?.(name, registry) ?? new Balancer({ strategy: 'p2c', ...options.balancer, clock: options.balancer?.clock ?? options.clock, registry, service: name });
+    this.balancer =
+      options.balancerFactory?.(name, registry) ??
+      new Balancer({ strategy: 'p2c', ...options.balancer, clock: options.balancer?.clock ?? options.clock, registry, service: name });
     this.breakers = options.breakers!;
     this.breaker = this.breakers.get(name) ?? OPEN_DOOR;
     this.bulkhead = new Bulkhead({ ...serviceStateDefaults.bulkhead, ...options.bulkhead });
@@ -256,7 +264,10 @@ export class ServiceState implements ServiceParts {
       if (state === 'closed') capper.unhold(id);
       else capper.hold(id, b.heldOpen === true ? 'forced' : 'breaker');
     };
-    this.watching.set(id, on.call(b, (c) => sync(c.to)));
+    this.watching.set(
+      id,
+      on.call(b, (c) => sync(c.to)),
+    );
     const state = (b as { readonly state?: unknown }).state;
     if (typeof state === 'string' && state !== 'closed') sync(state);
   }
@@ -284,7 +295,8 @@ export class ServiceState implements ServiceParts {
   retryFor(option: boolean | { maxAttempts?: number }, maxAttempts: number): Retry | undefined {
     if (option === true) return this.retry;
     if (option === false) return undefined;
-    if (option === null || typeof option !== 'object') throw new TypeError(`ResilientClient.call: retry must be a boolean or { maxAttempts }, got ${showValue(option)}`);
+    if (option === null || typeof option !== 'object')
+      throw new TypeError(`ResilientClient.call: retry must be a boolean or { maxAttempts }, got ${showValue(option)}`);
     const n = integer('ResilientClient.call', 'retry.maxAttempts', option.maxAttempts ?? maxAttempts, 1, 100);
     if (n === 1) return undefined;
     let r = this.retries.get(n);
@@ -319,7 +331,12 @@ export class ServiceState implements ServiceParts {
    * and the budget are reconfigured in place (see theirs for what they keep), the Retries get the new
    * backoff, and a new maxAttempts swaps the Retry calls use.
    */
-  reconfigure(o: { maxAttempts: number; bulkhead: Required<BulkheadOptions>; retryBudget: Required<Omit<RetryBudgetOptions, 'clock'>>; retryBackoff: BackoffOptions }): void {
+  reconfigure(o: {
+    maxAttempts: number;
+    bulkhead: Required<BulkheadOptions>;
+    retryBudget: Required<Omit<RetryBudgetOptions, 'clock'>>;
+    retryBackoff: BackoffOptions;
+  }): void {
     this.bulkhead.reconfigure(o.bulkhead);
     this.budget.reconfigure(o.retryBudget);
     this.backoff = { ...o.retryBackoff };

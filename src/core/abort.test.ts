@@ -45,7 +45,15 @@ describe('raceSignal', () => {
     ac.abort();
     assert.equal(await raced, 'aborted');
     settle(2);
-    await assert.rejects(raceSignal(slow, ac.signal, () => { throw new Error('gone'); }), /gone/);
-    await assert.rejects(raceSignal(Promise.reject(new Error('own')), new AbortController().signal, () => 0), /own/);
+    await assert.rejects(
+      raceSignal(slow, ac.signal, () => {
+        throw new Error('gone');
+      }),
+      /gone/,
+    );
+    await assert.rejects(
+      raceSignal(Promise.reject(new Error('own')), new AbortController().signal, () => 0),
+      /own/,
+    );
   });
 });

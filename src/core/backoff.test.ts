@@ -6,7 +6,10 @@ import { Backoff, addJitter } from './backoff.js';
 describe('Backoff', () => {
   it('grows exponentially up to the cap without jitter', () => {
     const b = new Backoff({ initialMs: 100, maxMs: 1_000, multiplier: 2, jitter: 'none' });
-    assert.deepEqual(Array.from({ length: 6 }, () => b.next()), [100, 200, 400, 800, 1_000, 1_000]);
+    assert.deepEqual(
+      Array.from({ length: 6 }, () => b.next()),
+      [100, 200, 400, 800, 1_000, 1_000],
+    );
     b.reset();
     assert.equal(b.next(), 100);
   });
@@ -45,8 +48,14 @@ describe('Backoff', () => {
 
 describe('addJitter', () => {
   it('spreads within ±fraction', () => {
-    assert.equal(addJitter(1_000, 0.1, () => 0), 900);
-    assert.equal(addJitter(1_000, 0.1, () => 0.5), 1_000);
+    assert.equal(
+      addJitter(1_000, 0.1, () => 0),
+      900,
+    );
+    assert.equal(
+      addJitter(1_000, 0.1, () => 0.5),
+      1_000,
+    );
     assert.ok(Math.abs(addJitter(1_000, 0.1, () => 0.999999) - 1_100) < 0.01);
   });
 });

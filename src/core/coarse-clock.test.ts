@@ -39,7 +39,12 @@ describe('CoarseClock', () => {
   it('never goes backwards even if the source does', () => {
     let t = 100;
     const real = new ManualClock();
-    const source = { now: () => t, setTimeout: real.setTimeout.bind(real), setInterval: real.setInterval.bind(real), clearTimeout: real.clearTimeout.bind(real) };
+    const source = {
+      now: () => t,
+      setTimeout: real.setTimeout.bind(real),
+      setInterval: real.setInterval.bind(real),
+      clearTimeout: real.clearTimeout.bind(real),
+    };
     const c = new CoarseClock({ source, refreshEvery: 1, resolutionMs: 60_000 });
     assert.equal(c.now(), 100);
     t = 50;

@@ -23,7 +23,10 @@ import { clockOption, integer, options as optionsObject, positive, type OptionKe
 
 /** The keys of CoarseClockOptions, all of them: any other is refused (see `options`). */
 const COARSE_CLOCK_KEYS = {
-  source: true, resolutionMs: true, refreshEvery: true, idleStopMs: true,
+  source: true,
+  resolutionMs: true,
+  refreshEvery: true,
+  idleStopMs: true,
 } as const satisfies OptionKeys<CoarseClockOptions>;
 
 /** CoarseClockOptions configures a CoarseClock. */

@@ -25,15 +25,25 @@ describe('Deadlines', () => {
     const d = new Deadlines({ timeoutMs: 1_000 });
     assert.equal(await d.run(() => 5), 5);
     assert.equal(await d.run(async () => 6), 6);
-    await assert.rejects(d.run(() => Promise.reject(new Error('no'))), /no/);
+    await assert.rejects(
+      d.run(() => Promise.reject(new Error('no'))),
+      /no/,
+    );
     await assert.rejects(
       d.run(() => {
         throw new Error('sync');
       }),
       /sync/,
     );
-    const evil = { then: () => { throw new Error('bad thenable'); } } as unknown as PromiseLike<number>;
-    await assert.rejects(d.run(() => evil), /bad thenable/);
+    const evil = {
+      then: () => {
+        throw new Error('bad thenable');
+      },
+    } as unknown as PromiseLike<number>;
+    await assert.rejects(
+      d.run(() => evil),
+      /bad thenable/,
+    );
   });
 
   it('shares one signal among calls that start in the same granule, and starts a new one in the next', async () => {

@@ -27,8 +27,17 @@ import { clockOption, finite, fn, options as checkOptions, type OptionKeys } fro
 
 /** The keys of FollowerOptions, all of them: any other is refused (see `options`). */
 const FOLLOWER_KEYS = {
-  source: true, onList: true, onEvent: true, onEstablished: true, onBroken: true, isFinal: true, backoff: true,
-  readyWaitMs: true, clock: true, random: true, name: true,
+  source: true,
+  onList: true,
+  onEvent: true,
+  onEstablished: true,
+  onBroken: true,
+  isFinal: true,
+  backoff: true,
+  readyWaitMs: true,
+  clock: true,
+  random: true,
+  name: true,
 } as const satisfies OptionKeys<FollowerOptions<unknown, unknown>>;
 
 /** FollowerSource is what a Follower follows: a watch and, usually, a listing. */
@@ -227,10 +236,11 @@ export class Follower<L, E> {
         let established!: () => void;
         const ready = new Promise<void>((resolve) => (established = resolve));
         this.counters.watches++;
-        iterator = this.source.watch(attempt.signal, () => {
+        const watch = this.source.watch(attempt.signal, () => {
           isEstablished = true;
           established();
-        })[Symbol.asyncIterator]();
+        });
+        iterator = watch[Symbol.asyncIterator]();
         const firstNext = iterator.next();
         let broken = false; // the watch ended or failed before its first event
         firstNext.then(
@@ -286,4 +296,3 @@ export class Follower<L, E> {
 }
 
 function noop(): void {}
-

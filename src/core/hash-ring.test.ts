@@ -45,13 +45,17 @@ describe('HashRing', () => {
 
   it('agrees with itself whatever the order members were added in (every node builds the same ring)', () => {
     fc.assert(
-      fc.property(fc.uniqueArray(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 12 }), fc.array(fc.string(), { maxLength: 50 }), (members, keys) => {
-        const a = new HashRing({ replicas: 20 });
-        const b = new HashRing({ replicas: 20 });
-        a.add(...members);
-        b.set([...members].reverse());
-        for (const k of keys) assert.equal(a.get(k), b.get(k));
-      }),
+      fc.property(
+        fc.uniqueArray(fc.string({ minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.string(), { maxLength: 50 }),
+        (members, keys) => {
+          const a = new HashRing({ replicas: 20 });
+          const b = new HashRing({ replicas: 20 });
+          a.add(...members);
+          b.set([...members].reverse());
+          for (const k of keys) assert.equal(a.get(k), b.get(k));
+        },
+      ),
     );
   });
 
@@ -135,7 +139,10 @@ describe('HashRing', () => {
         }
         const expected = naiveOwner(counts, hash);
         assert.equal(ring.size, counts.size);
-        assert.equal(ring.pointCount, [...counts.values()].reduce((a, b) => a + b, 0));
+        assert.equal(
+          ring.pointCount,
+          [...counts.values()].reduce((a, b) => a + b, 0),
+        );
         assert.deepEqual(ring.members(), [...counts.keys()].sort());
         for (let i = 0; i < 300; i++) assert.equal(ring.get(`k${i}`), expected(`k${i}`), `key k${i}`);
       }),
@@ -147,33 +154,46 @@ describe('HashRing', () => {
     const weak = (s: string) => hash32(s) & 0xff;
     const change = fc.tuple(fc.integer({ min: 0, max: 11 }), fc.integer({ min: 0, max: 30 }));
     fc.assert(
-      fc.property(fc.boolean(), fc.array(change, { maxLength: 12 }), fc.array(change, { maxLength: 16 }), fc.integer({ min: 1, max: 200 }), (useWeak, before, changes, stepSize) => {
-        const hash = useWeak ? weak : hash32;
-        const ring = new HashRing({ replicas: 7, hash });
-        ring.update(before.map(([m, c]) => [`m${m}`, c]));
-        const owners = Array.from({ length: 100 }, (_, i) => ring.get(`k${i}`));
-        const counts = new Map(ring.members().map((m) => [m, ring.pointsOf(m)]));
-        for (const [m, c] of changes) if (c === 0) counts.delete(`m${m}`);
-        else counts.set(`m${m}`, c); // a member listed twice: the last wins
-        const build = ring.rebuild(changes.map(([m, c]) => [`m${m}`, c]), stepSize);
-        let steps = 1;
-        while (!build.step()) {
-          steps++;
-          assert.equal(ring.get(`k${steps % 100}`), owners[steps % 100], 'the source ring answers as before');
-        }
-        assert.equal(build.step(), true, 'a complete build stays complete');
-        const next = build.ring;
-        const expected = naiveOwner(counts, hash);
-        assert.equal(next.size, counts.size);
-        assert.deepEqual(next.members(), [...counts.keys()].sort());
-        assert.equal(next.pointCount, [...counts.values()].reduce((a, b) => a + b, 0));
-        for (let i = 0; i < 300; i++) assert.equal(next.get(`k${i}`), expected(`k${i}`), `key k${i}`);
-        // The rebuilt ring takes incremental changes like any other.
-        next.setPoints('m3', 5);
-        counts.set('m3', 5);
-        const after = naiveOwner(counts, hash);
-        for (let i = 0; i < 100; i++) assert.equal(next.get(`k${i}`), after(`k${i}`), `key k${i} after setPoints`);
-      }),
+      fc.property(
+        fc.boolean(),
+        fc.array(change, { maxLength: 12 }),
+        fc.array(change, { maxLength: 16 }),
+        fc.integer({ min: 1, max: 200 }),
+        (useWeak, before, changes, stepSize) => {
+          const hash = useWeak ? weak : hash32;
+          const ring = new HashRing({ replicas: 7, hash });
+          ring.update(before.map(([m, c]) => [`m${m}`, c]));
+          const owners = Array.from({ length: 100 }, (_, i) => ring.get(`k${i}`));
+          const counts = new Map(ring.members().map((m) => [m, ring.pointsOf(m)]));
+          for (const [m, c] of changes)
+            if (c === 0) counts.delete(`m${m}`);
+            else counts.set(`m${m}`, c); // a member listed twice: the last wins
+          const build = ring.rebuild(
+            changes.map(([m, c]) => [`m${m}`, c]),
+            stepSize,
+          );
+          let steps = 1;
+          while (!build.step()) {
+            steps++;
+            assert.equal(ring.get(`k${steps % 100}`), owners[steps % 100], 'the source ring answers as before');
+          }
+          assert.equal(build.step(), true, 'a complete build stays complete');
+          const next = build.ring;
+          const expected = naiveOwner(counts, hash);
+          assert.equal(next.size, counts.size);
+          assert.deepEqual(next.members(), [...counts.keys()].sort());
+          assert.equal(
+            next.pointCount,
+            [...counts.values()].reduce((a, b) => a + b, 0),
+          );
+          for (let i = 0; i < 300; i++) assert.equal(next.get(`k${i}`), expected(`k${i}`), `key k${i}`);
+          // The rebuilt ring takes incremental changes like any other.
+          next.setPoints('m3', 5);
+          counts.set('m3', 5);
+          const after = naiveOwner(counts, hash);
+          for (let i = 0; i < 100; i++) assert.equal(next.get(`k${i}`), after(`k${i}`), `key k${i} after setPoints`);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -182,13 +202,19 @@ describe('HashRing', () => {
     const members = Array.from({ length: 256 }, (_, i) => `10.0.${i >> 4}.${i & 15}:8080`);
     const incremental = new HashRing();
     for (const m of members) incremental.setPoints(m, 1024); // one member at a time: the merge path
-    const build = new HashRing().rebuild(members.map((m) => [m, 1024]), 1 << 16);
+    const build = new HashRing().rebuild(
+      members.map((m) => [m, 1024]),
+      1 << 16,
+    );
     let steps = 1;
     while (!build.step()) steps++;
     assert.ok(steps >= 32, `${steps} steps`); // 2^18 points × 8 units to hash alone need 32 steps of 2^16
     for (let i = 0; i < 20_000; i++) assert.equal(build.ring.get(`key:${i}`), incremental.get(`key:${i}`), `key:${i}`);
     // Halving every member's points drops by rank, no hashing: half the keys stay where they were.
-    const halved = build.ring.rebuild(members.map((m) => [m, 512]), 1 << 16);
+    const halved = build.ring.rebuild(
+      members.map((m) => [m, 512]),
+      1 << 16,
+    );
     while (!halved.step());
     for (const m of members) incremental.setPoints(m, 512);
     for (let i = 0; i < 20_000; i++) assert.equal(halved.ring.get(`key:${i}`), incremental.get(`key:${i}`), `key:${i} halved`);
@@ -204,8 +230,14 @@ describe('HashRing', () => {
     };
     for (let round = 0; round < 2; round++) {
       // Round 2 reuses the scratch arrays the first round left (if the collector has not taken them).
-      const x = new HashRing().rebuild(a.map((m) => [m, 1024]), 1 << 12);
-      const y = new HashRing().rebuild(b.map((m) => [m, 1024]), 1 << 12);
+      const x = new HashRing().rebuild(
+        a.map((m) => [m, 1024]),
+        1 << 12,
+      );
+      const y = new HashRing().rebuild(
+        b.map((m) => [m, 1024]),
+        1 << 12,
+      );
       let dx = false;
       let dy = false;
       while (!dx || !dy) {
@@ -234,7 +266,7 @@ describe('HashRing', () => {
     assert.throws(() => ring.rebuild([['a', -1]]).step(), RangeError);
   });
 
-  it('answers each member\'s share of the hash space, summing to 1, in proportion to its points', () => {
+  it("answers each member's share of the hash space, summing to 1, in proportion to its points", () => {
     const ring = new HashRing({ replicas: 500 });
     ring.set(['a', 'b']);
     ring.setPoints('c', 1000);
@@ -265,4 +297,3 @@ describe('HashRing', () => {
     assert.throws(() => new HashRing({ pointName: 5 as never }), /HashRing: pointName must be a function, got 5/);
   });
 });
-

@@ -167,7 +167,14 @@ export class HashRing {
   rebuild(changes: Iterable<readonly [string, number]>, stepSize = Infinity): RingBuild {
     if (!(stepSize >= 1)) throw new RangeError(`HashRing.rebuild: stepSize must be ≥ 1, got ${String(stepSize)}`);
     const next = new HashRing({ replicas: this.replicas, hash: this.hash, pointName: this.pointName });
-    const steps = rebuildSteps(() => this.state(), () => this.version, this.hash, this.pointName, changes[Symbol.iterator](), stepSize);
+    const steps = rebuildSteps(
+      () => this.state(),
+      () => this.version,
+      this.hash,
+      this.pointName,
+      changes[Symbol.iterator](),
+      stepSize,
+    );
     let done = false;
     return {
       ring: next,
@@ -374,7 +381,7 @@ export class HashRing {
     let chunk: [slot: number, from: number, to: number][] = [];
     let k = 0;
     for (const [slot, from, to] of grow) {
-      for (let f = from; f < to; ) {
+      for (let f = from; f < to;) {
         const t = Math.min(to, f + (ADD_CHUNK - k));
         chunk.push([slot, f, t]);
         k += t - f;

@@ -65,7 +65,10 @@ describe('LruCache', () => {
           assert.ok(lru.bytes <= maxBytes, `bytes ${lru.bytes} > ${maxBytes}`);
           assert.equal(lru.bytes, model.bytes);
           assert.equal(lru.length, model.entries.length);
-          assert.deepEqual(lru.keysByRecency(), model.entries.map((e) => e.key));
+          assert.deepEqual(
+            lru.keysByRecency(),
+            model.entries.map((e) => e.key),
+          );
           assert.deepEqual(evicted, model.evicted);
         }
       }),

@@ -34,8 +34,14 @@ describe('RadixSort', () => {
         sort.prefix();
         for (let d = 0; d < 4; d++) over((from, to) => sort.pass(d, from, to));
         assert.deepEqual([...a], expected);
-        assert.deepEqual([...keys], expected.map((i) => original[i]));
-        assert.deepEqual([...b], expected.map((i) => i * 3));
+        assert.deepEqual(
+          [...keys],
+          expected.map((i) => original[i]),
+        );
+        assert.deepEqual(
+          [...b],
+          expected.map((i) => i * 3),
+        );
       }),
       { numRuns: 300 },
     );

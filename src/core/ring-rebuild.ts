@@ -71,7 +71,16 @@ export function* rebuildSteps(
   changes: Iterator<readonly [string, number]>,
   stepSize: number,
 ): Generator<void, RingState, void> {
-  const dst: RingState = { slots: new Map(), names: [], counts: [], free: [], points: new Uint32Array(0), owners: new Uint32Array(0), ranks: new Uint32Array(0), length: 0 };
+  const dst: RingState = {
+    slots: new Map(),
+    names: [],
+    counts: [],
+    free: [],
+    points: new Uint32Array(0),
+    owners: new Uint32Array(0),
+    ranks: new Uint32Array(0),
+    length: 0,
+  };
   const old = source();
   const version = versionOf();
   const unchanged = () => {
@@ -80,7 +89,7 @@ export function* rebuildSteps(
   let budget = stepSize;
   // 0. Read (and check) the changes.
   let list: [string, number][] = [];
-  for (let more = true; more; ) {
+  for (let more = true; more;) {
     const max = room(budget / 32);
     const read = readChanges(changes, list, max);
     more = read === max;
@@ -97,32 +106,38 @@ export function* rebuildSteps(
   let claim: Claim;
   for (;;) {
     dst.slots = new Map();
-    for (let slot = 0; slot < old.names.length; ) {
+    for (let slot = 0; slot < old.names.length;) {
       const end = Math.min(old.names.length, slot + room(budget / 64));
       copySlots(old.names, slot, end, dst.slots);
       budget -= 64 * (end - slot);
       slot = end;
       if (budget <= 0) {
-      yield;
-      unchanged();
-      budget = stepSize;
-    }
+        yield;
+        unchanged();
+        budget = stepSize;
+      }
     }
     dst.names = old.names.slice();
     dst.counts = old.counts.slice();
     dst.free = old.free.slice();
-    claim = { keepOf: new Uint32Array(old.names.length).fill(MAX_POINTS_PER_MEMBER), claimed: new Uint8Array(old.names.length + list.length), grow: [], gone: [], added: 0 };
+    claim = {
+      keepOf: new Uint32Array(old.names.length).fill(MAX_POINTS_PER_MEMBER),
+      claimed: new Uint8Array(old.names.length + list.length),
+      grow: [],
+      gone: [],
+      added: 0,
+    };
     let unique = true;
-    for (let i = 0; i < list.length && unique; ) {
+    for (let i = 0; i < list.length && unique;) {
       const end = Math.min(list.length, i + room(budget / 256));
       unique = claimMembers(dst, list, i, end, claim);
       budget -= 256 * (end - i);
       i = end;
       if (budget <= 0) {
-      yield;
-      unchanged();
-      budget = stepSize;
-    }
+        yield;
+        unchanged();
+        budget = stepSize;
+      }
     }
     if (unique) break;
     list = [...new Map(list)];
@@ -138,15 +153,15 @@ export function* rebuildSteps(
   const fresh = function* (length: number): Generator<void, Uint32Array<ArrayBuffer>, void> {
     const a = new Uint32Array(length);
     if (length < BIG_ARRAY) return a;
-    for (let i = 0; i < length; ) {
+    for (let i = 0; i < length;) {
       const end = Math.min(length, i + room(budget / 3));
       a.fill(0, i, end);
       budget -= 3 * (end - i);
       i = end;
       if (budget <= 0) {
-      yield;
-      budget = stepSize;
-    }
+        yield;
+        budget = stepSize;
+      }
     }
     return a;
   };
@@ -161,7 +176,7 @@ export function* rebuildSteps(
   // the front of the new arrays.
   const src: Points = { hashes: old.points, owners: old.owners, ranks: old.ranks };
   let kept = 0;
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     const end = Math.min(n, i + room(budget));
     kept = keepPoints(src, i, end, keepOf, into, kept);
     budget -= end - i;
@@ -181,16 +196,16 @@ export function* rebuildSteps(
   for (let g = 0; g < grow.length; g += 3) {
     const slot = grow[g]!;
     const name = names[slot]!;
-    for (let r = grow[g + 1]!, to = grow[g + 2]!; r < to; ) {
+    for (let r = grow[g + 1]!, to = grow[g + 2]!; r < to;) {
       const end = Math.min(to, r + room(budget / 8));
       hashRange(fresh3, p, slot, name, r, end, hasher, hash, pointName);
       budget -= 8 * (end - r);
       p += end - r;
       r = end;
       if (budget <= 0) {
-      yield;
-      budget = stepSize;
-    }
+        yield;
+        budget = stepSize;
+      }
     }
   }
   // 4. Sort them by hash, stably, in place (owner and rank carried along).
@@ -220,23 +235,23 @@ export function* rebuildSteps(
     const sort = new RadixSort(hashes.subarray(0, added), ownerOf.subarray(0, added), rankOf.subarray(0, added), tmp[0]!, tmp[1]!, tmp[2]!);
     for (let d = -1; d < 4; d++) {
       if (d === 0) sort.prefix();
-      for (let i = 0; i < added; ) {
+      for (let i = 0; i < added;) {
         const end = Math.min(added, i + room(budget / 2));
         if (d < 0) sort.count(i, end);
         else sort.pass(d, i, end);
         budget -= 2 * (end - i);
         i = end;
         if (budget <= 0) {
-      yield;
-      budget = stepSize;
-    }
+          yield;
+          budget = stepSize;
+        }
       }
     }
     const kept = scratch?.deref();
     if (kept === undefined || kept[0]!.length <= full[0]!.length) scratch = new WeakRef(full);
   }
   // 5. Equal hashes among the new points go by member name (as `update` orders them), then rank.
-  for (let i = 1; i < added; ) {
+  for (let i = 1; i < added;) {
     const end = Math.min(added, i + room(budget));
     orderTies(fresh3, names, i, end);
     budget -= end - i;
@@ -252,9 +267,9 @@ export function* rebuildSteps(
     while (state.j >= 0) {
       budget -= mergeBack(into, fresh3, names, state, room(budget));
       if (state.j >= 0) {
-      yield;
-      budget = stepSize;
-    }
+        yield;
+        budget = stepSize;
+      }
     }
   }
   dst.points = points;

@@ -42,7 +42,11 @@ describe('RollingWindow', () => {
     clock.advance(10);
     w.add(0, 3);
     const seen = w.reduce(0, [] as Array<[number, number]>, (acc, v, age) => (acc.push([v, age]), acc));
-    assert.deepEqual(seen, [[1, 2], [2, 1], [3, 0]]);
+    assert.deepEqual(seen, [
+      [1, 2],
+      [2, 1],
+      [3, 0],
+    ]);
   });
 
   it('accepts a time the caller already read', () => {
@@ -84,7 +88,7 @@ describe('RollingWindow', () => {
     assert.throws(() => new RollingWindow({ clock: {} as never }), TypeError);
   });
 
-  it('the breakers\' windows keep the same totals as the general one (property: one roll logic)', () => {
+  it("the breakers' windows keep the same totals as the general one (property: one roll logic)", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 8 }),
@@ -120,7 +124,10 @@ describe('RollingWindow', () => {
             outcome.advance(now);
             throttle.advance(now);
             assert.deepEqual([outcome.calls, outcome.failures, outcome.slow], [general.sum(0), general.sum(1), general.sum(2)]);
-            assert.deepEqual([throttle.successes + throttle.failures + throttle.drops, throttle.failures, throttle.drops], [general.sum(0), general.sum(1), general.sum(2)]);
+            assert.deepEqual(
+              [throttle.successes + throttle.failures + throttle.drops, throttle.failures, throttle.drops],
+              [general.sum(0), general.sum(1), general.sum(2)],
+            );
           }
         },
       ),

@@ -17,7 +17,10 @@ import { clockOption, integer, options as optionsObject, positive, type OptionKe
 
 /** The keys of RollingWindowOptions, all of them: any other is refused (see `options`). */
 const ROLLING_WINDOW_KEYS = {
-  channels: true, clock: true, windowMs: true, buckets: true,
+  channels: true,
+  clock: true,
+  windowMs: true,
+  buckets: true,
 } as const satisfies OptionKeys<RollingWindowOptions>;
 
 /** WindowOptions is the one shape every bucketed window's size takes in bulwark. */

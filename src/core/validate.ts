@@ -119,7 +119,8 @@ export function within<T>(owner: string, path: string, part: string, build: () =
  * the owner takes at construction only (its clock, a callback), which cannot change while it runs.
  */
 export function liveOptions<T extends object>(owner: string, value: T, keys: Readonly<Record<string, true>>, fixed: readonly string[]): Partial<T> {
-  if (value === undefined || value === null || typeof value !== 'object') throw new TypeError(`${owner}.reconfigure: options must be an object, got ${show(value)}`);
+  if (value === undefined || value === null || typeof value !== 'object')
+    throw new TypeError(`${owner}.reconfigure: options must be an object, got ${show(value)}`);
   const o = options(owner, value, keys);
   for (const key of fixed) {
     if (Object.hasOwn(o, key)) throw new TypeError(`${owner}: ${key} cannot change on a running ${owner}; it is set at construction only`);

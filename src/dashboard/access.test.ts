@@ -28,7 +28,10 @@ describe('dashboard access', () => {
     const json = { 'content-type': 'application/json' };
     assert.match(controlAccess(req('127.0.0.1', json), none, undefined, false)!.message, /read-only/);
     assert.equal(controlAccess(req('127.0.0.1', json), none, undefined, true), undefined);
-    assert.equal(controlAccess(req('127.0.0.1', { ...json, origin: 'http://dash.example:8080', 'sec-fetch-site': 'same-origin' }), none, undefined, true), undefined);
+    assert.equal(
+      controlAccess(req('127.0.0.1', { ...json, origin: 'http://dash.example:8080', 'sec-fetch-site': 'same-origin' }), none, undefined, true),
+      undefined,
+    );
     assert.match(controlAccess(req('127.0.0.1', { ...json, origin: 'http://evil.example' }), none, undefined, true)!.message, /another origin/);
     assert.match(controlAccess(req('127.0.0.1', { ...json, 'sec-fetch-site': 'cross-site' }), none, undefined, true)!.message, /another site/);
     assert.equal(controlAccess(req('127.0.0.1', { 'content-type': 'text/plain' }), none, undefined, true)!.status, 415);

@@ -47,7 +47,8 @@ export function controlAccess(req: IncomingMessage, query: URLSearchParams, toke
   if (!controlsOn) return { status: 403, message: 'the dashboard is read-only: it was started without controls' };
   if (req.method !== 'POST') return { status: 405, message: 'controls take POST' };
   const site = req.headers['sec-fetch-site'];
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') return { status: 403, message: `a control request from another site is refused (Sec-Fetch-Site: ${String(site)})` };
+  if (site !== undefined && site !== 'same-origin' && site !== 'none')
+    return { status: 403, message: `a control request from another site is refused (Sec-Fetch-Site: ${String(site)})` };
   const origin = req.headers.origin;
   if (origin !== undefined) {
     let host: string | undefined;
@@ -59,6 +60,7 @@ export function controlAccess(req: IncomingMessage, query: URLSearchParams, toke
     if (host === undefined || host !== req.headers.host) return { status: 403, message: `a control request from another origin is refused (${origin})` };
   }
   const type = req.headers['content-type'];
-  if (typeof type !== 'string' || !/^application\/json\b/i.test(type)) return { status: 415, message: 'controls take a JSON body (content-type: application/json)' };
+  if (typeof type !== 'string' || !/^application\/json\b/i.test(type))
+    return { status: 415, message: 'controls take a JSON body (content-type: application/json)' };
   return readAccess(req, query, token);
 }

@@ -35,7 +35,12 @@ describe('FleetFeed', () => {
       },
     };
   }
-  const inst = (id: string, meta?: Record<string, string>, address = '127.0.0.1:1'): ServiceInstance => ({ id, name: 'orders', address, ...(meta === undefined ? {} : { metadata: meta }) });
+  const inst = (id: string, meta?: Record<string, string>, address = '127.0.0.1:1'): ServiceInstance => ({
+    id,
+    name: 'orders',
+    address,
+    ...(meta === undefined ? {} : { metadata: meta }),
+  });
   const frame = (f: FleetFeed) => JSON.parse(f.latest()!) as FleetFrame;
 
   it('follows the instances that announce a path, warns of those it will not follow, and shows one that leaves as gone, then drops it', async () => {
@@ -50,7 +55,13 @@ describe('FleetFeed', () => {
     const feed = new FleetFeed(reg, { clock, tickMs: 1_000, refreshMs: 1_000, goneKeepMs: 5_000, onWarning: (m) => warnings.push(m) });
     await feed.refresh();
     clock.advance(1_000);
-    assert.deepEqual(frame(feed).instances.map((i) => [i.id, i.state === 'gone' ? 'gone' : 'followed']), [['a', 'followed'], ['b', 'followed']]);
+    assert.deepEqual(
+      frame(feed).instances.map((i) => [i.id, i.state === 'gone' ? 'gone' : 'followed']),
+      [
+        ['a', 'followed'],
+        ['b', 'followed'],
+      ],
+    );
     assert.deepEqual(warnings, ['FleetFeed: orders/evil is not followed: bulwark.status "http://169.254.169.254/latest" is not a plain absolute path']);
     reg.list.splice(1, 1); // b leaves the registry
     await feed.refresh();
@@ -61,7 +72,10 @@ describe('FleetFeed', () => {
     clock.advance(6_000);
     await feed.refresh();
     clock.advance(1_000);
-    assert.deepEqual(frame(feed).instances.map((i) => i.id), ['a']);
+    assert.deepEqual(
+      frame(feed).instances.map((i) => i.id),
+      ['a'],
+    );
     await feed.close();
   });
 
@@ -77,7 +91,10 @@ describe('FleetFeed', () => {
     clock.advance(1_000);
     const f = frame(feed) as FleetFrame & { registryError?: string };
     assert.equal(f.registryError, 'etcd unavailable');
-    assert.deepEqual(f.instances.map((i) => i.id), ['a']);
+    assert.deepEqual(
+      f.instances.map((i) => i.id),
+      ['a'],
+    );
     assert.notEqual(f.instances[0]!.state, 'gone');
     await feed.close();
   });

@@ -87,7 +87,10 @@ export class FleetFeed implements Feed {
   /** The registry's last listing failure, shown until a listing succeeds. */
   registryError: string | undefined;
 
-  constructor(private readonly registry: Pick<Registry, 'listServices' | 'getService'>, options?: FleetFeedOptions) {
+  constructor(
+    private readonly registry: Pick<Registry, 'listServices' | 'getService'>,
+    options?: FleetFeedOptions,
+  ) {
     if (registry === null || typeof registry !== 'object' || typeof registry.listServices !== 'function' || typeof registry.getService !== 'function') {
       throw new TypeError(`${OWNER}: registry must be a Registry (listServices, getService)`);
     }
@@ -165,7 +168,9 @@ export class FleetFeed implements Feed {
       if (!statusPathOk(path) || where === undefined) {
         if (!this.warned.has(key)) {
           this.warned.add(key);
-          this.onWarning?.(`${OWNER}: ${key} is not followed: ${where === undefined ? `address ${JSON.stringify(inst.address)} is not host:port` : `${STATUS_PATH_KEY} ${JSON.stringify(path)} is not a plain absolute path`}`);
+          this.onWarning?.(
+            `${OWNER}: ${key} is not followed: ${where === undefined ? `address ${JSON.stringify(inst.address)} is not host:port` : `${STATUS_PATH_KEY} ${JSON.stringify(path)} is not a plain absolute path`}`,
+          );
         }
         continue;
       }

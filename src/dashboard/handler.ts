@@ -99,7 +99,8 @@ function deny(res: ServerResponse, d: Denied): void {
  * tick, whatever the number of viewers) or of a feed (a FleetFeed), served under `options.path`.
  */
 export function dashboardHandler(metrics: FeedSource | Feed, options?: DashboardOptions): DashboardHandler {
-  if (metrics === null || typeof metrics !== 'object') throw new TypeError(`${OWNER}: metrics must be a BulwarkMetrics or a dashboard feed, got ${String(metrics)}`);
+  if (metrics === null || typeof metrics !== 'object')
+    throw new TypeError(`${OWNER}: metrics must be a BulwarkMetrics or a dashboard feed, got ${String(metrics)}`);
   const o = checkOptions(OWNER, options, KEYS);
   const path = o.path ?? dashboardDefaults.path;
   if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~\-/]*$/.test(path) || path.includes('//')) {
@@ -123,7 +124,8 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
       });
   const controls = o.controls === undefined ? undefined : (checkOptions(`${OWNER}: controls`, o.controls, CONTROLS_KEYS) as DashboardControls);
   if (controls !== undefined) {
-    if (controls === null || typeof controls !== 'object' || controls.store === null || typeof controls.store?.put !== 'function') throw new TypeError(`${OWNER}: controls.store must be a RuleStore`);
+    if (controls === null || typeof controls !== 'object' || controls.store === null || typeof controls.store?.put !== 'function')
+      throw new TypeError(`${OWNER}: controls.store must be a RuleStore`);
     if (controls.scope !== undefined) {
       try {
         checkScope(controls.scope);
@@ -131,13 +133,21 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
         throw new TypeError(`${OWNER}: controls.${(err as Error).message}`);
       }
     }
-    if (feed.mode === 'process' && controls.scope === undefined) throw new TypeError(`${OWNER}: controls.scope is required for a process's dashboard (the service or instance its rules are for)`);
+    if (feed.mode === 'process' && controls.scope === undefined)
+      throw new TypeError(`${OWNER}: controls.scope is required for a process's dashboard (the service or instance its rules are for)`);
   }
   const actions = o.actions;
   if (actions !== undefined && (actions === null || typeof actions !== 'object' || typeof actions.list !== 'function' || typeof actions.run !== 'function')) {
     throw new TypeError(`${OWNER}: actions must be an object with list() and run(id)`);
   }
-  const hello = JSON.stringify({ mode: feed.mode, tickMs: feed.tickMs, title, controls: controls !== undefined, scope: controls?.scope ?? null, actions: actions !== undefined });
+  const hello = JSON.stringify({
+    mode: feed.mode,
+    tickMs: feed.tickMs,
+    title,
+    controls: controls !== undefined,
+    scope: controls?.scope ?? null,
+    actions: actions !== undefined,
+  });
   const viewers = new Viewers(feed, () => hello, maxViewers);
   const page = Buffer.from(PAGE.replace('<title>bulwark</title>', `<title>${escapeHtml(title)}</title>`), 'utf8');
 
@@ -154,7 +164,8 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
     const sub = pathname.slice(root.length);
     const method = req.method ?? 'GET';
     if (sub === '/controls/rules' && (method === 'GET' || method === 'HEAD')) {
-      const d = controls === undefined ? { status: 403, message: 'the dashboard is read-only: it was started without controls' } : readAccess(req, query, token);
+      const d =
+        controls === undefined ? { status: 403, message: 'the dashboard is read-only: it was started without controls' } : readAccess(req, query, token);
       if (d !== undefined) return deny(res, d);
       controls!.store.list().then(
         (l) => reply(res, 200, 'application/json; charset=utf-8', `${JSON.stringify(l)}\n`, method === 'HEAD'),
@@ -184,7 +195,10 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
           (a) => reply(res, a.status, 'application/json; charset=utf-8', `${JSON.stringify(a.body)}\n`),
           (err: unknown) => {
             const status = (err as { status?: number }).status ?? 503;
-            deny(res, { status, message: status === 503 ? `the rules store did not answer: ${err instanceof Error ? err.message : String(err)}` : (err as Error).message });
+            deny(res, {
+              status,
+              message: status === 503 ? `the rules store did not answer: ${err instanceof Error ? err.message : String(err)}` : (err as Error).message,
+            });
           },
         );
       return;
@@ -207,7 +221,10 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
         res.end();
         return;
       case '/':
-        res.setHeader('content-security-policy', "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+        res.setHeader(
+          'content-security-policy',
+          "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        );
         res.setHeader('referrer-policy', 'no-referrer');
         reply(res, 200, 'text/html; charset=utf-8', page, head);
         return;
@@ -253,7 +270,12 @@ function escapeHtml(s: string): string {
 
 /** FastifyDashboardHost is the part of a Fastify instance the plugin uses. */
 export interface FastifyDashboardHost {
-  route(options: { method: string[]; url: string; onRequest: (request: { raw: IncomingMessage }, reply: FastifyDashboardReply, done: () => void) => void; handler: () => Promise<void> }): unknown;
+  route(options: {
+    method: string[];
+    url: string;
+    onRequest: (request: { raw: IncomingMessage }, reply: FastifyDashboardReply, done: () => void) => void;
+    handler: () => Promise<void>;
+  }): unknown;
   addHook(name: 'onClose', hook: (instance: unknown, done: () => void) => void): unknown;
 }
 
@@ -268,7 +290,10 @@ export interface FastifyDashboardReply {
  * `app.register(fastifyDashboard(metrics, { path: '/dashboard' }))`. The request is handed over before
  * Fastify parses a body; the handler is closed with the Fastify instance.
  */
-export function fastifyDashboard(metrics: FeedSource | Feed, options?: DashboardOptions): ((fastify: FastifyDashboardHost, opts: unknown, done: (err?: Error) => void) => void) & { handler: DashboardHandler } {
+export function fastifyDashboard(
+  metrics: FeedSource | Feed,
+  options?: DashboardOptions,
+): ((fastify: FastifyDashboardHost, opts: unknown, done: (err?: Error) => void) => void) & { handler: DashboardHandler } {
   const h = dashboardHandler(metrics, options);
   const plugin = (fastify: FastifyDashboardHost, _opts: unknown, done: (err?: Error) => void): void => {
     const onRequest = (request: { raw: IncomingMessage }, reply: FastifyDashboardReply): void => {

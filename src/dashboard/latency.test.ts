@@ -23,7 +23,10 @@ describe('LatencyWindow', () => {
     const w = new LatencyWindow(60_000);
     assert.deepEqual(w.add(0, BOUNDS, [0, 0, 0, 0, 0], 0), [null, null]);
     // the first minute: everything slow (50–100 ms)
-    assert.deepEqual(w.add(30_000, BOUNDS, [0, 0, 0, 0, 100], 100).map((x) => Math.round(x! * 1e6) / 1e6), [75, 99.5]);
+    assert.deepEqual(
+      w.add(30_000, BOUNDS, [0, 0, 0, 0, 100], 100).map((x) => Math.round(x! * 1e6) / 1e6),
+      [75, 99.5],
+    );
     // a minute later all new observations are fast; the slow ones have left the window
     w.add(60_000, BOUNDS, [0, 0, 0, 0, 100], 100);
     const [p50, p99] = w.add(95_000, BOUNDS, [100, 0, 0, 0, 100], 200);

@@ -50,7 +50,10 @@ describe('ProcessFeed', () => {
     clock.advance(2_000); // a tick of 1 s then one with no change
     const frame = JSON.parse(feed.latest()!) as ProcessFrame;
     assert.equal(frame.mode, 'process');
-    assert.deepEqual(frame.components.map((c) => c.name), ['api']);
+    assert.deepEqual(
+      frame.components.map((c) => c.name),
+      ['api'],
+    );
     const history = JSON.parse(feed.history()) as Point[];
     assert.equal(history.length, 4);
     assert.deepEqual(history[1]!.c.api!.slice(0, 2), [50, 5]);

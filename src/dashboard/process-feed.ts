@@ -44,7 +44,10 @@ export class ProcessFeed implements Feed {
   private timer: TimerHandle | undefined;
   private closed = false;
 
-  constructor(private readonly source: FeedSource, options?: ProcessFeedOptions) {
+  constructor(
+    private readonly source: FeedSource,
+    options?: ProcessFeedOptions,
+  ) {
     if (source === null || typeof source !== 'object' || typeof source.snapshot !== 'function') {
       throw new TypeError(`${OWNER}: metrics must be a BulwarkMetrics (snapshot())`);
     }

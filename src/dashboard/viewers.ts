@@ -15,7 +15,11 @@ export class Viewers {
   private readonly open = new Set<ServerResponse>();
   private readonly dispose: () => void;
 
-  constructor(private readonly feed: Feed, private readonly hello: () => string, readonly max: number) {
+  constructor(
+    private readonly feed: Feed,
+    private readonly hello: () => string,
+    readonly max: number,
+  ) {
     this.dispose = feed.onTick((frame) => this.send(`event: tick\ndata: ${frame}\n\n`));
   }
 
@@ -33,7 +37,9 @@ export class Viewers {
     res.socket?.setTimeout(0);
     res.socket?.setNoDelay(true);
     const latest = this.feed.latest();
-    res.write(`retry: ${RETRY_MS}\nevent: hello\ndata: ${this.hello()}\n\nevent: history\ndata: ${this.feed.history()}\n\n${latest === undefined ? '' : `event: tick\ndata: ${latest}\n\n`}`);
+    res.write(
+      `retry: ${RETRY_MS}\nevent: hello\ndata: ${this.hello()}\n\nevent: history\ndata: ${this.feed.history()}\n\n${latest === undefined ? '' : `event: tick\ndata: ${latest}\n\n`}`,
+    );
     this.open.add(res);
     res.on('close', () => this.open.delete(res));
     return true;

@@ -52,7 +52,10 @@ export interface EtcdFleetStoreOptions {
 /** gRPC reconnects fast after etcd returns (its default first backoff is 1 s). */
 const GRPC_OPTIONS: NonNullable<IOptions['grpcOptions']> = { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000 };
 /** Run each call once: a failed call is the view's to retry, at its own rate. */
-const once = { execute: <T>(fn: (ctx: { signal: AbortSignal; attempt: number }) => PromiseLike<T> | T) => Promise.resolve().then(() => fn({ signal: new AbortController().signal, attempt: 1 })) };
+const once = {
+  execute: <T>(fn: (ctx: { signal: AbortSignal; attempt: number }) => PromiseLike<T> | T) =>
+    Promise.resolve().then(() => fn({ signal: new AbortController().signal, attempt: 1 })),
+};
 type IBackoff = NonNullable<NonNullable<IOptions['faultHandling']>['watchBackoff']>;
 /** etcd3's watch reconnect backoff: constant and short, so the view's watch returns soon after etcd does. */
 const WATCH_BACKOFF: IBackoff = { duration: 200, next: () => WATCH_BACKOFF };
@@ -85,17 +88,25 @@ export class EtcdFleetStore implements FleetStore {
     const e = o.etcd;
     this.timeoutMs = positive('EtcdFleetStore', 'timeoutMs', o.timeoutMs ?? 1_000);
     if (e instanceof Etcd3) {
-      if (o.tls !== undefined || o.auth !== undefined) throw new TypeError(`EtcdFleetStore: tls and auth are for endpoints; an etcd3 client brings its own, got ${o.tls !== undefined ? 'tls' : 'auth'} beside one`);
+      if (o.tls !== undefined || o.auth !== undefined)
+        throw new TypeError(
+          `EtcdFleetStore: tls and auth are for endpoints; an etcd3 client brings its own, got ${o.tls !== undefined ? 'tls' : 'auth'} beside one`,
+        );
       this.client = e;
       this.owned = false;
     } else if (typeof e === 'string' || Array.isArray(e)) {
       const { endpoints, connection } = etcdConnection('EtcdFleetStore', { hosts: e, tls: o.tls, auth: o.auth });
-      const base: IOptions = { hosts: endpoints, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } };
+      const base: IOptions = {
+        hosts: endpoints,
+        grpcOptions: GRPC_OPTIONS,
+        faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF },
+      };
       this.client = new Etcd3(etcd3Options(base, connection, this.timeoutMs));
       this.owned = true;
     } else throw new TypeError(`EtcdFleetStore: etcd must be endpoints or an etcd3 client, got ${showValue(e)}`);
     const id = o.callerId ?? newCallerId();
-    if (typeof id !== 'string' || id === '' || id.includes('/')) throw new TypeError(`EtcdFleetStore: callerId must be a non-empty string without '/', got ${showValue(id)}`);
+    if (typeof id !== 'string' || id === '' || id.includes('/'))
+      throw new TypeError(`EtcdFleetStore: callerId must be a non-empty string without '/', got ${showValue(id)}`);
     this.callerId = id;
     const prefix = o.prefix ?? 'bulwark/fleet/';
     if (typeof prefix !== 'string') throw new TypeError(`EtcdFleetStore: prefix must be a string, got ${showValue(prefix)}`);
@@ -121,7 +132,14 @@ export class EtcdFleetStore implements FleetStore {
       // A put that names the granted lease's id: etcd3's lease.put() makes a client per put and took
       // 2.3× the CPU (854 against 364 µs a put) and 2.8× the time of this one on loopback.
       const id = await this.bound(lease.grant(), 'lease');
-      await this.bound(this.client.put(`${this.base(key)}r/${report.caller}`).value(`${report.gen}|${report.calls}|${report.failures}`).lease(id).exec(), 'publish');
+      await this.bound(
+        this.client
+          .put(`${this.base(key)}r/${report.caller}`)
+          .value(`${report.gen}|${report.calls}|${report.failures}`)
+          .lease(id)
+          .exec(),
+        'publish',
+      );
     } catch (err) {
       // A lease etcd no longer has is dropped (and 'lost' drops one whose keepalive failed), and so is one
       // still waiting for its grant (which may never come, as over a partition): the next publish asks for
@@ -198,7 +216,13 @@ export class EtcdFleetStore implements FleetStore {
       p.t++;
       const cmp = kv === undefined ? this.client.if(k, 'Create', '==', 0) : this.client.if(k, 'Mod', '==', kv.mod_revision);
       // A conflict answers the key as it is now (the else branch), so a retry needs no read of its own.
-      const r = await this.bound(cmp.then(this.client.put(k).value(JSON.stringify(p))).else(this.client.get(k)).commit(), 'permit');
+      const r = await this.bound(
+        cmp
+          .then(this.client.put(k).value(JSON.stringify(p)))
+          .else(this.client.get(k))
+          .commit(),
+        'permit',
+      );
       if (r.succeeded) return { granted: true, periodLeftMs: left };
       kv = r.responses[0]?.response_range?.kvs[0];
     }
@@ -224,7 +248,13 @@ export class EtcdFleetStore implements FleetStore {
       const ops = closes ? [this.client.put(gk).value(String(gen + 1)), this.client.delete().key(pk)] : [this.client.put(pk).value(JSON.stringify(p))];
       // Two probes of a period end together: the loser's conflict answers both keys as they are now (the
       // else branch), so its retry is one round trip, not a read and a transaction.
-      const r = await this.bound(txn.then(...ops).else(this.client.get(pk), this.client.get(gk)).commit(), 'probe');
+      const r = await this.bound(
+        txn
+          .then(...ops)
+          .else(this.client.get(pk), this.client.get(gk))
+          .commit(),
+        'probe',
+      );
       if (r.succeeded) return closes ? gen + 1 : gen;
       pkv = r.responses[0]?.response_range?.kvs[0];
       gkv = r.responses[1]?.response_range?.kvs[0];
@@ -233,7 +263,13 @@ export class EtcdFleetStore implements FleetStore {
   }
 
   async leave(key: string): Promise<void> {
-    await this.bound(this.client.delete().key(`${this.base(key)}r/${this.callerId}`).exec(), 'leave');
+    await this.bound(
+      this.client
+        .delete()
+        .key(`${this.base(key)}r/${this.callerId}`)
+        .exec(),
+      'leave',
+    );
   }
 
   async close(): Promise<void> {

@@ -48,7 +48,10 @@ describe('fleet view on the memory store', () => {
     const { clock, breakers } = fleetOf(6);
     await clock.advanceAsync(100);
     for (const b of breakers.slice(0, 3)) await run(b, boom, 2);
-    assert.ok(breakers.every((b) => b.state === 'closed'), 'no process has minimumCalls 6 of its own');
+    assert.ok(
+      breakers.every((b) => b.state === 'closed'),
+      'no process has minimumCalls 6 of its own',
+    );
     await clock.advanceAsync(100);
     for (const b of breakers) {
       const s = b.stats();
@@ -85,7 +88,10 @@ describe('fleet view on the memory store', () => {
     await clock.advanceAsync(100);
     await run(breakers[0]!, boom, 6);
     await clock.advanceAsync(100);
-    assert.deepEqual(breakers.map((b) => b.stats().reason), ['fleet', 'fleet', 'fleet']);
+    assert.deepEqual(
+      breakers.map((b) => b.stats().reason),
+      ['fleet', 'fleet', 'fleet'],
+    );
   });
 
   it('probes: exactly halfOpenCalls per openMs across the fleet; a failed period stays open, a good one closes everyone', async () => {
@@ -120,9 +126,15 @@ describe('fleet view on the memory store', () => {
       await clock.advanceAsync(50);
     }
     assert.equal(beforeClose, 2, 'the two probes of one period, and every process closed at once');
-    assert.ok(breakers.every((b) => b.state === 'closed'), 'the fleet closed when a period’s probes succeeded');
+    assert.ok(
+      breakers.every((b) => b.state === 'closed'),
+      'the fleet closed when a period’s probes succeeded',
+    );
     assert.ok(breakers.every((b) => b.stats().fleet?.generation === 1));
-    assert.ok(breakers.every((b) => b.stats().fleet?.reporters === 0 || b.stats().fleet?.failingReporters === 0), 'the old evidence no longer counts');
+    assert.ok(
+      breakers.every((b) => b.stats().fleet?.reporters === 0 || b.stats().fleet?.failingReporters === 0),
+      'the old evidence no longer counts',
+    );
   });
 
   it('publishes no window that counts in no rule (fewer than minReports calls), but one that replaces a report that counted', async () => {

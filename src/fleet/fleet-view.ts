@@ -91,7 +91,11 @@ export class FleetView implements FleetLink {
     };
     this.ttlMs = positive(OWNER, 'ttlMs', options.ttlMs ?? fleetDefaults.ttlMs);
     this.publishMs = positive(OWNER, 'publishMs', options.publishMs ?? fleetDefaults.publishMs);
-    this.unwatch = store.watch(key, (e) => this.onEvent(e), (up) => this.onStatus(up));
+    this.unwatch = store.watch(
+      key,
+      (e) => this.onEvent(e),
+      (up) => this.onStatus(up),
+    );
     this.timer = clock.setInterval(() => this.tick(), this.publishMs);
     this.timer.unref();
     this.resync();

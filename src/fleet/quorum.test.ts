@@ -8,12 +8,24 @@ const rep = (caller: string, calls: number, failures: number, gen = 0): FleetRep
 
 describe('decideQuorum', () => {
   it('opens on ten reporters of 2 failed calls each: pooled 20 ≥ minimumCalls 20, 10 failing ≥ quorum 5', () => {
-    const v = decideQuorum(Array.from({ length: 10 }, (_, i) => rep(`c${i}`, 2, 2)), 0, rule());
+    const v = decideQuorum(
+      Array.from({ length: 10 }, (_, i) => rep(`c${i}`, 2, 2)),
+      0,
+      rule(),
+    );
     assert.deepEqual(v, { open: true, reporters: 10, failingReporters: 10, quorum: 5, pooledCalls: 20, pooledFailures: 20, cap: 2 });
   });
 
   it('does not open below minimumCalls pooled, nor below the failure rate', () => {
-    assert.equal(decideQuorum(Array.from({ length: 9 }, (_, i) => rep(`c${i}`, 2, 2)), 0, rule()).open, false, '18 calls < 20');
+    assert.equal(
+      decideQuorum(
+        Array.from({ length: 9 }, (_, i) => rep(`c${i}`, 2, 2)),
+        0,
+        rule(),
+      ).open,
+      false,
+      '18 calls < 20',
+    );
     const mixed = [...Array.from({ length: 5 }, (_, i) => rep(`f${i}`, 4, 4)), ...Array.from({ length: 5 }, (_, i) => rep(`ok${i}`, 4, 0))];
     const v = decideQuorum(mixed, 0, rule());
     assert.equal(v.failingReporters, 5);
@@ -23,7 +35,10 @@ describe('decideQuorum', () => {
   });
 
   it('the default quorum is at least 2 and at least half of the reporters', () => {
-    assert.deepEqual([1, 2, 3, 4, 5, 9, 10, 11].map((n) => neededQuorum(n, undefined)), [2, 2, 2, 2, 3, 5, 5, 6]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 9, 10, 11].map((n) => neededQuorum(n, undefined)),
+      [2, 2, 2, 2, 3, 5, 5, 6],
+    );
     assert.equal(neededQuorum(10, 1), 1);
     const four = [rep('a', 10, 10), rep('b', 10, 10), rep('c', 10, 10), rep('d', 10, 0), rep('e', 10, 0), rep('f', 10, 0), rep('g', 10, 0)];
     assert.equal(decideQuorum(four, 0, rule()).open, false, '3 of 7 failing < quorum 4, though pooled 43% < 50% anyway');

@@ -110,7 +110,8 @@ export class RedisFleetStore implements FleetStore {
       this.owned = false;
     } else throw new TypeError(`RedisFleetStore: redis must be an ioredis client or a redis:// URL, got ${showValue(r)}`);
     const id = o.callerId ?? newCallerId();
-    if (typeof id !== 'string' || id === '' || id.includes('|')) throw new TypeError(`RedisFleetStore: callerId must be a non-empty string without '|', got ${showValue(id)}`);
+    if (typeof id !== 'string' || id === '' || id.includes('|'))
+      throw new TypeError(`RedisFleetStore: callerId must be a non-empty string without '|', got ${showValue(id)}`);
     this.callerId = id;
     const prefix = o.prefix ?? 'bulwark:fleet:';
     if (typeof prefix !== 'string') throw new TypeError(`RedisFleetStore: prefix must be a string, got ${showValue(prefix)}`);

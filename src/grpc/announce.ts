@@ -18,8 +18,16 @@ import type { GrpcHealth } from './health.js';
 
 /** The keys of GrpcAnnounceOptions, all of them: any other is refused (see `options`). */
 const ANNOUNCE_GRPC_KEYS = {
-  server: true, health: true, signals: true, drainMs: true, shutdownTimeoutMs: true, clock: true, ttlMs: true,
-  deregisterTimeoutMs: true, signal: true, onError: true,
+  server: true,
+  health: true,
+  signals: true,
+  drainMs: true,
+  shutdownTimeoutMs: true,
+  clock: true,
+  ttlMs: true,
+  deregisterTimeoutMs: true,
+  signal: true,
+  onError: true,
 } as const satisfies OptionKeys<GrpcAnnounceOptions>;
 
 /** GrpcAnnounceOptions configures announceGrpc. */
@@ -39,7 +47,11 @@ export interface GrpcAnnounceOptions extends Omit<AnnounceOptions, 'signals' | '
 }
 
 /** Defaults for GrpcAnnounceOptions. */
-export const grpcAnnounceDefaults = Object.freeze({ signals: Object.freeze(['SIGTERM', 'SIGINT']) as readonly NodeJS.Signals[], drainMs: 500, shutdownTimeoutMs: 10_000 });
+export const grpcAnnounceDefaults = Object.freeze({
+  signals: Object.freeze(['SIGTERM', 'SIGINT']) as readonly NodeJS.Signals[],
+  drainMs: 500,
+  shutdownTimeoutMs: 10_000,
+});
 
 /** GrpcAnnouncement is a registered gRPC server; `close()` runs the shutdown sequence without a signal. */
 export interface GrpcAnnouncement extends AsyncDisposable {
@@ -51,11 +63,17 @@ export interface GrpcAnnouncement extends AsyncDisposable {
 }
 
 /** announceGrpc registers `instance` and arranges the graceful shutdown described in the module comment. */
-export async function announceGrpc(registry: Pick<Registry, 'register' | 'deregister'>, instance: ServiceInstance, options: GrpcAnnounceOptions): Promise<GrpcAnnouncement> {
+export async function announceGrpc(
+  registry: Pick<Registry, 'register' | 'deregister'>,
+  instance: ServiceInstance,
+  options: GrpcAnnounceOptions,
+): Promise<GrpcAnnouncement> {
   const o = checkOptions('announceGrpc', options, ANNOUNCE_GRPC_KEYS);
   const server = o.server;
-  if (server === null || typeof server !== 'object' || typeof server.tryShutdown !== 'function') throw new TypeError('announceGrpc: server must be a grpc-js Server');
-  if (o.health === null || typeof o.health !== 'object' || typeof o.health.shutdown !== 'function') throw new TypeError('announceGrpc: health must be a GrpcHealth');
+  if (server === null || typeof server !== 'object' || typeof server.tryShutdown !== 'function')
+    throw new TypeError('announceGrpc: server must be a grpc-js Server');
+  if (o.health === null || typeof o.health !== 'object' || typeof o.health.shutdown !== 'function')
+    throw new TypeError('announceGrpc: health must be a GrpcHealth');
   const drainMs = integer('announceGrpc', 'drainMs', o.drainMs ?? grpcAnnounceDefaults.drainMs, 0);
   const shutdownTimeoutMs = integer('announceGrpc', 'shutdownTimeoutMs', o.shutdownTimeoutMs ?? grpcAnnounceDefaults.shutdownTimeoutMs, 1);
   const clock = clockOption('announceGrpc', o.clock, systemClock);

@@ -24,7 +24,11 @@ import { ensureGrpcJs } from './version.js';
 
 /** The keys of GrpcClientGuardOptions, all of them: any other is refused (see `options`). */
 const GRPC_CLIENT_GUARD_KEYS = {
-  target: true, breakers: true, failureCodes: true, defaultDeadlineMs: true, clock: true,
+  target: true,
+  breakers: true,
+  failureCodes: true,
+  defaultDeadlineMs: true,
+  clock: true,
 } as const satisfies OptionKeys<GrpcClientGuardOptions>;
 
 /** GrpcClientGuardOptions configures a GrpcClientGuard. */

@@ -51,8 +51,18 @@ import { bind, bindingOf, unbind, type DiscoveryBinding, type GrpcInstanceStats 
 
 /** The keys of GrpcDiscoveryOptions, all of them: any other is refused (see `options`). */
 const GRPC_DISCOVERY_KEYS = {
-  registry: true, strategy: true, hashHeader: true, instanceBreaker: true, outlier: true, health: true,
-  credentials: true, retry: true, failureCodes: true, panicThreshold: true, clock: true, random: true,
+  registry: true,
+  strategy: true,
+  hashHeader: true,
+  instanceBreaker: true,
+  outlier: true,
+  health: true,
+  credentials: true,
+  retry: true,
+  failureCodes: true,
+  panicThreshold: true,
+  clock: true,
+  random: true,
 } as const satisfies OptionKeys<GrpcDiscoveryOptions>;
 /** The keys of HealthCheckOptions, all of them: any other is refused (see `options`). */
 const HEALTH_KEYS = { service: true, intervalMs: true, timeoutMs: true, watch: true } as const satisfies OptionKeys<HealthCheckOptions>;
@@ -116,7 +126,6 @@ export interface GrpcDiscoveryOptions {
 /** Defaults for GrpcDiscoveryOptions. */
 export const grpcDiscoveryDefaults = Object.freeze({ strategy: 'p2c' as StrategyOption });
 
-
 /** GrpcDiscoveryStats is what `GrpcDiscovery.stats()` answers. */
 export interface GrpcDiscoveryStats {
   /** Services followed, the channels resolving each, and its retry budget (when retries are on). */
@@ -124,7 +133,6 @@ export interface GrpcDiscoveryStats {
   /** Per channel policy: its service and its instances. */
   balancers: { service: string; instances: GrpcInstanceStats[] }[];
 }
-
 
 let nextId = 0;
 
@@ -199,7 +207,8 @@ export class GrpcDiscovery implements DiscoveryBinding {
    */
   channelOptions(options?: { policy?: 'bulwark' | 'round_robin' }): ChannelOptions {
     const policy = options?.policy ?? 'bulwark';
-    if (policy !== 'bulwark' && policy !== 'round_robin') throw new TypeError(`GrpcDiscovery.channelOptions: policy must be 'bulwark' or 'round_robin', got ${JSON.stringify(policy)}`);
+    if (policy !== 'bulwark' && policy !== 'round_robin')
+      throw new TypeError(`GrpcDiscovery.channelOptions: policy must be 'bulwark' or 'round_robin', got ${JSON.stringify(policy)}`);
     if (this.closed) throw new ClosedError('GrpcDiscovery is closed');
     return { [DISCOVERY_OPTION]: this.id, [POLICY_OPTION]: policy };
   }
@@ -276,16 +285,34 @@ export class GrpcDiscovery implements DiscoveryBinding {
   describeMetrics(): MetricsDescription {
     return {
       kind: 'GrpcDiscovery',
-      families: [{ name: 'grpc_balancer_instances', type: 'gauge', help: 'Instances known to the gRPC balancing policies, by service and state.', labelNames: ['service', 'state'] }],
+      families: [
+        {
+          name: 'grpc_balancer_instances',
+          type: 'gauge',
+          help: 'Instances known to the gRPC balancing policies, by service and state.',
+          labelNames: ['service', 'state'],
+        },
+      ],
       collect: (emit) => {
         if (this.closed) return;
         const counts = new Map<string, Map<string, number>>();
         for (const b of this.balancers) {
           const s = b.stats();
           let m = counts.get(s.service);
-          if (m === undefined) counts.set(s.service, (m = new Map([['ready', 0], ['not_serving', 0], ['ejected', 0], ['breaker_open', 0], ['connecting', 0]])));
+          if (m === undefined)
+            counts.set(
+              s.service,
+              (m = new Map([
+                ['ready', 0],
+                ['not_serving', 0],
+                ['ejected', 0],
+                ['breaker_open', 0],
+                ['connecting', 0],
+              ])),
+            );
           for (const i of s.instances) {
-            const state = i.connectivity !== 'READY' ? 'connecting' : !i.serving ? 'not_serving' : i.ejected ? 'ejected' : i.breaker === 'open' ? 'breaker_open' : 'ready';
+            const state =
+              i.connectivity !== 'READY' ? 'connecting' : !i.serving ? 'not_serving' : i.ejected ? 'ejected' : i.breaker === 'open' ? 'breaker_open' : 'ready';
             m.set(state, (m.get(state) ?? 0) + 1);
           }
         }
@@ -309,7 +336,6 @@ export class GrpcDiscovery implements DiscoveryBinding {
     await this.close();
   }
 }
-
 
 /** BulwarkResolver is grpc-js's resolver for `bulwark:///<service>`. */
 class BulwarkResolver implements GrpcResolver {

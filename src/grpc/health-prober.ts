@@ -4,7 +4,14 @@
  * not implement Watch. Only NOT_SERVING (or SERVICE_UNKNOWN / NOT_FOUND for the service asked about)
  * takes an instance out of rotation: an unreachable server is the connection's business, not health's.
  */
-import { credentials as grpcCredentials, makeGenericClientConstructor, status, type ChannelCredentials, type Client, type ClientReadableStream } from '@grpc/grpc-js';
+import {
+  credentials as grpcCredentials,
+  makeGenericClientConstructor,
+  status,
+  type ChannelCredentials,
+  type Client,
+  type ClientReadableStream,
+} from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { healthServiceDefinition, type HealthCheckResponse, type HealthStatus } from './health.js';
 

@@ -180,8 +180,19 @@ class BulwarkLoadBalancer implements LoadBalancer {
         continue;
       }
       const child: Child = {
-        key, instance, leaf: leaf(endpoint, this.helper, options, note), breaker: undefined, health: undefined, serving: true, breakerState: 'closed',
-        capEntry: { id: key, name: config.service, address: key }, ejected: false, picks: 0, failures: 0, inFlight: 0, failedAt: -Infinity,
+        key,
+        instance,
+        leaf: leaf(endpoint, this.helper, options, note),
+        breaker: undefined,
+        health: undefined,
+        serving: true,
+        breakerState: 'closed',
+        capEntry: { id: key, name: config.service, address: key },
+        ejected: false,
+        picks: 0,
+        failures: 0,
+        inFlight: 0,
+        failedAt: -Infinity,
       };
       if (b.instanceBreaker !== false) {
         const br = new CircuitBreaker({ ...b.instanceBreaker, name: `${config.service}/${key}`, clock: b.instanceBreaker.clock ?? b.clock });
@@ -193,10 +204,16 @@ class BulwarkLoadBalancer implements LoadBalancer {
         child.breaker = br;
       }
       if (b.health !== false) {
-        child.health = new HealthProber(key, b.health, b.clock, (serving) => {
-          child.serving = serving;
-          this.update();
-        }, b.credentials);
+        child.health = new HealthProber(
+          key,
+          b.health,
+          b.clock,
+          (serving) => {
+            child.serving = serving;
+            this.update();
+          },
+          b.credentials,
+        );
       }
       this.children.set(key, child);
       this.outlier?.add(key);
@@ -245,11 +262,14 @@ class BulwarkLoadBalancer implements LoadBalancer {
     const next = this.outlier?.nextExpiry() ?? Infinity;
     this.clearExpiry();
     if (next === Infinity) return;
-    this.expiry = clock.setTimeout(() => {
-      this.expiry = undefined;
-      this.outlier?.expire(); // emits the returns: each updates the picker
-      this.scheduleExpiry(clock);
-    }, Math.max(0, next - clock.now()));
+    this.expiry = clock.setTimeout(
+      () => {
+        this.expiry = undefined;
+        this.outlier?.expire(); // emits the returns: each updates the picker
+        this.scheduleExpiry(clock);
+      },
+      Math.max(0, next - clock.now()),
+    );
     this.expiry.unref?.();
   }
 
@@ -299,7 +319,11 @@ class BulwarkLoadBalancer implements LoadBalancer {
     if (ready > 0) {
       if (this.all === undefined) this.all = [...this.children.values()].map((c) => c.instance);
       const budget = this.binding.retry?.budget(this.service);
-      this.parent.updateState(ConnectivityState.READY, new BulwarkPicker(this.all, this.children, this.picker!, this.binding, this.service, budget, this.outlier, this.capper!), null);
+      this.parent.updateState(
+        ConnectivityState.READY,
+        new BulwarkPicker(this.all, this.children, this.picker!, this.binding, this.service, budget, this.outlier, this.capper!),
+        null,
+      );
     } else if (connecting) {
       this.parent.updateState(ConnectivityState.CONNECTING, queuePicker(this), null);
     } else {
@@ -446,7 +470,14 @@ class BulwarkPicker implements GrpcPicker {
     if (child.breaker !== undefined && token === undefined) {
       // Nothing else to pick: through its breaker unless it is held open by force, as in panic.
       token = child.breaker.admitAnyway();
-      if (token === undefined) return { pickResultType: PickResultType.DROP, subchannel: null, status: heldOpenRefusal(this.service, child.key), onCallStarted: null, onCallEnded: null };
+      if (token === undefined)
+        return {
+          pickResultType: PickResultType.DROP,
+          subchannel: null,
+          status: heldOpenRefusal(this.service, child.key),
+          onCallStarted: null,
+          onCallEnded: null,
+        };
     }
     const result = child.leaf.getPicker().pick(args);
     if (result.pickResultType !== PickResultType.COMPLETE) {
@@ -522,7 +553,11 @@ class BulwarkPicker implements GrpcPicker {
 
 /** heldOpenRefusal is the status of an attempt whose only instance left has its breaker held open by force (an operator's isolate). */
 function heldOpenRefusal(service: string, address: string) {
-  return refusal(Status.UNAVAILABLE, BreakerOpenError.code, `bulwark:///${service}: the breaker of ${address} is held open and no other instance is in rotation`);
+  return refusal(
+    Status.UNAVAILABLE,
+    BreakerOpenError.code,
+    `bulwark:///${service}: the breaker of ${address} is held open and no other instance is in rotation`,
+  );
 }
 
 /** registerBulwarkPolicy registers the `bulwark` policy with grpc-js (once per process). */

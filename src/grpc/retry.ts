@@ -34,11 +34,17 @@ import { refusal } from './status.js';
 const RETRY_KEYS = { maxAttempts: true, backoff: true, budget: true } as const satisfies OptionKeys<GrpcRetryOptions>;
 /** The keys of GrpcDiscovery.retry.backoff's options, all of them: any other is refused (see `options`). */
 const BACKOFF_KEYS = {
-  initialMs: true, maxMs: true, multiplier: true,
-} as const satisfies OptionKeys<Pick<BackoffOptions, "initialMs" | "maxMs" | "multiplier">>;
+  initialMs: true,
+  maxMs: true,
+  multiplier: true,
+} as const satisfies OptionKeys<Pick<BackoffOptions, 'initialMs' | 'maxMs' | 'multiplier'>>;
 /** The keys of RetryBudgetOptions, all of them: any other is refused (see `options`). */
 const BUDGET_KEYS = {
-  windowMs: true, buckets: true, percentCanRetry: true, minRetriesPerSec: true, clock: true,
+  windowMs: true,
+  buckets: true,
+  percentCanRetry: true,
+  minRetriesPerSec: true,
+  clock: true,
 } as const satisfies OptionKeys<RetryBudgetOptions>;
 
 /** GrpcRetryOptions configures the retries of GrpcDiscovery's channels. */
@@ -117,5 +123,9 @@ function seconds(ms: number): string {
 
 /** budgetRefusal is the status of a retry attempt the budget refused. */
 export function budgetRefusal(service: string) {
-  return refusal(Status.UNAVAILABLE, RetryBudgetExhaustedError.code, `bulwark:///${service}: an attempt failed UNAVAILABLE and the retry budget of the service is spent`);
+  return refusal(
+    Status.UNAVAILABLE,
+    RetryBudgetExhaustedError.code,
+    `bulwark:///${service}: an attempt failed UNAVAILABLE and the retry budget of the service is spent`,
+  );
 }

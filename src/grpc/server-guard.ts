@@ -34,7 +34,12 @@ import { ensureGrpcJs } from './version.js';
 
 /** The keys of GrpcServerGuardOptions, all of them: any other is refused (see `options`). */
 const GRPC_SERVER_GUARD_KEYS = {
-  shedder: true, limiter: true, limitBy: true, breakers: true, failureCodes: true, clock: true,
+  shedder: true,
+  limiter: true,
+  limitBy: true,
+  breakers: true,
+  failureCodes: true,
+  clock: true,
 } as const satisfies OptionKeys<GrpcServerGuardOptions>;
 
 /** LimitBy says what a server limiter keys on. */
@@ -108,13 +113,14 @@ class GuardedServerCall extends ServerInterceptingCall implements InterceptingSe
     this.startedAt = g.clock.now();
     const deadline = deadlineMs(this.next.getDeadline());
     if (deadline !== Infinity && deadline <= Date.now()) {
-      return this.refuse({ code: status.DEADLINE_EXCEEDED, details: 'the caller\'s deadline passed before the handler ran', metadata: new Metadata() });
+      return this.refuse({ code: status.DEADLINE_EXCEEDED, details: "the caller's deadline passed before the handler ran", metadata: new Metadata() });
     }
     if (g.shedder !== undefined) {
       try {
         this.shed = g.shedder.admit();
       } catch (err) {
-        if (err instanceof OverloadedError) return this.refuse(refusal(status.RESOURCE_EXHAUSTED, OverloadedError.code, 'the server is overloaded (load shedding)'));
+        if (err instanceof OverloadedError)
+          return this.refuse(refusal(status.RESOURCE_EXHAUSTED, OverloadedError.code, 'the server is overloaded (load shedding)'));
         throw err;
       }
     }

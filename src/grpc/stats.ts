@@ -103,7 +103,12 @@ export class CallStats {
     const side = this.side;
     return {
       families: [
-        { name: `grpc_${side}_calls_total`, type: 'counter', help: `gRPC calls finished on the ${side} side, by method and status code.`, labelNames: ['method', 'code'] },
+        {
+          name: `grpc_${side}_calls_total`,
+          type: 'counter',
+          help: `gRPC calls finished on the ${side} side, by method and status code.`,
+          labelNames: ['method', 'code'],
+        },
         {
           name: `grpc_${side}_call_duration_seconds`,
           type: 'histogram',

@@ -55,8 +55,10 @@ const RETRY_INFO_TYPE = 'type.googleapis.com/google.rpc.RetryInfo';
 /** encodeRetryStatus encodes `google.rpc.Status{code, message, details: [Any(RetryInfo{retry_delay})]}`. */
 export function encodeRetryStatus(code: number, message: string, retryAfterMs: number): Buffer {
   const duration = new BinaryWriter()
-    .tag(1, 0).int64(Math.floor(retryAfterMs / 1000))
-    .tag(2, 0).int32((retryAfterMs % 1000) * 1_000_000)
+    .tag(1, 0)
+    .int64(Math.floor(retryAfterMs / 1000))
+    .tag(2, 0)
+    .int32((retryAfterMs % 1000) * 1_000_000)
     .finish();
   const retryInfo = new BinaryWriter().tag(1, 2).bytes(duration).finish();
   const any = new BinaryWriter().tag(1, 2).string(RETRY_INFO_TYPE).tag(2, 2).bytes(retryInfo).finish();

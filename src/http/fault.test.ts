@@ -85,7 +85,10 @@ describe('HttpGuard fault', () => {
     assert.equal(g.check(req, asRes(new FakeRes())), undefined);
     g.setFault({ abort: { percent: 100 } });
     assert.equal((g.check(req, asRes(new FakeRes())) as Refusal).status, 503);
-    assert.throws(() => g.setFault({ abort: { percent: 100, status: 99 } }), (e: unknown) => e instanceof RangeError && e.message === 'HttpGuard: fault.abort.status must be an integer in [200, 599], got 99');
+    assert.throws(
+      () => g.setFault({ abort: { percent: 100, status: 99 } }),
+      (e: unknown) => e instanceof RangeError && e.message === 'HttpGuard: fault.abort.status must be an integer in [200, 599], got 99',
+    );
     assert.equal((g.check(req, asRes(new FakeRes())) as Refusal).status, 503);
     g.setFault(undefined);
     assert.equal(g.fault, undefined);
@@ -105,7 +108,7 @@ describe('HttpGuard fault', () => {
         assert.equal(res.status, 503);
         assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'ERR_FAULT_INJECTED');
       }
-      for (let t = Date.now(); breaker.state !== 'open' && Date.now() - t < 5_000; ) await new Promise((r) => setTimeout(r, 5));
+      for (let t = Date.now(); breaker.state !== 'open' && Date.now() - t < 5_000;) await new Promise((r) => setTimeout(r, 5));
       assert.equal(breaker.state, 'open', 'the breaker counted the injected 503s');
       clock.advance(60_000);
       assert.equal(guard.fault!.stats().expired, true);

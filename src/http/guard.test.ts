@@ -105,7 +105,13 @@ describe('HttpGuard', () => {
 
   it('answers the breaker refusal with the Retry-After the error carries', () => {
     const err = Object.assign(new BreakerOpenError(), { retryAfterMs: 4200 });
-    const g = new HttpGuard({ breaker: { admit: () => { throw err; } } });
+    const g = new HttpGuard({
+      breaker: {
+        admit: () => {
+          throw err;
+        },
+      },
+    });
     const res = new FakeRes();
     assert.equal(g.check(req(), asRes(res)), BREAKER_OPEN);
     assert.equal(res.headers['retry-after'], 5);
@@ -114,8 +120,16 @@ describe('HttpGuard', () => {
   it('fails open when a shedder or breaker throws something that is not a BulwarkError', () => {
     const events: string[] = [];
     const g = new HttpGuard({
-      shedder: { admit: () => { throw new TypeError('bug in shedder'); } },
-      breaker: { admit: () => { throw new RangeError('bug in breaker'); } },
+      shedder: {
+        admit: () => {
+          throw new TypeError('bug in shedder');
+        },
+      },
+      breaker: {
+        admit: () => {
+          throw new RangeError('bug in breaker');
+        },
+      },
     });
     g.onError((e) => events.push(`${e.source}:${(e.error as Error).message}`));
     assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
@@ -179,7 +193,17 @@ describe('HttpGuard', () => {
   });
 
   it('reports a token that throws on completion instead of throwing into the close listener', () => {
-    const g = new HttpGuard({ breaker: { admit: () => ({ success: () => { throw new Error('token bug'); }, failure: () => undefined, release: () => undefined }) } });
+    const g = new HttpGuard({
+      breaker: {
+        admit: () => ({
+          success: () => {
+            throw new Error('token bug');
+          },
+          failure: () => undefined,
+          release: () => undefined,
+        }),
+      },
+    });
     const sources: string[] = [];
     g.onError((e) => sources.push(e.source));
     const res = new FakeRes();
@@ -193,7 +217,13 @@ describe('HttpGuard', () => {
     const onWarning = (w: Error & { code?: string }) => void (w.code === 'BULWARK_HTTP_GUARD' && warnings.push(w.message));
     process.on('warning', onWarning);
     try {
-      const g = new HttpGuard({ limiter: { decide: () => { throw new Error('down'); } } });
+      const g = new HttpGuard({
+        limiter: {
+          decide: () => {
+            throw new Error('down');
+          },
+        },
+      });
       for (let i = 0; i < 3; i++) g.check(req(), asRes(new FakeRes()));
       await new Promise((r) => setImmediate(r));
       assert.equal(warnings.length, 1);
@@ -304,7 +334,13 @@ describe('HttpGuard', () => {
     });
 
     it('fails open when takeDecision() throws instead of rejecting', async () => {
-      const g = new HttpGuard({ limiter: { takeDecision: () => { throw new Error('not connected'); } } });
+      const g = new HttpGuard({
+        limiter: {
+          takeDecision: () => {
+            throw new Error('not connected');
+          },
+        },
+      });
       const errors: string[] = [];
       g.onError((e) => errors.push((e.error as Error).message));
       assert.equal(g.check(req(), asRes(new FakeRes())), undefined);
@@ -318,22 +354,51 @@ describe('HttpGuard', () => {
     ['a limiter that is a number', { limiter: 5 as never }, /limiter must have a decide\(\) or a takeDecision\(\) method, got 5/],
     ['a shedder without admit', { shedder: { allow: () => true } as never }, /shedder must have an admit\(\) method/],
     ['a breaker without admit', { breaker: { allow: () => true } as never }, /breaker must have an admit\(\) method/],
-    ['a header key without a name', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, key: { header: 'bad header' } }, /key must be 'ip'/],
+    [
+      'a header key without a name',
+      { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, key: { header: 'bad header' } },
+      /key must be 'ip'/,
+    ],
     ['a key that is a number', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, key: 7 as never }, /key must be 'ip'/],
-    ['trustProxy -1', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, trustProxy: -1 }, /trustProxy must be an integer in \[0, 32\], got -1/],
+    [
+      'trustProxy -1',
+      { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, trustProxy: -1 },
+      /trustProxy must be an integer in \[0, 32\], got -1/,
+    ],
     ['trustProxy 1.5', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, trustProxy: 1.5 }, /trustProxy/],
     ['shedRetryAfterMs NaN', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, shedRetryAfterMs: NaN }, /shedRetryAfterMs/],
-    ['skip that is not a function', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, skip: true as never }, /skip must be a function/],
-    ['rateLimitHeaders "yes"', { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, rateLimitHeaders: 'yes' as never }, /rateLimitHeaders must be a boolean/],
+    [
+      'skip that is not a function',
+      { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, skip: true as never },
+      /skip must be a function/,
+    ],
+    [
+      'rateLimitHeaders "yes"',
+      { breaker: { admit: () => ({ success() {}, failure() {}, release() {} }) }, rateLimitHeaders: 'yes' as never },
+      /rateLimitHeaders must be a boolean/,
+    ],
   ];
   for (const [what, o, msg] of bad) {
     it(`rejects ${what} at construction, naming the option`, () => {
-      assert.throws(() => new HttpGuard(o), (e: Error) => (e instanceof TypeError || e instanceof RangeError) && msg.test(e.message));
+      assert.throws(
+        () => new HttpGuard(o),
+        (e: Error) => (e instanceof TypeError || e instanceof RangeError) && msg.test(e.message),
+      );
     });
   }
 });
 
 describe('seconds', () => {
-  const table: Array<[number, number]> = [[0, 0], [1, 1], [999, 1], [1000, 1], [1001, 2], [59_999.5, 60], [Infinity, -1], [NaN, -1], [-5, -1]];
+  const table: Array<[number, number]> = [
+    [0, 0],
+    [1, 1],
+    [999, 1],
+    [1000, 1],
+    [1001, 2],
+    [59_999.5, 60],
+    [Infinity, -1],
+    [NaN, -1],
+    [-5, -1],
+  ];
   for (const [ms, s] of table) it(`${ms} ms is ${s} s`, () => assert.equal(seconds(ms), s));
 });

@@ -47,8 +47,19 @@ import { boundKey, clientAddress } from './client-key.js';
 import { Pass } from './pass.js';
 import { BREAKER_OPEN, LIMITED, OVERLOADED, refusal, setRateLimitHeaders, setRetryAfter } from './refusal.js';
 import type {
-  GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, HttpSyncLimiter, KeyFn, KeyOption, Refusal, Verdict,
+  GuardErrorEvent,
+  GuardErrorSource,
+  GuardRejectEvent,
+  HttpAsyncLimiter,
+  HttpBreaker,
+  HttpGuardStats,
+  HttpLimiter,
+  HttpShedder,
+  HttpSyncLimiter,
+  KeyFn,
+  KeyOption,
+  Refusal,
+  Verdict,
 } from './types.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
 
@@ -121,8 +132,16 @@ function carriedRetryAfter(err: unknown, fallback: number): number {
 
 /** The keys of HttpGuardOptions, all of them: any other is refused (see `options`). */
 const HTTP_GUARD_KEYS = {
-  limiter: true, key: true, trustProxy: true, shedder: true, breaker: true, shedRetryAfterMs: true, breakerRetryAfterMs: true,
-  rateLimitHeaders: true, skip: true, fault: true,
+  limiter: true,
+  key: true,
+  trustProxy: true,
+  shedder: true,
+  breaker: true,
+  shedRetryAfterMs: true,
+  breakerRetryAfterMs: true,
+  rateLimitHeaders: true,
+  skip: true,
+  fault: true,
 } as const satisfies OptionKeys<HttpGuardOptions>;
 
 /**

@@ -15,13 +15,30 @@ export { fastifyGuard } from './fastify.js';
 export { MAX_KEY_LENGTH, clientAddress } from './client-key.js';
 export { JSON_TYPE } from './refusal.js';
 export type {
-  ExpressErrorMiddleware, ExpressMiddleware, FastifyGuardOptions, NodeHandler, Verdict, GuardErrorEvent, GuardErrorSource, GuardRejectEvent, HttpAsyncLimiter, HttpBreaker, HttpGuardStats, HttpLimiter,
-  HttpShedder, HttpSyncLimiter, FastifyDone, FastifyGuardPlugin, FastifyLike, KeyFn, KeyOption, Refusal, RejectCode,
+  ExpressErrorMiddleware,
+  ExpressMiddleware,
+  FastifyGuardOptions,
+  NodeHandler,
+  Verdict,
+  GuardErrorEvent,
+  GuardErrorSource,
+  GuardRejectEvent,
+  HttpAsyncLimiter,
+  HttpBreaker,
+  HttpGuardStats,
+  HttpLimiter,
+  HttpShedder,
+  HttpSyncLimiter,
+  FastifyDone,
+  FastifyGuardPlugin,
+  FastifyLike,
+  KeyFn,
+  KeyOption,
+  Refusal,
+  RejectCode,
 } from './types.js';
 export type { AdmissionToken, LimitDecision } from '../core/admission.js';
 export type { FaultInjector } from '../policy/fault.js';
 export type { FaultAbort, FaultDelay, FaultOptions, FaultStats } from '../policy/types.js';
 /** The errors whose codes the refusals carry, and those reported on `onError` or handed to a breaker's token. */
-export {
-  AbortedError, BreakerOpenError, BulwarkError, FaultInjectedError, InvalidResponseError, OverloadedError, RateLimitedError,
-} from '../core/errors.js';
+export { AbortedError, BreakerOpenError, BulwarkError, FaultInjectedError, InvalidResponseError, OverloadedError, RateLimitedError } from '../core/errors.js';

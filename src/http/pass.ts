@@ -56,7 +56,7 @@ export class Pass {
     if (this.breaker !== undefined) {
       // The status judges: an error the framework answered 4xx (validation, not found) is the client's fault.
       const ok = finished && status < 500;
-      const why = ok ? undefined : this.error ?? (finished ? statusError(status) : CLIENT_GONE);
+      const why = ok ? undefined : (this.error ?? (finished ? statusError(status) : CLIENT_GONE));
       this.guard.complete('breaker', this.breaker, ok, why);
     }
     if (this.shed !== undefined) this.guard.complete('shedder', this.shed, finished && status !== 503, undefined);

@@ -34,7 +34,10 @@ const scenario = fc.record({
   open: fc.boolean(),
   nested: fc.boolean(),
   error: fc.boolean(),
-  ending: fc.oneof(fc.record({ finished: fc.constant(true), status: fc.constantFrom(200, 204, 400, 429, 500, 502, 503) }), fc.constant({ finished: false, status: 200 })),
+  ending: fc.oneof(
+    fc.record({ finished: fc.constant(true), status: fc.constantFrom(200, 204, 400, 429, 500, 502, 503) }),
+    fc.constant({ finished: false, status: 200 }),
+  ),
   extraCloses: fc.integer({ min: 0, max: 3 }),
   leaveWhileDeciding: fc.boolean(),
 });
@@ -91,7 +94,11 @@ describe('token completion (property)', () => {
           // Refused by a later check of this guard, or gone while the limiter decided: never handled, so released.
           for (const t of issued) if (t.calls[0] === 'release') assert.equal(t.kind, 'shed', 'only a shed token is ever released');
           const refusedAfterShed = !sc.overloaded && (!sc.allowed || sc.open || leftWhileDeciding);
-          if (refusedAfterShed) assert.ok(issued.some((t) => t.kind === 'shed' && t.calls[0] === 'release'), 'the shed token was released');
+          if (refusedAfterShed)
+            assert.ok(
+              issued.some((t) => t.kind === 'shed' && t.calls[0] === 'release'),
+              'the shed token was released',
+            );
         }
         if (handled && !res.destroyed) {
           const { finished, status } = sc.ending;

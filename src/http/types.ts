@@ -153,10 +153,7 @@ export type ExpressErrorMiddleware = (err: unknown, req: IncomingMessage, res: S
 export type FastifyGuardOptions = HttpGuardOptions | { guard: HttpGuard };
 
 /** NodeHandler is a node:http request listener; it may return a promise. */
-export type NodeHandler<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse> = (
-  req: Req,
-  res: Res,
-) => unknown;
+export type NodeHandler<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse> = (req: Req, res: Res) => unknown;
 
 /**
  * Verdict is what `check` answers: `undefined` — go on to the handler; a Refusal — answer it (its

@@ -79,7 +79,10 @@ describe('OriginPools', () => {
     const pools = new OriginPools({ owner: 'ResilientClient' });
     await pools.close();
     await pools.close(); // idempotent
-    assert.throws(() => pools.get('http://127.0.0.1:1'), (err: Error) => err instanceof ClosedError && /ResilientClient is closed/.test(err.message));
+    assert.throws(
+      () => pools.get('http://127.0.0.1:1'),
+      (err: Error) => err instanceof ClosedError && /ResilientClient is closed/.test(err.message),
+    );
     assert.throws(() => new OriginPools({ owner: 'x', maxPools: 1.5 }), /x: maxPools/);
     assert.throws(() => new OriginPools({ owner: 'x', closeGraceMs: -1 }), /x: closeGraceMs/);
     assert.throws(() => new OriginPools({ owner: 'x', clock: {} as never }), /x: clock/);

@@ -113,7 +113,10 @@ describe('AdaptiveShedder', () => {
   it('execute counts a resolved task as success and a thrown one as failure', async () => {
     const { shedder } = setup();
     assert.equal(await shedder.execute(() => 7), 7);
-    await assert.rejects(shedder.execute(() => Promise.reject(new Error('x'))), /x/);
+    await assert.rejects(
+      shedder.execute(() => Promise.reject(new Error('x'))),
+      /x/,
+    );
     assert.equal(shedder.stats().passed, 1);
     assert.equal(shedder.stats().inFlight, 0);
   });

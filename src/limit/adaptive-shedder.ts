@@ -33,7 +33,13 @@ import { EventLoopLoad, type LoadSample } from './event-loop-load.js';
 
 /** The keys of AdaptiveShedderOptions, all of them: any other is refused (see `options`). */
 const ADAPTIVE_SHEDDER_KEYS = {
-  enabled: true, utilizationThreshold: true, delayP99Ms: true, coolOffMs: true, windowMs: true, buckets: true, load: true,
+  enabled: true,
+  utilizationThreshold: true,
+  delayP99Ms: true,
+  coolOffMs: true,
+  windowMs: true,
+  buckets: true,
+  load: true,
   clock: true,
 } as const satisfies OptionKeys<AdaptiveShedderOptions>;
 
@@ -212,11 +218,26 @@ export class AdaptiveShedder implements Guard, Reconfigurable<AdaptiveShedderLiv
       families: [
         { name: 'shedder_decisions_total', type: 'counter', help: 'Decisions of an AdaptiveShedder, by result: passed or dropped.', labelNames: ['result'] },
         { name: 'shedder_in_flight', type: 'gauge', help: 'Calls an AdaptiveShedder has in flight now.', labelNames: [] },
-        { name: 'shedder_max_in_flight', type: 'gauge', help: 'In-flight calls above which an overloaded process drops (max pass × min response time).', labelNames: [] },
+        {
+          name: 'shedder_max_in_flight',
+          type: 'gauge',
+          help: 'In-flight calls above which an overloaded process drops (max pass × min response time).',
+          labelNames: [],
+        },
         { name: 'shedder_min_response_seconds', type: 'gauge', help: 'Shortest response time an AdaptiveShedder has seen over its window.', labelNames: [] },
         { name: 'shedder_overloaded', type: 'gauge', help: '1 while the AdaptiveShedder finds the process overloaded.', labelNames: [] },
-        { name: 'shedder_event_loop_utilization', type: 'gauge', help: 'Share of the last load sample the event loop was busy (0..1), as the AdaptiveShedder reads it.', labelNames: [] },
-        { name: 'shedder_event_loop_delay_p99_seconds', type: 'gauge', help: 'p99 of event-loop delay over the last load sample, as the AdaptiveShedder reads it.', labelNames: [] },
+        {
+          name: 'shedder_event_loop_utilization',
+          type: 'gauge',
+          help: 'Share of the last load sample the event loop was busy (0..1), as the AdaptiveShedder reads it.',
+          labelNames: [],
+        },
+        {
+          name: 'shedder_event_loop_delay_p99_seconds',
+          type: 'gauge',
+          help: 'p99 of event-loop delay over the last load sample, as the AdaptiveShedder reads it.',
+          labelNames: [],
+        },
       ],
       collect: (emit) => {
         const s = this.stats();

@@ -65,7 +65,13 @@ describe('RedisTokenLimiter charges the tokens its rescue admitted back to Redis
         assert.equal(redis.charges.length, 0, 'nothing charged while in rescue');
       });
       const charged = new Map(redis.charges.map((c) => [c.key, c.n]));
-      assert.deepEqual([...charged], [['c:{a}', 5], ['c:{b}', 3]]);
+      assert.deepEqual(
+        [...charged],
+        [
+          ['c:{a}', 5],
+          ['c:{b}', 3],
+        ],
+      );
       assert.equal(redis.charges.length, 2, 'one call per key');
       // Charged once: a later outage's return charges only what that outage admitted.
       await outage(clock, redis, lim, async () => {});
@@ -78,14 +84,25 @@ describe('RedisTokenLimiter charges the tokens its rescue admitted back to Redis
   it('keeps a tally of at most maxKeys keys: a key first admitted when it is full is charged nothing', async () => {
     const clock = new ManualClock();
     const redis = new SwitchableRedis();
-    const lim = new RedisTokenLimiter({ redis: redis as unknown as RedisClient, prefix: 'c:', rate: 10, timeoutMs: 50, probeIntervalMs: 100, maxKeys: 2, clock });
+    const lim = new RedisTokenLimiter({
+      redis: redis as unknown as RedisClient,
+      prefix: 'c:',
+      rate: 10,
+      timeoutMs: 50,
+      probeIntervalMs: 100,
+      maxKeys: 2,
+      clock,
+    });
     try {
       await outage(clock, redis, lim, async () => {
         assert.equal(await lim.take('b'), true);
         assert.equal(await lim.take('c'), true);
         assert.equal(await lim.take('a'), true);
       });
-      assert.deepEqual(redis.charges, [{ key: 'c:{a}', n: 2 }, { key: 'c:{b}', n: 1 }]);
+      assert.deepEqual(redis.charges, [
+        { key: 'c:{a}', n: 2 },
+        { key: 'c:{b}', n: 1 },
+      ]);
     } finally {
       await lim.close();
     }

@@ -13,9 +13,7 @@
  * what HTTP `RateLimit-*` and `Retry-After` headers need). Redis limiters answer with promises:
  * `take()` and `takeDecision()`. The shedder `admit()`s a call and answers an `AdmissionToken`.
  */
-export type {
-  AdmissionToken,
-} from '../core/admission.js';
+export type { AdmissionToken } from '../core/admission.js';
 export type {
   LimitDecision,
   Limiter,
@@ -34,8 +32,20 @@ export { TokenLimiter, tokenLimiterDefaults, type TokenLimiterOptions, type Toke
 export { PeriodLimiter, periodLimiterDefaults, type PeriodLimiterOptions, type PeriodLimiterLiveOptions } from './period-limiter.js';
 export { KeyedLimiter, keyedLimiterDefaults, type KeyedLimiterOptions, type KeyedLimiterLiveOptions } from './keyed-limiter.js';
 export { MAX_KEY_BYTES } from './keys.js';
-export { RedisTokenLimiter, redisTokenLimiterDefaults, type RedisTokenLimiterOptions, type RedisTokenLimiterLiveOptions, type LeaseOptions } from './redis-token-limiter.js';
+export {
+  RedisTokenLimiter,
+  redisTokenLimiterDefaults,
+  type RedisTokenLimiterOptions,
+  type RedisTokenLimiterLiveOptions,
+  type LeaseOptions,
+} from './redis-token-limiter.js';
 export { RedisPeriodLimiter, redisPeriodLimiterDefaults, type RedisPeriodLimiterOptions } from './redis-period-limiter.js';
 export { redisCommonDefaults, type RedisCommonOptions } from './redis-limiter-options.js';
-export { AdaptiveShedder, adaptiveShedderDefaults, type AdaptiveShedderOptions, type AdaptiveShedderStats, type AdaptiveShedderLiveOptions } from './adaptive-shedder.js';
+export {
+  AdaptiveShedder,
+  adaptiveShedderDefaults,
+  type AdaptiveShedderOptions,
+  type AdaptiveShedderStats,
+  type AdaptiveShedderLiveOptions,
+} from './adaptive-shedder.js';
 export { EventLoopLoad, eventLoopLoadDefaults, type EventLoopLoadOptions, type LoadSample } from './event-loop-load.js';

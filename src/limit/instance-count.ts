@@ -31,7 +31,8 @@ export class Instances {
         throw new TypeError(`${owner}: registry must have getService(service) (a Registry), got ${registry === null ? 'null' : typeof registry}`);
       }
       const service = o.service;
-      if (typeof service !== 'string' || service.length === 0) throw new TypeError(`${owner}: service must be a non-empty string with registry, got ${String(service)}`);
+      if (typeof service !== 'string' || service.length === 0)
+        throw new TypeError(`${owner}: service must be a non-empty string with registry, got ${String(service)}`);
       const every = positive(owner, 'instancesRefreshMs', o.instancesRefreshMs ?? redisCommonDefaults.instancesRefreshMs);
       const poll = () => {
         let answer: PromiseLike<ArrayLike<unknown>>;

@@ -16,7 +16,10 @@ describe('KeyedLimiter', () => {
   ];
   for (const [label, options, error, message] of badOptions) {
     it(`refuses ${label} at construction, naming KeyedLimiter (not the TokenLimiters it makes)`, () => {
-      assert.throws(() => new KeyedLimiter(options as never), (err: Error) => err.constructor === error && message.test(err.message));
+      assert.throws(
+        () => new KeyedLimiter(options as never),
+        (err: Error) => err.constructor === error && message.test(err.message),
+      );
     });
   }
 

@@ -30,7 +30,11 @@ import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of KeyedLimiterOptions, all of them: any other is refused (see `options`). */
 const KEYED_LIMITER_KEYS = {
-  rate: true, burst: true, create: true, maxKeys: true, clock: true,
+  rate: true,
+  burst: true,
+  create: true,
+  maxKeys: true,
+  clock: true,
 } as const satisfies OptionKeys<KeyedLimiterOptions>;
 
 /** KeyedLimiterLiveOptions are the options `KeyedLimiter.reconfigure` changes and `options()` answers. */

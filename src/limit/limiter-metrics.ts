@@ -14,14 +14,33 @@ const DECISIONS: MetricFamilySpec = {
 };
 const KEYS: MetricFamilySpec = { name: 'limiter_keys', type: 'gauge', help: 'Keys a keyed limiter (or a Redis limiter rescue) keeps now.', labelNames: [] };
 
-const LIMITER_FAMILIES: readonly MetricFamilySpec[] = [DECISIONS, KEYS, { name: 'limiter_tokens', type: 'gauge', help: 'Tokens in a TokenLimiter bucket now.', labelNames: [] }];
+const LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
+  DECISIONS,
+  KEYS,
+  { name: 'limiter_tokens', type: 'gauge', help: 'Tokens in a TokenLimiter bucket now.', labelNames: [] },
+];
 const REDIS_LIMITER_FAMILIES: readonly MetricFamilySpec[] = [
   DECISIONS,
-  { name: 'limiter_mode', type: 'gauge', help: 'Where a Redis limiter decides now: 1 for the current mode (redis or rescue), 0 for the other.', labelNames: ['mode'] },
-  { name: 'limiter_redis_decisions_total', type: 'counter', help: 'Decisions of a Redis limiter, by where they were made: redis or rescue (in process).', labelNames: ['mode'] },
+  {
+    name: 'limiter_mode',
+    type: 'gauge',
+    help: 'Where a Redis limiter decides now: 1 for the current mode (redis or rescue), 0 for the other.',
+    labelNames: ['mode'],
+  },
+  {
+    name: 'limiter_redis_decisions_total',
+    type: 'counter',
+    help: 'Decisions of a Redis limiter, by where they were made: redis or rescue (in process).',
+    labelNames: ['mode'],
+  },
   { name: 'limiter_rescue_switches_total', type: 'counter', help: 'Times a Redis limiter switched its decisions to the in-process rescue.', labelNames: [] },
   { name: 'limiter_redis_failures_total', type: 'counter', help: 'Redis calls of a limiter that failed (errors, timeouts, bad replies).', labelNames: [] },
-  { name: 'limiter_rescue_instances', type: 'gauge', help: 'The divisor the rescue limiter applies to the rate or quota (instances of the service).', labelNames: [] },
+  {
+    name: 'limiter_rescue_instances',
+    type: 'gauge',
+    help: 'The divisor the rescue limiter applies to the rate or quota (instances of the service).',
+    labelNames: [],
+  },
   KEYS,
 ];
 

@@ -7,7 +7,10 @@ import { PeriodLimiter } from './period-limiter.js';
 describe('PeriodLimiter (fixed window)', () => {
   it("answers go-zero's three answers: allowed, hit-quota for the last one, then over-quota", () => {
     const p = new PeriodLimiter({ periodMs: 1_000, quota: 3, clock: new ManualClock() });
-    assert.deepEqual(['a', 'a', 'a', 'a', 'a'].map((k) => p.answer(k)), ['allowed', 'allowed', 'hit-quota', 'over-quota', 'over-quota']);
+    assert.deepEqual(
+      ['a', 'a', 'a', 'a', 'a'].map((k) => p.answer(k)),
+      ['allowed', 'allowed', 'hit-quota', 'over-quota', 'over-quota'],
+    );
     assert.equal(p.answer('b'), 'allowed', 'keys are counted apart');
   });
 

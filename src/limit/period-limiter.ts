@@ -28,7 +28,13 @@ import { describeLocalLimiter } from './limiter-metrics.js';
 
 /** The keys of PeriodLimiterOptions, all of them: any other is refused (see `options`). */
 const PERIOD_LIMITER_KEYS = {
-  periodMs: true, quota: true, algorithm: true, align: true, alignOffsetMs: true, maxKeys: true, clock: true,
+  periodMs: true,
+  quota: true,
+  algorithm: true,
+  align: true,
+  alignOffsetMs: true,
+  maxKeys: true,
+  clock: true,
 } as const satisfies OptionKeys<PeriodLimiterOptions>;
 /** The options a running PeriodLimiter cannot change (see `reconfigure`). */
 const PERIOD_LIMITER_FIXED = ['maxKeys', 'clock'] as const;

@@ -49,7 +49,11 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
   protected chargedTokens = 0;
 
   /** Subclasses validate their own options first, so that a bad option never opens a connection. */
-  protected constructor(private readonly owner: 'RedisTokenLimiter' | 'RedisPeriodLimiter', lua: readonly string[], o: Partial<RedisCommonOptions> & { prefix?: string }) {
+  protected constructor(
+    private readonly owner: 'RedisTokenLimiter' | 'RedisPeriodLimiter',
+    lua: readonly string[],
+    o: Partial<RedisCommonOptions> & { prefix?: string },
+  ) {
     this.prefix = checkPrefix(owner, o.prefix);
     this.clock = clockOption(owner, o.clock, systemClock);
     const { timeoutMs, probeIntervalMs } = checkCommon(owner, o);
@@ -158,7 +162,12 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
       this.switch.close();
       this.owed.clear();
       this.instances.close();
-      this.closing = this.owned ? this.client.quit().then(() => {}, () => this.client.disconnect()) : Promise.resolve();
+      this.closing = this.owned
+        ? this.client.quit().then(
+            () => {},
+            () => this.client.disconnect(),
+          )
+        : Promise.resolve();
     }
     return this.closing;
   }

@@ -27,9 +27,21 @@ import type { LimitDecision, PeriodAlgorithm, PeriodAnswer, SharedRateLimiter } 
 
 /** The keys of RedisPeriodLimiterOptions, all of them: any other is refused (see `options`). */
 const REDIS_PERIOD_LIMITER_KEYS = {
-  prefix: true, periodMs: true, quota: true, algorithm: true, align: true, alignOffsetMs: true, redis: true,
-  timeoutMs: true, probeIntervalMs: true, instances: true, registry: true, service: true,
-  instancesRefreshMs: true, maxKeys: true, clock: true,
+  prefix: true,
+  periodMs: true,
+  quota: true,
+  algorithm: true,
+  align: true,
+  alignOffsetMs: true,
+  redis: true,
+  timeoutMs: true,
+  probeIntervalMs: true,
+  instances: true,
+  registry: true,
+  service: true,
+  instancesRefreshMs: true,
+  maxKeys: true,
+  clock: true,
 } as const satisfies OptionKeys<RedisPeriodLimiterOptions>;
 /** The options a running RedisPeriodLimiter cannot change: all but the live ones (see `reconfigure`). */
 const REDIS_PERIOD_LIMITER_FIXED = Object.keys(REDIS_PERIOD_LIMITER_KEYS).filter(
@@ -110,7 +122,13 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
   }
 
   private decideAnswer(key: string): Promise<PeriodAnswer> {
-    return this.send('takeAnswer', key, 1, (r) => (r[0] === 0 ? 'over-quota' : r[1]! > 0 ? 'allowed' : 'hit-quota'), () => this.rescue().answer(key));
+    return this.send(
+      'takeAnswer',
+      key,
+      1,
+      (r) => (r[0] === 0 ? 'over-quota' : r[1]! > 0 ? 'allowed' : 'hit-quota'),
+      () => this.rescue().answer(key),
+    );
   }
 
   /** take counts `n` calls (default 1) for `key` when the quota has room for them. Never rejects for a Redis failure. */
@@ -121,7 +139,13 @@ export class RedisPeriodLimiter extends RedisLimiterBase<PeriodLimiter> implemen
 
   private decideTake(key: string, n: number): Promise<boolean> {
     if (n > this.quota && !this.closed) return redisKeyOrReject(this.prefix, key).then(() => false);
-    return this.send('take', key, n, (r) => r[0] === 1, () => this.rescue().allow(key, n));
+    return this.send(
+      'take',
+      key,
+      n,
+      (r) => r[0] === 1,
+      () => this.rescue().allow(key, n),
+    );
   }
 
   /** takeDecision is `take` with the numbers behind the answer. */

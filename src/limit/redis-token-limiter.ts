@@ -64,8 +64,18 @@ import type { LimitDecision, SharedRateLimiter } from './types.js';
 
 /** The keys of RedisTokenLimiterOptions, all of them: any other is refused (see `options`). */
 const REDIS_TOKEN_LIMITER_KEYS = {
-  prefix: true, rate: true, burst: true, lease: true, clock: true, redis: true, timeoutMs: true,
-  probeIntervalMs: true, instances: true, registry: true, service: true, instancesRefreshMs: true,
+  prefix: true,
+  rate: true,
+  burst: true,
+  lease: true,
+  clock: true,
+  redis: true,
+  timeoutMs: true,
+  probeIntervalMs: true,
+  instances: true,
+  registry: true,
+  service: true,
+  instancesRefreshMs: true,
   maxKeys: true,
 } as const satisfies OptionKeys<RedisTokenLimiterOptions>;
 /** The keys of LeaseOptions, all of them: any other is refused (see `options`). */
@@ -110,7 +120,6 @@ const ONE = '1';
 const BATCH = '1';
 const ANSWER_ONLY = 'a';
 const LEASE = 'l';
-
 
 /** A key's lease: tokens left to spend until `until` (clock time), or callers waiting for one in flight. */
 class Lease {

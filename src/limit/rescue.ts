@@ -154,7 +154,14 @@ export class RedisRescue {
    * in rescue or when Redis fails. `count` is how many decisions the call carries, for the stats.
    * `resend` (EVAL) is tried once when `send` (EVALSHA) answers NOSCRIPT.
    */
-  run<R>(key: string, send: () => Promise<unknown>, parse: (reply: unknown) => R | undefined, local: () => R, count = 1, resend?: () => Promise<unknown>): Promise<R> {
+  run<R>(
+    key: string,
+    send: () => Promise<unknown>,
+    parse: (reply: unknown) => R | undefined,
+    local: () => R,
+    count = 1,
+    resend?: () => Promise<unknown>,
+  ): Promise<R> {
     if (this.downCount > 0 && this.rescues(key)) {
       this.rescueDecisions += count;
       return Promise.resolve(local());
@@ -182,7 +189,14 @@ export class RedisRescue {
    * while `key`'s part is in rescue, or when Redis fails). `key` names the node the call goes to: the
    * master of its slot on a Cluster.
    */
-  startWith(key: string, send: () => Promise<unknown>, answer: (reply: unknown) => number, local: () => void, count = 1, resend?: () => Promise<unknown>): void {
+  startWith(
+    key: string,
+    send: () => Promise<unknown>,
+    answer: (reply: unknown) => number,
+    local: () => void,
+    count = 1,
+    resend?: () => Promise<unknown>,
+  ): void {
     this.start(key, new FnCall(send, answer, local, resend), count);
   }
 
@@ -320,10 +334,9 @@ export class RedisRescue {
     this.mode = 'rescue';
     this.outages++;
     this.rescueSince = now;
-    process.emitWarning(
-      `bulwark: ${this.owner}: Redis failed (${describe(err)}); deciding in process until it answers again`,
-      { code: 'BULWARK_LIMIT_RESCUE' },
-    );
+    process.emitWarning(`bulwark: ${this.owner}: Redis failed (${describe(err)}); deciding in process until it answers again`, {
+      code: 'BULWARK_LIMIT_RESCUE',
+    });
     if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'rescue', cause: err });
     this.warned = true;
     this.changes.emit({ mode: 'rescue', cause: err });
@@ -363,13 +376,16 @@ export class RedisRescue {
     const answered: boolean[] = [];
     // A PING to a node that went away may wait in a client's offline queue: give up on it after
     // max(timeoutMs, probeIntervalMs), so that the next probe can ask again (a Cluster's new masters).
-    const giveUp = this.clock.setTimeout(() => {
-      if (this.probeSeq !== seq) return;
-      this.probing = false;
-      this.streaks.clear();
-      let i = 0;
-      for (const [owner, node] of targets) if (answered[i++] !== true && node !== undefined) this.unanswered(owner, node);
-    }, Math.max(this.timeoutMs, this.probeIntervalMs));
+    const giveUp = this.clock.setTimeout(
+      () => {
+        if (this.probeSeq !== seq) return;
+        this.probing = false;
+        this.streaks.clear();
+        let i = 0;
+        for (const [owner, node] of targets) if (answered[i++] !== true && node !== undefined) this.unanswered(owner, node);
+      },
+      Math.max(this.timeoutMs, this.probeIntervalMs),
+    );
     giveUp.unref();
     let refresh = false;
     let firstError: unknown;

@@ -41,7 +41,8 @@ export function metricsHandler(source: Exposition): (req: IncomingMessage, res: 
     }
     get().then(
       (x) => answer(res, 200, x.type, x.body, m === 'HEAD'),
-      (err: unknown) => answer(res, 500, 'text/plain; charset=utf-8', `metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`, false),
+      (err: unknown) =>
+        answer(res, 500, 'text/plain; charset=utf-8', `metrics collection failed: ${err instanceof Error ? err.message : String(err)}\n`, false),
     );
   };
 }

@@ -189,7 +189,17 @@ export class BulwarkMetrics {
     try {
       const d = (c as Trackable).describeMetrics({ instanceLabel: this.instanceLabel, name: () => name });
       const families = d.families.map((spec) => this.family(spec));
-      const e: Entry = { component: c, name, base, kind: d.kind ?? c.constructor?.name ?? 'component', desc: d, families, dispose: undefined, live: true, parts: undefined };
+      const e: Entry = {
+        component: c,
+        name,
+        base,
+        kind: d.kind ?? c.constructor?.name ?? 'component',
+        desc: d,
+        families,
+        dispose: undefined,
+        live: true,
+        parts: undefined,
+      };
       if (d.subscribe !== undefined) e.dispose = d.subscribe(this.sink(e));
       return e;
     } catch {
@@ -448,7 +458,10 @@ export class BulwarkMetrics {
     const have = this.families.get(spec.name);
     if (have !== undefined) {
       const s = have.spec;
-      if (s.type !== spec.type || labelKey(Object.fromEntries(s.labelNames.map((l) => [l, 1]))) !== labelKey(Object.fromEntries(spec.labelNames.map((l) => [l, 1])))) {
+      if (
+        s.type !== spec.type ||
+        labelKey(Object.fromEntries(s.labelNames.map((l) => [l, 1]))) !== labelKey(Object.fromEntries(spec.labelNames.map((l) => [l, 1])))
+      ) {
         throw new TypeError(`BulwarkMetrics: family ${spec.name} is already a ${s.type} with labels [${s.labelNames.join(', ')}]`);
       }
       return have;
@@ -458,7 +471,12 @@ export class BulwarkMetrics {
     for (const l of spec.labelNames) {
       if (!LABEL_RE.test(l) || l === 'name' || l === 'le') throw new TypeError(`BulwarkMetrics: family ${spec.name}: bad label name ${JSON.stringify(l)}`);
     }
-    const f = new Family(this.prefix, spec, () => this.collectAll(), () => this.registry.contentType);
+    const f = new Family(
+      this.prefix,
+      spec,
+      () => this.collectAll(),
+      () => this.registry.contentType,
+    );
     this.registry.registerMetric(f as never);
     this.families.set(spec.name, f);
     return f;
@@ -466,7 +484,8 @@ export class BulwarkMetrics {
 
   private nameFor(component: object, kind: string, given: string | undefined): string {
     if (given !== undefined) {
-      if (typeof given !== 'string' || given.length === 0) throw new TypeError(`BulwarkMetrics.track: name must be a non-empty string, got ${JSON.stringify(given)}`);
+      if (typeof given !== 'string' || given.length === 0)
+        throw new TypeError(`BulwarkMetrics.track: name must be a non-empty string, got ${JSON.stringify(given)}`);
       return given;
     }
     const own = (component as { name?: unknown }).name;

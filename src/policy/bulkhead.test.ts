@@ -101,7 +101,10 @@ describe('Bulkhead', () => {
   it('rejects with AbortedError without running when the signal is already aborted', async () => {
     const bulkhead = new Bulkhead();
     let ran = false;
-    await assert.rejects(bulkhead.execute(() => (ran = true), { signal: AbortSignal.abort() }), AbortedError);
+    await assert.rejects(
+      bulkhead.execute(() => (ran = true), { signal: AbortSignal.abort() }),
+      AbortedError,
+    );
     assert.equal(ran, false);
     assert.equal(bulkhead.active, 0);
   });
@@ -126,50 +129,55 @@ describe('Bulkhead', () => {
       fc.record({ kind: fc.constant('abort' as const), index: fc.nat() }),
     );
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 4 }), fc.array(op, { maxLength: 60 }), async (maxConcurrent, maxQueued, ops) => {
-        const bulkhead = new Bulkhead({ maxConcurrent, maxQueued });
-        let running = 0;
-        const gates: ReturnType<typeof gate<string>>[] = [];
-        const controllers: AbortController[] = [];
-        const outcomes: Promise<unknown>[] = [];
-        const check = () => {
-          assert.ok(bulkhead.active <= maxConcurrent, `active ${bulkhead.active} > ${maxConcurrent}`);
-          assert.ok(bulkhead.queued <= maxQueued, `queued ${bulkhead.queued} > ${maxQueued}`);
-          assert.equal(running, bulkhead.active, 'tasks actually running match active');
-        };
-        for (const o of ops) {
-          if (o.kind === 'call') {
-            const ac = new AbortController();
-            controllers.push(ac);
-            const p = bulkhead.execute(
-              () => {
-                running++;
-                const g = gate();
-                gates.push(g);
-                return g.promise.finally(() => running--);
-              },
-              o.abortable ? { signal: ac.signal } : undefined,
-            );
-            outcomes.push(p.catch(() => {}));
-          } else if (o.kind === 'settle' && gates.length > 0) {
-            const g = gates.splice(o.index % gates.length, 1)[0]!;
-            if (o.ok) g.resolve('ok');
-            else g.reject(new Error('fail'));
-          } else if (o.kind === 'abort' && controllers.length > 0) {
-            controllers[o.index % controllers.length]!.abort();
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 0, max: 4 }),
+        fc.array(op, { maxLength: 60 }),
+        async (maxConcurrent, maxQueued, ops) => {
+          const bulkhead = new Bulkhead({ maxConcurrent, maxQueued });
+          let running = 0;
+          const gates: ReturnType<typeof gate<string>>[] = [];
+          const controllers: AbortController[] = [];
+          const outcomes: Promise<unknown>[] = [];
+          const check = () => {
+            assert.ok(bulkhead.active <= maxConcurrent, `active ${bulkhead.active} > ${maxConcurrent}`);
+            assert.ok(bulkhead.queued <= maxQueued, `queued ${bulkhead.queued} > ${maxQueued}`);
+            assert.equal(running, bulkhead.active, 'tasks actually running match active');
+          };
+          for (const o of ops) {
+            if (o.kind === 'call') {
+              const ac = new AbortController();
+              controllers.push(ac);
+              const p = bulkhead.execute(
+                () => {
+                  running++;
+                  const g = gate();
+                  gates.push(g);
+                  return g.promise.finally(() => running--);
+                },
+                o.abortable ? { signal: ac.signal } : undefined,
+              );
+              outcomes.push(p.catch(() => {}));
+            } else if (o.kind === 'settle' && gates.length > 0) {
+              const g = gates.splice(o.index % gates.length, 1)[0]!;
+              if (o.ok) g.resolve('ok');
+              else g.reject(new Error('fail'));
+            } else if (o.kind === 'abort' && controllers.length > 0) {
+              controllers[o.index % controllers.length]!.abort();
+            }
+            check();
+            await tick();
+            check();
           }
-          check();
-          await tick();
-          check();
-        }
-        // Drain: settle everything still running (and what the queue starts) until idle.
-        while (bulkhead.active > 0) {
-          for (const g of gates.splice(0)) g.resolve('end');
-          await tick();
-        }
-        await Promise.all(outcomes);
-        assert.deepEqual({ active: bulkhead.active, queued: bulkhead.queued }, { active: 0, queued: 0 });
-      }),
+          // Drain: settle everything still running (and what the queue starts) until idle.
+          while (bulkhead.active > 0) {
+            for (const g of gates.splice(0)) g.resolve('end');
+            await tick();
+          }
+          await Promise.all(outcomes);
+          assert.deepEqual({ active: bulkhead.active, queued: bulkhead.queued }, { active: 0, queued: 0 });
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -184,7 +192,10 @@ describe('Bulkhead', () => {
   ];
   for (const [options, message, type] of bad) {
     it(`rejects ${inspect(options)} with ${type.name}`, () => {
-      assert.throws(() => new Bulkhead(options), (err: Error) => err instanceof type && message.test(err.message));
+      assert.throws(
+        () => new Bulkhead(options),
+        (err: Error) => err instanceof type && message.test(err.message),
+      );
     });
   }
 });

@@ -26,10 +26,8 @@ const BULKHEAD_KEYS = { maxConcurrent: true, maxQueued: true } as const satisfie
 
 export type { BulkheadOptions, BulkheadStats } from './types.js';
 
-
 /** Defaults for BulkheadOptions. */
 export const bulkheadDefaults = Object.freeze({ maxConcurrent: 10, maxQueued: 0 });
-
 
 interface Waiter {
   fn: Task<unknown>;

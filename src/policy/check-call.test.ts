@@ -44,7 +44,7 @@ describe('execute with bad arguments', () => {
     }
   }
 
-  it('is the caller\'s error: never counted, retried, refused or fallen back from', async () => {
+  it("is the caller's error: never counted, retried, refused or fallen back from", async () => {
     const budget = new RetryBudget();
     const retry = new Retry({ maxAttempts: 5, budget, backoff: { initialMs: 0, maxMs: 0 } });
     const retries: unknown[] = [];
@@ -56,7 +56,10 @@ describe('execute with bad arguments', () => {
     const all = wrap(fallback, retry, bulkhead, new Timeout());
     for (const g of [retry, bulkhead, fallback, all] as unknown as AnyExecute[]) {
       await assert.rejects(g.execute(undefined), TypeError);
-      await assert.rejects(g.execute(() => 1, { signal: 1 }), TypeError);
+      await assert.rejects(
+        g.execute(() => 1, { signal: 1 }),
+        TypeError,
+      );
     }
     assert.equal(budget.stats().calls, 0, 'no call deposited in the retry budget');
     assert.equal(budget.stats().retries, 0);

@@ -33,7 +33,10 @@ describe('Fallback', () => {
 
   it('rethrows the original error when nothing answers', async () => {
     const err = new BreakerOpenError('open');
-    await assert.rejects(new Fallback().execute(() => Promise.reject(err)), (e) => e === err);
+    await assert.rejects(
+      new Fallback().execute(() => Promise.reject(err)),
+      (e) => e === err,
+    );
     await assert.rejects(
       new Fallback({ chain: [() => Promise.reject(new Error('cache miss'))] }).execute(() => Promise.reject(err)),
       (e) => e === err,
@@ -131,7 +134,10 @@ describe('Fallback', () => {
   it('falls back only for errors shouldFallback accepts', async () => {
     const fallback = new Fallback({ value: 'fb', shouldFallback: (err) => err instanceof TimeoutError });
     assert.equal(await fallback.execute(() => Promise.reject(new TimeoutError())), 'fb');
-    await assert.rejects(fallback.execute(() => fail('validation')), /validation/);
+    await assert.rejects(
+      fallback.execute(() => fail('validation')),
+      /validation/,
+    );
   });
 
   it('emits onFallback with what answered', async () => {
@@ -163,7 +169,10 @@ describe('Fallback', () => {
   ];
   for (const [options, message, type] of bad) {
     it(`rejects ${inspect(options)} with ${type.name}`, () => {
-      assert.throws(() => new Fallback(options), (err: Error) => err instanceof type && message.test(err.message));
+      assert.throws(
+        () => new Fallback(options),
+        (err: Error) => err instanceof type && message.test(err.message),
+      );
     });
   }
 });

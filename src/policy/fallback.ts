@@ -26,13 +26,14 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of FallbackOptions, all of them: any other is refused (see `options`). */
 const FALLBACK_KEYS = {
-  value: true, lastGood: true, chain: true, shouldFallback: true, clock: true,
+  value: true,
+  lastGood: true,
+  chain: true,
+  shouldFallback: true,
+  clock: true,
 } as const satisfies OptionKeys<FallbackOptions<unknown>>;
 
 export type { FallbackOptions, FallbackEvent, FallbackStrategy } from './types.js';
-
-
-
 
 /** Defaults for FallbackOptions. */
 export const fallbackDefaults = Object.freeze({ lastGood: false, maxAgeMs: Infinity });

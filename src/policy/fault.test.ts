@@ -48,7 +48,10 @@ describe('FaultInjector', () => {
     const clock = new ManualClock();
     const fault = new FaultInjector({ abort: { percent: 100 }, ttlMs: 60_000, clock });
     clock.advance(59_999);
-    await assert.rejects(fault.execute(() => 1), FaultInjectedError);
+    await assert.rejects(
+      fault.execute(() => 1),
+      FaultInjectedError,
+    );
     assert.equal(fault.stats().remainingMs, 1);
     clock.advance(1);
     assert.equal(fault.stats().expired, true);
@@ -57,7 +60,10 @@ describe('FaultInjector', () => {
     assert.equal(fault.stats().calls, 1, 'calls after expiry are not counted');
     fault.reconfigure({ ttlMs: 1_000 });
     assert.equal(fault.stats().expired, false);
-    await assert.rejects(fault.execute(() => 1), FaultInjectedError);
+    await assert.rejects(
+      fault.execute(() => 1),
+      FaultInjectedError,
+    );
     clock.advance(1_000);
     assert.equal(await fault.execute(() => 2), 2);
     await fault.close();
@@ -97,7 +103,10 @@ describe('FaultInjector', () => {
     const fault = new FaultInjector({ delay: { ms: 10, percent: 5 }, clock });
     const built = fault.options();
     assert.deepEqual(built, { delay: { ms: 10, percent: 5 }, abort: { percent: 0, status: 503, error: 'fault injected' }, ttlMs: 600_000 });
-    assert.throws(() => fault.reconfigure({ abort: { percent: 50 }, ttlMs: 86_400_001 }), /FaultInjector: ttlMs must be a finite number in \[1, 86400000\], got 86400001/);
+    assert.throws(
+      () => fault.reconfigure({ abort: { percent: 50 }, ttlMs: 86_400_001 }),
+      /FaultInjector: ttlMs must be a finite number in \[1, 86400000\], got 86400001/,
+    );
     assert.deepEqual(fault.options(), built);
     fault.reconfigure({ abort: { percent: 50, status: 500 } });
     assert.deepEqual(fault.options().abort, { percent: 50, status: 500, error: 'fault injected' });
@@ -109,7 +118,10 @@ describe('FaultInjector', () => {
     assert.throws(() => fault.reconfigure({ clock }), /FaultInjector: clock cannot change on a running FaultInjector/);
     assert.throws(() => fault.reconfigure({ random: Math.random }), TypeError);
     await fault.close();
-    await assert.rejects(fault.execute(() => 1), ClosedError);
+    await assert.rejects(
+      fault.execute(() => 1),
+      ClosedError,
+    );
   });
 
   it('refuses bad options with a TypeError or RangeError naming the option and value', () => {
@@ -124,7 +136,11 @@ describe('FaultInjector', () => {
       [{ ttl: 5 } as never, TypeError, 'FaultInjector: ttl is not an option; the options are delay, abort, ttlMs, clock, random'],
     ];
     for (const [options, type, message] of table) {
-      assert.throws(() => new FaultInjector(options), (err: unknown) => err instanceof type && (err as Error).message === message, message);
+      assert.throws(
+        () => new FaultInjector(options),
+        (err: unknown) => err instanceof type && (err as Error).message === message,
+        message,
+      );
     }
   });
 
@@ -163,7 +179,10 @@ describe('FaultInjector', () => {
     const p99 = lag.percentile(99) / 1e6;
     added.forEach((ms, i) => {
       const bound = Math.max(200 + p99, control[i]!) + 10;
-      assert.ok(ms >= 199 && ms <= bound, `added ${ms.toFixed(1)} ms, bound [199, ${bound.toFixed(1)}] (lag p99 ${p99.toFixed(1)}, bare timer ${control[i]!.toFixed(1)})`);
+      assert.ok(
+        ms >= 199 && ms <= bound,
+        `added ${ms.toFixed(1)} ms, bound [199, ${bound.toFixed(1)}] (lag p99 ${p99.toFixed(1)}, bare timer ${control[i]!.toFixed(1)})`,
+      );
     });
     await fault.close();
   });

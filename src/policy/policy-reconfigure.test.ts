@@ -54,7 +54,10 @@ describe('Bulkhead.reconfigure', () => {
     assert.deepEqual(b.stats(), { active: 3, queued: 3, rejected: 0 });
     b.reconfigure({ maxConcurrent: 1, maxQueued: 1 });
     assert.deepEqual(b.options(), { maxConcurrent: 1, maxQueued: 1 });
-    await assert.rejects(b.execute(async () => 'new'), BulkheadRejectedError); // the queue is over its new bound
+    await assert.rejects(
+      b.execute(async () => 'new'),
+      BulkheadRejectedError,
+    ); // the queue is over its new bound
     for (const g of gates) g.open();
     assert.deepEqual(await Promise.all(calls), ['done', 'done', 'done', 'done', 'done', 'done']);
     assert.deepEqual(order, [0, 1, 2, 3, 4, 5]);
@@ -89,10 +92,16 @@ describe('Bulkhead.reconfigure', () => {
     await c2;
   });
 
-  it('refuses a bad value with the constructor\'s message and changes nothing', () => {
+  it("refuses a bad value with the constructor's message and changes nothing", () => {
     const b = new Bulkhead({ maxConcurrent: 4, maxQueued: 2 });
-    assert.throws(() => b.reconfigure({ maxQueued: 1, maxConcurrent: 0 }), { name: 'RangeError', message: 'Bulkhead: maxConcurrent must be an integer in [1, 1000000000], got 0' });
-    assert.throws(() => b.reconfigure({ maxConcurent: 1 } as never), { name: 'TypeError', message: 'Bulkhead: maxConcurent is not an option; the options are maxConcurrent, maxQueued' });
+    assert.throws(() => b.reconfigure({ maxQueued: 1, maxConcurrent: 0 }), {
+      name: 'RangeError',
+      message: 'Bulkhead: maxConcurrent must be an integer in [1, 1000000000], got 0',
+    });
+    assert.throws(() => b.reconfigure({ maxConcurent: 1 } as never), {
+      name: 'TypeError',
+      message: 'Bulkhead: maxConcurent is not an option; the options are maxConcurrent, maxQueued',
+    });
     assert.deepEqual(b.options(), { maxConcurrent: 4, maxQueued: 2 });
   });
 });
@@ -121,7 +130,10 @@ describe('Timeout.reconfigure', () => {
     const clock = new ManualClock();
     const t = new Timeout({ timeoutMs: 1_000, clock });
     assert.throws(() => t.reconfigure({ timeoutMs: 0 }), { name: 'RangeError', message: /^Timeout: timeoutMs must be a finite number in \[1, / });
-    assert.throws(() => t.reconfigure({ clock } as never), { name: 'TypeError', message: 'Timeout: clock cannot change on a running Timeout; it is set at construction only' });
+    assert.throws(() => t.reconfigure({ clock } as never), {
+      name: 'TypeError',
+      message: 'Timeout: clock cannot change on a running Timeout; it is set at construction only',
+    });
     assert.equal(t.timeoutMs, 1_000);
   });
 });
@@ -189,7 +201,10 @@ describe('RetryBudget.reconfigure', () => {
   it('refuses a bad value and the clock, changing nothing', () => {
     const clock = new ManualClock();
     const b = new RetryBudget({ clock });
-    assert.throws(() => b.reconfigure({ percentCanRetry: 0.5, buckets: 0 }), { name: 'RangeError', message: 'RetryBudget: buckets must be an integer in [1, 1000], got 0' });
+    assert.throws(() => b.reconfigure({ percentCanRetry: 0.5, buckets: 0 }), {
+      name: 'RangeError',
+      message: 'RetryBudget: buckets must be an integer in [1, 1000], got 0',
+    });
     assert.throws(() => b.reconfigure({ clock } as never), /RetryBudget: clock cannot change on a running RetryBudget/);
     assert.deepEqual(b.options(), { windowMs: 10_000, buckets: 10, percentCanRetry: 0.2, minRetriesPerSec: 10 });
   });

@@ -86,10 +86,11 @@ describe('RetryBudget', () => {
           const floor = (opts.minRetriesPerSec * opts.windowMs) / 1000;
           for (const e of events) {
             if (e.kind === 'advance') clock.advance(e.ms);
-            else if (e.kind === 'calls') for (let i = 0; i < e.n; i++) {
-              budget.recordCall();
-              calls.push(clock.now());
-            }
+            else if (e.kind === 'calls')
+              for (let i = 0; i < e.n; i++) {
+                budget.recordCall();
+                calls.push(clock.now());
+              }
             else {
               for (let i = 0; i < e.n; i++) {
                 if (!budget.allowRetry()) continue;
@@ -120,7 +121,10 @@ describe('RetryBudget', () => {
   ];
   for (const [options, message, type] of bad) {
     it(`rejects ${inspect(options)} with ${type.name}`, () => {
-      assert.throws(() => new RetryBudget(options), (err: Error) => err instanceof type && message.test(err.message));
+      assert.throws(
+        () => new RetryBudget(options),
+        (err: Error) => err instanceof type && message.test(err.message),
+      );
     });
   }
 

@@ -39,7 +39,11 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of RetryBudgetOptions, all of them: any other is refused (see `options`). */
 const RETRY_BUDGET_KEYS = {
-  windowMs: true, buckets: true, percentCanRetry: true, minRetriesPerSec: true, clock: true,
+  windowMs: true,
+  buckets: true,
+  percentCanRetry: true,
+  minRetriesPerSec: true,
+  clock: true,
 } as const satisfies OptionKeys<RetryBudgetOptions>;
 
 export type { RetryBudgetOptions, RetryBudgetStats } from './types.js';
@@ -49,10 +53,8 @@ const FLUSH_EVERY = 16;
 const CALLS = 0;
 const RETRIES = 1;
 
-
 /** Defaults for RetryBudgetOptions (Finagle's `RetryBudget()` defaults). */
 export const retryBudgetDefaults = Object.freeze({ windowMs: 10_000, buckets: 10, percentCanRetry: 0.2, minRetriesPerSec: 10 });
-
 
 /** RetryBudget decides whether one more retry to a downstream is allowed. */
 export class RetryBudget implements Reconfigurable<Omit<RetryBudgetOptions, 'clock'>> {

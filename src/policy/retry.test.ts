@@ -95,7 +95,10 @@ describe('Retry', () => {
       shouldRetry: (err, attempt) => (seen.push([(err as Error).message, attempt]), attempt < 2),
     });
     let calls = 0;
-    await assert.rejects(retry.execute(() => Promise.reject(new Error(`e${++calls}`))), /e2/);
+    await assert.rejects(
+      retry.execute(() => Promise.reject(new Error(`e${++calls}`))),
+      /e2/,
+    );
     assert.deepEqual(seen, [
       ['e1', 1],
       ['e2', 2],
@@ -107,13 +110,19 @@ describe('Retry', () => {
     const events: RetryEvent[] = [];
     const dispose = retry.onRetry((e) => events.push(e));
     const boom = new Error('boom');
-    await assert.rejects(retry.execute(() => Promise.reject(boom)), boom);
+    await assert.rejects(
+      retry.execute(() => Promise.reject(boom)),
+      boom,
+    );
     assert.deepEqual(events, [
       { attempt: 1, error: boom, delayMs: 2 },
       { attempt: 2, error: boom, delayMs: 6 },
     ]);
     dispose();
-    await assert.rejects(retry.execute(() => Promise.reject(boom)), boom);
+    await assert.rejects(
+      retry.execute(() => Promise.reject(boom)),
+      boom,
+    );
     assert.equal(events.length, 2);
   });
 
@@ -243,7 +252,10 @@ describe('Retry', () => {
   ];
   for (const [options, message, type] of bad) {
     it(`rejects ${inspect(options)} with ${type.name}`, () => {
-      assert.throws(() => new Retry(options), (err: Error) => err instanceof type && message.test(err.message));
+      assert.throws(
+        () => new Retry(options),
+        (err: Error) => err instanceof type && message.test(err.message),
+      );
     });
   }
 });

@@ -41,7 +41,11 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of RetryOptions, all of them: any other is refused (see `options`). */
 const RETRY_KEYS = {
-  maxAttempts: true, backoff: true, shouldRetry: true, budget: true, clock: true,
+  maxAttempts: true,
+  backoff: true,
+  shouldRetry: true,
+  budget: true,
+  clock: true,
 } as const satisfies OptionKeys<RetryOptions>;
 
 /** RetryLiveOptions are the options `Retry.reconfigure` changes and `options()` answers. */
@@ -64,8 +68,6 @@ export const noRetryCodes: ReadonlySet<string> = new Set([
 export function defaultShouldRetry(err: unknown): boolean {
   return !(err instanceof BulwarkError && noRetryCodes.has(err.code));
 }
-
-
 
 /** Defaults for RetryOptions. */
 export const retryDefaults = Object.freeze({ maxAttempts: 3 });

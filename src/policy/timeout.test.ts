@@ -107,8 +107,15 @@ describe('Timeout', () => {
 
   it('settles (and clears its timer) when a foreign thenable throws from then()', async () => {
     const before = activeTimers();
-    const evil = { then: () => { throw new Error('bad thenable'); } } as unknown as PromiseLike<number>;
-    await assert.rejects(new Timeout({ timeoutMs: 60_000 }).execute(() => evil), /bad thenable/);
+    const evil = {
+      then: () => {
+        throw new Error('bad thenable');
+      },
+    } as unknown as PromiseLike<number>;
+    await assert.rejects(
+      new Timeout({ timeoutMs: 60_000 }).execute(() => evil),
+      /bad thenable/,
+    );
     assert.equal(activeTimers(), before);
   });
 
@@ -143,7 +150,10 @@ describe('Timeout', () => {
 
   it('does not start the task when the caller signal is already aborted', async () => {
     let calls = 0;
-    await assert.rejects(new Timeout().execute(() => calls++, { signal: AbortSignal.abort() }), AbortedError);
+    await assert.rejects(
+      new Timeout().execute(() => calls++, { signal: AbortSignal.abort() }),
+      AbortedError,
+    );
     assert.equal(calls, 0);
   });
 
@@ -157,7 +167,10 @@ describe('Timeout', () => {
 
   it('really times out on the real clock (10 ms)', async () => {
     const started = performance.now();
-    await assert.rejects(new Timeout({ timeoutMs: 10 }).execute(() => new Promise(() => {})), TimeoutError);
+    await assert.rejects(
+      new Timeout({ timeoutMs: 10 }).execute(() => new Promise(() => {})),
+      TimeoutError,
+    );
     assert.ok(performance.now() - started >= 9);
   });
 
@@ -171,7 +184,10 @@ describe('Timeout', () => {
   ];
   for (const [options, message, type] of bad) {
     it(`rejects ${inspect(options)} with ${type.name}`, () => {
-      assert.throws(() => new Timeout(options), (err: Error) => err instanceof type && message.test(err.message));
+      assert.throws(
+        () => new Timeout(options),
+        (err: Error) => err instanceof type && message.test(err.message),
+      );
     });
   }
 });

@@ -34,7 +34,6 @@ const TIMEOUT_KEYS = { timeoutMs: true, clock: true } as const satisfies OptionK
 
 export type { TimeoutOptions, TimeoutStats } from './types.js';
 
-
 /** Defaults for TimeoutOptions. */
 export const timeoutDefaults = Object.freeze({ timeoutMs: 10_000 });
 

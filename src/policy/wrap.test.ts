@@ -136,7 +136,10 @@ describe('wrap', () => {
     const guard = wrap(bulkhead, breaker);
     let release!: () => void;
     const slow = guard.execute(() => new Promise<void>((r) => (release = r)));
-    await assert.rejects(guard.execute(() => 'x'), BulkheadRejectedError);
+    await assert.rejects(
+      guard.execute(() => 'x'),
+      BulkheadRejectedError,
+    );
     assert.equal(breaker.failures, 0);
     release();
     await slow;
@@ -151,9 +154,7 @@ describe('wrap', () => {
       new Bulkhead({ maxConcurrent: 1_000, maxQueued: 1_000 }),
       new Timeout({ timeoutMs: 1_000 }),
     );
-    const results = await Promise.all(
-      Array.from({ length: 500 }, () => guard.execute(() => (attempts++, Promise.reject(new Error('503'))))),
-    );
+    const results = await Promise.all(Array.from({ length: 500 }, () => guard.execute(() => (attempts++, Promise.reject(new Error('503'))))));
     assert.ok(results.every((r) => r === 'degraded'));
     assert.ok(attempts <= 500 * 1.2 + budget.reserve, `${attempts} attempts`);
   });

@@ -20,7 +20,12 @@ import { checkInstance } from './validate.js';
 
 /** The keys of AnnounceOptions, all of them: any other is refused (see `options`). */
 const ANNOUNCE_KEYS = {
-  ttlMs: true, signals: true, deregisterTimeoutMs: true, signal: true, onError: true, clock: true,
+  ttlMs: true,
+  signals: true,
+  deregisterTimeoutMs: true,
+  signal: true,
+  onError: true,
+  clock: true,
 } as const satisfies OptionKeys<AnnounceOptions>;
 
 /** Defaults for AnnounceOptions. */
@@ -34,7 +39,11 @@ export const announceDefaults = Object.freeze({
  * (it rejects with the registry's error when the first registration fails, and registers nothing more).
  * See the module comment for renewal and signals.
  */
-export async function announce(registry: Pick<Registry, 'register' | 'deregister'>, instance: ServiceInstance, options?: AnnounceOptions): Promise<Announcement> {
+export async function announce(
+  registry: Pick<Registry, 'register' | 'deregister'>,
+  instance: ServiceInstance,
+  options?: AnnounceOptions,
+): Promise<Announcement> {
   const o = checkOptions('announce', options, ANNOUNCE_KEYS);
   if (registry === null || typeof registry !== 'object' || typeof registry.register !== 'function' || typeof registry.deregister !== 'function') {
     throw new TypeError('announce: registry must implement register() and deregister()');
@@ -111,7 +120,10 @@ class Announced implements Announcement {
       for (const [s, l] of this.listeners) process.removeListener(s, l);
       this.listeners.clear();
       const ac = new AbortController();
-      const timer = this.clock.setTimeout(() => ac.abort(new AbortedError(`deregistration took more than ${this.deregisterTimeoutMs} ms`)), this.deregisterTimeoutMs);
+      const timer = this.clock.setTimeout(
+        () => ac.abort(new AbortedError(`deregistration took more than ${this.deregisterTimeoutMs} ms`)),
+        this.deregisterTimeoutMs,
+      );
       try {
         await new Promise<void>((resolve, reject) => {
           ac.signal.addEventListener('abort', () => reject(ac.signal.reason), { once: true });

@@ -16,9 +16,10 @@ async function drain(q: CollapsingQueue): Promise<string[]> {
 }
 
 describe('CollapsingQueue', () => {
-  it('delivers the first key\'s create and the last key\'s delete of an instance, nothing between', async () => {
+  it("delivers the first key's create and the last key's delete of an instance, nothing between", async () => {
     const q = new CollapsingQueue(100, undefined, undefined);
-    for (const e of [ev('create', a), ev('create', a), ev('create', b), ev('delete', a), ev('update', a), ev('delete', a), ev('delete', a), ev('delete', b)]) q.push(e);
+    for (const e of [ev('create', a), ev('create', a), ev('create', b), ev('delete', a), ev('update', a), ev('delete', a), ev('delete', a), ev('delete', b)])
+      q.push(e);
     assert.deepEqual(await drain(q), ['create 10.0.0.1:80', 'create 10.0.0.2:80', 'update 10.0.0.1:80', 'delete 10.0.0.1:80', 'delete 10.0.0.2:80']);
   });
 

@@ -49,7 +49,11 @@ const AUTH_TIMEOUT_MS = 5_000;
 
 /** createClient builds the client of one member on etcd3, with the TLS and auth of `connection` (see etcd-connection.ts). */
 export function createClient(host: string, connection: EtcdConnection = {}): EtcdClient {
-  const base: IOptions = { hosts: host, grpcOptions: GRPC_OPTIONS, faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF } };
+  const base: IOptions = {
+    hosts: host,
+    grpcOptions: GRPC_OPTIONS,
+    faultHandling: { host: () => once as never, global: once as never, watchBackoff: WATCH_BACKOFF },
+  };
   const client = new Etcd3(etcd3Options(base, connection, AUTH_TIMEOUT_MS));
   return {
     kv: client.kv,

@@ -97,10 +97,13 @@ export function etcdConnection(owner: string, o: Partial<EtcdConnectionOptions>)
   let auth: EtcdAuthOptions | undefined;
   if (o.auth !== undefined) {
     const a = optionsObject(`${owner}.auth`, o.auth, AUTH_KEYS);
-    if (typeof a.username !== 'string' || a.username === '') throw new TypeError(`${owner}: auth.username must be a non-empty string, got ${showValue(a.username)}`);
+    if (typeof a.username !== 'string' || a.username === '')
+      throw new TypeError(`${owner}: auth.username must be a non-empty string, got ${showValue(a.username)}`);
     if (typeof a.password !== 'string' || a.password === '') {
       // never the value: a password in the wrong place is still a password
-      throw new TypeError(`${owner}: auth.password must be a non-empty string for user ${JSON.stringify(a.username)}, got ${a.password === undefined ? 'none' : a.password === '' ? '""' : HIDDEN}`);
+      throw new TypeError(
+        `${owner}: auth.password must be a non-empty string for user ${JSON.stringify(a.username)}, got ${a.password === undefined ? 'none' : a.password === '' ? '""' : HIDDEN}`,
+      );
     }
     auth = { username: a.username, password: a.password };
   }
@@ -138,10 +141,15 @@ export function etcd3Options(base: IOptions, connection: EtcdConnection, authTim
   if (tls !== undefined) {
     // grpc-js's createSsl takes null for "Node's root CAs"; etcd3's type insists on a Buffer
     out.credentials = { rootCertificate: (tls.ca ?? null) as Buffer, ...(tls.key === undefined ? {} : { privateKey: tls.key, certChain: tls.cert! }) };
-    if (tls.serverName !== undefined) out.grpcOptions = { ...base.grpcOptions, 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName };
+    if (tls.serverName !== undefined)
+      out.grpcOptions = { ...base.grpcOptions, 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName };
   }
   if (connection.auth !== undefined) {
-    out.auth = { username: connection.auth.username, password: connection.auth.password, callOptions: () => ({ deadline: new Date(Date.now() + authTimeoutMs) }) };
+    out.auth = {
+      username: connection.auth.username,
+      password: connection.auth.password,
+      callOptions: () => ({ deadline: new Date(Date.now() + authTimeoutMs) }),
+    };
   }
   return out;
 }

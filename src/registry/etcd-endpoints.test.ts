@@ -12,7 +12,10 @@ const accepted: Array<[hosts: string | string[], endpoints: string[]]> = [
   ['etcd://127.0.0.1:2379', ['http://127.0.0.1:2379']],
   ['etcd://a.example:2379,b.example:2380', ['http://a.example:2379', 'http://b.example:2380']],
   ['etcd://[::1]:2379', ['http://[::1]:2379']],
-  [['etcd://a:1, b:2', 'http://c:3'], ['http://a:1', 'http://b:2', 'http://c:3']],
+  [
+    ['etcd://a:1, b:2', 'http://c:3'],
+    ['http://a:1', 'http://b:2', 'http://c:3'],
+  ],
   ['http://127.0.0.1:2379', ['http://127.0.0.1:2379']],
   ['https://etcd.internal:2379/', ['https://etcd.internal:2379']],
   ['http://a', ['http://a']],
@@ -37,7 +40,11 @@ describe('etcdEndpoints', () => {
   }
   for (const [label, hosts] of refused) {
     it(`refuses ${label}, naming the owner, the forms and the value`, () => {
-      assert.throws(() => etcdEndpoints('X', hosts), (err: Error) => err instanceof TypeError && /^X: hosts must be etcd:\/\/host:port\[,host:port\], http\(s\):\/\/host\[:port\] or host:port .*got /.test(err.message));
+      assert.throws(
+        () => etcdEndpoints('X', hosts),
+        (err: Error) =>
+          err instanceof TypeError && /^X: hosts must be etcd:\/\/host:port\[,host:port\], http\(s\):\/\/host\[:port\] or host:port .*got /.test(err.message),
+      );
     });
   }
 });
@@ -49,11 +56,17 @@ describe('EtcdRegistry hosts', () => {
     const made: string[] = [];
     const r = new EtcdRegistry({ hosts: 'etcd://127.0.0.1:2379,127.0.0.2:2379', createClient: (h) => (made.push(h), fake()) });
     assert.deepEqual(made, ['http://127.0.0.1:2379', 'http://127.0.0.2:2379']);
-    assert.deepEqual(r.stats().members.map((m) => m.endpoint), made);
+    assert.deepEqual(
+      r.stats().members.map((m) => m.endpoint),
+      made,
+    );
     await r.close();
   });
 
   it('refuses a form it cannot dial at construction, naming EtcdRegistry', () => {
-    assert.throws(() => new EtcdRegistry({ hosts: ['etcds://127.0.0.1:2379'], createClient: fake }), /^TypeError: EtcdRegistry: hosts must be .*got "etcds:\/\/127\.0\.0\.1:2379"$/);
+    assert.throws(
+      () => new EtcdRegistry({ hosts: ['etcds://127.0.0.1:2379'], createClient: fake }),
+      /^TypeError: EtcdRegistry: hosts must be .*got "etcds:\/\/127\.0\.0\.1:2379"$/,
+    );
   });
 });

@@ -36,7 +36,10 @@ export function etcdEndpoints(owner: string, hosts: unknown): string[] {
     if (typeof h !== 'string') throw bad(h);
     const text = h.trim();
     if (text.startsWith('etcd://')) {
-      const members = text.slice('etcd://'.length).split(',').map((m) => m.trim());
+      const members = text
+        .slice('etcd://'.length)
+        .split(',')
+        .map((m) => m.trim());
       if (!members.every((m) => hostPort(m))) throw bad(h);
       for (const m of members) out.push(`http://${m}`);
     } else if (/^https?:\/\//.test(text)) {

@@ -78,7 +78,14 @@ describe('EtcdLayout', () => {
   it('go-zero: reads the address as the identity, and skips keys that are not <Key>/<decimal id> or values that are not host:port', () => {
     const l = etcdLayout('test', 'go-zero');
     assert.equal(addressId('[::1]:80'), '::1:80');
-    for (const [key, value] of [['svc/abc', '1.2.3.4:5'], ['svc/0', '1.2.3.4:5'], ['svc', '1.2.3.4:5'], ['a/b/1', '1.2.3.4:5'], ['svc/12', 'not an address'], ['svc/12', '{"id":"x"}']] as const) {
+    for (const [key, value] of [
+      ['svc/abc', '1.2.3.4:5'],
+      ['svc/0', '1.2.3.4:5'],
+      ['svc', '1.2.3.4:5'],
+      ['a/b/1', '1.2.3.4:5'],
+      ['svc/12', 'not an address'],
+      ['svc/12', '{"id":"x"}'],
+    ] as const) {
       assert.ok(l.decode('', kv(key, value)).error !== undefined, `${key} → ${value}`);
     }
   });
@@ -120,7 +127,10 @@ describe('EtcdLayout', () => {
     assert.equal(goString('<a href="x">&amp;</a>'), '"\\u003ca href=\\"x\\"\\u003e\\u0026amp;\\u003c/a\\u003e"');
     assert.equal(goString('\u2028\u2029'), '"\\u2028\\u2029"');
     assert.equal(goString('plain ü 😀'), '"plain ü 😀"');
-    assert.equal(encodeMicroService({ id: 'n', name: 's', address: '1.2.3.4:5' }), '{"name":"s","version":"","metadata":null,"endpoints":[],"nodes":[{"metadata":{},"id":"n","address":"1.2.3.4:5"}]}');
+    assert.equal(
+      encodeMicroService({ id: 'n', name: 's', address: '1.2.3.4:5' }),
+      '{"name":"s","version":"","metadata":null,"endpoints":[],"nodes":[{"metadata":{},"id":"n","address":"1.2.3.4:5"}]}',
+    );
   });
 
   it('rejects an unknown layout with a TypeError naming the owner and the value', () => {

@@ -165,7 +165,11 @@ const LAYOUTS: Readonly<Record<EtcdLayoutName, EtcdLayout>> = Object.freeze({ bu
 /** etcdLayout answers the layout of a name; TypeError naming `owner` for any other value. */
 export function etcdLayout(owner: string, name: unknown): EtcdLayout {
   if (typeof name === 'string' && Object.prototype.hasOwnProperty.call(LAYOUTS, name)) return LAYOUTS[name as EtcdLayoutName];
-  throw new TypeError(`${owner}: layout must be one of ${Object.keys(LAYOUTS).map((n) => `"${n}"`).join(', ')}, got ${JSON.stringify(name)}`);
+  throw new TypeError(
+    `${owner}: layout must be one of ${Object.keys(LAYOUTS)
+      .map((n) => `"${n}"`)
+      .join(', ')}, got ${JSON.stringify(name)}`,
+  );
 }
 
 /**

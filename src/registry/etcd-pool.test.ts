@@ -15,13 +15,16 @@ interface Fake {
 const fakes = (...modes: Fake['mode'][]): Fake[] => modes.map((mode, i) => ({ name: `m${i}`, mode, calls: 0 }));
 
 function pool(members: Fake[], clock = new ManualClock(), o: Partial<{ callTimeoutMs: number; attemptTimeoutMs: number; cooldownMs: number }> = {}) {
-  return new EtcdPool(members.map((m) => ({ endpoint: `http://${m.name}`, client: m })), {
-    clock,
-    callTimeoutMs: 3000,
-    attemptTimeoutMs: 1000,
-    cooldownMs: 1000,
-    ...o,
-  });
+  return new EtcdPool(
+    members.map((m) => ({ endpoint: `http://${m.name}`, client: m })),
+    {
+      clock,
+      callTimeoutMs: 3000,
+      attemptTimeoutMs: 1000,
+      cooldownMs: 1000,
+      ...o,
+    },
+  );
 }
 
 const ask = (c: Fake): Promise<string> => {
@@ -70,7 +73,11 @@ describe('EtcdPool', () => {
     const p = pool(ms, clock);
     const call = p.call('range', ask);
     await clock.advanceAsync(0);
-    assert.equal(ms.reduce((a, m) => a + m.calls, 0), 3, 'each member once');
+    assert.equal(
+      ms.reduce((a, m) => a + m.calls, 0),
+      3,
+      'each member once',
+    );
     assert.ok(p.members.every((m) => m.downUntil === 0));
     for (const m of ms) m.mode = 'up';
     await clock.advanceAsync(25);

@@ -197,7 +197,13 @@ export class EtcdPool<C> {
   }
 
   /** attempt runs `fn` on one member, bounded by `ms` of clock time and by `signal`. */
-  private attempt<T>(m: PoolMember<C>, what: string, fn: (client: C, options: AttemptOptions) => Promise<T>, ms: number, signal: AbortSignal | undefined): Promise<T> {
+  private attempt<T>(
+    m: PoolMember<C>,
+    what: string,
+    fn: (client: C, options: AttemptOptions) => Promise<T>,
+    ms: number,
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const onAbort = () => {
         this.clock.clearTimeout(timer);
@@ -247,7 +253,8 @@ export function denied(err: unknown): boolean {
 }
 
 /** Node's TLS verification errors (`err.code`s of tls.connect, as grpc-js puts them in its message). */
-const TLS_REFUSAL = /self[- ]signed certificate|unable to (?:get local issuer|verify the first) certificate|certificate (?:has expired|signature failure)|Hostname\/IP does not match|ERR_TLS_CERT_ALTNAME_INVALID|CERT_HAS_EXPIRED|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN/;
+const TLS_REFUSAL =
+  /self[- ]signed certificate|unable to (?:get local issuer|verify the first) certificate|certificate (?:has expired|signature failure)|Hostname\/IP does not match|ERR_TLS_CERT_ALTNAME_INVALID|CERT_HAS_EXPIRED|UNABLE_TO_VERIFY_LEAF_SIGNATURE|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN/;
 
 /** answeredByEtcd: the member is alive and said so (`etcdserver: …`), only the cluster could not serve yet. */
 export function answeredByEtcd(err: unknown): boolean {

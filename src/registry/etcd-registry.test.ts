@@ -53,7 +53,9 @@ function fakeClient(store: Store, m: Member): EtcdClient {
         answer(() => {
           const from = req.key!.toString();
           const to = req.range_end!.toString();
-          const kvs = [...store.keys].filter(([k]) => k >= from && k < to).map(([k, v]) => ({ key: Buffer.from(k), value: Buffer.from(v.value), mod_revision: '1', lease: v.lease }));
+          const kvs = [...store.keys]
+            .filter(([k]) => k >= from && k < to)
+            .map(([k, v]) => ({ key: Buffer.from(k), value: Buffer.from(v.value), mod_revision: '1', lease: v.lease }));
           return { header: header(), kvs, more: false, count: String(kvs.length) } as never;
         }),
       put: (req: IPutRequest) => answer(() => (store.put(req.key as Buffer, req.value as Buffer, req.lease), { header: header() } as never)),
@@ -110,7 +112,10 @@ describe('EtcdRegistry leases and confirmations (fake members, ManualClock)', ()
     assert.equal(registry.stats().keepAlives, 1);
     await clock.advanceAsync(5000);
     assert.equal(registry.stats().keepAlives, 6);
-    assert.ok(members.every((m) => m.keepAlives >= 1), `spread: ${members.map((m) => m.keepAlives).join('/')}`);
+    assert.ok(
+      members.every((m) => m.keepAlives >= 1),
+      `spread: ${members.map((m) => m.keepAlives).join('/')}`,
+    );
     await registry.close();
   });
 
@@ -208,7 +213,10 @@ describe('EtcdRegistry in the go-zero layout (fake members, ManualClock)', () =>
     await registry.register(zinst('a1', 9001));
     await registry.register(zinst('a2', 9002));
     const keys = [...store.keys].map(([k, v]) => [k, v.value, v.lease]);
-    assert.deepEqual(keys, [['/t/api/100', '127.0.0.1:9001', '100'], ['/t/api/101', '127.0.0.1:9002', '101']]);
+    assert.deepEqual(keys, [
+      ['/t/api/100', '127.0.0.1:9001', '100'],
+      ['/t/api/101', '127.0.0.1:9002', '101'],
+    ]);
     assert.equal(registry.stats().leases, 2);
     // registered again with a new address: same lease, same key, new value
     await registry.register(zinst('a1', 9011));
@@ -222,7 +230,10 @@ describe('EtcdRegistry in the go-zero layout (fake members, ManualClock)', () =>
     await registry.register(zinst('a1', 9001));
     store.revoke('100'); // etcd lost it (expired while paused): key and lease gone
     await clock.advanceAsync(1000); // the keep-alive answers TTL 0: a new lease, the instance written again
-    assert.deepEqual([...store.keys].map(([k, v]) => [k, v.value]), [['/t/api/101', '127.0.0.1:9001']]);
+    assert.deepEqual(
+      [...store.keys].map(([k, v]) => [k, v.value]),
+      [['/t/api/101', '127.0.0.1:9001']],
+    );
     assert.deepEqual({ granted: registry.stats().leasesGranted, lost: registry.stats().leasesLost }, { granted: 2, lost: 1 });
     await registry.close();
   });

@@ -45,8 +45,19 @@ import type { MetricsDescription } from '../core/metrics-description.js';
 
 /** The keys of EtcdRegistryOptions, all of them: any other is refused (see `options`). */
 const ETCD_REGISTRY_KEYS = {
-  hosts: true, tls: true, auth: true, prefix: true, ttlMs: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true,
-  watchQueueSize: true, onWarning: true, clock: true, createClient: true, layout: true,
+  hosts: true,
+  tls: true,
+  auth: true,
+  prefix: true,
+  ttlMs: true,
+  dialTimeoutMs: true,
+  attemptTimeoutMs: true,
+  cooldownMs: true,
+  watchQueueSize: true,
+  onWarning: true,
+  clock: true,
+  createClient: true,
+  layout: true,
 } as const satisfies OptionKeys<EtcdRegistryOptions>;
 
 /** etcd's default --max-txn-ops. */
@@ -124,7 +135,17 @@ export class EtcdRegistry implements Registry {
   private readonly suspects = new Set<PoolMember<EtcdClient>>();
   private serial: Promise<unknown> = Promise.resolve();
   private closed = false;
-  private readonly counters = { leasesGranted: 0, leasesLost: 0, keepAlives: 0, keepAliveFailures: 0, rewrites: 0, watchResyncs: 0, watchMoves: 0, leaderChecks: 0, leaderCheckFailures: 0 };
+  private readonly counters = {
+    leasesGranted: 0,
+    leasesLost: 0,
+    keepAlives: 0,
+    keepAliveFailures: 0,
+    rewrites: 0,
+    watchResyncs: 0,
+    watchMoves: 0,
+    leaderChecks: 0,
+    leaderCheckFailures: 0,
+  };
 
   constructor(options: EtcdRegistryOptions) {
     const o = checkOptions('EtcdRegistry', options, ETCD_REGISTRY_KEYS);
@@ -177,7 +198,12 @@ export class EtcdRegistry implements Registry {
         ...totals.map(([name, , help]) => ({ name, type: 'counter' as const, help, labelNames: [] })),
         { name: 'etcd_registry_leases', type: 'gauge', help: 'Leases held now.', labelNames: [] },
         { name: 'etcd_registry_pending_changes', type: 'gauge', help: 'register/deregister changes not yet confirmed in etcd.', labelNames: [] },
-        { name: 'etcd_registry_member_up', type: 'gauge', help: '1 while calls go to an etcd member, 0 while it is skipped after a failure.', labelNames: endpoint },
+        {
+          name: 'etcd_registry_member_up',
+          type: 'gauge',
+          help: '1 while calls go to an etcd member, 0 while it is skipped after a failure.',
+          labelNames: endpoint,
+        },
         { name: 'etcd_registry_member_attempts_total', type: 'counter', help: 'Attempts sent to an etcd member.', labelNames: endpoint },
         { name: 'etcd_registry_member_failures_total', type: 'counter', help: 'Attempts that failed on an etcd member.', labelNames: endpoint },
       ],
@@ -253,7 +279,11 @@ export class EtcdRegistry implements Registry {
     if (written === undefined) return; // a key that names its lease was never written: nothing to delete
     this.pendingDeletes.add(written);
     this.unconfirmed.add(written);
-    return this.confirm(`deregister of ${name}/${id}`, this.exclusive(() => this.remove(written, key)), signal);
+    return this.confirm(
+      `deregister of ${name}/${id}`,
+      this.exclusive(() => this.remove(written, key)),
+      signal,
+    );
   }
 
   /** getService answers the service's instances; NotFoundError when it has none. */
@@ -288,7 +318,8 @@ export class EtcdRegistry implements Registry {
   /** listServices answers the names of services with at least one instance. */
   async listServices(): Promise<string[]> {
     this.open();
-    if (this.root === '') throw new TypeError(`EtcdRegistry.listServices: the ${this.layout.name} layout without a prefix has no common key start; give a prefix`);
+    if (this.root === '')
+      throw new TypeError(`EtcdRegistry.listServices: the ${this.layout.name} layout without a prefix has no common key start; give a prefix`);
     const res = await this.pool.call('range', (c, o) => c.kv.range({ key: Buffer.from(this.root), range_end: rangeEnd(this.root), keys_only: true }, o));
     const names = new Set<string>();
     for (const kv of res.kvs) {
@@ -313,16 +344,21 @@ export class EtcdRegistry implements Registry {
       void w.stop();
       if (this.watches.size === 0) this.stopLeaderCheck();
     });
-    w = new EtcdWatch({
-      pool: this.pool,
-      clock: this.clock,
-      warner: this.warner,
-      root: this.root,
-      decode: (kv) => this.layout.decode(this.root, kv),
-      onListed: collapse ? (i) => (queue as CollapsingQueue).hold(i) : undefined,
-      onResync: () => void this.counters.watchResyncs++,
-      onMove: () => void this.counters.watchMoves++,
-    }, service, queue, o.onReady);
+    w = new EtcdWatch(
+      {
+        pool: this.pool,
+        clock: this.clock,
+        warner: this.warner,
+        root: this.root,
+        decode: (kv) => this.layout.decode(this.root, kv),
+        onListed: collapse ? (i) => (queue as CollapsingQueue).hold(i) : undefined,
+        onResync: () => void this.counters.watchResyncs++,
+        onMove: () => void this.counters.watchMoves++,
+      },
+      service,
+      queue,
+      o.onReady,
+    );
     if (this.closed) queue.end();
     if (queue.closed) return queue;
     this.watches.add(w);
@@ -358,20 +394,27 @@ export class EtcdRegistry implements Registry {
       for (const w of this.watches) if (w.member !== undefined) checked.add(w.member);
       const key = Buffer.from(this.root);
       const end = rangeEnd(this.root);
-      await Promise.all([...checked].map(async (m) => {
-        this.counters.leaderChecks++;
-        const ok = await this.pool.probe(m, 'leader check', (c, o) => c.kv.range({ key, range_end: end, limit: 1, keys_only: true }, o), LEADER_CHECK_TIMEOUT_MS);
-        if (ok) {
-          this.suspects.delete(m);
-          return;
-        }
-        if (this.closed) return;
-        this.counters.leaderCheckFailures++;
-        // skipped by calls until the next check could say otherwise, not only for the cooldown
-        this.suspects.add(m);
-        m.downUntil = Math.max(m.downUntil, this.clock.now() + LEADER_CHECK_MS + LEADER_CHECK_TIMEOUT_MS);
-        for (const w of this.watches) if (w.member === m) w.move();
-      }));
+      await Promise.all(
+        [...checked].map(async (m) => {
+          this.counters.leaderChecks++;
+          const ok = await this.pool.probe(
+            m,
+            'leader check',
+            (c, o) => c.kv.range({ key, range_end: end, limit: 1, keys_only: true }, o),
+            LEADER_CHECK_TIMEOUT_MS,
+          );
+          if (ok) {
+            this.suspects.delete(m);
+            return;
+          }
+          if (this.closed) return;
+          this.counters.leaderCheckFailures++;
+          // skipped by calls until the next check could say otherwise, not only for the cooldown
+          this.suspects.add(m);
+          m.downUntil = Math.max(m.downUntil, this.clock.now() + LEADER_CHECK_MS + LEADER_CHECK_TIMEOUT_MS);
+          for (const w of this.watches) if (w.member === m) w.move();
+        }),
+      );
     } finally {
       this.checking = false;
     }
@@ -501,7 +544,11 @@ export class EtcdRegistry implements Registry {
   /** put writes under the lease; a lease etcd no longer knows (expired while we were paused) is replaced at once. */
   private async put(key: string, inst: ServiceInstance, lease: Lease): Promise<void> {
     const value = this.layout.encode(inst);
-    await this.underLease(lease, (id) => this.pool.call('put', (c, o) => c.kv.put({ key: Buffer.from(this.layout.leasePerInstance ? this.layout.key(this.root, inst, id) : key), value, lease: id }, o)));
+    await this.underLease(lease, (id) =>
+      this.pool.call('put', (c, o) =>
+        c.kv.put({ key: Buffer.from(this.layout.leasePerInstance ? this.layout.key(this.root, inst, id) : key), value, lease: id }, o),
+      ),
+    );
   }
 
   /**

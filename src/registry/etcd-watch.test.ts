@@ -21,7 +21,8 @@ function member(o: { head: number; behind?: boolean; compacted?: number }) {
       ranges.push({ revision: req.revision, serializable: req.serializable === true });
       const at = Number(req.revision ?? o.head);
       if (at < (o.compacted ?? 0)) return Promise.reject(new Error('etcdserver: mvcc: required revision has been compacted'));
-      if (o.behind === true && req.serializable === true && req.revision !== undefined) return Promise.reject(new Error('etcdserver: mvcc: required revision is a future revision'));
+      if (o.behind === true && req.serializable === true && req.revision !== undefined)
+        return Promise.reject(new Error('etcdserver: mvcc: required revision is a future revision'));
       return Promise.resolve({ header: { revision: String(o.head) }, kvs: [], count: '0', more: false });
     },
   };
@@ -74,13 +75,19 @@ describe('EtcdWatch first listing', () => {
   it('reads linearizably at that revision on a member that has not applied it yet', async () => {
     const m = member({ head: 9, behind: true });
     const w = await open(m, 5);
-    assert.deepEqual(m.ranges, [{ revision: '5', serializable: true }, { revision: '5', serializable: false }]);
+    assert.deepEqual(m.ranges, [
+      { revision: '5', serializable: true },
+      { revision: '5', serializable: false },
+    ]);
     assert.equal(m.startRevision(), '6');
     await w.stop();
   });
 
   it('lists at the current revision when that revision was compacted, or when the registry had seen none', async () => {
-    for (const [seen, compacted] of [[5, 7], [0, 0]] as const) {
+    for (const [seen, compacted] of [
+      [5, 7],
+      [0, 0],
+    ] as const) {
       const m = member({ head: 9, compacted });
       const w = await open(m, seen);
       assert.deepEqual(m.ranges.at(-1), { revision: undefined, serializable: true });

@@ -170,7 +170,11 @@ export class EtcdWatch {
     this.retryTimer = undefined;
     if (this.stopped) return;
     const m = this.deps.pool.pick()!; // never undefined without exclusions
-    const w = m.client.watch().prefix(this.keyPrefix).startRevision(String(this.revision + 1)).watcher();
+    const w = m.client
+      .watch()
+      .prefix(this.keyPrefix)
+      .startRevision(String(this.revision + 1))
+      .watcher();
     this.watcher = w;
     this.member = m;
     let connected = false;
@@ -297,7 +301,8 @@ export class EtcdWatch {
     for (const [key, instance] of listed) {
       const old = this.view.get(key);
       this.view.set(key, { instance });
-      if (old !== undefined && old.instance.id !== instance.id) events.push(Object.freeze({ type: 'delete', instance: old.instance, revision }), Object.freeze({ type: 'create', instance, revision }));
+      if (old !== undefined && old.instance.id !== instance.id)
+        events.push(Object.freeze({ type: 'delete', instance: old.instance, revision }), Object.freeze({ type: 'create', instance, revision }));
       else if (old === undefined) events.push(Object.freeze({ type: 'create', instance, revision }));
       else if (!sameInstance(old.instance, instance)) events.push(Object.freeze({ type: 'update', instance, revision }));
     }

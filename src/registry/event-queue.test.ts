@@ -50,7 +50,10 @@ describe('EventQueue', () => {
             got.push(Number(r.value.instance.id.slice(1)));
           }
           // the consumer saw a gapless prefix of what was pushed
-          assert.deepEqual(got, got.map((_, i) => i));
+          assert.deepEqual(
+            got,
+            got.map((_, i) => i),
+          );
           if (!overflowed) assert.equal(got.length, pushed);
         },
       ),

@@ -39,4 +39,12 @@ export { etcdConnection, type EtcdAuthOptions, type EtcdConnection, type EtcdCon
 export { RegistryCache, registryCacheDefaults } from './registry-cache.js';
 export { announce, announceDefaults } from './announce.js';
 export { followService, serviceSource, type ServiceFollowerOptions } from './follow.js';
-export { NotFoundError, RegistryDeniedError, RegistryPendingError, RegistryUnavailableError, WatchResyncError, ClosedError, AbortedError } from '../core/errors.js';
+export {
+  NotFoundError,
+  RegistryDeniedError,
+  RegistryPendingError,
+  RegistryUnavailableError,
+  WatchResyncError,
+  ClosedError,
+  AbortedError,
+} from '../core/errors.js';

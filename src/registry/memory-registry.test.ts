@@ -19,7 +19,10 @@ describe('MemoryRegistry', () => {
     clock.advance(999);
     assert.equal((await r.getService('api')).length, 2);
     clock.advance(1);
-    assert.deepEqual((await r.getService('api')).map((i) => i.id), ['b']);
+    assert.deepEqual(
+      (await r.getService('api')).map((i) => i.id),
+      ['b'],
+    );
     assert.deepEqual((await w.next()).value, { type: 'delete', instance: inst('a') });
     await r.close();
   });
@@ -37,7 +40,10 @@ describe('MemoryRegistry', () => {
     await r.register(inst('a', { version: '2' }));
     await r.close();
     for (let e = await it.next(); !e.done; e = await it.next()) events.push(e.value);
-    assert.deepEqual(events.map((e) => e.type), ['create', 'update']);
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['create', 'update'],
+    );
   });
 
   it('tells a watcher that falls behind to resync after delivering what it queued, instead of dropping events', async () => {

@@ -11,12 +11,24 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { ClosedError, NotFoundError } from '../core/errors.js';
 import { clockOption, integer, options as checkOptions, positive, type OptionKeys } from '../core/validate.js';
 import { EventQueue } from './event-queue.js';
-import type { CallOptions, MemoryRegistryOptions, MemoryRegistryStats, RegisterOptions, Registry, RegistryEvent, ServiceInstance, WatchOptions } from './types.js';
+import type {
+  CallOptions,
+  MemoryRegistryOptions,
+  MemoryRegistryStats,
+  RegisterOptions,
+  Registry,
+  RegistryEvent,
+  ServiceInstance,
+  WatchOptions,
+} from './types.js';
 import { checkInstance, checkName, sameInstance, watchEvent } from './validate.js';
 
 /** The keys of MemoryRegistryOptions, all of them: any other is refused (see `options`). */
 const MEMORY_REGISTRY_KEYS = {
-  ttlMs: true, watchQueueSize: true, sweepIntervalMs: true, clock: true,
+  ttlMs: true,
+  watchQueueSize: true,
+  sweepIntervalMs: true,
+  clock: true,
 } as const satisfies OptionKeys<MemoryRegistryOptions>;
 
 /** Defaults for MemoryRegistryOptions. */
@@ -27,7 +39,6 @@ interface Entry {
   /** Absolute expiry on the clock, Infinity when none. */
   expiresAt: number;
 }
-
 
 /** MemoryRegistry keeps instances in memory; see the module comment. */
 export class MemoryRegistry implements Registry {
@@ -152,8 +163,7 @@ export class MemoryRegistry implements Registry {
         if (e.expiresAt <= now) {
           this.counters.expired++;
           this.remove(name, id);
-        }
-        else if (e.expiresAt < next) next = e.expiresAt;
+        } else if (e.expiresAt < next) next = e.expiresAt;
       }
     }
     this.nextExpiry = next;

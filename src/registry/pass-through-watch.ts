@@ -10,24 +10,24 @@ import type { Registry, RegistryEvent, WatchOptions } from './types.js';
  * ended also when `closing` aborts (the cache closed).
  */
 export function passThroughWatch(registry: Registry, options: WatchOptions | undefined, closing: AbortSignal): AsyncIterable<RegistryEvent> {
-    const { controller, unlink } = linkSignal(options?.signal);
-    const onClose = () => controller.abort(new ClosedError('RegistryCache is closed'));
-    closing.addEventListener('abort', onClose, { once: true });
-    const release = () => {
-      unlink();
-      closing.removeEventListener('abort', onClose);
-    };
-    let events: AsyncIterable<RegistryEvent>;
-    try {
-      events = registry.watch({ ...options, signal: controller.signal });
-    } catch (err) {
-      release();
-      throw err;
-    }
-    return untilDone(events, () => {
-      release();
-      controller.abort();
-    });
+  const { controller, unlink } = linkSignal(options?.signal);
+  const onClose = () => controller.abort(new ClosedError('RegistryCache is closed'));
+  closing.addEventListener('abort', onClose, { once: true });
+  const release = () => {
+    unlink();
+    closing.removeEventListener('abort', onClose);
+  };
+  let events: AsyncIterable<RegistryEvent>;
+  try {
+    events = registry.watch({ ...options, signal: controller.signal });
+  } catch (err) {
+    release();
+    throw err;
+  }
+  return untilDone(events, () => {
+    release();
+    controller.abort();
+  });
 }
 
 /** untilDone iterates `events`, calling `done` once when the iteration ends however it ends. */

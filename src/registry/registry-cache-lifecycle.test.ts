@@ -133,7 +133,7 @@ describe('RegistryCache against a model (fast-check)', () => {
     fc.constant({ kind: 'lookup' as const }),
   );
 
-  it('answers exactly the registry\'s instances (or fails with the right error), never an empty list', async () => {
+  it("answers exactly the registry's instances (or fails with the right error), never an empty list", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { maxLength: 40 }), async (ops) => {
         const { clock, fake, cache } = setup();
@@ -156,8 +156,7 @@ describe('RegistryCache against a model (fast-check)', () => {
             } else if (o.kind === 'fail') {
               fake.fail = o.on ? new Error('down') : undefined;
               everFailed ||= o.on;
-            }
-            else if (o.kind === 'advance') clock.advance(o.ms);
+            } else if (o.kind === 'advance') clock.advance(o.ms);
             else {
               const want = current();
               try {
@@ -181,7 +180,7 @@ describe('RegistryCache against a model (fast-check)', () => {
 });
 
 describe('RegistryCache: following a service through the cache (property)', () => {
-  it('a follower of the cache ends with exactly the registry\'s instances after any changes, watch breaks and outages', async () => {
+  it("a follower of the cache ends with exactly the registry's instances after any changes, watch breaks and outages", async () => {
     const op = fc.oneof(
       fc.record({ kind: fc.constant('register' as const), id: fc.integer({ min: 0, max: 5 }), v: fc.integer({ min: 0, max: 2 }) }),
       fc.record({ kind: fc.constant('deregister' as const), id: fc.integer({ min: 0, max: 5 }) }),

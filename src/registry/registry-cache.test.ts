@@ -188,7 +188,10 @@ describe('RegistryCache: what go-micro users ran into', () => {
     const { clock, fake, cache } = setup();
     const first = await cache.getService('api');
     // the registry parses new (equal) objects on every listing, and one instance changed
-    fake.services.set('api', fake.services.get('api')!.map((x) => (x.id === 'a2' ? { ...x, metadata: { weight: '5' } } : { ...x })));
+    fake.services.set(
+      'api',
+      fake.services.get('api')!.map((x) => (x.id === 'a2' ? { ...x, metadata: { weight: '5' } } : { ...x })),
+    );
     clock.advance(60_001);
     const second = await cache.getService('api');
     assert.equal(fake.calls, 2);
@@ -385,7 +388,10 @@ describe('RegistryCache: every timer on its clock', () => {
     fake.hold = true; // never released: the registry call hangs
     const lookup = cache.getService('api');
     let settled: unknown = 'pending';
-    lookup.then((v) => (settled = v), (err: unknown) => (settled = err));
+    lookup.then(
+      (v) => (settled = v),
+      (err: unknown) => (settled = err),
+    );
     await flush();
     await clock.advanceAsync(29_999);
     assert.equal(settled, 'pending');

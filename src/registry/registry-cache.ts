@@ -38,7 +38,17 @@ import { SingleFlight } from '../core/singleflight.js';
 import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import { ServiceFanout } from './cache-fanout.js';
 import { readSnapshot, SnapshotWriter } from './snapshot.js';
-import type { CallOptions, RegisterOptions, Registry, RegistryCacheOptions, RegistryCacheStats, RegistryEvent, ServiceChange, ServiceInstance, WatchOptions } from './types.js';
+import type {
+  CallOptions,
+  RegisterOptions,
+  Registry,
+  RegistryCacheOptions,
+  RegistryCacheStats,
+  RegistryEvent,
+  ServiceChange,
+  ServiceInstance,
+  WatchOptions,
+} from './types.js';
 import { checkName } from './validate.js';
 import type { MetricsDescription } from '../core/metrics-description.js';
 import { entriesFromSnapshot, throttledError, type Entry, type Throttle } from './cache-entry.js';
@@ -48,13 +58,27 @@ import { replay, serviceChange } from './service-changes.js';
 
 /** The keys of RegistryCacheOptions, all of them: any other is refused (see `options`). */
 const REGISTRY_CACHE_KEYS = {
-  ttlMs: true, minRetryIntervalMs: true, idleMs: true, maxServices: true, watch: true, watchBackoff: true,
-  watchQueueSize: true, snapshotPath: true, snapshotDebounceMs: true, clock: true, random: true, onWarning: true,
+  ttlMs: true,
+  minRetryIntervalMs: true,
+  idleMs: true,
+  maxServices: true,
+  watch: true,
+  watchBackoff: true,
+  watchQueueSize: true,
+  snapshotPath: true,
+  snapshotDebounceMs: true,
+  clock: true,
+  random: true,
+  onWarning: true,
   closeRegistry: true,
 } as const satisfies OptionKeys<RegistryCacheOptions>;
 /** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
 const WATCH_BACKOFF_KEYS = {
-  initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true,
+  initialMs: true,
+  maxMs: true,
+  multiplier: true,
+  jitter: true,
+  random: true,
 } as const satisfies OptionKeys<BackoffOptions>;
 
 /** Defaults for RegistryCacheOptions. */
@@ -528,11 +552,14 @@ export class RegistryCache implements Registry {
     let oldest: string | undefined;
     let at = Infinity;
     // the least recently used service that nobody watches through the cache; if all are watched, the least recently used
-    for (const [name, e] of this.entries) if (e.lastUsed < at && !this.fanout.has(name)) {
+    for (const [name, e] of this.entries)
+      if (e.lastUsed < at && !this.fanout.has(name)) {
         at = e.lastUsed;
         oldest = name;
       }
-    if (oldest === undefined) for (const [name, e] of this.entries) if (e.lastUsed < at) {
+    if (oldest === undefined)
+      for (const [name, e] of this.entries)
+        if (e.lastUsed < at) {
           at = e.lastUsed;
           oldest = name;
         }
@@ -621,7 +648,8 @@ export class RegistryCache implements Registry {
   }
 
   private loadSnapshot(path: string): void {
-    for (const [name, e] of entriesFromSnapshot(readSnapshot(path, this.warn), this.maxServices - this.entries.size, this.clock.now())) this.entries.set(name, e);
+    for (const [name, e] of entriesFromSnapshot(readSnapshot(path, this.warn), this.maxServices - this.entries.size, this.clock.now()))
+      this.entries.set(name, e);
   }
 }
 

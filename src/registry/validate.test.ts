@@ -20,7 +20,10 @@ describe('checkInstance', () => {
   ];
   for (const [what, value, msg] of bad) {
     it(`rejects ${what} with a TypeError naming the field`, () => {
-      assert.throws(() => checkInstance('t', value), (err: unknown) => err instanceof TypeError && msg.test(err.message));
+      assert.throws(
+        () => checkInstance('t', value),
+        (err: unknown) => err instanceof TypeError && msg.test(err.message),
+      );
     });
   }
 

@@ -47,13 +47,20 @@ describe('checkRule', () => {
         assert.equal(err.field, field, err.message);
         return true;
       });
-      await assert.rejects(checkRule(JSON.stringify({ scope: 'orders', kind, name: 'x', set: { nope: 1 } })), (err: unknown) => err instanceof RuleInvalidError && err.field === 'nope' && /nope is not an option/.test(err.message));
+      await assert.rejects(
+        checkRule(JSON.stringify({ scope: 'orders', kind, name: 'x', set: { nope: 1 } })),
+        (err: unknown) => err instanceof RuleInvalidError && err.field === 'nope' && /nope is not an option/.test(err.message),
+      );
     });
   }
 
   it('gives the constructor’s message word for word', async () => {
-    await assert.rejects(checkRule('{"scope":"o","kind":"token-limiter","name":"a","set":{"rate":-1}}'), { message: messageOf(() => new TokenLimiter({ rate: -1 })) });
-    await assert.rejects(checkRule('{"scope":"o","kind":"bulkhead","name":"a","set":{"maxConcurent":4}}'), { message: messageOf(() => new Bulkhead({ maxConcurent: 4 } as never)) });
+    await assert.rejects(checkRule('{"scope":"o","kind":"token-limiter","name":"a","set":{"rate":-1}}'), {
+      message: messageOf(() => new TokenLimiter({ rate: -1 })),
+    });
+    await assert.rejects(checkRule('{"scope":"o","kind":"bulkhead","name":"a","set":{"maxConcurent":4}}'), {
+      message: messageOf(() => new Bulkhead({ maxConcurent: 4 } as never)),
+    });
   });
 
   it('refuses documents of the wrong shape, naming the field', () => {
@@ -73,12 +80,21 @@ describe('checkRule', () => {
       [`{"scope":"o","kind":"timeout","name":"a","set":{"x":"${'y'.repeat(70_000)}"}}`, undefined, /at most 65536 bytes/],
     ];
     for (const [text, field, message] of cases) {
-      assert.throws(() => parseRule(text), (err: unknown) => err instanceof RuleInvalidError && err.field === field && message.test(err.message), text.slice(0, 80));
+      assert.throws(
+        () => parseRule(text),
+        (err: unknown) => err instanceof RuleInvalidError && err.field === field && message.test(err.message),
+        text.slice(0, 80),
+      );
     }
   });
 
   it('reads scope, kind and name from the key when the document leaves them out, and refuses a document naming another key', () => {
-    assert.deepEqual(parseRule('{"set":{"rate":1}}', 'orders@i-1/token-limiter/api/v2'), { scope: 'orders@i-1', kind: 'token-limiter', name: 'api/v2', set: { rate: 1 } });
+    assert.deepEqual(parseRule('{"set":{"rate":1}}', 'orders@i-1/token-limiter/api/v2'), {
+      scope: 'orders@i-1',
+      kind: 'token-limiter',
+      name: 'api/v2',
+      set: { rate: 1 },
+    });
     assert.throws(() => parseRule('{"scope":"billing","set":{}}', 'orders/timeout/a'), /names billing\/timeout\/a but sits at orders\/timeout\/a/);
     assert.deepEqual(parseRuleKey('orders/isolate/payments/10.0.0.1:80'), { scope: 'orders', kind: 'isolate', name: 'payments/10.0.0.1:80' });
     assert.throws(() => parseRuleKey('orders/isolate'), RuleInvalidError);

@@ -25,8 +25,22 @@ const builders: Readonly<Record<OptionsRuleKind, (set: Set, clock: ManualClock) 
   'token-limiter': async (set, clock) => new (await import('../limit/token-limiter.js')).TokenLimiter({ rate: 1, clock, ...set } as never),
   'keyed-limiter': async (set, clock) => new (await import('../limit/keyed-limiter.js')).KeyedLimiter({ rate: 1, clock, ...set } as never),
   'period-limiter': async (set, clock) => new (await import('../limit/period-limiter.js')).PeriodLimiter({ periodMs: 1000, quota: 1, clock, ...set } as never),
-  'redis-token-limiter': async (set, clock) => withRedis(async (redis) => new (await import('../limit/redis-token-limiter.js')).RedisTokenLimiter({ redis, prefix: 'check:', rate: 1, clock, ...set } as never)),
-  'redis-period-limiter': async (set, clock) => withRedis(async (redis) => new (await import('../limit/redis-period-limiter.js')).RedisPeriodLimiter({ redis, prefix: 'check:', periodMs: 1000, quota: 1, clock, ...set } as never)),
+  'redis-token-limiter': async (set, clock) =>
+    withRedis(
+      async (redis) => new (await import('../limit/redis-token-limiter.js')).RedisTokenLimiter({ redis, prefix: 'check:', rate: 1, clock, ...set } as never),
+    ),
+  'redis-period-limiter': async (set, clock) =>
+    withRedis(
+      async (redis) =>
+        new (await import('../limit/redis-period-limiter.js')).RedisPeriodLimiter({
+          redis,
+          prefix: 'check:',
+          periodMs: 1000,
+          quota: 1,
+          clock,
+          ...set,
+        } as never),
+    ),
   bulkhead: async (set) => new (await import('../policy/bulkhead.js')).Bulkhead(set as never),
   'adaptive-shedder': async (set, clock) => new (await import('../limit/adaptive-shedder.js')).AdaptiveShedder({ clock, ...set } as never),
   'circuit-breaker': async (set, clock) => new (await import('../breaker/circuit-breaker.js')).CircuitBreaker({ clock, ...set } as never),
@@ -56,7 +70,12 @@ async function withRedis(build: (redis: unknown) => Promise<Throwaway>): Promise
   const redis = new Redis({ lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
   try {
     const made = await build(redis);
-    return { close: async () => { await (made as { close?: () => unknown }).close?.(); redis.disconnect(); } };
+    return {
+      close: async () => {
+        await (made as { close?: () => unknown }).close?.();
+        redis.disconnect();
+      },
+    };
   } catch (err) {
     redis.disconnect();
     throw err;

@@ -49,7 +49,15 @@ export interface EtcdRuleStoreOptions extends EtcdConnectionOptions {
 export const etcdRuleStoreDefaults = Object.freeze({ prefix: '/bulwark/rules/', dialTimeoutMs: 3_000, attemptTimeoutMs: 1_000, cooldownMs: 1_000 });
 
 const ETCD_RULE_STORE_KEYS = {
-  hosts: true, tls: true, auth: true, prefix: true, dialTimeoutMs: true, attemptTimeoutMs: true, cooldownMs: true, clock: true, createClient: true,
+  hosts: true,
+  tls: true,
+  auth: true,
+  prefix: true,
+  dialTimeoutMs: true,
+  attemptTimeoutMs: true,
+  cooldownMs: true,
+  clock: true,
+  createClient: true,
 } as const satisfies OptionKeys<EtcdRuleStoreOptions>;
 
 /** EtcdRuleStore keeps rules in etcd; see the module comment. */
@@ -65,10 +73,12 @@ export class EtcdRuleStore implements RuleStore {
     const o = optionsObject('EtcdRuleStore', options, ETCD_RULE_STORE_KEYS);
     const { endpoints: hosts, connection } = etcdConnection('EtcdRuleStore', o);
     const prefix = o.prefix ?? etcdRuleStoreDefaults.prefix;
-    if (typeof prefix !== 'string' || !prefix.endsWith('/')) throw new TypeError(`EtcdRuleStore: prefix must be a string ending in '/', got ${showValue(prefix)}`);
+    if (typeof prefix !== 'string' || !prefix.endsWith('/'))
+      throw new TypeError(`EtcdRuleStore: prefix must be a string ending in '/', got ${showValue(prefix)}`);
     this.prefix = prefix;
     this.clock = clockOption('EtcdRuleStore', o.clock, systemClock);
-    const make = o.createClient === undefined ? createClient : fnOption<(h: string, c: EtcdConnection) => EtcdClient>('EtcdRuleStore', 'createClient', o.createClient);
+    const make =
+      o.createClient === undefined ? createClient : fnOption<(h: string, c: EtcdConnection) => EtcdClient>('EtcdRuleStore', 'createClient', o.createClient);
     this.pool = new EtcdPool(
       hosts.map((h) => ({ endpoint: h, client: make(h, connection) })),
       {
@@ -201,10 +211,17 @@ export class EtcdRuleStore implements RuleStore {
   }
 
   /** swap runs `op` if the key's mod revision is `ifRevision` (0: absent); RuleConflictError otherwise. */
-  private async swap(key: string, ifRevision: number, op: { request_put?: { key: Buffer; value: Buffer; lease?: string } } | { request_delete_range?: { key: Buffer } }): Promise<number> {
+  private async swap(
+    key: string,
+    ifRevision: number,
+    op: { request_put?: { key: Buffer; value: Buffer; lease?: string } } | { request_delete_range?: { key: Buffer } },
+  ): Promise<number> {
     const k = this.full(key);
     const res = await this.pool.call('txn', (c, o) =>
-      c.kv.txn({ compare: [{ key: k, target: 'Mod', result: 'Equal', mod_revision: String(ifRevision) }], success: [op], failure: [{ request_range: { key: k } }] }, o),
+      c.kv.txn(
+        { compare: [{ key: k, target: 'Mod', result: 'Equal', mod_revision: String(ifRevision) }], success: [op], failure: [{ request_range: { key: k } }] },
+        o,
+      ),
     );
     if (res.succeeded) return Number(res.header.revision);
     const found = Number(res.responses[0]?.response_range?.kvs[0]?.mod_revision ?? 0);
@@ -240,7 +257,11 @@ class EtcdRuleWatch {
     if (this.stopped) return;
     const m = this.pool.pick()!;
     const prefix = this.store.prefix;
-    const w = m.client.watch().prefix(prefix).startRevision(String(this.revision + 1)).watcher();
+    const w = m.client
+      .watch()
+      .prefix(prefix)
+      .startRevision(String(this.revision + 1))
+      .watcher();
     this.watcher = w;
     let connected = false;
     w.on('data', (res: IWatchResponse) => {

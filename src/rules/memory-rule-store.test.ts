@@ -30,7 +30,13 @@ describe('MemoryRuleStore', () => {
     const seen: RuleChange[] = [];
     const w = store.watch(1, (c) => seen.push(c));
     await store.remove('o/timeout/a');
-    assert.deepEqual(seen.map((c) => [c.revision, c.type === 'changes' ? c.changes.map((x) => x.key) : []]), [[2, ['o/timeout/b', 'o/timeout/c']], [3, ['o/timeout/a']]]);
+    assert.deepEqual(
+      seen.map((c) => [c.revision, c.type === 'changes' ? c.changes.map((x) => x.key) : []]),
+      [
+        [2, ['o/timeout/b', 'o/timeout/c']],
+        [3, ['o/timeout/a']],
+      ],
+    );
     await w.close();
     store.compact(2);
     const late: RuleChange[] = [];

@@ -114,7 +114,8 @@ export class MemoryRuleStore implements RuleStore {
     if (fromRevision < this.compacted) {
       listener({ type: 'resync', revision: this.rev, records: [...this.entries.values()].map((e) => ({ ...e.record })).sort(byKey) });
     } else {
-      for (const step of this.log) if (step.revision > fromRevision) listener({ type: 'changes', revision: step.revision, changes: step.changes.map((c) => ({ ...c })) });
+      for (const step of this.log)
+        if (step.revision > fromRevision) listener({ type: 'changes', revision: step.revision, changes: step.changes.map((c) => ({ ...c })) });
     }
     this.watchers.add(listener);
     return { close: async () => void this.watchers.delete(listener) };

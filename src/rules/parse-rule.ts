@@ -43,7 +43,8 @@ export function parseRule(text: string, key?: string): Rule {
 export function checkRuleShape(doc: unknown, ref?: RuleRef): Rule {
   const at = ref === undefined ? undefined : ruleKey(ref);
   const bad = (field: string | undefined, message: string) => new RuleInvalidError(message, { key: at, field });
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw bad(undefined, `a rule is a JSON object, got ${doc === null ? 'null' : Array.isArray(doc) ? 'an array' : typeof doc}`);
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc))
+    throw bad(undefined, `a rule is a JSON object, got ${doc === null ? 'null' : Array.isArray(doc) ? 'an array' : typeof doc}`);
   const d = doc as Record<string, unknown>;
   const kind = d.kind ?? ref?.kind;
   if (!isRuleKind(kind)) throw bad('kind', `unknown kind ${JSON.stringify(kind)}; the kinds are ${ruleKinds.join(', ')}`);
@@ -54,7 +55,10 @@ export function checkRuleShape(doc: unknown, ref?: RuleRef): Rule {
   const bodyKeys = BODY_KEYS[bodyOf(kind)];
   for (const k of Object.keys(d)) {
     if (k !== 'scope' && k !== 'kind' && k !== 'name' && !bodyKeys.includes(k)) {
-      throw new RuleInvalidError(`${k} is not a key of a ${kind} rule; its keys are scope, kind, name${bodyKeys.map((b) => `, ${b}`).join('')}`, { key, field: k });
+      throw new RuleInvalidError(`${k} is not a key of a ${kind} rule; its keys are scope, kind, name${bodyKeys.map((b) => `, ${b}`).join('')}`, {
+        key,
+        field: k,
+      });
     }
   }
   const invalid = (field: string, message: string) => new RuleInvalidError(message, { key, field });
@@ -66,24 +70,28 @@ export function checkRuleShape(doc: unknown, ref?: RuleRef): Rule {
     }
     case 'isolate': {
       const reason = d.reason;
-      if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON)) throw invalid('reason', `reason must be a string of at most ${MAX_REASON} characters, got ${JSON.stringify(reason)?.slice(0, 80)}`);
+      if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_REASON))
+        throw invalid('reason', `reason must be a string of at most ${MAX_REASON} characters, got ${JSON.stringify(reason)?.slice(0, 80)}`);
       return reason === undefined ? { scope, kind: 'isolate', name } : { scope, kind: 'isolate', name, reason };
     }
     case 'reset':
       return { scope, kind: 'reset', name };
     case 'weights': {
       const w = d.weights;
-      if (w === null || typeof w !== 'object' || Array.isArray(w)) throw invalid('weights', `weights must be an object of instance id → weight, got ${JSON.stringify(w)}`);
+      if (w === null || typeof w !== 'object' || Array.isArray(w))
+        throw invalid('weights', `weights must be an object of instance id → weight, got ${JSON.stringify(w)}`);
       const weights: Record<string, number> = {};
       for (const [id, v] of Object.entries(w as Record<string, unknown>)) {
-        if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw invalid(`weights.${id}`, `weights.${id} must be a finite number ≥ 0 (0 drains), got ${JSON.stringify(v)}`);
+        if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+          throw invalid(`weights.${id}`, `weights.${id} must be a finite number ≥ 0 (0 drains), got ${JSON.stringify(v)}`);
         weights[id] = v;
       }
       return { scope, kind: 'weights', name, weights };
     }
     case 'fault': {
       const fault = d.fault;
-      if (fault === null || typeof fault !== 'object' || Array.isArray(fault)) throw invalid('fault', `fault must be an object of FaultInjector options, got ${JSON.stringify(fault)}`);
+      if (fault === null || typeof fault !== 'object' || Array.isArray(fault))
+        throw invalid('fault', `fault must be an object of FaultInjector options, got ${JSON.stringify(fault)}`);
       const ttlMs = d.ttlMs;
       if (ttlMs !== undefined && (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1000 || ttlMs > ruleLimits.maxFaultTtlMs)) {
         throw invalid('ttlMs', `ttlMs must be an integer in 1000–${ruleLimits.maxFaultTtlMs} (24 h), got ${JSON.stringify(ttlMs)}`);

@@ -8,9 +8,23 @@ import type { RuleKind, RuleRef } from './types.js';
 
 /** Every kind of rule, in the order the docs list them. */
 export const ruleKinds: readonly RuleKind[] = Object.freeze([
-  'token-limiter', 'keyed-limiter', 'period-limiter', 'redis-token-limiter', 'redis-period-limiter', 'bulkhead',
-  'adaptive-shedder', 'circuit-breaker', 'sre-breaker', 'timeout', 'retry', 'retry-budget', 'client',
-  'isolate', 'reset', 'weights', 'fault',
+  'token-limiter',
+  'keyed-limiter',
+  'period-limiter',
+  'redis-token-limiter',
+  'redis-period-limiter',
+  'bulkhead',
+  'adaptive-shedder',
+  'circuit-breaker',
+  'sre-breaker',
+  'timeout',
+  'retry',
+  'retry-budget',
+  'client',
+  'isolate',
+  'reset',
+  'weights',
+  'fault',
 ] as const);
 
 const KINDS: ReadonlySet<string> = new Set(ruleKinds);
@@ -45,7 +59,8 @@ export function checkScope(scope: unknown, key?: string): string {
 export function parseRuleKey(key: string): RuleRef {
   const first = key.indexOf('/');
   const second = first < 0 ? -1 : key.indexOf('/', first + 1);
-  if (second < 0 || second === key.length - 1) throw new RuleInvalidError(`a rule key is <scope>/<kind>/<name>, got ${JSON.stringify(key)}`, { key, field: 'key' });
+  if (second < 0 || second === key.length - 1)
+    throw new RuleInvalidError(`a rule key is <scope>/<kind>/<name>, got ${JSON.stringify(key)}`, { key, field: 'key' });
   const scope = checkScope(key.slice(0, first), key);
   const kind = key.slice(first + 1, second);
   if (!isRuleKind(kind)) throw new RuleInvalidError(`unknown kind ${JSON.stringify(kind)}; the kinds are ${ruleKinds.join(', ')}`, { key, field: 'kind' });
@@ -57,7 +72,10 @@ export function parseRuleKey(key: string): RuleRef {
 /** checkName throws RuleInvalidError for an empty name, one over 512 characters, or one with whitespace or control characters. */
 export function checkName(name: unknown, key?: string): string {
   if (typeof name !== 'string' || !/^[^\s\x00-\x1f\x7f]{1,512}$/.test(name) || name.startsWith('/') || name.endsWith('/')) {
-    throw new RuleInvalidError(`name must be 1–512 characters without whitespace, not starting or ending in '/', got ${JSON.stringify(name)}`, { key, field: 'name' });
+    throw new RuleInvalidError(`name must be 1–512 characters without whitespace, not starting or ending in '/', got ${JSON.stringify(name)}`, {
+      key,
+      field: 'name',
+    });
   }
   return name;
 }

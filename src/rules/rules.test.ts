@@ -157,7 +157,10 @@ describe('Rules: options', () => {
     assert.equal(l.changes, 1, 'one reconfigure for the revision');
     await store.apply({ 'orders/token-limiter/api': '{"set":{"rate":6}}', 'orders@i-1/token-limiter/api': '{"set":{"burst":-3}}' });
     assert.deepEqual(l.runs, { rate: 6, burst: 7 });
-    assert.deepEqual(rules.status()[0]!.refused.map((r) => r.key), ['orders@i-1/token-limiter/api']);
+    assert.deepEqual(
+      rules.status()[0]!.refused.map((r) => r.key),
+      ['orders@i-1/token-limiter/api'],
+    );
   });
 
   it('after a restart runs the built options plus every valid rule, and reports the refused ones', async () => {
@@ -170,7 +173,10 @@ describe('Rules: options', () => {
     rules.bind('token-limiter', 'api', l);
     await rules.start();
     assert.deepEqual(l.runs, { rate: 5, burst: 20 });
-    assert.deepEqual(rules.status()[0]!.refused.map((r) => [r.key, r.field]), [['orders@i-1/token-limiter/api', 'burst']]);
+    assert.deepEqual(
+      rules.status()[0]!.refused.map((r) => [r.key, r.field]),
+      [['orders@i-1/token-limiter/api', 'burst']],
+    );
   });
 
   it('applies rules to a component bound after they were written', async () => {
@@ -361,8 +367,14 @@ describe('Rules: a ResilientClient', () => {
 
   it('checks a client rule offline as a running client does: live options only, with its message', async () => {
     await checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { maxAttempts: 2 } }));
-    await assert.rejects(checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { maxServices: 3 } })), /maxServices cannot change on a running client/);
-    await assert.rejects(checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { timeoutMs: -1 } })), /ResilientClient: timeoutMs/);
+    await assert.rejects(
+      checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { maxServices: 3 } })),
+      /maxServices cannot change on a running client/,
+    );
+    await assert.rejects(
+      checkRule(JSON.stringify({ scope: 'orders', kind: 'client', name: 'payments', set: { timeoutMs: -1 } })),
+      /ResilientClient: timeoutMs/,
+    );
   });
 });
 
@@ -390,11 +402,20 @@ describe('Rules: reporting', () => {
     const got: Record<string, number> = {};
     d.collect!(Object.assign((family: string, _labels: object, value: number) => void (got[family] = value)));
     assert.deepEqual(got, {
-      rules_revision: 2, rules_bindings: 1, rules_refused: 1, rules_applied_total: 1, rules_refused_total: 1, rules_resyncs_total: 1, rules_store_errors_total: 0,
+      rules_revision: 2,
+      rules_bindings: 1,
+      rules_refused: 1,
+      rules_applied_total: 1,
+      rules_refused_total: 1,
+      rules_resyncs_total: 1,
+      rules_store_errors_total: 0,
     });
     assert.deepEqual(d.families.map((f) => f.name).sort(), Object.keys(got).sort());
     const snap = d.snapshot!() as { components: Array<{ name: string; revision: number; refused: unknown[] }> };
-    assert.deepEqual(snap.components.map((c) => [c.name, c.revision, c.refused.length]), [['api', 1, 1]]);
+    assert.deepEqual(
+      snap.components.map((c) => [c.name, c.revision, c.refused.length]),
+      [['api', 1, 1]],
+    );
     await rules.close();
     assert.equal(d.closed!(), true);
   });

@@ -229,12 +229,16 @@ export class Rules {
   bind(kind: BindKind, name: string, component: RuleTarget): Disposer {
     if (this.closed) throw new ClosedError('Rules is closed');
     if (kind === 'client') component = serviceTarget(component, name);
-    if (kind !== 'http-guard' && !OPTIONS_KINDS.has(kind)) throw new TypeError(`Rules.bind: kind must be one of ${[...OPTIONS_KINDS, 'http-guard'].join(', ')}, got ${showValue(kind)}`);
+    if (kind !== 'http-guard' && !OPTIONS_KINDS.has(kind))
+      throw new TypeError(`Rules.bind: kind must be one of ${[...OPTIONS_KINDS, 'http-guard'].join(', ')}, got ${showValue(kind)}`);
     if (typeof name !== 'string' || name === '') throw new TypeError(`Rules.bind: name must be a non-empty string, got ${showValue(name)}`);
     if (component === null || typeof component !== 'object') throw new TypeError(`Rules.bind: component must be an object, got ${showValue(component)}`);
     const reconfigurable = typeof component.reconfigure === 'function' && typeof component.options === 'function';
     const acts = typeof component.isolate === 'function' || typeof component.setWeights === 'function' || typeof component.setFault === 'function';
-    if (!reconfigurable && !acts) throw new TypeError(`Rules.bind: component must have reconfigure() and options(), isolate() and reset(), setWeights() or setFault(), got ${showValue(component)}`);
+    if (!reconfigurable && !acts)
+      throw new TypeError(
+        `Rules.bind: component must have reconfigure() and options(), isolate() and reset(), setWeights() or setFault(), got ${showValue(component)}`,
+      );
     const b = new Binding(kind, name, component, reconfigurable ? { ...component.options!() } : undefined);
     let set = this.byName.get(name);
     if (set === undefined) this.byName.set(name, (set = new Set()));
@@ -277,7 +281,14 @@ export class Rules {
       for (const b of set) {
         const rules: string[] = [];
         for (const accepted of b.slots.values()) rules.push(...accepted.keys());
-        out.push({ kind: b.kind as RuleKind, name: b.name, revision: b.revision, rules: rules.sort(byScope), isolated: b.isolated, refused: [...b.refused.values()].map((r) => ({ ...r })) });
+        out.push({
+          kind: b.kind as RuleKind,
+          name: b.name,
+          revision: b.revision,
+          rules: rules.sort(byScope),
+          isolated: b.isolated,
+          refused: [...b.refused.values()].map((r) => ({ ...r })),
+        });
       }
     }
     return out;
@@ -307,7 +318,12 @@ export class Rules {
         { name: 'rules_refused', type: 'gauge', help: 'Rules refused and standing now, over every bound component.', labelNames: [] },
         { name: 'rules_applied_total', type: 'counter', help: 'Rule changes applied to a component.', labelNames: [] },
         { name: 'rules_refused_total', type: 'counter', help: 'Rule revisions refused for a component.', labelNames: [] },
-        { name: 'rules_resyncs_total', type: 'counter', help: 'Listings that replaced the view of the rules (the first, and one per compaction).', labelNames: [] },
+        {
+          name: 'rules_resyncs_total',
+          type: 'counter',
+          help: 'Listings that replaced the view of the rules (the first, and one per compaction).',
+          labelNames: [],
+        },
         { name: 'rules_store_errors_total', type: 'counter', help: 'Listings the rule store did not answer.', labelNames: [] },
       ],
       collect: (emit) => {
@@ -393,7 +409,11 @@ export class Rules {
     }
     this.counters.revision = Math.max(this.counters.revision, change.revision);
     const scopes = this.scopes();
-    this.recomputeAll(changed.filter((k) => scopes.includes(scopeOfKey(k))), change.revision, false);
+    this.recomputeAll(
+      changed.filter((k) => scopes.includes(scopeOfKey(k))),
+      change.revision,
+      false,
+    );
   }
 
   /** recomputeAll recomputes every binding a changed key concerns. */
@@ -448,7 +468,8 @@ export class Rules {
       return { slot: 'fault', target: name };
     }
     if (name !== b.name) return undefined;
-    if (kind === 'isolate' || kind === 'reset') return typeof component.isolate === 'function' && typeof component.reset === 'function' ? { slot: kind, target: name } : undefined;
+    if (kind === 'isolate' || kind === 'reset')
+      return typeof component.isolate === 'function' && typeof component.reset === 'function' ? { slot: kind, target: name } : undefined;
     return kind === b.kind ? { slot: 'options', target: name } : undefined;
   }
 
@@ -464,7 +485,11 @@ export class Rules {
         if (candidate.delete(key)) applied.push(key);
         continue;
       }
-      const error = h.error ?? (slot === 'fault' && h.record.leased !== true ? new RuleInvalidError('a fault rule must be written with a life (ttlMs; a lease in etcd), so it ends by itself', { key, field: 'ttlMs' }) : undefined);
+      const error =
+        h.error ??
+        (slot === 'fault' && h.record.leased !== true
+          ? new RuleInvalidError('a fault rule must be written with a life (ttlMs; a lease in etcd), so it ends by itself', { key, field: 'ttlMs' })
+          : undefined);
       if (error !== undefined) {
         this.refuse(b, key, h.record.revision, error.field, error.message, RuleInvalidError.code);
         continue;
@@ -524,7 +549,8 @@ export class Rules {
       case 'options': {
         const effective: Record<string, unknown> = { ...b.built };
         for (const [, { rule }] of rules) if ('set' in rule) Object.assign(effective, rule.set);
-        if (typeof component.reconfigure !== 'function') throw new NotReconfigurable(`Rules: ${b.kind} ${b.name} has no reconfigure(): its options cannot change while it runs`);
+        if (typeof component.reconfigure !== 'function')
+          throw new NotReconfigurable(`Rules: ${b.kind} ${b.name} has no reconfigure(): its options cannot change while it runs`);
         component.reconfigure(effective);
         return;
       }
@@ -635,8 +661,19 @@ export class Rules {
 }
 
 const OPTIONS_KINDS: ReadonlySet<string> = new Set<OptionsRuleKind>([
-  'token-limiter', 'keyed-limiter', 'period-limiter', 'redis-token-limiter', 'redis-period-limiter', 'bulkhead',
-  'adaptive-shedder', 'circuit-breaker', 'sre-breaker', 'timeout', 'retry', 'retry-budget', 'client',
+  'token-limiter',
+  'keyed-limiter',
+  'period-limiter',
+  'redis-token-limiter',
+  'redis-period-limiter',
+  'bulkhead',
+  'adaptive-shedder',
+  'circuit-breaker',
+  'sre-breaker',
+  'timeout',
+  'retry',
+  'retry-budget',
+  'client',
 ]);
 
 /** NotReconfigurable: an options rule for a component without `reconfigure` (refused, naming no field). */

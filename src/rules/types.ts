@@ -122,9 +122,7 @@ export interface RuleRemoveOptions {
  * together (`value` undefined: deleted or expired), or, when the store cannot replay from where the
  * watch was (compaction), the whole state as of a revision to replace what the watcher had.
  */
-export type RuleChange =
-  | { type: 'changes'; revision: number; changes: RuleRecordChange[] }
-  | { type: 'resync'; revision: number; records: RuleRecord[] };
+export type RuleChange = { type: 'changes'; revision: number; changes: RuleRecordChange[] } | { type: 'resync'; revision: number; records: RuleRecord[] };
 
 /** RuleRecordChange is one key's change at a revision: its new record, or `value` undefined when it was deleted or expired. */
 export type RuleRecordChange = Omit<RuleRecord, 'value'> & { value: string | undefined };

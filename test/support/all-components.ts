@@ -35,7 +35,10 @@ export async function allComponents(etcdUrl: string, redisUrl: string): Promise<
   await reg.register({ id: 'g', name: 'greeter', address: greeter.address });
   const discovery = new GrpcDiscovery({ registry: cache, health: false });
   const clientGuard = new GrpcClientGuard({ target: 'bulwark:///greeter' });
-  const greeterClient = new GreeterClientCtor('bulwark:///greeter', credentials.createInsecure(), { ...discovery.channelOptions(), interceptors: [clientGuard.interceptor] });
+  const greeterClient = new GreeterClientCtor('bulwark:///greeter', credentials.createInsecure(), {
+    ...discovery.channelOptions(),
+    interceptors: [clientGuard.interceptor],
+  });
   /** exercise makes the event-counted series appear (run it after tracking). */
   const exercise = async (): Promise<void> => {
     await fallback.execute(() => Promise.reject(new Error('x')));

@@ -22,7 +22,8 @@ if (kind === 'memory') {
   let ready!: () => void;
   const established = new Promise<void>((r) => (ready = r));
   void (async () => {
-    for await (const e of registry.watch({ service: 'announced', signal: ac.signal, onReady: ready })) console.log(`event ${e.type} ${e.instance.id === instance.id}`);
+    for await (const e of registry.watch({ service: 'announced', signal: ac.signal, onReady: ready }))
+      console.log(`event ${e.type} ${e.instance.id === instance.id}`);
   })();
   await established;
 }
@@ -34,9 +35,13 @@ await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
 const a = await announce(registry, instance);
 console.log('ready');
 const signal = await a.shutdown;
-const gone = await registry.getService('announced').then((l) => !l.some((i) => i.id === instance.id), () => true);
+const gone = await registry.getService('announced').then(
+  (l) => !l.some((i) => i.id === instance.id),
+  () => true,
+);
 console.log(`shutdown ${signal} gone=${gone}`);
-if (stuck) setInterval(() => {}, 1_000); // a drain that never ends
+if (stuck)
+  setInterval(() => {}, 1_000); // a drain that never ends
 else {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   ac.abort();

@@ -31,13 +31,30 @@ export function makeCertificates(): Certificates {
   const p = (name: string) => join(dir.path, name);
   const run = (...args: string[]) => execFileSync(opensslBinary, args, { cwd: dir.path, stdio: ['ignore', 'ignore', 'pipe'] });
   const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  const ca = (name: string) => run('req', '-x509', ...key, '-keyout', p(`${name}.key`), '-out', p(`${name}.crt`), '-days', '1', '-subj', `/CN=bulwark test ${name}`);
+  const ca = (name: string) =>
+    run('req', '-x509', ...key, '-keyout', p(`${name}.key`), '-out', p(`${name}.crt`), '-days', '1', '-subj', `/CN=bulwark test ${name}`);
   ca('ca');
   ca('other-ca');
   const leaf = (name: string, cn: string, ext: string) => {
     writeFileSync(p(`${name}.ext`), ext);
     run('req', ...key, '-keyout', p(`${name}.key`), '-out', p(`${name}.csr`), '-subj', `/CN=${cn}`);
-    run('x509', '-req', '-in', p(`${name}.csr`), '-CA', p('ca.crt'), '-CAkey', p('ca.key'), '-CAcreateserial', '-out', p(`${name}.crt`), '-days', '1', '-extfile', p(`${name}.ext`));
+    run(
+      'x509',
+      '-req',
+      '-in',
+      p(`${name}.csr`),
+      '-CA',
+      p('ca.crt'),
+      '-CAkey',
+      p('ca.key'),
+      '-CAcreateserial',
+      '-out',
+      p(`${name}.crt`),
+      '-days',
+      '1',
+      '-extfile',
+      p(`${name}.ext`),
+    );
   };
   leaf('server', 'etcd', 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:etcd.test\nextendedKeyUsage=serverAuth,clientAuth\n');
   // Not the name of an etcd user: etcd takes a client certificate's CN as the user when no token is sent

@@ -57,10 +57,12 @@ const caller = setInterval(() => {
       return 'ok';
     })
     .catch(() => {});
-  void breaker.execute(async () => {
-    await wait(1);
-    if (Math.random() < 0.1) throw new Error('origin');
-  }).catch(() => {});
+  void breaker
+    .execute(async () => {
+      await wait(1);
+      if (Math.random() < 0.1) throw new Error('origin');
+    })
+    .catch(() => {});
   void group.get(`k${calls % 50}`).catch(() => {});
 }, 25);
 
@@ -73,7 +75,11 @@ const rules = new Rules({ store, service: service ?? 'checkout', ...(id === unde
 rules.bind('circuit-breaker', 'origin', breaker);
 metrics.track(rules, { name: 'rules' });
 await rules.start();
-const dashboard = dashboardHandler(metrics, { path: '/dashboard', ...(withControls ? { controls: { store, scope: 'checkout' } } : {}), title: `${service === undefined ? 'bulwark test process' : `${service} ${id}`} (pid ${process.pid})` });
+const dashboard = dashboardHandler(metrics, {
+  path: '/dashboard',
+  ...(withControls ? { controls: { store, scope: 'checkout' } } : {}),
+  title: `${service === undefined ? 'bulwark test process' : `${service} ${id}`} (pid ${process.pid})`,
+});
 const server = createServer(dashboard);
 await new Promise<void>((resolve) => server.listen(Number(portArg), '127.0.0.1', resolve));
 const port = (server.address() as AddressInfo).port;

@@ -90,16 +90,26 @@ export async function startEtcdCluster(size = 3, options: EtcdClusterOptions = {
   const members = ports.map((p, i) => {
     const endpoint = `http://127.0.0.1:${p.client}`;
     const args = [
-      '--name', names[i]!,
-      '--data-dir', `${dir.path}/${names[i]}`,
-      '--listen-client-urls', endpoint,
-      '--advertise-client-urls', endpoint,
-      '--listen-peer-urls', `http://127.0.0.1:${p.peer}`,
-      '--initial-advertise-peer-urls', `http://127.0.0.1:${p.peer}`,
-      '--initial-cluster', initial,
-      '--initial-cluster-token', `bulwark-test-${process.pid}`,
-      '--initial-cluster-state', 'new',
-      '--log-level', 'error',
+      '--name',
+      names[i]!,
+      '--data-dir',
+      `${dir.path}/${names[i]}`,
+      '--listen-client-urls',
+      endpoint,
+      '--advertise-client-urls',
+      endpoint,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${p.peer}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${p.peer}`,
+      '--initial-cluster',
+      initial,
+      '--initial-cluster-token',
+      `bulwark-test-${process.pid}`,
+      '--initial-cluster-state',
+      'new',
+      '--log-level',
+      'error',
     ];
     const proc = new ServerProcess(`etcd ${names[i]}`, etcdBinary!, args, dir.path, uids[i]);
     let alive = false;
@@ -122,24 +132,31 @@ export async function startEtcdCluster(size = 3, options: EtcdClusterOptions = {
         await waitFor(`${names[i]} to answer after its restart`, async () => (await status(endpoint))?.leader !== undefined, 15_000);
       },
     };
-    return { member, start: async () => {
-      await proc.start(() => canConnect(p.client));
-      alive = true;
-    } };
+    return {
+      member,
+      start: async () => {
+        await proc.start(() => canConnect(p.client));
+        alive = true;
+      },
+    };
   });
   const cluster: EtcdCluster = {
     members: members.map((m) => m.member),
     endpoints: members.map((m) => m.member.endpoint),
     async leader(timeoutMs = 15_000) {
       let found: EtcdMember | undefined;
-      await waitFor('the cluster to agree on a leader', async () => {
-        const live = cluster.members.filter((m) => m.alive);
-        const answers = await Promise.all(live.map(async (m) => ({ m, s: await status(m.endpoint) })));
-        const ids = new Set(answers.map((a) => a.s?.leader ?? 'none'));
-        if (ids.size !== 1 || ids.has('none') || ids.has('0')) return false;
-        found = answers.find((a) => a.s!.header.member_id === a.s!.leader)?.m;
-        return found !== undefined;
-      }, timeoutMs);
+      await waitFor(
+        'the cluster to agree on a leader',
+        async () => {
+          const live = cluster.members.filter((m) => m.alive);
+          const answers = await Promise.all(live.map(async (m) => ({ m, s: await status(m.endpoint) })));
+          const ids = new Set(answers.map((a) => a.s?.leader ?? 'none'));
+          if (ids.size !== 1 || ids.has('none') || ids.has('0')) return false;
+          found = answers.find((a) => a.s!.header.member_id === a.s!.leader)?.m;
+          return found !== undefined;
+        },
+        timeoutMs,
+      );
       return found!;
     },
     async followers() {

@@ -39,14 +39,22 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   const tls = options.tls;
   const endpoint = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${clientPort}`;
   const args = [
-    '--name', 'test',
-    '--data-dir', `${dir.path}/data`,
-    '--listen-client-urls', endpoint,
-    '--advertise-client-urls', endpoint,
-    '--listen-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-advertise-peer-urls', `http://127.0.0.1:${peerPort}`,
-    '--initial-cluster', `test=http://127.0.0.1:${peerPort}`,
-    '--log-level', 'error',
+    '--name',
+    'test',
+    '--data-dir',
+    `${dir.path}/data`,
+    '--listen-client-urls',
+    endpoint,
+    '--advertise-client-urls',
+    endpoint,
+    '--listen-peer-urls',
+    `http://127.0.0.1:${peerPort}`,
+    '--initial-advertise-peer-urls',
+    `http://127.0.0.1:${peerPort}`,
+    '--initial-cluster',
+    `test=http://127.0.0.1:${peerPort}`,
+    '--log-level',
+    'error',
     ...(tls === undefined ? [] : ['--cert-file', tls.serverCert, '--key-file', tls.serverKey, '--trusted-ca-file', tls.ca, '--client-cert-auth']),
   ];
   const proc = new ServerProcess('etcd', etcdBinary, args, dir.path);

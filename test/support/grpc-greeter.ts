@@ -4,7 +4,20 @@
  * timer) before answering, `spinMs` burns the CPU that long in 5 ms slices (an event loop saturated by
  * a CPU-bound handler), `fail` answers that status code instead.
  */
-import { makeGenericClientConstructor, Server, ServerCredentials, status, type Client, type ServiceDefinition, type ServerUnaryCall, type sendUnaryData, type ServerOptions, type CallOptions, type ServiceError, Metadata } from '@grpc/grpc-js';
+import {
+  makeGenericClientConstructor,
+  Server,
+  ServerCredentials,
+  status,
+  type Client,
+  type ServiceDefinition,
+  type ServerUnaryCall,
+  type sendUnaryData,
+  type ServerOptions,
+  type CallOptions,
+  type ServiceError,
+  Metadata,
+} from '@grpc/grpc-js';
 
 export interface HelloRequest {
   name: string;
@@ -49,7 +62,6 @@ export function sayHello(client: GreeterClient, req: HelloRequest, options: Call
   });
 }
 
-
 /** greeterHandler answers as this server (`name` in replies); `behaviour()` may change its behaviour at run time. */
 export function greeterHandler(name: string, behaviour: () => { delayMs?: number; fail?: number } = () => ({})) {
   return {
@@ -57,7 +69,8 @@ export function greeterHandler(name: string, behaviour: () => { delayMs?: number
       const b = behaviour();
       const fail = call.request.fail ?? b.fail;
       const delayMs = call.request.delayMs ?? b.delayMs ?? 0;
-      const answer = () => (fail !== undefined ? cb({ code: fail, details: `${name} fails` }) : cb(null, { message: `hello ${call.request.name}`, server: name }));
+      const answer = () =>
+        fail !== undefined ? cb({ code: fail, details: `${name} fails` }) : cb(null, { message: `hello ${call.request.name}`, server: name });
       const reply = () => (delayMs > 0 ? setTimeout(answer, delayMs) : answer());
       if (call.request.spinMs === undefined) return reply();
       // CPU-bound work in 5 ms slices, yielding between them (as a handler parsing or rendering in chunks)
@@ -75,11 +88,18 @@ export function greeterHandler(name: string, behaviour: () => { delayMs?: number
 }
 
 /** startGreeter starts a greeter on a free loopback port; answers the server and its address. */
-export async function startGreeter(name: string, options: ServerOptions = {}, behaviour?: () => { delayMs?: number; fail?: number }, extra?: (s: Server) => void): Promise<{ server: Server; address: string; port: number }> {
+export async function startGreeter(
+  name: string,
+  options: ServerOptions = {},
+  behaviour?: () => { delayMs?: number; fail?: number },
+  extra?: (s: Server) => void,
+): Promise<{ server: Server; address: string; port: number }> {
   const server = new Server(options);
   server.addService(greeterService, greeterHandler(name, behaviour));
   extra?.(server);
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
   return { server, address: `127.0.0.1:${port}`, port };
 }
 

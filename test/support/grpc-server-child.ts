@@ -24,7 +24,9 @@ const server = new Server(guard === undefined ? {} : { interceptors: [guard.inte
 const health = new GrpcHealth();
 server.addService(greeterService, greeterHandler(id!));
 health.addTo(server);
-const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+const port = await new Promise<number>((resolve, reject) =>
+  server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+);
 const address = `127.0.0.1:${port}`;
 const registry = endpoint === 'none' ? new MemoryRegistry() : new EtcdRegistry({ hosts: endpoint!, prefix: prefix!, ttlMs: 2_000, layout });
 const a = await announceGrpc(registry, { id: id!, name: 'greeter', address }, { server, health, drainMs: 300 });

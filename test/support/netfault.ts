@@ -44,7 +44,11 @@ function unavailable(): string | undefined {
   try {
     execFileSync(iptables, ['-w', '-S', 'OUTPUT'], { stdio: 'pipe' });
   } catch (err) {
-    return `iptables does not work here: ${String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).trim().split('\n')[0]}`;
+    return `iptables does not work here: ${
+      String((err as { stderr?: Buffer }).stderr ?? (err as Error).message)
+        .trim()
+        .split('\n')[0]
+    }`;
   }
   return undefined;
 }

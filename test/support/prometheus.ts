@@ -76,12 +76,7 @@ export async function startPrometheus(targets: string[], options?: { metricsPath
   ].join('\n');
   const configPath = join(dir.path, 'prometheus.yml');
   writeFileSync(configPath, config);
-  const args = [
-    `--config.file=${configPath}`,
-    `--storage.tsdb.path=${join(dir.path, 'data')}`,
-    `--web.listen-address=127.0.0.1:${port}`,
-    '--log.level=warn',
-  ];
+  const args = [`--config.file=${configPath}`, `--storage.tsdb.path=${join(dir.path, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'];
   const proc = new ServerProcess('prometheus', prometheusBinary, args, dir.path);
   const url = `http://127.0.0.1:${port}`;
   await proc.start(async () => {

@@ -69,7 +69,9 @@ const clusterInfo = (n: { port: number; host: string }) => command(n.port, n.hos
  * others while clients (from 127.0.0.1) still reach it. (Protected mode is off for those: Redis counts
  * only 127.0.0.1 as loopback and would refuse its replicas; each node still listens on loopback only.)
  */
-export async function startRedisCluster(options: { masters?: number; replicas?: 0 | 1; nodeTimeoutMs?: number; address?: (i: number) => string } = {}): Promise<RedisCluster> {
+export async function startRedisCluster(
+  options: { masters?: number; replicas?: 0 | 1; nodeTimeoutMs?: number; address?: (i: number) => string } = {},
+): Promise<RedisCluster> {
   if (redisBinary === undefined || redisCliBinary === undefined) throw new Error('redis-server and redis-cli are required');
   const masters = options.masters ?? 3;
   const replicas = options.replicas ?? 0;
@@ -83,8 +85,25 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
       const port = await freePort();
       const host = options.address?.(i) ?? '127.0.0.1';
       const args = [
-        '--port', String(port), '--bind', host, ...(host === '127.0.0.1' ? [] : ['--bind-source-addr', host, '--protected-mode', 'no']), '--save', '', '--appendonly', 'no', '--dir', dir.path, '--loglevel', 'warning',
-        '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', String(options.nodeTimeoutMs ?? 1_000),
+        '--port',
+        String(port),
+        '--bind',
+        host,
+        ...(host === '127.0.0.1' ? [] : ['--bind-source-addr', host, '--protected-mode', 'no']),
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir.path,
+        '--loglevel',
+        'warning',
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        `nodes-${port}.conf`,
+        '--cluster-node-timeout',
+        String(options.nodeTimeoutMs ?? 1_000),
       ];
       const proc = new ServerProcess(`redis-server (cluster) ${port}`, redisBinary, args, dir.path);
       await proc.start(async () => (host === '127.0.0.1' ? canConnect(port) : (await command(port, host, 'PING')) === 'PONG'));
@@ -94,10 +113,14 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
     for (const n of nodes) await waitFor(`node ${n.port} to see the cluster ok`, async () => (await clusterInfo(n)).includes('cluster_state:ok'), 30_000);
     // A replica can take over only once it has synced with its master.
     for (const n of nodes) {
-      await waitFor(`node ${n.port} to be a master or a synced replica`, async () => {
-        const info = await command(n.port, n.host, 'INFO', 'replication');
-        return info.includes('role:master') || info.includes('master_link_status:up');
-      }, 30_000);
+      await waitFor(
+        `node ${n.port} to be a master or a synced replica`,
+        async () => {
+          const info = await command(n.port, n.host, 'INFO', 'replication');
+          return info.includes('role:master') || info.includes('master_link_status:up');
+        },
+        30_000,
+      );
     }
   } catch (err) {
     for (const n of nodes) await n.process.kill();

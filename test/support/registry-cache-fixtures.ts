@@ -40,7 +40,10 @@ export class FakeRegistry implements Registry {
     this.services.set(i.name, [...(this.services.get(i.name) ?? []).filter((x) => x.id !== i.id), i]);
   }
   async deregister(i: ServiceInstance): Promise<void> {
-    this.services.set(i.name, (this.services.get(i.name) ?? []).filter((x) => x.id !== i.id));
+    this.services.set(
+      i.name,
+      (this.services.get(i.name) ?? []).filter((x) => x.id !== i.id),
+    );
   }
   async listServices(): Promise<string[]> {
     return [...this.services.keys()];
@@ -68,8 +71,13 @@ export function setup(options: RegistryCacheOptions = {}) {
   const clock = new ManualClock(1_000_000);
   const fake = new FakeRegistry();
   fake.services.set('api', [inst('a1'), inst('a2')]);
-  const cache = new RegistryCache(fake, { clock, ttlMs: 60_000, minRetryIntervalMs: 5_000, watchBackoff: { initialMs: 1, maxMs: 2, jitter: 'none' }, ...options });
+  const cache = new RegistryCache(fake, {
+    clock,
+    ttlMs: 60_000,
+    minRetryIntervalMs: 5_000,
+    watchBackoff: { initialMs: 1, maxMs: 2, jitter: 'none' },
+    ...options,
+  });
   return { clock, fake, cache };
 }
 export const ids = (l: readonly ServiceInstance[]) => l.map((i) => i.id).sort();
-

@@ -23,18 +23,27 @@ const limiterTarget = limiter as unknown as RuleTarget;
 if (typeof limiterTarget.reconfigure === 'function') rules.bind('token-limiter', 'api', limiterTarget);
 rules.bind('circuit-breaker', 'payments', breaker);
 
-const state = () => ({ rate: (limiterTarget.options?.() as { rate?: number } | undefined)?.rate, breaker: breaker.state, isolated: rules.status().find((s) => s.name === 'payments')?.isolated });
+const state = () => ({
+  rate: (limiterTarget.options?.() as { rate?: number } | undefined)?.rate,
+  breaker: breaker.state,
+  isolated: rules.status().find((s) => s.name === 'payments')?.isolated,
+});
 subscribe(diagnosticsChannels.rulesApplied, (m) => {
   const a = m as RulesAppliedMessage;
   console.log(JSON.stringify({ ev: 'applied', name: a.name, revision: a.revision, keys: a.keys, at: Date.now(), ...state() }));
 });
 subscribe(diagnosticsChannels.rulesRefused, (m) => {
   const r = m as RulesRefusedMessage;
-  console.log(JSON.stringify({ ev: 'refused', name: r.name, key: r.key, revision: r.revision, field: r.field, message: r.message, at: Date.now(), ...state() }));
+  console.log(
+    JSON.stringify({ ev: 'refused', name: r.name, key: r.key, revision: r.revision, field: r.field, message: r.message, at: Date.now(), ...state() }),
+  );
 });
 
 await rules.start();
 console.log('ready');
 process.once('SIGTERM', () => {
-  void rules.close().then(() => store.close()).then(() => process.exit(0));
+  void rules
+    .close()
+    .then(() => store.close())
+    .then(() => process.exit(0));
 });

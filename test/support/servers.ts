@@ -140,7 +140,11 @@ export class ServerProcess {
   /** start spawns the server; `ready` is polled until it answers true. */
   async start(ready: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
     this.output = '';
-    const child = spawn(this.binary, this.args, { cwd: this.cwd, stdio: ['ignore', 'pipe', 'pipe'], ...(this.uid === undefined ? {} : { uid: this.uid, gid: this.uid }) });
+    const child = spawn(this.binary, this.args, {
+      cwd: this.cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(this.uid === undefined ? {} : { uid: this.uid, gid: this.uid }),
+    });
     this.child = child;
     const keep = (b: Buffer) => {
       this.output = (this.output + b.toString()).slice(-8_000);
@@ -150,10 +154,14 @@ export class ServerProcess {
     let exited = false;
     child.once('exit', () => (exited = true));
     try {
-      await waitFor(`${this.name} to start`, async () => {
-        if (exited) throw new Error(`${this.name} exited at start:\n${this.output}`);
-        return ready();
-      }, timeoutMs);
+      await waitFor(
+        `${this.name} to start`,
+        async () => {
+          if (exited) throw new Error(`${this.name} exited at start:\n${this.output}`);
+          return ready();
+        },
+        timeoutMs,
+      );
     } catch (err) {
       await this.kill();
       throw err;

@@ -19,8 +19,15 @@ import type { ServiceInstance } from '../../registry/types.js';
 
 /** The keys of ActiveHealthOptions, all of them: any other is refused (see `options`). */
 const ACTIVE_HEALTH_CHECKER_KEYS = {
-  path: true, intervalMs: true, jitter: true, timeoutMs: true, unhealthyThreshold: true, healthyThreshold: true,
-  probe: true, random: true, clock: true,
+  path: true,
+  intervalMs: true,
+  jitter: true,
+  timeoutMs: true,
+  unhealthyThreshold: true,
+  healthyThreshold: true,
+  probe: true,
+  random: true,
+  clock: true,
 } as const satisfies OptionKeys<ActiveHealthOptions>;
 
 /** Probe answers whether `instance` is healthy; `signal` aborts it (timeout, removal, close). */

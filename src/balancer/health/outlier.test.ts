@@ -48,7 +48,10 @@ describe('OutlierDetector', () => {
       clock.set(until);
       assert.equal(d.isEjected('a'), false);
     }
-    assert.deepEqual(lengths, [30, 60, 90, 120, 150, 180, 210, 240, 270, 300, 300, 300].map((s) => s * 1000));
+    assert.deepEqual(
+      lengths,
+      [30, 60, 90, 120, 150, 180, 210, 240, 270, 300, 300, 300].map((s) => s * 1000),
+    );
   });
 
   it('forgives one past ejection per interval spent in service', () => {
@@ -74,7 +77,10 @@ describe('OutlierDetector', () => {
     d.retain(['a', 'b', 'c', 'd', 'e']);
     for (const id of ['a', 'b', 'c', 'd', 'e']) fail(d, id, 5);
     assert.equal(d.stats().ejected, 2);
-    assert.deepEqual(['a', 'b', 'c', 'd', 'e'].map((id) => d.isEjected(id)), [true, true, false, false, false]);
+    assert.deepEqual(
+      ['a', 'b', 'c', 'd', 'e'].map((id) => d.isEjected(id)),
+      [true, true, false, false, false],
+    );
     clock.advance(30_000);
     assert.equal(d.stats().ejected, 0);
     fail(d, 'c', 5);

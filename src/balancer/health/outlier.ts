@@ -18,8 +18,12 @@ import { clockOption, finite, integer, options as checkOptions, type OptionKeys 
 
 /** The keys of OutlierOptions, all of them: any other is refused (see `options`). */
 const OUTLIER_DETECTOR_KEYS = {
-  consecutiveFailures: true, baseEjectionMs: true, maxEjectionMs: true, intervalMs: true,
-  maxEjectionPercent: true, clock: true,
+  consecutiveFailures: true,
+  baseEjectionMs: true,
+  maxEjectionMs: true,
+  intervalMs: true,
+  maxEjectionPercent: true,
+  clock: true,
 } as const satisfies OptionKeys<OutlierOptions>;
 
 /** OutlierOptions configures an OutlierDetector. */

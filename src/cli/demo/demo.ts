@@ -95,7 +95,10 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
   // Instance breakers tuned for a short demo: trip at 60 % failures over the last 8 calls, so that the five
   // refused connections in a row that make outlier detection eject a killed instance trip its breaker too
   // (5 of 8); probe again after 5 s. The flaky instance (30 %) trips now and then, as it should.
-  const instanceBreaker = rules.breakerFactory('circuit-breaker', (name) => new CircuitBreaker({ name, failureRate: 0.6, minimumCalls: 5, windowCalls: 8, openMs: 5_000, halfOpenCalls: 3, clock }));
+  const instanceBreaker = rules.breakerFactory(
+    'circuit-breaker',
+    (name) => new CircuitBreaker({ name, failureRate: 0.6, minimumCalls: 5, windowCalls: 8, openMs: 5_000, halfOpenCalls: 3, clock }),
+  );
   const serviceBreaker = rules.breakerFactory('sre-breaker', (name) => new SreBreaker({ name, clock }));
   const breakers = new BreakerGroup({ factory: (name) => (name.includes('/') ? instanceBreaker(name) : serviceBreaker(name)) });
   const client = new ResilientClient({ registry: cache, breakers, clock, timeoutMs: 1_000, balancer: { strategy: 'p2c', outlier: { baseEjectionMs: 2_000 } } });
@@ -133,7 +136,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoSummary> {
       const server = createServer(handler);
       dashboard = { handler, server };
       await new Promise<void>((resolve, reject) => server.once('error', reject).listen(dashboardPort, '127.0.0.1', () => resolve()));
-      output.write(`dashboard: http://127.0.0.1:${(server.address() as AddressInfo).port}/  (demo controls: kill / restore instances and cache nodes, registry, origin)\n`);
+      output.write(
+        `dashboard: http://127.0.0.1:${(server.address() as AddressInfo).port}/  (demo controls: kill / restore instances and cache nodes, registry, origin)\n`,
+      );
     }
     for (const name of fleetServices) {
       const state = await client.service(name);
@@ -197,8 +202,12 @@ async function drive(
   // Half-way through, the registry stops answering for a quarter of the run (at most 5 s).
   const outageMs = Math.min(5_000, durationMs / 4);
   // The view shows each change at once, not at its next period (which may fall outside a short outage).
-  const outageStart = run.scriptedOutage && Number.isFinite(durationMs) ? clock.setTimeout(() => (registry.setAnswering(false), onOutage()), durationMs / 2) : undefined;
-  const outageEnd = run.scriptedOutage && Number.isFinite(durationMs) ? clock.setTimeout(() => (registry.setAnswering(true), onOutage()), durationMs / 2 + outageMs) : undefined;
+  const outageStart =
+    run.scriptedOutage && Number.isFinite(durationMs) ? clock.setTimeout(() => (registry.setAnswering(false), onOutage()), durationMs / 2) : undefined;
+  const outageEnd =
+    run.scriptedOutage && Number.isFinite(durationMs)
+      ? clock.setTimeout(() => (registry.setAnswering(true), onOutage()), durationMs / 2 + outageMs)
+      : undefined;
   const degraded = () => new Response(JSON.stringify({ degraded: true }), { status: 200, headers: { 'content-type': 'application/json' } });
   // Each caller starts one call every `every` ms at most: the callers together stay under `rate` calls a second.
   const every = (1000 * concurrency) / rate;

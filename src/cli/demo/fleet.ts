@@ -88,7 +88,16 @@ export class DemoFleet implements DashboardActions {
     const clock = options.clock ?? systemClock;
     const instances: FleetInstance[] = [];
     const nodes: RunningNode[] = [];
-    const breaker = new CircuitBreaker({ name: 'origin', failureRate: 0.5, minimumCalls: 5, windowMs: 5_000, buckets: 10, openMs: 2_000, halfOpenCalls: 2, clock });
+    const breaker = new CircuitBreaker({
+      name: 'origin',
+      failureRate: 0.5,
+      minimumCalls: 5,
+      windowMs: 5_000,
+      buckets: 10,
+      openMs: 2_000,
+      halfOpenCalls: 2,
+      clock,
+    });
     let fleet: DemoFleet | undefined;
     try {
       for (const spec of fleetSpecs) {
@@ -158,7 +167,11 @@ export class DemoFleet implements DashboardActions {
         ? { id: 'registry:down', label: 'take down', target: 'registry', state: 'answering' }
         : { id: 'registry:up', label: 'bring back', target: 'registry', state: 'down' },
     );
-    out.push(this.originBroken ? { id: 'origin:repair', label: 'repair', target: 'cache origin', state: 'broken' } : { id: 'origin:break', label: 'break', target: 'cache origin', state: 'answering' });
+    out.push(
+      this.originBroken
+        ? { id: 'origin:repair', label: 'repair', target: 'cache origin', state: 'broken' }
+        : { id: 'origin:break', label: 'break', target: 'cache origin', state: 'answering' },
+    );
     return out;
   }
 

@@ -36,7 +36,10 @@ describe('view', () => {
     assert.match(flaky, /127\.0\.0\.1:2\s+15\s+5\s+33\.3%\s+3\.0ms\s+12ms\s+open\s+ejected/);
     // an open breaker the balancer holds out of rotation is not shown as in rotation
     const held = renderFrame({ ...snapshot, instances: [{ ...snapshot.instances[1]!, ejected: false, heldOut: true }] }, false);
-    assert.match(held.find((l) => l.startsWith('flaky'))!, /open\s+out: breaker open$/);
+    assert.match(
+      held.find((l) => l.startsWith('flaky'))!,
+      /open\s+out: breaker open$/,
+    );
     assert.match(lines.join('\n'), /NOT ANSWERING/);
     assert.doesNotMatch(lines.join('\n'), /\x1b/);
     assert.match(renderFrame(snapshot, true).join('\n'), /\x1b\[31m/);

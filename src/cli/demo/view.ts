@@ -88,7 +88,9 @@ export function renderFrame(s: ViewSnapshot, color: boolean): string[] {
   const registry = s.registryDown ? paint(color, '33', 'NOT ANSWERING (fault injected)') : paint(color, '32', 'answering');
   lines.push(`registry ${registry}   cache answered ${s.staleAnswers} lookups from stale entries`);
   lines.push('');
-  lines.push(`${pad('instance', 10)}${pad('address', 18)}${pad('calls', 8, true)}${pad('errors', 8, true)}${pad('err %', 8, true)}${pad('p50', 9, true)}${pad('p99', 9, true)}  ${pad('breaker', 10)}health`);
+  lines.push(
+    `${pad('instance', 10)}${pad('address', 18)}${pad('calls', 8, true)}${pad('errors', 8, true)}${pad('err %', 8, true)}${pad('p50', 9, true)}${pad('p99', 9, true)}  ${pad('breaker', 10)}health`,
+  );
   for (const r of s.instances) {
     const breakerText = pad(r.breaker, 10);
     const breaker = r.breaker === 'closed' ? breakerText : paint(color, r.breaker === 'open' ? '31' : '33', breakerText);
@@ -103,7 +105,10 @@ export function renderFrame(s: ViewSnapshot, color: boolean): string[] {
 /** renderLine returns the one-line form used when the output is not a terminal. */
 export function renderLine(s: ViewSnapshot): string {
   const rows = s.instances
-    .map((r) => `${r.id}=${r.calls}/${r.errors}err p99=${fmtMs(r.p99Ms)}${r.breaker === 'closed' ? '' : ` breaker=${r.breaker}`}${r.ejected ? ' ejected' : r.heldOut ? ' out' : ''}`)
+    .map(
+      (r) =>
+        `${r.id}=${r.calls}/${r.errors}err p99=${fmtMs(r.p99Ms)}${r.breaker === 'closed' ? '' : ` breaker=${r.breaker}`}${r.ejected ? ' ejected' : r.heldOut ? ' out' : ''}`,
+    )
     .join('  ');
   const total = Number.isFinite(s.durationMs) ? `${(s.durationMs / 1000).toFixed(1)}s` : '∞';
   return `[${(Math.min(s.elapsedMs, s.durationMs) / 1000).toFixed(1)}s/${total}] calls=${s.calls} ok=${pct(s.succeeded, s.calls)} retries=${s.retries} rejected=${s.breakerRejections} fallbacks=${s.fallbacks} registry=${s.registryDown ? 'down' : 'up'} stale=${s.staleAnswers}  ${rows}`;
@@ -130,7 +135,10 @@ export class LiveView {
   private timer: TimerHandle | undefined;
   private drawnLines = 0;
 
-  constructor(private readonly snapshot: () => ViewSnapshot, options: LiveViewOptions = {}) {
+  constructor(
+    private readonly snapshot: () => ViewSnapshot,
+    options: LiveViewOptions = {},
+  ) {
     this.clock = options.clock ?? systemClock;
     this.output = options.output ?? process.stdout;
     this.interactive = options.interactive ?? this.output.isTTY === true;

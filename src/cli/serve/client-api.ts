@@ -53,9 +53,11 @@ async function route(node: ClientApi, req: IncomingMessage, res: ServerResponse)
     return replyText(res, 400, 'bad percent-encoding', { 'x-bulwark-error': 'ERR_BAD_REQUEST' });
   }
   const served = node.groups.get(groupName);
-  if (served === undefined) return replyText(res, 404, `no group ${JSON.stringify(groupName.slice(0, 64))} on this node`, { 'x-bulwark-error': 'ERR_NO_GROUP' });
+  if (served === undefined)
+    return replyText(res, 404, `no group ${JSON.stringify(groupName.slice(0, 64))} on this node`, { 'x-bulwark-error': 'ERR_NO_GROUP' });
   if (key.length === 0) return replyText(res, 400, 'a key must not be empty', { 'x-bulwark-error': 'ERR_BAD_KEY' });
-  if (Buffer.byteLength(key) > MAX_KEY_BYTES) return replyText(res, 414, `a key must be at most ${MAX_KEY_BYTES} bytes of UTF-8`, { 'x-bulwark-error': 'ERR_BAD_KEY' });
+  if (Buffer.byteLength(key) > MAX_KEY_BYTES)
+    return replyText(res, 414, `a key must be at most ${MAX_KEY_BYTES} bytes of UTF-8`, { 'x-bulwark-error': 'ERR_BAD_KEY' });
   const method = req.method;
   if (method === 'DELETE') {
     try {

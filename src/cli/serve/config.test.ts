@@ -29,7 +29,7 @@ describe('readServeConfig', () => {
     assert.equal(c.negativeTtlMs, 5_000);
     assert.equal(c.originTimeoutMs, 2_000);
     assert.equal(c.loadTimeoutMs, 4_000);
-    assert.equal(c.peerTimeoutMs, 4_500, 'a peer waits out the owner\'s load');
+    assert.equal(c.peerTimeoutMs, 4_500, "a peer waits out the owner's load");
     assert.equal(c.originRate, 0);
     assert.equal(c.peerSecret, undefined);
     assert.equal(c.owners, 1);
@@ -40,17 +40,35 @@ describe('readServeConfig', () => {
   it('reads --ttl-jitter as a share in 0–0.99', () => {
     assert.equal(read([...ORIGIN, '--ttl-jitter', '0']).ttlJitter, 0);
     assert.equal(read([...ORIGIN, '--ttl-jitter', '0.25']).ttlJitter, 0.25);
-    assert.throws(() => read([...ORIGIN, '--ttl-jitter', '1']), (e: Error) => e instanceof UsageError && /--ttl-jitter must be a share in 0–0.99, got 1/.test(e.message));
-    assert.throws(() => read([...ORIGIN, '--ttl-jitter', 'lots']), (e: Error) => e instanceof UsageError && /--ttl-jitter must be a number/.test(e.message));
+    assert.throws(
+      () => read([...ORIGIN, '--ttl-jitter', '1']),
+      (e: Error) => e instanceof UsageError && /--ttl-jitter must be a share in 0–0.99, got 1/.test(e.message),
+    );
+    assert.throws(
+      () => read([...ORIGIN, '--ttl-jitter', 'lots']),
+      (e: Error) => e instanceof UsageError && /--ttl-jitter must be a number/.test(e.message),
+    );
   });
 
   it('reads --owners and --protocol, and refuses what Go groupcache nodes cannot do', () => {
     assert.equal(read([...ORIGIN, '--owners', '2']).owners, 2);
     assert.equal(read([...ORIGIN, '--protocol', 'groupcache']).protocol, 'groupcache');
-    assert.throws(() => read([...ORIGIN, '--owners', '9']), (e: Error) => e instanceof UsageError && /--owners must be a whole number in 1–8/.test(e.message));
-    assert.throws(() => read([...ORIGIN, '--protocol', 'http']), (e: Error) => e instanceof UsageError && /--protocol must be 'bulwark' or 'groupcache', got 'http'/.test(e.message));
-    assert.throws(() => read([...ORIGIN, '--protocol', 'groupcache', '--owners', '2']), (e: Error) => e instanceof UsageError && /--owners must be 1 with --protocol groupcache/.test(e.message));
-    assert.throws(() => read([...ORIGIN, '--protocol', 'groupcache', '--peer-secret', 'sixteen-chars-secret!']), (e: Error) => e instanceof UsageError && /--peer-secret cannot be used with --protocol groupcache/.test(e.message));
+    assert.throws(
+      () => read([...ORIGIN, '--owners', '9']),
+      (e: Error) => e instanceof UsageError && /--owners must be a whole number in 1–8/.test(e.message),
+    );
+    assert.throws(
+      () => read([...ORIGIN, '--protocol', 'http']),
+      (e: Error) => e instanceof UsageError && /--protocol must be 'bulwark' or 'groupcache', got 'http'/.test(e.message),
+    );
+    assert.throws(
+      () => read([...ORIGIN, '--protocol', 'groupcache', '--owners', '2']),
+      (e: Error) => e instanceof UsageError && /--owners must be 1 with --protocol groupcache/.test(e.message),
+    );
+    assert.throws(
+      () => read([...ORIGIN, '--protocol', 'groupcache', '--peer-secret', 'sixteen-chars-secret!']),
+      (e: Error) => e instanceof UsageError && /--peer-secret cannot be used with --protocol groupcache/.test(e.message),
+    );
   });
 
   it('takes a flag over the environment over the config file over the default, each meaning the same', () => {
@@ -107,7 +125,10 @@ describe('readServeConfig', () => {
     [[], { BULWARK_REGISTRY: 'consul://h:1' }, 'BULWARK_REGISTRY must be memory or etcd://'],
   ] as const) {
     it(`refuses ${[...argv, ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].join(' ')} naming ${flag}`, () => {
-      assert.throws(() => readServeConfig([...ORIGIN, ...argv], env), (e: unknown) => e instanceof UsageError && e.message.includes(flag) && !e.message.includes('\n'));
+      assert.throws(
+        () => readServeConfig([...ORIGIN, ...argv], env),
+        (e: unknown) => e instanceof UsageError && e.message.includes(flag) && !e.message.includes('\n'),
+      );
     });
   }
 
@@ -115,10 +136,20 @@ describe('readServeConfig', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bulwark-config-'));
     try {
       writeFileSync(join(dir, 'c.json'), '{"cache-bytes": "lots"}');
-      assert.throws(() => readServeConfig([...ORIGIN, '--config', join(dir, 'c.json')], {}), (e: unknown) => e instanceof UsageError && e.message === `"cache-bytes" in ${join(dir, 'c.json')} must be a size like 64MiB, 512KiB or a number of bytes, got "lots"`);
+      assert.throws(
+        () => readServeConfig([...ORIGIN, '--config', join(dir, 'c.json')], {}),
+        (e: unknown) =>
+          e instanceof UsageError && e.message === `"cache-bytes" in ${join(dir, 'c.json')} must be a size like 64MiB, 512KiB or a number of bytes, got "lots"`,
+      );
       writeFileSync(join(dir, 's'), 'short\n');
-      assert.throws(() => readServeConfig([...ORIGIN, '--peer-secret-file', join(dir, 's')], {}), (e: unknown) => e instanceof UsageError && e.message === '--peer-secret-file must hold a secret of at least 16 characters');
-      assert.throws(() => readServeConfig(ORIGIN, { BULWARK_PEER_SECRET_FILE: join(dir, 's') }), (e: unknown) => e instanceof UsageError && e.message === 'BULWARK_PEER_SECRET_FILE must hold a secret of at least 16 characters');
+      assert.throws(
+        () => readServeConfig([...ORIGIN, '--peer-secret-file', join(dir, 's')], {}),
+        (e: unknown) => e instanceof UsageError && e.message === '--peer-secret-file must hold a secret of at least 16 characters',
+      );
+      assert.throws(
+        () => readServeConfig(ORIGIN, { BULWARK_PEER_SECRET_FILE: join(dir, 's') }),
+        (e: unknown) => e instanceof UsageError && e.message === 'BULWARK_PEER_SECRET_FILE must hold a secret of at least 16 characters',
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -154,8 +185,16 @@ describe('readServeConfig', () => {
 });
 
 describe('parseSize', () => {
-  for (const [text, bytes] of [['1048576', 1 << 20], ['512KiB', 512 << 10], ['64MiB', 64 << 20], ['1GiB', 1 << 30], ['2k', 2048], ['1.5MiB', 1.5 * (1 << 20)]] as const) {
+  for (const [text, bytes] of [
+    ['1048576', 1 << 20],
+    ['512KiB', 512 << 10],
+    ['64MiB', 64 << 20],
+    ['1GiB', 1 << 30],
+    ['2k', 2048],
+    ['1.5MiB', 1.5 * (1 << 20)],
+  ] as const) {
     it(`reads ${text} as ${bytes}`, () => assert.equal(parseSize('x', text), bytes));
   }
-  for (const text of ['', 'MiB', '-1', '1TB', '64 megs', '17GiB']) it(`refuses ${JSON.stringify(text)}`, () => assert.throws(() => parseSize('x', text), UsageError));
+  for (const text of ['', 'MiB', '-1', '1TB', '64 megs', '17GiB'])
+    it(`refuses ${JSON.stringify(text)}`, () => assert.throws(() => parseSize('x', text), UsageError));
 });

@@ -33,9 +33,21 @@ const MIN_SECRET_LENGTH = 16;
 
 /** SERVE_OPTIONS is every option of `bulwark serve`, in --help order. */
 export const SERVE_OPTIONS = {
-  listen: { section: 'Node', kind: 'string', default: '127.0.0.1:8080', value: 'host:port', help: 'where the node listens (client API, peer protocol, /metrics, /status)' },
+  listen: {
+    section: 'Node',
+    kind: 'string',
+    default: '127.0.0.1:8080',
+    value: 'host:port',
+    help: 'where the node listens (client API, peer protocol, /metrics, /status)',
+  },
   advertise: { kind: 'string', value: 'url', help: 'the URL peers reach this node at (default: http://<listen>; required when listening on 0.0.0.0 or ::)' },
-  registry: { section: 'Membership', kind: 'string', default: 'memory', value: 'spec', help: "'memory' (static --peers) or etcd://host:port[,host:port] (the nodes find each other)" },
+  registry: {
+    section: 'Membership',
+    kind: 'string',
+    default: 'memory',
+    value: 'spec',
+    help: "'memory' (static --peers) or etcd://host:port[,host:port] (the nodes find each other)",
+  },
   peers: { kind: 'list', default: '', value: 'url,url', help: 'the other nodes, with --registry memory (this node is always a member)' },
   'etcd-prefix': { kind: 'string', default: '/bulwark/services', value: 'path', help: 'etcd key prefix of the registry' },
   service: { kind: 'string', default: 'bulwark-cache', value: 'name', help: 'the service the nodes register under' },
@@ -44,30 +56,89 @@ export const SERVE_OPTIONS = {
   'etcd-cert': { kind: 'string', value: 'file', help: "PEM client certificate, for etcd's --client-cert-auth (with --etcd-key)" },
   'etcd-key': { kind: 'string', value: 'file', help: 'PEM key of --etcd-cert' },
   'etcd-server-name': { kind: 'string', value: 'name', help: "the name etcd's certificate carries, when it is not the member's host" },
-  'etcd-user': { kind: 'string', value: 'name', help: "etcd user (etcd's auth enable); its password from BULWARK_ETCD_PASSWORD or --etcd-password-file, never a flag (ps shows flags)" },
+  'etcd-user': {
+    kind: 'string',
+    value: 'name',
+    help: "etcd user (etcd's auth enable); its password from BULWARK_ETCD_PASSWORD or --etcd-password-file, never a flag (ps shows flags)",
+  },
   'etcd-password-file': { kind: 'string', value: 'path', help: "read the etcd user's password from this file (trailing newline dropped)" },
-  group: { section: 'Cache', kind: 'list', default: 'default', defaultText: 'one group named default', value: 'name', help: 'a group to serve (repeat, or a comma list); the same on every node' },
+  group: {
+    section: 'Cache',
+    kind: 'list',
+    default: 'default',
+    defaultText: 'one group named default',
+    value: 'name',
+    help: 'a group to serve (repeat, or a comma list); the same on every node',
+  },
   'cache-bytes': { kind: 'size', default: '64MiB', value: 'size', help: 'main cache per group (keys this node owns), e.g. 512KiB, 64MiB, 1GiB' },
   'hot-cache-bytes': { kind: 'size', value: 'size', help: 'hot cache per group (popular keys owned elsewhere) (default: cache-bytes / 8)' },
   ttl: { kind: 'duration', default: '0', value: 'time', help: 'how long a loaded value lives, jittered by ±--ttl-jitter; 0 keeps it until evicted' },
-  'negative-ttl': { kind: 'duration', default: '5s', value: 'time', help: 'how long an origin 404 is remembered, jittered by ±--ttl-jitter; 0 never caches misses' },
-  'ttl-jitter': { kind: 'number', default: '0.1', value: 'share', help: 'each TTL is spread at random by this share, 0–0.99 (0.1 = ±10 %), so values loaded together do not expire together' },
-  'stale-bytes': { kind: 'size', value: 'size', help: 'per group, last good values kept to answer when the origin fails (default: cache-bytes / 4; 0 turns stale answers off)' },
+  'negative-ttl': {
+    kind: 'duration',
+    default: '5s',
+    value: 'time',
+    help: 'how long an origin 404 is remembered, jittered by ±--ttl-jitter; 0 never caches misses',
+  },
+  'ttl-jitter': {
+    kind: 'number',
+    default: '0.1',
+    value: 'share',
+    help: 'each TTL is spread at random by this share, 0–0.99 (0.1 = ±10 %), so values loaded together do not expire together',
+  },
+  'stale-bytes': {
+    kind: 'size',
+    value: 'size',
+    help: 'per group, last good values kept to answer when the origin fails (default: cache-bytes / 4; 0 turns stale answers off)',
+  },
   'stale-max-age': { kind: 'duration', default: '1h', value: 'time', help: 'the oldest stale value served when the origin fails' },
-  'peer-secret': { section: 'Peers', kind: 'string', value: 'text', help: 'sign peer requests (HMAC-SHA256), at least 16 characters; visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file' },
+  'peer-secret': {
+    section: 'Peers',
+    kind: 'string',
+    value: 'text',
+    help: 'sign peer requests (HMAC-SHA256), at least 16 characters; visible in ps: prefer BULWARK_PEER_SECRET or --peer-secret-file',
+  },
   'peer-secret-file': { kind: 'string', value: 'path', help: 'read the peer secret from this file (trailing newline dropped)' },
-  'peer-timeout': { kind: 'duration', value: 'time', help: "one peer request's deadline (default: load-timeout + 500ms, so a peer waits out the owner's load)" },
-  'ring-replicas': { kind: 'integer', value: 'n', help: "virtual nodes per peer on the hash ring (default: the cache library's: 1280, or 50 with --protocol groupcache)" },
-  owners: { kind: 'integer', default: '1', value: 'n', help: 'each key is owned by its first n nodes on the ring (1–8), so a node leaving or joining keeps its keys cached' },
-  protocol: { kind: 'string', default: 'bulwark', value: 'name', help: "peer protocol: 'bulwark' (signing, TTLs, removal) or 'groupcache' (join Go groupcache nodes: /_groupcache/, Go's ring; no secret, owners 1)" },
-  origin: { section: 'Origin', kind: 'string', value: 'url', help: "the origin, a URL template: {key} (and {group}) are replaced, percent-encoded; 404 → not found" },
+  'peer-timeout': {
+    kind: 'duration',
+    value: 'time',
+    help: "one peer request's deadline (default: load-timeout + 500ms, so a peer waits out the owner's load)",
+  },
+  'ring-replicas': {
+    kind: 'integer',
+    value: 'n',
+    help: "virtual nodes per peer on the hash ring (default: the cache library's: 1280, or 50 with --protocol groupcache)",
+  },
+  owners: {
+    kind: 'integer',
+    default: '1',
+    value: 'n',
+    help: 'each key is owned by its first n nodes on the ring (1–8), so a node leaving or joining keeps its keys cached',
+  },
+  protocol: {
+    kind: 'string',
+    default: 'bulwark',
+    value: 'name',
+    help: "peer protocol: 'bulwark' (signing, TTLs, removal) or 'groupcache' (join Go groupcache nodes: /_groupcache/, Go's ring; no secret, owners 1)",
+  },
+  origin: {
+    section: 'Origin',
+    kind: 'string',
+    value: 'url',
+    help: 'the origin, a URL template: {key} (and {group}) are replaced, percent-encoded; 404 → not found',
+  },
   getter: { kind: 'string', value: 'path', help: 'a JS module whose default export loads a key: (key, { signal, group }) => value' },
   'origin-timeout': { kind: 'duration', default: '2s', value: 'time', help: 'one origin request, headers and body' },
-  'load-timeout': { kind: 'duration', value: 'time', help: "a whole load: waiting for an origin slot plus the request (default: 2 × origin-timeout)" },
+  'load-timeout': { kind: 'duration', value: 'time', help: 'a whole load: waiting for an origin slot plus the request (default: 2 × origin-timeout)' },
   'origin-rate': { kind: 'number', default: '0', value: 'per second', help: 'origin requests per second (token bucket, burst = rate); 0 for no limit' },
   'origin-concurrency': { kind: 'integer', default: '64', value: 'n', help: 'origin requests at once' },
   'origin-queue': { kind: 'integer', default: '256', value: 'n', help: 'loads waiting for an origin slot; more are refused at once' },
-  'request-timeout': { section: 'Server and lifecycle', kind: 'duration', default: '5s', value: 'time', help: 'the time a client has to send a whole request (slowloris guard)' },
+  'request-timeout': {
+    section: 'Server and lifecycle',
+    kind: 'duration',
+    default: '5s',
+    value: 'time',
+    help: 'the time a client has to send a whole request (slowloris guard)',
+  },
   'headers-timeout': { kind: 'duration', default: '5s', value: 'time', help: "the time a client has to send a request's headers" },
   'keep-alive-timeout': { kind: 'duration', default: '5s', value: 'time', help: 'idle keep-alive connections are closed after this' },
   'drain-delay': { kind: 'duration', default: '1s', value: 'time', help: 'at SIGTERM, time between leaving the registry and closing the listener' },
@@ -226,7 +297,8 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
   const int = (name: Name, min: number, max: number): number | undefined => {
     const t = text(name);
     if (t === undefined) return undefined;
-    if (!/^\d+$/.test(t.trim()) || Number(t) < min || Number(t) > max) throw new UsageError(`--${name} must be a whole number in ${min}–${max}, got ${JSON.stringify(t)}`);
+    if (!/^\d+$/.test(t.trim()) || Number(t) < min || Number(t) > max)
+      throw new UsageError(`--${name} must be a whole number in ${min}–${max}, got ${JSON.stringify(t)}`);
     return Number(t);
   };
   const num = (name: Name, min: number): number => {
@@ -235,7 +307,11 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
     if (t.trim() === '' || !Number.isFinite(n) || n < min) throw new UsageError(`--${name} must be a number ≥ ${min}, got ${JSON.stringify(t)}`);
     return n;
   };
-  const list = (name: Name): string[] => (text(name) ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const list = (name: Name): string[] =>
+    (text(name) ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
 
   const [listenHost, listenPort] = parseListen(required('listen', text('listen')));
   const wildcard = listenHost === '0.0.0.0' || listenHost === '::';
@@ -251,7 +327,8 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
     if (peers.length > 0) throw new UsageError('--peers is for --registry memory; with etcd the nodes find each other');
     const hosts = etcdRegistryFlag(reg);
     const prefix = required('etcd-prefix', text('etcd-prefix'));
-    if (!/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/.test(prefix)) throw new UsageError(`--etcd-prefix must be a path like /bulwark/services, got ${JSON.stringify(prefix)}`);
+    if (!/^\/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$/.test(prefix))
+      throw new UsageError(`--etcd-prefix must be a path like /bulwark/services, got ${JSON.stringify(prefix)}`);
     const leaseTtlMs = required('lease-ttl', duration('lease-ttl'));
     if (leaseTtlMs < 2_000) throw new UsageError(`--lease-ttl must be at least 2s (etcd's minimum lease), got ${leaseTtlMs} ms`);
     const settings = ['etcd-ca', 'etcd-cert', 'etcd-key', 'etcd-server-name', 'etcd-user', 'etcd-password-file'] as const;
@@ -269,7 +346,8 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
   if (!/^[A-Za-z0-9._:-]{1,255}$/.test(service)) throw new UsageError(`--service must be 1–255 characters of [A-Za-z0-9._:-], got ${JSON.stringify(service)}`);
   const groups = list('group');
   if (groups.length === 0) throw new UsageError('--group needs at least one name');
-  for (const g of groups) if (!/^[A-Za-z0-9._:-]{1,255}$/.test(g)) throw new UsageError(`--group must be 1–255 characters of [A-Za-z0-9._:-], got ${JSON.stringify(g)}`);
+  for (const g of groups)
+    if (!/^[A-Za-z0-9._:-]{1,255}$/.test(g)) throw new UsageError(`--group must be 1–255 characters of [A-Za-z0-9._:-], got ${JSON.stringify(g)}`);
   if (new Set(groups).size !== groups.length) throw new UsageError(`--group names a group twice: ${groups.join(',')}`);
 
   const cacheBytes = required('cache-bytes', size('cache-bytes'));
@@ -280,7 +358,8 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
 
   const secretFlag = text('peer-secret');
   const secretFile = text('peer-secret-file');
-  if (secretFlag !== undefined && secretFile !== undefined) throw new UsageError('--peer-secret and --peer-secret-file are two ways to give one secret: give one');
+  if (secretFlag !== undefined && secretFile !== undefined)
+    throw new UsageError('--peer-secret and --peer-secret-file are two ways to give one secret: give one');
   let peerSecret = secretFlag;
   if (secretFile !== undefined) {
     try {
@@ -290,7 +369,11 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
     }
   }
   if (peerSecret !== undefined && peerSecret.length < MIN_SECRET_LENGTH) {
-    throw new UsageError(secretFile === undefined ? `--peer-secret must be at least ${MIN_SECRET_LENGTH} characters` : `--peer-secret-file must hold a secret of at least ${MIN_SECRET_LENGTH} characters`);
+    throw new UsageError(
+      secretFile === undefined
+        ? `--peer-secret must be at least ${MIN_SECRET_LENGTH} characters`
+        : `--peer-secret-file must hold a secret of at least ${MIN_SECRET_LENGTH} characters`,
+    );
   }
 
   const originText = text('origin');
@@ -304,7 +387,8 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
   const originTimeoutMs = required('origin-timeout', duration('origin-timeout'));
   if (originTimeoutMs <= 0) throw new UsageError('--origin-timeout must be longer than 0');
   const loadTimeoutMs = duration('load-timeout') ?? 2 * originTimeoutMs;
-  if (loadTimeoutMs < originTimeoutMs) throw new UsageError(`--load-timeout must be at least --origin-timeout (${originTimeoutMs} ms), got ${loadTimeoutMs} ms`);
+  if (loadTimeoutMs < originTimeoutMs)
+    throw new UsageError(`--load-timeout must be at least --origin-timeout (${originTimeoutMs} ms), got ${loadTimeoutMs} ms`);
   const peerTimeoutMs = duration('peer-timeout') ?? loadTimeoutMs + 500;
   if (peerTimeoutMs <= 0) throw new UsageError('--peer-timeout must be longer than 0');
   const positiveDuration = (name: Name): number => {
@@ -318,11 +402,14 @@ function readConfig(argv: readonly string[], env: NodeJS.ProcessEnv, from: Map<s
   if (protocolText !== 'bulwark' && protocolText !== 'groupcache') throw new UsageError(`--protocol must be 'bulwark' or 'groupcache', got '${protocolText}'`);
   const protocol: 'bulwark' | 'groupcache' = protocolText;
   const owners = required('owners', int('owners', 1, 8));
-  if (protocol === 'groupcache' && owners !== 1) throw new UsageError(`--owners must be 1 with --protocol groupcache (Go nodes have one owner per key), got ${owners}`);
-  if (protocol === 'groupcache' && peerSecret !== undefined) throw new UsageError('--peer-secret cannot be used with --protocol groupcache (Go groupcache does not sign requests)');
+  if (protocol === 'groupcache' && owners !== 1)
+    throw new UsageError(`--owners must be 1 with --protocol groupcache (Go nodes have one owner per key), got ${owners}`);
+  if (protocol === 'groupcache' && peerSecret !== undefined)
+    throw new UsageError('--peer-secret cannot be used with --protocol groupcache (Go groupcache does not sign requests)');
   const requestTimeoutMs = positiveDuration('request-timeout');
   const headersTimeoutMs = positiveDuration('headers-timeout');
-  if (headersTimeoutMs > requestTimeoutMs) throw new UsageError(`--headers-timeout must be at most --request-timeout (${requestTimeoutMs} ms), got ${headersTimeoutMs} ms`);
+  if (headersTimeoutMs > requestTimeoutMs)
+    throw new UsageError(`--headers-timeout must be at most --request-timeout (${requestTimeoutMs} ms), got ${headersTimeoutMs} ms`);
 
   return {
     listenHost,
@@ -385,7 +472,13 @@ function peerUrl(flag: string, text: string): string {
   } catch {
     throw new UsageError(`--${flag} must be a URL like http://10.0.0.1:8080, got ${JSON.stringify(text)}`);
   }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.username !== '' || u.search !== '' || u.hash !== '' || (u.pathname !== '/' && u.pathname !== '')) {
+  if (
+    (u.protocol !== 'http:' && u.protocol !== 'https:') ||
+    u.username !== '' ||
+    u.search !== '' ||
+    u.hash !== '' ||
+    (u.pathname !== '/' && u.pathname !== '')
+  ) {
     throw new UsageError(`--${flag} must be an http(s) URL with no path, like http://10.0.0.1:8080, got ${JSON.stringify(text)}`);
   }
   return u.origin;
@@ -410,10 +503,12 @@ function readConfigFile(path: string): Record<string, string> {
   } catch (err) {
     throw new UsageError(`--config ${JSON.stringify(path)} cannot be read as JSON: ${(err as Error).message}`);
   }
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new UsageError(`--config ${JSON.stringify(path)} must hold a JSON object of options`);
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw new UsageError(`--config ${JSON.stringify(path)} must hold a JSON object of options`);
   const out: Record<string, string> = {};
   for (const [key, value] of Object.entries(raw)) {
-    if (!Object.hasOwn(SERVE_OPTIONS, key) || key === 'config' || key === 'help') throw new UsageError(`--config ${JSON.stringify(path)}: unknown option ${JSON.stringify(key)}`);
+    if (!Object.hasOwn(SERVE_OPTIONS, key) || key === 'config' || key === 'help')
+      throw new UsageError(`--config ${JSON.stringify(path)}: unknown option ${JSON.stringify(key)}`);
     if (Array.isArray(value) && (SERVE_OPTIONS[key as Name] as OptionSpec).kind === 'list') out[key] = value.map(String).join(',');
     else if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') out[key] = String(value);
     else throw new UsageError(`--config ${JSON.stringify(path)}: option ${JSON.stringify(key)} must be a string or a number`);

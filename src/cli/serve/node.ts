@@ -47,7 +47,11 @@ export class ServeNode implements ClientApi {
   private readonly stopJoining = new AbortController();
   private joined: Promise<void> | undefined;
 
-  private constructor(readonly config: ServeConfig, readonly origin: Origin, private readonly log: (line: string) => void) {
+  private constructor(
+    readonly config: ServeConfig,
+    readonly origin: Origin,
+    private readonly log: (line: string) => void,
+  ) {
     this.pool = new HttpPool({
       self: config.advertise,
       timeoutMs: config.peerTimeoutMs,
@@ -57,33 +61,39 @@ export class ServeNode implements ClientApi {
       protocol: config.protocol,
     });
     for (const name of config.groups) {
-      this.groups.set(name, new ServedGroup({
+      this.groups.set(
         name,
-        cacheBytes: config.cacheBytes,
-        hotCacheBytes: config.hotCacheBytes,
-        ttlMs: config.ttlMs,
-        negativeTtlMs: config.negativeTtlMs,
-        ttlJitter: config.ttlJitter,
-        loadTimeoutMs: config.loadTimeoutMs,
-        staleBytes: config.staleBytes,
-        staleMaxAgeMs: config.staleMaxAgeMs,
-        pool: this.pool,
-        load: (key, signal) => origin.load(name, key, signal),
-        clock: systemClock,
-      }));
+        new ServedGroup({
+          name,
+          cacheBytes: config.cacheBytes,
+          hotCacheBytes: config.hotCacheBytes,
+          ttlMs: config.ttlMs,
+          negativeTtlMs: config.negativeTtlMs,
+          ttlJitter: config.ttlJitter,
+          loadTimeoutMs: config.loadTimeoutMs,
+          staleBytes: config.staleBytes,
+          staleMaxAgeMs: config.staleMaxAgeMs,
+          pool: this.pool,
+          load: (key, signal) => origin.load(name, key, signal),
+          clock: systemClock,
+        }),
+      );
     }
     this.metrics.track(this.pool, { name: 'peers' });
     for (const [name, g] of this.groups) this.metrics.track(g.group, { name });
     origin.track(this.metrics);
     this.dashboard = dashboardHandler(this.metrics, { path: '/dashboard', title: `bulwark serve ${config.advertise}` });
-    this.server = createServer({
-      requestTimeout: config.requestTimeoutMs,
-      headersTimeout: config.headersTimeoutMs,
-      keepAliveTimeout: config.keepAliveTimeoutMs,
-      // How often Node checks the two timeouts above (30 s by default would let a slow client hold a socket that long).
-      connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
-      maxHeaderSize: 16 * 1024,
-    }, (req, res) => this.handle(req, res));
+    this.server = createServer(
+      {
+        requestTimeout: config.requestTimeoutMs,
+        headersTimeout: config.headersTimeoutMs,
+        keepAliveTimeout: config.keepAliveTimeoutMs,
+        // How often Node checks the two timeouts above (30 s by default would let a slow client hold a socket that long).
+        connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+        maxHeaderSize: 16 * 1024,
+      },
+      (req, res) => this.handle(req, res),
+    );
   }
 
   /** start builds the node and listens; it is ready once membership is known (see `whenReady`). */
@@ -126,7 +136,14 @@ export class ServeNode implements ClientApi {
       this.log(`bulwark serve: ready; ring of ${this.pool.members().length} (static peers)`);
       return;
     }
-    this.registry = new EtcdRegistry({ hosts: r.hosts, ...(r.tls === undefined ? {} : { tls: r.tls }), ...(r.auth === undefined ? {} : { auth: r.auth }), prefix: r.prefix, ttlMs: r.leaseTtlMs, onWarning: (m) => this.log(`bulwark serve: etcd: ${m}`) });
+    this.registry = new EtcdRegistry({
+      hosts: r.hosts,
+      ...(r.tls === undefined ? {} : { tls: r.tls }),
+      ...(r.auth === undefined ? {} : { auth: r.auth }),
+      prefix: r.prefix,
+      ttlMs: r.leaseTtlMs,
+      onWarning: (m) => this.log(`bulwark serve: etcd: ${m}`),
+    });
     const backoff = new Backoff({ initialMs: 200, maxMs: 5_000, multiplier: 2, jitter: 'full' });
     for (;;) {
       if (this.stopJoining.signal.aborted) return;
@@ -250,7 +267,13 @@ export class ServeNode implements ClientApi {
     for (const [name, g] of this.groups) groups[name] = g.stats();
     const r = this.config.registry;
     return {
-      node: { url: this.config.advertise, ready: this.isReady(), draining: this.draining, uptimeMs: Math.round(systemClock.now() - this.startedAt), pid: process.pid },
+      node: {
+        url: this.config.advertise,
+        ready: this.isReady(),
+        draining: this.draining,
+        uptimeMs: Math.round(systemClock.now() - this.startedAt),
+        pid: process.pid,
+      },
       membership: {
         registry: r.kind === 'memory' ? 'memory' : `etcd://${r.hosts.map((h) => h.replace(/^https?:\/\//, '')).join(',')}`,
         service: this.config.service,

@@ -54,10 +54,14 @@ describe('serve origin guards', () => {
   });
 
   it('an origin failure counts against the breaker; a caller that left does not', async () => {
-    const o = await origin([], (_key, signal) => new Promise((_r, reject) => {
-      if (_key === 'down') reject(new Error('connection refused'));
-      signal.addEventListener('abort', () => reject(signal.reason));
-    }));
+    const o = await origin(
+      [],
+      (_key, signal) =>
+        new Promise((_r, reject) => {
+          if (_key === 'down') reject(new Error('connection refused'));
+          signal.addEventListener('abort', () => reject(signal.reason));
+        }),
+    );
     await assert.rejects(o.load('g', 'down', new AbortController().signal), LoadError);
     const ac = new AbortController();
     const leaving = o.load('g', 'slow', ac.signal);

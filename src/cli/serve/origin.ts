@@ -20,7 +20,16 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Agent, request } from 'undici';
 import { SreBreaker } from '../../breaker/index.js';
-import { BreakerOpenError, BulkheadRejectedError, BulwarkError, LoadError, NotFoundError, RateLimitedError, TimeoutError, isBulwarkError } from '../../core/index.js';
+import {
+  BreakerOpenError,
+  BulkheadRejectedError,
+  BulwarkError,
+  LoadError,
+  NotFoundError,
+  RateLimitedError,
+  TimeoutError,
+  isBulwarkError,
+} from '../../core/index.js';
 import { TokenLimiter } from '../../limit/index.js';
 import { Bulkhead, Timeout } from '../../policy/index.js';
 import type { Getter, GetterResult } from '../../cache/index.js';
@@ -99,7 +108,8 @@ export class Origin {
     try {
       // wrap(bulkhead, breaker, timeout), nested by hand only to hand the breaker its isFailure.
       return await this.bulkhead.execute(
-        (s1) => this.breaker.execute((s2) => this.timeout.execute((s3) => this.request(group, key, s3), { signal: s2 }), { signal: s1, isFailure: isOriginFailure }),
+        (s1) =>
+          this.breaker.execute((s2) => this.timeout.execute((s3) => this.request(group, key, s3), { signal: s2 }), { signal: s1, isFailure: isOriginFailure }),
         { signal },
       );
     } catch (err) {
@@ -161,7 +171,8 @@ async function fetchUrl(agent: Agent, template: string, group: string, key: stri
   try {
     return await readCappedBody(res.body, MAX_ORIGIN_BYTES, res.headers['content-length']);
   } catch (err) {
-    if (err instanceof BodyTooLargeError) throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes${err.declared === undefined ? '' : ` (${err.declared})`}`);
+    if (err instanceof BodyTooLargeError)
+      throw new LoadError(`origin answer over ${MAX_ORIGIN_BYTES} bytes${err.declared === undefined ? '' : ` (${err.declared})`}`);
     if (signal.aborted) throw signal.reason ?? err;
     throw new LoadError(`origin body: ${(err as Error).message}`, { cause: err });
   }
@@ -180,7 +191,8 @@ async function callModule(getter: ModuleGetter, group: string, key: string, sign
     r = await getter(key, { signal, group });
   } catch (err) {
     if (err instanceof BulwarkError) throw err;
-    if ((err as { code?: unknown } | null)?.code === 'ERR_NOT_FOUND') throw new NotFoundError(`getter has no ${JSON.stringify(key.slice(0, 64))}`, { cause: err });
+    if ((err as { code?: unknown } | null)?.code === 'ERR_NOT_FOUND')
+      throw new NotFoundError(`getter has no ${JSON.stringify(key.slice(0, 64))}`, { cause: err });
     throw new LoadError(`getter: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
   if (r === null || r === undefined) throw new NotFoundError(`getter has no ${JSON.stringify(key.slice(0, 64))}`);

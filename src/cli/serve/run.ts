@@ -26,7 +26,12 @@ export async function runServe(argv: string[]): Promise<number> {
     node = await ServeNode.start(config, log);
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    const why = e.code === 'EADDRINUSE' ? `--listen ${config.listenHost}:${config.listenPort} is in use` : e.code === 'EACCES' ? `--listen ${config.listenHost}:${config.listenPort}: permission denied` : e.message;
+    const why =
+      e.code === 'EADDRINUSE'
+        ? `--listen ${config.listenHost}:${config.listenPort} is in use`
+        : e.code === 'EACCES'
+          ? `--listen ${config.listenHost}:${config.listenPort}: permission denied`
+          : e.message;
     process.stderr.write(`bulwark serve: ${why}\n`);
     return e instanceof TypeError || e.code === 'EADDRINUSE' || e.code === 'EACCES' || e.code === 'EADDRNOTAVAIL' ? 2 : 1;
   }

@@ -7,8 +7,17 @@ import { ServedGroup } from './served-group.js';
 function served(load: (key: string) => Promise<string>, clock: ManualClock, o: { staleBytes?: number; ttlMs?: number } = {}) {
   const pool = new HttpPool({ self: 'http://127.0.0.1:1' });
   return new ServedGroup({
-    name: 'g', cacheBytes: 1 << 16, hotCacheBytes: 1 << 13, ttlMs: o.ttlMs ?? 1_000, negativeTtlMs: 1_000, loadTimeoutMs: 5_000,
-    staleBytes: o.staleBytes ?? 1 << 16, staleMaxAgeMs: 60_000, pool, load: (key) => load(key), clock,
+    name: 'g',
+    cacheBytes: 1 << 16,
+    hotCacheBytes: 1 << 13,
+    ttlMs: o.ttlMs ?? 1_000,
+    negativeTtlMs: 1_000,
+    loadTimeoutMs: 5_000,
+    staleBytes: o.staleBytes ?? 1 << 16,
+    staleMaxAgeMs: 60_000,
+    pool,
+    load: (key) => load(key),
+    clock,
   });
 }
 
@@ -30,7 +39,10 @@ describe('ServedGroup', () => {
     const both = Promise.all([g.get('k', undefined), g.get('k', undefined)]);
     await new Promise((r) => setImmediate(r));
     release('v');
-    assert.deepEqual((await both).map((a) => a.source), ['origin', 'origin']);
+    assert.deepEqual(
+      (await both).map((a) => a.source),
+      ['origin', 'origin'],
+    );
   });
 
   it('answers the last good value, marked stale, when a load fails after the TTL; not past stale-max-age', async () => {
@@ -68,10 +80,14 @@ describe('ServedGroup', () => {
     mode = 'down';
     await g.remove('b');
     await assert.rejects(g.get('b', undefined), LoadError);
-    const off = served(async (k) => {
-      if (mode === 'down') throw new LoadError('down');
-      return k;
-    }, clock, { staleBytes: 0 });
+    const off = served(
+      async (k) => {
+        if (mode === 'down') throw new LoadError('down');
+        return k;
+      },
+      clock,
+      { staleBytes: 0 },
+    );
     mode = 'up';
     await off.get('c', undefined);
     clock.advance(2_000);
