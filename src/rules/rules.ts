@@ -34,7 +34,7 @@ import type { Isolatable, Reconfigurable } from '../core/reconfigurable.js';
 import { clockOption, options as optionsObject, showValue, type OptionKeys } from '../core/validate.js';
 import { fieldOf } from './check-rule.js';
 import { parseRule } from './parse-rule.js';
-import { scopeOf } from './rule-key.js';
+import { ruleKinds, scopeOf } from './rule-key.js';
 import type { OptionsRuleKind, Rule, RuleBindingStatus, RuleChange, RuleKind, RuleRecord, RuleRefusal, RuleStore, RuleWatch } from './types.js';
 
 /** A ResilientClient as the binder sees it: one service's live options, and its weights and faults. */
@@ -660,21 +660,8 @@ export class Rules {
   }
 }
 
-const OPTIONS_KINDS: ReadonlySet<string> = new Set<OptionsRuleKind>([
-  'token-limiter',
-  'keyed-limiter',
-  'period-limiter',
-  'redis-token-limiter',
-  'redis-period-limiter',
-  'bulkhead',
-  'adaptive-shedder',
-  'circuit-breaker',
-  'sre-breaker',
-  'timeout',
-  'retry',
-  'retry-budget',
-  'client',
-]);
+/** The options kinds: every kind of rule but the actions, weights and faults. */
+const OPTIONS_KINDS: ReadonlySet<string> = new Set(ruleKinds.filter((k) => k !== 'isolate' && k !== 'reset' && k !== 'weights' && k !== 'fault'));
 
 /** NotReconfigurable: an options rule for a component without `reconfigure` (refused, naming no field). */
 class NotReconfigurable extends TypeError {}
