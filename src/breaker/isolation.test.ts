@@ -215,4 +215,32 @@ describe("an isolated SreBreaker against a client's cap and panic rule", () => {
     await registry.close();
     await breakers.close();
   });
+
+  it('keeps an isolated SreBreaker instance out of picks while it stays isolated, instead of picking it and being refused on each call', async () => {
+    const clock = new ManualClock();
+    const registry = new MemoryRegistry();
+    for (const [i, id] of ['pay-1', 'pay-2', 'pay-3'].entries()) await registry.register({ id, name: 'payments', address: `127.0.0.1:${9000 + i}` });
+    const breakers = new BreakerGroup({ clock, factory: (name) => new SreBreaker({ name, clock }) });
+    const client = new ResilientClient({ registry, clock, breakers, balancer: { strategy: 'round-robin' } });
+    const call = async () => {
+      const p = client.call('payments', async (inst: ServiceInstance) => inst.id, { fallback: () => 'fallback' });
+      await clock.advanceAsync(10);
+      return p;
+    };
+    for (let i = 0; i < 6; i++) await call();
+    const pay2 = breakers.get('payments/pay-2') as SreBreaker;
+    pay2.isolate('drain pay-2');
+    const refusedBefore = pay2.stats().notPermittedCalls;
+    const answers: string[] = [];
+    for (let i = 0; i < 60; i++) answers.push(await call());
+    assert.ok(!answers.includes('pay-2') && !answers.includes('fallback'));
+    const refused = pay2.stats().notPermittedCalls - refusedBefore;
+    assert.ok(refused <= 1, `the isolated breaker was picked and refused ${refused} times in 60 calls`);
+    pay2.reset();
+    for (let i = 0; i < 60; i++) answers.push(await call());
+    assert.ok(answers.slice(60).includes('pay-2'), 'back in rotation after reset');
+    await client.close();
+    await registry.close();
+    await breakers.close();
+  });
 });

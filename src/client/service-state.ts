@@ -205,10 +205,10 @@ export class ServiceState implements ServiceParts {
     return this.instanceBreakers.get(id);
   }
 
-  /** isOpen tells whether instance `id`'s breaker is open now. */
+  /** isOpen tells whether instance `id`'s breaker is open now: open on evidence, or held open by force (an isolate, a fleet hold; an SreBreaker has no other open state). */
   isOpen(id: string): boolean {
-    const b = this.instanceBreakers.get(id) as { readonly state?: string } | undefined;
-    return b !== undefined && b.state === 'open';
+    const b = this.instanceBreakers.get(id) as { readonly state?: string; readonly heldOpen?: boolean } | undefined;
+    return b !== undefined && (b.state === 'open' || b.heldOpen === true);
   }
 
   /** refusing is true while some instance's breaker has refused a pick and may still be open. */
@@ -229,7 +229,7 @@ export class ServiceState implements ServiceParts {
    * open, and the balancer holds it out (within the cap, not in panic, or forced). Reading a
    * CircuitBreaker's state moves it to half-open once its open period is over, so the instance comes
    * back for the breaker's probes on time; a breaker without an `open` state (an SreBreaker) is
-   * forgotten at the first look.
+   * forgotten at the first look unless it is held open (isolated).
    */
   avoids(id: string): boolean {
     if (!this.refusingIds.has(id)) return false;
