@@ -69,6 +69,23 @@ describe('fleet view on the memory store', () => {
     assert.equal(breakers[5]!.state, 'open', 'no local half-open while the fleet holds');
   });
 
+  it('pools by the rule the breakers run now: a reconfigured minimumCalls reaches the fleet view', async () => {
+    const { clock, breakers } = fleetOf(6, { minimumCalls: 20 });
+    await clock.advanceAsync(100);
+    for (const b of breakers.slice(0, 3)) await run(b, boom, 2);
+    await clock.advanceAsync(100);
+    assert.ok(
+      breakers.every((b) => b.state === 'closed'),
+      '6 pooled failures are under minimumCalls 20',
+    );
+    for (const b of breakers) b.reconfigure({ minimumCalls: 6 });
+    await clock.advanceAsync(200);
+    assert.ok(
+      breakers.every((b) => b.state === 'open' && b.stats().reason === 'fleet'),
+      'the same 6 pooled failures open the fleet under minimumCalls 6',
+    );
+  });
+
   it('poisoning: one process whose calls all fail opens itself only; the others never refuse a call', async () => {
     const { clock, breakers } = fleetOf(5);
     await clock.advanceAsync(100);

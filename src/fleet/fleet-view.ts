@@ -147,6 +147,12 @@ export class FleetView implements FleetLink {
     }
     if (!this.available && now - this.lastResyncAt >= Math.min(1_000, this.ttlMs / 3)) this.resync();
     this.publish(now);
+    // The breaker's rule as it runs now: a reconfigure of minimumCalls or failureRate reaches the pool at the next tick.
+    if (this.rule.minimumCalls !== this.member.minimumCalls || this.rule.failureRate !== this.member.failureRate) {
+      this.rule.minimumCalls = this.member.minimumCalls;
+      this.rule.failureRate = this.member.failureRate;
+      this.evaluate();
+    }
     if (this.holding && !this.member.heldByFleet) this.member.fleetHold(this.reason()); // reset by hand: the fleet still holds
     if (this.holding && this.member.heldByFleet && this.available && !this.permitPending && now >= this.probeFrom) this.takePermit(); // an isolated breaker takes no permit it cannot use
   }
