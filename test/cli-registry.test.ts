@@ -117,7 +117,10 @@ describe('bulwark registry', { concurrency: true }, () => {
       const lines = r.stdout.trimEnd().split('\n');
       assert.match(lines[0]!, /^SERVICE\s+ID\s+ADDRESS\s+VERSION\s+METADATA$/);
       for (const n of nodes)
-        assert.match(r.stdout, new RegExp(`^bulwark-cache\\s+127\\.0\\.0\\.1-${n.port}\\s+127\\.0\\.0\\.1:${n.port}\\s+-\\s+bulwark\\.status=/dashboard/events url=${n.url}$`, 'm'));
+        assert.match(
+          r.stdout,
+          new RegExp(`^bulwark-cache\\s+127\\.0\\.0\\.1-${n.port}\\s+127\\.0\\.0\\.1:${n.port}\\s+-\\s+bulwark\\.status=/dashboard/events url=${n.url}$`, 'm'),
+        );
       assert.equal(lines.at(-1), '1 service, 2 instances');
       const j = await runBulwark(['registry', 'ls', '--registry', registry, '--etcd-prefix', prefix, '--json']);
       const parsed = JSON.parse(j.stdout) as { services: { name: string; instances: { address: string }[] }[] };
