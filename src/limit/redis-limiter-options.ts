@@ -2,7 +2,7 @@
  * The options both Redis limiters take, their defaults, and the check of the timing ones.
  */
 import type { Clock } from '../core/clock.js';
-import { finite, positive } from '../core/validate.js';
+import { finite, positive, type OptionKeys } from '../core/validate.js';
 import type { InstanceSource, RedisClient } from './types.js';
 
 /** RedisCommonOptions are the options both Redis limiters take. */
@@ -37,6 +37,19 @@ export interface RedisCommonOptions {
   /** The time source for deadlines, probes, refreshes and the rescue limiter. Defaults to the monotonic system clock. */
   clock?: Clock;
 }
+
+/** The keys of RedisCommonOptions, all of them: each Redis limiter's own key list adds its own to these. */
+export const REDIS_COMMON_KEYS = {
+  redis: true,
+  timeoutMs: true,
+  probeIntervalMs: true,
+  instances: true,
+  registry: true,
+  service: true,
+  instancesRefreshMs: true,
+  maxKeys: true,
+  clock: true,
+} as const satisfies OptionKeys<RedisCommonOptions>;
 
 /** Defaults shared by the Redis limiters. */
 export const redisCommonDefaults = Object.freeze({ timeoutMs: 50, probeIntervalMs: 100, instances: 1, instancesRefreshMs: 10_000, maxKeys: 10_000 });

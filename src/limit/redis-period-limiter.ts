@@ -20,7 +20,7 @@ import { finite, liveOptions, options as optionsOf, type OptionKeys } from '../c
 import type { Reconfigurable } from '../core/reconfigurable.js';
 import { redisKey } from './keys.js';
 import { PeriodLimiter, periodSettings, renamedWindow, type PeriodLimiterLiveOptions } from './period-limiter.js';
-import type { RedisCommonOptions } from './redis-limiter-options.js';
+import { REDIS_COMMON_KEYS, type RedisCommonOptions } from './redis-limiter-options.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isIntArray, PERIOD_SCRIPT, Script } from './redis-scripts.js';
 import type { LimitDecision, PeriodAlgorithm, PeriodAnswer, SharedRateLimiter } from './types.js';
@@ -33,15 +33,7 @@ const REDIS_PERIOD_LIMITER_KEYS = {
   algorithm: true,
   align: true,
   alignOffsetMs: true,
-  redis: true,
-  timeoutMs: true,
-  probeIntervalMs: true,
-  instances: true,
-  registry: true,
-  service: true,
-  instancesRefreshMs: true,
-  maxKeys: true,
-  clock: true,
+  ...REDIS_COMMON_KEYS,
 } as const satisfies OptionKeys<RedisPeriodLimiterOptions>;
 /** The options a running RedisPeriodLimiter cannot change: all but the live ones (see `reconfigure`). */
 const REDIS_PERIOD_LIMITER_FIXED = Object.keys(REDIS_PERIOD_LIMITER_KEYS).filter(

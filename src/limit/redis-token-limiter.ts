@@ -39,7 +39,7 @@ import { finite, liveOptions, options as optionsOf, positive, type OptionKeys } 
 import type { Reconfigurable } from '../core/reconfigurable.js';
 import { KeyedLimiter } from './keyed-limiter.js';
 import { redisKey } from './keys.js';
-import type { RedisCommonOptions } from './redis-limiter-options.js';
+import { REDIS_COMMON_KEYS, type RedisCommonOptions } from './redis-limiter-options.js';
 import { RedisLimiterBase } from './redis-limiter-base.js';
 import { isCluster } from './redis-cluster.js';
 import { isNoScript } from './redis-call.js';
@@ -68,15 +68,7 @@ const REDIS_TOKEN_LIMITER_KEYS = {
   rate: true,
   burst: true,
   lease: true,
-  clock: true,
-  redis: true,
-  timeoutMs: true,
-  probeIntervalMs: true,
-  instances: true,
-  registry: true,
-  service: true,
-  instancesRefreshMs: true,
-  maxKeys: true,
+  ...REDIS_COMMON_KEYS,
 } as const satisfies OptionKeys<RedisTokenLimiterOptions>;
 /** The keys of LeaseOptions, all of them: any other is refused (see `options`). */
 const LEASE_KEYS = { tokens: true, maxMs: true } as const satisfies OptionKeys<LeaseOptions>;
