@@ -5,7 +5,7 @@
  * or fails (a registry restart, `WatchResyncError`) is opened again after a backoff and the full list is
  * read again, so no change is missed for long. close() stops following and deregisters this node.
  */
-import type { BackoffOptions } from '../core/backoff.js';
+import { BACKOFF_KEYS, type BackoffOptions } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { clockOption, integer, options as checkOptions, showValue, type OptionKeys } from '../core/validate.js';
 import { announce } from '../registry/announce.js';
@@ -22,14 +22,6 @@ const BIND_REGISTRY_KEYS = {
   backoff: true,
   clock: true,
 } as const satisfies OptionKeys<MembershipOptions>;
-/** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
-const BACKOFF_KEYS = {
-  initialMs: true,
-  maxMs: true,
-  multiplier: true,
-  jitter: true,
-  random: true,
-} as const satisfies OptionKeys<BackoffOptions>;
 
 /** MembershipOptions configures `HttpPool.bindRegistry`. */
 export interface MembershipOptions {

@@ -5,7 +5,7 @@
 import { finite, fn, options as checkOptions, positive, type OptionKeys } from './validate.js';
 
 /** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
-const BACKOFF_KEYS = { initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true } as const satisfies OptionKeys<BackoffOptions>;
+export const BACKOFF_KEYS = { initialMs: true, maxMs: true, multiplier: true, jitter: true, random: true } as const satisfies OptionKeys<BackoffOptions>;
 
 /** Jitter chooses how a wait is randomised: `none`, `full` (uniform in [0, exp]) or `decorrelated` (uniform in [initial, 3 × previous]). */
 export type Jitter = 'none' | 'full' | 'decorrelated';

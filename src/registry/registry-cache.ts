@@ -27,7 +27,7 @@
  * view is written (debounced, atomically) and read at start, served as stale until the registry answers.
  */
 import { raceSignal } from '../core/abort.js';
-import { Backoff, type BackoffOptions } from '../core/backoff.js';
+import { Backoff, BACKOFF_KEYS } from '../core/backoff.js';
 import type { Clock, TimerHandle } from '../core/clock.js';
 import { getDefaultCoarseClock } from '../core/coarse-clock.js';
 import { AbortedError, ClosedError, NotFoundError, RegistryUnavailableError, WatchResyncError } from '../core/errors.js';
@@ -72,14 +72,6 @@ const REGISTRY_CACHE_KEYS = {
   onWarning: true,
   closeRegistry: true,
 } as const satisfies OptionKeys<RegistryCacheOptions>;
-/** The keys of BackoffOptions, all of them: any other is refused (see `options`). */
-const WATCH_BACKOFF_KEYS = {
-  initialMs: true,
-  maxMs: true,
-  multiplier: true,
-  jitter: true,
-  random: true,
-} as const satisfies OptionKeys<BackoffOptions>;
 
 /** Defaults for RegistryCacheOptions. */
 export const registryCacheDefaults = Object.freeze({
@@ -177,7 +169,7 @@ export class RegistryCache implements Registry {
     }
     this.closeRegistry = o.closeRegistry ?? d.closeRegistry;
     this.random = o.random === undefined ? Math.random : fn('RegistryCache', 'random', o.random);
-    this.watchBackoff = { ...d.watchBackoff, ...checkOptions('RegistryCache.watchBackoff', o.watchBackoff, WATCH_BACKOFF_KEYS) };
+    this.watchBackoff = { ...d.watchBackoff, ...checkOptions('RegistryCache.watchBackoff', o.watchBackoff, BACKOFF_KEYS) };
     new Backoff({ ...this.watchBackoff, random: this.random }); // throws on a bad watchBackoff, naming it
     this.fanout = new ServiceFanout(integer('RegistryCache', 'watchQueueSize', o.watchQueueSize ?? d.watchQueueSize, 1));
     this.warn = o.onWarning === undefined ? defaultWarn : fn('RegistryCache', 'onWarning', o.onWarning);
