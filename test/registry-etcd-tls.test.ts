@@ -36,6 +36,8 @@ let etcd: EtcdServer;
 const open: Array<{ close(): Promise<void> }> = [];
 
 const tls = () => ({ ca: certs.ca, cert: certs.clientCert, key: certs.clientKey });
+/** The CLI's flags for the same access as `tls()` and the user `svc` (its password comes from BULWARK_ETCD_PASSWORD). */
+const cliAccess = () => ['--etcd-ca', certs.ca, '--etcd-cert', certs.clientCert, '--etcd-key', certs.clientKey, '--etcd-user', 'svc'];
 const registry = (o: Partial<EtcdRegistryOptions> = {}) => {
   const r = new EtcdRegistry({
     hosts: etcd.endpoint,
@@ -228,23 +230,7 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
     );
     await waitFor('the watched change', () => seen.includes('orders/token-limiter/api'), 20_000);
     const member = etcd.endpoint.replace('https://', '');
-    const args = [
-      'rules',
-      'ls',
-      '--store',
-      `etcd://${member}`,
-      '--prefix',
-      RULES_PREFIX,
-      '--json',
-      '--etcd-ca',
-      certs.ca,
-      '--etcd-cert',
-      certs.clientCert,
-      '--etcd-key',
-      certs.clientKey,
-      '--etcd-user',
-      'svc',
-    ];
+    const args = ['rules', 'ls', '--store', `etcd://${member}`, '--prefix', RULES_PREFIX, '--json', ...cliAccess()];
     const ok = await runBulwark(args, 90_000, { BULWARK_ETCD_PASSWORD: PASSWORD });
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /orders\/token-limiter\/api/);
@@ -274,14 +260,7 @@ describe('etcd over TLS with authentication', { skip, timeout: 180_000 }, () => 
       '--service',
       'tls-cli',
       '--json',
-      '--etcd-ca',
-      certs.ca,
-      '--etcd-cert',
-      certs.clientCert,
-      '--etcd-key',
-      certs.clientKey,
-      '--etcd-user',
-      'svc',
+      ...cliAccess(),
       '--timeout',
       '20s',
     ];
