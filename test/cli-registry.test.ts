@@ -83,23 +83,25 @@ describe('bulwark registry', { concurrency: true }, () => {
     let nodes: ServeProc[] = [];
     const prefix = `/registry-cmd-${process.pid}`;
     let registry: string;
+    /** A serve node's flags: registered in the test's etcd under its prefix, in front of the test's origin. */
+    const nodeArgs = () => [
+      '--registry',
+      registry,
+      '--etcd-prefix',
+      prefix,
+      '--lease-ttl',
+      '2s',
+      '--origin',
+      `${origin.url}/items/{key}`,
+      '--drain-delay',
+      '0',
+      '--quiet',
+    ];
     before(async () => {
       etcd = await startEtcd();
       origin = await startOrigin();
       registry = `etcd://${etcd.endpoint.replace('http://', '')}`;
-      nodes = await startNodes(2, () => [
-        '--registry',
-        registry,
-        '--etcd-prefix',
-        prefix,
-        '--lease-ttl',
-        '2s',
-        '--origin',
-        `${origin.url}/items/{key}`,
-        '--drain-delay',
-        '0',
-        '--quiet',
-      ]);
+      nodes = await startNodes(2, nodeArgs);
       await waitMembers(
         nodes,
         nodes.map((n) => n.url),
@@ -162,19 +164,7 @@ describe('bulwark registry', { concurrency: true }, () => {
       try {
         await waitFor('the first list', () => lines.length >= 1, 20_000);
         assert.equal((JSON.parse(lines[0]!) as { type: string }).type, 'list');
-        const third = await startServe([
-          '--registry',
-          registry,
-          '--etcd-prefix',
-          prefix,
-          '--lease-ttl',
-          '2s',
-          '--origin',
-          `${origin.url}/items/{key}`,
-          '--drain-delay',
-          '0',
-          '--quiet',
-        ]);
+        const third = await startServe(nodeArgs());
         nodes.push(third);
         const id = `127.0.0.1-${third.port}`;
         const seen = (type: string) =>
