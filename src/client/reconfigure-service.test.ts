@@ -139,4 +139,46 @@ describe('ResilientClient.reconfigureService', () => {
     assert.equal(t.attempts(), 2);
     await t.close();
   });
+  it("keeps no entry for a service set back to the client's options (its deadline is the client's again), and bounds the services with options of their own by maxServices", async () => {
+    const clock = new ManualClock();
+    const registry = new MemoryRegistry({ clock });
+    for (const name of ['svc', 'b', 'c']) await registry.register({ id: 'a', name, address: '127.0.0.1:9001' });
+    const client = new ResilientClient({ registry, clock, maxServices: 2, maxAttempts: 1, timeoutMs: 1_000 });
+    const hang = () => new Promise<never>(() => {});
+    const before = client.serviceOptions('svc');
+    client.reconfigureService('svc', { timeoutMs: 50 });
+    client.reconfigureService('b', { maxAttempts: 2 });
+    // A third service's own options are one too many; the first two may still change.
+    assert.throws(
+      () => client.reconfigureService('c', { maxAttempts: 2 }),
+      /at most maxServices \(2\) services may hold settings of their own; c would be one more/,
+    );
+    assert.deepEqual(client.serviceOptions('c'), before);
+    client.reconfigureService('b', { maxAttempts: 3 });
+    // Back to the client's options: the entry is freed, and 'svc' runs the client's 1 s deadline again.
+    await client.call('svc', async () => 'open');
+    client.reconfigureService('svc', before);
+    client.reconfigureService('c', { maxAttempts: 2 });
+    const call = client.call('svc', hang).catch((e: unknown) => e);
+    await clock.advanceAsync(60);
+    let settled = false;
+    void call.then(() => (settled = true));
+    await tick();
+    assert.equal(settled, false, 'the 50 ms deadline no longer applies');
+    await clock.advanceAsync(1_000);
+    assert.ok((await call) instanceof TimeoutError);
+    // The same bound for weights and faults; removing one frees its place.
+    client.setWeights('svc', { a: 1 });
+    client.setWeights('b', { a: 2 });
+    assert.throws(() => client.setWeights('c', { a: 1 }), /ResilientClient.setWeights: at most maxServices \(2\)/);
+    client.setWeights('svc', undefined);
+    client.setWeights('c', { a: 1 });
+    client.setFault('svc', { abort: { percent: 1, status: 503 } });
+    client.setFault('b', { abort: { percent: 1, status: 503 } });
+    assert.throws(() => client.setFault('c', { abort: { percent: 1, status: 503 } }), /ResilientClient.setFault: at most maxServices \(2\)/);
+    client.setFault('svc', undefined);
+    client.setFault('c', { abort: { percent: 1, status: 503 } });
+    await client.close();
+    await registry.close();
+  });
 });

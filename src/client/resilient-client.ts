@@ -18,6 +18,7 @@
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { BulkheadRejectedError, ClosedError, NotFoundError, RetryBudgetExhaustedError, isBulwarkError } from '../core/errors.js';
+import { isDeepStrictEqual } from 'node:util';
 import { clientCallChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer, type Listener } from '../core/events.js';
 import { neverAborted } from '../core/guard.js';
@@ -311,7 +312,8 @@ export class ResilientClient {
    * `Balancer.setWeights`: an override beats `metadata.weight`, 0 drains the instance), replacing the
    * ones set before, or removes them (`undefined`). They apply to the service's balancer now if it is
    * open, and to the one made when it opens (again after an eviction). Bad overrides throw a TypeError
-   * or RangeError naming them, and change nothing.
+   * or RangeError naming them, and change nothing; so does a service's first overrides once `maxServices`
+   * services hold some (a RangeError: remove some first).
    */
   setWeights(service: string, overrides: WeightOverrides | undefined): void {
     if (typeof service !== 'string' || service.length === 0)
@@ -319,7 +321,10 @@ export class ResilientClient {
     const checked = checkWeightOverrides('ResilientClient.setWeights', overrides);
     const frozen = checked === undefined ? undefined : Object.freeze(Object.fromEntries(checked));
     if (frozen === undefined) this.weightsBy.delete(service);
-    else this.weightsBy.set(service, frozen);
+    else {
+      this.ownEntry('setWeights', this.weightsBy, service);
+      this.weightsBy.set(service, frozen);
+    }
     this.services.get(service)?.setWeights(frozen);
   }
 
@@ -327,14 +332,18 @@ export class ResilientClient {
    * setFault sets the fault injected into `service`'s attempts (see `FaultInjector`: delay, abort,
    * ttlMs from now), in place of the client's `fault` option, or removes it (`undefined`: back to the
    * `fault` option, if any). Applies to the service now if it is open, else when it opens. Bad options
-   * throw a TypeError or RangeError naming them, and change nothing.
+   * throw a TypeError or RangeError naming them, and change nothing; so does a service's first fault once
+   * `maxServices` services hold one (a RangeError: remove some first).
    */
   setFault(service: string, options: FaultOptions | undefined): void {
     if (typeof service !== 'string' || service.length === 0)
       throw new TypeError(`ResilientClient.setFault: service must be a non-empty string, got ${showValue(service)}`);
     if (options !== undefined) void within('ResilientClient.setFault', '', 'FaultInjector', () => new FaultInjector(options)).close();
     if (options === undefined) this.faultsBy.delete(service);
-    else this.faultsBy.set(service, options);
+    else {
+      this.ownEntry('setFault', this.faultsBy, service);
+      this.faultsBy.set(service, options);
+    }
     this.services.get(service)?.setFault(this.faultsBy.get(service) ?? this.stateOptions.fault);
   }
 
@@ -344,7 +353,23 @@ export class ResilientClient {
    */
   serviceOptions(service: string): ServiceLiveOptions {
     const own = this.serviceLive.get(service);
-    if (own !== undefined) return structuredClone(own);
+    return own !== undefined ? structuredClone(own) : this.clientServiceOptions();
+  }
+
+  /**
+   * ownEntry refuses, with a RangeError naming the bound, a service's first setting of its own (through
+   * `verb`) once `maxServices` services hold one in `entries`: what operators set per service is bounded as
+   * the services themselves are. Setting a service back to the client's options frees its entry.
+   */
+  private ownEntry(verb: string, entries: Map<string, unknown>, service: string): void {
+    if (entries.has(service) || entries.size < this.maxServices) return;
+    throw new RangeError(
+      `ResilientClient.${verb}: at most maxServices (${this.maxServices}) services may hold settings of their own; ${service} would be one more (set another back first)`,
+    );
+  }
+
+  /** clientServiceOptions answers the client's own service options, in full (fresh plain data). */
+  private clientServiceOptions(): ServiceLiveOptions {
     const o = this.stateOptions;
     const backoff = within('ResilientClient', 'retryBackoff', 'Backoff', () => new Backoff({ ...serviceStateDefaults.retryBackoff, ...o.retryBackoff }));
     return {
@@ -363,7 +388,9 @@ export class ResilientClient {
    * with a TypeError. All of it applies or, when it throws, none. A service not called yet gets them when
    * it opens. What is kept: calls under way keep their deadline and attempts; the bulkhead keeps its
    * running and queued calls, the budget its counts (see Bulkhead and RetryBudget). Breakers and balancer
-   * weights are components of their own (`breakers.get(name)`, the balancer).
+   * weights are components of their own (`breakers.get(name)`, the balancer). Bounded: options equal to
+   * the client's own free the service's entry, and a service's first options of its own once `maxServices`
+   * services hold some are refused with a RangeError, changing nothing.
    */
   reconfigureService(service: string, partial: ServiceLivePartial): void {
     if (typeof service !== 'string' || service.length === 0)
@@ -394,15 +421,23 @@ export class ResilientClient {
     within('ResilientClient', 'bulkhead', 'Bulkhead', () => new Bulkhead(next.bulkhead));
     within('ResilientClient', 'retryBudget', 'RetryBudget', () => new RetryBudget(next.retryBudget));
     within('ResilientClient', 'retryBackoff', 'Backoff', () => new Backoff(next.retryBackoff));
-    this.serviceLive.set(service, next);
-    this.serviceTimeouts.set(service, next.timeoutMs === 0 ? undefined : this.timeoutFor(next.timeoutMs));
+    if (isDeepStrictEqual(next, this.clientServiceOptions())) {
+      // Back to the client's own options: the service keeps no entry of its own (see `ownEntry`).
+      this.serviceLive.delete(service);
+      this.serviceTimeouts.delete(service);
+    } else {
+      this.ownEntry('reconfigureService', this.serviceLive, service);
+      this.serviceLive.set(service, next);
+      this.serviceTimeouts.set(service, next.timeoutMs === 0 ? undefined : this.timeoutFor(next.timeoutMs));
+    }
     const state = this.services.get(service);
     if (state !== undefined) this.applyService(state, next);
   }
 
   /** applyService gives an open service state its own options (see reconfigureService). */
   private applyService(state: ServiceState, o: ServiceLiveOptions): void {
-    state.timeout = this.serviceTimeouts.get(state.name);
+    const own = this.serviceTimeouts;
+    state.timeout = own.has(state.name) ? own.get(state.name) : this.defaultTimeout;
     state.reconfigure(o);
   }
 
