@@ -322,7 +322,7 @@ label{font-size:12px;color:var(--mute)}
         var l = s.load || {};
         shed.push(row([esc(c.name), s.overloaded ? badge('shedding', 'bad') : badge('normal', 'ok'), N(count(s.inFlight, 'in flight')), N(count(s.maxInFlight, 'max')), N(count(s.dropped, 'dropped')), N(pct(l.utilization)), N(ms(l.delayP99Ms))]));
       } else if (k === 'RegistryCache') {
-        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.fresh ? badge('up', 'ok') : badge('stale', 'warn'), N(count(e.instances, 'instances')), N(e.fresh ? '–' : ms(e.staleForMs))])); });
+        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.failing ? badge('stale', 'warn') : e.fresh || e.watched ? badge('up', 'ok') : badge('expired', 'off'), N(count(e.instances, 'instances')), N(e.failing ? ms(e.staleForMs) : '–')])); });
         if (!(s.entries || []).length) reg.push(row([esc(c.name), badge('no services', 'off'), N('–'), N('–')]));
       } else if (k === 'EtcdRegistry' || k === 'MemoryRegistry') reg.push(row([esc(c.name), badge(s.up === false || s.connected === false ? 'down' : 'up', s.up === false || s.connected === false ? 'bad' : 'ok'), N(s.services != null ? count(s.services, 'services') : '–'), N('–')]));
       else if (k === 'Group') {

@@ -30,6 +30,24 @@ describe('RegistryCache: the seven behaviours of go-micro registry/cache', () =>
     await cache.close();
   });
 
+  it('services() tells an entry past its TTL (listed again at the next lookup) from one the registry failed to refresh (failing), and back', async () => {
+    const { clock, fake, cache } = setup();
+    await cache.getService('api');
+    const entry = () => cache.services().find((e) => e.service === 'api')!;
+    assert.deepEqual({ fresh: entry().fresh, failing: entry().failing, staleForMs: entry().staleForMs }, { fresh: true, failing: false, staleForMs: 0 });
+    clock.advance(60_001);
+    assert.deepEqual({ fresh: entry().fresh, failing: entry().failing }, { fresh: false, failing: false });
+    fake.fail = new Error('etcd down');
+    await cache.getService('api'); // answered stale
+    assert.deepEqual({ fresh: entry().fresh, failing: entry().failing }, { fresh: false, failing: true });
+    assert.ok(entry().staleForMs >= 1);
+    fake.fail = undefined;
+    clock.advance(60_000); // past the retry window
+    await cache.getService('api');
+    assert.deepEqual({ fresh: entry().fresh, failing: entry().failing }, { fresh: true, failing: false });
+    await cache.close();
+  });
+
   it('stale on error: an expired entry is answered when the registry fails', async () => {
     const { clock, fake, cache } = setup();
     await cache.getService('api');

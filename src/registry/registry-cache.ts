@@ -244,9 +244,11 @@ export class RegistryCache implements Registry {
 
   /**
    * services answers each cached service: its instance count, whether the entry is fresh, how many
-   * milliseconds ago it went stale (0 while fresh) and whether it is watched. For status pages and metrics.
+   * milliseconds ago it went stale (0 while fresh; an entry past its TTL is listed again at its next
+   * lookup), whether it is watched, and whether the registry's last answer for it was a failure (`failing`:
+   * the entry is then what was last known, answered stale). For status pages and metrics.
    */
-  services(): { service: string; instances: number; fresh: boolean; staleForMs: number; watched: boolean }[] {
+  services(): { service: string; instances: number; fresh: boolean; staleForMs: number; watched: boolean; failing: boolean }[] {
     const now = this.clock.now();
     return [...this.entries].map(([service, e]) => ({
       service,
@@ -254,6 +256,7 @@ export class RegistryCache implements Registry {
       fresh: now < e.validUntil,
       staleForMs: Math.max(0, now - e.validUntil),
       watched: this.watches.has(service),
+      failing: this.throttles.get(service)?.error !== undefined,
     }));
   }
 
