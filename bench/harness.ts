@@ -18,7 +18,7 @@
  * A section may state its `targets` (see `Target`, `atMost`, `fasterBy`): each is printed ✓/✗ after the table.
  * A subject whose child crashes makes the run exit non-zero.
  * Environment: BENCH_RUNS (default 5), BENCH_MS (measured time per child, default 1 000),
- * BENCH_FILTER (substring of subject names).
+ * BENCH_FILTER (substring of subject names), BENCH_SECTION (substring of section titles: the others are skipped).
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -151,6 +151,8 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
     process.stdout.write(`@@RESULT ${JSON.stringify(result)}\n`);
     process.exit(0);
   }
+  const only = process.env.BENCH_SECTION;
+  if (only && !title.includes(only)) return;
   const runs = Number(process.env.BENCH_RUNS ?? 5);
   const filter = process.env.BENCH_FILTER;
   const names = Object.keys(spec.subjects).filter((n) => !filter || n.includes(filter) || n === spec.baseline);

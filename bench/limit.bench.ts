@@ -6,7 +6,8 @@
  * Targets (checked after each table):
  * - TokenLimiter.allow ≥ 4× RateLimiterMemory.consume;
  * - one caller at a time, interleaved in one process, the order shuffled each round (the section to trust on a shared machine):
- *   RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume and ≥ 0.9× the TIME+GET+SET floor script;
+ *   RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume and ≥ 0.9× the TIME+GET+SET floor script,
+ *   and ≥ 0.95× that floor as the median of per-round ratios (rounds of 200 calls of each; issue 31);
  *   with a lease of 100, ≥ 10× the PING rate;
  *   The same rotation runs our script by a bare EVALSHA ("raw script", the arguments take('k') sends):
  *   RedisTokenLimiter.take vs raw is what the limiter's client-side layers (rescue, batching, promises)
@@ -18,7 +19,9 @@
  * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys — the keys'
  *   target read from an interleaved section too (rounds of 64 calls of each subject in one process,
  *   the order rotating), since separate processes measured at different moments swing with the load
- *   of a shared machine;
+ *   of a shared machine; there, ≥ 3× RateLimiterRedis as the median of per-round ratios (issue 31), and
+ *   the limiter's share of the floor — the TIME+GET+SET script on the same keys, 64 EVALSHAs in one
+ *   pipeline — printed (share_of_floor: floor time ÷ our time, per round);
  * - Redis Cluster of 3 masters vs one Redis, 64 callers on 1 000 keys (reported; interleaved as well).
  */
 import { performance } from 'node:perf_hooks';
@@ -66,6 +69,8 @@ async function evalFloor(lua: string) {
  */
 const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[2], 'PX', 60000) return 1";
 
+/** Ops (one call of each subject) per round of the one-caller rotation's per-round ratios. */
+const ROUND = 200;
 const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100 | raw script, shuffled';
 const BIG = 1e12; // a rate / quota so large that every call is admitted
 /** A rate beyond what a single double of ms since 1970 could keep exact (the state is split); with a BIG burst every call is admitted. */
@@ -205,6 +210,18 @@ try {
           },
           extra: async () => {
             const p50 = (s: number) => median(times[s]!.subarray(0, n));
+            // Per-round ratios: rounds of ROUND consecutive ops (each one call of every subject), floor time ÷ our time.
+            const rounds: number[] = [];
+            for (let r = 0; r + ROUND <= n; r += ROUND) {
+              let floorMs = 0;
+              let oursMs = 0;
+              for (let i = r; i < r + ROUND; i++) {
+                floorMs += times[1]![i]!;
+                oursMs += times[2]![i]!;
+              }
+              rounds.push(floorMs / oursMs);
+            }
+            const vsFloor = spread(rounds);
             const server = await serverUs(redis, floor, raw);
             return {
               ping_us: (busy[0]! / n) * 1000,
@@ -214,6 +231,9 @@ try {
               rateLimiterRedis_vs_ping: busy[0]! / busy[3]!,
               ours_vs_rateLimiterRedis: busy[3]! / busy[2]!,
               ours_vs_floor: busy[1]! / busy[2]!,
+              ours_vs_floor_rounds: vsFloor.median,
+              ours_vs_floor_min: vsFloor.min,
+              ours_vs_floor_max: vsFloor.max,
               lease100_vs_ping: busy[0]! / busy[4]!,
               ours_vs_raw_script: busy[5]! / busy[2]!,
               raw_script_vs_floor: busy[1]! / busy[5]!,
@@ -240,6 +260,7 @@ try {
     targets: [
       ratioTarget('RedisTokenLimiter.take ≥ 1.0× RateLimiterRedis.consume', ROTATING, 'ours_vs_rateLimiterRedis', 1.0),
       ratioTarget('RedisTokenLimiter.take ≥ 0.9× the TIME+GET+SET floor script', ROTATING, 'ours_vs_floor', 0.9),
+      ratioTarget('RedisTokenLimiter.take ≥ 0.95× the TIME+GET+SET floor script (median of per-round ratios)', ROTATING, 'ours_vs_floor_rounds', 0.95),
       ratioTarget('take with a lease of 100 ≥ 10× the PING rate', ROTATING, 'lease100_vs_ping', 10),
     ],
   });
@@ -329,7 +350,7 @@ try {
     ],
   });
 
-  const KEYS_ROT = `RedisTokenLimiter.take | RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys, rotating rounds`;
+  const KEYS_ROT = `RedisTokenLimiter.take | RateLimiterRedis.consume | floor (pipelined EVALSHA), ${C} callers on ${KEYS_R} keys, rotating rounds`;
   await bench(`limit: Redis, ${C} concurrent callers on ${KEYS_R} keys, interleaved in one process (ns/op is per round of ${C} calls of each)`, {
     subjects: {
       [KEYS_ROT]: async () => {
@@ -338,20 +359,45 @@ try {
         await redis.ping();
         await onRedis(lim);
         const r = new RateLimiterRedis({ storeClient: redis, points: BIG, duration: 1, keyPrefix: `rlfki:${process.pid}` });
-        const rounds = rotating([manyKeys((k) => lim.take(k)), manyKeys((k) => r.consume(k))]);
+        // Issue 31's floor: the TIME+GET+SET script on the same keys, 64 EVALSHAs in one pipeline (one write, one read).
+        const floorClient = new Redis(url());
+        const floorSha = (await floorClient.script('LOAD', BUCKET_FLOOR)) as string;
+        const floorKeys = Array.from({ length: KEYS_R }, (_, i) => `bfk:${process.pid}:user:${i}`);
+        let f = 0;
+        const floor = () => {
+          const p = floorClient.pipeline();
+          for (let c = 0; c < C; c++) p.evalsha(floorSha, 1, floorKeys[(f = (f + 1) % KEYS_R)]!, '1', '2', '3');
+          return p.exec();
+        };
+        const rounds = rotating([manyKeys((k) => lim.take(k)), manyKeys((k) => r.consume(k)), floor]);
         return {
           async: true,
           batch: 5,
           op: rounds.op,
-          extra: () => ({
-            ours_round_us: rounds.meanUs(0),
-            rateLimiterRedis_round_us: rounds.meanUs(1),
-            ours_vs_rateLimiterRedis: rounds.ratio(1, 0),
-            rescued: lim.stats().rescueDecisions,
-          }),
+          extra: () => {
+            const vsRlf = rounds.roundRatios(1, 0);
+            const ofFloor = rounds.roundRatios(2, 0);
+            const floorVsRlf = rounds.roundRatios(1, 2);
+            return {
+              ours_round_us: rounds.meanUs(0),
+              rateLimiterRedis_round_us: rounds.meanUs(1),
+              floor_round_us: rounds.meanUs(2),
+              ours_vs_rateLimiterRedis: rounds.ratio(1, 0),
+              ours_vs_rateLimiterRedis_rounds: vsRlf.median,
+              ours_vs_rateLimiterRedis_min: vsRlf.min,
+              ours_vs_rateLimiterRedis_max: vsRlf.max,
+              // Our throughput as a share of the floor's (floor time ÷ our time; above 1: faster than 64 pipelined scripts).
+              share_of_floor: ofFloor.median,
+              share_of_floor_min: ofFloor.min,
+              share_of_floor_max: ofFloor.max,
+              floor_vs_rateLimiterRedis_rounds: floorVsRlf.median,
+              rescued: lim.stats().rescueDecisions,
+            };
+          },
           teardown: async () => {
             await lim.close();
             redis.disconnect();
+            floorClient.disconnect();
           },
         };
       },
@@ -362,6 +408,20 @@ try {
         KEYS_ROT,
         'ours_vs_rateLimiterRedis',
         1.5,
+      ),
+      ratioTarget(
+        `RedisTokenLimiter.take ≥ 3× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys (median of per-round ratios)`,
+        KEYS_ROT,
+        'ours_vs_rateLimiterRedis_rounds',
+        3,
+      ),
+      // The floor's own ratio in the same rounds: when it shows ✗, 3× asks the limiter to beat 64 pipelined
+      // TIME+GET+SET scripts by share_of_floor's margin (it batches the keys into one script call to get there).
+      ratioTarget(
+        `floor (${C} pipelined TIME+GET+SET scripts) ≥ 3× RateLimiterRedis.consume, ${C} callers on ${KEYS_R} keys (median of per-round ratios)`,
+        KEYS_ROT,
+        'floor_vs_rateLimiterRedis_rounds',
+        3,
       ),
     ],
   });
@@ -523,6 +583,8 @@ function median(xs: ArrayLike<number>): number {
  */
 function rotating(rounds: (() => Promise<unknown>)[]) {
   const busy = rounds.map(() => 0);
+  // Each round's time of each subject (ms), for per-round ratios.
+  const each: number[][] = rounds.map(() => []);
   let n = 0;
   return {
     op: async () => {
@@ -531,12 +593,22 @@ function rotating(rounds: (() => Promise<unknown>)[]) {
         const s = (first + j) % rounds.length;
         const t = performance.now();
         await rounds[s]!();
-        busy[s]! += performance.now() - t;
+        const dt = performance.now() - t;
+        busy[s]! += dt;
+        each[s]!.push(dt);
       }
     },
     meanUs: (i: number) => (busy[i]! / n) * 1000,
     ratio: (a: number, b: number) => busy[a]! / busy[b]!,
+    /** The median, least and greatest of the per-round ratios time of `a` / time of `b`. */
+    roundRatios: (a: number, b: number) => spread(each[a]!.map((x, i) => x / each[b]![i]!)),
   };
+}
+
+/** spread is the median of per-round ratios and their range. */
+function spread(xs: number[]): { median: number; min: number; max: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  return { median: s[s.length >> 1] ?? NaN, min: s[0] ?? NaN, max: s[s.length - 1] ?? NaN };
 }
 
 /** ratioTarget checks an extra number of a section's only subject (an interleaved ratio) against a minimum. */

@@ -35,6 +35,38 @@ const asPlain = { longs: Number, enums: String, bytes: Buffer, defaults: true } 
 const MODES: Record<PeerMode, string> = { normal: 'NORMAL', local: 'LOCAL', peek: 'PEEK' };
 
 describe('peer protocol codec against proto/cache.proto (protobufjs)', () => {
+  it('GetRequest fields in any order, repeated, ASCII or not, short or long: read as the schema reads them', () => {
+    const field = fc.oneof(
+      fc.record({
+        no: fc.constantFrom(1, 2),
+        text: fc.oneof(fc.string({ unit: 'binary-ascii', maxLength: 1100 }), fc.string({ unit: 'grapheme', maxLength: 40 })),
+      }),
+      fc.record({ no: fc.constant(3), mode: fc.integer({ min: 0, max: 2 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(field, { maxLength: 6 }), (fields) => {
+        const parts: number[] = [];
+        const varint = (v: number) => {
+          for (; v >= 0x80; v >>>= 7) parts.push((v & 0x7f) | 0x80);
+          parts.push(v);
+        };
+        for (const f of fields) {
+          if ('mode' in f) parts.push(0x18, f.mode);
+          else {
+            const bytes = Buffer.from(f.text, 'utf8');
+            parts.push((f.no << 3) | 2);
+            varint(bytes.length);
+            parts.push(...bytes);
+          }
+        }
+        const bytes = Uint8Array.from(parts);
+        const theirs = GetRequest.toObject(GetRequest.decode(bytes), asPlain) as { group: string; key: string; mode: string };
+        const mode = (Object.keys(MODES) as PeerMode[]).find((m) => MODES[m] === theirs.mode)!;
+        assert.deepEqual(decodePeerRequest(bytes), { group: theirs.group, key: theirs.key, mode });
+      }),
+    );
+  });
+
   it('GetRequest and RemoveRequest: what the codec writes, the schema reads, and back', () => {
     fc.assert(
       fc.property(

@@ -65,7 +65,8 @@ export async function servePeer(config: HandlerConfig, req: IncomingMessage, res
   }
 }
 
-async function route(config: HandlerConfig, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** route picks the form; not async itself, so that a peer's request costs one promise less. */
+function route(config: HandlerConfig, req: IncomingMessage, res: ServerResponse): Promise<void> | void {
   const url = typeof req.url === 'string' ? req.url : '';
   if (!url.startsWith(config.basePath)) return reply(res, 404, 'not a cache peer path', hasBody(req));
   if (config.closed()) return reply(res, 503, 'pool closed', hasBody(req));

@@ -15,7 +15,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { MAX_KEY_BYTES } from '../../cache/index.js';
-import type { ServedGroup } from './served-group.js';
+import type { Answer, ServedGroup } from './served-group.js';
 
 /** ClientApi is what the client API needs of its node. */
 export interface ClientApi {
@@ -26,16 +26,25 @@ export interface ClientApi {
 
 const KEYS = /^\/v1\/groups\/([^/?#]+)\/keys\/([^/?#]*)(?:\?.*)?$/;
 
-/** handleClient answers one client API request; it never throws. */
-export async function handleClient(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** handleClient answers one client API request; it never throws, and settles once the answer is written. */
+export function handleClient(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // Not async: a cache hit costs no promise of its own here, only the group's answer and its then.
   try {
-    await route(node, req, res);
+    const routed = route(node, req, res);
+    return routed instanceof Promise ? routed.catch((err: unknown) => internalError(res, err)) : DONE;
   } catch (err) {
-    replyText(res, 500, `internal error: ${(err as Error)?.message ?? String(err)}`);
+    internalError(res, err);
+    return DONE;
   }
 }
 
-async function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
+const DONE = Promise.resolve();
+
+function internalError(res: ServerResponse, err: unknown): void {
+  replyText(res, 500, `internal error: ${(err as Error)?.message ?? String(err)}`);
+}
+
+function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> | void {
   const url = req.url ?? '/';
   if (hasBody(req)) return replyText(res, 413, 'the client API takes no request body', { connection: 'close' });
   if (url === '/v1/registry' || url.startsWith('/v1/registry?')) {
@@ -60,31 +69,32 @@ async function route(node: ClientApi, req: IncomingMessage, res: ServerResponse)
     return replyText(res, 414, `a key must be at most ${MAX_KEY_BYTES} bytes of UTF-8`, { 'x-bulwark-error': 'ERR_BAD_KEY' });
   const method = req.method;
   if (method === 'DELETE') {
-    try {
-      await served.remove(key);
-    } catch (err) {
-      return replyError(res, err);
-    }
-    res.writeHead(204);
-    res.end();
-    return;
+    return served.remove(key).then(
+      () => {
+        res.writeHead(204);
+        res.end();
+      },
+      (err: unknown) => replyError(res, err),
+    );
   }
   if (method !== 'GET' && method !== 'HEAD') return replyText(res, 405, 'GET, HEAD or DELETE', { allow: 'GET, HEAD, DELETE' });
   // No signal: a load goes on if its client leaves (bounded by --load-timeout), and its value is cached
   // for the next asker; a hit allocates no AbortController.
-  let answer;
-  try {
-    answer = await served.get(key, undefined);
-  } catch (err) {
-    return replyError(res, err);
-  }
+  return served.get(key, undefined).then(
+    (answer) => replyAnswer(res, method === 'HEAD', answer),
+    (err: unknown) => replyError(res, err),
+  );
+}
+
+/** replyAnswer writes a value with its source and age. */
+function replyAnswer(res: ServerResponse, head: boolean, answer: Answer): void {
   if (res.writableEnded || res.destroyed) return;
   // The cache holds values as one-byte strings: written as latin1 they need no Buffer copy here.
   const data = answer.value.binary();
   const headers = ['content-type', 'application/octet-stream', 'content-length', String(data.length), 'x-bulwark-source', answer.source];
   if (answer.ageMs !== undefined) headers.push('age', String(Math.floor(answer.ageMs / 1000)), 'x-bulwark-age-ms', String(Math.round(answer.ageMs)));
   res.writeHead(200, headers);
-  if (method === 'HEAD') res.end();
+  if (head) res.end();
   else res.end(data, 'latin1');
 }
 

@@ -41,6 +41,7 @@ export class ServeNode implements ClientApi {
   private ready = false;
   private draining = false;
   private inflight = 0;
+  private readonly closed = (): void => void this.inflight--;
   private requests = 0;
   private readonly startedAt = systemClock.now();
   private stopping: Promise<void> | undefined;
@@ -219,7 +220,8 @@ export class ServeNode implements ClientApi {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     this.inflight++;
     this.requests++;
-    res.once('close', () => void this.inflight--);
+    // One listener made once, not a closure and a once() wrapper per request: a response closes once.
+    res.on('close', this.closed);
     if (this.draining) res.setHeader('connection', 'close');
     // A request answered before its body arrived (a 401, a 413) must not keep its socket open for a body
     // that may never come: Node waits for the rest of the body, and its requestTimeout no longer runs.

@@ -30,6 +30,11 @@ export interface ServedGroupOptions {
   clock: Clock;
 }
 
+/** answerOf says the group's answer in the client API's words (the getter is the origin here). */
+function answerOf(a: GroupAnswer): Answer {
+  return a.source === 'getter' ? { value: a.value, source: 'origin', ageMs: a.ageMs } : (a as Answer);
+}
+
 /** ServedGroup wraps a Group for the client API. */
 export class ServedGroup {
   readonly group: Group;
@@ -53,9 +58,12 @@ export class ServedGroup {
   }
 
   /** get answers `key` with its source and age; rejects what `Group.getWithInfo` rejects. */
-  async get(key: string, signal: AbortSignal | undefined): Promise<Answer> {
-    const a = await this.group.getWithInfo(key, signal === undefined ? undefined : { signal });
-    return a.source === 'getter' ? { value: a.value, source: 'origin', ageMs: a.ageMs } : (a as Answer);
+  get(key: string, signal: AbortSignal | undefined): Promise<Answer> {
+    try {
+      return this.group.getWithInfo(key, signal === undefined ? undefined : { signal }).then(answerOf);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
   }
 
   /** remove deletes `key` on every node (and its last good value here). */
