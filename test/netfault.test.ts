@@ -98,7 +98,7 @@ describe('network faults harness', { skip: netfaultSkip }, () => {
           );
           let out = '';
           child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-          child.on('exit', () => resolve(out));
+          child.on('close', () => resolve(out));
         });
       const [asNobody, asRoot] = await Promise.all([tryAs(nobodyUid), tryAs(undefined)]);
       assert.equal(asNobody, 'silence');

@@ -53,7 +53,9 @@ export function runBulwark(args: string[], timeoutMs = 30_000, env: NodeJS.Proce
       child.kill('SIGKILL');
       reject(new Error(`bulwark ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
     }, timeoutMs);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': it comes once the child's output is read to its end (at 'exit' a loaded
+    // machine may not have delivered the last line yet — the serve test saw exit 2 with an empty stderr).
+    child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });

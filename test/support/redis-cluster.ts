@@ -39,7 +39,7 @@ function run(binary: string, args: string[], timeoutMs = 60_000): Promise<string
     child.stdout.on('data', (b: Buffer) => (out += b));
     child.stderr.on('data', (b: Buffer) => (out += b));
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('exit', (code) => {
+    child.on('close', (code) => {
       clearTimeout(timer);
       if (code === 0) resolve(out);
       else reject(new Error(`${binary} ${args.join(' ')} exited ${code}:\n${out}`));
