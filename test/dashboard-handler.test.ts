@@ -2,12 +2,15 @@
  * dashboardHandler mounted as a user mounts it — on node:http, Express (4 and 5) and Fastify (4 and 5),
  * under a path of the user's choice — answering the page, the stream and the frame as JSON; and its
  * controls: off unless given, refusing another origin, a value the checks refuse answered 422 with the
- * field and its message and nothing written, a good one written as a rule.
+ * field and its message and nothing written, a good one written as a rule. The page comes with the last
+ * frame and history in it, and its own script draws values from them before any stream is open (run
+ * here in a VM over a few stand-in elements): the Rules card among them.
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { runInNewContext } from 'node:vm';
 import express from 'express';
 import express4 from 'express4';
 import Fastify from 'fastify';
@@ -53,11 +56,76 @@ function firstEvents(url: string, n: number): Promise<string[]> {
   });
 }
 
+/** A stand-in for the page's elements: what the page's script sets on them. */
+interface Element {
+  id: string;
+  innerHTML: string;
+  textContent: string;
+  className: string;
+  hidden: boolean;
+}
+
+/**
+ * drawPage runs the page's own script over `html` (the page as served, with its embedded data) in a VM,
+ * with stand-ins for its elements and an EventSource that never opens, and answers what it drew before
+ * any stream: `#body`'s HTML, the title and the connection's word.
+ */
+function drawPage(html: string): { body: string; title: string; conn: string; marks: string[] } {
+  const script = /<script>([\s\S]*)<\/script>/.exec(html)![1]!;
+  const boot = /<script type="application\/json" id="boot">([\s\S]*?)<\/script>/.exec(html)?.[1];
+  const els = new Map<string, Element & Record<string, unknown>>();
+  const el = (id: string) => {
+    let e = els.get(id);
+    if (e === undefined) {
+      e = {
+        id,
+        innerHTML: '',
+        textContent: id === 'boot' ? (boot ?? '') : '',
+        className: '',
+        hidden: false,
+        setAttribute() {},
+        addEventListener() {},
+        contains: () => false,
+      };
+      els.set(id, e);
+    }
+    return e;
+  };
+  const marks: string[] = [];
+  const document = { getElementById: (id: string) => (id === 'boot' && boot === undefined ? null : el(id)), activeElement: null, title: '' };
+  runInNewContext(script, {
+    document,
+    location: { search: '' },
+    URLSearchParams,
+    performance: { getEntriesByName: (n: string) => marks.filter((m) => m === n), mark: (n: string) => void marks.push(n) },
+    EventSource: class {
+      addEventListener(): void {}
+      close(): void {}
+    },
+    fetch: () => new Promise(() => {}),
+    setInterval: () => 0,
+    setTimeout: () => 0,
+  });
+  return { body: el('body').innerHTML, title: document.title, conn: el('conn').textContent, marks };
+}
+
+/** rows answers a table's rows as the text of their cells (tags left out). */
+function rows(html: string): string[][] {
+  return [...html.matchAll(/<tr[^>]*>(.*?)<\/tr>/g)].map((r) => [...r[1]!.matchAll(/<t[dh][^>]*>(.*?)<\/t[dh]>/g)].map((c) => c[1]!.replace(/<[^>]+>/g, '')));
+}
+
 async function checkServes(base: string): Promise<void> {
   const page = await fetch(`${base}/`);
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type')!, /^text\/html/);
-  assert.match(await page.text(), /<title>test<\/title>/);
+  const html = await page.text();
+  assert.match(html, /<title>test<\/title>/);
+  // Drawn from the data in the page, before any stream: the limiter's row, with its units.
+  const drawn = drawPage(html);
+  assert.match(drawn.body, /<td>api-limit<\/td><td>TokenLimiter<\/td>.*<td class="n">\d+ admitted<\/td>/);
+  assert.deepEqual(drawn.marks, ['bulwark-embedded-data', 'bulwark-first-data']);
+  assert.equal(drawn.conn, 'connecting');
+  assert.equal(drawn.title, 'test dashboard');
   const redirect = await fetch(base, { redirect: 'manual' });
   assert.equal(redirect.status, 308);
   assert.equal(new URL(redirect.headers.get('location')!, base).pathname, `${new URL(base).pathname}/`);
@@ -280,6 +348,23 @@ describe('dashboardHandler', () => {
         bound.map((b) => [b.kind, b.name, b.rules, b.refused.map((r) => [r.key, r.code])]),
         [['circuit-breaker', 'origin', ['checkout/isolate/origin'], [['checkout/circuit-breaker/origin', 'ERR_RULE_REFUSED']]]],
       );
+      // What the page's Rules card draws of it (the page's own script, over the frame embedded in the page).
+      const page = await (await fetch(`${url}/`)).text();
+      const card = drawPage(page)
+        .body.split('<div class="card">')
+        .find((c) => c.startsWith('<h2>Rules: rules</h2>'));
+      assert.ok(card !== undefined, 'no Rules card');
+      assert.match(card, /<p class="mute">2 rules held · 1 component bound · store revision 2<\/p>/);
+      assert.deepEqual(rows(card), [
+        ['component', 'state', 'rules it runs', 'revision'],
+        ['circuit-breaker origin', '1 refused', 'checkout/isolate/origin', 'revision 1'],
+        [
+          '↳ refused checkout/circuit-breaker/origin',
+          'refused by the component',
+          'name: CircuitBreaker: name cannot change on a running breaker (reconfigure), got &#34;renamed&#34;',
+          'revision 2',
+        ],
+      ]);
     });
 
     it('refuse a request from another origin or site, and one that is not JSON', async () => {
