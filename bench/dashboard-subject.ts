@@ -28,7 +28,7 @@ function cpuRoute(req: IncomingMessage, res: ServerResponse): boolean {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (req.url === '/cpu?gc=1' && gc !== undefined) gc();
   const m = process.memoryUsage();
-  res.end(JSON.stringify({ cpu: process.cpuUsage(), rss: m.rss, heapUsed: m.heapUsed }));
+  res.end(JSON.stringify({ cpu: process.cpuUsage(), rss: m.rss, heapUsed: m.heapUsed, external: m.external }));
   return true;
 }
 
