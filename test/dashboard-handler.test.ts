@@ -3,8 +3,9 @@
  * under a path of the user's choice — answering the page, the stream and the frame as JSON; and its
  * controls: off unless given, refusing another origin, a value the checks refuse answered 422 with the
  * field and its message and nothing written, a good one written as a rule. The page comes with the last
- * frame and history in it, and its own script draws values from them before any stream is open (run
- * here in a VM over a few stand-in elements): the Rules card among them.
+ * frame and history in it (escaped: a component's name cannot end the script element; left out past its
+ * bound, so the page stays under 300 KB), and its own script draws values from them before any stream
+ * is open (run here in a VM over a few stand-in elements): the Rules card among them.
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,7 +17,7 @@ import express4 from 'express4';
 import Fastify from 'fastify';
 import Fastify4 from 'fastify4';
 import promClient from 'prom-client';
-import { dashboardHandler, fastifyDashboard, type DashboardHandler } from '../src/dashboard/index.js';
+import { dashboardHandler, fastifyDashboard, type DashboardHandler, type Feed } from '../src/dashboard/index.js';
 import { TokenLimiter } from '../src/limit/index.js';
 import { BulwarkMetrics } from '../src/metrics/index.js';
 import { CircuitBreaker } from '../src/breaker/index.js';
@@ -156,6 +157,45 @@ describe('dashboardHandler', () => {
     );
     await checkServes(`${url}/ops/dash`);
     assert.equal((await fetch(`${url}/other`)).status, 404);
+  });
+
+  it('embeds the frame in the page with no way out of its script element, and leaves out what would pass 300 KB', async () => {
+    let frame = '';
+    const feed: Feed = {
+      mode: 'process',
+      tickMs: 1_000,
+      latest: () => frame,
+      history: () => '[]',
+      onTick: () => () => {},
+      close: () => Promise.resolve(),
+    };
+    const h = dashboardHandler(feed, { path: '/dashboard' });
+    const server = createServer(h);
+    const url = `${await listen(server)}/dashboard/`;
+    closers.push(
+      () => h.close(),
+      () => new Promise((r) => server.close(r)),
+    );
+    const component = (name: string) => ({ name, kind: 'Mystery', status: { calls: 1 } });
+    const framed = (names: string[]) =>
+      JSON.stringify({ mode: 'process', at: '2026-01-01T00:00:00.000Z', tickMs: 1_000, components: names.map(component), point: { t: 0, c: {} } });
+    // A component's name is the user's text: it must not end the script element it is embedded in.
+    frame = framed(['</script><script>window.hacked = 1</script><!--']);
+    const html = await (await fetch(url)).text();
+    assert.doesNotMatch(html, /<script>window\.hacked/);
+    assert.equal(html.match(/<\/script>/g)!.length, 2); // the data's and the page's own
+    const drawn = drawPage(html);
+    assert.match(drawn.body, /<h2>Mystery: &#60;\/script&#62;&#60;script&#62;window\.hacked = 1&#60;\/script&#62;&#60;!--<\/h2>/);
+    assert.deepEqual(drawn.marks, ['bulwark-embedded-data', 'bulwark-first-data']);
+    // A frame past the bound (a large fleet's) comes with the stream only: the page stays under 300 KB.
+    frame = framed(Array.from({ length: 3_000 }, (_, i) => `component-${i}-${'x'.repeat(80)}`));
+    assert.ok(frame.length > 256 * 1024);
+    const big = await (await fetch(url)).text();
+    assert.ok(Buffer.byteLength(big) < 300 * 1000, `the page weighs ${Buffer.byteLength(big)} bytes`);
+    const waiting = drawPage(big);
+    assert.deepEqual(waiting.marks, []);
+    assert.equal(waiting.body, ''); // nothing drawn: the page waits for its stream
+    assert.equal(waiting.conn, 'connecting');
   });
 
   // The two majors' types differ; the test uses what they share.
