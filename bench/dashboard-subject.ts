@@ -1,6 +1,6 @@
 /**
  * The processes of bench/dashboard.bench.ts, one role each (argv[2]); each prints one JSON line once ready
- * and answers `GET /cpu` with its process.cpuUsage() and memory:
+ * and answers `GET /cpu` with its process.cpuUsage() and memory (`/cpu?gc=1`: after a full GC, when started with --expose-gc):
  *   instances <n> <components>   n simulated instances in one process, each a dashboardHandler over its own
  *                                BulwarkMetrics of <components> components with moving counters, on ports of
  *                                its own; prints { ports }
@@ -24,9 +24,11 @@ import { MemoryRegistry } from '../src/registry/index.js';
 const [role, arg1, arg2] = process.argv.slice(2);
 
 function cpuRoute(req: IncomingMessage, res: ServerResponse): boolean {
-  if (req.url !== '/cpu') return false;
+  if (req.url !== '/cpu' && req.url !== '/cpu?gc=1') return false;
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (req.url === '/cpu?gc=1' && gc !== undefined) gc();
   const m = process.memoryUsage();
-  res.end(JSON.stringify({ cpu: process.cpuUsage(), rss: m.rss, heapUsed: m.heapUsed }));
+  res.end(JSON.stringify({ cpu: process.cpuUsage(), rss: m.rss, heapUsed: m.heapUsed, external: m.external }));
   return true;
 }
 

@@ -1,13 +1,13 @@
 /**
  * The dashboard in a real browser: Debian's chromium, headless, driven by playwright-core with the
  * system executable. A process serving its dashboard (test/support/dashboard-child.ts): the page loads
- * with no console error and no failed request, its first data comes within a second, its values move
- * within 2 s, and its stream comes back by itself when the server restarts. Its controls write to a
- * MemoryRuleStore a Rules binder follows: a refused limit or fault value shows bulwark/rules' message
- * beside its field and writes nothing; isolate holds the breaker open; the Rules card shows what each
- * component runs and refused. The fleet: `bulwark dashboard --rules etcd://… --controls` over a real
- * etcd shows three processes, isolates one's breaker through the rules in etcd, and shows one that dies
- * as unreachable, then gone.
+ * with no console error and no failed request, its first values are drawn from the data embedded in
+ * it (not from its stream), its values move within 2 s, and its stream comes back by itself when the
+ * server restarts. Its controls write to a MemoryRuleStore a Rules binder follows: a refused limit or
+ * fault value shows bulwark/rules' message beside its field and writes nothing; isolate holds the
+ * breaker open; the Rules card shows what each component runs and refused. The fleet: `bulwark
+ * dashboard --rules etcd://… --controls` over a real etcd shows three processes, isolates one's
+ * breaker through the rules in etcd, and shows one that dies as unreachable, then gone.
  * The demo (`bulwark demo`, what `npm start` runs): its "kill" button ejects an instance and opens its
  * breaker on the page within 5 s, and "restore" brings it back.
  * Screenshots at 1280×800 and 390×844 go to BULWARK_TEST_ARTIFACTS (default .tmp/artifacts/dashboard).
@@ -81,7 +81,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await child?.kill();
     });
 
-    it('loads with no console error and no failed request, first data within a second, values moving within 2 s', async () => {
+    it('loads with no console error and no failed request, first values drawn from the data in the page, values moving within 2 s', async () => {
       const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
       const problems = watchPage(page);
       let pageBytes = 0;
@@ -90,12 +90,25 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       });
       await page.goto(`http://127.0.0.1:${port}/dashboard/`);
       await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live', undefined, { timeout: 10_000 });
-      // From the navigation's start to the first frame drawn, as the page marks it.
-      const firstDataMs = await page.evaluate(() => performance.getEntriesByName('bulwark-first-data')[0]!.startTime);
-      console.log(`# dashboard: page ${pageBytes} bytes, first data ${firstDataMs.toFixed(0)} ms after navigation`);
+      // From the navigation's start, as the page marks its steps and the browser its first paint.
+      const t = await page.evaluate(() => {
+        const at = (name: string) => performance.getEntriesByName(name)[0]?.startTime ?? -1;
+        return {
+          embedded: at('bulwark-embedded-data'),
+          firstData: at('bulwark-first-data'),
+          firstTick: at('bulwark-first-tick'),
+          fcp: at('first-contentful-paint'),
+        };
+      });
+      console.log(
+        `# dashboard: page ${pageBytes} bytes, first values in the document ${t.firstData.toFixed(0)} ms after navigation (first paint ${t.fcp.toFixed(0)} ms, the stream's first frame ${t.firstTick.toFixed(0)} ms)`,
+      );
       assert.ok(pageBytes > 0 && pageBytes <= 300 * 1024, `page weighs ${pageBytes} bytes`);
-      // The goal is 1 s (docs/dashboard.md has the measured number); this bound holds on a loaded 2-core machine.
-      assert.ok(firstDataMs <= 2_000, `first data after ${firstDataMs} ms`);
+      // The first values come from the data embedded in the page, not from the stream's first frame.
+      assert.ok(t.embedded >= 0 && t.embedded <= t.firstData, `the first values were not drawn from the embedded data: ${JSON.stringify(t)}`);
+      // The goal is 1 s (docs/dashboard.md has the measured numbers: p50 ≈ 0.2 s under a load average of 10 on 2
+      // cores, where the page that waited for its stream took up to 1.7 s); this bound holds on such a machine.
+      assert.ok(t.firstData <= 1_500, `first data after ${t.firstData} ms`);
       // Values with their units, moving: the limiter's admitted count is read twice, 2 s apart at most.
       const admitted = () => page.locator('td:has-text("admitted")').first().innerText();
       const before = await admitted();

@@ -2,18 +2,22 @@
  * dashboardHandler mounted as a user mounts it — on node:http, Express (4 and 5) and Fastify (4 and 5),
  * under a path of the user's choice — answering the page, the stream and the frame as JSON; and its
  * controls: off unless given, refusing another origin, a value the checks refuse answered 422 with the
- * field and its message and nothing written, a good one written as a rule.
+ * field and its message and nothing written, a good one written as a rule. The page comes with the last
+ * frame and history in it (escaped: a component's name cannot end the script element; left out past its
+ * bound, so the page stays under 300 KB), and its own script draws values from them before any stream
+ * is open (run here in a VM over a few stand-in elements): the Rules card among them.
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { runInNewContext } from 'node:vm';
 import express from 'express';
 import express4 from 'express4';
 import Fastify from 'fastify';
 import Fastify4 from 'fastify4';
 import promClient from 'prom-client';
-import { dashboardHandler, fastifyDashboard, type DashboardHandler } from '../src/dashboard/index.js';
+import { dashboardHandler, fastifyDashboard, type DashboardHandler, type Feed } from '../src/dashboard/index.js';
 import { TokenLimiter } from '../src/limit/index.js';
 import { BulwarkMetrics } from '../src/metrics/index.js';
 import { CircuitBreaker } from '../src/breaker/index.js';
@@ -53,11 +57,76 @@ function firstEvents(url: string, n: number): Promise<string[]> {
   });
 }
 
+/** A stand-in for the page's elements: what the page's script sets on them. */
+interface Element {
+  id: string;
+  innerHTML: string;
+  textContent: string;
+  className: string;
+  hidden: boolean;
+}
+
+/**
+ * drawPage runs the page's own script over `html` (the page as served, with its embedded data) in a VM,
+ * with stand-ins for its elements and an EventSource that never opens, and answers what it drew before
+ * any stream: `#body`'s HTML, the title and the connection's word.
+ */
+function drawPage(html: string): { body: string; title: string; conn: string; marks: string[] } {
+  const script = /<script>([\s\S]*)<\/script>/.exec(html)![1]!;
+  const boot = /<script type="application\/json" id="boot">([\s\S]*?)<\/script>/.exec(html)?.[1];
+  const els = new Map<string, Element & Record<string, unknown>>();
+  const el = (id: string) => {
+    let e = els.get(id);
+    if (e === undefined) {
+      e = {
+        id,
+        innerHTML: '',
+        textContent: id === 'boot' ? (boot ?? '') : '',
+        className: '',
+        hidden: false,
+        setAttribute() {},
+        addEventListener() {},
+        contains: () => false,
+      };
+      els.set(id, e);
+    }
+    return e;
+  };
+  const marks: string[] = [];
+  const document = { getElementById: (id: string) => (id === 'boot' && boot === undefined ? null : el(id)), activeElement: null, title: '' };
+  runInNewContext(script, {
+    document,
+    location: { search: '' },
+    URLSearchParams,
+    performance: { getEntriesByName: (n: string) => marks.filter((m) => m === n), mark: (n: string) => void marks.push(n) },
+    EventSource: class {
+      addEventListener(): void {}
+      close(): void {}
+    },
+    fetch: () => new Promise(() => {}),
+    setInterval: () => 0,
+    setTimeout: () => 0,
+  });
+  return { body: el('body').innerHTML, title: document.title, conn: el('conn').textContent, marks };
+}
+
+/** rows answers a table's rows as the text of their cells (tags left out). */
+function rows(html: string): string[][] {
+  return [...html.matchAll(/<tr[^>]*>(.*?)<\/tr>/g)].map((r) => [...r[1]!.matchAll(/<t[dh][^>]*>(.*?)<\/t[dh]>/g)].map((c) => c[1]!.replace(/<[^>]+>/g, '')));
+}
+
 async function checkServes(base: string): Promise<void> {
   const page = await fetch(`${base}/`);
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type')!, /^text\/html/);
-  assert.match(await page.text(), /<title>test<\/title>/);
+  const html = await page.text();
+  assert.match(html, /<title>test<\/title>/);
+  // Drawn from the data in the page, before any stream: the limiter's row, with its units.
+  const drawn = drawPage(html);
+  assert.match(drawn.body, /<td>api-limit<\/td><td>TokenLimiter<\/td>.*<td class="n">\d+ admitted<\/td>/);
+  assert.deepEqual(drawn.marks, ['bulwark-embedded-data', 'bulwark-first-data']);
+  assert.equal(drawn.conn, 'connecting');
+  assert.equal(drawn.title, 'test dashboard');
   const redirect = await fetch(base, { redirect: 'manual' });
   assert.equal(redirect.status, 308);
   assert.equal(new URL(redirect.headers.get('location')!, base).pathname, `${new URL(base).pathname}/`);
@@ -88,6 +157,45 @@ describe('dashboardHandler', () => {
     );
     await checkServes(`${url}/ops/dash`);
     assert.equal((await fetch(`${url}/other`)).status, 404);
+  });
+
+  it('embeds the frame in the page with no way out of its script element, and leaves out what would pass 300 KB', async () => {
+    let frame = '';
+    const feed: Feed = {
+      mode: 'process',
+      tickMs: 1_000,
+      latest: () => frame,
+      history: () => '[]',
+      onTick: () => () => {},
+      close: () => Promise.resolve(),
+    };
+    const h = dashboardHandler(feed, { path: '/dashboard' });
+    const server = createServer(h);
+    const url = `${await listen(server)}/dashboard/`;
+    closers.push(
+      () => h.close(),
+      () => new Promise((r) => server.close(r)),
+    );
+    const component = (name: string) => ({ name, kind: 'Mystery', status: { calls: 1 } });
+    const framed = (names: string[]) =>
+      JSON.stringify({ mode: 'process', at: '2026-01-01T00:00:00.000Z', tickMs: 1_000, components: names.map(component), point: { t: 0, c: {} } });
+    // A component's name is the user's text: it must not end the script element it is embedded in.
+    frame = framed(['</script><script>window.hacked = 1</script><!--']);
+    const html = await (await fetch(url)).text();
+    assert.doesNotMatch(html, /<script>window\.hacked/);
+    assert.equal(html.match(/<\/script>/g)!.length, 2); // the data's and the page's own
+    const drawn = drawPage(html);
+    assert.match(drawn.body, /<h2>Mystery: &#60;\/script&#62;&#60;script&#62;window\.hacked = 1&#60;\/script&#62;&#60;!--<\/h2>/);
+    assert.deepEqual(drawn.marks, ['bulwark-embedded-data', 'bulwark-first-data']);
+    // A frame past the bound (a large fleet's) comes with the stream only: the page stays under 300 KB.
+    frame = framed(Array.from({ length: 3_000 }, (_, i) => `component-${i}-${'x'.repeat(80)}`));
+    assert.ok(frame.length > 256 * 1024);
+    const big = await (await fetch(url)).text();
+    assert.ok(Buffer.byteLength(big) < 300 * 1000, `the page weighs ${Buffer.byteLength(big)} bytes`);
+    const waiting = drawPage(big);
+    assert.deepEqual(waiting.marks, []);
+    assert.equal(waiting.body, ''); // nothing drawn: the page waits for its stream
+    assert.equal(waiting.conn, 'connecting');
   });
 
   // The two majors' types differ; the test uses what they share.
@@ -280,6 +388,23 @@ describe('dashboardHandler', () => {
         bound.map((b) => [b.kind, b.name, b.rules, b.refused.map((r) => [r.key, r.code])]),
         [['circuit-breaker', 'origin', ['checkout/isolate/origin'], [['checkout/circuit-breaker/origin', 'ERR_RULE_REFUSED']]]],
       );
+      // What the page's Rules card draws of it (the page's own script, over the frame embedded in the page).
+      const page = await (await fetch(`${url}/`)).text();
+      const card = drawPage(page)
+        .body.split('<div class="card">')
+        .find((c) => c.startsWith('<h2>Rules: rules</h2>'));
+      assert.ok(card !== undefined, 'no Rules card');
+      assert.match(card, /<p class="mute">2 rules held · 1 component bound · store revision 2<\/p>/);
+      assert.deepEqual(rows(card), [
+        ['component', 'state', 'rules it runs', 'revision'],
+        ['circuit-breaker origin', '1 refused', 'checkout/isolate/origin', 'revision 1'],
+        [
+          '↳ refused checkout/circuit-breaker/origin',
+          'refused by the component',
+          'name: CircuitBreaker: name cannot change on a running breaker (reconfigure), got &#34;renamed&#34;',
+          'revision 2',
+        ],
+      ]);
     });
 
     it('refuse a request from another origin or site, and one that is not JSON', async () => {

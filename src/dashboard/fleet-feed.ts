@@ -11,8 +11,8 @@ import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { NotFoundError } from '../core/errors.js';
 import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { Registry, ServiceInstance } from '../registry/types.js';
-import { PointHistory } from './history.js';
 import { addressParts, InstanceStream, statusPathOk } from './instance-stream.js';
+import { TickHistory } from './tick-history.js';
 import type { Feed, InstanceState, Point, PointValues } from './types.js';
 
 const OWNER = 'FleetFeed';
@@ -67,7 +67,7 @@ interface Followed {
   lastFrameAt: number | undefined;
 }
 
-export class FleetFeed implements Feed {
+export class FleetFeed extends TickHistory implements Feed {
   readonly mode = 'fleet' as const;
   readonly tickMs: number;
   private readonly refreshMs: number;
@@ -75,11 +75,8 @@ export class FleetFeed implements Feed {
   private readonly token: string | undefined;
   private readonly clock: Clock;
   private readonly onWarning: ((message: string) => void) | undefined;
-  private readonly points: PointHistory;
-  private readonly listeners = new Set<(frame: string) => void>();
   private readonly followed = new Map<string, Followed>();
   private readonly warned = new Set<string>();
-  private last: string | undefined;
   private tickTimer: TimerHandle | undefined;
   private refreshTimer: TimerHandle | undefined;
   private refreshing: Promise<void> | undefined;
@@ -95,10 +92,10 @@ export class FleetFeed implements Feed {
       throw new TypeError(`${OWNER}: registry must be a Registry (listServices, getService)`);
     }
     const o = checkOptions(OWNER, options, KEYS);
+    super(integer(OWNER, 'historyMs', o.historyMs ?? fleetFeedDefaults.historyMs, 0, 86_400_000));
     this.tickMs = integer(OWNER, 'tickMs', o.tickMs ?? fleetFeedDefaults.tickMs, 10, 3_600_000);
     this.refreshMs = integer(OWNER, 'refreshMs', o.refreshMs ?? fleetFeedDefaults.refreshMs, 10, 3_600_000);
     this.goneKeepMs = integer(OWNER, 'goneKeepMs', o.goneKeepMs ?? fleetFeedDefaults.goneKeepMs, 0, 86_400_000);
-    this.points = new PointHistory(integer(OWNER, 'historyMs', o.historyMs ?? fleetFeedDefaults.historyMs, 0, 86_400_000));
     if (o.token !== undefined && (typeof o.token !== 'string' || o.token.length === 0)) throw new TypeError(`${OWNER}: token must be a non-empty string`);
     this.token = o.token;
     this.clock = clockOption(OWNER, o.clock, systemClock);
@@ -109,19 +106,6 @@ export class FleetFeed implements Feed {
     this.refreshTimer.unref();
     this.tickTimer = this.clock.setInterval(() => this.tick(), this.tickMs);
     this.tickTimer.unref();
-  }
-
-  latest(): string | undefined {
-    return this.last;
-  }
-
-  history(): string {
-    return this.points.json();
-  }
-
-  onTick(listener: (frame: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
   }
 
   /** size answers the number of instances shown (followed, and gone but still kept). */
@@ -227,11 +211,9 @@ export class FleetFeed implements Feed {
       );
     }
     const point: Point = { t, c };
-    this.points.add(point);
     const registry = this.registryError === undefined ? '' : `,"registryError":${JSON.stringify(this.registryError)}`;
     const text = `{"mode":"fleet","at":${JSON.stringify(new Date().toISOString())},"tickMs":${this.tickMs}${registry},"instances":[${parts.join(',')}],"point":${JSON.stringify(point)}}`;
-    this.last = text;
-    for (const l of this.listeners) l(text);
+    this.publish(point, text);
   }
 
   close(): Promise<void> {
@@ -240,7 +222,7 @@ export class FleetFeed implements Feed {
       this.clock.clearTimeout(this.tickTimer);
       this.clock.clearTimeout(this.refreshTimer);
       for (const f of this.followed.values()) f.stream?.close();
-      this.listeners.clear();
+      this.forgetListeners();
     }
     return Promise.resolve();
   }

@@ -11,12 +11,18 @@ import { checkScope } from '../rules/rule-key.js';
 import { controlAccess, readAccess, type Denied } from './access.js';
 import { actionsJson, runAction, type DashboardActions } from './actions.js';
 import { control, readJson, type DashboardControls } from './controls.js';
-import { PAGE } from './page.js';
+import { BOOT_MARK, PAGE } from './page.js';
 import { ProcessFeed, type FeedSource } from './process-feed.js';
 import type { Feed, ProcessFeedOptions } from './types.js';
 import { Viewers } from './viewers.js';
 
 const OWNER = 'dashboardHandler';
+
+/**
+ * The most bytes of data embedded in the page (its last frame, then its history if it still fits): the
+ * page and its data stay under 300 KB. What does not fit comes with the stream (a large fleet's frame).
+ */
+const MAX_EMBEDDED_BYTES = 256 * 1024;
 
 /** DashboardOptions configures a dashboard handler. */
 export interface DashboardOptions extends ProcessFeedOptions {
@@ -149,7 +155,24 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
     actions: actions !== undefined,
   });
   const viewers = new Viewers(feed, () => hello, maxViewers);
-  const page = Buffer.from(PAGE.replace('<title>bulwark</title>', `<title>${escapeHtml(title)}</title>`), 'utf8');
+  const [pageHead, pageTail] = PAGE.replace('<title>bulwark</title>', `<title>${escapeHtml(title)}</title>`).split(BOOT_MARK) as [string, string];
+  // The page with the feed's last frame and history in it, made at most once per tick however many pages open.
+  let page: { latest: string | undefined; history: string; bytes: Buffer } | undefined;
+  const pageNow = (): Buffer => {
+    const latest = feed.latest();
+    const history = feed.history();
+    const made = page;
+    if (made !== undefined && made.latest === latest && made.history === history) return made.bytes;
+    let boot = `{"hello":${hello}`;
+    if (latest !== undefined && hello.length + latest.length < MAX_EMBEDDED_BYTES) {
+      boot += `,"frame":${latest}`;
+      if (boot.length + history.length < MAX_EMBEDDED_BYTES) boot += `,"history":${history}`;
+    }
+    // JSON's only '<' are in strings, where \u003c reads the same: nothing in it can end the script element.
+    const data = `<script type="application/json" id="boot">${boot.replace(/</g, '\\u003c')}}</script>`;
+    page = { latest, history, bytes: Buffer.from(pageHead + data + pageTail, 'utf8') };
+    return page.bytes;
+  };
 
   const handler = (req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void): void => {
     const raw = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '/';
@@ -226,7 +249,7 @@ export function dashboardHandler(metrics: FeedSource | Feed, options?: Dashboard
           "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
         );
         res.setHeader('referrer-policy', 'no-referrer');
-        reply(res, 200, 'text/html; charset=utf-8', page, head);
+        reply(res, 200, 'text/html; charset=utf-8', pageNow(), head);
         return;
       case '/events':
         if (head) reply(res, 200, 'text/event-stream; charset=utf-8', '', true);

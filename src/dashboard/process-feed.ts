@@ -8,9 +8,9 @@
 import { systemClock, type Clock, type TimerHandle } from '../core/clock.js';
 import { clockOption, integer, options as checkOptions, type OptionKeys } from '../core/validate.js';
 import type { HistogramTotals, MetricsSnapshot } from '../metrics/types.js';
-import { PointHistory } from './history.js';
 import { LatencyWindow } from './latency.js';
 import { traffic } from './traffic.js';
+import { TickHistory } from './tick-history.js';
 import type { Feed, Point, PointValues, ProcessFeedOptions, ProcessFrame } from './types.js';
 
 const OWNER = 'ProcessFeed';
@@ -31,16 +31,13 @@ function preferred(a: HistogramTotals, b: HistogramTotals | undefined): boolean 
   return a.family.endsWith('call_duration_seconds') && !b.family.endsWith('call_duration_seconds');
 }
 
-export class ProcessFeed implements Feed {
+export class ProcessFeed extends TickHistory implements Feed {
   readonly mode = 'process' as const;
   readonly tickMs: number;
   private readonly clock: Clock;
   private readonly latencyWindowMs: number;
-  private readonly points: PointHistory;
-  private readonly listeners = new Set<(frame: string) => void>();
   private readonly totals = new Map<string, { t: number; calls: number; errors: number }>();
   private readonly windows = new Map<string, LatencyWindow>();
-  private last: string | undefined;
   private timer: TimerHandle | undefined;
   private closed = false;
 
@@ -52,26 +49,13 @@ export class ProcessFeed implements Feed {
       throw new TypeError(`${OWNER}: metrics must be a BulwarkMetrics (snapshot())`);
     }
     const o = checkOptions(OWNER, options, KEYS);
+    super(integer(OWNER, 'historyMs', o.historyMs ?? processFeedDefaults.historyMs, 0, 86_400_000));
     this.tickMs = integer(OWNER, 'tickMs', o.tickMs ?? processFeedDefaults.tickMs, 10, 3_600_000);
     this.latencyWindowMs = integer(OWNER, 'latencyWindowMs', o.latencyWindowMs ?? processFeedDefaults.latencyWindowMs, 1, 3_600_000);
-    this.points = new PointHistory(integer(OWNER, 'historyMs', o.historyMs ?? processFeedDefaults.historyMs, 0, 86_400_000));
     this.clock = clockOption(OWNER, o.clock, systemClock);
     this.tick();
     this.timer = this.clock.setInterval(() => this.tick(), this.tickMs);
     this.timer.unref();
-  }
-
-  latest(): string | undefined {
-    return this.last;
-  }
-
-  history(): string {
-    return this.points.json();
-  }
-
-  onTick(listener: (frame: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
   }
 
   /** tick takes one snapshot and sends it; the timer calls it (tests with a ManualClock advance it). */
@@ -111,7 +95,6 @@ export class ProcessFeed implements Feed {
     for (const name of this.totals.keys()) if (!seen.has(name)) this.totals.delete(name);
     for (const name of this.windows.keys()) if (!byName.has(name)) this.windows.delete(name);
     const point: Point = { t: Math.round(t), c };
-    this.points.add(point);
     const frame: ProcessFrame = { mode: 'process', at: snap.at, tickMs: this.tickMs, components: snap.components, point };
     let text: string;
     try {
@@ -119,8 +102,7 @@ export class ProcessFeed implements Feed {
     } catch {
       return; // a status that is not JSON (a cycle) is left out of this tick, as a scrape leaves out a failed collector
     }
-    this.last = text;
-    for (const l of this.listeners) l(text);
+    this.publish(point, text);
   }
 
   close(): Promise<void> {
@@ -128,7 +110,7 @@ export class ProcessFeed implements Feed {
       this.closed = true;
       this.clock.clearTimeout(this.timer);
       this.timer = undefined;
-      this.listeners.clear();
+      this.forgetListeners();
     }
     return Promise.resolve();
   }
