@@ -48,8 +48,9 @@ export function checkRuleShape(doc: unknown, ref?: RuleRef): Rule {
   const d = doc as Record<string, unknown>;
   const kind = d.kind ?? ref?.kind;
   if (!isRuleKind(kind)) throw bad('kind', `unknown kind ${JSON.stringify(kind)}; the kinds are ${ruleKinds.join(', ')}`);
-  const scope = checkScope(d.scope ?? ref?.scope, at);
-  const name = checkName(d.name ?? ref?.name, at);
+  // The key's parts were checked when it was read (parseRuleKey): only what the document names itself is checked here.
+  const scope = d.scope === undefined && ref !== undefined ? ref.scope : checkScope(d.scope, at);
+  const name = d.name === undefined && ref !== undefined ? ref.name : checkName(d.name, at);
   const key = ruleKey({ scope, kind, name });
   if (ref !== undefined && key !== at) throw bad('key', `the document names ${key} but sits at ${at}`);
   const bodyKeys = BODY_KEYS[bodyOf(kind)];
