@@ -80,11 +80,11 @@ describe('Rules: options', () => {
     rules.bind('token-limiter', 'api', l);
     await put('orders/token-limiter/api', { set: { rate: 5 } });
     assert.deepEqual(l.runs, { rate: 5, burst: 20 });
-    await put('orders@i-1/token-limiter/api', { set: { burst: 7 } });
-    assert.deepEqual(l.runs, { rate: 5, burst: 7 });
+    await put('orders@i-1/token-limiter/api', { set: { rate: 4, burst: 7 } }); // the instance's rate over the service's
+    assert.deepEqual(l.runs, { rate: 4, burst: 7 });
     await put('orders@i-2/token-limiter/api', { set: { burst: 99 } }); // another instance's
     await put('payments/token-limiter/api', { set: { rate: 99 } }); // another service's
-    assert.deepEqual(l.runs, { rate: 5, burst: 7 });
+    assert.deepEqual(l.runs, { rate: 4, burst: 7 });
     await store.remove('orders@i-1/token-limiter/api');
     assert.deepEqual(l.runs, { rate: 5, burst: 20 });
     await store.remove('orders/token-limiter/api');
@@ -371,6 +371,17 @@ describe('Rules: breakers', () => {
     assert.deepEqual(b.calls, ['reset', 'isolate:hold', 'reset', 'isolate:hold']);
     await store.remove('orders/reset/payments');
     assert.equal(b.calls.length, 4);
+  });
+
+  it('does not act on a reset rule it meets when identify() names its scope (written before, as at bind)', async () => {
+    const { rules, put } = await setup();
+    await put('orders@i-9/reset/payments', {});
+    const b = new FakeBreaker({ rate: 1 });
+    rules.bind('circuit-breaker', 'payments', b);
+    rules.identify({ name: 'orders', id: 'i-9' });
+    assert.deepEqual(b.calls, []);
+    await put('orders@i-9/reset/payments', {});
+    assert.deepEqual(b.calls, ['reset']);
   });
 
   it('binds the breakers a group makes lazily (a client’s <service>/<instance> breakers)', async () => {
