@@ -28,7 +28,8 @@ function bodyOf(kind: RuleKind): keyof typeof BODY_KEYS {
  * out (they are the key's) and must match it when given. Throws RuleInvalidError naming the field.
  */
 export function parseRule(text: string, key?: string): Rule {
-  const bytes = Buffer.byteLength(text, 'utf8');
+  // A UTF-16 unit is at most 3 bytes of UTF-8: a short text is not counted.
+  const bytes = text.length * 3 <= ruleLimits.maxBytes ? 0 : Buffer.byteLength(text, 'utf8');
   if (bytes > ruleLimits.maxBytes) throw new RuleInvalidError(`a rule is at most ${ruleLimits.maxBytes} bytes, got ${bytes}`, { key, field: undefined });
   let doc: unknown;
   try {
