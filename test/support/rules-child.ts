@@ -100,6 +100,7 @@ async function calls(n: number, concurrency: number): Promise<void> {
       errors,
       delayed: added.length,
       addedMin: p(added, 0),
+      addedP10: p(added, 0.1),
       addedP50: p(added, 0.5),
       addedMax: p(added, 1),
       lagP99: lag.percentile(99) / 1e6,
