@@ -104,13 +104,13 @@ export interface RulesOptions {
   clock?: Clock;
   /**
    * The longest the binder applies a change in one event-loop turn before it yields (the rest follows in the
-   * next turns, in order; at least 32 components are applied per turn). Defaults to 2.
+   * next turns, in order; at least 32 components are applied per turn). Defaults to 1.
    */
   applySliceMs?: number;
 }
 
 /** Defaults for RulesOptions. */
-export const rulesDefaults = Object.freeze({ applySliceMs: 2 });
+export const rulesDefaults = Object.freeze({ applySliceMs: 1 });
 
 /** The fewest components applied in one turn before the binder yields: a small change applies at once. */
 const MIN_PER_TURN = 32;
