@@ -11,7 +11,9 @@
  * breaker's `allow()` became `admit()`), so a build from before a rename compares with one after it.
  * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names),
  * AB_CPU=1 (each child times its own CPU time, user + system, instead of wall time: on a machine shared
- * with other jobs a child waiting for a core is then not counted as slower).
+ * with other jobs a child waiting for a core is then not counted as slower), AB_VS_PLAIN=1 (side A runs
+ * the plain counterpart of each "(bound to rules)" subject: with the same dist as A and B, what binding a
+ * component to rules costs its hot path in one build).
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -22,6 +24,23 @@ const noop = () => undefined;
 const task = () => Promise.resolve(1);
 const admit = (b) => (typeof b.admit === 'function' ? b.admit() : b.allow());
 const instances = (n) => Array.from({ length: n }, (_, i) => ({ id: `i${i}`, name: 'svc', address: `127.0.0.1:${9000 + i}` }));
+
+/**
+ * bound binds a component to a Rules binder (bulwark/rules, on the memory store) with one rule of `kind`
+ * applied (`set` over what it was built with), where the build has rules; answers a teardown. The binder
+ * only calls the component when its rules change: the subject measures what that leaves on the hot path.
+ */
+async function bound(load, kind, name, component, set) {
+  const rules = await load('rules').catch(() => undefined);
+  if (rules === undefined) return async () => undefined;
+  const store = new rules.MemoryRuleStore();
+  await store.put(`svc/${kind}/${name}`, JSON.stringify({ set }));
+  const binder = new rules.Rules({ store, service: 'svc', instance: 'i0' });
+  await binder.start();
+  binder.bind(kind, name, component);
+  if (binder.stats().applied !== 1 || binder.stats().refused !== 0) throw new Error(`the ${kind} rule was not applied: ${JSON.stringify(binder.status())}`);
+  return async () => (await binder.close(), await store.close());
+}
 
 /** Each subject: (load(module) → Promise<module namespace>) → { op, async? , teardown? }. */
 const SUBJECTS = {
@@ -34,6 +53,18 @@ const SUBJECTS = {
     const { CircuitBreaker } = await load('breaker');
     const b = new CircuitBreaker();
     return { op: () => b.execute(task), async: true };
+  },
+  'CircuitBreaker.execute success (bound to rules)': async (load) => {
+    const { CircuitBreaker } = await load('breaker');
+    const b = new CircuitBreaker({ name: 'dep' });
+    const teardown = await bound(load, 'circuit-breaker', 'dep', b, { failureRate: 0.6, minimumCalls: 20 });
+    return { op: () => b.execute(task), async: true, teardown };
+  },
+  'SreBreaker.execute success (bound to rules)': async (load) => {
+    const { SreBreaker } = await load('breaker');
+    const b = new SreBreaker({ name: 'dep' });
+    const teardown = await bound(load, 'sre-breaker', 'dep', b, { k: 1.8 });
+    return { op: () => b.execute(task), async: true, teardown };
   },
   // A fleet-aware breaker (bulwark/fleet, on the memory store) where the build has one, a plain one where
   // it has not: an A/B of a build without fleets against one with measures what joining a fleet costs
@@ -243,6 +274,18 @@ const SUBJECTS = {
     await c.call('svc', task);
     return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
   },
+  // The client bound as `client/svc` with a rule setting that service's live options (a success does
+  // not retry: maxAttempts 2 or 3 runs the same path).
+  'ResilientClient.call (defaults, bound to rules)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry });
+    const unbind = await bound(load, 'client', 'svc', c, { maxAttempts: 2 });
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await unbind(), await c.close(), await registry.close()) };
+  },
   // A scrape is one op of milliseconds: the batches are of 100 (async), so AB_MS should allow a few.
   'BulwarkMetrics scrape (BreakerGroup of 10 000)': async (load) => {
     const { BreakerGroup } = await load('breaker');
@@ -305,7 +348,10 @@ const median = (xs) => {
 
 const self = fileURLToPath(import.meta.url);
 if (process.argv[2] === '--child') {
-  const [, , , dist, name] = process.argv;
+  const [, , , dist, asked, label] = process.argv;
+  // AB_VS_PLAIN=1: side A runs the plain subject ("X (bound to rules)" → "X", "X (a, bound to rules)" → "X (a)").
+  const plain = asked.replace(/ \(bound to rules\)$/, '').replace(/, bound to rules\)$/, ')');
+  const name = process.env.AB_VS_PLAIN === '1' && label === 'A' && SUBJECTS[plain] !== undefined ? plain : asked;
   const load = (mod) => import(pathToFileURL(resolve(dist, mod, 'index.js')).href);
   const ns = await measure(await SUBJECTS[name](load), Number(process.env.AB_MS ?? 700));
   process.stdout.write(`@@NS ${ns}\n`);
@@ -335,7 +381,7 @@ for (let r = 0; r < rounds; r++) {
           ];
     const round = {};
     for (const [label, dist] of order) {
-      const child = spawnSync(process.execPath, [self, '--child', dist, name], { encoding: 'utf8', timeout: 60_000 });
+      const child = spawnSync(process.execPath, [self, '--child', dist, name, label], { encoding: 'utf8', timeout: 60_000 });
       const line = child.stdout?.split('\n').find((l) => l.startsWith('@@NS '));
       if (child.status !== 0 || !line) {
         failed++;
@@ -351,6 +397,7 @@ for (let r = 0; r < rounds; r++) {
 }
 const fmt = (ns) => (ns >= 1e3 ? `${(ns / 1e3).toFixed(2)} µs` : `${ns.toFixed(1)} ns`);
 console.log(`A = ${a}\nB = ${b}\n${rounds} rounds, alternating, each (subject, build) in its own process\n`);
+if (process.env.AB_VS_PLAIN === '1') console.log('AB_VS_PLAIN=1: A runs the plain counterpart of each "(bound to rules)" subject\n');
 console.log('| hot path | A median | B median | B / A | median of round ratios (min–max) |');
 console.log('| --- | --- | --- | --- | --- |');
 for (const name of names) {

@@ -9,7 +9,13 @@
  * - `bulwark rules set` of a new rate: all three apply it, put → applied measured in each (p50 / p99
  *   printed beside etcd's own watch latency); a rule written straight into etcd with an out-of-range
  *   value: each keeps its last good rate and reports the refusal, and the CLI refuses the same rule with
- *   the same message. These two need TokenLimiter.reconfigure (the components' branch) and skip without it.
+ *   the same message. These two need TokenLimiter.reconfigure (the components' branch) and skip without it;
+ * - traffic and faults, each process with a ResilientClient (P2C) over two real loopback HTTP instances:
+ *   a weights rule 95/5 → each process's share within ±2 percentage points over its 5 000 calls; drain
+ *   (weight 0) → no new call to that instance in any process; a fault rule (200 ms on 50 %) → the
+ *   delayed share within ±5 points over 2 000 calls in each process and the added latency (p50, from
+ *   the call to its attempt) within [200, 200 + the loop-lag p99] ms (less 1 ms: a timer's clock is in
+ *   whole milliseconds), its p10 too above that floor; removing the rule ends it. (A fault rule's end through its etcd lease: test/rules-etcd.test.ts.)
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +24,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Etcd3 } from 'etcd3';
+import { EtcdRuleStore } from '../src/rules/etcd-rule-store.js';
 import { TokenLimiter } from '../src/limit/token-limiter.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
 import { startEtcdCluster, type EtcdCluster } from './support/etcd-cluster.js';
@@ -34,7 +43,7 @@ const noReconfigure =
     : 'TokenLimiter has no reconfigure() in this build (the components branch adds it)';
 
 interface Line {
-  ev: 'applied' | 'refused';
+  ev: 'applied' | 'refused' | 'calls';
   name: string;
   revision: number;
   keys?: string[];
@@ -47,17 +56,34 @@ interface Line {
   isolated: string | undefined;
 }
 
+/** What a process's `calls` command met (test/support/rules-child.ts). */
+interface Calls {
+  ev: 'calls';
+  n: number;
+  hits: Record<string, number>;
+  errors: number;
+  delayed: number;
+  addedMin: number | undefined;
+  addedP10: number | undefined;
+  addedP50: number | undefined;
+  addedMax: number | undefined;
+  lagP99: number;
+}
+
 /** Proc is one process of the fleet and every line it printed. */
 interface Proc {
   child: ChildProcess;
   lines: Line[];
+  calls: Calls[];
   stderr: string;
 }
 
-async function startFleet(hosts: string[], prefix: string): Promise<Proc[]> {
+/** startFleet starts the three processes; with `shop` (`<stable>,<canary>` addresses) each holds a client over them too. */
+async function startFleet(hosts: string[], prefix: string, shop?: string): Promise<Proc[]> {
   const procs = ['i-1', 'i-2', 'i-3'].map((id) => {
-    const child = spawn(process.execPath, tsNodeArgs(CHILD, hosts.join(','), prefix, id), { stdio: ['ignore', 'pipe', 'pipe'] });
-    const p: Proc = { child, lines: [], stderr: '' };
+    const args = tsNodeArgs(CHILD, hosts.join(','), prefix, id, ...(shop === undefined ? [] : [shop]));
+    const child = spawn(process.execPath, args, { stdio: [shop === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const p: Proc = { child, lines: [], calls: [], stderr: '' };
     let buf = '';
     let ready = false;
     child.stdout!.on('data', (c: Buffer) => {
@@ -66,6 +92,7 @@ async function startFleet(hosts: string[], prefix: string): Promise<Proc[]> {
         const line = buf.slice(0, i);
         buf = buf.slice(i + 1);
         if (line === 'ready') ready = true;
+        else if (line.startsWith('{"ev":"calls"')) p.calls.push(JSON.parse(line) as Calls);
         else if (line.startsWith('{')) p.lines.push(JSON.parse(line) as Line);
       }
     });
@@ -88,6 +115,24 @@ async function stopFleet(procs: Proc[]): Promise<void> {
         }),
     ),
   );
+}
+
+/** callsIn has every process make `n` calls to shop, `concurrency` at a time, at once, and answers what each met. */
+async function callsIn(fleet: Proc[], n: number, concurrency: number): Promise<Calls[]> {
+  const before = fleet.map((f) => f.calls.length);
+  for (const f of fleet) f.child.stdin!.write(`calls ${n} ${concurrency}\n`);
+  await waitFor(`${n} calls in every process`, () => fleet.every((f, i) => f.calls.length > before[i]!), 60_000);
+  return fleet.map((f) => f.calls.at(-1)!);
+}
+
+/** serveShop starts an HTTP instance on loopback answering `id`. */
+async function serveShop(id: string) {
+  const server = createServer((_req, res) => res.writeHead(200).end(id));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((r) => (server.close(() => r()), server.closeAllConnections())),
+  };
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -169,6 +214,70 @@ describe('rules across three processes', { skip }, () => {
       assert.equal(refused.stderr, `bulwark rules: refused orders/token-limiter/api (rate): ${[...messages][0]}\n`);
     } finally {
       await stopFleet(fleet);
+    }
+  });
+
+  it('shifts traffic 95/5 and drains an instance in every process, and injects a 200 ms delay on 50 % of calls until the rule is removed', async () => {
+    const p = prefix();
+    const stable = await serveShop('stable');
+    const canary = await serveShop('canary');
+    const store = new EtcdRuleStore({ hosts: [etcd.endpoint], prefix: p });
+    let fleet: Proc[] = [];
+    try {
+      fleet = await startFleet([etcd.endpoint], p, `${stable.address},${canary.address}`);
+      const appliedEverywhere = (what: string, key: string, revision: number) =>
+        waitFor(what, () => fleet.every((f) => f.lines.some((l) => l.ev === 'applied' && l.revision >= revision && l.keys?.includes(key) === true)), 5_000);
+
+      // 95/5: each process's share within ±2 points over its 5 000 calls, 8 at a time so that P2C's in-flight
+      // counts take part (they put the canary ~0.5–1 point over 5 %: 5 000 calls keep that 4 σ inside the bound)
+      let rev = await store.put('orders/weights/shop', JSON.stringify({ weights: { stable: 95, canary: 5 } }));
+      await appliedEverywhere('the weights everywhere', 'orders/weights/shop', rev);
+      const split = await callsIn(fleet, 5_000, 8);
+      const shares = split.map((c) => (100 * (c.hits.canary ?? 0)) / c.n);
+      console.log(`95/5 over 3 processes × 5 000 calls: canary share ${shares.map((s) => s.toFixed(2)).join(' %, ')} %`);
+      for (const c of split) {
+        assert.equal(c.errors, 0);
+        assert.equal((c.hits.stable ?? 0) + (c.hits.canary ?? 0), c.n);
+      }
+      for (const s of shares) assert.ok(Math.abs(s - 5) <= 2, `canary share ${s.toFixed(2)} % (want 5 ± 2)`);
+
+      // drain: weight 0 → no new call to canary in any process
+      rev = await store.put('orders/weights/shop', JSON.stringify({ weights: { stable: 1, canary: 0 } }));
+      await appliedEverywhere('the drain everywhere', 'orders/weights/shop', rev);
+      const drained = await callsIn(fleet, 500, 8);
+      console.log(`drained canary over 3 processes × 500 calls: ${drained.map((c) => c.hits.canary ?? 0).join(', ')} calls to it`);
+      for (const c of drained) assert.deepEqual(c.hits, { stable: 500 });
+      await store.remove('orders/weights/shop');
+
+      // fault: 200 ms on 50 % of 2 000 calls (100 at a time, ~2 s) in each process. A 200 ms timer fires from
+      // 199 ms on: Node counts it from the loop's clock, whole milliseconds read at the turn's start.
+      const TIMER_FLOOR = 199;
+      rev = await store.put('orders/fault/shop', JSON.stringify({ fault: { delay: { ms: 200, percent: 50 } }, ttlMs: 60_000 }), { ttlMs: 60_000 });
+      await appliedEverywhere('the fault everywhere', 'orders/fault/shop', rev);
+      const faulted = await callsIn(fleet, 2_000, 100);
+      for (const c of faulted) {
+        const share = (100 * c.delayed) / c.n;
+        console.log(
+          `fault 200 ms on 50 % of 2 000 calls: delayed ${share.toFixed(2)} %, added latency p50 ${c.addedP50!.toFixed(1)} ms, p10 ${c.addedP10!.toFixed(1)} ms (${c.addedMin!.toFixed(1)}–${c.addedMax!.toFixed(1)}), loop-lag p99 ${c.lagP99.toFixed(1)} ms`,
+        );
+        assert.equal(c.errors, 0);
+        assert.ok(Math.abs(share - 50) <= 5, `delayed share ${share.toFixed(2)} % (want 50 ± 5)`);
+        assert.ok(
+          c.addedP50! >= TIMER_FLOOR && c.addedP50! <= 200 + c.lagP99,
+          `added latency p50 ${c.addedP50!.toFixed(1)} ms (want ${TIMER_FLOOR}–${(200 + c.lagP99).toFixed(1)})`,
+        );
+        // The p50 carries the loop's lag, which on a loaded machine is tens of ms: a shorter delay (150 ms)
+        // passed it in 2 of 3 processes. The low end cannot: the delay's timer does not fire before it.
+        assert.ok(c.addedP10! >= TIMER_FLOOR, `added latency p10 ${c.addedP10!.toFixed(1)} ms (want ≥ ${TIMER_FLOOR})`);
+      }
+      rev = await store.remove('orders/fault/shop');
+      await appliedEverywhere('the fault ended everywhere', 'orders/fault/shop', rev);
+      const after = await callsIn(fleet, 500, 8);
+      for (const c of after) assert.equal(c.delayed, 0, `${c.delayed} calls delayed after the rule was removed`);
+    } finally {
+      await stopFleet(fleet);
+      await store.close();
+      await Promise.all([stable.close(), canary.close()]);
     }
   });
 

@@ -9,7 +9,7 @@ export { ruleKinds, ruleKey, parseRuleKey, scopeOf, isRuleKind } from './rule-ke
 export { parseRule, ruleTtlMs, ruleText } from './parse-rule.js';
 export { checkRule, checkRuleOptions } from './check-rule.js';
 export { MemoryRuleStore, memoryRuleStoreDefaults, type MemoryRuleStoreOptions } from './memory-rule-store.js';
-export { Rules, type BindKind, type RuleTarget, type RulesOptions, type RulesStats } from './rules.js';
+export { Rules, rulesDefaults, type BindKind, type RuleTarget, type RulesOptions, type RulesStats } from './rules.js';
 export { RuleInvalidError, RuleRefusedError, RuleConflictError, ClosedError, BulwarkError } from '../core/errors.js';
 export type { RulesAppliedMessage, RulesRefusedMessage } from '../core/diagnostics.js';
 export { EtcdRuleStore, etcdRuleStoreDefaults, type EtcdRuleStoreOptions } from './etcd-rule-store.js';

@@ -28,7 +28,8 @@ function bodyOf(kind: RuleKind): keyof typeof BODY_KEYS {
  * out (they are the key's) and must match it when given. Throws RuleInvalidError naming the field.
  */
 export function parseRule(text: string, key?: string): Rule {
-  const bytes = Buffer.byteLength(text, 'utf8');
+  // A UTF-16 unit is at most 3 bytes of UTF-8: a short text is not counted.
+  const bytes = text.length * 3 <= ruleLimits.maxBytes ? 0 : Buffer.byteLength(text, 'utf8');
   if (bytes > ruleLimits.maxBytes) throw new RuleInvalidError(`a rule is at most ${ruleLimits.maxBytes} bytes, got ${bytes}`, { key, field: undefined });
   let doc: unknown;
   try {
@@ -48,8 +49,9 @@ export function checkRuleShape(doc: unknown, ref?: RuleRef): Rule {
   const d = doc as Record<string, unknown>;
   const kind = d.kind ?? ref?.kind;
   if (!isRuleKind(kind)) throw bad('kind', `unknown kind ${JSON.stringify(kind)}; the kinds are ${ruleKinds.join(', ')}`);
-  const scope = checkScope(d.scope ?? ref?.scope, at);
-  const name = checkName(d.name ?? ref?.name, at);
+  // The key's parts were checked when it was read (parseRuleKey): only what the document names itself is checked here.
+  const scope = d.scope === undefined && ref !== undefined ? ref.scope : checkScope(d.scope, at);
+  const name = d.name === undefined && ref !== undefined ? ref.name : checkName(d.name, at);
   const key = ruleKey({ scope, kind, name });
   if (ref !== undefined && key !== at) throw bad('key', `the document names ${key} but sits at ${at}`);
   const bodyKeys = BODY_KEYS[bodyOf(kind)];

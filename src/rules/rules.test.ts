@@ -80,11 +80,11 @@ describe('Rules: options', () => {
     rules.bind('token-limiter', 'api', l);
     await put('orders/token-limiter/api', { set: { rate: 5 } });
     assert.deepEqual(l.runs, { rate: 5, burst: 20 });
-    await put('orders@i-1/token-limiter/api', { set: { burst: 7 } });
-    assert.deepEqual(l.runs, { rate: 5, burst: 7 });
+    await put('orders@i-1/token-limiter/api', { set: { rate: 4, burst: 7 } }); // the instance's rate over the service's
+    assert.deepEqual(l.runs, { rate: 4, burst: 7 });
     await put('orders@i-2/token-limiter/api', { set: { burst: 99 } }); // another instance's
     await put('payments/token-limiter/api', { set: { rate: 99 } }); // another service's
-    assert.deepEqual(l.runs, { rate: 5, burst: 7 });
+    assert.deepEqual(l.runs, { rate: 4, burst: 7 });
     await store.remove('orders@i-1/token-limiter/api');
     assert.deepEqual(l.runs, { rate: 5, burst: 20 });
     await store.remove('orders/token-limiter/api');
@@ -200,6 +200,21 @@ describe('Rules: options', () => {
     assert.deepEqual(l.runs, { rate: 2 });
   });
 
+  it('drops the rules of the instance it was when identify() names another', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryRuleStore({ clock });
+    await store.put('orders@i-8/token-limiter/api', '{"set":{"rate":2}}');
+    await store.put('orders@i-9/token-limiter/api', '{"set":{"burst":3}}');
+    const rules = new Rules({ store, service: 'orders', instance: 'i-8', clock });
+    await rules.start();
+    const l = new FakeLimiter({ rate: 10, burst: 10 });
+    rules.bind('token-limiter', 'api', l);
+    assert.deepEqual(l.runs, { rate: 2, burst: 10 });
+    rules.identify({ name: 'orders', id: 'i-9' });
+    assert.deepEqual(l.runs, { rate: 10, burst: 3 });
+    assert.deepEqual(rules.status()[0]!.rules, ['orders@i-9/token-limiter/api']);
+  });
+
   it('on a resync (compaction) replaces its view: a rule deleted meanwhile falls back, one changed applies', async () => {
     const clock = new ManualClock();
     const inner = new MemoryRuleStore({ clock });
@@ -256,6 +271,74 @@ describe('Rules: options', () => {
   });
 });
 
+describe('Rules: a large listing', () => {
+  it('is applied a slice per turn, and a change arriving meanwhile waits its turn: none lost, revisions in order', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryRuleStore({ clock });
+    const N = 100;
+    const writes: Record<string, string> = {};
+    for (let i = 0; i < N; i++) {
+      writes[`orders/token-limiter/api-${i}`] = JSON.stringify({ set: { rate: 100 + i } });
+      writes[`orders@i-1/token-limiter/api-${i}`] = JSON.stringify({ set: { burst: 1000 + i } });
+    }
+    const listed = await store.apply(writes);
+    // applySliceMs 0 on a ManualClock: every turn applies the fewest components a turn does (32)
+    const rules = new Rules({ store, service: 'orders', instance: 'i-1', clock, applySliceMs: 0 });
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const turns: number[] = [];
+    let written: Promise<number> | undefined;
+    const limiters = Array.from({ length: N }, (_, i) => {
+      const l = new FakeLimiter({ rate: 1, burst: 1 });
+      const reconfigure = l.reconfigure.bind(l);
+      l.reconfigure = (partial) => {
+        reconfigure(partial);
+        turns.push(turn);
+        // From inside the listing's first slice: a change of a component already applied and of one not yet.
+        if (i === 3 && written === undefined) {
+          written = store.apply({ 'orders/token-limiter/api-1': JSON.stringify({ set: { rate: 7 } }), 'orders@i-1/token-limiter/api-90': undefined });
+        }
+      };
+      rules.bind('token-limiter', `api-${i}`, l);
+      return l;
+    });
+    const applied = new Map<string, number[]>();
+    const onApplied = (m: unknown) => {
+      const a = m as { name: string; revision: number };
+      applied.set(a.name, [...(applied.get(a.name) ?? []), a.revision]);
+    };
+    subscribe(diagnosticsChannels.rulesApplied, onApplied);
+    try {
+      await rules.start();
+      const after = await written!;
+      ticking = false;
+      assert.equal(after, listed + 1);
+      assert.ok(new Set(turns).size >= Math.ceil(N / 32), `applied over ${new Set(turns).size} turns: ${[...new Set(turns)].join(', ')}`);
+      for (let i = 0; i < N; i++) {
+        const want = i === 1 ? { rate: 7, burst: 1001 } : i === 90 ? { rate: 190, burst: 1 } : { rate: 100 + i, burst: 1000 + i };
+        assert.deepEqual(limiters[i]!.runs, want, `api-${i}`);
+      }
+      assert.deepEqual(applied.get('api-1'), [listed, after]);
+      assert.deepEqual(applied.get('api-90'), [listed, after]);
+      assert.deepEqual(applied.get('api-50'), [listed]);
+      assert.equal(rules.stats().revision, after);
+    } finally {
+      ticking = false;
+      unsubscribe(diagnosticsChannels.rulesApplied, onApplied);
+      await rules.close();
+    }
+  });
+
+  it('refuses an applySliceMs that is not a number ≥ 0', () => {
+    assert.throws(() => new Rules({ store: new MemoryRuleStore(), applySliceMs: -1 }), /^RangeError: Rules: applySliceMs/);
+  });
+});
+
 describe('Rules: breakers', () => {
   it('isolates with the reason until the rule is removed, then resets', async () => {
     const { store, rules, put } = await setup();
@@ -288,6 +371,17 @@ describe('Rules: breakers', () => {
     assert.deepEqual(b.calls, ['reset', 'isolate:hold', 'reset', 'isolate:hold']);
     await store.remove('orders/reset/payments');
     assert.equal(b.calls.length, 4);
+  });
+
+  it('does not act on a reset rule it meets when identify() names its scope (written before, as at bind)', async () => {
+    const { rules, put } = await setup();
+    await put('orders@i-9/reset/payments', {});
+    const b = new FakeBreaker({ rate: 1 });
+    rules.bind('circuit-breaker', 'payments', b);
+    rules.identify({ name: 'orders', id: 'i-9' });
+    assert.deepEqual(b.calls, []);
+    await put('orders@i-9/reset/payments', {});
+    assert.deepEqual(b.calls, ['reset']);
   });
 
   it('binds the breakers a group makes lazily (a client’s <service>/<instance> breakers)', async () => {

@@ -19,6 +19,12 @@
  * refused, they are applied one at a time, service scope first, so each one is accepted or refused on
  * its own. After a restart a component runs its built options plus every valid rule.
  *
+ * A large change (the first listing of a big store, a resync) is applied a slice at a time: at most
+ * `applySliceMs` per event-loop turn (and at least 32 components), then the binder yields. Each component
+ * gets all the keys of a revision in one call, and changes are applied in revision order: one arriving
+ * meanwhile waits for the slices before it. A document is parsed when a component of its scope first
+ * needs it (the rules of other instances are listed, not parsed), once per revision.
+ *
  * Components are held weakly: the binder never keeps one alive, a collected one's binding is dropped,
  * and one that answers ClosedError is unbound. Nothing runs on a component's hot path: it is called only
  * when its rules change. Components are recognised by the protocols they implement (`reconfigure` /
@@ -31,7 +37,7 @@ import { ClosedError, isBulwarkError, RuleInvalidError, RuleRefusedError } from 
 import type { Disposer } from '../core/events.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import type { Isolatable, Reconfigurable } from '../core/reconfigurable.js';
-import { clockOption, options as optionsObject, showValue, type OptionKeys } from '../core/validate.js';
+import { clockOption, finite, options as optionsObject, showValue, type OptionKeys } from '../core/validate.js';
 import { fieldOf } from './check-rule.js';
 import { parseRule } from './parse-rule.js';
 import { ruleKinds, scopeOf } from './rule-key.js';
@@ -94,11 +100,22 @@ export interface RulesOptions {
   service?: string;
   /** This process's instance id (its own rules are `<service>@<instance>/…`). Defaults to none: service rules only. */
   instance?: string;
-  /** The clock of the retries while the store cannot be listed. Defaults to `systemClock`. */
+  /** The clock of the retries while the store cannot be listed, and of `applySliceMs`. Defaults to `systemClock`. */
   clock?: Clock;
+  /**
+   * The longest the binder applies a change in one event-loop turn before it yields (the rest follows in the
+   * next turns, in order; at least 32 components are applied per turn). Defaults to 1.
+   */
+  applySliceMs?: number;
 }
 
-const RULES_KEYS = { store: true, service: true, instance: true, clock: true } as const satisfies OptionKeys<RulesOptions>;
+/** Defaults for RulesOptions. */
+export const rulesDefaults = Object.freeze({ applySliceMs: 1 });
+
+/** The fewest components applied in one turn before the binder yields: a small change applies at once. */
+const MIN_PER_TURN = 32;
+
+const RULES_KEYS = { store: true, service: true, instance: true, clock: true, applySliceMs: true } as const satisfies OptionKeys<RulesOptions>;
 
 /** RulesStats are the binder's counters. */
 export interface RulesStats {
@@ -148,10 +165,20 @@ class Binding {
   }
 }
 
+/** Held is a record of the store; its document is parsed when first needed (`parsed`). */
 interface Held {
   record: RuleRecord;
+  read: boolean;
   rule: Rule | undefined;
   error: RuleInvalidError | undefined;
+}
+
+/** Work is one change being applied, binding by binding, a slice per turn. */
+interface Work {
+  revision: number;
+  items: Array<[Binding, string[]]>;
+  next: number;
+  then: (() => void) | undefined;
 }
 
 /** Rules binds components to a RuleStore; see the module comment. */
@@ -176,6 +203,14 @@ export class Rules {
   private readyResolve!: () => void;
   private readonly readyPromise = new Promise<void>((r) => (this.readyResolve = r));
   private readonly counters = { revision: 0, applied: 0, refusedTotal: 0, resyncs: 0, storeErrors: 0 };
+  private readonly applySliceMs: number;
+  /** Changes not applied yet, in the order the store gave them; `work` is the one being applied. */
+  private readonly queue: Array<{ change: RuleChange; then: (() => void) | undefined }> = [];
+  private work: Work | undefined;
+  /** The newest revision queued (a change at or below it is already reflected). */
+  private queuedRevision = 0;
+  private draining = false;
+  private drainScheduled = false;
 
   constructor(options: RulesOptions) {
     const o = optionsObject('Rules', options, RULES_KEYS);
@@ -190,6 +225,7 @@ export class Rules {
       this.instance = checkPart('instance', o.instance);
     }
     this.clock = clockOption('Rules', o.clock, systemClock);
+    this.applySliceMs = finite('Rules', 'applySliceMs', o.applySliceMs ?? rulesDefaults.applySliceMs, 0);
   }
 
   /**
@@ -253,7 +289,7 @@ export class Rules {
         if (!scopes.includes(scopeOfKey(key))) continue;
         keys.push(key);
         const h = this.held.get(key)!;
-        if (h.rule?.kind === 'reset') b.resets.set(key, h.record.revision);
+        if (kindOfKey(key) === 'reset') b.resets.set(key, h.record.revision);
       }
     }
     this.recompute(b, keys, this.counters.revision, true);
@@ -364,9 +400,8 @@ export class Rules {
       (listing) => {
         if (this.closed) return;
         this.backoff.reset();
-        this.onChange({ type: 'resync', revision: listing.revision, records: listing.records });
+        this.onChange({ type: 'resync', revision: listing.revision, records: listing.records }, this.readyResolve);
         this.watch = this.store.watch(listing.revision, (change) => this.onChange(change));
-        this.readyResolve();
       },
       () => {
         this.counters.storeErrors++;
@@ -377,24 +412,76 @@ export class Rules {
     );
   }
 
-  /** onChange takes one change of the store: updates the view, then recomputes the bindings concerned. */
-  private onChange(change: RuleChange): void {
+  /** onChange queues one change of the store (`then` runs once it is applied) and applies what is queued. */
+  private onChange(change: RuleChange, then?: () => void): void {
     if (this.closed) return;
-    if (change.type === 'changes' && change.revision <= this.counters.revision) return; // already reflected
+    if (change.type === 'changes' && change.revision <= this.queuedRevision) return; // already reflected
+    this.queuedRevision = Math.max(this.queuedRevision, change.revision);
+    this.queue.push({ change, then });
+    this.drain();
+  }
+
+  /**
+   * drain applies queued changes in order, binding by binding, until the turn's slice is spent (and at
+   * least MIN_PER_TURN bindings were applied); then it yields and goes on in the next turn. A change that
+   * arrives while one is applied (even from inside a component's `reconfigure`) waits its turn.
+   */
+  private drain(): void {
+    if (this.draining || this.drainScheduled || this.closed) return;
+    this.draining = true;
+    try {
+      const until = this.clock.now() + this.applySliceMs;
+      let done = 0;
+      for (;;) {
+        if (this.closed) return;
+        if (this.work === undefined) {
+          const next = this.queue.shift();
+          if (next === undefined) return;
+          this.work = this.take(next.change, next.then);
+          // A large change whose view update spent the slice is applied from the next turn.
+          if (this.work.items.length > MIN_PER_TURN && this.clock.now() >= until) done = MIN_PER_TURN;
+        }
+        const w = this.work;
+        while (w.next < w.items.length) {
+          if (done >= MIN_PER_TURN && this.clock.now() >= until) {
+            this.drainScheduled = true;
+            setImmediate(() => {
+              this.drainScheduled = false;
+              this.drain();
+            });
+            return;
+          }
+          const [b, keys] = w.items[w.next++]!;
+          this.recompute(b, keys, w.revision, false);
+          done++;
+        }
+        this.work = undefined;
+        w.then?.();
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  /** take updates the view with one change and answers the bindings it concerns, to apply. */
+  private take(change: RuleChange, then: (() => void) | undefined): Work {
     const changed: string[] = [];
     if (change.type === 'resync') {
       this.counters.resyncs++;
-      const listed = new Map(change.records.map((r) => [r.key, r]));
-      for (const key of [...this.held.keys()]) {
-        if (!listed.has(key)) {
-          this.forget(key);
-          changed.push(key);
+      if (this.held.size > 0) {
+        const listed = new Set<string>();
+        for (const r of change.records) listed.add(r.key);
+        for (const key of [...this.held.keys()]) {
+          if (!listed.has(key)) {
+            this.forget(key);
+            changed.push(key);
+          }
         }
       }
       for (const r of change.records) {
         const old = this.held.get(r.key);
         if (old !== undefined && old.record.revision === r.revision) continue;
-        this.keep(read(r));
+        this.keep(r, old);
         changed.push(r.key);
       }
     } else {
@@ -402,23 +489,22 @@ export class Rules {
         if (c.value === undefined) {
           if (this.forget(c.key)) changed.push(c.key);
         } else {
-          this.keep(read({ ...c, value: c.value }));
+          this.keep({ ...c, value: c.value }, this.held.get(c.key));
           changed.push(c.key);
         }
       }
     }
     this.counters.revision = Math.max(this.counters.revision, change.revision);
-    const scopes = this.scopes();
-    this.recomputeAll(
-      changed.filter((k) => scopes.includes(scopeOfKey(k))),
-      change.revision,
-      false,
-    );
+    return { revision: change.revision, items: [...this.concerned(changed.filter((k) => this.inScope(k)))], next: 0, then };
   }
 
-  /** recomputeAll recomputes every binding a changed key concerns. */
+  /** recomputeAll recomputes at once every binding a changed key concerns. */
   private recomputeAll(keys: string[], revision: number, all: boolean): void {
-    if (keys.length === 0) return;
+    for (const [b, its] of this.concerned(keys)) this.recompute(b, its, revision, all);
+  }
+
+  /** concerned answers the bindings the keys concern, each with its keys. */
+  private concerned(keys: string[]): Map<Binding, string[]> {
     const concerned = new Map<Binding, string[]>();
     const add = (b: Binding, key: string) => {
       const list = concerned.get(b);
@@ -429,7 +515,7 @@ export class Rules {
       if (indexName(key) === ROUTED) for (const b of this.routers) add(b, key);
       else for (const b of this.byName.get(nameOfKey(key)) ?? []) add(b, key);
     }
-    for (const [b, its] of concerned) this.recompute(b, its, revision, all);
+    return concerned;
   }
 
   /**
@@ -479,12 +565,14 @@ export class Rules {
     const candidate: Accepted = new Map(accepted);
     const applied: string[] = [];
     for (const key of keys) {
-      const h = this.held.get(key);
+      // A key out of this process's scopes now (identify() changed them) is as good as deleted.
+      const h = this.inScope(key) ? this.held.get(key) : undefined;
       if (h === undefined) {
         b.refused.delete(key);
         if (candidate.delete(key)) applied.push(key);
         continue;
       }
+      parsed(h);
       const error =
         h.error ??
         (slot === 'fault' && h.record.leased !== true
@@ -618,9 +706,16 @@ export class Rules {
     if (rulesRefusedChannel.hasSubscribers) rulesRefusedChannel.publish({ kind: b.kind, name: b.name, key, revision, field, message, code });
   }
 
-  /** keep holds a record (and indexes its key by name). */
-  private keep(h: Held): void {
-    const key = h.record.key;
+  /**
+   * keep holds a record (and indexes its key by name), unparsed; a record whose document is the one
+   * already held at its key keeps its parse.
+   */
+  private keep(record: RuleRecord, old: Held | undefined): void {
+    const key = record.key;
+    const h: Held =
+      old !== undefined && old.read && old.record.value === record.value
+        ? { record, read: true, rule: old.rule, error: old.error }
+        : { record, read: false, rule: undefined, error: undefined };
     if (!this.held.has(key)) {
       const name = indexName(key);
       let set = this.heldByName.get(name);
@@ -653,6 +748,18 @@ export class Rules {
     this.routers.delete(b);
   }
 
+  /** inScope tells whether a key is of this process's scopes (its service's or its instance's). */
+  private inScope(key: string): boolean {
+    const service = this.service;
+    if (service === undefined) return false;
+    const n = service.length;
+    if (!key.startsWith(service)) return false;
+    const c = key.charCodeAt(n);
+    if (c === 47 /* / */) return true;
+    if (c !== 64 /* @ */ || this.instance === undefined) return false;
+    return key.startsWith(this.instance, n + 1) && key.charCodeAt(n + 1 + this.instance.length) === 47;
+  }
+
   /** scopes answers this process's scopes: its service's, then its instance's. */
   private scopes(): string[] {
     if (this.service === undefined) return [];
@@ -666,13 +773,15 @@ const OPTIONS_KINDS: ReadonlySet<string> = new Set(ruleKinds.filter((k) => k !==
 /** NotReconfigurable: an options rule for a component without `reconfigure` (refused, naming no field). */
 class NotReconfigurable extends TypeError {}
 
-/** read parses a record once, keeping the error of a bad one. */
-function read(record: RuleRecord): Held {
+/** parsed parses a held record's document the first time it is needed, keeping the error of a bad one. */
+function parsed(h: Held): void {
+  if (h.read) return;
+  h.read = true;
   try {
-    return { record, rule: parseRule(record.value, record.key), error: undefined };
+    h.rule = parseRule(h.record.value, h.record.key);
   } catch (err) {
     if (!(err instanceof RuleInvalidError)) throw err;
-    return { record, rule: undefined, error: err };
+    h.error = err;
   }
 }
 
