@@ -63,7 +63,12 @@ async function worker(): Promise<void> {
   const say = (line: string) => process.stdout.write(`@@${line}\n`);
   const event = (line: string) => process.stdout.write(`@!${line}\n`);
   // The propagation's steps, timed on the wall (timeOrigin + now: comparable across the processes).
-  const trace = (step: Step) => process.stdout.write(`@~${JSON.stringify({ ...step, at: performance.timeOrigin + performance.now() })}\n`);
+  // Only until the caller's breaker first opens (a new breaker starts it again): the trace is a line per
+  // step, and what comes after the open is not the propagation but the load it would add to the run.
+  let tracing = false;
+  const trace = (step: Step) => {
+    if (tracing) process.stdout.write(`@~${JSON.stringify({ ...step, at: performance.timeOrigin + performance.now() })}\n`);
+  };
   const publish = store.publish.bind(store);
   store.publish = (key, r, ttlMs) => {
     trace({ k: 'sent', caller: r.caller, calls: r.calls, failures: r.failures });
@@ -107,10 +112,14 @@ async function worker(): Promise<void> {
         ...(o.fleet ? { fleet: { store, key: o.key, publishMs: 25, ttlMs: TTL_MS } } : {}),
       });
       breaker.onStateChange((ch) => {
-        if (ch.to === 'open') trace({ k: 'open', caller: store.callerId });
+        if (ch.to === 'open') {
+          trace({ k: 'open', caller: store.callerId });
+          tracing = false;
+        }
         event(`${ch.to} ${ch.reason.startsWith('fleet') ? 'fleet' : 'local'}`);
       });
       n.ok = n.failed = n.refused = answeredDead = 0;
+      tracing = true;
       say('ok');
     } else if (c === 'go') {
       const url = arg;
