@@ -393,8 +393,8 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
       // The goal (issue 28): ≤ 2 × minimumCalls — 20 failed calls, plus what the callers send while the
       // view propagates: one store write and its delivery after each caller's 2nd failure. Redis meets it.
       // On etcd that write is a raft commit and its fsync beside ten busy callers on two cores: with etcd's
-      // own put → watch at 3–5 ms during the run, two runs counted 39 and 41 — the goal's edge, so asserting
-      // it would fail one run in two. The test asserts that the fleet saves most of the doomed calls and
+      // own put → watch at 3–7 ms during the run, three runs counted 39, 41 and 54 — the goal's edge or past
+      // it, so asserting it would fail most runs. The test asserts that the fleet saves most of the doomed calls and
       // prints the count against the goal with the floor beside it (docs/fleet.md has the numbers).
       if (name === 'redis') assert.ok(withFleet.calls <= 2 * MINIMUM_CALLS, `with the fleet: ${withFleet.calls} > ${2 * MINIMUM_CALLS}`);
       else {
