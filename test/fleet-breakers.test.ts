@@ -6,7 +6,10 @@
  * runs the commands the parent sends on stdin; it reports its breaker's transitions as they happen.
  *
  * - dead dependency: the calls that reach it before every caller stopped sending, with and without the
- *   fleet, and the time from the pooled threshold (its 20th failed call) to the last caller open;
+ *   fleet, and the time from the pooled threshold (its 20th failed call) to the last caller open, with
+ *   the propagation's timeline (each caller traces its steps: the failure that makes it a failing
+ *   reporter, its publish sent and answered, the others' watch delivering it, its breaker held open)
+ *   and, on etcd, etcd's own put → watch latency measured beside it: the floor under the propagation;
  * - poisoning: one caller's network to the dependency is broken, the nine others never refuse a call;
  * - recovery: exactly halfOpenCalls probes per openMs reach the dependency while it is dead, and every
  *   caller closes within 1 s of the probes succeeding once it is back;
@@ -20,6 +23,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { Etcd3 } from 'etcd3';
 import { CircuitBreaker } from '../src/breaker/index.js';
 import { EtcdFleetStore, RedisFleetStore, type FleetStore } from '../src/fleet/index.js';
 import { redisBinary, startRedis, type RedisServer } from './support/redis.js';
@@ -34,6 +38,16 @@ const OPEN_MS = 1_000;
 const HALF_OPEN_CALLS = 2;
 const TTL_MS = 2_000;
 
+/** Step is one traced step of a caller: a failed call, a publish sent or answered, a report its watch delivered, its breaker open. */
+interface Step {
+  k: 'failed' | 'sent' | 'acked' | 'seen' | 'open';
+  caller: string;
+  calls?: number;
+  failures?: number;
+  /** performance.timeOrigin + performance.now() of the process that traced it. */
+  at?: number;
+}
+
 interface WorkerStats {
   ok: number;
   failed: number;
@@ -46,9 +60,34 @@ async function worker(): Promise<void> {
   const store: FleetStore = env.FLEET_STORE === 'redis' ? new RedisFleetStore({ redis: env.STORE_URL! }) : new EtcdFleetStore({ etcd: env.STORE_URL! });
   const say = (line: string) => process.stdout.write(`@@${line}\n`);
   const event = (line: string) => process.stdout.write(`@!${line}\n`);
+  // The propagation's steps, timed on the wall (timeOrigin + now: comparable across the processes).
+  // Only until the caller's breaker first opens (a new breaker starts it again): the trace is a line per
+  // step, and what comes after the open is not the propagation but the load it would add to the run.
+  let tracing = false;
+  const trace = (step: Step) => {
+    if (tracing) process.stdout.write(`@~${JSON.stringify({ ...step, at: performance.timeOrigin + performance.now() })}\n`);
+  };
+  const publish = store.publish.bind(store);
+  store.publish = (key, r, ttlMs) => {
+    trace({ k: 'sent', caller: r.caller, calls: r.calls, failures: r.failures });
+    return publish(key, r, ttlMs).then(() => {
+      trace({ k: 'acked', caller: r.caller, calls: r.calls, failures: r.failures });
+    });
+  };
+  const watch = store.watch.bind(store);
+  store.watch = (key, listener, onStatus) =>
+    watch(
+      key,
+      (e) => {
+        if (e.type === 'report') trace({ k: 'seen', caller: e.report.caller, calls: e.report.calls, failures: e.report.failures });
+        listener(e);
+      },
+      onStatus,
+    );
   let breaker: CircuitBreaker | undefined;
   let timer: NodeJS.Timeout | undefined;
   const n = { ok: 0, failed: 0, refused: 0 };
+  let answeredDead = 0;
   say('ready');
   for await (const line of createInterface({ input: process.stdin })) {
     const sp = line.indexOf(' ');
@@ -70,8 +109,15 @@ async function worker(): Promise<void> {
         halfOpenCalls: HALF_OPEN_CALLS,
         ...(o.fleet ? { fleet: { store, key: o.key, publishMs: 25, ttlMs: TTL_MS } } : {}),
       });
-      breaker.onStateChange((ch) => event(`${ch.to} ${ch.reason.startsWith('fleet') ? 'fleet' : 'local'}`));
-      n.ok = n.failed = n.refused = 0;
+      breaker.onStateChange((ch) => {
+        if (ch.to === 'open') {
+          trace({ k: 'open', caller: store.callerId });
+          tracing = false;
+        }
+        event(`${ch.to} ${ch.reason.startsWith('fleet') ? 'fleet' : 'local'}`);
+      });
+      n.ok = n.failed = n.refused = answeredDead = 0;
+      tracing = true;
       say('ok');
     } else if (c === 'go') {
       const url = arg;
@@ -81,7 +127,10 @@ async function worker(): Promise<void> {
         b.execute(async (signal) => {
           const res = await fetch(url, { signal });
           await res.arrayBuffer();
-          if (res.status >= 500) throw new Error(`HTTP ${res.status}`);
+          if (res.status >= 500) {
+            trace({ k: 'failed', caller: store.callerId, failures: ++answeredDead }); // before the breaker counts it
+            throw new Error(`HTTP ${res.status}`);
+          }
         }).then(
           () => n.ok++,
           (err: { code?: string }) => (err.code === 'ERR_BREAKER_OPEN' ? n.refused++ : n.failed++),
@@ -106,6 +155,8 @@ interface Worker {
   stats(): Promise<WorkerStats>;
   /** Transitions so far: `open fleet`, `half-open local`, `closed fleet` … with the parent's time of arrival. */
   events: { what: string; at: number }[];
+  /** The propagation steps it traced (see Step). */
+  steps: Step[];
   child: ChildProcess;
   exited: Promise<void>;
 }
@@ -120,8 +171,10 @@ function startWorker(env: NodeJS.ProcessEnv): Worker {
   const waiters: ((line: string) => void)[] = [];
   const lines: string[] = [];
   const events: { what: string; at: number }[] = [];
+  const steps: Step[] = [];
   createInterface({ input: child.stdout! }).on('line', (l) => {
     if (l.startsWith('@!')) events.push({ what: l.slice(2), at: performance.now() });
+    if (l.startsWith('@~')) steps.push(JSON.parse(l.slice(2)) as Step);
     if (!l.startsWith('@@')) return;
     const w = waiters.shift();
     if (w) w(l.slice(2));
@@ -148,6 +201,7 @@ function startWorker(env: NodeJS.ProcessEnv): Worker {
     send,
     stats: async () => JSON.parse(await send('stats')) as WorkerStats,
     events,
+    steps,
     child,
     exited,
   };
@@ -190,12 +244,25 @@ async function deadRun(
   dep: Dependency,
   fleet: boolean,
   key: string,
-): Promise<{ calls: number; thresholdToAllOpenMs: number; reasons: string[] }> {
+  floorOf?: string,
+): Promise<{ calls: number; thresholdToAllOpenMs: number; reasons: string[]; timeline: string; floor: number[] }> {
   await Promise.all(workers.map((w) => w.send(`breaker ${JSON.stringify({ fleet, key })}`)));
+  // The dependency dies under a fleet already formed: every view has its watch, its snapshot and (etcd)
+  // its lease. Without this wait the run measured the fleet's set-up too — a new watch and a lease grant
+  // (a raft write) per process, which on a loaded machine took up to 1.3 s and landed after the failures.
+  if (fleet)
+    await waitFor(
+      'every fleet view available',
+      async () => (await Promise.all(workers.map((w) => w.stats()))).every((s) => s.breaker.fleet?.available === true),
+      10_000,
+    );
+  for (const w of workers) w.steps.length = 0;
   dep.dead = true;
   dep.hits.length = 0;
   const t0 = performance.now();
   await Promise.all(workers.map((w) => w.send(`go ${dep.url}`)));
+  // etcd's own put → watch, measured while the callers fail (same machine, same moment): the floor.
+  const floor = floorOf === undefined ? Promise.resolve([]) : etcdFloor(floorOf, () => allIn(workers, 'open', t0));
   await waitFor('every caller open', () => allIn(workers, 'open', t0), 20_000);
   const allOpen = lastAt(workers, 'open', t0);
   // Calls already sent when the last caller opened still arrive: wait until the dependency is quiet. The
@@ -216,7 +283,63 @@ async function deadRun(
   const threshold = dep.hits[MINIMUM_CALLS - 1]!.at;
   const reasons = workers.map((w) => w.events.find((e) => e.what.startsWith('open') && e.at >= t0)!.what);
   await Promise.all(workers.map((w) => w.send(`go ${dep.url}`)));
-  return { calls, thresholdToAllOpenMs: Math.round(allOpen - threshold), reasons };
+  return { calls, thresholdToAllOpenMs: Math.round(allOpen - threshold), reasons, timeline: fleet ? timeline(workers) : '', floor: await floor };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? NaN;
+const ms = (xs: number[]) => `${Math.round(median(xs))} [${Math.round(Math.max(...xs))}] ms`;
+
+/**
+ * timeline answers the propagation's steps, each as the median [max] over the callers: the failure that
+ * made a caller a failing reporter (its 2nd) → its publish sent → answered by the store, and → delivered
+ * by the others' watches (the median receiver); and at each caller, the last report its watch delivered
+ * before its breaker opened → open (the view's reaction).
+ */
+function timeline(workers: Worker[]): string {
+  const reporter: number[] = [];
+  const acked: number[] = [];
+  const seen: number[] = [];
+  const react: number[] = [];
+  for (const w of workers) {
+    const own = w.steps.find((s) => s.k === 'failed' && s.failures === 2);
+    const sent = w.steps.find((s) => s.k === 'sent' && s.calls! >= 2);
+    const open = w.steps.find((s) => s.k === 'open');
+    if (own === undefined || sent === undefined || open === undefined) continue;
+    const same = (s: Step) => s.caller === sent.caller && s.calls === sent.calls && s.failures === sent.failures;
+    reporter.push(sent.at! - own.at!);
+    const ack = w.steps.find((s) => s.k === 'acked' && same(s));
+    if (ack !== undefined) acked.push(ack.at! - sent.at!);
+    const others = workers.filter((o) => o !== w).flatMap((o) => o.steps.filter((s) => s.k === 'seen' && same(s)).map((s) => s.at! - sent.at!));
+    if (others.length > 0) seen.push(median(others));
+    const last = w.steps.filter((s) => s.k === 'seen' && s.at! <= open.at!).at(-1);
+    if (last !== undefined) react.push(open.at! - last.at!);
+  }
+  return `2nd failure → publish sent ${ms(reporter)}; sent → answered ${ms(acked)}; sent → the others' watch ${ms(seen)}; last report delivered → held open ${ms(react)}`;
+}
+
+/**
+ * etcdFloor answers etcd's own put → watch latency, in ms, sorted: puts in a row (at least 5, at most
+ * 200), each waited for at a watch, until `stop()` says so.
+ */
+async function etcdFloor(endpoint: string, stop: () => boolean): Promise<number[]> {
+  const client = new Etcd3({ hosts: endpoint });
+  try {
+    const watcher = await client.watch().key('floor').create();
+    let delivered: (() => void) | undefined;
+    watcher.on('put', () => delivered?.());
+    const out: number[] = [];
+    for (let i = 0; i < 200 && (i < 5 || !stop()); i++) {
+      const t = performance.now();
+      const got = new Promise<void>((resolve) => (delivered = resolve));
+      await client.put('floor').value(String(i));
+      await got;
+      out.push(performance.now() - t);
+    }
+    await watcher.cancel();
+    return out.sort((a, b) => a - b);
+  } finally {
+    client.close();
+  }
 }
 
 function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
@@ -255,17 +378,29 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
     it(`a dependency that dies: with the fleet ≤ 2 × minimumCalls calls reach it before all ${CALLERS} callers are open, without ≈ ${CALLERS} ×; then exactly ${HALF_OPEN_CALLS} probes per openMs, and all close within 1 s of the probes succeeding`, async () => {
       const without = await deadRun(workers, dep, false, 'alone');
       await Promise.all(workers.map((w) => w.send('stop')));
-      const withFleet = await deadRun(workers, dep, true, 'payments');
+      const withFleet = await deadRun(workers, dep, true, 'payments', name === 'etcd' ? url : undefined);
+      const floor = name === 'etcd' ? withFleet.floor : undefined;
       say(`${name}: calls reaching the dead dependency before every caller was open: with the fleet ${withFleet.calls}, without ${without.calls}`);
       say(
         `${name}: pooled threshold (its ${MINIMUM_CALLS}th failed call) → all ${CALLERS} open: ${withFleet.thresholdToAllOpenMs} ms with the fleet, ${without.thresholdToAllOpenMs} ms without; opened by: ${withFleet.reasons.join(', ')}`,
       );
+      say(`${name}: the propagation, median [max] over the callers: ${withFleet.timeline}`);
+      if (floor !== undefined)
+        say(
+          `etcd: its own put → watch while the callers failed (the floor under the propagation): p50 ${median(floor).toFixed(1)} ms, p90 ${floor[Math.floor(floor.length * 0.9)]!.toFixed(1)} ms, max ${floor.at(-1)!.toFixed(1)} ms (${floor.length} puts in a row)`,
+        );
       assert.ok(without.calls >= CALLERS * MINIMUM_CALLS * 0.9, `without the fleet each caller fails minimumCalls on its own: ${without.calls}`);
-      // The goal (issue 28): ≤ 2 × minimumCalls. Redis meets it; etcd's propagation (a raft commit and
-      // its fsync before the watch tells the others) is slower, so on etcd the test asserts only that the
-      // fleet saves most of the doomed calls, and prints the number (docs/fleet.md has both).
+      // The goal (issue 28): ≤ 2 × minimumCalls — 20 failed calls, plus what the callers send while the
+      // view propagates: one store write and its delivery after each caller's 2nd failure. Redis meets it.
+      // On etcd that write is a raft commit and its fsync beside ten busy callers on two cores: with etcd's
+      // own put → watch at 3–7 ms during the run, three runs counted 39, 41 and 54 — the goal's edge or past
+      // it, so asserting it would fail most runs. The test asserts that the fleet saves most of the doomed calls and
+      // prints the count against the goal with the floor beside it (docs/fleet.md has the numbers).
       if (name === 'redis') assert.ok(withFleet.calls <= 2 * MINIMUM_CALLS, `with the fleet: ${withFleet.calls} > ${2 * MINIMUM_CALLS}`);
-      else assert.ok(withFleet.calls <= without.calls / 2, `with the fleet: ${withFleet.calls} > half of ${without.calls}`);
+      else {
+        say(`etcd: ${withFleet.calls} ${withFleet.calls <= 2 * MINIMUM_CALLS ? '≤' : '>'} ${2 * MINIMUM_CALLS} (the goal, not asserted on etcd)`);
+        assert.ok(withFleet.calls <= without.calls / 2, `with the fleet: ${withFleet.calls} > half of ${without.calls}`);
+      }
       assert.ok(withFleet.reasons.filter((r) => r === 'open fleet').length >= CALLERS - 1, `opened by the fleet: ${withFleet.reasons.join(', ')}`);
 
       // Recovery: the dependency stays dead for about three open periods; count what reaches it.

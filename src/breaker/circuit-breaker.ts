@@ -635,6 +635,8 @@ export class CircuitBreaker implements Breaker, FleetMember, Reconfigurable<Circ
       if (fr >= this.failureRate) this.trip(now, `failure rate ${pct(fr)} ≥ ${pct(this.failureRate)} over ${w.calls} calls`);
       else if (sr >= this.slowCallRate) this.trip(now, `slow-call rate ${pct(sr)} ≥ ${pct(this.slowCallRate)} over ${w.calls} calls`);
     }
+    // Last, after the local rule: the view may hold the breaker open on what its failure adds to the fleet's.
+    if (failed) this.fleetLink?.failed();
   }
 
   private admitProbe(now: number): InternalToken | undefined {

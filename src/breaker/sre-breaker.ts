@@ -388,6 +388,7 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
     this.window.addFailure(this.clock.now());
     this.reasons.add(err);
     this.rejections.clear();
+    this.fleetLink?.failed();
   }
 
   private readonly onValue = <T>(value: T): T => {

@@ -203,6 +203,11 @@ export interface FleetMember {
 export interface FleetLink {
   /** probeDone reports the outcome of a call admitted with a fleet probe permit. */
   probeDone(ok: boolean): void;
+  /**
+   * failed tells the view the window just counted a failed call (never called on a success): a window
+   * that becomes a failing reporter is published at once rather than at the next tick.
+   */
+  failed(): void;
   /** stats answers the fleet view now. */
   stats(): FleetViewStats;
   close(): Promise<void>;

@@ -47,12 +47,13 @@ describe('fleet view on the memory store', () => {
   it('opens every process on pooled evidence: 3 of 6 failing 2 calls each opens all 6, the quiet ones with reason fleet', async () => {
     const { clock, breakers } = fleetOf(6);
     await clock.advanceAsync(100);
-    for (const b of breakers.slice(0, 3)) await run(b, boom, 2);
+    for (const b of breakers.slice(0, 2)) await run(b, boom, 2);
     assert.ok(
       breakers.every((b) => b.state === 'closed'),
-      'no process has minimumCalls 6 of its own',
+      'no process has minimumCalls 6 of its own, and 4 pooled calls are under it',
     );
-    await clock.advanceAsync(100);
+    await run(breakers[2]!, boom, 2);
+    // No tick: each window was published the moment it became a failing reporter (see the test below).
     for (const b of breakers) {
       const s = b.stats();
       assert.equal(s.state, 'open');
@@ -127,8 +128,9 @@ describe('fleet view on the memory store', () => {
       for (const b of breakers) await run(b, count(boom), 1);
       await clock.advanceAsync(50);
     }
-    // The probes come in periods of openMs: 2 failing probes each, none before openMs after the hold.
-    assert.ok(through[0]! >= 1_200, `first probe at ${through[0]}`);
+    // The probes come in periods of openMs: 2 failing probes each, none before openMs after the hold (at
+    // 100, the last process's second failure, published at once).
+    assert.ok(through[0]! >= 1_100, `first probe at ${through[0]}`);
     const periods = [0, 0, 0];
     for (const t of through) periods[Math.floor((t - through[0]!) / 1_000)]!++;
     assert.deepEqual(periods, [2, 2, 2], `probes at ${through.join(', ')}`);
@@ -152,6 +154,62 @@ describe('fleet view on the memory store', () => {
       breakers.every((b) => b.stats().fleet?.reporters === 0 || b.stats().fleet?.failingReporters === 0),
       'the old evidence no longer counts',
     );
+  });
+
+  it('publishes a window the moment it becomes a failing reporter, not at the next tick; other failures wait for the tick', async () => {
+    const { clock, stores, breakers } = fleetOf(3, { minimumCalls: 4 });
+    const sent: string[] = [];
+    const publish = stores[0]!.publish.bind(stores[0]!);
+    stores[0]!.publish = (key, r, ttl) => {
+      sent.push(`${r.calls}/${r.failures}`);
+      return publish(key, r, ttl);
+    };
+    await clock.advanceAsync(100);
+    await run(breakers[0]!, boom, 1);
+    assert.deepEqual(sent, [], 'one call is under minReports 2: not a reporter yet');
+    await run(breakers[0]!, boom, 1);
+    assert.deepEqual(sent, ['2/2'], 'the second failure makes a failing reporter: published at once, the clock still at 100');
+    await run(breakers[0]!, boom, 1);
+    assert.deepEqual(sent, ['2/2'], 'more failures of a failing reporter wait for the tick');
+    await run(breakers[1]!, boom, 2);
+    assert.ok(
+      breakers.every((b) => b.state === 'open' && b.stats().reason === 'fleet'),
+      'two failing reporters, 4 pooled calls: all three open with no tick in between',
+    );
+    await clock.advanceAsync(100);
+    assert.deepEqual(sent, ['2/2', '3/3'], 'the tick publishes the rest');
+  });
+
+  it('a failing window published at once: at most one such publish per publishMs and one in flight, the next on its answer', async () => {
+    const { clock, stores, breakers } = fleetOf(2, { minimumCalls: 50 });
+    const sent: string[] = [];
+    let answer: (() => void) | undefined;
+    const publish = stores[0]!.publish.bind(stores[0]!);
+    stores[0]!.publish = (key, r, ttl) => {
+      sent.push(`${r.calls}/${r.failures}`);
+      return new Promise<void>((resolve) => (answer = resolve)).then(() => publish(key, r, ttl));
+    };
+    await clock.advanceAsync(100);
+    await run(breakers[0]!, fine, 2);
+    await clock.advanceAsync(100);
+    assert.deepEqual(sent, ['2/0'], 'a healthy window, published at the tick: its answer has not come');
+    await run(breakers[0]!, boom, 2);
+    assert.deepEqual(sent, ['2/0'], 'one publish in flight: the failing window waits for its answer');
+    answer!();
+    await clock.advanceAsync(0);
+    assert.deepEqual(sent, ['2/0', '4/2'], 'sent on the answer, not at the next tick');
+    answer!();
+    await clock.advanceAsync(0);
+    // Flapping around the threshold (50 %): one success, one failure, … — within one publishMs, nothing more.
+    for (let i = 0; i < 10; i++) {
+      await run(breakers[0]!, fine, 1);
+      await clock.advanceAsync(5);
+      answer?.();
+      await run(breakers[0]!, boom, 1);
+      await clock.advanceAsync(5);
+      answer?.();
+    }
+    assert.ok(sent.length <= 2 + 2, `at most one publish out of the tick per publishMs, beside the tick's: ${sent.join(' ')}`);
   });
 
   it('publishes no window that counts in no rule (fewer than minReports calls), but one that replaces a report that counted', async () => {

@@ -1,6 +1,7 @@
 /**
  * FleetView: one breaker's view of its fleet. It publishes the breaker's window counts (on a change, at
- * most every `publishMs`, and as a heartbeat every ttlMs / 3: never per call), follows the other
+ * most every `publishMs`, and as a heartbeat every ttlMs / 3: never per call; the failure that makes
+ * the window a failing reporter at once, see `failed`), follows the other
  * processes' reports through the store's watch, and applies the quorum rule (quorum.ts). When the rule
  * holds it holds the breaker open (reason `fleet`); probing is then the fleet's: every `openMs`, at most
  * `halfOpenCalls` probes across the fleet, each from a permit taken in the store, and when a period's
@@ -60,6 +61,12 @@ export class FleetView implements FleetLink {
   private lastFailures = -1;
   private lastGen = -1;
   private lastPublishAt = -Infinity;
+  /** The report last handed to the store (in flight or stored) counted as failing: ≥ minReports calls at the failure rate. */
+  private sentFailing = false;
+  /** A failing report waits for the publish in flight: it is sent on that one's answer. */
+  private failingPending = false;
+  /** When the last publish out of the tick (a failing report's) started: at most one per publishMs. */
+  private lastEarlyAt = -Infinity;
   /** No publish before this time: after a failed one, the next waits publishMs, doubled per failure up to 1 s. */
   private publishRetryAt = -Infinity;
   private publishBackoff = 0;
@@ -113,6 +120,18 @@ export class FleetView implements FleetLink {
     );
   }
 
+  /**
+   * failed: the breaker counted a failed call. Once the window is a failing reporter (at least minReports
+   * calls at the failure rate) and the last report sent was not, the report goes out now, not at the next
+   * tick: it is the evidence the others' rule waits for, and the tick's phase (up to publishMs) was the
+   * first wait of the chain. At most one such publish per publishMs, one in flight; a failure that does
+   * not change what the others' rule sees costs a window read and nothing else.
+   */
+  failed(): void {
+    if (this.closed) return;
+    this.publish(this.clock.now(), true);
+  }
+
   stats(): FleetViewStats {
     const v = this.verdict;
     return {
@@ -157,7 +176,8 @@ export class FleetView implements FleetLink {
     if (this.holding && this.member.heldByFleet && this.available && !this.permitPending && now >= this.probeFrom) this.takePermit(); // an isolated breaker takes no permit it cannot use
   }
 
-  private publish(now: number): void {
+  /** publish keeps the own report and sends it by the rules of the module comment; `early`: a failure's call, out of the tick. */
+  private publish(now: number, early = false): void {
     const c = this.member.fleetCounts();
     const report: FleetReport = { caller: this.store.callerId, gen: this.gen, calls: c.calls, failures: c.failures };
     const own = this.reports.get(report.caller)?.report;
@@ -169,13 +189,27 @@ export class FleetView implements FleetLink {
     // is the first report that counts — it used to queue behind an empty one, which on etcd (a lease
     // and a raft write) could take longer than the failures it should have carried.
     if (c.calls < min && this.lastCalls < min) return;
-    const changed =
-      c.failures !== this.lastFailures ||
-      this.gen !== this.lastGen ||
-      c.calls >= min !== this.lastCalls >= min ||
-      Math.abs(c.calls - this.lastCalls) > this.lastCalls * CALLS_DRIFT;
-    if (this.busy || now < this.publishRetryAt || (!changed && now - this.lastPublishAt < this.ttlMs / 3)) return;
+    const failing = c.calls >= min && c.failures >= c.calls * this.rule.failureRate;
+    if (early) {
+      // Out of the tick only for the crossing into a failing reporter; anything else waits for the tick.
+      if (!failing || this.sentFailing) return;
+      if (this.busy) {
+        this.failingPending = true;
+        return;
+      }
+      if (now < this.publishRetryAt || now - this.lastEarlyAt < this.publishMs) return;
+      this.lastEarlyAt = now;
+    } else {
+      const changed =
+        c.failures !== this.lastFailures ||
+        this.gen !== this.lastGen ||
+        c.calls >= min !== this.lastCalls >= min ||
+        Math.abs(c.calls - this.lastCalls) > this.lastCalls * CALLS_DRIFT;
+      if (this.busy || now < this.publishRetryAt || (!changed && now - this.lastPublishAt < this.ttlMs / 3)) return;
+    }
     this.busy = true;
+    this.failingPending = false;
+    this.sentFailing = failing;
     this.lastPublishAt = now;
     this.store.publish(this.key, report, this.ttlMs).then(
       () => {
@@ -186,9 +220,12 @@ export class FleetView implements FleetLink {
         this.failuresInARow = 0;
         this.publishBackoff = 0;
         if (!this.available) this.resync();
+        // A window that became failing while this one was on its way goes now, not at the next tick.
+        if (this.failingPending && !this.closed) this.publish(this.clock.now(), true);
       },
       () => {
         this.busy = false;
+        this.sentFailing = false;
         // A store that failed is not asked again at every tick: a partitioned or struggling store would get
         // a write per view per publishMs; a store that answers again gets the current counts within 1 s.
         this.publishBackoff = Math.min(1_000, Math.max(this.publishMs, this.publishBackoff * 2));
@@ -254,6 +291,7 @@ export class FleetView implements FleetLink {
       this.member.fleetRelease('closed', `fleet: all ${this.member.halfOpenCalls} probes of the fleet succeeded`);
     }
     this.lastPublishAt = -Infinity;
+    this.sentFailing = false;
     this.publish(this.clock.now());
   }
 
