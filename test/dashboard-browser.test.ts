@@ -60,6 +60,16 @@ function watchPage(page: Page): string[] {
 
 const text = (page: Page, selector: string) => page.locator(selector).first().innerText();
 
+/**
+ * wholePage saves the whole page from its top. Chromium's full-page capture draws the sticky header where the
+ * page was scrolled to, over whatever lies there (a page scrolled by a click looked as if the header covered a
+ * chart): a capture of the page at its top shows the page as it is laid out.
+ */
+async function wholePage(page: Page, name: string): Promise<void> {
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(shots, name), fullPage: true });
+}
+
 describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium'), concurrency: 1 }, () => {
   let browser: Browser;
   before(async () => {
@@ -122,7 +132,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       await page.waitForTimeout(2_500); // a few more points on the charts for the screenshot
       await page.screenshot({ path: join(shots, 'process-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
-      await page.screenshot({ path: join(shots, 'process-390x844.png'), fullPage: true });
+      await wholePage(page, 'process-390x844.png');
       assert.deepEqual(problems, []);
       await page.close();
     });
@@ -217,7 +227,11 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       );
       await page.screenshot({ path: join(shots, 'controls-fault-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
-      await page.screenshot({ path: join(shots, 'controls-390x844.png'), fullPage: true });
+      // Scrolled on a phone, the header stays at the top of the view, above the page (the view as a user sees it).
+      await page.evaluate(() => window.scrollTo(0, 900));
+      assert.equal(await page.evaluate(() => document.querySelector('header')!.getBoundingClientRect().top), 0);
+      await page.screenshot({ path: join(shots, 'controls-390x844-scrolled.png') });
+      await wholePage(page, 'controls-390x844.png');
       await page.close();
     });
 
@@ -245,7 +259,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       assert.equal(r, 200);
       await waitFor('the refusal on the page', async () => /refused checkout\/circuit-breaker\/origin/.test(await rulesCard.innerText()), 5_000);
       assert.match(await rulesCard.innerText(), /refused by the component/);
-      await page.screenshot({ path: join(shots, 'controls-rules-1280x800.png'), fullPage: true });
+      await wholePage(page, 'controls-rules-1280x800.png');
       await origin.locator('button:text-is("release")').click();
       await waitFor('the breaker released', async () => !/isolated by a rule/.test(await origin.innerText()), 5_000);
       assert.deepEqual(problems, []);
@@ -317,7 +331,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       assert.match(await page.locator('tr.detail .card:has(h2:text-is("Rules: rules"))').innerText(), /orders@a\/isolate\/origin/);
       await page.screenshot({ path: join(shots, 'fleet-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
-      await page.screenshot({ path: join(shots, 'fleet-390x844.png'), fullPage: true });
+      await wholePage(page, 'fleet-390x844.png');
       await page.setViewportSize({ width: 1280, height: 800 });
       assert.deepEqual(problems, []);
       // b dies: its stream fails at once (unreachable), its lease (2 s) expires and it leaves the registry (gone)
@@ -371,7 +385,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       );
       await page.screenshot({ path: join(shots, 'demo-1280x800.png') });
       await page.setViewportSize({ width: 390, height: 844 });
-      await page.screenshot({ path: join(shots, 'demo-390x844.png'), fullPage: true });
+      await wholePage(page, 'demo-390x844.png');
       await page.setViewportSize({ width: 1280, height: 800 });
 
       await healthyRow.locator('button:text-is("kill")').click();
@@ -395,7 +409,7 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
       console.log(`# demo: kill shown as ejected after ${seen.ejected} ms, breaker open after ${seen.open} ms`);
       assert.match(await healthyRow.innerText(), /killed/);
       assert.match(await page.locator('#action-note').innerText(), /payments › healthy killed/);
-      await page.screenshot({ path: join(shots, 'demo-killed-1280x800.png'), fullPage: true });
+      await wholePage(page, 'demo-killed-1280x800.png');
 
       await healthyRow.locator('button:text-is("restore")').click();
       // Back in rotation once its ejection ends and its breaker closed once its probes pass (after 5 s open).
@@ -406,6 +420,21 @@ describe('dashboard in chromium', { skip: skipReason(chromiumBinary, 'chromium')
         30_000,
       );
       assert.match(await healthyRow.innerText(), /\bup\b/);
+
+      // The Registry card: "up" while the registry answers; "stale" once it is down (the cache answers what it
+      // last had), with how long; "up" again once it is back.
+      const registryStates = async () => (await page.locator('.card:has(h2:text-is("Registry")) td[data-h="state"]').allInnerTexts()).map((t) => t.trim());
+      await waitFor('the registry up on the page', async () => (await registryStates()).join() === 'up,up,up', 5_000);
+      const registryRow = controls.locator('tr[data-target="registry"]');
+      await registryRow.locator('button:text-is("take down")').click();
+      await waitFor('the registry shown stale', async () => (await registryStates()).includes('stale'), 10_000);
+      assert.match(await page.locator('.card:has(h2:text-is("Registry"))').innerText(), /stale[\s\S]*\d+ ms/);
+      await wholePage(page, 'demo-registry-down-1280x800.png');
+      await page.setViewportSize({ width: 390, height: 844 });
+      await wholePage(page, 'demo-registry-down-390x844.png');
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await registryRow.locator('button:text-is("bring back")').click();
+      await waitFor('the registry up again', async () => (await registryStates()).join() === 'up,up,up', 10_000);
       assert.deepEqual(problems, []);
       await page.close();
     });

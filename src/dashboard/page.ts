@@ -23,6 +23,8 @@ export const PAGE = String.raw`<!doctype html>
 <style>
 :root{--bg:#f7f7f5;--fg:#1d1f21;--mute:#5c6166;--line:#d9d9d4;--card:#fff;--ok:#1a7f37;--warn:#9a6700;--bad:#c62828;--off:#6e7781;--a:#0969da}
 *{box-sizing:border-box}
+/* What the browser scrolls into view (a focused field) lands below the sticky header, not under it. */
+html{scroll-padding-top:80px}
 body{margin:0;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--fg)}
 header{display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px;padding:10px 16px;background:var(--card);border-bottom:1px solid var(--line);position:sticky;top:0;z-index:1}
 h1{font-size:17px;margin:0}
@@ -30,8 +32,7 @@ h2{font-size:15px;margin:0 0 8px}
 main{padding:12px 16px;display:grid;grid-template-columns:minmax(0,1fr);gap:12px}
 .charts{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:12px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:10px 12px;min-width:0}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));grid-auto-flow:row dense;gap:12px}
-.grid>.card.span{grid-column:1/-1}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:12px}
 .grid.one{grid-template-columns:1fr}
 td .ctl{white-space:normal}
 svg{display:block;width:100%;height:150px}
@@ -50,7 +51,7 @@ td.n{white-space:nowrap}
 .conn{font-size:13px}
 tr.inst{cursor:pointer}
 tr.inst:hover{background:#f0f3f6}
-.detail td{white-space:normal;background:#fafafa}
+.detail>td{white-space:normal;background:#fafafa}
 .empty{color:var(--mute);font-style:italic}
 button{font:inherit;font-size:12px;padding:1px 8px;border:1px solid #8c959f;border-radius:4px;background:#f6f8fa;cursor:pointer}
 input{font:inherit;font-size:12px;width:7em;padding:1px 4px}
@@ -75,7 +76,7 @@ label{font-size:12px;color:var(--mute)}
 .scroll td[data-h]:not([data-h=""])::before{content:attr(data-h) " ";color:var(--mute);font-size:12px}
 .scroll td[colspan]{flex:1 1 100%;font-weight:400}
 .st{white-space:normal}
-.detail td{padding:4px 0}
+.detail>td{padding:4px 0}
 }
 </style>
 </head>
@@ -140,7 +141,7 @@ label{font-size:12px;color:var(--mute)}
       return own || i === 1 || h == null ? m : '<td' + cls + ' data-h="' + esc(h) + '"';
     });
   }
-  function card(title, html, wide) { return html ? '<div class="card' + (wide ? ' span' : '') + '"><h2>' + esc(title) + '</h2>' + html + '</div>' : ''; }
+  function card(title, html) { return html ? '<div class="card"><h2>' + esc(title) + '</h2>' + html + '</div>' : ''; }
 
   // ---- connection ----
   function setConn(word, cls) { var c = $('conn'); c.textContent = word; c.className = 'st ' + cls; }
@@ -406,7 +407,7 @@ label{font-size:12px;color:var(--mute)}
         var hr = s.hitRatio;
         cache.push(row([esc(c.name), badge(hr == null || s.gets === 0 ? 'idle' : hr < 0.5 ? 'missing' : 'hitting', hr == null || s.gets === 0 ? 'off' : hr < 0.5 ? 'warn' : 'ok'), N(pct(hr)), N(num(s.loads, 0)), N(num(s.peerLoads, 0)), N(num(s.peerErrors, 0)), N(bytes(s.caches && s.caches.main ? s.caches.main.bytes : null))]));
       } else if (k === 'HttpPool') {
-        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '–', ''), '', '', '', ''])); });
+        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '– of keys', ''), '', '', '', ''])); });
       } else if (k === 'Rules') rules.push(c);
       else other.push(c);
     });
