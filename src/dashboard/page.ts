@@ -117,6 +117,7 @@ label{font-size:12px;color:var(--mute)}
   }
   function rate(x) { return num(x, x != null && x < 10 ? 2 : 1) + ' calls/s'; }
   function ms(x) { return x == null ? '– ms' : num(x, x < 10 ? 2 : 0) + ' ms'; }
+  function since(x) { return x != null && x >= 10000 ? num(x / 1000, 0) + ' s' : ms(x); }
   function pct(x) { return x == null ? '– %' : num(x * 100, 1) + ' %'; }
   function count(x, unit) { return num(x, 0) + ' ' + unit; }
   function bytes(x) { if (x == null) return '– B'; var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0; while (x >= 1024 && i < 3) { x /= 1024; i++; } return num(x, 1) + ' ' + u[i]; }
@@ -361,18 +362,18 @@ label{font-size:12px;color:var(--mute)}
     if (s.state === 'half-open') return badge('half-open: probing', 'warn');
     return badge('closed', 'ok');
   }
-  function breakerRow(name, s, scope, ctlName) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(num((s.successfulCalls || 0) + (s.failedCalls || 0), 0)), N(num(s.notPermittedCalls || s.drops || 0, 0))].concat(ctlOn() && scope ? [breakerControls(scope, ctlName || name, s)] : [])); }
+  function breakerRow(name, s, scope, ctlName) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(num((s.successfulCalls || 0) + (s.failedCalls || 0), 0)), N(num(s.notPermittedCalls || s.drops || 0, 0))].concat(ctlOn() ? [breakerControls(scope, ctlName || name, s)] : [])); }
   function breakerHead() { return ['breaker', 'state', '#failure rate', '#slow-call rate', '#calls', '#refused'].concat(ctlOn() ? ['control'] : []); }
   function balancerRows(name, b, scope, service) {
     var up = b.available != null ? b.available : null;
     var why = [];
     if (b.ejected) why.push(b.ejected + ' ejected'); if (b.down) why.push(b.down + ' down'); if (b.breakerOpen) why.push(b.breakerOpen + ' breaker open');
     var word = b.panic ? badge('panic: all in rotation', 'bad') : why.length ? badge('degraded: ' + why.join(', '), 'warn') : badge('healthy', 'ok');
-    var out = [row([esc(name), word, N(num(Array.isArray(b.instances) ? b.instances.length : b.instances, 0)), N(num(up, 0)), N(num(b.ejected, 0)), N(num(b.down, 0)), N(num(b.breakerOpen, 0))].concat(ctlOn() && scope ? [''] : []))];
+    var out = [row([esc(name), word, N(num(Array.isArray(b.instances) ? b.instances.length : b.instances, 0)), N(num(up, 0)), N(num(b.ejected, 0)), N(num(b.down, 0)), N(num(b.breakerOpen, 0))].concat(ctlOn() ? [''] : []))];
     (b.instances && b.instances.map ? b.instances : []).forEach(function (i) {
       var w = i.ejected ? badge('ejected', 'bad') : i.up ? badge('up', 'ok') : badge('down', 'bad');
       // An instance's own values, each saying what it is: they are not its balancer's columns.
-      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : '', ''), N(ms(i.ewmaMs), 'latency'), N(count(i.timesEjected || 0, i.timesEjected === 1 ? 'ejection' : 'ejections'), ''), '', ''].concat(ctlOn() && scope ? [weightControls(scope, service, i)] : [])));
+      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : '', ''), N(ms(i.ewmaMs), 'latency'), N(count(i.timesEjected || 0, i.timesEjected === 1 ? 'ejection' : 'ejections'), ''), '', ''].concat(ctlOn() ? [weightControls(scope, service, i)] : [])));
     });
     return out;
   }
@@ -400,7 +401,7 @@ label{font-size:12px;color:var(--mute)}
         var l = s.load || {};
         shed.push(row([esc(c.name), s.overloaded ? badge('shedding', 'bad') : badge('normal', 'ok'), N(num(s.inFlight, 0)), N(num(s.maxInFlight, 0)), N(num(s.dropped, 0)), N(pct(l.utilization)), N(ms(l.delayP99Ms))]));
       } else if (k === 'RegistryCache') {
-        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.failing ? badge('stale', 'warn') : e.fresh || e.watched ? badge('up', 'ok') : badge('expired', 'off'), N(num(e.instances, 0)), N(e.failing ? ms(e.staleForMs) : '–')])); });
+        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.failing ? badge('stale', 'warn') : e.fresh || e.watched ? badge('up', 'ok') : badge('expired', 'off'), N(num(e.instances, 0)), N(e.failing ? since(e.staleForMs) : '–')])); });
         if (!(s.entries || []).length) reg.push(row([esc(c.name), badge('no services', 'off'), N('–'), N('–')]));
       } else if (k === 'EtcdRegistry' || k === 'MemoryRegistry') reg.push(row([esc(c.name), badge(s.up === false || s.connected === false ? 'down' : 'up', s.up === false || s.connected === false ? 'bad' : 'ok'), N(s.services != null ? count(s.services, 'services') : '–', ''), N('–')]));
       else if (k === 'Group') {
