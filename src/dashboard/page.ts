@@ -23,6 +23,8 @@ export const PAGE = String.raw`<!doctype html>
 <style>
 :root{--bg:#f7f7f5;--fg:#1d1f21;--mute:#5c6166;--line:#d9d9d4;--card:#fff;--ok:#1a7f37;--warn:#9a6700;--bad:#c62828;--off:#6e7781;--a:#0969da}
 *{box-sizing:border-box}
+/* What the browser scrolls into view (a focused field) lands below the sticky header, not under it. */
+html{scroll-padding-top:80px}
 body{margin:0;font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:var(--bg);color:var(--fg)}
 header{display:flex;flex-wrap:wrap;align-items:center;gap:8px 16px;padding:10px 16px;background:var(--card);border-bottom:1px solid var(--line);position:sticky;top:0;z-index:1}
 h1{font-size:17px;margin:0}
@@ -35,19 +37,21 @@ main{padding:12px 16px;display:grid;grid-template-columns:minmax(0,1fr);gap:12px
 td .ctl{white-space:normal}
 svg{display:block;width:100%;height:150px}
 .legend{display:flex;flex-wrap:wrap;gap:2px 10px;font-size:12px;color:var(--mute);margin-top:4px}
-.legend i{display:inline-block;width:10px;height:3px;margin-right:4px;vertical-align:middle}
+.legend i{display:inline-block;width:16px;height:3px;margin-right:4px;vertical-align:middle}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{text-align:left;padding:3px 6px;border-bottom:1px solid var(--line);white-space:nowrap}
-th{color:var(--mute);font-weight:600}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
-.st{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;font-weight:600;color:#fff}
+th,td{text-align:left;padding:3px 5px;border-bottom:1px solid var(--line);vertical-align:top}
+td{overflow-wrap:break-word}
+th{color:var(--mute);font-weight:600;vertical-align:bottom}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{white-space:nowrap}
+.st{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;font-weight:600;color:#fff;white-space:nowrap;max-width:100%}
 .ok{background:var(--ok)}.warn{background:var(--warn)}.bad{background:var(--bad)}.off{background:var(--off)}
 .mute{color:var(--mute)}
 .conn{font-size:13px}
 tr.inst{cursor:pointer}
 tr.inst:hover{background:#f0f3f6}
-.detail td{white-space:normal;background:#fafafa}
+.detail>td{white-space:normal;background:#fafafa}
 .empty{color:var(--mute);font-style:italic}
 button{font:inherit;font-size:12px;padding:1px 8px;border:1px solid #8c959f;border-radius:4px;background:#f6f8fa;cursor:pointer}
 input{font:inherit;font-size:12px;width:7em;padding:1px 4px}
@@ -61,6 +65,19 @@ input.wide{width:16em}
 label{font-size:12px;color:var(--mute)}
 @media (max-width:900px){.charts{grid-template-columns:1fr}.grid{grid-template-columns:1fr}}
 @media (max-width:480px){header{padding:8px 10px}main{padding:8px}.card{padding:8px}svg{height:120px}}
+/* A phone: a table's rows become blocks — the name on a line of its own, then each value after its column's name. */
+@media (max-width:640px){
+.scroll table,.scroll tbody,.scroll tr{display:block;width:100%}
+.scroll thead{display:none}
+.scroll tr{display:flex;flex-wrap:wrap;align-items:baseline;gap:2px 12px;padding:5px 2px;border-bottom:1px solid var(--line)}
+.scroll td{display:block;border:0;padding:0;text-align:left;white-space:normal}
+.scroll td:first-child{flex:1 1 100%;font-weight:600}
+.scroll td:empty{display:none}
+.scroll td[data-h]:not([data-h=""])::before{content:attr(data-h) " ";color:var(--mute);font-size:12px}
+.scroll td[colspan]{flex:1 1 100%;font-weight:400}
+.st{white-space:normal}
+.detail>td{padding:4px 0}
+}
 </style>
 </head>
 <body>
@@ -100,13 +117,31 @@ label{font-size:12px;color:var(--mute)}
   }
   function rate(x) { return num(x, x != null && x < 10 ? 2 : 1) + ' calls/s'; }
   function ms(x) { return x == null ? '– ms' : num(x, x < 10 ? 2 : 0) + ' ms'; }
+  function since(x) { return x != null && x >= 10000 ? num(x / 1000, 0) + ' s' : ms(x); }
   function pct(x) { return x == null ? '– %' : num(x * 100, 1) + ' %'; }
   function count(x, unit) { return num(x, 0) + ' ' + unit; }
   function bytes(x) { if (x == null) return '– B'; var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0; while (x >= 1024 && i < 3) { x /= 1024; i++; } return num(x, 1) + ' ' + u[i]; }
   function badge(word, cls) { return '<span class="st ' + cls + '">' + esc(word) + '</span>'; }
-  function row(cells) { return '<tr>' + cells.map(function (c) { return typeof c === 'object' && c ? '<td class="n">' + c.n + '</td>' : '<td>' + c + '</td>'; }).join('') + '</tr>'; }
-  function N(s) { return { n: s }; }
-  function table(head, rows) { return rows.length === 0 ? '' : '<div class="scroll"><table><thead><tr>' + head.map(function (h) { return '<th>' + esc(h) + '</th>'; }).join('') + '</tr></thead><tbody>' + rows.join('') + '</tbody></table></div>'; }
+  // A cell: a string (text, left), N(s) (a number, right) or N(s, h): a number with its own label on a phone ('' for none).
+  function row(cells) { return '<tr>' + cells.map(function (c) { return typeof c === 'object' && c ? '<td class="n"' + (c.h != null ? ' data-h="' + esc(c.h) + '"' : '') + '>' + c.n + '</td>' : '<td>' + c + '</td>'; }).join('') + '</tr>'; }
+  function N(s, h) { return { n: s, h: h }; }
+  // head: the columns' names, a number's column marked by a leading '#' (its unit is in its name: 'calls', 'ejected').
+  // Each cell gets its column's name (data-h), shown before the value when a phone stacks the row.
+  function table(head, rows) {
+    if (rows.length === 0) return '';
+    var names = head.map(function (h) { return h.charAt(0) === '#' ? h.slice(1) : h; });
+    return '<div class="scroll"><table><thead><tr>' + head.map(function (h, i) { return '<th' + (h.charAt(0) === '#' ? ' class="n"' : '') + '>' + esc(names[i]) + '</th>'; }).join('') + '</tr></thead><tbody>' + rows.map(function (r) { return labelled(r, names); }).join('') + '</tbody></table></div>';
+  }
+  // The rows' own cells, not a folded-out row's (it holds tables of its own), nor a cell across columns, nor one labelled already.
+  function labelled(r, names) {
+    if (r.indexOf('<tr class="detail"') === 0) return r;
+    var i = 0;
+    return r.replace(/<tr\b|<td\b((?: class="n")?)( data-h| colspan)?/g, function (m, cls, own) {
+      if (m === '<tr') { i = 0; return m; }
+      var h = names[i++];
+      return own || i === 1 || h == null ? m : '<td' + cls + ' data-h="' + esc(h) + '"';
+    });
+  }
   function card(title, html) { return html ? '<div class="card"><h2>' + esc(title) + '</h2>' + html + '</div>' : ''; }
 
   // ---- connection ----
@@ -182,6 +217,13 @@ label{font-size:12px;color:var(--mute)}
       g += '<text x="' + (L - 4) + '" y="' + (y + 4) + '" font-size="10" text-anchor="end" fill="#5c6166">' + num(v, v < 10 ? 1 : 0) + '</text>';
     }
     g += '<text x="' + L + '" y="' + (H - 4) + '" font-size="10" fill="#5c6166">' + num(span / 60000, 1) + ' min ago</text><text x="' + W + '" y="' + (H - 4) + '" font-size="10" text-anchor="end" fill="#5c6166">now</text>';
+    // Lines that lie on each other stay apart: the first drawn (the largest) is the widest, each later one
+    // narrower on top of it, so a line hidden under another still shows as its edge; the legend says which match.
+    lines.forEach(function (s, j) {
+      s.width = 2 + 1.2 * Math.min(lines.length - 1 - j, 3);
+      s.same = null;
+      for (var o = 0; o < j && !s.same; o++) if (alike(lines[o].ys, s.ys)) s.same = lines[o].name;
+    });
     lines.forEach(function (s, j) {
       var d = '', pen = false;
       s.ys.forEach(function (yv, k) {
@@ -189,10 +231,21 @@ label{font-size:12px;color:var(--mute)}
         var x = L + (W - L) * (points[k].t - t0) / span, y = T + (H - B - T) * (1 - yv / max);
         d += (pen ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1); pen = true;
       });
-      g += '<path d="' + d + '" fill="none" stroke="' + (s.color || COLORS[j % COLORS.length]) + '" stroke-width="2" vector-effect="non-scaling-stroke"' + (s.dash ? ' stroke-dasharray="4 3"' : '') + '/>';
+      g += '<path d="' + d + '" fill="none" stroke="' + (s.color || COLORS[j % COLORS.length]) + '" stroke-width="' + s.width.toFixed(1) + '" stroke-linejoin="round" vector-effect="non-scaling-stroke"' + (s.dash ? ' stroke-dasharray="5 4"' : '') + '/>';
     });
     svg.innerHTML = g;
-    $(legendId).innerHTML = lines.length ? lines.map(function (s, j) { var last = lastOf(s.ys); return '<span><i style="background:' + (s.color || COLORS[j % COLORS.length]) + '"></i>' + esc(s.name) + ' ' + (unit === 'ms' ? ms(last) : rate(last)) + '</span>'; }).join('') : '<span class="empty">nothing counted yet</span>';
+    $(legendId).innerHTML = lines.length ? lines.map(function (s, j) { var last = lastOf(s.ys); return '<span><i style="' + swatch(s.color || COLORS[j % COLORS.length], s.dash) + '"></i>' + esc(s.name) + ' ' + (unit === 'ms' ? ms(last) : rate(last)) + (s.same ? ' <span class="mute">(on the line of ' + esc(s.same) + ')</span>' : '') + '</span>'; }).join('') : '<span class="empty">nothing counted yet</span>';
+  }
+  // The legend's sample of a line: solid, or dashed as the line is.
+  function swatch(color, dash) { return dash ? 'background:repeating-linear-gradient(90deg,' + color + ' 0 5px,transparent 5px 8px)' : 'background:' + color; }
+  // Two series that would be drawn on each other: within 2 % of the larger at every point.
+  function alike(a, b) {
+    for (var i = 0; i < a.length; i++) {
+      var x = a[i], y = b[i];
+      if ((x == null) !== (y == null)) return false;
+      if (x != null && Math.abs(x - y) > 0.02 * Math.max(Math.abs(x), Math.abs(y), 1e-9)) return false;
+    }
+    return a.length > 0;
   }
   function lastOf(ys) { for (var i = ys.length - 1; i >= 0; i--) if (ys[i] != null) return ys[i]; return null; }
   function charts() {
@@ -309,25 +362,26 @@ label{font-size:12px;color:var(--mute)}
     if (s.state === 'half-open') return badge('half-open: probing', 'warn');
     return badge('closed', 'ok');
   }
-  function breakerRow(name, s, scope, ctlName) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(count((s.successfulCalls || 0) + (s.failedCalls || 0), 'calls')), N(count(s.notPermittedCalls || s.drops || 0, 'refused'))].concat(ctlOn() && scope ? [breakerControls(scope, ctlName || name, s)] : [])); }
-  function breakerHead() { return ['breaker', 'state', 'failure rate', 'slow-call rate', 'calls', 'refused'].concat(ctlOn() ? ['control'] : []); }
+  function breakerRow(name, s, scope, ctlName) { return row([esc(name), breakerWord(s), N(pct(s.failureRate)), N(s.slowCallRate == null ? '–' : pct(s.slowCallRate)), N(num((s.successfulCalls || 0) + (s.failedCalls || 0), 0)), N(num(s.notPermittedCalls || s.drops || 0, 0))].concat(ctlOn() ? [breakerControls(scope, ctlName || name, s)] : [])); }
+  function breakerHead() { return ['breaker', 'state', '#failure rate', '#slow-call rate', '#calls', '#refused'].concat(ctlOn() ? ['control'] : []); }
   function balancerRows(name, b, scope, service) {
     var up = b.available != null ? b.available : null;
     var why = [];
     if (b.ejected) why.push(b.ejected + ' ejected'); if (b.down) why.push(b.down + ' down'); if (b.breakerOpen) why.push(b.breakerOpen + ' breaker open');
     var word = b.panic ? badge('panic: all in rotation', 'bad') : why.length ? badge('degraded: ' + why.join(', '), 'warn') : badge('healthy', 'ok');
-    var out = [row([esc(name), word, N(count(Array.isArray(b.instances) ? b.instances.length : b.instances, 'instances')), N(count(up, 'available')), N(count(b.ejected, 'ejected')), N(count(b.down, 'down')), N(count(b.breakerOpen, 'breaker open'))].concat(ctlOn() && scope ? [''] : []))];
+    var out = [row([esc(name), word, N(num(Array.isArray(b.instances) ? b.instances.length : b.instances, 0)), N(num(up, 0)), N(num(b.ejected, 0)), N(num(b.down, 0)), N(num(b.breakerOpen, 0))].concat(ctlOn() ? [''] : []))];
     (b.instances && b.instances.map ? b.instances : []).forEach(function (i) {
       var w = i.ejected ? badge('ejected', 'bad') : i.up ? badge('up', 'ok') : badge('down', 'bad');
-      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : ''), N(ms(i.ewmaMs)), N(count(i.timesEjected || 0, 'ejections')), '', ''].concat(ctlOn() && scope ? [weightControls(scope, service, i)] : [])));
+      // An instance's own values, each saying what it is: they are not its balancer's columns.
+      out.push(row(['<span class="mute">↳ ' + esc(i.address || i.id) + '</span>', w, N(i.weight != null ? 'weight ' + num(i.weight) : '', ''), N(ms(i.ewmaMs), 'latency'), N(count(i.timesEjected || 0, i.timesEjected === 1 ? 'ejection' : 'ejections'), ''), '', ''].concat(ctlOn() ? [weightControls(scope, service, i)] : [])));
     });
     return out;
   }
-  function balHead() { return ['balancer', 'health', 'instances', 'available', 'ejected', 'down', 'breaker open'].concat(ctlOn() ? ['weight'] : []); }
+  function balHead() { return ['balancer', 'health', '#instances', '#available', '#ejected', '#down', '#breaker open'].concat(ctlOn() ? ['weight'] : []); }
   function limiterRow(c, scope) {
     var s = c.status, mode = s.mode ? (s.mode === 'rescue' ? badge('rescue (Redis away)', 'warn') : badge(s.mode, 'ok')) : badge('local', 'ok');
     var refusedShare = (s.allowed + s.limited) > 0 ? s.limited / (s.allowed + s.limited) : 0;
-    return row([esc(c.name), esc(c.kind), mode, N(count(s.allowed, 'admitted')), N(count(s.limited, 'refused')), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')]) + (ctlOn() && scope && c.kind === 'TokenLimiter' ? '<tr><td colspan="7"><span class="mute">change the limit of ' + esc(c.name) + ':</span> ' + limitControls(scope, c) + '</td></tr>' : '');
+    return row([esc(c.name), esc(c.kind), mode, N(num(s.allowed, 0)), N(num(s.limited, 0)), N(pct(refusedShare)), N(s.rate != null ? num(s.rate) + ' /s' : s.quota != null ? num(s.quota) + ' per ' + ms(s.periodMs) : '–')]) + (ctlOn() && scope && c.kind === 'TokenLimiter' ? '<tr><td colspan="7"><span class="mute">change the limit of ' + esc(c.name) + ':</span> ' + limitControls(scope, c) + '</td></tr>' : '');
   }
   function renderComponents(comps, scope) {
     var br = [], bal = [], ret = [], lim = [], shed = [], reg = [], cache = [], rules = [], other = [];
@@ -338,34 +392,34 @@ label{font-size:12px;color:var(--mute)}
       else if (k === 'Balancer') bal.push.apply(bal, balancerRows(c.name, s, scope, s.service || c.name));
       else if (k === 'ResilientClient') {
         (s.services || []).forEach(function (x) { if (x.balancer) bal.push.apply(bal, balancerRows(c.name + ' › ' + x.service, x.balancer)); });
-        ret.push(row([esc(c.name), 'client', N(count(s.retries, 'retries')), N(count(s.retriesRefused, 'refused')), N(count(s.fallbacks, 'fallbacks')), N('–')]));
-      } else if (k === 'RetryBudget') ret.push(row([esc(c.name), 'budget', N(count(s.retries, 'retries')), N(count(s.refused, 'refused')), N('–'), N(num(s.balance, 0) + ' % left')]));
-      else if (k === 'Retry') ret.push(row([esc(c.name), 'retry', N(s.maxAttempts != null ? count(s.maxAttempts, 'attempts max') : '–'), N('–'), N('–'), N('–')]));
+        ret.push(row([esc(c.name), 'client', N(num(s.retries, 0)), N(num(s.retriesRefused, 0)), N(num(s.fallbacks, 0)), N('–')]));
+      } else if (k === 'RetryBudget') ret.push(row([esc(c.name), 'budget', N(num(s.retries, 0)), N(num(s.refused, 0)), N('–'), N(num(s.balance, 0) + ' %')]));
+      else if (k === 'Retry') ret.push(row([esc(c.name), 'retry', N(s.maxAttempts != null ? count(s.maxAttempts, 'attempts max') : '–', ''), N('–'), N('–'), N('–')]));
       else if (/Limiter$/.test(k)) lim.push(limiterRow(c, scope));
-      else if (k === 'HttpGuard') lim.push(row([esc(c.name), k, badge(s.failedOpen ? 'failing open' : 'guarding', s.failedOpen ? 'warn' : 'ok'), N(count(s.passed, 'admitted')), N(count((s.limited || 0) + (s.shed || 0) + (s.broken || 0), 'refused')), N('–'), N('–')]));
+      else if (k === 'HttpGuard') lim.push(row([esc(c.name), k, badge(s.failedOpen ? 'failing open' : 'guarding', s.failedOpen ? 'warn' : 'ok'), N(num(s.passed, 0)), N(num((s.limited || 0) + (s.shed || 0) + (s.broken || 0), 0)), N('–'), N('–')]));
       else if (k === 'AdaptiveShedder') {
         var l = s.load || {};
-        shed.push(row([esc(c.name), s.overloaded ? badge('shedding', 'bad') : badge('normal', 'ok'), N(count(s.inFlight, 'in flight')), N(count(s.maxInFlight, 'max')), N(count(s.dropped, 'dropped')), N(pct(l.utilization)), N(ms(l.delayP99Ms))]));
+        shed.push(row([esc(c.name), s.overloaded ? badge('shedding', 'bad') : badge('normal', 'ok'), N(num(s.inFlight, 0)), N(num(s.maxInFlight, 0)), N(num(s.dropped, 0)), N(pct(l.utilization)), N(ms(l.delayP99Ms))]));
       } else if (k === 'RegistryCache') {
-        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.failing ? badge('stale', 'warn') : e.fresh || e.watched ? badge('up', 'ok') : badge('expired', 'off'), N(count(e.instances, 'instances')), N(e.failing ? ms(e.staleForMs) : '–')])); });
+        (s.entries || []).forEach(function (e) { reg.push(row([esc(c.name + ' › ' + e.service), e.failing ? badge('stale', 'warn') : e.fresh || e.watched ? badge('up', 'ok') : badge('expired', 'off'), N(num(e.instances, 0)), N(e.failing ? since(e.staleForMs) : '–')])); });
         if (!(s.entries || []).length) reg.push(row([esc(c.name), badge('no services', 'off'), N('–'), N('–')]));
-      } else if (k === 'EtcdRegistry' || k === 'MemoryRegistry') reg.push(row([esc(c.name), badge(s.up === false || s.connected === false ? 'down' : 'up', s.up === false || s.connected === false ? 'bad' : 'ok'), N(s.services != null ? count(s.services, 'services') : '–'), N('–')]));
+      } else if (k === 'EtcdRegistry' || k === 'MemoryRegistry') reg.push(row([esc(c.name), badge(s.up === false || s.connected === false ? 'down' : 'up', s.up === false || s.connected === false ? 'bad' : 'ok'), N(s.services != null ? count(s.services, 'services') : '–', ''), N('–')]));
       else if (k === 'Group') {
         var hr = s.hitRatio;
-        cache.push(row([esc(c.name), badge(hr == null || s.gets === 0 ? 'idle' : hr < 0.5 ? 'missing' : 'hitting', hr == null || s.gets === 0 ? 'off' : hr < 0.5 ? 'warn' : 'ok'), N(pct(hr)), N(count(s.loads, 'loads')), N(count(s.peerLoads, 'peer loads')), N(count(s.peerErrors, 'peer errors')), N(bytes(s.caches && s.caches.main ? s.caches.main.bytes : null))]));
+        cache.push(row([esc(c.name), badge(hr == null || s.gets === 0 ? 'idle' : hr < 0.5 ? 'missing' : 'hitting', hr == null || s.gets === 0 ? 'off' : hr < 0.5 ? 'warn' : 'ok'), N(pct(hr)), N(num(s.loads, 0)), N(num(s.peerLoads, 0)), N(num(s.peerErrors, 0)), N(bytes(s.caches && s.caches.main ? s.caches.main.bytes : null))]));
       } else if (k === 'HttpPool') {
-        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '–'), '', '', '', ''])); });
+        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '– of keys', ''), '', '', '', ''])); });
       } else if (k === 'Rules') rules.push(c);
       else other.push(c);
     });
     var html = '';
     html += card('Breakers', table(breakerHead(), br));
     html += card('Balancers', table(balHead(), bal));
-    html += card('Retries', table(['owner', 'kind', 'retries', 'refused', 'fallbacks', 'budget'], ret));
-    html += card('Limiters', table(['limiter', 'kind', 'mode', 'admitted', 'refused', 'refused share', 'limit'], lim));
-    html += card('Shedders and event loop', table(['shedder', 'state', 'in flight', 'max', 'dropped', 'event-loop use', 'loop delay p99'], shed));
-    html += card('Registry', table(['registry › service', 'state', 'instances', 'stale for'], reg));
-    html += card('Cache', table(['group', 'state', 'hit ratio', 'loads', 'peer loads', 'peer errors', 'bytes'], cache));
+    html += card('Retries', table(['owner', 'kind', '#retries', '#refused', '#fallbacks', '#budget left'], ret));
+    html += card('Limiters', table(['limiter', 'kind', 'mode', '#admitted', '#refused', '#refused share', '#limit'], lim));
+    html += card('Shedders and event loop', table(['shedder', 'state', '#in flight', '#max in flight', '#dropped', '#loop use', '#loop delay p99'], shed));
+    html += card('Registry', table(['registry › service', 'state', '#instances', '#stale for'], reg));
+    html += card('Cache', table(['group', 'state', '#hit ratio', '#loads', '#peer loads', '#peer errors', '#size'], cache));
     rules.forEach(function (c) { html += card('Rules: ' + c.name, rulesHtml(c.status)); });
     other.forEach(function (c) { html += card(c.kind + ': ' + c.name, generic(c.status)); });
     html += faultCard(scope);
@@ -376,13 +430,13 @@ label{font-size:12px;color:var(--mute)}
   function rulesHtml(s) {
     var rows = [];
     (s.components || []).forEach(function (b) {
-      var word = b.refused && b.refused.length ? badge(b.refused.length + ' refused', 'bad') : b.isolated ? badge('isolated', 'warn') : b.rules.length ? badge('running ' + b.rules.length, 'ok') : badge('built options', 'off');
-      rows.push(row([esc(b.kind + ' ' + b.name), word, b.rules.length ? esc(b.rules.join(', ')) : '<span class="mute">none</span>', N('revision ' + num(b.revision, 0))]));
-      (b.refused || []).forEach(function (r) { rows.push(row(['<span class="mute">↳ refused ' + esc(r.key) + '</span>', badge(r.code === 'ERR_RULE_REFUSED' ? 'refused by the component' : 'invalid', 'bad'), '<span class="err">' + esc((r.field ? r.field + ': ' : '') + r.message) + '</span>', N('revision ' + num(r.revision, 0))])); });
+      var word = b.refused && b.refused.length ? badge(b.refused.length + ' refused', 'bad') : b.isolated ? badge('isolated by a rule', 'bad') : b.rules.length ? badge('running ' + b.rules.length, 'ok') : badge('built options', 'off');
+      rows.push(row([esc(b.kind + ' ' + b.name), word, b.rules.length ? esc(b.rules.join(', ')) : '<span class="mute">none</span>', N(num(b.revision, 0))]));
+      (b.refused || []).forEach(function (r) { rows.push(row(['<span class="mute">↳ refused ' + esc(r.key) + '</span>', badge(r.code === 'ERR_RULE_REFUSED' ? 'refused by the component' : 'invalid', 'bad'), '<span class="err">' + esc((r.field ? r.field + ': ' : '') + r.message) + '</span>', N(num(r.revision, 0))])); });
     });
     function many(n, one, more) { return num(n, 0) + ' ' + (n === 1 ? one : more); }
     var head = '<p class="mute">' + many(s.rules, 'rule held', 'rules held') + ' · ' + many(s.bindings, 'component bound', 'components bound') + ' · store revision ' + num(s.revision, 0) + (s.storeErrors ? ' · ' + many(s.storeErrors, 'store error', 'store errors') : '') + '</p>';
-    return head + (table(['component', 'state', 'rules it runs', 'revision'], rows) || '<p class="empty">no component bound</p>');
+    return head + (table(['component', 'state', 'rules it runs', '#revision'], rows) || '<p class="empty">no component bound</p>');
   }
   function unitOf(key, v) {
     if (/Ms$/.test(key)) return ms(v);
@@ -394,7 +448,7 @@ label{font-size:12px;color:var(--mute)}
     if (s == null || typeof s !== 'object') return '<p>' + esc(String(s)) + '</p>';
     var rows = [];
     Object.keys(s).forEach(function (k) { var v = s[k]; if (typeof v === 'number') rows.push(row([esc(k), N(unitOf(k, v))])); else if (typeof v === 'string' || typeof v === 'boolean') rows.push(row([esc(k), esc(String(v))])); });
-    return table(['field', 'value'], rows) || '<p class="empty">nothing to show</p>';
+    return table(['field', '#value'], rows) || '<p class="empty">nothing to show</p>';
   }
 
   // ---- fleet ----
@@ -411,7 +465,7 @@ label{font-size:12px;color:var(--mute)}
         rows.push('<tr class="inst" data-key="' + esc(key) + '">' + ['<td>' + (open[key] ? '▾ ' : '▸ ') + esc(i.id) + '</td>', '<td>' + esc(i.address) + '</td>', '<td>' + badge(w[0], w[1]) + (i.reason ? ' <span class="mute">' + esc(i.reason) + '</span>' : '') + '</td>', '<td class="n">' + rate(v[0]) + '</td>', '<td class="n">' + rate(v[1]) + '</td>', '<td class="n">' + ms(v[2]) + '</td>', '<td class="n">' + ms(v[3]) + '</td>', '<td class="n">' + (i.ageMs == null ? '–' : num(i.ageMs / 1000, 1) + ' s ago') + '</td>'].join('') + '</tr>');
         if (open[key] && i.frame) rows.push('<tr class="detail"><td colspan="8">' + renderComponents(i.frame.components, i.state === 'up' ? svc + '@' + i.id : null) + '</td></tr>');
       });
-      html += card(svc + ' — ' + up + ' of ' + list.length + ' instances up', table(['instance', 'address', 'state', 'calls', 'errors', 'p50', 'p99', 'last data'], rows));
+      html += card(svc + ' — ' + up + ' of ' + list.length + ' instances up', table(['instance', 'address', 'state', '#calls', '#errors', '#p50', '#p99', '#last data'], rows));
     });
     if (f.registryError) html = card('Registry', '<p>' + badge('not answering', 'bad') + ' ' + esc(f.registryError) + '</p>') + html;
     return html || '<p class="empty">no instance announces a status path yet</p>';
