@@ -12,7 +12,7 @@ function source() {
     s,
     snapshot(): MetricsSnapshot {
       s.snapshots++;
-      return { at: '2026-01-01T00:00:00.000Z', components: [{ name: 'api', kind: 'ResilientClient', status: { calls: s.calls, failed: s.failed } }] };
+      return { at: '2026-01-01T00:00:00.000Z', components: [{ name: 'api', kind: 'ResilientClient', status: { calls: s.calls, failedAttempts: s.failed } }] };
     },
     histograms(): HistogramTotals[] {
       return [{ name: 'api', family: 'client_call_duration_seconds', bounds: [0.01, 0.1, 1], counts: s.hist, count: s.count, sum: 0 }];

@@ -13,7 +13,9 @@ export function traffic(kind: string, status: unknown): [number, number] | undef
   const s = status as Status;
   switch (kind) {
     case 'ResilientClient':
-      return [num(s, 'calls'), num(s, 'failed')];
+      // Errors are its attempts that failed or were refused (breakers, bulkhead): what its guards absorbed
+      // — a retry or a fallback may still have answered the call — not only the calls that failed in the end.
+      return [num(s, 'calls'), num(s, 'failedAttempts') + num(s, 'breakerRejections') + num(s, 'bulkheadRejections')];
     case 'CircuitBreaker':
     case 'SreBreaker':
       return [num(s, 'successfulCalls') + num(s, 'failedCalls') + num(s, 'notPermittedCalls'), num(s, 'failedCalls') + num(s, 'notPermittedCalls')];
