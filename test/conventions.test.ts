@@ -144,7 +144,6 @@ const ACCESSORS = new Set([
   'reduce',
   // the client's per-service state: answers for one call (a wrapped task, a Retry, a breaker), changing nothing
   'avoids',
-  'bulkheaded',
   'retryFor',
   'instanceBreaker',
   // live settings, history and feeds: a component's options and weights now, a feed's latest frame and its history, the metrics' histograms

@@ -17,6 +17,7 @@
  */
 import { AbortedError, BreakerOpenError, BulwarkError, FaultInjectedError, PeerError, type TimeoutError } from '../core/errors.js';
 import type { FaultInjector } from '../policy/fault.js';
+import type { Bulkhead } from '../policy/bulkhead.js';
 import { clientAttemptChannel } from '../core/diagnostics.js';
 import { neverAborted } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
@@ -49,6 +50,8 @@ export interface ServiceParts {
   admitPast?(instance: ServiceInstance): AdmissionToken | undefined;
   /** The fault injected into each attempt (an operator's rehearsal), or undefined. Optional. */
   readonly fault?: FaultInjector | undefined;
+  /** The bulkhead every attempt runs in. */
+  readonly bulkhead: Bulkhead;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -161,8 +164,14 @@ export class CallRun<T> implements DeadlineNode {
     return (this.tried !== undefined && this.tried.includes(id)) || this.service.avoids?.(id) === true;
   }
 
-  /** attempt runs one attempt; Retry calls it again on a retryable failure. */
-  readonly attempt = (signal: AbortSignal): Promise<T> => {
+  /**
+   * inBulkhead runs one attempt in the service's bulkhead: what the call runs, through Retry when it
+   * retries. An attempt's signal that never aborts needs no listener there (no options object made).
+   */
+  readonly inBulkhead = (signal: AbortSignal): Promise<T> => this.service.bulkhead.execute(this.attempt, signal === neverAborted ? undefined : { signal });
+
+  /** attempt runs one attempt (in a bulkhead slot); Retry calls it again, through inBulkhead, on a retryable failure. */
+  private readonly attempt = (signal: AbortSignal): Promise<T> => {
     const { service, ctx } = this;
     if (this.attemptsMade++ > 0) ctx.counters.retries++;
     else {
@@ -229,7 +238,7 @@ export class CallRun<T> implements DeadlineNode {
           // the deadlines run on the client's clock, so the reading just taken dates it.
           const shared = timeout.deadlines.join(this, start);
           result = fault === undefined ? this.fn(this.instance!, shared) : fault.run(this.fn, this.instance!, shared);
-        } else result = timeout.policy.execute(this.task, { signal });
+        } else result = timeout.policy.execute((this.task ??= (s: AbortSignal) => this.runTask(s)), { signal });
       } catch (err) {
         this.onError(err, n);
         return;
@@ -245,11 +254,14 @@ export class CallRun<T> implements DeadlineNode {
     });
   };
 
-  /** task is what the policy Timeout runs: the caller's function on the instance this attempt picked. */
-  private readonly task = (signal: AbortSignal): T | PromiseLike<T> => {
+  /** task is what the policy Timeout runs (`runTask`), made for the calls that take that path: ones with a caller's signal. */
+  private task: ((signal: AbortSignal) => T | PromiseLike<T>) | undefined;
+
+  /** runTask runs the caller's function on the instance this attempt picked (through the fault, if any). */
+  private runTask(signal: AbortSignal): T | PromiseLike<T> {
     const fault = this.service.fault;
     return fault === undefined ? this.fn(this.instance!, signal) : fault.run(this.fn, this.instance!, signal);
-  };
+  }
 
   /** onValue settles the attempt with the task's value (or a ResultFailure when the judge says so). */
   private onValue(value: T, n: number): void {

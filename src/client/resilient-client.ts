@@ -532,13 +532,12 @@ export class ResilientClient {
     }
     const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge);
     const measure = this.ctx.measure;
-    const bulkheaded = s.bulkheaded(run.attempt);
     let p: Promise<T>;
     if (retry === undefined) {
       s.budget.recordCall();
-      p = bulkheaded(signal ?? neverAborted);
+      p = run.inBulkhead(signal ?? neverAborted);
     } else {
-      p = retry.execute(bulkheaded, signal === undefined ? undefined : { signal });
+      p = retry.execute(run.inBulkhead, signal === undefined ? undefined : { signal });
     }
     if (fallback instanceof Fallback) {
       let failed = false;

@@ -14,7 +14,6 @@
  * it rations across the fleet, are not one process's to override by cap or panic.
  */
 import { NoInstanceError, isBulwarkError } from '../core/errors.js';
-import type { Task } from '../core/guard.js';
 import { Backoff, type BackoffOptions } from '../core/backoff.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { fn as fnOption, integer, options as optionsObject, showValue, within } from '../core/validate.js';
@@ -283,12 +282,6 @@ export class ServiceState implements ServiceParts {
     if (this.balancer.isEjected !== undefined) return this.balancer.isEjected(instance);
     if (this.balancer instanceof Balancer) return !this.balancer.healthy().includes(instance) && !this.balancer.panic;
     return false;
-  }
-
-  /** bulkheaded wraps an attempt in the service's bulkhead. */
-  bulkheaded<T>(attempt: Task<T>): (signal: AbortSignal) => Promise<T> {
-    const bulkhead = this.bulkhead;
-    return (signal) => bulkhead.execute(attempt, { signal });
   }
 
   /** retryFor answers the Retry for a call's `retry` option (undefined: no retry). */
