@@ -16,7 +16,7 @@ import type { Clock, TimerHandle } from '../core/clock.js';
 import type { Disposer } from '../core/events.js';
 import { integer, positive, showValue } from '../core/validate.js';
 import type { BreakerFleetOptions, FleetLink, FleetMember, FleetViewStats } from '../breaker/types.js';
-import { decideQuorum, type FleetReport, type QuorumRule, type QuorumVerdict } from './quorum.js';
+import { decideQuorum, isFailingReporter, type FleetReport, type QuorumRule, type QuorumVerdict } from './quorum.js';
 import type { FleetEvent, FleetStore } from './types.js';
 
 /** Defaults of the fleet options (BreakerFleetOptions). */
@@ -189,7 +189,7 @@ export class FleetView implements FleetLink {
     // is the first report that counts — it used to queue behind an empty one, which on etcd (a lease
     // and a raft write) could take longer than the failures it should have carried.
     if (c.calls < min && this.lastCalls < min) return;
-    const failing = c.calls >= min && c.failures >= c.calls * this.rule.failureRate;
+    const failing = isFailingReporter(c.calls, c.failures, this.rule);
     if (early) {
       // Out of the tick only for the crossing into a failing reporter; anything else waits for the tick.
       if (!failing || this.sentFailing) return;

@@ -43,6 +43,11 @@ export function neededQuorum(reporters: number, quorum: number | undefined): num
   return quorum ?? Math.max(2, Math.ceil(reporters / 2));
 }
 
+/** isFailingReporter: a window of `calls` calls (at least minReports) failing at the rule's failure rate or above. */
+export function isFailingReporter(calls: number, failures: number, rule: Pick<QuorumRule, 'minReports' | 'failureRate'>): boolean {
+  return calls >= rule.minReports && calls > 0 && failures / calls >= rule.failureRate;
+}
+
 /** decideQuorum applies the rule to the reports of one generation (others are ignored). */
 export function decideQuorum(reports: Iterable<FleetReport>, gen: number, rule: QuorumRule): QuorumVerdict {
   const volumes: number[] = [];
@@ -60,7 +65,7 @@ export function decideQuorum(reports: Iterable<FleetReport>, gen: number, rule: 
   let failing = 0;
   for (const r of live) {
     const rate = r.failures / r.calls;
-    if (rate >= rule.failureRate) failing++;
+    if (isFailingReporter(r.calls, r.failures, rule)) failing++;
     const calls = Math.min(r.calls, cap);
     pooledCalls += calls;
     pooledFailures += calls * rate;
