@@ -245,6 +245,18 @@ interface BreakerGroupSource {
  * (named for their key, with `group` = the group's track name, `ctx.name()`).
  */
 export function describeBreakerGroup(g: BreakerGroupSource, ctx: MetricsContext, closed: () => boolean): MetricsDescription {
+  // The line parts, kept from scrape to scrape while the group's name and the families stay: a scrape
+  // copies the lines that did not change from the last one only when they were made of the same parts.
+  let parts: BreakerText | undefined;
+  let partsFor = '';
+  const partsOf = (text: TextOut, group: string): BreakerText => {
+    const label = text.label(group); // also notes a name outside ASCII for this scrape
+    if (parts === undefined || label !== partsFor || parts.state !== text.section('breaker_state') || parts.calls !== text.section('breaker_calls_total')) {
+      parts = breakerText(text, group);
+      partsFor = label;
+    }
+    return parts;
+  };
   return {
     kind: 'BreakerGroup',
     families: BREAKER_GROUP_FAMILIES,
@@ -263,7 +275,7 @@ export function describeBreakerGroup(g: BreakerGroupSource, ctx: MetricsContext,
         }
         return;
       }
-      const x = breakerText(text, group);
+      const x = partsOf(text, group);
       for (const [key, b] of g.breakers()) {
         const m = memberStats(b);
         if (m !== undefined) writeBreaker(m, x, text.label(key), text);

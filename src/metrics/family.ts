@@ -60,7 +60,9 @@ export class Family implements TextSection {
   private out: TextBuffer | undefined;
   /** Bytes of the last scrape's text: the next one starts with a buffer that size. */
   private sizeHint = 0;
-  /** The last scrape's buffer, kept for the next one (see BulwarkMetrics.render). */
+  /** The last scrape's buffer: the next one copies its unchanged lines from it. */
+  private last: TextBuffer | undefined;
+  /** The buffer before it, written again by the next scrape (see BulwarkMetrics.render). */
   private spare: TextBuffer | undefined;
   /** Event series by owner (a tracked component's entry), then by label key. */
   readonly events = new Map<object, Map<string, EventSeries>>();
@@ -107,13 +109,14 @@ export class Family implements TextSection {
   }
 
   /**
-   * begin starts the family's text for a scrape (HELP and TYPE lines); `write` then adds sample lines.
-   * With `reuse`, it is written into the last scrape's buffer (whose text must have been copied by then).
+   * begin starts the family's text for a scrape (HELP and TYPE lines); `write` then adds sample lines,
+   * copying those unchanged since the last scrape from its buffer. With `reuse`, it is written into the
+   * buffer of the scrape before the last (whose text must have been copied by then).
    */
   begin(bytes: ByteText, reuse: boolean): void {
     const spare = reuse ? this.spare : undefined;
     const out = (this.out = spare ?? new TextBuffer(this.sizeHint));
-    spare?.clear();
+    out.clear(this.last);
     out.write(`# HELP ${this.fullName} ${bytes.bytes(escapeHelp(this.help))}\n# TYPE ${this.fullName} ${this.type}\n`);
   }
 
@@ -158,8 +161,12 @@ export class Family implements TextSection {
     const out = this.out!;
     this.out = undefined;
     this.sizeHint = out.length + (out.length >> 4);
-    if (keep) this.spare = out;
-    return out.bytes();
+    const bytesOut = out.bytes();
+    if (keep) {
+      this.spare = this.last;
+      this.last = out;
+    }
+    return bytesOut;
   }
 
   /** series answers (making it) the event series of `owner` with these labels. */

@@ -293,9 +293,9 @@ export class BulwarkMetrics {
     const reg = this.registry as Registry<RegistryContentType> & { _defaultLabels?: object };
     if (reg.contentType !== promClient.Registry.PROMETHEUS_CONTENT_TYPE || Object.keys(reg._defaultLabels ?? {}).length > 0) return reg.metrics();
     // Ours are rendered at once, before awaiting anything: a concurrent scrape cannot interleave. The
-    // families' buffers are kept from scrape to scrape (a scrape of a large group would otherwise
-    // allocate its size again each time; they hold about one exposition's bytes); a scrape that starts
-    // while another is under way writes into buffers of its own.
+    // families' buffers of the last two scrapes are kept: one is written again (a scrape of a large group
+    // would otherwise allocate its size each time), the other is where unchanged lines are copied from.
+    // A scrape that starts while another is under way writes into buffers of its own.
     const reuse = !this.rendering;
     this.rendering = true;
     try {

@@ -54,9 +54,32 @@ export class ByteText {
   }
 }
 
+/**
+ * TextBuffer holds one family's text for a scrape. It also records each sample line written by `line`
+ * (its parts, its value, where its bytes are), so that the next scrape of the family can copy a line
+ * whose parts and value have not changed from this buffer instead of writing it again: given the last
+ * scrape's buffer (`clear(from)`), runs of unchanged lines that lie next to each other in it are copied
+ * with one native copy per run. Most of a large group's breakers are idle between two scrapes, and their
+ * lines are then copied in a few runs rather than formatted byte by byte. A line's bytes are a function
+ * of its parts (`head`, `key`, `tail`, never changed once made) and its value, so a copied line is the
+ * line that would have been written.
+ */
 export class TextBuffer {
   private buf: Buffer;
   private len = 0;
+  /** The lines recorded by `line` in this scrape, in order: their parts, values and byte ranges. */
+  private lines = 0;
+  private readonly heads: Uint8Array[] = [];
+  private readonly keys: string[] = [];
+  private readonly tails: Uint8Array[] = [];
+  private values = new Float64Array(0);
+  private starts = new Int32Array(0);
+  private ends = new Int32Array(0);
+  /** The last scrape's buffer of the same family, read only while this one is written. */
+  private prev: TextBuffer | undefined;
+  /** A run of unchanged lines in `prev.buf` not copied yet: [runFrom, runTo), empty when equal. */
+  private runFrom = 0;
+  private runTo = 0;
 
   constructor(sizeHint: number) {
     this.buf = Buffer.allocUnsafe(Math.max(MIN_BYTES, sizeHint));
@@ -64,16 +87,23 @@ export class TextBuffer {
 
   /** length is the number of bytes written. */
   get length(): number {
-    return this.len;
+    return this.len + this.runTo - this.runFrom;
   }
 
-  /** clear empties the buffer, keeping its memory. */
-  clear(): void {
+  /**
+   * clear empties the buffer, keeping its memory; `from` (never this buffer) is the last scrape's buffer
+   * of the family, whose unchanged lines are copied rather than written again.
+   */
+  clear(from?: TextBuffer): void {
     this.len = 0;
+    this.lines = 0;
+    this.runFrom = this.runTo = 0;
+    this.prev = from === this ? undefined : from;
   }
 
   /** write appends a byte string (see the module comment): one byte per character. */
   write(s: string): void {
+    if (this.runTo !== this.runFrom) this.flush();
     const n = s.length;
     if (this.buf.length - this.len < n) this.grow(n);
     if (n > SHORT) {
@@ -88,7 +118,7 @@ export class TextBuffer {
   }
 
   /** copy appends bytes (short ones: a JS loop, cheaper than a native call). */
-  copy(bytes: Uint8Array): void {
+  private copy(bytes: Uint8Array): void {
     const n = bytes.length;
     if (this.buf.length - this.len < n) this.grow(n);
     const b = this.buf;
@@ -98,7 +128,7 @@ export class TextBuffer {
   }
 
   /** value appends a sample value as prom-client formats it; integers digit by digit, with no string made. */
-  value(v: number): void {
+  private value(v: number): void {
     if (!(v >= 0 && v <= Number.MAX_SAFE_INTEGER && Math.floor(v) === v)) {
       this.write(valueText(v));
       return;
@@ -116,11 +146,42 @@ export class TextBuffer {
   }
 
   /**
-   * line appends `head key tail value` and a newline: one sample line from its parts. Room is made once
-   * for the line, and the parts are copied in one loop each (most lines are under a hundred bytes: a
-   * native copy per part costs more than the bytes).
+   * line appends `head key tail value` and a newline: one sample line from its parts. A line the last
+   * scrape wrote at the same position with the same parts and value is copied from it (in one run with
+   * its unchanged neighbours); any other is written.
    */
   line(head: Uint8Array, key: string, tail: Uint8Array, v: number): void {
+    const i = this.lines++;
+    if (i === this.values.length) this.growLines();
+    this.heads[i] = head;
+    this.keys[i] = key;
+    this.tails[i] = tail;
+    this.values[i] = v;
+    const p = this.prev;
+    if (p !== undefined && i < p.lines && p.values[i] === v && p.keys[i] === key && p.tails[i] === tail && p.heads[i] === head) {
+      const from = p.starts[i]!;
+      const to = p.ends[i]!;
+      if (from !== this.runTo || this.runFrom === this.runTo) {
+        if (this.runTo !== this.runFrom) this.flush();
+        this.runFrom = this.runTo = from;
+      }
+      const at = this.len + this.runTo - this.runFrom;
+      this.runTo = to;
+      this.starts[i] = at;
+      this.ends[i] = at + to - from;
+      return;
+    }
+    if (this.runTo !== this.runFrom) this.flush();
+    this.starts[i] = this.len;
+    this.writeLine(head, key, tail, v);
+    this.ends[i] = this.len;
+  }
+
+  /**
+   * writeLine writes one sample line: room is made once for the line, and the parts are copied in one
+   * loop each (most lines are under a hundred bytes: a native copy per part costs more than the bytes).
+   */
+  private writeLine(head: Uint8Array, key: string, tail: Uint8Array, v: number): void {
     const hn = head.length;
     const kn = key.length;
     const tn = tail.length;
@@ -155,14 +216,39 @@ export class TextBuffer {
 
   /** bytes answers what was written, without a final newline (a view of the buffer, not a copy). */
   bytes(): Buffer {
+    if (this.runTo !== this.runFrom) this.flush();
+    // Hold no parts of lines this scrape no longer wrote (a breaker evicted since).
+    if (this.keys.length > this.lines) this.heads.length = this.keys.length = this.tails.length = this.lines;
     const end = this.len > 0 && this.buf[this.len - 1] === 0x0a ? this.len - 1 : this.len;
     return this.buf.subarray(0, end);
+  }
+
+  /** flush copies the pending run of unchanged lines from the last scrape's buffer. */
+  private flush(): void {
+    const n = this.runTo - this.runFrom;
+    if (this.buf.length - this.len < n) this.grow(n);
+    this.len += this.prev!.buf.copy(this.buf, this.len, this.runFrom, this.runTo);
+    this.runFrom = this.runTo = 0;
   }
 
   private grow(need: number): void {
     const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.len + need));
     this.buf.copy(next, 0, 0, this.len);
     this.buf = next;
+  }
+
+  /** growLines doubles the room for recorded lines. */
+  private growLines(): void {
+    const n = Math.max(64, this.values.length * 2);
+    const values = new Float64Array(n);
+    values.set(this.values);
+    this.values = values;
+    const starts = new Int32Array(n);
+    starts.set(this.starts);
+    this.starts = starts;
+    const ends = new Int32Array(n);
+    ends.set(this.ends);
+    this.ends = ends;
   }
 }
 
