@@ -14,6 +14,10 @@
  *   bare `await fn()`);
  * - `BreakerGroup.get` among 100 000 names at most 1.2× a bare `Map.get` of the same breakers.
  *
+ * Issue 31's bars are also measured interleaved in one process (its own section), where machine load
+ * falls on every path alike, each beside its floor: one promise reaction for the success path; for a
+ * rejection while open, a prebuilt rejected promise awaited in try/catch and handled by `.catch`.
+ *
  * Rejection subjects all consume the promise the same way (`try { await p } catch {}`), so the
  * ratios compare what the libraries do, not how the bench catches.
  */
@@ -272,6 +276,129 @@ await bench('breaker', {
       'floor: await prebuilt rejected promise',
       1.5,
     ),
+  ],
+});
+
+/**
+ * Issue 31's bars measured interleaved: every path runs in one process, in turns of CHUNK awaited calls,
+ * so that machine load falls on all of them alike (run in separate processes, these ratios move with
+ * whatever else the machine does between two children). Each turn's loop is its own function, so that
+ * no call site is shared between paths. The extra numbers are each path's median per-turn time over
+ * the bare await's in the same round.
+ */
+const CHUNK = 20_000;
+type Turn = () => Promise<void>;
+
+function barsSubject(): Subject {
+  const sre = new SreBreaker();
+  const circuit = new CircuitBreaker();
+  const openSre = tripSre();
+  const openCircuit = tripCircuit();
+  const ok = (v: number) => v;
+  const ko = (e: unknown): never => {
+    throw e;
+  };
+  const swallow = (): undefined => undefined;
+  const turns: Record<string, Turn> = {
+    bare: async () => {
+      for (let i = 0; i < CHUNK; i++) await task();
+    },
+    floor_then: async () => {
+      for (let i = 0; i < CHUNK; i++) await task().then(ok, ko);
+    },
+    sre: async () => {
+      for (let i = 0; i < CHUNK; i++) await sre.execute(task);
+    },
+    circuit: async () => {
+      for (let i = 0; i < CHUNK; i++) await circuit.execute(task);
+    },
+    floor_rejected: async () => {
+      for (let i = 0; i < CHUNK; i++) {
+        try {
+          await rejectedFloor;
+        } catch {
+          // expected
+        }
+      }
+    },
+    open_sre: async () => {
+      for (let i = 0; i < CHUNK; i++) {
+        try {
+          await openSre.execute(task);
+        } catch {
+          // expected
+        }
+      }
+    },
+    open_circuit: async () => {
+      for (let i = 0; i < CHUNK; i++) {
+        try {
+          await openCircuit.execute(task);
+        } catch {
+          // expected
+        }
+      }
+    },
+    // The same rejections handled by a `.catch` reaction instead of a throw into the awaiting frame.
+    floor_rejected_catch: async () => {
+      for (let i = 0; i < CHUNK; i++) await rejectedFloor.catch(swallow);
+    },
+    open_sre_catch: async () => {
+      for (let i = 0; i < CHUNK; i++) await openSre.execute(task).catch(swallow);
+    },
+    open_circuit_catch: async () => {
+      for (let i = 0; i < CHUNK; i++) await openCircuit.execute(task).catch(swallow);
+    },
+  };
+  const ratios: Record<string, number[]> = Object.fromEntries(Object.keys(turns).map((k) => [k, []]));
+  const bareNs: number[] = [];
+  return {
+    async: true,
+    batch: 1,
+    op: async () => {
+      const ms: Record<string, number> = {};
+      for (const [k, turn] of Object.entries(turns)) {
+        const t = performance.now();
+        await turn();
+        ms[k] = performance.now() - t;
+      }
+      bareNs.push((ms.bare! * 1e6) / CHUNK);
+      for (const k of Object.keys(turns)) ratios[k]!.push(ms[k]! / ms.bare!);
+    },
+    extra: () => {
+      const med = (x: number[]) => [...x].sort((a, b) => a - b)[x.length >> 1]!;
+      const out: Record<string, number> = { bare_ns: med(bareNs), rounds: bareNs.length };
+      for (const [k, r] of Object.entries(ratios)) if (k !== 'bare') out[k] = med(r);
+      return out;
+    },
+  };
+}
+
+const BARS = "issue 31's paths, interleaved in one process (extras: × the bare await, median of turns)";
+
+/** barAtMost: the interleaved ratio `key` (× the bare await) is at most `max`. */
+function barAtMost(label: string, key: string, max: number): Target {
+  return {
+    label,
+    check: (m) => {
+      const value = m.extra(BARS, key);
+      return { value, ok: value <= max, unit: '×' };
+    },
+  };
+}
+
+await bench('breaker: issue 31 bars, interleaved in one process (robust to machine load)', {
+  subjects: { [BARS]: () => barsSubject() },
+  targets: [
+    barAtMost('issue 31: SreBreaker.execute ≤ 1.6× bare await, interleaved', 'sre', 1.6),
+    barAtMost('issue 31: CircuitBreaker.execute ≤ 1.6× bare await, interleaved', 'circuit', 1.6),
+    barAtMost('  its floor, fn().then(ok, ko) (one reaction, as any execute adds), ≤ 1.6× (else 1.6× is out of reach)', 'floor_then', 1.6),
+    barAtMost('issue 31: open SreBreaker.execute rejects ≤ 1.3× bare await, interleaved', 'open_sre', 1.3),
+    barAtMost('issue 31: open CircuitBreaker.execute rejects ≤ 1.3× bare await, interleaved', 'open_circuit', 1.3),
+    barAtMost('  its floor, awaiting a prebuilt rejected promise, ≤ 1.3× (else 1.3× is out of reach)', 'floor_rejected', 1.3),
+    barAtMost('issue 31: open SreBreaker.execute rejects, handled by .catch, ≤ 1.3× bare await, interleaved', 'open_sre_catch', 1.3),
+    barAtMost('issue 31: open CircuitBreaker.execute rejects, handled by .catch, ≤ 1.3× bare await, interleaved', 'open_circuit_catch', 1.3),
+    barAtMost('  its floor, a prebuilt rejected promise handled once by .catch, ≤ 1.3× (else 1.3× is out of reach)', 'floor_rejected_catch', 1.3),
   ],
 });
 
