@@ -5,11 +5,14 @@
  * `timeoutMs` at 1 s, every decision is made on Redis within its deadline. Nothing times out that
  * should not: no rescue, no watch reconnect, no registry error. The deadline is ten round trips: at 250
  * and at 400 ms, CI runs with chromium and three-process tests busy beside this one saw Redis (a process
- * of its own, starved of a core) miss them — a call of 272 ms, then every limiter in rescue.
+ * of its own, starved of a core) miss them — a call of 272 ms, then every limiter in rescue. And when one
+ * call does miss its deadline soon after the limiter connected, the limiter is back on Redis after two
+ * PONGs, as after any outage: the first connect is not a return that the timeout would be a relapse of.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
 import { RedisPeriodLimiter, RedisTokenLimiter } from '../src/limit/index.js';
 import { EtcdRegistry, RegistryCache } from '../src/registry/index.js';
 import { etcdBinary, startEtcd, type EtcdServer } from './support/etcd.js';
@@ -83,6 +86,43 @@ describe('Redis 50 ms away each way', { skip: skipReason(redisBinary, 'redis-ser
       assert.ok(longest >= 100, `the longest call took ${longest.toFixed(0)} ms: was Redis really 100 ms away?`);
     } finally {
       for (const l of Object.values(limiters)) await l.close();
+    }
+  });
+
+  it('a limiter that misses its deadline once, soon after it connected, is back on Redis after two PONGs', async (t) => {
+    // probeIntervalMs 300: an outage within 10 intervals (3 s) of a return would be a relapse, and a
+    // PING's give-up (max(timeoutMs, probeIntervalMs) = 1 s) is ten round trips away.
+    const lim = new RedisTokenLimiter({ redis: `redis://${proxy.address}`, prefix: 'lo:', rate: 1_000, timeoutMs: 1_000, probeIntervalMs: 300 });
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
+    const pings = async () => Number(/cmdstat_ping:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+    try {
+      await onRedis(lim);
+      const connected = performance.now();
+      assert.equal(await lim.take('k'), true);
+      assert.equal(lim.stats().redisDecisions, 1);
+      await admin.config('RESETSTAT');
+      proxy.delayMs = 1_500; // one call held past its 1 s deadline
+      const slow = lim.take('k');
+      await waitFor('the limiter to go to rescue', () => lim.mode === 'rescue', 5_000);
+      const rescued = performance.now();
+      proxy.delayMs = 50; // Redis answers again (once the held call is through: the proxy keeps order)
+      assert.equal(await slow, true);
+      await waitFor('the limiter to return to Redis', () => lim.mode === 'redis', 10_000);
+      const back = performance.now();
+      const probes = await pings();
+      t.diagnostic(
+        `one timeout ${(rescued - connected).toFixed(0)} ms after the connect; back on Redis ${(back - rescued).toFixed(0)} ms later, after ${probes} PINGs`,
+      );
+      assert.ok(rescued - connected < 3_000, 'the outage started within the relapse window of the connect (else this tests nothing)');
+      assert.equal(lim.stats().outages, 1);
+      assert.equal(probes, 2, 'two PONGs in a row, as after any outage — not the four of a relapse');
+      const decided = lim.stats().redisDecisions;
+      assert.equal(await lim.take('k'), true);
+      assert.equal(lim.stats().redisDecisions, decided + 1, 'decided on Redis, 100 ms away, within its 1 s deadline');
+    } finally {
+      proxy.delayMs = 50;
+      admin.disconnect();
+      await lim.close();
     }
   });
 });

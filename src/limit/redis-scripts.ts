@@ -42,13 +42,15 @@ end`;
  * writeAhead(key, a): Lua statements that store now + `a` ms as `key`'s state, expiring a second after
  * that time (to the next whole ms). The expiry goes to SET as a string made by string.format('%d'):
  * Redis 7.0 turns a Lua number argument into text with snprintf('%.17g'), which costs about three
- * times as much.
+ * times as much. The ms within the second are `f % 1000` (Lua 5.1's `%` is `f - floor(f / 1000) * 1000`,
+ * an opcode: no call of math.floor), and the whole seconds `(f - r) / 1000`, exact: r is exact
+ * (Sterbenz), so f - r is the multiple of 1 000 — the state is bit for bit what math.floor wrote.
  */
 const writeAhead = (key: string, a: string): string => `
 do
   local f = frac + ${a}
-  local s = math.floor(f / 1000)
-  redis.call('SET', ${key}, struct.pack('<Bdd', 0, sec + s, f - s * 1000), 'PX', string.format('%d', ${a} + 1001))
+  local r = f % 1000
+  redis.call('SET', ${key}, struct.pack('<Bdd', 0, sec + (f - r) / 1000, r), 'PX', string.format('%d', ${a} + 1001))
 end`;
 
 /**
@@ -89,8 +91,14 @@ end`;
  *
  * With ARGV[4] = 'a' (`take(key, n)`, which needs only the answer) the reply is the integer 1 or 0:
  * the same decision, without computing and sending the numbers. With interval and burst alone (no n),
- * it is that answer for one token: a lone `take()`, the path that comes first and does only what the
- * decision needs (no closures, no n to send or parse; every argument costs the client and Redis).
+ * it is that answer for one token: a lone `take()`, the path that comes first, right after TIME, and
+ * does only what the decision needs — no mode to read, no n to send or parse (every argument costs the
+ * client and Redis), and burst read only when the bucket is not full (one token always fits a full
+ * bucket: burst ≥ 1), numbers read by arithmetic (`x + 0`: the same conversion as tonumber, without
+ * the call). Inside Redis it costs 1.14× the TIME+GET+SET floor, where the general path took 1.22×
+ * (INFO commandstats usec_per_call, medians of per-round ratios, 41 interleaved rounds of 4 000 calls;
+ * fastest rounds 3.76 / 3.33 / 4.01 µs). What is left is what exactness needs: unpacking and packing
+ * the state and formatting its expiry.
  *
  * With ARGV[4] = '1' (a batch of n single-token decisions) it admits as many of the n as the bucket
  * holds, one token at a time with the same test and arithmetic as n calls of one token in a row, and
@@ -107,6 +115,21 @@ end`;
  */
 export const TOKEN_SCRIPT = `
 local t = redis.call('TIME')
+if ARGV[3] == nil then
+  local sec, frac, interval = t[1] + 0, t[2] / 1000, ARGV[1] + 0
+  local v = redis.call('GET', KEYS[1])
+  local nxt = interval
+  if v then
+    local ahead
+    ${readAhead('v', 'ahead')}
+    if ahead ~= 0 then
+      nxt = ahead + interval
+      if not (nxt <= (ARGV[2] + 1e-9) * interval) then return 0 end
+    end
+  end
+  ${writeAhead('KEYS[1]', 'nxt')}
+  return 1
+end
 local sec = tonumber(t[1])
 local frac = t[2] / 1000
 local interval = tonumber(ARGV[1])
@@ -117,9 +140,8 @@ if mode ~= 'm' then
   local ahead
   ${readAhead('v', 'ahead')}
   local n = ARGV[3]
-  if n == nil or mode == 'a' then
-    local nxt
-    if n == nil then nxt = ahead + interval else nxt = ahead + tonumber(n) * interval end
+  if mode == 'a' then
+    local nxt = ahead + tonumber(n) * interval
     if nxt <= lim then
       ${writeAhead('KEYS[1]', 'nxt')}
       return 1

@@ -8,14 +8,17 @@
  *   the part is every slot that the failed call's master owns in the client's slot map: while one
  *   master fails over, the keys of the others stay on Redis;
  * - in rescue, no call for those keys touches Redis: decisions are synchronous local answers;
- * - a probe runs every `probeIntervalMs` (one at a time, timer unref'd): a PING to Redis, or on a
+ * - a probe runs every `probeIntervalMs` (one at a time, timer unref'd; a tick that finds the last
+ *   probe still waiting sends the next one as soon as it answers, so that a Redis further away than
+ *   one interval is not probed only every other tick): a PING to Redis, or on a
  *   Cluster a PING to each master that owns rescued slots in the client's slot map now (while the map
  *   still names a dead master, there is nothing to ask: the probe fails and asks the client to refresh
  *   its map). A part comes back after RECOVER_PROBES successful probes in a row of the same master —
  *   hysteresis, so that a node that answers once in the middle of a failover does not pull decisions
  *   back only for them to time out again; an outage that starts soon after a return doubles that
  *   count for the next return (see RELAPSE_MS). At the start, before Redis was ever reached, the first
- *   PONG is enough: there was no outage to flap back into;
+ *   PONG is enough: there was no outage to flap back into — and that first connect is not a return,
+ *   so an outage soon after it is not a relapse;
  * - a connection that leaves STUCK_PROBES probes in a row without any answer is replaced: its socket is
  *   destroyed and the client connects again (a single Redis through its retryStrategy; a Cluster drops
  *   the node and asks for a new slot map). Across a partition, packets are dropped, not refused: the
@@ -47,9 +50,10 @@ import type { LimiterMode, ModeChange, RedisClient } from './types.js';
  */
 const RECOVER_PROBES = 2;
 /**
- * An outage that starts within RELAPSE_MS (or 10 probe intervals, if longer) of the last return is a
- * relapse: the next return then needs twice as many probes in a row, up to 2^MAX_RELAPSES × RECOVER_PROBES
- * (a Redis that answers PING but not scripts in time — overloaded — is left alone longer each time).
+ * An outage that starts within RELAPSE_MS (or 10 probe intervals, if longer) of the last return from
+ * an outage (not of the first connect) is a relapse: the next return then needs twice as many probes
+ * in a row, up to 2^MAX_RELAPSES × RECOVER_PROBES (a Redis that answers PING but not scripts in time —
+ * overloaded — is left alone longer each time).
  */
 const RELAPSE_MS = 1_000;
 const MAX_RELAPSES = 5;
@@ -87,6 +91,8 @@ export class RedisRescue {
   private timer: TimerHandle | undefined;
   private probe: TimerHandle | undefined;
   private probing = false;
+  /** A probe tick came while a probe was in flight: the next one goes as soon as that one answers. */
+  private probeDue = false;
   private probeSeq = 0;
   private corked = false;
   /** A warning was emitted for the current outage (or Redis was reached since the start). */
@@ -96,6 +102,8 @@ export class RedisRescue {
   /** Outages in a row that started soon after a return (see RELAPSE_MS), and when decisions last returned. */
   private relapses = 0;
   private backAt = -Infinity;
+  /** In rescue since the start, not since an outage: the limiter has not been on Redis yet. */
+  private connecting = false;
   private closed = false;
 
   constructor(
@@ -118,6 +126,7 @@ export class RedisRescue {
       // Not connected yet: decide in process until Redis answers, rather than make the first callers
       // wait for a connection. This is a start, not an outage: no warning unless the probe fails.
       this.mode = 'rescue';
+      this.connecting = true;
       this.down.fill(1);
       this.downCount = this.down.length;
       this.cause = new Error('not connected to Redis yet');
@@ -326,6 +335,7 @@ export class RedisRescue {
       }
     }
     this.streaks.delete(entry.node);
+    this.connecting = false; // a call failed: an outage, though some parts may not have been reached yet
     this.cause = err;
     this.rescueWaiting(entry.node);
     if (!first) return;
@@ -368,8 +378,13 @@ export class RedisRescue {
   }
 
   private ping(): void {
-    if (this.probing || this.downCount === 0 || this.closed) return;
+    if (this.downCount === 0 || this.closed) return;
+    if (this.probing) {
+      this.probeDue = true;
+      return;
+    }
     this.probing = true;
+    this.probeDue = false;
     const seq = ++this.probeSeq;
     const targets = this.targets();
     /** Which targets answered (a reply or an error), in the order of `targets`. */
@@ -380,6 +395,7 @@ export class RedisRescue {
       () => {
         if (this.probeSeq !== seq) return;
         this.probing = false;
+        this.probeDue = false; // unanswered: the next tick asks again (STUCK_PROBES counts these ticks)
         this.streaks.clear();
         let i = 0;
         for (const [owner, node] of targets) if (answered[i++] !== true && node !== undefined) this.unanswered(owner, node);
@@ -448,6 +464,7 @@ export class RedisRescue {
           code: 'BULWARK_LIMIT_RESCUE',
         });
       }
+      if (this.probeDue) this.ping(); // a tick passed while this probe waited: ask again now, not a tick later
     });
   }
 
@@ -499,9 +516,11 @@ export class RedisRescue {
     this.mode = 'redis';
     this.warned = true;
     this.rescueSince = undefined;
-    this.backAt = this.clock.now();
+    if (!this.connecting) this.backAt = this.clock.now(); // the first connect is no return: an outage soon after it is no relapse
+    this.connecting = false;
     this.clock.clearTimeout(this.probe);
     this.probe = undefined;
+    this.probeDue = false;
     if (limitModeChannel.hasSubscribers) limitModeChannel.publish({ limiter: this.owner, mode: 'redis', cause: undefined });
     this.changes.emit({ mode: 'redis', cause: undefined });
   }

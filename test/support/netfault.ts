@@ -304,17 +304,33 @@ export class DelayProxy {
     this.forward(upstream, client);
   }
 
-  /** forward passes `from`'s chunks (and its end) to `to` after the delay, in order. */
+  /**
+   * forward passes `from`'s chunks (and its end) to `to` after the delay, in order: one queue and one
+   * timer per direction. (A timer per chunk did not keep order: two chunks due in the same millisecond
+   * from timers of different durations — one held 1 500 ms, one sent 1 300 ms later after `delayMs`
+   * dropped to 50 — could fire in either order, so Redis ran a PING before the script call sent ahead
+   * of it and the client matched each reply to the other's command.)
+   */
   private forward(from: Socket, to: Socket): void {
     let lastDue = 0;
+    const queue: { due: number; fn: () => void }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      timer = setTimeout(drain, Math.max(1, queue[0]!.due - Date.now()));
+      this.timers.add(timer);
+    };
+    const drain = () => {
+      this.timers.delete(timer!);
+      timer = undefined;
+      const now = Date.now();
+      while (queue.length > 0 && queue[0]!.due <= now) queue.shift()!.fn();
+      if (queue.length > 0) arm();
+    };
     const later = (fn: () => void) => {
       const due = Math.max(lastDue, Date.now() + this.delayMs);
       lastDue = due;
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        fn();
-      }, due - Date.now());
-      this.timers.add(t);
+      queue.push({ due, fn });
+      if (timer === undefined) arm();
     };
     from.on('data', (chunk: Buffer) => later(() => to.destroyed || to.write(chunk)));
     from.on('end', () => later(() => to.destroyed || to.end()));
