@@ -225,6 +225,11 @@ async function hitPath(): Promise<boolean> {
       `floor (bulwark serve answering the constant) ÷ node:http, CPU per request: ${spread(cpuRatios.get(floorName)!)}; the cache hit handler's own CPU per request (serve − floor, per round): ${spread(handler)} µs`,
     );
   }
+  if (process.env.SERVE_AB_BASE !== undefined) {
+    const other = subjects[subjects.length - 1]![0];
+    const ab = cpus.get(other)!.map((c, i) => c / cpus.get(served)![i]!);
+    console.log(`A/B, server CPU per request, ${other} ÷ this build, per round: ${spread(ab)}`);
+  }
   await stopChildren();
   origin.close();
   try {
