@@ -115,13 +115,13 @@ function decodeSegment(segment: string): string {
   return segment.includes('%') ? decodeURIComponent(segment) : segment;
 }
 
-/** The largest body whose content-length text is kept (64 KiB): hits of common sizes write a string made once. */
-const KEPT_LENGTHS = 64 * 1024;
-const lengthTexts: (string | undefined)[] = new Array<string | undefined>(KEPT_LENGTHS + 1).fill(undefined);
+/** The largest integer whose decimal text is kept (64 Ki): a hit's content-length (and age in seconds) is a string made once. */
+const KEPT_TEXTS = 64 * 1024;
+const decimalTexts: (string | undefined)[] = new Array<string | undefined>(KEPT_TEXTS + 1).fill(undefined);
 
-/** lengthText answers `n` in decimal, made once for each length up to KEPT_LENGTHS. */
-function lengthText(n: number): string {
-  return n > KEPT_LENGTHS ? String(n) : (lengthTexts[n] ??= String(n));
+/** decimalText answers the integer `n` in decimal, made once for each from 0 to KEPT_TEXTS. */
+function decimalText(n: number): string {
+  return n >= 0 && n <= KEPT_TEXTS ? (decimalTexts[n] ??= String(n)) : String(n);
 }
 
 /**
@@ -138,10 +138,10 @@ function replyAnswer(res: ServerResponse, head: boolean, answer: Answer): void {
   const data = answer.value.binary();
   const ageMs = answer.ageMs;
   const headers = ageMs === undefined ? ANSWER_HEADERS : AGED_ANSWER_HEADERS;
-  headers[3] = lengthText(data.length);
+  headers[3] = decimalText(data.length);
   headers[5] = answer.source;
   if (ageMs !== undefined) {
-    headers[7] = String(Math.floor(ageMs / 1000));
+    headers[7] = decimalText(Math.floor(ageMs / 1000));
     headers[9] = String(Math.round(ageMs));
   }
   res.writeHead(200, headers);
