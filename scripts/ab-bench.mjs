@@ -42,7 +42,7 @@ async function bound(load, kind, name, component, set) {
   return async () => (await binder.close(), await store.close());
 }
 
-/** Each subject: (load(module) → Promise<module namespace>) → { op, async? , teardown? }. */
+/** Each subject: (load(module) → Promise<module namespace>, loadFile(path in dist)) → { op, async? , teardown? }. */
 const SUBJECTS = {
   'SreBreaker.execute success': async (load) => {
     const { SreBreaker } = await load('breaker');
@@ -297,6 +297,49 @@ const SUBJECTS = {
     m.track(group, { name: 'deps' });
     return { op: () => m.metricsBuffer(), async: true, teardown: () => (m.close(), group.close()) };
   },
+  // `bulwark serve`'s client API answering a cache hit (1 KiB, with its age) to a response that records
+  // the call: the handler's own work, without node:http's parsing and writing (bench/serve measures those).
+  'serve client API cache hit (handler, in process)': async (load, loadFile) => {
+    const { handleClient } = await loadFile('cli/serve/client-api.js');
+    const { ServedGroup } = await loadFile('cli/serve/served-group.js');
+    const { HttpPool } = await load('cache');
+    const { systemClock } = await load('core');
+    const pool = new HttpPool({ self: 'http://127.0.0.1:1' });
+    // `bulwark serve`'s defaults: 64 MiB main, 8 MiB hot, a quarter of the main cache for last good values.
+    const g = new ServedGroup({
+      name: 'default',
+      cacheBytes: 64 << 20,
+      hotCacheBytes: 8 << 20,
+      ttlMs: 3_600_000,
+      negativeTtlMs: 1_000,
+      loadTimeoutMs: 5_000,
+      staleBytes: 16 << 20,
+      staleMaxAgeMs: 3_600_000,
+      pool,
+      load: async () => 'x'.repeat(1024),
+      clock: systemClock,
+    });
+    const node = { groups: new Map([['default', g]]), config: { service: 'svc', advertise: 'http://127.0.0.1:1' }, pool: { members: () => [] } };
+    const req = { url: '/v1/groups/default/keys/hot-key', method: 'GET', headers: { host: '127.0.0.1', connection: 'keep-alive' } };
+    let written = 0;
+    class Recorded {
+      writableEnded = false;
+      destroyed = false;
+      headersSent = false;
+      writeHead(status, headers) {
+        written += headers.length;
+        return this;
+      }
+      end(data) {
+        this.writableEnded = true;
+        written += data?.length ?? 0;
+      }
+    }
+    const res = () => new Recorded();
+    await handleClient(node, req, res());
+    if (written < 1024) throw new Error('the hit wrote no value');
+    return { op: () => handleClient(node, req, res()), async: true, teardown: () => pool.close() };
+  },
   'BulwarkMetrics scrape (1 000 breakers tracked each)': async (load) => {
     const { SreBreaker, CircuitBreaker } = await load('breaker');
     const { BulwarkMetrics } = await load('metrics');
@@ -357,7 +400,8 @@ if (process.argv[2] === '--child') {
     .replace(/^fleet-aware /, '');
   const name = process.env.AB_VS_PLAIN === '1' && label === 'A' && SUBJECTS[plain] !== undefined ? plain : asked;
   const load = (mod) => import(pathToFileURL(resolve(dist, mod, 'index.js')).href);
-  const ns = await measure(await SUBJECTS[name](load), Number(process.env.AB_MS ?? 700));
+  const loadFile = (path) => import(pathToFileURL(resolve(dist, path)).href);
+  const ns = await measure(await SUBJECTS[name](load, loadFile), Number(process.env.AB_MS ?? 700));
   process.stdout.write(`@@NS ${ns}\n`);
   process.exit(0);
 }

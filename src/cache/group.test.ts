@@ -385,6 +385,32 @@ describe('Group', () => {
     assert.deepEqual([g.stats().gets, g.stats().cacheHits], [4, 2]); // a bad key is not a get
   });
 
+  it('getCached answers a held value as getWithInfo would, and undefined, counting nothing, for a miss, a not-found or a bad key', async () => {
+    const clock = new ManualClock();
+    const g = new Group({
+      name: 'g',
+      cacheBytes: 1000,
+      clock,
+      staleBytes: 1000,
+      getter: (k) => {
+        if (k === 'gone') throw new NotFoundError();
+        return `v-${k}`;
+      },
+    });
+    assert.equal(g.getCached('k'), undefined); // never loaded
+    await g.get('k');
+    await assert.rejects(g.get('gone'), NotFoundError);
+    const before = g.stats();
+    assert.deepEqual([g.getCached('gone'), g.getCached(''), g.getCached('k'.repeat(1025)), g.getCached('other')], [undefined, undefined, undefined, undefined]);
+    assert.deepEqual([g.stats().gets, g.stats().cacheHits], [before.gets, before.cacheHits]);
+    clock.advance(250);
+    const hit = g.getCached('k')!;
+    assert.deepEqual([hit.value.toString(), hit.source, hit.ageMs], ['v-k', 'main', 250]);
+    assert.deepEqual([g.stats().gets, g.stats().cacheHits], [before.gets + 1, before.cacheHits + 1]);
+    const info = await g.getWithInfo('k');
+    assert.deepEqual([info.value.toString(), info.source, info.ageMs], ['v-k', 'main', 250]);
+  });
+
   it('getWithInfo gives a hit its age when the group keeps last good values', async () => {
     const clock = new ManualClock();
     const g = new Group({ name: 'g', cacheBytes: 1000, clock, staleBytes: 1000, getter: (k) => `v-${k}` });

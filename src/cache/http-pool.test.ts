@@ -50,6 +50,21 @@ describe('HttpPool', () => {
     await pool.close();
   });
 
+  it("its snapshot gives each member's share of the keys it owns first, summing to 1, as the keys fall", async () => {
+    const pool = new HttpPool({ self: 'http://127.0.0.1:8001' });
+    pool.setPeers('http://127.0.0.1:8001', 'http://127.0.0.1:8002', 'http://127.0.0.1:8003');
+    const snap = pool.describeMetrics().snapshot!() as { members: string[]; shares: Record<string, number> };
+    assert.deepEqual(Object.keys(snap.shares).sort(), snap.members);
+    const total = Object.values(snap.shares).reduce((a, b) => a + b, 0);
+    assert.ok(Math.abs(total - 1) < 1e-9, String(total));
+    const owned = new Map<string, number>();
+    const keys = 30_000;
+    for (let i = 0; i < keys; i++) owned.set(pool.owner(`k${i}`), (owned.get(pool.owner(`k${i}`)) ?? 0) + 1);
+    // 30 000 keys: a share's sampling error is about 0.3 %; 2 % is far outside it.
+    for (const m of snap.members) assert.ok(Math.abs(owned.get(m)! / keys - snap.shares[m]!) < 0.02, `${m}: ${owned.get(m)! / keys} vs ${snap.shares[m]}`);
+    await pool.close();
+  });
+
   it('refuses two groups with one name, and frees the name when a group closes', async () => {
     const pool = new HttpPool({ self: 'http://127.0.0.1:8001' });
     const g = new Group({ name: 'g', cacheBytes: 100, peers: pool, getter: () => 'v' });

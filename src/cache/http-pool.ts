@@ -236,13 +236,17 @@ export class HttpPool implements PeerPicker {
     this.others = [...next.values()];
   }
 
-  /** describeMetrics answers the pool's family (`cache_ring_members`: nodes on the ring, this one included), read at scrape time. */
+  /**
+   * describeMetrics answers the pool's family (`cache_ring_members`: nodes on the ring, this one
+   * included), read at scrape time; its snapshot lists the members and each one's share of the keys it
+   * owns first (`shares`: the ring's arcs, exact, summing to 1).
+   */
   describeMetrics(): MetricsDescription {
     return {
       kind: 'HttpPool',
       families: [{ name: 'cache_ring_members', type: 'gauge', help: 'Nodes on a cache HttpPool’s hash ring, this one included.', labelNames: [] }],
       collect: (emit) => emit('cache_ring_members', {}, this.members().length),
-      snapshot: () => ({ self: this.self, members: [...this.members()] }),
+      snapshot: () => ({ self: this.self, members: [...this.members()], shares: Object.fromEntries(this.ring.shares()) }),
     };
   }
 

@@ -408,7 +408,7 @@ label{font-size:12px;color:var(--mute)}
         var hr = s.hitRatio;
         cache.push(row([esc(c.name), badge(hr == null || s.gets === 0 ? 'idle' : hr < 0.5 ? 'missing' : 'hitting', hr == null || s.gets === 0 ? 'off' : hr < 0.5 ? 'warn' : 'ok'), N(pct(hr)), N(num(s.loads, 0)), N(num(s.peerLoads, 0)), N(num(s.peerErrors, 0)), N(bytes(s.caches && s.caches.main ? s.caches.main.bytes : null))]));
       } else if (k === 'HttpPool') {
-        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(mb.share != null ? pct(mb.share) + ' of keys' : '– of keys', ''), '', '', '', ''])); });
+        (s.members || []).forEach(function (mb) { var u = typeof mb === 'string' ? mb : mb.url || mb.id; cache.push(row(['<span class="mute">ring › ' + esc(u) + '</span>', badge(u === s.self ? 'this node' : 'peer', 'off'), N(s.shares && s.shares[u] != null ? pct(s.shares[u]) + ' of keys' : mb.share != null ? pct(mb.share) + ' of keys' : 'share not reported', ''), '', '', '', ''])); });
       } else if (k === 'Rules') rules.push(c);
       else other.push(c);
     });

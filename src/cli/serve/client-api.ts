@@ -24,7 +24,14 @@ export interface ClientApi {
   readonly pool: { members(): readonly string[] };
 }
 
-const KEYS = /^\/v1\/groups\/([^/?#]+)\/keys\/([^/?#]*)(?:\?.*)?$/;
+/** The key path, `/v1/groups/<group>/keys/<key>[?query]`: each a path segment (no `/`, `?` or `#`), the group's not empty. */
+const GROUPS = '/v1/groups/';
+const KEYS = '/keys/';
+const SLASH = 0x2f;
+const QUESTION = 0x3f;
+const HASH = 0x23;
+/** What a query may not hold (a regular expression's `.`: the former route, /(?:\?.*)?$/, refused them). */
+const LINE_TERMINATOR = /[\n\r\u2028\u2029]/;
 
 /** handleClient answers one client API request; it never throws, and settles once the answer is written. */
 export function handleClient(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -51,13 +58,17 @@ function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Prom
     if (req.method !== 'GET') return replyText(res, 405, 'GET only', { allow: 'GET' });
     return replyJson(res, registryView(node));
   }
-  const m = KEYS.exec(url);
-  if (m === null) return replyText(res, 404, 'not found: the client API is /v1/groups/<group>/keys/<key>');
+  // Parsed by hand, not by a regular expression: no match array per request (what it accepts is the same).
+  const groupEnd = url.startsWith(GROUPS) ? segmentEnd(url, GROUPS.length) : 0;
+  const keyStart = groupEnd + KEYS.length;
+  const keyEnd = groupEnd > GROUPS.length && url.startsWith(KEYS, groupEnd) ? segmentEnd(url, keyStart) : -1;
+  if (keyEnd < 0 || (keyEnd < url.length && (url.charCodeAt(keyEnd) !== QUESTION || LINE_TERMINATOR.test(url.slice(keyEnd)))))
+    return replyText(res, 404, 'not found: the client API is /v1/groups/<group>/keys/<key>');
   let groupName: string;
   let key: string;
   try {
-    groupName = decodeURIComponent(m[1]!);
-    key = decodeURIComponent(m[2]!);
+    groupName = decodeSegment(url.slice(GROUPS.length, groupEnd));
+    key = decodeSegment(url.slice(keyStart, keyEnd));
   } catch {
     return replyText(res, 400, 'bad percent-encoding', { 'x-bulwark-error': 'ERR_BAD_REQUEST' });
   }
@@ -65,7 +76,8 @@ function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Prom
   if (served === undefined)
     return replyText(res, 404, `no group ${JSON.stringify(groupName.slice(0, 64))} on this node`, { 'x-bulwark-error': 'ERR_NO_GROUP' });
   if (key.length === 0) return replyText(res, 400, 'a key must not be empty', { 'x-bulwark-error': 'ERR_BAD_KEY' });
-  if (Buffer.byteLength(key) > MAX_KEY_BYTES)
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: a key that short cannot be over the bound, and is not measured.
+  if (key.length > MAX_KEY_BYTES / 3 && Buffer.byteLength(key) > MAX_KEY_BYTES)
     return replyText(res, 414, `a key must be at most ${MAX_KEY_BYTES} bytes of UTF-8`, { 'x-bulwark-error': 'ERR_BAD_KEY' });
   const method = req.method;
   if (method === 'DELETE') {
@@ -78,21 +90,60 @@ function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Prom
     );
   }
   if (method !== 'GET' && method !== 'HEAD') return replyText(res, 405, 'GET, HEAD or DELETE', { allow: 'GET, HEAD, DELETE' });
+  // A value this node holds is answered now, in the request's tick: no promise, no microtask.
+  const held = served.getCached(key);
+  if (held !== undefined) return replyAnswer(res, method === 'HEAD', held);
   // No signal: a load goes on if its client leaves (bounded by --load-timeout), and its value is cached
-  // for the next asker; a hit allocates no AbortController.
+  // for the next asker.
   return served.get(key, undefined).then(
     (answer) => replyAnswer(res, method === 'HEAD', answer),
     (err: unknown) => replyError(res, err),
   );
 }
 
+/** segmentEnd answers where the path segment starting at `from` ends: the index of its `/`, `?` or `#`, or the URL's length. */
+function segmentEnd(url: string, from: number): number {
+  for (let i = from; i < url.length; i++) {
+    const c = url.charCodeAt(i);
+    if (c === SLASH || c === QUESTION || c === HASH) return i;
+  }
+  return url.length;
+}
+
+/** decodeSegment decodes a percent-encoded segment (throws URIError as decodeURIComponent does); one without `%` is itself. */
+function decodeSegment(segment: string): string {
+  return segment.includes('%') ? decodeURIComponent(segment) : segment;
+}
+
+/** The largest integer whose decimal text is kept (64 Ki): a hit's content-length (and age in seconds) is a string made once. */
+const KEPT_TEXTS = 64 * 1024;
+const decimalTexts: (string | undefined)[] = new Array<string | undefined>(KEPT_TEXTS + 1).fill(undefined);
+
+/** decimalText answers the integer `n` in decimal, made once for each from 0 to KEPT_TEXTS. */
+function decimalText(n: number): string {
+  return n >= 0 && n <= KEPT_TEXTS ? (decimalTexts[n] ??= String(n)) : String(n);
+}
+
+/**
+ * The headers of a 200, without and with an age: filled in and handed to writeHead, which reads them
+ * before it returns (node:http keeps no reference), so one array of each serves every answer.
+ */
+const ANSWER_HEADERS = ['content-type', 'application/octet-stream', 'content-length', '', 'x-bulwark-source', ''];
+const AGED_ANSWER_HEADERS = [...ANSWER_HEADERS, 'age', '', 'x-bulwark-age-ms', ''];
+
 /** replyAnswer writes a value with its source and age. */
 function replyAnswer(res: ServerResponse, head: boolean, answer: Answer): void {
   if (res.writableEnded || res.destroyed) return;
   // The cache holds values as one-byte strings: written as latin1 they need no Buffer copy here.
   const data = answer.value.binary();
-  const headers = ['content-type', 'application/octet-stream', 'content-length', String(data.length), 'x-bulwark-source', answer.source];
-  if (answer.ageMs !== undefined) headers.push('age', String(Math.floor(answer.ageMs / 1000)), 'x-bulwark-age-ms', String(Math.round(answer.ageMs)));
+  const ageMs = answer.ageMs;
+  const headers = ageMs === undefined ? ANSWER_HEADERS : AGED_ANSWER_HEADERS;
+  headers[3] = decimalText(data.length);
+  headers[5] = answer.source;
+  if (ageMs !== undefined) {
+    headers[7] = decimalText(Math.floor(ageMs / 1000));
+    headers[9] = String(Math.round(ageMs));
+  }
   res.writeHead(200, headers);
   if (head) res.end();
   else res.end(data, 'latin1');

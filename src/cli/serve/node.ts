@@ -220,8 +220,14 @@ export class ServeNode implements ClientApi {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     this.inflight++;
     this.requests++;
-    // One listener made once, not a closure and a once() wrapper per request: a response closes once.
-    res.on('close', this.closed);
+    this.dispatch(req, res);
+    // A response already handed to its socket whole (a cache hit answers in the request's own tick) is no
+    // longer in flight; any other is until it closes — one listener made once, not a closure per request.
+    if (res.writableFinished) this.inflight--;
+    else res.on('close', this.closed);
+  }
+
+  private dispatch(req: IncomingMessage, res: ServerResponse): void {
     if (this.draining) res.setHeader('connection', 'close');
     // A request answered before its body arrived (a 401, a 413) must not keep its socket open for a body
     // that may never come: Node waits for the rest of the body, and its requestTimeout no longer runs.

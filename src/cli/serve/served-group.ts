@@ -66,6 +66,12 @@ export class ServedGroup {
     }
   }
 
+  /** getCached answers a value this node's main or hot cache holds (`Group.getCached`: no promise), else undefined. */
+  getCached(key: string): Answer | undefined {
+    // A held value's source is main or hot, already the client API's words.
+    return this.group.getCached(key) as Answer | undefined;
+  }
+
   /** remove deletes `key` on every node (and its last good value here). */
   remove(key: string): Promise<void> {
     return this.group.remove(key);
