@@ -220,7 +220,7 @@ export class EtcdFleetStore implements FleetStore {
       let p: Permits | undefined = kv === undefined ? undefined : (JSON.parse(kv.value.toString()) as Permits);
       if (p === undefined || now - p.s >= periodMs) p = { s: now, t: 0, o: 0, f: 0 };
       const left = p.s + periodMs - now;
-      if (p.t >= limit) return { granted: false, periodLeftMs: left };
+      if (p.t >= limit) return { granted: false, periodLeftMs: left, periodStart: p.s };
       p.t++;
       const cmp = kv === undefined ? this.client.if(k, 'Create', '==', 0) : this.client.if(k, 'Mod', '==', kv.mod_revision);
       // A conflict answers the key as it is now (the else branch), so a retry needs no read of its own.
@@ -231,7 +231,7 @@ export class EtcdFleetStore implements FleetStore {
           .commit(),
         'permit',
       );
-      if (r.succeeded) return { granted: true, periodLeftMs: left };
+      if (r.succeeded) return { granted: true, periodLeftMs: left, periodStart: p.s };
       kv = r.responses[0]?.response_range?.kvs[0];
     }
     throw new Error('EtcdFleetStore permit: too many conflicting transactions');
