@@ -476,10 +476,12 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
       assert.ok(without.calls >= CALLERS * MINIMUM_CALLS * 0.9, `without the fleet each caller fails minimumCalls on its own: ${without.calls}`);
       // The goal (issue 28): ≤ 2 × minimumCalls — 20 failed calls, plus what the callers send while the
       // view propagates: one store write and its delivery after each caller's 2nd failure. Redis meets it.
-      // On etcd that write is a raft commit and its fsync beside ten busy callers on two cores: with etcd's
-      // own put → watch at 3–7 ms during the run, three runs counted 39, 41 and 54 — the goal's edge or past
-      // it, so asserting it would fail most runs. The test asserts that the fleet saves most of the doomed calls and
-      // prints the count against the goal with the floor beside it (docs/fleet.md has the numbers).
+      // On etcd the count follows how long the callers and etcd wait for a core on this shared 2-core
+      // machine, not what the fleet sends (10–20 publishes in all before the last caller opened): 28 calls
+      // with the callers' event loops delayed by at most 20 ms, 66 and 102 at 321 and 392 ms (each caller
+      // used 20–60 ms of CPU in that time), and 28–102 in thirteen runs at loads of 9–23. Asserting it would
+      // fail most runs here. The test asserts that the fleet saves most of the doomed calls and prints the
+      // count against the goal with etcd's own put → watch and the callers' delays beside it (docs/fleet.md).
       if (name === 'redis') assert.ok(withFleet.calls <= 2 * MINIMUM_CALLS, `with the fleet: ${withFleet.calls} > ${2 * MINIMUM_CALLS}`);
       else {
         say(`etcd: ${withFleet.calls} ${withFleet.calls <= 2 * MINIMUM_CALLS ? '≤' : '>'} ${2 * MINIMUM_CALLS} (the goal, not asserted on etcd)`);

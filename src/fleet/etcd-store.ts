@@ -283,6 +283,7 @@ export class EtcdFleetStore implements FleetStore {
   }
 
   async leave(key: string): Promise<void> {
+    this.periods.delete(key);
     await this.bound(
       this.client
         .delete()
