@@ -352,6 +352,27 @@ describe('fleet view on the memory store', () => {
   });
 });
 
+describe('probe permits on the memory store', () => {
+  it('name their period by its start: every answer of one period says the same start, and the next period starts periodMs or more later', async () => {
+    const clock = new ManualClock(5_000);
+    const a = new MemoryFleetStore({ clock, callerId: 'a' });
+    const b = a.peer({ callerId: 'b' });
+    const first = [await a.takePermit('k', 0, 2, 1_000), await b.takePermit('k', 0, 2, 1_000), await a.takePermit('k', 0, 2, 1_000)];
+    assert.deepEqual(
+      first.map((x) => [x.granted, x.periodStart, x.periodLeftMs]),
+      [
+        [true, 5_000, 1_000],
+        [true, 5_000, 1_000],
+        [false, 5_000, 1_000],
+      ],
+    );
+    await clock.advanceAsync(999);
+    assert.deepEqual(await b.takePermit('k', 0, 2, 1_000), { granted: false, periodLeftMs: 1, periodStart: 5_000 });
+    await clock.advanceAsync(1);
+    assert.deepEqual(await b.takePermit('k', 0, 2, 1_000), { granted: true, periodLeftMs: 1_000, periodStart: 6_000 });
+  });
+});
+
 describe('a fleet hold in metrics and status', () => {
   it('exports state fleet_open (prom-client and text paths) and reason fleet in the status snapshot', async () => {
     const { BulwarkMetrics } = await import('../metrics/index.js');

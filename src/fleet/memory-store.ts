@@ -122,9 +122,9 @@ export class MemoryFleetStore implements FleetStore {
       this.data.permits.set(id, p);
     }
     const left = p.start + periodMs - now;
-    if (p.taken >= limit) return { granted: false, periodLeftMs: left };
+    if (p.taken >= limit) return { granted: false, periodLeftMs: left, periodStart: p.start };
     p.taken++;
-    return { granted: true, periodLeftMs: left };
+    return { granted: true, periodLeftMs: left, periodStart: p.start };
   }
 
   async probeResult(key: string, gen: number, ok: boolean, needed: number): Promise<number> {

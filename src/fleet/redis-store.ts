@@ -58,7 +58,7 @@ expire(ARGV[1])
 local out = redis.call('HGETALL', KEYS[1])
 table.insert(out, 1, redis.call('GET', KEYS[3]) or '0')
 return out`;
-/** KEYS: p. ARGV: limit, periodMs. Answers { granted 0/1, ms left in the period }. */
+/** KEYS: p. ARGV: limit, periodMs. Answers { granted 0/1, ms left in the period, the period's start }. */
 const PERMIT = `${NOW}
 local period = tonumber(ARGV[2])
 local start = tonumber(redis.call('HGET', KEYS[1], 's') or '-1')
@@ -66,8 +66,8 @@ if start < 0 or now - start >= period then
   redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[1], 's', now, 't', 0, 'o', 0, 'f', 0) redis.call('PEXPIRE', KEYS[1], period * 2) start = now
 end
 local left = start + period - now
-if redis.call('HINCRBY', KEYS[1], 't', 1) > tonumber(ARGV[1]) then redis.call('HINCRBY', KEYS[1], 't', -1) return {0, left} end
-return {1, left}`;
+if redis.call('HINCRBY', KEYS[1], 't', 1) > tonumber(ARGV[1]) then redis.call('HINCRBY', KEYS[1], 't', -1) return {0, left, start} end
+return {1, left, start}`;
 /** KEYS: p, g. ARGV: gen, ok 1/0, needed, channel. Answers the generation now. */
 const PROBE = `local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 if cur ~= tonumber(ARGV[1]) or redis.call('EXISTS', KEYS[1]) == 0 then return cur end
@@ -174,8 +174,8 @@ export class RedisFleetStore implements FleetStore {
 
   async takePermit(key: string, gen: number, limit: number, periodMs: number): Promise<PermitAnswer> {
     const k = this.keys(key);
-    const [granted, left] = (await this.run('PERMIT', [`${k.p}${gen}`], [limit, Math.ceil(periodMs)])) as [number, number];
-    return { granted: granted === 1, periodLeftMs: Number(left) };
+    const [granted, left, start] = (await this.run('PERMIT', [`${k.p}${gen}`], [limit, Math.ceil(periodMs)])) as [number, number, number];
+    return { granted: granted === 1, periodLeftMs: Number(left), periodStart: Number(start) };
   }
 
   async probeResult(key: string, gen: number, ok: boolean, needed: number): Promise<number> {

@@ -17,6 +17,8 @@ export interface PermitAnswer {
   granted: boolean;
   /** Milliseconds until the current permit period ends (a refused caller asks again then). */
   periodLeftMs: number;
+  /** When the current permit period began, in milliseconds on the store's clock: it names the period. */
+  periodStart: number;
 }
 
 /**
