@@ -206,8 +206,11 @@ export class CallRun<T> implements DeadlineNode {
    * retries. An attempt's signal that never aborts needs no listener there (no options object made).
    */
   get inBulkhead(): (signal: AbortSignal) => Promise<T> {
-    return (this.bulkheadTask ??= (signal: AbortSignal): Promise<T> =>
-      this.service.bulkhead.execute(this.attempt, signal === neverAborted ? undefined : { signal }));
+    if (this.bulkheadTask === undefined) {
+      const attempt = (signal: AbortSignal): Promise<T> => this.attempt(signal);
+      this.bulkheadTask = (signal) => this.service.bulkhead.execute(attempt, signal === neverAborted ? undefined : { signal });
+    }
+    return this.bulkheadTask;
   }
 
   /**
@@ -227,7 +230,7 @@ export class CallRun<T> implements DeadlineNode {
   }
 
   /** attempt runs one attempt (in a bulkhead slot); Retry calls it again, through inBulkhead, on a retryable failure. */
-  private readonly attempt = (signal: AbortSignal): Promise<T> => {
+  private attempt(signal: AbortSignal): Promise<T> {
     const refused = this.begin();
     if (refused !== ADMITTED) return Promise.reject(refused);
     const attempt = new Promise<T>(capture);
@@ -235,7 +238,7 @@ export class CallRun<T> implements DeadlineNode {
     this.rejectAttempt = capturedReject;
     this.launch(signal);
     return attempt;
-  };
+  }
 
   /**
    * begin starts an attempt: the first one asks the service breaker, each one picks an instance whose

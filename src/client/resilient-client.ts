@@ -165,6 +165,8 @@ export class ResilientClient {
   private readonly attemptEvents = new Emitter<AttemptEvent>();
   private measures: readonly ClientMeasure[] = [];
   private readonly services = new Map<string, ServiceState>();
+  /** The state the last call found in `services` (calls tend to go to the same service): no Map lookup when the next one does too. */
+  private lastState: ServiceState | undefined;
   private readonly opening: SingleFlight<string, ServiceState>;
   private readonly defaultTimeout: AttemptTimeout | undefined;
   private readonly timeouts = new Map<number, AttemptTimeout>();
@@ -456,6 +458,7 @@ export class ResilientClient {
     this.closing ??= (async () => {
       const states = [...this.services.values()];
       this.services.clear();
+      this.lastState = undefined;
       await Promise.all(states.map((s) => s.close()));
       await this.pools?.close();
       if (this.ownsRegistry) await this.registry.close();
@@ -497,8 +500,11 @@ export class ResilientClient {
   /** runUntraced is `run` without the `bulwark:client:call` trace around it. */
   private runUntraced<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
     if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
+    const last = this.lastState;
+    if (last !== undefined && last.name === service) return this.runOn(last, fn, options, judge);
     const state = this.services.get(service);
     if (state === undefined) return this.stateOf(service).then((s) => this.runOn(s, fn, options, judge));
+    this.lastState = state;
     return this.runOn(state, fn, options, judge);
   }
 
@@ -732,6 +738,7 @@ export class ResilientClient {
       if (this.services.size > this.maxServices) {
         const [oldest, evicted] = this.services.entries().next().value as [string, ServiceState];
         this.services.delete(oldest);
+        if (this.lastState === evicted) this.lastState = undefined;
         void evicted.close();
       }
       return state;
