@@ -62,6 +62,11 @@ export interface ServiceParts {
   readonly fault?: FaultInjector | undefined;
   /** The bulkhead every attempt runs in. */
   readonly bulkhead: Bulkhead;
+  /**
+   * The balancer runs on the client's clock: an attempt's report carries its end reading (`CallOutcome.at`),
+   * which saves the strategy a clock read. Optional: without it, reports carry none.
+   */
+  readonly sharesClock?: boolean;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -428,7 +433,8 @@ export class CallRun<T> implements DeadlineNode {
       // Not the instance's fault (the caller's mistake or cancellation): another instance would say the same.
       if (err !== null && typeof err === 'object') notRetryable.add(err);
     }
-    this.service.balancer.report(instance, failed ? { ok: false, latencyMs } : { ok: true, latencyMs });
+    const at = this.service.sharesClock === true ? end : undefined;
+    this.service.balancer.report(instance, failed ? { ok: false, latencyMs, at } : { ok: true, latencyMs, at });
     const measure = ctx.measure;
     if (measure !== undefined) {
       // An attempt that answers ends its call as succeeded: both durations in one call.
