@@ -114,6 +114,12 @@ await bench('client: ResilientClient.call over a bare in-process call (success p
         return { value, ok: value <= 500, unit: ' ns' };
       },
     },
+    {
+      // What 500 ns means in this run: the client does the floor's work and more (a timeout, a retry
+      // policy), so on a loaded machine, where the floor itself nears 500 ns, the line above cannot hold.
+      label: `${FLOOR} in this run (printed, no target: ≤ 500 ns for the client needs it well under)`,
+      check: (m) => ({ value: m.ns(FLOOR), ok: true, unit: ' ns' }),
+    },
     atMost('no timeout: no slower than the defaults (≤ 1.05×)', 'ResilientClient.call (no timeout)', DEFAULTS, 1.05),
     atMost('no timeout, no retry: no slower than the defaults (≤ 1.05×)', 'ResilientClient.call (no timeout, no retry)', DEFAULTS, 1.05),
     atMost(`${DEFAULTS} over its floor (printed, no target: the floor has no timeout nor retry loop)`, DEFAULTS, FLOOR, Infinity),
