@@ -242,6 +242,25 @@ const SUBJECTS = {
     await c.call('svc', task);
     return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
   },
+  // The options that take work away (issue 31: none may make a call slower than the defaults).
+  'ResilientClient.call (no timeout)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry, timeoutMs: 0 });
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
+  'ResilientClient.call (no timeout, no retry)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry, timeoutMs: 0, maxAttempts: 1 });
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
   'Timeout.execute (10 s)': async (load) => {
     const { Timeout } = await load('policy');
     const t = new Timeout({ timeoutMs: 10_000 });
