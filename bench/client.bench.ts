@@ -5,7 +5,7 @@
  * cockatiel 3's wrap of the same guards (without discovery or balancing), and against its floor: the same
  * work composed by hand from bulwark's public parts (a P2C Balancer over the 3 instances, an SreBreaker
  * for the service, a CircuitBreaker per instance, a Bulkhead, the retry budget's count, the balancer's
- * report with the call's latency; no timeout, no retry loop). Targets (checked after the table): the
+ * report with the call's latency and end reading; no timeout, no retry loop). Targets (checked after the table): the
  * overhead of each ResilientClient subject (its ns/op − the bare call's) ≤ 2 µs; the client with
  * defaults ≤ 500 ns a call and faster than cockatiel's wrap(retry, bulkhead, breaker, timeout); and no
  * option that takes work away makes a call slower than the defaults (within 5 %, the noise of one run).
@@ -66,12 +66,14 @@ function byHand() {
       const v = await task(instance, neverAborted);
       s.success();
       t.success();
-      balancer.report(instance, { ok: true, latencyMs: clock.now() - start });
+      const end = clock.now();
+      balancer.report(instance, { ok: true, latencyMs: end - start, at: end }); // the balancer runs on `clock` too: no read of its own
       return v;
     } catch (err) {
       s.failure(err);
       t.failure(err);
-      balancer.report(instance, { ok: false, latencyMs: clock.now() - start });
+      const end = clock.now();
+      balancer.report(instance, { ok: false, latencyMs: end - start, at: end });
       throw err;
     }
   };
@@ -111,6 +113,12 @@ await bench('client: ResilientClient.call over a bare in-process call (success p
         const value = m.ns(DEFAULTS);
         return { value, ok: value <= 500, unit: ' ns' };
       },
+    },
+    {
+      // What 500 ns means in this run: the client does the floor's work and more (a timeout, a retry
+      // policy), so on a loaded machine, where the floor itself nears 500 ns, the line above cannot hold.
+      label: `${FLOOR} in this run (printed, no target: ≤ 500 ns for the client needs it well under)`,
+      check: (m) => ({ value: m.ns(FLOOR), ok: true, unit: ' ns' }),
     },
     atMost('no timeout: no slower than the defaults (≤ 1.05×)', 'ResilientClient.call (no timeout)', DEFAULTS, 1.05),
     atMost('no timeout, no retry: no slower than the defaults (≤ 1.05×)', 'ResilientClient.call (no timeout, no retry)', DEFAULTS, 1.05),

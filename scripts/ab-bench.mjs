@@ -12,8 +12,9 @@
  * Environment: AB_MS (measured time per child, default 700), AB_FILTER (substring of subject names),
  * AB_CPU=1 (each child times its own CPU time, user + system, instead of wall time: on a machine shared
  * with other jobs a child waiting for a core is then not counted as slower), AB_VS_PLAIN=1 (side A runs
- * the plain counterpart of each "(bound to rules)" and "fleet-aware" subject: with the same dist as A and
- * B, what binding a component to rules, or joining a fleet, costs its hot path in one build).
+ * the plain counterpart of each "(bound to rules)", "tracked" and "fleet-aware" subject: with the same dist
+ * as A and B, what binding a component to rules, tracking it in BulwarkMetrics, or joining a fleet, costs
+ * its hot path in one build).
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -241,6 +242,25 @@ const SUBJECTS = {
     await c.call('svc', task);
     return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
   },
+  // The options that take work away (issue 31: none may make a call slower than the defaults).
+  'ResilientClient.call (no timeout)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry, timeoutMs: 0 });
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
+  'ResilientClient.call (no timeout, no retry)': async (load) => {
+    const { MemoryRegistry } = await load('registry');
+    const { ResilientClient } = await load('client');
+    const registry = new MemoryRegistry();
+    for (const x of instances(3)) await registry.register(x);
+    const c = new ResilientClient({ registry, timeoutMs: 0, maxAttempts: 1 });
+    await c.call('svc', task);
+    return { op: () => c.call('svc', task), async: true, teardown: async () => (await c.close(), await registry.close()) };
+  },
   'Timeout.execute (10 s)': async (load) => {
     const { Timeout } = await load('policy');
     const t = new Timeout({ timeoutMs: 10_000 });
@@ -393,10 +413,11 @@ const self = fileURLToPath(import.meta.url);
 if (process.argv[2] === '--child') {
   const [, , , dist, asked, label] = process.argv;
   // AB_VS_PLAIN=1: side A runs the plain subject ("X (bound to rules)" → "X", "X (a, bound to rules)" → "X (a)",
-  // "fleet-aware X" → "X").
+  // "X (a, tracked)" → "X (a)", "fleet-aware X" → "X").
   const plain = asked
     .replace(/ \(bound to rules\)$/, '')
     .replace(/, bound to rules\)$/, ')')
+    .replace(/, tracked\)$/, ')')
     .replace(/^fleet-aware /, '');
   const name = process.env.AB_VS_PLAIN === '1' && label === 'A' && SUBJECTS[plain] !== undefined ? plain : asked;
   const load = (mod) => import(pathToFileURL(resolve(dist, mod, 'index.js')).href);
@@ -445,7 +466,8 @@ for (let r = 0; r < rounds; r++) {
 }
 const fmt = (ns) => (ns >= 1e3 ? `${(ns / 1e3).toFixed(2)} µs` : `${ns.toFixed(1)} ns`);
 console.log(`A = ${a}\nB = ${b}\n${rounds} rounds, alternating, each (subject, build) in its own process\n`);
-if (process.env.AB_VS_PLAIN === '1') console.log('AB_VS_PLAIN=1: A runs the plain counterpart of each "(bound to rules)" and "fleet-aware" subject\n');
+if (process.env.AB_VS_PLAIN === '1')
+  console.log('AB_VS_PLAIN=1: A runs the plain counterpart of each "(bound to rules)", "tracked" and "fleet-aware" subject\n');
 console.log('| hot path | A median | B median | B / A | median of round ratios (min–max) |');
 console.log('| --- | --- | --- | --- | --- |');
 for (const name of names) {

@@ -64,6 +64,22 @@ describe('P2C', () => {
     assert.ok(Math.abs(p.ewmaOf('i0')! - after * Math.exp(-1)) < 1e-9);
   });
 
+  it("dates a sample at the outcome's `at` (a reading of its clock) instead of reading the clock", () => {
+    const clock = new ManualClock();
+    const p = new P2C({ clock, initialLatencyMs: 0 });
+    const list = instances(1);
+    p.pick(list);
+    p.report(list[0]!, { ok: true, latencyMs: 100 });
+    const after = p.ewmaOf('i0')!;
+    clock.advance(10_000);
+    const ended = clock.now();
+    clock.advance(10_000); // read now, the sample would weigh the old one e^-2
+    p.report(list[0]!, { ok: true, latencyMs: 0, at: ended });
+    assert.ok(Math.abs(p.ewmaOf('i0')! - after * Math.exp(-1)) < 1e-9, `ewma ${p.ewmaOf('i0')}`);
+    p.report(list[0]!, { ok: true, latencyMs: 0, at: Number.NaN }); // not a reading: the clock's is taken
+    assert.ok(Math.abs(p.ewmaOf('i0')! - after * Math.exp(-2)) < 1e-9, `ewma ${p.ewmaOf('i0')}`);
+  });
+
   it('counts a failure as at least failurePenalty × its EWMA, so failing fast does not look fast', () => {
     const clock = new ManualClock();
     const p = new P2C({ clock, random: seeded(4) });

@@ -395,7 +395,8 @@ export class P2C implements Picker {
     const usable = sample >= 0 && sample < Infinity;
     if (!outcome.ok) sample = Math.max(usable ? sample : 0, this.failurePenalty * Math.max(e.ewma, MIN_LATENCY_MS));
     else if (!usable) return;
-    const now = (this.now = this.clock.now());
+    const at = outcome.at;
+    const now = (this.now = typeof at === 'number' && at === at ? at : this.clock.now()); // a given reading saves one (CallOutcome.at)
     const dt = now - e.lastReport;
     const w = dt > 0 ? Math.exp(-dt / this.decayMs) : 1 - 1 / 16; // same-instant reports still move the average
     e.ewma = e.ewma * w + sample * (1 - w);

@@ -14,6 +14,12 @@ export interface CallOutcome {
   readonly ok: boolean;
   /** How long the call took, in milliseconds. */
   readonly latencyMs: number;
+  /**
+   * When the call ended, read from the balancer's own clock, for a caller that has that reading at hand
+   * (it timed the call on that clock): the strategy then reads no clock of its own. Defaults to the
+   * clock's reading at the report.
+   */
+  readonly at?: number | undefined;
 }
 
 /**

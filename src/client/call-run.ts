@@ -4,9 +4,17 @@
  * the call's earlier attempts failed on, while any other is available) whose breaker admits it — an
  * instance whose breaker refuses is passed over (the pick is released, not reported: see `refused`),
  * unless the cap or panic keeps it in rotation (`admitPast`) — runs the task under the per-attempt
- * timeout, and reports the outcome to its instance's breaker and the balancer. Retry and the bulkhead
- * wrap `attempt`; ResilientClient wires them. One promise per attempt; the attempt is its own node in
- * the deadline granule it waits in.
+ * timeout, and reports the outcome to its instance's breaker and the balancer.
+ *
+ * A call's first attempt, when the bulkhead has a free slot and the call has no signal of its own nor a
+ * policy Fallback (`call`), runs on the call's own promise: the run takes the slot (`tryEnter`), admits,
+ * picks, runs the task under the shared deadline and, when the task answers, reports and resolves the
+ * call — one promise per call, with no Retry, Bulkhead or `then` layer around it. When that attempt
+ * fails, the run leaves the slot and hands the call on (`RunContext.afterFirst`): Retry's `retryAfter`
+ * runs attempts 2… through `inBulkhead` (the bulkhead's `execute`, with its queue) as the generic path
+ * does, and the fallback answers if they fail too. Every other call takes that generic path from its
+ * first attempt: Retry and the bulkhead wrap `attempt` (one promise per attempt); ResilientClient wires
+ * them. The attempt in flight is its own node in the deadline granule it waits in.
  *
  * The service breaker hears the outcome of the whole call, not of each attempt: a call a retry
  * answered is a success (it is settled by the attempt that answers, or by `ended` when the call fails).
@@ -18,6 +26,8 @@
 import { AbortedError, BreakerOpenError, BulwarkError, FaultInjectedError, PeerError, type TimeoutError } from '../core/errors.js';
 import type { FaultInjector } from '../policy/fault.js';
 import type { Bulkhead } from '../policy/bulkhead.js';
+import type { Retry } from '../policy/retry.js';
+import type { FallbackStrategy } from '../policy/fallback.js';
 import { clientAttemptChannel } from '../core/diagnostics.js';
 import { neverAborted } from '../core/guard.js';
 import type { Clock } from '../core/clock.js';
@@ -52,6 +62,11 @@ export interface ServiceParts {
   readonly fault?: FaultInjector | undefined;
   /** The bulkhead every attempt runs in. */
   readonly bulkhead: Bulkhead;
+  /**
+   * The balancer runs on the client's clock: an attempt's report carries its end reading (`CallOutcome.at`),
+   * which saves the strategy a clock read. Optional: without it, reports carry none.
+   */
+  readonly sharesClock?: boolean;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -61,6 +76,23 @@ export interface RunContext {
   readonly attempts: Emitter<AttemptEvent>;
   /** Where attempt and call durations go as plain arguments (ResilientClient.measure), or undefined. */
   measure: ClientMeasure | undefined;
+  /**
+   * afterFirst carries on a call whose first attempt, run on the call's own promise (`CallRun.call`),
+   * failed with `err` (its bulkhead slot left): the retries, then the fallback or the failure. What it
+   * answers (or throws) settles the call.
+   */
+  afterFirst<T>(run: CallRun<T>, err: unknown): T | PromiseLike<T>;
+}
+
+/** What `CallRun.begin` answers when an instance was picked and admitted. */
+const ADMITTED: unique symbol = Symbol('admitted');
+
+// The resolvers of the promise being made: `new Promise(capture)` makes no executor closure per call.
+let capturedResolve: ((value: never) => void) | undefined;
+let capturedReject: ((err: unknown) => void) | undefined;
+function capture(resolve: (value: never) => void, reject: (err: unknown) => void): void {
+  capturedResolve = resolve;
+  capturedReject = reject;
 }
 
 /**
@@ -141,6 +173,9 @@ export class CallRun<T> implements DeadlineNode {
   /** When the call's first attempt started (-1: none has): where a call's duration for ClientMeasure starts. */
   firstStart = -1;
   private settled = true;
+  /** The first attempt runs on the call's own promise, in a slot the run took (`call`): settling it settles the call. */
+  private ownSlot = false;
+  /** The resolvers of the attempt's promise or, while `ownSlot`, of the call's. */
   private resolveAttempt: ((value: T) => void) | undefined;
   private rejectAttempt: ((err: unknown) => void) | undefined;
   /** DeadlineNode fields: the granule this attempt waits in, and its neighbours there. */
@@ -150,13 +185,17 @@ export class CallRun<T> implements DeadlineNode {
 
   constructor(
     private readonly ctx: RunContext,
-    private readonly service: ServiceParts,
+    readonly service: ServiceParts,
     private readonly fn: InstanceTask<T>,
     private readonly key: string | undefined,
     private readonly timeout: AttemptTimeout | undefined,
     private readonly callerSignal: AbortSignal | undefined,
     private readonly isFailure: ((err: unknown) => boolean) | undefined,
     private readonly judge: ResultJudge<T> | undefined,
+    /** The call's Retry (undefined: no retry), for `RunContext.afterFirst`. */
+    readonly retry: Retry | undefined,
+    /** The call's fallback function (undefined: none), for `RunContext.afterFirst`. */
+    readonly fallback: FallbackStrategy<T> | undefined,
   ) {}
 
   /** has is the `exclude` set handed to the balancer: the instances earlier attempts failed on or were refused by. */
@@ -164,14 +203,53 @@ export class CallRun<T> implements DeadlineNode {
     return (this.tried !== undefined && this.tried.includes(id)) || this.service.avoids?.(id) === true;
   }
 
+  /** The `inBulkhead` task, made for the calls that take the generic path or retry. */
+  private bulkheadTask: ((signal: AbortSignal) => Promise<T>) | undefined;
+
   /**
    * inBulkhead runs one attempt in the service's bulkhead: what the call runs, through Retry when it
    * retries. An attempt's signal that never aborts needs no listener there (no options object made).
    */
-  readonly inBulkhead = (signal: AbortSignal): Promise<T> => this.service.bulkhead.execute(this.attempt, signal === neverAborted ? undefined : { signal });
+  get inBulkhead(): (signal: AbortSignal) => Promise<T> {
+    if (this.bulkheadTask === undefined) {
+      const attempt = (signal: AbortSignal): Promise<T> => this.attempt(signal);
+      this.bulkheadTask = (signal) => this.service.bulkhead.execute(attempt, signal === neverAborted ? undefined : { signal });
+    }
+    return this.bulkheadTask;
+  }
+
+  /**
+   * call runs the call's first attempt on the call's own promise, in a bulkhead slot the caller took
+   * (`Bulkhead.tryEnter`), and answers that promise: the attempt's value settles the call; its failure
+   * goes on to `RunContext.afterFirst` (retries, fallback). For calls without a signal of their own.
+   */
+  call(): Promise<T> {
+    const call = new Promise<T>(capture);
+    this.resolveAttempt = capturedResolve as (value: T) => void;
+    this.rejectAttempt = capturedReject;
+    this.ownSlot = true;
+    const refused = this.begin();
+    if (refused !== ADMITTED) this.firstFailed(refused);
+    else this.launch(neverAborted);
+    return call;
+  }
 
   /** attempt runs one attempt (in a bulkhead slot); Retry calls it again, through inBulkhead, on a retryable failure. */
-  private readonly attempt = (signal: AbortSignal): Promise<T> => {
+  private attempt(signal: AbortSignal): Promise<T> {
+    const refused = this.begin();
+    if (refused !== ADMITTED) return Promise.reject(refused);
+    const attempt = new Promise<T>(capture);
+    this.resolveAttempt = capturedResolve as (value: T) => void;
+    this.rejectAttempt = capturedReject;
+    this.launch(signal);
+    return attempt;
+  }
+
+  /**
+   * begin starts an attempt: the first one asks the service breaker, each one picks an instance whose
+   * breaker admits it. Answers ADMITTED, or the error that ends the attempt before it runs.
+   */
+  private begin(): unknown {
     const { service, ctx } = this;
     if (this.attemptsMade++ > 0) ctx.counters.retries++;
     else {
@@ -179,7 +257,7 @@ export class CallRun<T> implements DeadlineNode {
         this.serviceToken = service.breaker.admit();
       } catch (err) {
         if (err instanceof BreakerOpenError) ctx.counters.breakerRejections++;
-        return Promise.reject(err);
+        return err;
       }
     }
     let picked: ServiceInstance | undefined;
@@ -192,14 +270,14 @@ export class CallRun<T> implements DeadlineNode {
       try {
         picked = service.balancer.pick(this.key, this.tried === undefined && !refusing ? undefined : this);
       } catch (err) {
-        return Promise.reject(err); // nothing ran: the service breaker hears of the call when it ends
+        return err; // nothing ran: the service breaker hears of the call when it ends
       }
       try {
         token = (refusing ? service.admitPast?.(picked) : undefined) ?? service.instanceBreaker(picked).admit();
       } catch (err) {
         if (!(err instanceof BreakerOpenError)) {
           notRun(service.balancer, picked);
-          return Promise.reject(err);
+          return err;
         }
         // Passed over: the next pick excludes it (and the strategy chooses among the others), and so
         // do later calls' first picks while its breaker stays open (no refusal per call) — unless,
@@ -212,7 +290,7 @@ export class CallRun<T> implements DeadlineNode {
         if (ctx.attempts.hasListeners || clientAttemptChannel.hasSubscribers) {
           this.emitAttempt({ service: service.name, instance: picked, outcome: 'rejected', latencyMs: 0, error: err });
         }
-        if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) return Promise.reject(err);
+        if (picks + 1 >= MAX_PICKS || (this.tried ??= []).includes(picked.id)) return err;
         this.tried.push(picked.id);
       }
     }
@@ -221,38 +299,39 @@ export class CallRun<T> implements DeadlineNode {
     ctx.counters.attempts++;
     const start = (this.start = ctx.clock.now());
     if (this.firstStart === -1) this.firstStart = start;
+    return ADMITTED;
+  }
+
+  /** launch runs the task of the attempt `begin` admitted, under its timeout; its outcome settles the attempt. */
+  private launch(signal: AbortSignal): void {
     const n = this.attemptsMade;
-    return new Promise<T>((resolve, reject) => {
-      this.resolveAttempt = resolve;
-      this.rejectAttempt = reject;
-      this.settled = false;
-      const timeout = this.timeout;
-      // An injected fault runs inside the attempt, under its timeout: what it delays can time out, what
-      // it fails counts against the instance (see policy/fault.ts).
-      const fault = service.fault;
-      let result: T | PromiseLike<T>;
-      try {
-        if (timeout === undefined) result = fault === undefined ? this.fn(this.instance!, signal) : fault.run(this.fn, this.instance!, signal);
-        else if (signal === neverAborted) {
-          // Nobody else can abort this attempt: share the deadline of its granule (core/deadline.ts);
-          // the deadlines run on the client's clock, so the reading just taken dates it.
-          const shared = timeout.deadlines.join(this, start);
-          result = fault === undefined ? this.fn(this.instance!, shared) : fault.run(this.fn, this.instance!, shared);
-        } else result = timeout.policy.execute((this.task ??= (s: AbortSignal) => this.runTask(s)), { signal });
-      } catch (err) {
-        this.onError(err, n);
-        return;
-      }
-      if (result !== null && typeof (result as PromiseLike<T>)?.then === 'function') {
-        // The handlers carry the attempt's number: a task that settles after its deadline must not
-        // settle the retry that followed.
-        (result as PromiseLike<T>).then(
-          (value) => this.onValue(value, n),
-          (err: unknown) => this.onError(err, n),
-        );
-      } else this.onValue(result as T, n);
-    });
-  };
+    this.settled = false;
+    const timeout = this.timeout;
+    // An injected fault runs inside the attempt, under its timeout: what it delays can time out, what
+    // it fails counts against the instance (see policy/fault.ts).
+    const fault = this.service.fault;
+    let result: T | PromiseLike<T>;
+    try {
+      if (timeout === undefined) result = fault === undefined ? this.fn(this.instance!, signal) : fault.run(this.fn, this.instance!, signal);
+      else if (signal === neverAborted) {
+        // Nobody else can abort this attempt: share the deadline of its granule (core/deadline.ts);
+        // the deadlines run on the client's clock, so the reading just taken dates it.
+        const shared = timeout.deadlines.join(this, this.start);
+        result = fault === undefined ? this.fn(this.instance!, shared) : fault.run(this.fn, this.instance!, shared);
+      } else result = timeout.policy.execute((this.task ??= (s: AbortSignal) => this.runTask(s)), { signal });
+    } catch (err) {
+      this.onError(err, n);
+      return;
+    }
+    if (result !== null && typeof (result as PromiseLike<T>)?.then === 'function') {
+      // The handlers carry the attempt's number: a task that settles after its deadline must not
+      // settle the retry that followed.
+      (result as PromiseLike<T>).then(
+        (value) => this.onValue(value, n),
+        (err: unknown) => this.onError(err, n),
+      );
+    } else this.onValue(result as T, n);
+  }
 
   /** task is what the policy Timeout runs (`runTask`), made for the calls that take that path: ones with a caller's signal. */
   private task: ((signal: AbortSignal) => T | PromiseLike<T>) | undefined;
@@ -271,12 +350,18 @@ export class CallRun<T> implements DeadlineNode {
     const status = this.judge === undefined ? false : this.judge(value);
     if (status === false) {
       this.finish(undefined);
+      if (this.ownSlot) {
+        // The call's first attempt answered: the call succeeded.
+        this.ownSlot = false;
+        this.service.bulkhead.leave();
+        this.ctx.counters.succeeded++; // measured as it answered (ClientMeasure.answered)
+      }
       this.resolveAttempt!(value);
       return;
     }
     const failure = new ResultFailure(`${this.service.name}/${this.instance!.id} answered ${status}`, value, status);
     this.finish(failure);
-    this.rejectAttempt!(failure);
+    this.fail(failure);
   }
 
   /** onError settles the attempt with the task's failure. */
@@ -286,7 +371,7 @@ export class CallRun<T> implements DeadlineNode {
     this.granule?.remove(this);
     const reason = err ?? new Error('task rejected without a reason');
     this.finish(reason);
-    this.rejectAttempt!(reason);
+    this.fail(reason);
   }
 
   /** onDeadline is called by the granule at the deadline, if the attempt is still in flight. */
@@ -295,7 +380,30 @@ export class CallRun<T> implements DeadlineNode {
     this.settled = true;
     this.granule = undefined;
     this.finish(err);
-    this.rejectAttempt!(err);
+    this.fail(err);
+  }
+
+  /** fail rejects the attempt in flight with `err` or, when it is the call's first on its own promise, carries the call on. */
+  private fail(err: unknown): void {
+    if (this.ownSlot) this.firstFailed(err);
+    else this.rejectAttempt!(err);
+  }
+
+  /**
+   * firstFailed leaves the slot of the call's first attempt, which ended with `err` (before it ran, or
+   * failed), and settles the call with what `RunContext.afterFirst` answers: retries, fallback, failure.
+   */
+  private firstFailed(err: unknown): void {
+    this.ownSlot = false;
+    this.service.bulkhead.leave();
+    // Taken first: the retries' attempts set their own.
+    const resolve = this.resolveAttempt!;
+    const reject = this.rejectAttempt!;
+    try {
+      resolve(this.ctx.afterFirst(this, err) as T);
+    } catch (e) {
+      reject(e);
+    }
   }
 
   /** finish reports one attempt's outcome to the breakers, the balancer, the counters and listeners. */
@@ -325,7 +433,8 @@ export class CallRun<T> implements DeadlineNode {
       // Not the instance's fault (the caller's mistake or cancellation): another instance would say the same.
       if (err !== null && typeof err === 'object') notRetryable.add(err);
     }
-    this.service.balancer.report(instance, failed ? { ok: false, latencyMs } : { ok: true, latencyMs });
+    const at = this.service.sharesClock === true ? end : undefined;
+    this.service.balancer.report(instance, failed ? { ok: false, latencyMs, at } : { ok: true, latencyMs, at });
     const measure = ctx.measure;
     if (measure !== undefined) {
       // An attempt that answers ends its call as succeeded: both durations in one call.

@@ -368,6 +368,52 @@ describe('ResilientClient.call', () => {
     await t.close();
   });
 
+  it('holds one bulkhead slot while an attempt is in flight, and frees it however the attempt ends', async () => {
+    const clock = new ManualClock();
+    const t = await setup(['a', 'b'], { timeoutMs: 100, clock, retryBackoff: { initialMs: 0, maxMs: 0 } });
+    const bulkhead = (await t.client.service('svc')).bulkhead;
+    const tick = () => new Promise((r) => setImmediate(r));
+    // answered
+    let answer!: (v: string) => void;
+    const answered = t.client.call('svc', () => new Promise<string>((r) => (answer = r)));
+    assert.equal(bulkhead.active, 1);
+    answer('x');
+    assert.equal(await answered, 'x');
+    assert.equal(bulkhead.active, 0);
+    // failed, then retried on the other instance: the first attempt's slot is freed before the retry takes one
+    let fail!: (err: Error) => void;
+    let answerRetry!: (v: string) => void;
+    let attempts = 0;
+    const retried = t.client.call('svc', () => new Promise<string>((r, j) => (attempts++ === 0 ? (fail = j) : (answerRetry = r))));
+    assert.equal(bulkhead.active, 1);
+    fail(new Error('boom'));
+    for (let i = 0; i < 20 && answerRetry === undefined; i++) await tick();
+    assert.equal(bulkhead.active, 1);
+    answerRetry('y');
+    assert.equal(await retried, 'y');
+    assert.equal(bulkhead.active, 0);
+    // timed out, not retried
+    const timedOut = t.client.call('svc', () => new Promise<string>(() => {}), { retry: false });
+    assert.equal(bulkhead.active, 1);
+    const rejected = assert.rejects(timedOut, TimeoutError);
+    await clock.advanceAsync(102);
+    await rejected;
+    assert.equal(bulkhead.active, 0);
+    // thrown at once, not retried
+    await assert.rejects(
+      t.client.call(
+        'svc',
+        () => {
+          throw new Error('sync');
+        },
+        { retry: false },
+      ),
+      /sync/,
+    );
+    assert.equal(bulkhead.active, 0);
+    await t.close();
+  });
+
   it('rejects with NoInstanceError when the service has no instance to pick', async () => {
     const t = await setup(['a']);
     t.balancer.list = [];

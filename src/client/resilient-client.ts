@@ -28,6 +28,7 @@ import { Backoff, type BackoffOptions } from '../core/backoff.js';
 import { Bulkhead, type BulkheadOptions } from '../policy/bulkhead.js';
 import { RetryBudget, type RetryBudgetOptions } from '../policy/retry-budget.js';
 import { Fallback, type FallbackStrategy } from '../policy/fallback.js';
+import type { Retry } from '../policy/retry.js';
 import type { BreakerGroup } from '../breaker/breaker-group.js';
 import { RegistryCache } from '../registry/registry-cache.js';
 import type { Registry, RegistryCacheOptions } from '../registry/types.js';
@@ -164,6 +165,8 @@ export class ResilientClient {
   private readonly attemptEvents = new Emitter<AttemptEvent>();
   private measures: readonly ClientMeasure[] = [];
   private readonly services = new Map<string, ServiceState>();
+  /** The state the last call found in `services` (calls tend to go to the same service): no Map lookup when the next one does too. */
+  private lastState: ServiceState | undefined;
   private readonly opening: SingleFlight<string, ServiceState>;
   private readonly defaultTimeout: AttemptTimeout | undefined;
   private readonly timeouts = new Map<number, AttemptTimeout>();
@@ -192,7 +195,7 @@ export class ResilientClient {
     this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
     this.stateOptions = ServiceState.validate({ ...o, clock }, o.clock === undefined ? undefined : clock);
     this.breakers = this.stateOptions.breakers!;
-    this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents, measure: undefined };
+    this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents, measure: undefined, afterFirst: (run, err) => this.afterFirst(run, err) };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
@@ -455,6 +458,7 @@ export class ResilientClient {
     this.closing ??= (async () => {
       const states = [...this.services.values()];
       this.services.clear();
+      this.lastState = undefined;
       await Promise.all(states.map((s) => s.close()));
       await this.pools?.close();
       if (this.ownsRegistry) await this.registry.close();
@@ -496,8 +500,11 @@ export class ResilientClient {
   /** runUntraced is `run` without the `bulwark:client:call` trace around it. */
   private runUntraced<T>(service: string, fn: InstanceTask<T>, options: CallOptions<T> | undefined, judge: ResultJudge<T> | undefined): Promise<T> {
     if (this.closing !== undefined) return Promise.reject(new ClosedError('ResilientClient is closed'));
+    const last = this.lastState;
+    if (last !== undefined && last.name === service) return this.runOn(last, fn, options, judge);
     const state = this.services.get(service);
     if (state === undefined) return this.stateOf(service).then((s) => this.runOn(s, fn, options, judge));
+    this.lastState = state;
     return this.runOn(state, fn, options, judge);
   }
 
@@ -530,7 +537,38 @@ export class ResilientClient {
       key = options.key;
       isFailure = options.isFailure;
     }
-    const run = new CallRun<T>(this.ctx, s, fn, key, timeout, signal, isFailure, judge);
+    const policyFallback = fallback instanceof Fallback;
+    const run = new CallRun<T>(
+      this.ctx,
+      s,
+      fn,
+      key,
+      timeout,
+      signal,
+      isFailure,
+      judge,
+      retry,
+      policyFallback ? undefined : (fallback as FallbackStrategy<T> | undefined),
+    );
+    // The common call (no signal of its own, no policy Fallback, which hears every outcome, and a free
+    // bulkhead slot) runs its first attempt on its own promise (see CallRun); counted in the retry
+    // budget as Retry.execute counts it (Retry's budget is the service's).
+    if (signal === undefined && !policyFallback && s.bulkhead.tryEnter()) {
+      s.budget.recordCall();
+      return run.call();
+    }
+    return this.runGeneric(s, run, retry, fallback, signal);
+  }
+
+  /** runGeneric runs a call through Retry and the bulkhead from its first attempt (see CallRun). */
+  private runGeneric<T>(
+    s: ServiceState,
+    run: CallRun<T>,
+    retry: Retry | undefined,
+    fallback: FallbackStrategy<T> | Fallback<T> | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
+    const counters = this.counters;
     const measure = this.ctx.measure;
     let p: Promise<T>;
     if (retry === undefined) {
@@ -561,6 +599,13 @@ export class ResilientClient {
           measure === undefined ? this.failed<T>(err, undefined, signal, true) : this.failedMeasured<T>(err, undefined, signal, true, run, measure, s.name),
       );
     }
+    return this.settle(run, p, fallback, signal);
+  }
+
+  /** settle answers what a call answers once `p`, its attempts, settles: their value, or the fallback's, the last HTTP answer or the error. */
+  private settle<T>(run: CallRun<T>, p: Promise<T>, fallback: FallbackStrategy<T> | undefined, signal: AbortSignal | undefined): Promise<T> {
+    const counters = this.counters;
+    const measure = this.ctx.measure;
     return p.then(
       (value) => {
         counters.succeeded++; // measured as it answered (ClientMeasure.answered)
@@ -568,9 +613,19 @@ export class ResilientClient {
       },
       (err: unknown) => {
         run.ended(err);
-        return measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, s.name);
+        return measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, run.service.name);
       },
     );
+  }
+
+  /** afterFirst carries on a call whose first attempt ran on its own promise and failed (RunContext.afterFirst). */
+  private afterFirst<T>(run: CallRun<T>, err: unknown): T | PromiseLike<T> {
+    if (run.retry !== undefined) return this.settle(run, run.retry.retryAfter(err, run.inBulkhead, undefined), run.fallback, undefined);
+    run.ended(err);
+    const measure = this.ctx.measure;
+    return measure === undefined
+      ? this.failed(err, run.fallback, undefined)
+      : this.failedMeasured(err, run.fallback, undefined, false, run, measure, run.service.name);
   }
 
   /** since answers the ms since the call's first attempt started (0 when none ran). */
@@ -683,6 +738,7 @@ export class ResilientClient {
       if (this.services.size > this.maxServices) {
         const [oldest, evicted] = this.services.entries().next().value as [string, ServiceState];
         this.services.delete(oldest);
+        if (this.lastState === evicted) this.lastState = undefined;
         void evicted.close();
       }
       return state;

@@ -107,6 +107,8 @@ export class ServiceState implements ServiceParts {
   maxAttempts: number;
   /** The fault injected into this service's attempts (`setFault`), or undefined. */
   fault: FaultInjector | undefined;
+  /** The balancer is the Balancer made here on the client's clock: reports carry the attempt's end reading (ServiceParts.sharesClock). */
+  readonly sharesClock: boolean;
   private backoff: BackoffOptions;
   private readonly clock: Clock | undefined;
   private readonly instanceBreakers = new Map<string, Breaker | undefined>();
@@ -159,6 +161,8 @@ export class ServiceState implements ServiceParts {
     this.balancer =
       options.balancerFactory?.(name, registry) ??
       new Balancer({ strategy: 'p2c', ...options.balancer, clock: options.balancer?.clock ?? options.clock, registry, service: name });
+    // Made here on the client's clock (the clock of every state: see ResilientClient), unless the balancer options name another.
+    this.sharesClock = options.balancerFactory === undefined && options.clock !== undefined && (options.balancer?.clock ?? options.clock) === options.clock;
     this.breakers = options.breakers!;
     this.breaker = this.breakers.get(name) ?? OPEN_DOOR;
     this.bulkhead = new Bulkhead({ ...serviceStateDefaults.bulkhead, ...options.bulkhead });

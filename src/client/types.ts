@@ -16,6 +16,8 @@ export interface AttemptOutcome {
   readonly ok: boolean;
   /** How long it took, in milliseconds. */
   readonly latencyMs: number;
+  /** When it ended, read from the client's clock, when the balancer runs on that clock (else undefined): see `CallOutcome.at`. */
+  readonly at?: number | undefined;
 }
 
 /**

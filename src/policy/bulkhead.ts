@@ -131,6 +131,22 @@ export class Bulkhead implements Guard, Reconfigurable<BulkheadOptions> {
     return Promise.reject(withoutStack(() => new BulkheadRejectedError(`bulkhead is full (${maxConcurrent} running, ${maxQueued} queued)`)));
   }
 
+  /**
+   * tryEnter takes a free slot for a caller that runs its work itself and answers true, or answers false
+   * when none is free (then `execute`, which queues or rejects). A true must be followed by one `leave()`
+   * when the work settles. ResilientClient's call runs its first attempt so, on the call's own promise. @internal
+   */
+  tryEnter(): boolean {
+    if (this.activeCount >= this.maxConcurrent) return false;
+    this.activeCount++;
+    return true;
+  }
+
+  /** leave frees the slot a `tryEnter` took (handing it to the first waiter, as a settled `execute` does). @internal */
+  leave(): void {
+    this.release();
+  }
+
   /** run starts `fn` in a slot already counted in `activeCount`; the slot is released when it settles. */
   private run<T>(fn: Task<T>, signal: AbortSignal): Promise<T> {
     let result: T | PromiseLike<T>;

@@ -159,8 +159,12 @@ export class Retry implements Guard, Reconfigurable<RetryLiveOptions> {
     return Promise.resolve(result).then(undefined, (err: unknown) => this.retryAfter(err, fn, signal));
   }
 
-  /** retryAfter runs attempts 2… after attempt 1 failed with `firstError`. */
-  private async retryAfter<T>(firstError: unknown, fn: Task<T>, signal: AbortSignal | undefined): Promise<T> {
+  /**
+   * retryAfter runs attempts 2… after attempt 1 failed with `firstError`, as `execute` does (the call
+   * counted in the budget already): for a caller that ran the first attempt itself (ResilientClient's
+   * call, on its own promise). @internal
+   */
+  async retryAfter<T>(firstError: unknown, fn: Task<T>, signal: AbortSignal | undefined): Promise<T> {
     const taskSignal = signal ?? neverAborted;
     const backoff = new Backoff(this.backoffOptions);
     let err = firstError;
