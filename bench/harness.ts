@@ -18,7 +18,10 @@
  * A section may state its `targets` (see `Target`, `atMost`, `fasterBy`): each is printed ✓/✗ after the table.
  * A subject whose child crashes makes the run exit non-zero.
  * Environment: BENCH_RUNS (default 5), BENCH_MS (measured time per child, default 1 000),
- * BENCH_FILTER (substring of subject names), BENCH_SECTION (substring of section titles: the others are skipped).
+ * BENCH_FILTER (substring of subject names), BENCH_SECTION (substring of section titles: the others are skipped),
+ * BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those CPUs). Pin on a machine whose
+ * cores differ in speed: on this project's 2-vCPU machine a child on CPU 1 runs a bare `await` loop 1.6×
+ * slower than one on CPU 0, so unpinned children compare the cores they landed on as much as the subjects.
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -117,6 +120,12 @@ async function measure(subject: Subject, durationMs: number): Promise<Result> {
   return { nsPerOp: (ms * 1e6) / ops, opsPerSec: ops / (ms / 1000), extra };
 }
 
+/** pinned answers the command that runs node with `args`: under `taskset -c $BENCH_PIN` when it is set. */
+function pinned(args: string[]): [string, string[]] {
+  const cpus = process.env.BENCH_PIN;
+  return cpus ? ['taskset', ['-c', cpus, process.execPath, ...args]] : [process.execPath, args];
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -161,7 +170,8 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
   process.stdout.write(`\n## ${title}  (${runs} runs × ${durationMs} ms per subject, each in its own process)\n`);
   for (let r = 0; r < runs; r++) {
     for (const name of names) {
-      const child = spawnSync(process.execPath, [...process.execArgv, path, '--child', name, '--section', title], {
+      const [command, args] = pinned([...process.execArgv, path, '--child', name, '--section', title]);
+      const child = spawnSync(command, args, {
         encoding: 'utf8',
         env: process.env,
         timeout: durationMs * 10 + 60_000,

@@ -14,7 +14,8 @@
  * with other jobs a child waiting for a core is then not counted as slower), AB_VS_PLAIN=1 (side A runs
  * the plain counterpart of each "(bound to rules)", "tracked" and "fleet-aware" subject: with the same dist
  * as A and B, what binding a component to rules, tracking it in BulwarkMetrics, or joining a fleet, costs
- * its hot path in one build).
+ * its hot path in one build), BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those
+ * CPUs; on a machine whose cores differ in speed, unpinned rounds compare the cores as much as the builds).
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -450,7 +451,11 @@ for (let r = 0; r < rounds; r++) {
           ];
     const round = {};
     for (const [label, dist] of order) {
-      const child = spawnSync(process.execPath, [self, '--child', dist, name, label], { encoding: 'utf8', timeout: 60_000 });
+      const cpus = process.env.BENCH_PIN;
+      const args = [self, '--child', dist, name, label];
+      const child = cpus
+        ? spawnSync('taskset', ['-c', cpus, process.execPath, ...args], { encoding: 'utf8', timeout: 60_000 })
+        : spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 60_000 });
       const line = child.stdout?.split('\n').find((l) => l.startsWith('@@NS '));
       if (child.status !== 0 || !line) {
         failed++;
