@@ -143,7 +143,10 @@ describe('etcd 200 ms away each way', { skip: skipReason(etcdBinary, 'etcd') }, 
     const prefix = `/latency-${process.pid}`;
     const warnings: string[] = [];
     const direct = new EtcdRegistry({ hosts: etcd.endpoint, prefix });
-    const far = new EtcdRegistry({ hosts: `http://${proxy.address}`, prefix, onWarning: (m) => warnings.push(m) });
+    // A call's deadline sized for a registry 400 ms a round trip away: a register is a lease grant and a
+    // transaction, two to four round trips, and at the default 3 s a CI run with every core busy saw one
+    // go unconfirmed (RegistryPendingError) while the write itself went through.
+    const far = new EtcdRegistry({ hosts: `http://${proxy.address}`, prefix, dialTimeoutMs: 8_000, onWarning: (m) => warnings.push(m) });
     const cache = new RegistryCache(far, { onWarning: (m) => warnings.push(m) });
     const inst = (i: number) => ({ id: `i${i}`, name: 'api', address: `127.0.0.1:${9000 + i}` });
     try {
