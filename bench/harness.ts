@@ -22,6 +22,7 @@
  * BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those CPUs). Pin on a machine whose
  * cores differ in speed: on this project's 2-vCPU machine a child on CPU 1 runs a bare `await` loop 1.6×
  * slower than one on CPU 0, so unpinned children compare the cores they landed on as much as the subjects.
+ * What a child starts (a server, a load generator) inherits the pin: leave it unset for those sections.
  */
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
