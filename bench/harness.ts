@@ -19,9 +19,11 @@
  * A subject whose child crashes makes the run exit non-zero.
  * Environment: BENCH_RUNS (default 5), BENCH_MS (measured time per child, default 1 000),
  * BENCH_FILTER (substring of subject names), BENCH_SECTION (substring of section titles: the others are skipped),
- * BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those CPUs). Pin on a machine whose
- * cores differ in speed: on this project's 2-vCPU machine a child on CPU 1 runs a bare `await` loop 1.6×
- * slower than one on CPU 0, so unpinned children compare the cores they landed on as much as the subjects.
+ * BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those CPUs). On this project's
+ * 2-vCPU machine a core's speed depends on its host and changes over minutes: at one time a bare `await`
+ * loop took 47–52 ns on CPU 0 and 79–87 ns on CPU 1, later 49–56 ns on both. Pinned, the children share
+ * one core's state rather than comparing the cores they landed on; what remains between them is the
+ * drift in time, which only the interleaved sections (every path in one process) remove.
  * What a child starts (a server, a load generator) inherits the pin: leave it unset for those sections.
  */
 import { spawnSync } from 'node:child_process';
