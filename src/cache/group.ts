@@ -270,19 +270,14 @@ export class Group implements GroupServer {
    * Rejects as `get` does.
    */
   getWithInfo(key: string, options?: GetOptions): Promise<GroupAnswer> {
+    const held = this.getCached(key);
+    if (held !== undefined) return Promise.resolve(held);
     if (typeof key !== 'string' || key.length === 0 || key.length > 1024) return Promise.reject(new TypeError(`Group ${this.name}: ${keyProblem(key)}`));
     this.counters.gets++;
-    let source: AnswerSource = 'main';
-    let v = this.main.get(key);
-    if (v === undefined) {
-      source = 'hot';
-      v = this.hot.get(key);
-    }
-    if (v !== undefined) {
+    // Not held: a "not found" remembered by either cache, or a miss.
+    if (this.main.get(key) === null || this.hot.get(key) === null) {
       this.counters.cacheHits++;
-      if (v === null) return Promise.reject(this.notFound(key));
-      const held = this.stale?.get(key);
-      return Promise.resolve({ value: new ByteView(v), source, ageMs: held === undefined ? undefined : this.clock.now() - held.at });
+      return Promise.reject(this.notFound(key));
     }
     const problem = keyProblem(key);
     if (problem !== undefined) return Promise.reject(new TypeError(`Group ${this.name}: ${problem}`));

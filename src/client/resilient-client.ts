@@ -605,27 +605,26 @@ export class ResilientClient {
   /** settle answers what a call answers once `p`, its attempts, settles: their value, or the fallback's, the last HTTP answer or the error. */
   private settle<T>(run: CallRun<T>, p: Promise<T>, fallback: FallbackStrategy<T> | undefined, signal: AbortSignal | undefined): Promise<T> {
     const counters = this.counters;
-    const measure = this.ctx.measure;
     return p.then(
       (value) => {
         counters.succeeded++; // measured as it answered (ClientMeasure.answered)
         return value;
       },
-      (err: unknown) => {
-        run.ended(err);
-        return measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, run.service.name);
-      },
+      (err: unknown) => this.attemptsFailed(run, err, fallback, signal),
     );
+  }
+
+  /** attemptsFailed answers what a call answers when its attempts failed with `err`: the fallback's, the last HTTP answer, or the error. */
+  private attemptsFailed<T>(run: CallRun<T>, err: unknown, fallback: FallbackStrategy<T> | undefined, signal: AbortSignal | undefined): T | PromiseLike<T> {
+    run.ended(err);
+    const measure = this.ctx.measure;
+    return measure === undefined ? this.failed(err, fallback, signal) : this.failedMeasured(err, fallback, signal, false, run, measure, run.service.name);
   }
 
   /** afterFirst carries on a call whose first attempt ran on its own promise and failed (RunContext.afterFirst). */
   private afterFirst<T>(run: CallRun<T>, err: unknown): T | PromiseLike<T> {
     if (run.retry !== undefined) return this.settle(run, run.retry.retryAfter(err, run.inBulkhead, undefined), run.fallback, undefined);
-    run.ended(err);
-    const measure = this.ctx.measure;
-    return measure === undefined
-      ? this.failed(err, run.fallback, undefined)
-      : this.failedMeasured(err, run.fallback, undefined, false, run, measure, run.service.name);
+    return this.attemptsFailed(run, err, run.fallback, undefined);
   }
 
   /** since answers the ms since the call's first attempt started (0 when none ran). */
