@@ -278,6 +278,30 @@ export class CircuitBreaker implements Breaker, FleetMember, Reconfigurable<Circ
    * is not a function rejects with a TypeError and counts nothing (the caller's error, not the dependency's).
    */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
+    if (options !== undefined || typeof fn !== 'function' || this.code !== CLOSED || this.timed) return this.executeChecked(fn, options);
+    // Closed, untimed, no signal: no token, no closure; a call that settles after the breaker left this
+    // closed period is not counted (onValue and onError count only while closed).
+    const epoch = this.epoch;
+    let r: T | PromiseLike<T>;
+    try {
+      r = fn(neverAborted);
+    } catch (err) {
+      this.settleClosed(epoch, 0, err, neverAborted);
+      return Promise.reject(err);
+    }
+    if (r instanceof Promise) return r.then(this.onValue, this.onError) as Promise<T>;
+    if (!isPromiseLike<T>(r)) {
+      this.settleClosed(epoch, 0, NO_ERROR, neverAborted);
+      return Promise.resolve(r);
+    }
+    return Promise.resolve(r).then(this.onValue, this.onError);
+  }
+
+  /**
+   * executeChecked is `execute` for every call but the common one (a function, no options, closed and
+   * untimed): kept apart so that the common call runs a body small enough to inline into its caller.
+   */
+  private executeChecked<T>(fn: Task<T>, options: BreakerExecuteOptions<T> | undefined): Promise<T> {
     if (typeof fn !== 'function') return badTask('CircuitBreaker', fn);
     let signal: AbortSignal = neverAborted;
     if (options !== undefined) {
@@ -307,6 +331,15 @@ export class CircuitBreaker implements Breaker, FleetMember, Reconfigurable<Circ
     }
     const p = r instanceof Promise ? r : Promise.resolve(r);
     if (!this.timed && signal === neverAborted) return p.then(this.onValue, this.onError) as Promise<T>;
+    return this.settleClosedLater(p, epoch, start, signal);
+  }
+
+  /**
+   * settleClosedLater reports a closed-state call when `p` settles, for a call that is timed or carries
+   * a signal. Its reactions close over the call's epoch, start and signal; made here rather than in
+   * `execute`, so that execute's common path allocates no context for them.
+   */
+  private settleClosedLater<T>(p: Promise<T>, epoch: number, start: number, signal: AbortSignal): Promise<T> {
     return p.then(
       (value: T) => {
         this.settleClosed(epoch, start, NO_ERROR, signal);

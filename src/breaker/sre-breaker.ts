@@ -292,6 +292,24 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
    * is not a function rejects with a TypeError and counts nothing (the caller's error, not the dependency's).
    */
   execute<T>(fn: Task<T>, options?: BreakerExecuteOptions<T>): Promise<T> {
+    if (options !== undefined || typeof fn !== 'function') return this.executeChecked(fn, options);
+    if (!this.admits()) return this.rejections.rejected();
+    let r: T | PromiseLike<T>;
+    try {
+      r = fn(neverAborted);
+    } catch (err) {
+      this.markFailure(err);
+      return Promise.reject(err);
+    }
+    if (r instanceof Promise) return r.then(this.onValue, this.onError) as Promise<T>;
+    return this.settleNonPromise(r, this.onError);
+  }
+
+  /**
+   * executeChecked is `execute` for a call with options, or whose `fn` is not a function: kept apart so
+   * that the common call (a function, no options) runs a body small enough to inline into its caller.
+   */
+  private executeChecked<T>(fn: Task<T>, options: BreakerExecuteOptions<T> | undefined): Promise<T> {
     if (typeof fn !== 'function') return badTask('SreBreaker', fn);
     let signal: AbortSignal = neverAborted;
     if (options !== undefined) {
@@ -309,14 +327,13 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
       this.countError(err, signal);
       return Promise.reject(err);
     }
-    const onError =
-      signal === neverAborted
-        ? this.onError
-        : (err: unknown): never => {
-            this.countError(err, signal);
-            throw err;
-          };
+    const onError = signal === neverAborted ? this.onError : this.errorCounter(signal);
     if (r instanceof Promise) return r.then(this.onValue, onError) as Promise<T>;
+    return this.settleNonPromise(r, onError);
+  }
+
+  /** settleNonPromise counts the outcome of a `fn` that answered a thenable or a plain value. */
+  private settleNonPromise<T>(r: T | PromiseLike<T>, onError: (err: unknown) => never): Promise<T> {
     if (isPromiseLike<T>(r)) return Promise.resolve(r).then(this.onValue, onError) as Promise<T>;
     this.markSuccess();
     return Promise.resolve(r);
@@ -400,6 +417,17 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
     this.markFailure(err);
     throw err;
   };
+
+  /**
+   * errorCounter answers the rejection handler of a call carrying `signal`. Made here rather than in
+   * `execute`, so that execute's common path (no signal) allocates no context for the closure.
+   */
+  private errorCounter(signal: AbortSignal): (err: unknown) => never {
+    return (err: unknown): never => {
+      this.countError(err, signal);
+      throw err;
+    };
+  }
 
   /** countError counts a failure unless the caller's own signal aborted the call (a deadline still counts). */
   private countError(err: unknown, signal: AbortSignal): void {
