@@ -26,14 +26,17 @@
  *   included) is printed too, with `keptMB`, what the scrapes keep between them. The heap each tracked
  *   breaker adds is printed as `bytesPerBreaker` (tracked standalone breakers against the same
  *   breakers untracked);
- * - the same scrape through the real handler over loopback HTTP, against a minimal node:http server
- *   answering the same bytes from one buffer made beforehand, both in one process with their client,
- *   alternating rounds: `extraMs` (median over rounds) is what the handler adds to sending the bytes;
- *   printed, no target (the socket's and the client's work are the machine's, not the scrape's);
+ * - the same scrape through the real handler over loopback HTTP, against a server answering
+ *   `metricsBuffer()` with `res.end` (what the handler did before) and a minimal node:http server
+ *   answering the same bytes from one buffer made beforehand, all in one process with their client,
+ *   alternating rounds: `handlerExtraMs` and `joinedExtraMs` (medians over rounds) are what each adds
+ *   to sending the bytes; printed, no target (the socket's and the client's work are the machine's,
+ *   not the scrape's). Scrapes back to back let the allocator reuse the joined buffer's memory, so the
+ *   join's page faults, which a scrape every 15 s meets, mostly do not show here (`joinedFaults`);
  * - against opossum 9 + opossum-prometheus 0.3 on the same breaker workload (success path with the
  *   exporter attached; a scrape of 1 000 breakers): bulwark tracked is faster on both.
  */
-import { createServer, request, Agent, type Server } from 'node:http';
+import { createServer, request, Agent, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { runInNewContext } from 'node:vm';
@@ -444,66 +447,83 @@ function fetched(url: string, agent: Agent): Promise<number> {
   });
 }
 
-/** LOOPBACK_ROUND: scrapes per side per round of the loopback A/B. */
+/** LOOPBACK_ROUND: scrapes per side per round of the loopback comparison. */
 const LOOPBACK_ROUND = 3;
 
 /**
- * loopbackSubject: the handler answering the 10 000-breaker scrape over loopback HTTP, against a
- * minimal node:http server answering the same bytes from one buffer made beforehand, in ONE process
- * (client included), alternating rounds (which side goes first alternates too): both pay the same
- * socket and client work, so their difference is what the handler adds to sending the bytes. Its
- * extras are the medians over rounds of each side's ms per scrape, of their difference and ratio.
+ * loopbackSubject: the handler answering the 10 000-breaker scrape over loopback HTTP, against a server
+ * answering `metricsBuffer()` with `res.end` (the parts joined, as the handler did before it wrote them
+ * one by one) and a minimal node:http server answering the same bytes from one buffer made beforehand,
+ * in ONE process (client included), alternating rounds (the order turns each round): all three pay the
+ * same socket and client work, so a difference to the pre-built side is what a handler adds to sending
+ * the bytes. Its extras are the medians over rounds of each side's ms per scrape, of the differences to
+ * the pre-built side and of handler / joined, and the page faults each side takes.
  */
 async function loopbackSubject(): Promise<Subject> {
   const { metrics: m } = await scrapeGroup();
   const prebuilt = await m.metricsBuffer();
-  const handler = metricsHandler(m);
-  const ours = createServer(handler);
-  const plain = createServer((_req, res) => {
+  const head = (res: ServerResponse): void => {
     res.setHeader('content-type', m.contentType);
     res.setHeader('cache-control', 'no-store');
-    res.end(prebuilt);
-  });
-  const urls = [await listen(ours), await listen(plain)] as const;
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const side = async (url: string): Promise<number> => {
-    const t = performance.now();
-    for (let i = 0; i < LOOPBACK_ROUND; i++) if ((await fetched(url, agent)) !== prebuilt.length) throw new Error(`${url}: wrong length`);
-    return (performance.now() - t) / LOOPBACK_ROUND;
   };
-  const oursMs: number[] = [];
-  const plainMs: number[] = [];
+  const servers = [
+    createServer(metricsHandler(m)),
+    createServer((_req, res) => {
+      void m.metricsBuffer().then((b) => {
+        head(res);
+        res.end(b);
+      });
+    }),
+    createServer((_req, res) => {
+      head(res);
+      res.end(prebuilt);
+    }),
+  ];
+  const urls: string[] = [];
+  for (const s of servers) urls.push(await listen(s));
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const ms: number[][] = [[], [], []];
+  const faults: number[][] = [[], [], []];
   let round = 0;
   return {
     op: async () => {
-      const first = round++ % 2 === 0;
-      const a = first ? await side(urls[0]) : 0;
-      const b = await side(urls[1]);
-      const c = first ? a : await side(urls[0]);
-      oursMs.push(c);
-      plainMs.push(b);
+      const r = round++;
+      for (let k = 0; k < 3; k++) {
+        const i = (k + r) % 3;
+        const f = process.resourceUsage().minorPageFault;
+        const t = performance.now();
+        for (let j = 0; j < LOOPBACK_ROUND; j++) if ((await fetched(urls[i]!, agent)) !== prebuilt.length) throw new Error(`${urls[i]}: wrong length`);
+        ms[i]!.push((performance.now() - t) / LOOPBACK_ROUND);
+        faults[i]!.push((process.resourceUsage().minorPageFault - f) / LOOPBACK_ROUND);
+      }
     },
     async: true,
     batch: 1,
     extra: () => ({
-      handlerMs: median(oursMs),
-      prebuiltMs: median(plainMs),
-      extraMs: median(oursMs.map((x, i) => x - plainMs[i]!)),
-      ratio: median(oursMs.map((x, i) => x / plainMs[i]!)),
+      handlerMs: median(ms[0]!),
+      joinedMs: median(ms[1]!),
+      prebuiltMs: median(ms[2]!),
+      handlerExtraMs: median(ms[0]!.map((x, i) => x - ms[2]![i]!)),
+      joinedExtraMs: median(ms[1]!.map((x, i) => x - ms[2]![i]!)),
+      handlerVsJoined: median(ms[0]!.map((x, i) => x / ms[1]![i]!)),
+      handlerFaults: median(faults[0]!),
+      joinedFaults: median(faults[1]!),
+      prebuiltFaults: median(faults[2]!),
     }),
     teardown: async () => {
       agent.destroy();
-      await new Promise((r) => ours.close(r));
-      await new Promise((r) => plain.close(r));
+      for (const s of servers) await new Promise((r) => s.close(r));
       await m.close();
     },
   };
 }
 
-const LOOPBACK = 'handler | the same bytes pre-built, over loopback HTTP (one process, alternating)';
+const LOOPBACK = 'handler | metricsBuffer with res.end | the same bytes pre-built, over loopback HTTP (one process, alternating)';
 
-await bench('metrics: the 10 000-breaker scrape over loopback HTTP (A/B interleaved in one process)', {
+await bench('metrics: the 10 000-breaker scrape over loopback HTTP (interleaved in one process)', {
   subjects: { [LOOPBACK]: () => loopbackSubject() },
+  // A round is ~60 ms (nine scrapes): long enough for some 50 rounds a run.
+  durationMs: 3_000,
 });
 
 const OPOSSUM = 'opossum fire + opossum-prometheus';
