@@ -1,8 +1,9 @@
 /**
  * The handlers send a BulwarkMetrics scrape as the parts it was rendered in, views of the families'
- * buffers, which later scrapes write again: on a real node:http server on a loopback port, a client that
- * does not read and scrapes made while its response is still being sent must each get exactly the
- * exposition of their own scrape (`metrics()` taken at the same state).
+ * buffers, which later scrapes write again: on real servers (node:http, Express, Fastify) on loopback
+ * ports, a client that does not read and scrapes made while its response is still being sent must each
+ * get exactly the exposition of their own scrape (`metrics()` taken at the same state); GET and HEAD
+ * carry the exposition's length (the sum of the parts).
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -142,6 +143,29 @@ describe('the metrics handlers', () => {
         assert.ok(slowText === first, 'the slow client gets the exposition of its own scrape');
       } finally {
         slow.destroy();
+        await close();
+        await m.close();
+      }
+    });
+
+    it(`answer GET with the exposition's length and bytes, and HEAD with its length and no body (${framework})`, async () => {
+      const group = new BreakerGroup({ clock: new ManualClock() });
+      for (let i = 0; i < 100; i++) await group.execute(`svc-${i}`, task);
+      const m = new BulwarkMetrics({ registry: new Registry() });
+      m.track(group, { name: 'peers' });
+      const { port, close } = await serve(m);
+      try {
+        const expected = await m.metricsBuffer();
+        const url = `http://127.0.0.1:${port}/metrics`;
+        const get = await fetch(url);
+        assert.equal(get.headers.get('content-length'), String(expected.length));
+        assert.ok(Buffer.from(await get.arrayBuffer()).equals(expected), 'GET answers the bytes of metricsBuffer()');
+        const head = await fetch(url, { method: 'HEAD' });
+        assert.equal(head.status, 200);
+        assert.equal(head.headers.get('content-length'), String(expected.length));
+        assert.match(head.headers.get('content-type')!, /^text\/plain; version=0\.0\.4/);
+        assert.equal((await head.arrayBuffer()).byteLength, 0);
+      } finally {
         await close();
         await m.close();
       }
