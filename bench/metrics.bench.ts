@@ -522,8 +522,8 @@ const LOOPBACK = 'handler | metricsBuffer with res.end | the same bytes pre-buil
 
 await bench('metrics: the 10 000-breaker scrape over loopback HTTP (interleaved in one process)', {
   subjects: { [LOOPBACK]: () => loopbackSubject() },
-  // A round is ~60 ms (nine scrapes): long enough for some 50 rounds a run.
-  durationMs: 3_000,
+  // A round is ~60 ms (nine scrapes): three times BENCH_MS, some 50 rounds a run by default.
+  durationMs: 3 * Number(process.env.BENCH_MS ?? 1_000),
 });
 
 const OPOSSUM = 'opossum fire + opossum-prometheus';
