@@ -62,7 +62,7 @@ export class Family implements TextSection {
   private sizeHint = 0;
   /** The last scrape's buffer: the next one copies its unchanged lines from it. */
   private last: TextBuffer | undefined;
-  /** The buffer before it, written again by the next scrape (see BulwarkMetrics.render). */
+  /** The buffer before it, written again by the next scrape unless an answer still holds it (see begin). */
   private spare: TextBuffer | undefined;
   /** Event series by owner (a tracked component's entry), then by label key. */
   readonly events = new Map<object, Map<string, EventSeries>>();
@@ -110,11 +110,12 @@ export class Family implements TextSection {
 
   /**
    * begin starts the family's text for a scrape (HELP and TYPE lines); `write` then adds sample lines,
-   * copying those unchanged since the last scrape from its buffer. With `reuse`, it is written into the
-   * buffer of the scrape before the last (whose text must have been copied by then).
+   * copying those unchanged since the last scrape from its buffer. It is written into the buffer of the
+   * scrape before the last, unless an answer still holds that one's bytes (a response still sending
+   * them: see `end`): then into a new buffer, and the held one is left to its answer.
    */
-  begin(bytes: ByteText, reuse: boolean): void {
-    const spare = reuse ? this.spare : undefined;
+  begin(bytes: ByteText): void {
+    const spare = this.spare !== undefined && this.spare.held === 0 ? this.spare : undefined;
     const out = (this.out = spare ?? new TextBuffer(this.sizeHint));
     out.clear(this.last);
     out.write(`# HELP ${this.fullName} ${bytes.bytes(escapeHelp(this.help))}\n# TYPE ${this.fullName} ${this.type}\n`);
@@ -143,10 +144,11 @@ export class Family implements TextSection {
   /**
    * end adds the series counted from events and answers the family in the text exposition format
    * (prom-client's layout, no final newline), as UTF-8 bytes: a view of the buffer, which is kept for
-   * the next scrape when `keep`.
+   * the next scrapes. It is held (added to `held`, its count raised) until the scrape's answer is
+   * released (BulwarkMetrics.render): until then no scrape writes into it.
    */
-  end(bytes: ByteText, keep: boolean): Buffer {
-    if (this.out === undefined) this.begin(bytes, false);
+  end(bytes: ByteText, held: TextBuffer[]): Buffer {
+    if (this.out === undefined) this.begin(bytes);
     for (const series of this.events.values()) {
       for (const e of series.values()) {
         if (this.type !== 'histogram') {
@@ -162,10 +164,10 @@ export class Family implements TextSection {
     this.out = undefined;
     this.sizeHint = out.length + (out.length >> 4);
     const bytesOut = out.bytes();
-    if (keep) {
-      this.spare = this.last;
-      this.last = out;
-    }
+    this.spare = this.last;
+    this.last = out;
+    out.held++;
+    held.push(out);
     return bytesOut;
   }
 

@@ -65,6 +65,11 @@ export class ByteText {
  * line that would have been written.
  */
 export class TextBuffer {
+  /**
+   * held counts the scrapes whose answer still refers to this buffer's bytes (a response being sent):
+   * the family does not write it again while one does (see Family.begin).
+   */
+  held = 0;
   private buf: Buffer;
   private len = 0;
   /** The lines recorded by `line` in this scrape, in order: their parts, values and byte ranges. */
