@@ -15,7 +15,13 @@
  *   script_server_us say what each script costs inside Redis (INFO commandstats usec_per_call, the
  *   median of 10 interleaved chunks of 10 000 calls each, per run), a number the machine's load moves
  *   far less than a round trip; *_p50 ratios compare the median single call (robust to a stall that
- *   lands on one subject), the targets the mean (throughput);
+ *   lands on one subject), the targets the mean (throughput). The same floor script runs twice ("floor
+ *   again", on a connection and a key of its own): floor_vs_floor_rounds (and its min / max) is the per-round
+ *   ratio of two identical subjects — 1 without noise — and rounds_median_se the standard error of a median
+ *   of per-round ratios in that run (from their interquartile range), so a reading of ours_vs_floor_rounds
+ *   can be told from the noise it sits in; raw_vs_floor_rounds and ours_vs_raw_rounds split its gap into
+ *   the script's part and the client layers' part, with the same estimator. None of these count the
+ *   harness's warm-up (the JIT still compiling, more of it for the limiter than for a bare EVALSHA);
  * - 64 concurrent callers: ≥ 1.5× RateLimiterRedis on one key, and on 1 000 distinct keys — the keys'
  *   target read from an interleaved section too (rounds of 64 calls of each subject in one process,
  *   the order rotating), since separate processes measured at different moments swing with the load
@@ -71,7 +77,9 @@ const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', K
 
 /** Ops (one call of each subject) per round of the one-caller rotation's per-round ratios. */
 const ROUND = 200;
-const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100 | raw script, shuffled';
+/** The harness's warm-up: min(300, BENCH_MS / 3) ms of ops that it does not measure (see harness.ts). */
+const WARM_MS = 300;
+const ROTATING = 'PING | floor | RedisTokenLimiter.take | RateLimiterRedis.consume | take with lease 100 | raw script | floor again, shuffled';
 const BIG = 1e12; // a rate / quota so large that every call is admitted
 /** A rate beyond what a single double of ms since 1970 could keep exact (the state is split); with a BIG burst every call is admitted. */
 const REDIS_RATE = 1_000_000;
@@ -156,8 +164,12 @@ try {
         // Every subject on a connection of its own, as the limiter and RateLimiterRedis have: a connection
         // that three subjects keep busy answered a little faster (0.5–4 µs at the median call) than one
         // used by a single subject, a bias towards whichever subjects shared it.
-        const [pingClient, floorClient, rawClient] = [new Redis(url()), new Redis(url()), new Redis(url())];
+        const [pingClient, floorClient, rawClient, floor2Client] = [new Redis(url()), new Redis(url()), new Redis(url()), new Redis(url())];
         const floor = await scriptCall(floorClient, BUCKET_FLOOR);
+        // The noise floor: the same floor script again, on a connection and a key of its own. Its per-round
+        // ratio to the floor would be 1.000 on a machine without noise; how far its median and spread stray
+        // from 1 is how far ours_vs_floor_rounds can stray in the same run for no reason in the code.
+        const floor2 = await scriptCall(floor2Client, BUCKET_FLOOR);
         const rlfClient = new Redis(url());
         const rlf = new RateLimiterRedis({ storeClient: rlfClient, points: BIG, duration: 1, keyPrefix: `rlfi:${process.pid}` });
         const lim = new RedisTokenLimiter({ redis: url(), prefix: `bi:${process.pid}:`, rate: REDIS_RATE, burst: BIG, timeoutMs: 2_000 });
@@ -176,13 +188,16 @@ try {
         const rawKey = `braw:${process.pid}:{k}`;
         const raw = () => rawClient.evalsha(tokenSha, '1', rawKey, String(1000 / REDIS_RATE), String(BIG));
         await pingClient.ping();
-        const calls = [() => pingClient.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw];
+        const calls = [() => pingClient.ping(), floor, () => lim.take('k'), () => rlf.consume('k'), () => leased.take('k'), raw, floor2];
         const S = calls.length;
         const busy = calls.map(() => 0);
         // Each call's time, for the medians (µs, grown as needed).
         let times = calls.map(() => new Float64Array(1 << 16));
         const order = calls.map((_, i) => i);
         let n = 0;
+        // Ops before this time are the harness's warm-up (its first WARM_MS): run, not counted — the JIT is
+        // still compiling then, and it has more of the limiter's code to compile than of a bare EVALSHA.
+        let countFrom = -1;
         return {
           async: true,
           batch: 25,
@@ -191,6 +206,11 @@ try {
           // not average out (on a loaded machine, two identical floor subjects measured 0.82× and 0.95×
           // apart in a rotation); shuffled, what is left is noise, which they do.
           op: async () => {
+            if (countFrom < 0) countFrom = performance.now() + WARM_MS;
+            if (performance.now() < countFrom) {
+              for (const call of calls) await call();
+              return;
+            }
             n++;
             for (let i = S - 1; i > 0; i--) {
               const j = Math.floor(Math.random() * (i + 1));
@@ -210,18 +230,23 @@ try {
           },
           extra: async () => {
             const p50 = (s: number) => median(times[s]!.subarray(0, n));
-            // Per-round ratios: rounds of ROUND consecutive ops (each one call of every subject), floor time ÷ our time.
-            const rounds: number[] = [];
-            for (let r = 0; r + ROUND <= n; r += ROUND) {
-              let floorMs = 0;
-              let oursMs = 0;
-              for (let i = r; i < r + ROUND; i++) {
-                floorMs += times[1]![i]!;
-                oursMs += times[2]![i]!;
+            // Per-round ratios: rounds of ROUND consecutive ops (each one call of every subject), time of a ÷ time of b.
+            const perRound = (a: number, b: number): number[] => {
+              const rounds: number[] = [];
+              for (let r = 0; r + ROUND <= n; r += ROUND) {
+                let aMs = 0;
+                let bMs = 0;
+                for (let i = r; i < r + ROUND; i++) {
+                  aMs += times[a]![i]!;
+                  bMs += times[b]![i]!;
+                }
+                rounds.push(aMs / bMs);
               }
-              rounds.push(floorMs / oursMs);
-            }
-            const vsFloor = spread(rounds);
+              return rounds;
+            };
+            const vsFloor = spread(perRound(1, 2));
+            const floorVsFloor = perRound(1, 6);
+            const noise = spread(floorVsFloor);
             const server = await serverUs(redis, floor, raw);
             return {
               ping_us: (busy[0]! / n) * 1000,
@@ -234,6 +259,14 @@ try {
               ours_vs_floor_rounds: vsFloor.median,
               ours_vs_floor_min: vsFloor.min,
               ours_vs_floor_max: vsFloor.max,
+              // The noise floor (see floor2): two identical subjects' median of per-round ratios and its range, and
+              // the standard error of such a median in this run (from the ratios' interquartile range).
+              floor_vs_floor_rounds: noise.median,
+              floor_vs_floor_min: noise.min,
+              floor_vs_floor_max: noise.max,
+              rounds_median_se: medianSe(floorVsFloor),
+              raw_vs_floor_rounds: spread(perRound(1, 5)).median,
+              ours_vs_raw_rounds: spread(perRound(5, 2)).median,
               lease100_vs_ping: busy[0]! / busy[4]!,
               ours_vs_raw_script: busy[5]! / busy[2]!,
               raw_script_vs_floor: busy[1]! / busy[5]!,
@@ -252,7 +285,7 @@ try {
           teardown: async () => {
             await lim.close();
             await leased.close();
-            for (const c of [redis, pingClient, floorClient, rawClient, rlfClient]) c.disconnect();
+            for (const c of [redis, pingClient, floorClient, rawClient, rlfClient, floor2Client]) c.disconnect();
           },
         };
       },
@@ -609,6 +642,17 @@ function rotating(rounds: (() => Promise<unknown>)[]) {
 function spread(xs: number[]): { median: number; min: number; max: number } {
   const s = [...xs].sort((a, b) => a - b);
   return { median: s[s.length >> 1] ?? NaN, min: s[0] ?? NaN, max: s[s.length - 1] ?? NaN };
+}
+
+/**
+ * medianSe is the standard error of the median of `xs` (per-round ratios), from their interquartile range:
+ * 1.2533 σ / √n with σ = IQR / 1.349, which a few stalled rounds (the tails of these ratios) do not inflate.
+ */
+function medianSe(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length < 4) return NaN;
+  const iqr = s[Math.floor((s.length * 3) / 4)]! - s[Math.floor(s.length / 4)]!;
+  return (1.2533 * (iqr / 1.349)) / Math.sqrt(s.length);
 }
 
 /** ratioTarget checks an extra number of a section's only subject (an interleaved ratio) against a minimum. */
