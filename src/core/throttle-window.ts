@@ -88,10 +88,11 @@ export class ThrottleWindow extends BucketRing {
 
   protected override roll(now: number): void {
     super.roll(now);
-    // The run of failing buckets over the older buckets, oldest first (the new head is empty).
+    // The run of failing buckets over the older live buckets, oldest first (the new head is empty; after
+    // the whole window has passed there are none).
     const v = this.v;
     let run = 0;
-    for (let age = this.buckets - 1; age >= 1; age--) {
+    for (let age = this.liveAge(); age >= 1; age--) {
       const base = this.slotOf(age) * CHANNELS;
       if (v[base + SUCCESS]! > 0) run = 0;
       else if (v[base + FAILURE]! > 0) run++;
