@@ -2,9 +2,10 @@
  * The rolling window family: counts kept per bucket over the last `windowMs` milliseconds, split into
  * `buckets` buckets (go-zero `collection.RollingWindow`). Adding is O(1) and allocates nothing: buckets
  * that time has passed are cleared lazily, on the first add or read after their time, and running totals
- * are kept so that reading a sum is O(1) too. When the whole window has passed (a breaker idle for longer
- * than its window, read by a scrape every 15 s) the ring is emptied in O(1): the buckets older than
- * `validAbs` count as empty, and each is zeroed when it next becomes the newest.
+ * are kept so that reading a sum is O(1) too. When the whole window has passed, or every bucket holding
+ * counts has (a breaker idle for longer than its window, read by a scrape every few seconds), the ring
+ * is emptied in O(1): the buckets older than `validAbs` count as empty, and each is zeroed when it next
+ * becomes the newest.
  *
  * `BucketRing` is the one roll loop; `RollingWindow` is the general window (any number of channels, sums
  * and a walk over the buckets). The breakers' windows (`outcome-window.ts`, `throttle-window.ts`) are
@@ -63,6 +64,13 @@ export abstract class BucketRing {
    * zeroed when they become the newest). Buckets from `validAbs` to `headAbs` are all live.
    */
   protected validAbs: number;
+  /**
+   * The newest bucket seen holding counts when it stopped being the newest (−∞: none since the ring was
+   * emptied). Adds go to the newest bucket only, so no older bucket holds counts: once this one has left
+   * the window, the window is empty and a roll empties it in O(1) however few buckets passed (a breaker
+   * idle for a window, scraped more often than that). Kept by `roll`, not by the adds.
+   */
+  private countedAbs = -Infinity;
 
   constructor(windowMs: number, buckets: number, channels: number, now: number) {
     this.buckets = buckets;
@@ -84,6 +92,7 @@ export abstract class BucketRing {
   reset(now: number): void {
     this.clearTotals();
     this.empty(Math.floor(now / this.bucketMs));
+    this.countedAbs = -Infinity;
   }
 
   /** empty makes bucket `abs` the newest and the only live one, zeroing it alone (O(channels), not O(buckets)). */
@@ -100,23 +109,33 @@ export abstract class BucketRing {
     const abs = Math.floor(now / this.bucketMs);
     const passed = abs - this.headAbs;
     const n = this.buckets;
-    if (passed >= n) {
-      // The whole window has passed: nothing to expire one by one.
+    const v = this.v;
+    const c = this.channels;
+    const head = this.head * c;
+    for (let ch = 0; ch < c; ch++) {
+      if (v[head + ch] !== 0) {
+        this.countedAbs = this.headAbs;
+        break;
+      }
+    }
+    if (passed >= n || this.countedAbs <= abs - n) {
+      // The whole window has passed, or every bucket with counts has: nothing to expire one by one.
       this.clearTotals();
       this.empty(abs);
       return;
     }
     if (passed > 0) {
-      const v = this.v;
-      const c = this.channels;
-      // The bucket that slot held was number headAbs + i − n: live (to expire) unless older than validAbs.
+      // The bucket the i-th slot after the head held was number headAbs + i − n: live (to expire) unless
+      // older than validAbs. The slot wraps by a compare rather than a division (a scrape rolls 10 000).
       const live = this.validAbs - this.headAbs + n;
+      let slot = this.head;
       for (let i = 1; i <= passed; i++) {
-        const base = ((this.head + i) % n) * c;
+        if (++slot === n) slot = 0;
+        const base = slot * c;
         if (i >= live) this.expire(base);
         for (let ch = 0; ch < c; ch++) v[base + ch] = 0;
       }
-      this.head = (this.head + passed) % n;
+      this.head = slot;
     }
     this.headAbs = abs;
     this.headEnd = (abs + 1) * this.bucketMs;
