@@ -374,7 +374,9 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
   stats(): SreBreakerStats {
     const w = this.window;
     w.advance(this.clock.now());
-    return {
+    // One literal, `fleet` added after it when there is one: a spread of a conditional object in the
+    // literal goes through a generic copy that cost more than the rest of stats() (a scrape reads 10 000).
+    const s: SreBreakerStats = {
       successes: w.successes,
       failures: w.failures,
       drops: w.drops,
@@ -386,8 +388,9 @@ export class SreBreaker implements Breaker, FleetMember, Reconfigurable<SreBreak
       notPermittedCalls: w.dropsTotal,
       isolated: this.isolatedWhy !== undefined,
       isolatedReason: this.isolatedWhy,
-      ...(this.fleetLink === undefined ? {} : { fleet: this.fleetLink.stats() }),
     };
+    if (this.fleetLink !== undefined) s.fleet = this.fleetLink.stats();
+    return s;
   }
 
   /** lastFailures answers the last failure reasons, oldest first. */

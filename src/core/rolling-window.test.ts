@@ -133,4 +133,76 @@ describe('RollingWindow', () => {
       ),
     );
   });
+
+  it('each window equals a naive model of timestamped events over random advances, jumps past the window and resets (property)', () => {
+    // The model keeps every event with its bucket number (floor(t / bucketMs)); a bucket is in the window
+    // while it is one of the `buckets` newest. A reset forgets the events so far. Jumps up to 4 windows long
+    // let the ring be emptied whole (in O(1): its stale buckets must read as empty until they are reused).
+    const ops = fc.array(
+      fc.record({ dt: fc.oneof(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 0, max: 1_600 })), kind: fc.integer({ min: 0, max: 5 }) }),
+      {
+        maxLength: 80,
+      },
+    );
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 1, max: 400 }),
+        fc.integer({ min: 0, max: 1_000 }),
+        ops,
+        (buckets, windowMs, start, steps) => {
+          const bucketMs = windowMs / buckets;
+          const clock = new ManualClock(start);
+          const general = new RollingWindow({ windowMs, buckets, channels: 3, clock });
+          const outcome = new OutcomeTimeWindow(windowMs, buckets, start);
+          const throttle = new ThrottleWindow(windowMs, buckets, start);
+          let events: Array<{ abs: number; kind: number }> = [];
+          const totals = [0, 0, 0];
+          for (const { dt, kind } of steps) {
+            const now = clock.advance(dt);
+            const abs = Math.floor(now / bucketMs);
+            if (kind <= 2) {
+              events.push({ abs, kind });
+              totals[kind]!++;
+              general.add(kind, 1);
+              if (kind === 0) throttle.addSuccess(now);
+              else if (kind === 1) throttle.addFailure(now);
+              else throttle.addDrop(now);
+              outcome.record(kind === 1, kind === 2, now);
+            } else if (kind === 3) {
+              events = [];
+              general.reset();
+              throttle.reset(now);
+              outcome.reset(now);
+            } // else: time passes only
+            general.sum(0);
+            throttle.advance(now);
+            outcome.advance(now);
+            const live = events.filter((e) => e.abs > abs - buckets);
+            const count = (k: number) => live.filter((e) => e.kind === k).length;
+            assert.deepEqual([general.sum(0), general.sum(1), general.sum(2)], [count(0), count(1), count(2)]);
+            assert.deepEqual([throttle.successes, throttle.failures, throttle.drops], [count(0), count(1), count(2)]);
+            assert.deepEqual([outcome.calls, outcome.failures, outcome.slow], [live.length, count(1), count(2)]);
+            assert.deepEqual([throttle.successesTotal, throttle.failuresTotal, throttle.dropsTotal], totals);
+            // Bucket by bucket, oldest first: reduce, and the run of failing buckets (go-zero's history()).
+            const perBucket = (k: number) =>
+              Array.from({ length: buckets }, (_, i) => [live.filter((e) => e.abs === abs - (buckets - 1 - i) && e.kind === k).length, buckets - 1 - i]);
+            for (const k of [0, 1, 2])
+              assert.deepEqual(
+                general.reduce(k, [] as number[][], (acc, v, age) => (acc.push([v, age]), acc)),
+                perBucket(k),
+              );
+            let run = 0;
+            for (let age = buckets - 1; age >= 0; age--) {
+              const inBucket = live.filter((e) => e.abs === abs - age);
+              if (inBucket.some((e) => e.kind === 0)) run = 0;
+              else if (inBucket.some((e) => e.kind === 1)) run++;
+            }
+            assert.equal(throttle.failingBuckets(), run);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
 });

@@ -2,7 +2,10 @@
  * The rolling window family: counts kept per bucket over the last `windowMs` milliseconds, split into
  * `buckets` buckets (go-zero `collection.RollingWindow`). Adding is O(1) and allocates nothing: buckets
  * that time has passed are cleared lazily, on the first add or read after their time, and running totals
- * are kept so that reading a sum is O(1) too.
+ * are kept so that reading a sum is O(1) too. When the whole window has passed, or every bucket holding
+ * counts has (a breaker idle for longer than its window, read by a scrape every few seconds), the ring
+ * is emptied in O(1): the buckets older than `validAbs` count as empty, and each is zeroed when it next
+ * becomes the newest.
  *
  * `BucketRing` is the one roll loop; `RollingWindow` is the general window (any number of channels, sums
  * and a walk over the buckets). The breakers' windows (`outcome-window.ts`, `throttle-window.ts`) are
@@ -55,6 +58,19 @@ export abstract class BucketRing {
   protected headAbs: number;
   /** When the newest bucket ends: a time at or past this needs a roll. */
   protected headEnd: number;
+  /**
+   * The absolute number of the oldest bucket that holds counts: the ring was last emptied when this
+   * bucket was the newest, and the buckets older than it hold stale numbers that count as 0 (they are
+   * zeroed when they become the newest). Buckets from `validAbs` to `headAbs` are all live.
+   */
+  protected validAbs: number;
+  /**
+   * The newest bucket seen holding counts when it stopped being the newest (−∞: none since the ring was
+   * emptied). Adds go to the newest bucket only, so no older bucket holds counts: once this one has left
+   * the window, the window is empty and a roll empties it in O(1) however few buckets passed (a breaker
+   * idle for a window, scraped more often than that). Kept by `roll`, not by the adds.
+   */
+  private countedAbs = -Infinity;
 
   constructor(windowMs: number, buckets: number, channels: number, now: number) {
     this.buckets = buckets;
@@ -64,6 +80,7 @@ export abstract class BucketRing {
     this.v = new Array<number>(buckets * channels).fill(0);
     this.headAbs = Math.floor(now / this.bucketMs);
     this.headEnd = (this.headAbs + 1) * this.bucketMs;
+    this.validAbs = this.headAbs;
   }
 
   /** advance moves the window to `now`, clearing the buckets time has passed. */
@@ -73,11 +90,18 @@ export abstract class BucketRing {
 
   /** reset empties the window; its newest bucket is the one of `now`. */
   reset(now: number): void {
-    this.v.fill(0);
     this.clearTotals();
-    this.head = 0;
-    this.headAbs = Math.floor(now / this.bucketMs);
-    this.headEnd = (this.headAbs + 1) * this.bucketMs;
+    this.empty(Math.floor(now / this.bucketMs));
+    this.countedAbs = -Infinity;
+  }
+
+  /** empty makes bucket `abs` the newest and the only live one, zeroing it alone (O(channels), not O(buckets)). */
+  private empty(abs: number): void {
+    const c = this.channels;
+    const base = this.head * c;
+    for (let ch = 0; ch < c; ch++) this.v[base + ch] = 0;
+    this.headAbs = this.validAbs = abs;
+    this.headEnd = (abs + 1) * this.bucketMs;
   }
 
   /** roll clears the buckets between the newest and `now` (call only when `now >= headEnd`). */
@@ -86,20 +110,41 @@ export abstract class BucketRing {
     const passed = abs - this.headAbs;
     const n = this.buckets;
     const v = this.v;
-    if (passed >= n) {
-      v.fill(0);
-      this.clearTotals();
-    } else if (passed > 0) {
-      const c = this.channels;
-      for (let i = 1; i <= passed; i++) {
-        const base = ((this.head + i) % n) * c;
-        this.expire(base);
-        for (let ch = 0; ch < c; ch++) v[base + ch] = 0;
+    const c = this.channels;
+    const head = this.head * c;
+    for (let ch = 0; ch < c; ch++) {
+      if (v[head + ch] !== 0) {
+        this.countedAbs = this.headAbs;
+        break;
       }
     }
-    if (passed > 0) this.head = (this.head + passed) % n;
+    if (passed >= n || this.countedAbs <= abs - n) {
+      // The whole window has passed, or every bucket with counts has: nothing to expire one by one.
+      this.clearTotals();
+      this.empty(abs);
+      return;
+    }
+    if (passed > 0) {
+      // The bucket the i-th slot after the head held was number headAbs + i − n: live (to expire) unless
+      // older than validAbs. The slot wraps by a compare rather than a division (a scrape rolls 10 000).
+      const live = this.validAbs - this.headAbs + n;
+      let slot = this.head;
+      for (let i = 1; i <= passed; i++) {
+        if (++slot === n) slot = 0;
+        const base = slot * c;
+        if (i >= live) this.expire(base);
+        for (let ch = 0; ch < c; ch++) v[base + ch] = 0;
+      }
+      this.head = slot;
+    }
     this.headAbs = abs;
     this.headEnd = (abs + 1) * this.bucketMs;
+  }
+
+  /** liveAge is the age of the oldest live bucket (0 = only the newest): older ones count as empty. */
+  protected liveAge(): number {
+    const age = this.headAbs - this.validAbs;
+    return age < this.buckets ? age : this.buckets - 1;
   }
 
   /** slotOf answers the slot of the bucket `age` buckets older than the newest. */
@@ -163,7 +208,8 @@ export class RollingWindow extends BucketRing {
     if (now >= this.headEnd) this.roll(now);
     let acc = init;
     const c = this.channels;
-    for (let age = this.buckets - 1; age >= 0; age--) acc = fn(acc, this.v[this.slotOf(age) * c + channel]!, age);
+    const live = this.liveAge();
+    for (let age = this.buckets - 1; age >= 0; age--) acc = fn(acc, age > live ? 0 : this.v[this.slotOf(age) * c + channel]!, age);
     return acc;
   }
 

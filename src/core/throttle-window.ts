@@ -88,13 +88,20 @@ export class ThrottleWindow extends BucketRing {
 
   protected override roll(now: number): void {
     super.roll(now);
-    // The run of failing buckets over the older buckets, oldest first (the new head is empty).
+    // The run of failing buckets over the older live buckets, oldest first (the new head is empty; after
+    // the whole window has passed there are none).
     const v = this.v;
+    const n = this.buckets;
     let run = 0;
-    for (let age = this.buckets - 1; age >= 1; age--) {
-      const base = this.slotOf(age) * CHANNELS;
+    const oldest = this.liveAge();
+    // From the oldest live bucket to the one before the head, the slot wrapping by a compare.
+    let slot = this.head - oldest;
+    if (slot < 0) slot += n;
+    for (let age = oldest; age >= 1; age--) {
+      const base = slot * CHANNELS;
       if (v[base + SUCCESS]! > 0) run = 0;
       else if (v[base + FAILURE]! > 0) run++;
+      if (++slot === n) slot = 0;
     }
     this.olderFailing = run;
   }
