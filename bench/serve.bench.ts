@@ -9,16 +9,18 @@
  *    but no routing; rounds of one run of each, back to back, the order rotating. Printed: medians of
  *    req/s, each server's CPU time per request (from /proc), the median and range of the per-round
  *    ratios, and the handler's share split into the answer's (floor + headers − floor), the lookup's
- *    and the rest (dispatch and route). Targets: the node does
- *    ≥ 0.6× the minimal server's req/s (ratio of medians) and ≥ 0.9× (median of per-round ratios, in
- *    req/s and in CPU per request); the floor with a hit's headers is printed as a ✓/✗ line of its own,
- *    since below 0.9× it no hit handler can reach the row.
+ *    and the rest (dispatch and route). Targets: the node does ≥ 0.6× the minimal server's req/s (ratio
+ *    of medians) and ≥ 0.9× (median of per-round ratios, in req/s and in CPU per request); the floor
+ *    with a hit's headers is a ✓/✗ line of its own: below 0.9×, no hit handler could reach the row.
  *    Measured apart (minimal servers differing in one thing, interleaved, CPU per request, a load
  *    average of 3–6): the node's server options cost nothing measurable; a hit's three extra headers
- *    ≤ 1 µs on ~24 µs, the latin1 body instead of a Buffer ≤ 0.5 µs. The client API's JS (handleClient
- *    with stub req/res) costs ~0.3 µs a hit when called in a loop, the lookup half of it; in place,
- *    between node:http's requests, the lookup costs ~1 µs and dispatch and route ~1.5 µs more — the
- *    handler's share is its memory and code being cold each request, not its instruction count.
+ *    ≤ 1 µs on ~24 µs, the latin1 body instead of a Buffer ≤ 0.5 µs. This bench's own split, four runs
+ *    of 9–11 rounds at a load average of 2.7–6 (medians per run): the floor 0.94–1.02×, with a hit's
+ *    headers 0.95–1.00×, the hit 0.84–0.93× in CPU per request; the headers −0.2–2.1 µs, the lookup
+ *    0–0.3 µs (two runs), dispatch and route 2.5–3.8 µs. The client API's JS costs ~0.3 µs a hit
+ *    called in a loop (handleClient with stub req/res); in place, a perf profile (cpu-clock) gives
+ *    its functions (handle, dispatch, route, getCached, replyAnswer) ~1.4 µs of own samples a hit at
+ *    ~30 µs — what is left of the gap is in node:http and the kernel, not in any one function of ours.
  *    `redis-benchmark -t get` (c = 10, 1 KiB) on the same machine is printed for scale.
  * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
  *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
