@@ -21,6 +21,11 @@
  *    called in a loop (handleClient with stub req/res); in place, a perf profile (cpu-clock) gives
  *    its functions (handle, dispatch, route, getCached, replyAnswer) ~1.4 µs of own samples a hit at
  *    ~30 µs — what is left of the gap is in node:http and the kernel, not in any one function of ours.
+ *    Bisected in place (the floor process's listener swapped for parts of the client API, 14 rounds,
+ *    load average 3–4): replyAnswer after the lookup costs what the constant's answer does; the route
+ *    in front of them adds ~1.8 µs and the node's dispatch nothing more. Ruled out: a deopt loop
+ *    (--trace-deopt is quiet under load) and the young generation (--max-semi-space-size 1, 4, 32 or
+ *    64 MB: no better; 1 and 4 worse).
  *    `redis-benchmark -t get` (c = 10, 1 KiB) on the same machine is printed for scale.
  * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
  *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
