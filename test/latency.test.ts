@@ -150,8 +150,12 @@ describe('etcd 200 ms away each way', { skip: skipReason(etcdBinary, 'etcd') }, 
     const cache = new RegistryCache(far, { onWarning: (m) => warnings.push(m) });
     const inst = (i: number) => ({ id: `i${i}`, name: 'api', address: `127.0.0.1:${9000 + i}` });
     try {
-      // Registered through the far path, on 2 s leases: their keep-alives cross the delay from here on.
-      for (let i = 0; i < 3; i++) await far.register(inst(i), { ttlMs: 2_000 });
+      // Registered through the far path, on 3 s leases: their keep-alives (one every third of the TTL)
+      // cross the delay from here on, a 400 ms round trip each, more while every core is busy. On 2 s
+      // leases a CI run never saw the cache reach its own write (cause not captured; a lease lost to a
+      // late keep-alive is the likely one), so the leases have more room, and a failure says what was
+      // missing and where.
+      for (let i = 0; i < 3; i++) await far.register(inst(i), { ttlMs: 3_000 });
       assert.equal((await cache.getService('api')).length, 3);
       proxy.delayMs = 200;
       const started = performance.now();
@@ -181,9 +185,16 @@ describe('etcd 200 ms away each way', { skip: skipReason(etcdBinary, 'etcd') }, 
       t0 = performance.now();
       await far.register(inst(4)); // a write across the delay
       const writeMs = performance.now() - t0;
-      await waitFor('the cache to see its own write', () => seen(4), 5_000);
-      // Past the 2 s lease TTL: leases kept alive across the delay (waiting for that is the point here).
-      await waitFor('3 s under the delay', () => performance.now() - started > 3_000, 5_000);
+      await waitFor('the cache to see its own write', () => seen(4), 5_000).catch(async (err: unknown) => {
+        // Say what was missing, and where: in the cache only (the watch), or in etcd too (a lease lost).
+        const inCache = (await cache.getService('api')).map((i) => i.id).sort();
+        const inEtcd = (await direct.getService('api')).map((i) => i.id).sort();
+        throw new Error(
+          `${(err as Error).message}: the cache has [${inCache.join(', ')}], etcd has [${inEtcd.join(', ')}]; far registry ${JSON.stringify(far.stats())}; ${cache.stats().watchReconnects} watch reconnects; warnings ${JSON.stringify(warnings)}`,
+        );
+      });
+      // Past the 3 s lease TTL: leases kept alive across the delay (waiting for that is the point here).
+      await waitFor('4 s under the delay', () => performance.now() - started > 4_000, 6_000);
       lookingUp = false;
       await looking;
       const listed = (await direct.getService('api')).map((i) => i.id).sort();
