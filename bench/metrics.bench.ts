@@ -333,6 +333,32 @@ function bytesFloor(text: Buffer): { write: () => number; lines: number } {
 }
 
 /**
+ * rotation runs `sides` in turn, the order turning each round (so that the machine's drift hits all
+ * alike), and keeps each side's ms and page faults (process.resourceUsage()) per round, divided by
+ * `per` (the operations one turn of a side makes).
+ */
+function rotation(sides: (() => Promise<unknown>)[], per = 1): { op: () => Promise<void>; ms: number[][]; faults: number[][] } {
+  const ms = sides.map((): number[] => []);
+  const faults = sides.map((): number[] => []);
+  let round = 0;
+  return {
+    ms,
+    faults,
+    op: async () => {
+      const r = round++;
+      for (let k = 0; k < sides.length; k++) {
+        const i = (k + r) % sides.length;
+        const f = process.resourceUsage().minorPageFault;
+        const t = performance.now();
+        await sides[i]!();
+        ms[i]!.push((performance.now() - t) / per);
+        faults[i]!.push((process.resourceUsage().minorPageFault - f) / per);
+      }
+    },
+  };
+}
+
+/**
  * sentFloorSubject: the scrape as the handlers send it, the same scrape as one Buffer and the floor, in
  * ONE process, alternating rounds (the order turns each round), so that the machine's drift hits all
  * three alike: its extras are the medians over rounds of each one's ms and of sent / floor and
@@ -341,22 +367,9 @@ function bytesFloor(text: Buffer): { write: () => number; lines: number } {
 async function sentFloorSubject(): Promise<Subject> {
   const { metrics: m } = await scrapeGroup();
   const floor = bytesFloor(await m.metricsBuffer());
-  const sides = [() => sent(m), async () => (await m.metricsBuffer()).length, async () => floor.write()];
-  const ms: number[][] = [[], [], []];
-  const faults: number[][] = [[], [], []];
-  let round = 0;
+  const { op, ms, faults } = rotation([() => sent(m), async () => (await m.metricsBuffer()).length, async () => floor.write()]);
   return {
-    op: async () => {
-      const r = round++;
-      for (let k = 0; k < 3; k++) {
-        const i = (k + r) % 3;
-        const f = process.resourceUsage().minorPageFault;
-        const t = performance.now();
-        await sides[i]!();
-        ms[i]!.push(performance.now() - t);
-        faults[i]!.push(process.resourceUsage().minorPageFault - f);
-      }
-    },
+    op,
     async: true,
     batch: 1,
     extra: () => ({
@@ -558,21 +571,12 @@ async function loopbackSubject(): Promise<Subject> {
   const urls: string[] = [];
   for (const s of servers) urls.push(await listen(s));
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  const ms: number[][] = [[], [], []];
-  const faults: number[][] = [[], [], []];
-  let round = 0;
+  const scrapes = (url: string) => async () => {
+    for (let j = 0; j < LOOPBACK_ROUND; j++) if ((await fetched(url, agent)) !== prebuilt.length) throw new Error(`${url}: wrong length`);
+  };
+  const { op, ms, faults } = rotation(urls.map(scrapes), LOOPBACK_ROUND);
   return {
-    op: async () => {
-      const r = round++;
-      for (let k = 0; k < 3; k++) {
-        const i = (k + r) % 3;
-        const f = process.resourceUsage().minorPageFault;
-        const t = performance.now();
-        for (let j = 0; j < LOOPBACK_ROUND; j++) if ((await fetched(urls[i]!, agent)) !== prebuilt.length) throw new Error(`${urls[i]}: wrong length`);
-        ms[i]!.push((performance.now() - t) / LOOPBACK_ROUND);
-        faults[i]!.push((process.resourceUsage().minorPageFault - f) / LOOPBACK_ROUND);
-      }
-    },
+    op,
     async: true,
     batch: 1,
     extra: () => ({
