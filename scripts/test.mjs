@@ -24,9 +24,10 @@
 //   files are given longest first, by the times the last run recorded (.tmp/test-times.json, written by
 //   scripts/test-times.mjs): a long real-server file started last would run on alone.
 // - Two runs at once (scripts/test-run.mjs): the load-sensitive files (SENSITIVE), one at a time, followed
-//   by the files that mostly wait on servers (WAITING), in one; every other file, BULWARK_TEST_CONCURRENCY
+//   by the files that mostly wait on servers (WAITING), in one; every other file but ALONE's, BULWARK_TEST_CONCURRENCY
 //   at a time, in the other. The waiting files get a slot beside the two CPU slots, as they idle most of
-//   their time; the sensitive ones never run beside a waiting file, nor beside each other.
+//   their time; the sensitive ones never run beside a waiting file, nor beside each other. Then the files
+//   that measure a fleet of processes (ALONE), one at a time, once both runs have ended.
 // - --test-force-exit ends a file's process once its tests are done instead of waiting for a timer or
 //   socket a dependency leaves behind. It hides nothing a test asserts: every close() is still awaited in
 //   the files' after() hooks, and test/registry-etcd.test.ts checks in a child process that a closed
@@ -134,7 +135,6 @@ const WAITING = [
   'test/latency.test.ts',
   'test/limit-cluster-partition.test.ts',
   'test/registry-etcd-partition.test.ts',
-  'test/fleet-breakers.test.ts',
   // A fleet-aware breaker partitioned from etcd: lease TTLs and TCP retransmission after the heal.
   'test/fleet-partition.test.ts',
 ];
@@ -145,6 +145,15 @@ const WAITING = [
  * a CPU-bound overload (grpc-shedding). They run first in the waiting files' slot, one at a time.
  */
 const SENSITIVE = ['test/grpc-balancing.test.ts', 'test/grpc-shedding.test.ts'];
+
+/**
+ * ALONE lists the test/ files that measure a fleet of processes against a bound and run after both runs
+ * have ended, one at a time, with nothing beside them: fleet-breakers counts the calls ten caller
+ * processes send to a dead dependency before the fleet's evidence has reached all of them (≤ 40 on
+ * etcd and on Redis), and that count is the callers' and the store's time to react — beside two other
+ * test files their event loops waited 40–400 ms for a core, and it read 28–102.
+ */
+const ALONE = ['test/fleet-breakers.test.ts'];
 
 const sharedGroup = new Map(Object.entries(SHARED).flatMap(([group, names]) => names.map((n) => [`test/${n}.test.ts`, group])));
 
@@ -300,7 +309,7 @@ const expected = (f) => times[join(root, f)] ?? Infinity;
 const part = (f) => (f.startsWith('test/') ? 0 : 1);
 files.sort((a, b) => part(a) - part(b) || expected(b) - expected(a));
 const waitSlot = files.filter((f) => SENSITIVE.includes(f)).concat(files.filter((f) => WAITING.includes(f)));
-const plan = { files, slot: waitSlot, concurrency, timeoutMs: 240_000, namePatterns };
+const plan = { files, slot: waitSlot, alone: files.filter((f) => ALONE.includes(f)), concurrency, timeoutMs: 240_000, namePatterns };
 const child = spawn(
   process.execPath,
   [

@@ -475,18 +475,11 @@ function suite(name: 'redis' | 'etcd', binary: string | undefined): void {
         );
       assert.ok(without.calls >= CALLERS * MINIMUM_CALLS * 0.9, `without the fleet each caller fails minimumCalls on its own: ${without.calls}`);
       // The goal (issue 28): ≤ 2 × minimumCalls — 20 failed calls, plus what the callers send while the
-      // view propagates: one store write and its delivery after each caller's 2nd failure. Redis meets it.
-      // On etcd the count follows how long the callers and etcd wait for a core on this shared 2-core
-      // machine, not what the fleet sends (10–20 publishes in all before the last caller opened): 28 calls
-      // with the callers' event loops delayed by at most 20 ms, 66 and 102 at 321 and 392 ms (each caller
-      // used 20–60 ms of CPU in that time), and 28–102 in thirteen runs at loads of 9–23. Asserting it would
-      // fail most runs here. The test asserts that the fleet saves most of the doomed calls and prints the
-      // count against the goal with etcd's own put → watch and the callers' delays beside it (docs/fleet.md).
-      if (name === 'redis') assert.ok(withFleet.calls <= 2 * MINIMUM_CALLS, `with the fleet: ${withFleet.calls} > ${2 * MINIMUM_CALLS}`);
-      else {
-        say(`etcd: ${withFleet.calls} ${withFleet.calls <= 2 * MINIMUM_CALLS ? '≤' : '>'} ${2 * MINIMUM_CALLS} (the goal, not asserted on etcd)`);
-        assert.ok(withFleet.calls <= without.calls / 2, `with the fleet: ${withFleet.calls} > half of ${without.calls}`);
-      }
+      // view propagates: one store write and its delivery after each caller's 2nd failure. The count is the
+      // callers' and the store's time to react, so it follows how long they wait for a core: this file runs
+      // alone, after every other test file (scripts/test.mjs, ALONE). Beside two other test files on this
+      // 2-core machine the callers' event loops waited 40–400 ms and etcd's count read 28–102 (docs/fleet.md).
+      assert.ok(withFleet.calls <= 2 * MINIMUM_CALLS, `with the fleet: ${withFleet.calls} > ${2 * MINIMUM_CALLS}; ${withFleet.timeline}`);
       assert.ok(withFleet.reasons.filter((r) => r === 'open fleet').length >= CALLERS - 1, `opened by the fleet: ${withFleet.reasons.join(', ')}`);
 
       // Recovery: the dependency stays dead until the probes of four permit periods reached it; count what
