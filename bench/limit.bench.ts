@@ -91,8 +91,7 @@ const BUCKET_FLOOR = "local t = redis.call('TIME') local v = redis.call('GET', K
 const ROUND = 200;
 /**
  * The one-caller rotation runs in one child for 25 × BENCH_MS (25 s by default): its reading is the median
- * of every round's ratio at once, 100–500 rounds on this machine (PING 40–160 µs), for a standard error of
- * ~0.3–1 %, where five 1 s children gave five rounds each and a median of their medians (1.3–11 %).
+ * of every round's ratio at once (see the header).
  */
 const ONE_CALLER_MS = 25 * Number(process.env.BENCH_MS ?? 1_000);
 /** The harness's warm-up: min(300, BENCH_MS / 3) ms of ops that it does not measure (see harness.ts). */
