@@ -12,10 +12,13 @@
  *   its ✓/✗ line judged on that median and printing its standard error (ours_vs_floor_se), how many
  *   rounds it is of, and what two identical floors read in the same rounds. The section runs as ONE child
  *   of 25 × BENCH_MS (25 s; ~30 s with the set-up and the commandstats chunks), so that the median is
- *   taken over every round at once: 200–380 rounds here (PING 45–80 µs, load 5–7) for a standard error
+ *   taken over every round at once: 220–400 rounds here (PING 44–80 µs, load 4–7) for a standard error
  *   of 0.2–1.9 %, where five 1 s children gave ~5 rounds each and a median of their medians (1.3–11 %).
  *   Consecutive rounds share the machine's load, so the standard error is a lower bound: the identical
- *   floors' reading (0.979–1.005 over eight runs) says how far a run may stray beside it;
+ *   floors' reading (0.979–1.010 over sixteen runs) says how far a run may stray beside it. Sixteen runs
+ *   (eight of main's limiter, eight of the lone path in one object) read 0.936–0.969, thirteen ≥ 0.95,
+ *   the three below within one standard error of it; the split is our script by a bare EVALSHA at
+ *   0.967–0.993× the floor and take() at 0.965–1.001× that bare EVALSHA (docs/limit.md, Numbers);
  *   with a lease of 100, ≥ 10× the PING rate;
  *   The same rotation runs our script by a bare EVALSHA ("raw script", the arguments take('k') sends):
  *   RedisTokenLimiter.take vs raw is what the limiter's client-side layers (rescue, batching, promises)
