@@ -58,8 +58,11 @@ export interface Medians {
 export interface Target {
   /** What is promised, e.g. `SreBreaker.execute ≤ 2× bare await`. */
   label: string;
-  /** The measured value (a ratio, a time) and whether it meets the target; NaN values count as not met. */
-  check(m: Medians): { value: number; ok: boolean; unit?: string };
+  /**
+   * The measured value (a ratio, a time) and whether it meets the target; NaN values count as not met.
+   * `note` is printed after the value (e.g. the reading's standard error).
+   */
+  check(m: Medians): { value: number; ok: boolean; unit?: string; note?: string };
 }
 
 /** atMost: `subject` takes at most `max` × the time of `than` (ns/op ratio). */
@@ -90,6 +93,12 @@ export interface BenchSpec {
   subjects: Record<string, () => Subject | Promise<Subject>>;
   /** Measured time per child in ms. Defaults to BENCH_MS or 1 000. */
   durationMs?: number;
+  /**
+   * Children per subject. Defaults to BENCH_RUNS or 5. An interleaved section whose reading is a median of
+   * per-round ratios may run one longer child instead: its median is then taken over every round at once
+   * (and its standard error is that of the reading), not a median of a few short runs' medians.
+   */
+  runs?: number;
   /** The numbers this section promises, checked and printed ✓/✗ after its table. Defaults to none. */
   targets?: Target[];
 }
@@ -165,7 +174,7 @@ export async function bench(title: string, spec: BenchSpec, file: string = proce
   }
   const only = process.env.BENCH_SECTION;
   if (only && !title.includes(only)) return;
-  const runs = Number(process.env.BENCH_RUNS ?? 5);
+  const runs = spec.runs ?? Number(process.env.BENCH_RUNS ?? 5);
   const filter = process.env.BENCH_FILTER;
   const names = Object.keys(spec.subjects).filter((n) => !filter || n.includes(filter) || n === spec.baseline);
   const results = new Map<string, Result[]>(names.map((n) => [n, []]));
@@ -227,9 +236,9 @@ function printTargets(targets: Target[], results: Map<string, Result[]>, ran: st
   process.stdout.write('  targets:\n');
   for (const t of targets) {
     missing = false;
-    const { value, ok, unit = '' } = t.check(m);
+    const { value, ok, unit = '', note } = t.check(m);
     const mark = missing ? '–' : ok && !Number.isNaN(value) ? '✓' : '✗';
-    const shown = Number.isNaN(value) ? (missing ? 'not run' : 'failed') : `${+value.toPrecision(3)}${unit}`;
+    const shown = Number.isNaN(value) ? (missing ? 'not run' : 'failed') : `${+value.toPrecision(3)}${unit}${note === undefined ? '' : ` ${note}`}`;
     process.stdout.write(`  ${mark} ${t.label}: ${shown}\n`);
   }
 }

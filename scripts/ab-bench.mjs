@@ -14,7 +14,8 @@
  * with other jobs a child waiting for a core is then not counted as slower), AB_VS_PLAIN=1 (side A runs
  * the plain counterpart of each "(bound to rules)", "tracked" and "fleet-aware" subject: with the same dist
  * as A and B, what binding a component to rules, tracking it in BulwarkMetrics, or joining a fleet, costs
- * its hot path in one build), BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those
+ * its hot path in one build), AB_REDIS_URL (the Redis of the subjects that need one; without it the parent
+ * starts a redis-server of its own for them, stopped at the end), BENCH_PIN (a CPU list for `taskset -c`, e.g. `0`: every child runs on those
  * CPUs; on a machine whose cores differ in speed, unpinned rounds compare the cores as much as the builds).
  */
 import { spawnSync } from 'node:child_process';
@@ -373,7 +374,23 @@ const SUBJECTS = {
     }
     return { op: () => m.metricsBuffer(), async: true, teardown: () => m.close() };
   },
+  // Issue 31's one-caller row on a real Redis (the parent starts one: see NEEDS_REDIS): one take() at a
+  // time, every call admitted, on a connection the limiter owns. A round trip dominates (40–160 µs here),
+  // so only the median of round ratios over many rounds tells a change of a µs from the machine's noise.
+  'RedisTokenLimiter.take, one caller (real Redis)': async (load) => {
+    const { RedisTokenLimiter } = await load('limit');
+    const lim = new RedisTokenLimiter({ redis: process.env.AB_REDIS_URL, prefix: `ab:${process.pid}:`, rate: 1e6, burst: 1e12, timeoutMs: 2_000 });
+    const until = Date.now() + 10_000;
+    while (lim.stats().redisDecisions === 0) {
+      if (Date.now() > until) throw new Error('the limiter did not reach Redis within 10 s');
+      await lim.take('k');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return { op: () => lim.take('k'), async: true, teardown: () => lim.close() };
+  },
 };
+/** Subjects that need a Redis: the parent starts one (test/support/redis.ts) and hands its URL to the children in AB_REDIS_URL. */
+const NEEDS_REDIS = new Set(['RedisTokenLimiter.take, one caller (real Redis)']);
 
 /** clock answers milliseconds: of wall time, or with AB_CPU=1 of this process's CPU time. */
 const clock =
@@ -437,6 +454,13 @@ const rounds = Number(process.argv[4] ?? 7);
 const names = Object.keys(SUBJECTS).filter((n) => !process.env.AB_FILTER || n.includes(process.env.AB_FILTER));
 const results = new Map(names.map((n) => [n, { A: [], B: [], ratios: [] }]));
 let failed = 0;
+let redis;
+if (names.some((n) => NEEDS_REDIS.has(n)) && !process.env.AB_REDIS_URL) {
+  const { tsImport } = await import('tsx/esm/api');
+  const { startRedis } = await tsImport('../test/support/redis.ts', import.meta.url);
+  redis = await startRedis();
+  process.env.AB_REDIS_URL = redis.url;
+}
 for (let r = 0; r < rounds; r++) {
   for (const name of names) {
     const order =
@@ -484,4 +508,5 @@ for (const name of names) {
   const spread = ratios.length ? `${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})` : '–';
   console.log(`| ${name} | ${fmt(median(A))} | ${fmt(median(B))} | ${(median(B) / median(A)).toFixed(3)} | ${spread} |`);
 }
+await redis?.stop();
 process.exit(failed ? 1 : 0);

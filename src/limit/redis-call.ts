@@ -1,12 +1,11 @@
 /**
  * The script calls RedisRescue runs for the Redis limiters: the RedisCall contract, the pending call
- * that waits on Redis (one FIFO node), a RedisCall made of functions, and small helpers for Redis
- * replies and errors. RedisRescue (rescue.ts) decides where each call is answered.
+ * that waits on Redis (a call that is its own FIFO node), one made of functions, and small helpers for
+ * Redis replies and errors. RedisRescue (rescue.ts) decides where each call is answered.
  */
 /**
  * RedisCall is one script call that RedisRescue runs for a limiter: how to ask Redis, how to answer its
- * callers from the reply, and how to answer them in process. An object with methods, so that a lone
- * caller's call can be one object (see Waiter in redis-token-batches.ts) rather than four closures.
+ * callers from the reply, and how to answer them in process.
  */
 export interface RedisCall {
   /** send asks Redis (EVALSHA). */
@@ -19,36 +18,46 @@ export interface RedisCall {
   local(): void;
 }
 
-/** A call waiting on Redis, and the next one sent after it (the FIFO of pending calls). */
-export class Pending {
+/**
+ * Pending is a RedisCall and its place among the calls waiting on Redis (the FIFO of pending calls,
+ * linked through `next`); RedisRescue.start fills in the deadline, part and count when it sends it.
+ * The call and its FIFO node are one object, so that a lone caller's call is one allocation (see
+ * Waiter in redis-token-batches.ts) rather than a node pointing at a call.
+ */
+export abstract class Pending implements RedisCall {
   done = false;
   next: Pending | undefined = undefined;
-  constructor(
-    readonly deadline: number,
-    /** The call's part: its key's slot on a Cluster, 0 on a single Redis. */
-    readonly slot: number,
-    /** The master the call went to (`host:port` from the slot map; '' on a single Redis). */
-    readonly node: string,
-    /** How many decisions this call carries (a batch carries several). */
-    readonly count: number,
-    readonly call: RedisCall,
-  ) {}
+  /** When the call fails if Redis has not answered (clock time). */
+  deadline = 0;
+  /** The call's part: its key's slot on a Cluster, 0 on a single Redis. */
+  slot = 0;
+  /** The master the call went to (`host:port` from the slot map; '' on a single Redis). */
+  node = '';
+  /** How many decisions this call carries (a batch carries several). */
+  count = 1;
+
+  abstract send(): Promise<unknown>;
+  abstract resend?(): Promise<unknown>;
+  abstract answer(reply: unknown): number;
+  abstract local(): void;
 
   /** rescue answers the call's callers from the in-process limiter. */
   rescue(): void {
     this.done = true;
-    this.call.local();
+    this.local();
   }
 }
 
-/** A RedisCall made of functions (for calls that are not on a lone caller's path). */
-export class FnCall implements RedisCall {
+/** A Pending call made of functions (for calls that are not on a lone caller's path). */
+export class FnCall extends Pending {
   constructor(
     readonly send: () => Promise<unknown>,
     readonly answer: (reply: unknown) => number,
     readonly local: () => void,
     readonly resend: (() => Promise<unknown>) | undefined,
-  ) {}
+  ) {
+    super();
+  }
 }
 
 /** isNoScript tells whether `err` is Redis's NOSCRIPT (the node does not have the script cached). */

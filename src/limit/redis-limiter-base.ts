@@ -221,7 +221,9 @@ export abstract class RedisLimiterBase<Rescue extends { readonly size: number }>
    * `bulwark:limit:refused` when it is a refusal and someone listens.
    */
   protected readonly tally = (r: unknown, key: string, n: number): void => {
-    if (refusedAnswer(r)) {
+    if (r === true) {
+      this.allowed++; // a take()'s admission, the common answer: no shape to read
+    } else if (refusedAnswer(r)) {
       this.limited++;
       if (limitRefusedChannel.hasSubscribers) publishRefusal(this.owner, this, key, n, this.switch.mode);
     } else {

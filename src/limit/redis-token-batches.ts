@@ -7,7 +7,7 @@
 import { ReplyError, type Cluster } from 'ioredis';
 import { keySlot, ownerOf } from './redis-cluster.js';
 import { isIntArray } from './redis-scripts.js';
-import { isNoScript, type RedisCall } from './redis-call.js';
+import { isNoScript, Pending } from './redis-call.js';
 import type { LimitDecision } from './types.js';
 
 /** What a single-token caller needs of its limiter: one object per limiter, shared by all its callers. */
@@ -22,12 +22,25 @@ export interface WaiterContext {
   local(key: string, decide: boolean, k: string): boolean | LimitDecision;
 }
 
+type Answer = boolean | LimitDecision;
+/** The resolve function of the promise made last with `keepResolve` as its executor (see Waiter). */
+let kept: ((answer: Answer) => void) | undefined;
+/** One executor for every Waiter's promise: it runs inside the Promise constructor, so no closure is made per caller. */
+const keepResolve = (resolve: (answer: Answer) => void): void => {
+  kept = resolve;
+};
+
 /**
- * Waiter is a single-token caller (take or takeDecision): answered once, counted as it is answered.
- * Alone, it is its own script call (a RedisCall: one object per lone caller, no closures); in a batch,
- * the batch's call answers it.
+ * Waiter is a single-token caller (take or takeDecision): its promise, answered once and counted as it
+ * is answered. Alone, it is its own script call and its own node among the calls waiting on Redis (a
+ * Pending: one object per lone caller besides its promise, no closures); in a batch, the batch's call
+ * answers it.
  */
-export class Waiter implements RedisCall {
+export class Waiter extends Pending {
+  /** What the caller awaits. */
+  readonly promise: Promise<Answer>;
+  private readonly settle: (answer: Answer) => void;
+
   constructor(
     private readonly ctx: WaiterContext,
     /** The Redis key. */
@@ -36,13 +49,16 @@ export class Waiter implements RedisCall {
     readonly key: string,
     /** Whether the caller asked for the numbers (takeDecision) or a boolean (take). */
     readonly decide: boolean,
-    private readonly done: (answer: boolean | LimitDecision) => void,
-  ) {}
+  ) {
+    super();
+    this.promise = new Promise(keepResolve);
+    this.settle = kept!;
+  }
 
   /** resolve answers the caller. */
-  resolve(answer: boolean | LimitDecision): void {
+  resolve(answer: Answer): void {
     this.ctx.tally(answer, this.key, 1);
-    this.done(answer);
+    this.settle(answer);
   }
 
   send(): Promise<unknown> {
@@ -54,7 +70,7 @@ export class Waiter implements RedisCall {
   }
 
   answer(reply: unknown): number {
-    const answer = this.decide ? parseDecision(reply, this.ctx.burst) : parseAllowed(reply);
+    const answer = this.decide ? parseDecision(reply, this.ctx.burst) : reply === 1 ? true : reply === 0 ? false : undefined;
     if (answer === undefined) return -1;
     this.resolve(answer);
     return 1;

@@ -104,6 +104,9 @@ export interface RedisTokenLimiterOptions extends RedisCommonOptions {
 export const redisTokenLimiterDefaults = Object.freeze({});
 
 const script = new Script(TOKEN_SCRIPT);
+const sha = script.sha;
+/** EVALSHA's key count, sent as a string (ioredis would convert a number on every call). */
+const ONE_KEY = '1';
 const nodeScript = new Script(NODE_SCRIPT);
 /** What a node batch's call answers when the node could not take it whole (see splitError): its keys are sent one by one. */
 const SPLIT = Symbol('split');
@@ -219,7 +222,8 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     return {
       burst,
       tally: this.tally,
-      // A lone take() sends the interval and burst only: one token, answer 1 or 0 (see TOKEN_SCRIPT).
+      // A lone take() sends the interval and burst only: one token, answer 1 or 0 (see TOKEN_SCRIPT); its
+      // EVALSHA is the client's own call, as a bare one would be.
       sendOne: (k, decide, again) =>
         again
           ? decide
@@ -227,7 +231,7 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
             : script.eval(client, k, interval, burstArg)
           : decide
             ? script.evalsha(client, k, interval, burstArg, ONE)
-            : script.evalsha(client, k, interval, burstArg),
+            : client.evalsha(sha, ONE_KEY, k, interval, burstArg),
       local: (key, decide, k) => {
         const answer = decide ? this.rescue().decide(key, 1) : this.rescue().allow(key, 1);
         if (decide ? (answer as LimitDecision).allowed : answer === true) this.owe(k, 1);
@@ -332,7 +336,9 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
     if (!this.scheduled && this.switch.idle) {
       // Nothing in flight and no batch this tick: a lone caller is sent at once rather than at the end
       // of the tick (callers that follow in this tick batch behind it, as they would behind any call in flight).
-      return new Promise<boolean | LimitDecision>((resolve) => this.switch.start(k, new Waiter(this.ctx, k, key, decide, resolve), 1));
+      const c = new Waiter(this.ctx, k, key, decide);
+      this.switch.start(k, c, 1);
+      return c.promise;
     }
     let w: Waiter[] | undefined;
     if (this.oneKey === k) {
@@ -350,13 +356,14 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       this.scheduled = true;
       process.nextTick(this.flushTick);
     }
-    const p = new Promise<boolean | LimitDecision>((resolve) => w.push(new Waiter(this.ctx, k, key, decide, resolve)));
+    const c = new Waiter(this.ctx, k, key, decide);
+    w.push(c);
     if (w.length >= MAX_BATCH) {
       if (w === this.oneBatch) this.oneBatch = this.oneKey = undefined;
       else this.batches.delete(k);
       this.flush(k, w);
     }
-    return p;
+    return c.promise;
   }
 
   /**
@@ -445,34 +452,32 @@ export class RedisTokenLimiter extends RedisLimiterBase<KeyedLimiter> implements
       this.tally(answer, key, 1);
       return Promise.resolve(answer);
     }
-    const p = new Promise<boolean | LimitDecision>((resolve) => {
-      const c = new Waiter(this.ctx, k, key, decide, resolve);
-      if (l.waiting !== undefined) {
-        l.waiting.push(c);
-        return;
-      }
-      const waiting: Waiter[] = (l.waiting = [c]);
-      const arg = this.leaseArg;
-      this.switch.startWith(
-        k,
-        () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
-        (r) => {
-          if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return -1;
-          const n = waiting.length; // callers join the wait while the call is in flight
-          this.settleLease(l, waiting, r[0]!, r[1]! / 1000);
-          return n;
-        },
-        () => {
-          l.waiting = undefined;
-          l.left = 0;
-          this.switch.rescueDecisions += waiting.length;
-          this.rescueBatch(waiting);
-        },
-        0, // counted when answered
-        () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
-      );
-    });
-    return p;
+    const c = new Waiter(this.ctx, k, key, decide);
+    if (l.waiting !== undefined) {
+      l.waiting.push(c);
+      return c.promise;
+    }
+    const waiting: Waiter[] = (l.waiting = [c]);
+    const arg = this.leaseArg;
+    this.switch.startWith(
+      k,
+      () => script.evalsha(this.client, k, this.interval, this.burstArg, arg, LEASE),
+      (r) => {
+        if (!isIntArray(r, 2) || r[0]! < 0 || r[0]! > this.lease!.tokens || r[1]! < 0) return -1;
+        const n = waiting.length; // callers join the wait while the call is in flight
+        this.settleLease(l, waiting, r[0]!, r[1]! / 1000);
+        return n;
+      },
+      () => {
+        l.waiting = undefined;
+        l.left = 0;
+        this.switch.rescueDecisions += waiting.length;
+        this.rescueBatch(waiting);
+      },
+      0, // counted when answered
+      () => script.eval(this.client, k, this.interval, this.burstArg, arg, LEASE),
+    );
+    return c.promise;
   }
 
   /** settleLease answers the callers that waited for a lease of `taken` tokens, and keeps the rest for later ones. */

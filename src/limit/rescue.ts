@@ -40,7 +40,7 @@ import { limitModeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
 import { isCluster, keySlot, masterNamed, nodesOf, ownerOf, SLOTS } from './redis-cluster.js';
-import { describe, FnCall, isNoScript, Pending, preview, type RedisCall } from './redis-call.js';
+import { describe, FnCall, isNoScript, preview, type Pending } from './redis-call.js';
 import type { LimiterMode, ModeChange, RedisClient } from './types.js';
 
 /**
@@ -209,8 +209,11 @@ export class RedisRescue {
     this.start(key, new FnCall(send, answer, local, resend), count);
   }
 
-  /** start runs `call` (carrying `count` decisions) on the node of the Redis key `key`, as startWith does. */
-  start(key: string, call: RedisCall, count = 1): void {
+  /**
+   * start runs `call` (carrying `count` decisions) on the node of the Redis key `key`, as startWith does:
+   * the call is its own node in the FIFO of pending calls.
+   */
+  start(key: string, call: Pending, count = 1): void {
     const cluster = this.cluster;
     const slot = cluster === undefined ? 0 : keySlot(key);
     if (this.downCount > 0 && this.down[slot] === 1) {
@@ -218,32 +221,35 @@ export class RedisRescue {
       call.local();
       return;
     }
-    const entry = new Pending(this.clock.now() + this.timeoutMs, slot, cluster === undefined ? '' : ownerOf(cluster, slot), count, call);
+    call.deadline = this.clock.now() + this.timeoutMs;
+    call.slot = slot;
+    if (cluster !== undefined) call.node = ownerOf(cluster, slot);
+    call.count = count;
     const last = this.last;
     if (last === undefined) {
-      this.first = entry;
+      this.first = call;
     } else {
       this.batch();
-      last.next = entry;
+      last.next = call;
     }
-    this.last = entry;
-    if (this.timer === undefined) this.arm(entry.deadline);
+    this.last = call;
+    if (this.timer === undefined) this.arm(call.deadline);
     let sent: Promise<unknown>;
     try {
       sent = call.send();
     } catch (err) {
-      this.fail(entry, err);
+      this.fail(call, err);
       return;
     }
     sent.then(
-      (reply) => this.onReply(entry, reply),
-      (err: unknown) => this.onError(entry, err),
+      (reply) => this.onReply(call, reply),
+      (err: unknown) => this.onError(call, err),
     );
   }
 
   private onReply(entry: Pending, reply: unknown): void {
     if (entry.done) return; // answered from rescue already
-    const n = entry.call.answer(reply);
+    const n = entry.answer(reply);
     if (n < 0) {
       this.fail(entry, new InvalidResponseError(`${this.owner}: unexpected reply from the limit script: ${preview(reply)}`));
       return;
@@ -254,11 +260,10 @@ export class RedisRescue {
   }
 
   private onError(entry: Pending, err: unknown): void {
-    const call = entry.call;
-    if (call.resend !== undefined && isNoScript(err) && !entry.done) {
+    if (entry.resend !== undefined && isNoScript(err) && !entry.done) {
       let again: Promise<unknown>;
       try {
-        again = call.resend();
+        again = entry.resend();
       } catch (e) {
         this.fail(entry, e);
         return;
