@@ -5,27 +5,56 @@
  *    node:http server answering the same 1 KiB constant (issue 31's floor), and against a node whose
  *    request listener answers that constant (`FLOOR`: what the process costs before the handler runs)
  *    — plainly, as a hit is answered (a hit's five headers, the body a latin1 string: what any hit
- *    handler costs in this process before it routes or looks anything up), and with the group's lookup
- *    but no routing; rounds of one run of each, back to back, the order rotating. Printed: medians of
- *    req/s, each server's CPU time per request (from /proc), the median and range of the per-round
- *    ratios, and the handler's share split into the answer's (floor + headers − floor), the lookup's
- *    and the rest (dispatch and route). Targets: the node does ≥ 0.6× the minimal server's req/s (ratio
- *    of medians) and ≥ 0.9× (median of per-round ratios, in req/s and in CPU per request); the floor
- *    with a hit's headers is a ✓/✗ line of its own: below 0.9×, no hit handler could reach the row.
+ *    handler costs in this process before it routes or looks anything up), with the group's lookup but
+ *    no routing, and with that lookup after a ~1 µs busy wait (what JS before the write costs here);
+ *    rounds of one run of each, back to back, the order rotating. Printed: medians of req/s, each
+ *    server's CPU time per request (from /proc), the median and range of the per-round ratios, the
+ *    handler's share split into the answer's (floor + headers − floor), the lookup's and the rest
+ *    (dispatch and route), and what the wait added. Targets: the node does ≥ 0.6× the minimal server's
+ *    req/s (ratio of medians) and ≥ 0.9× (median of per-round ratios, in req/s and in CPU per request);
+ *    the floor with a hit's headers is a ✓/✗ line of its own: below 0.9×, no hit handler could reach
+ *    the row.
  *    Measured apart (minimal servers differing in one thing, interleaved, CPU per request, a load
  *    average of 3–6): the node's server options cost nothing measurable; a hit's three extra headers
  *    ≤ 1 µs on ~24 µs, the latin1 body instead of a Buffer ≤ 0.5 µs. This bench's own split, four runs
  *    of 9–11 rounds at a load average of 2.7–6 (medians per run): the floor 0.94–1.02×, with a hit's
  *    headers 0.95–1.00×, the hit 0.84–0.93× in CPU per request; the headers −0.2–2.1 µs, the lookup
- *    0–0.3 µs (two runs), dispatch and route 2.5–3.8 µs. The client API's JS costs ~0.3 µs a hit
- *    called in a loop (handleClient with stub req/res); in place, a perf profile (cpu-clock) gives
- *    its functions (handle, dispatch, route, getCached, replyAnswer) ~1.4 µs of own samples a hit at
- *    ~30 µs — what is left of the gap is in node:http and the kernel, not in any one function of ours.
- *    Bisected in place (the floor process's listener swapped for parts of the client API, 14 rounds,
- *    load average 3–4): replyAnswer after the lookup costs what the constant's answer does; the route
- *    in front of them adds ~1.8 µs and the node's dispatch nothing more. Ruled out: a deopt loop
+ *    0–0.3 µs (two runs), dispatch and route 2.5–3.8 µs. Ruled out earlier: a deopt loop
  *    (--trace-deopt is quiet under load) and the young generation (--max-semi-space-size 1, 4, 32 or
  *    64 MB: no better; 1 and 4 worse).
+ *    Where the time is (the route's ~0.3 µs in a loop against ~1.8 µs in place): two things, neither
+ *    a function of ours doing too much.
+ *    (a) In place every load is cold. A request follows syscalls (epoll, read), and this VM runs with
+ *    PTI and no PCID (/sys/devices/system/cpu/vulnerabilities/meltdown: "Mitigation: PTI"; no pcid in
+ *    /proc/cpuinfo), so each one flushes the TLB; other processes on the two cores evict the caches.
+ *    perf annotate of the hit's JIT code (--perf-prof, perf inject --jit) puts its samples on the
+ *    instructions right after loads of objects the request reaches for the first time (the Group, the
+ *    performance object for the age, the groups Map's table, the node, module constants), each ~10 %
+ *    of route's own samples, not on the work. A listener reading one field of each of 20 arrays on
+ *    distinct pages spends 0.42 µs more per request than one reading nothing; of 20 scattered objects,
+ *    0.23 µs. Timed in place (performance.now() around the node's request listener and around res.end,
+ *    two nodes of two builds in one process, loads alternating, 8 rounds of 2 s), a hit's JS before
+ *    its write is 3.6–4.9 µs: to the route 0.3–0.6, the path's parsing and checks 0.6–0.8, getCached
+ *    0.5–0.7, the answer's texts 0.2–0.4, writeHead with the five headers 1.2–1.7, the rest 0.6–0.7;
+ *    the write itself (res.end: the syscall, loopback delivery, waking the client) ~30 µs.
+ *    (b) Time before the write is paid several times over. In one process, the same answer after a
+ *    ~1.3 µs busy wait made res.end 6.8 µs longer (listener wall time, 6 rounds); this bench's wait
+ *    subject, at a load average of 7, added 3.9 µs of CPU per request (median per round) for ~1 µs of
+ *    waiting — the client has gone idle by then and each answer must wake it, in the sender's syscall.
+ *    So the ~1–1.5 µs that dispatch and route add before the write in place are the 2.5–7 µs a hit
+ *    that the split above puts on them (earlier runs 2.5–3.8; this build's two runs 7.0 and 5.0).
+ *    The same run's floors move with the machine: at a load average of 6–7 (two runs, this build) the
+ *    floor with a hit's headers read 0.97× and 0.80×, the lookup floor 0.97× and 0.86×, the hit 0.83×
+ *    and 0.78× (CPU per request): below 0.9× the floors themselves say the row cannot pass that run.
+ *    Two identical nodes loaded side by side differed by up to 29 % in CPU per request between pairs
+ *    of processes: an A/B of a hit-path change belongs in one process (as above), not in two.
+ *    Changed on this evidence: a hit's content-length and age texts from one-entry memos (a table of
+ *    64 Ki texts put each on a page of its own: the answer's texts 0.32 → 0.21 µs in place) and the
+ *    peer path kept on the node (dispatch no longer reaches the pool); in place the hit's JS before
+ *    its write went 3.84 → 3.59 µs and 5.09 → 4.88 µs (both orders). Measured, not done: a hit
+ *    without the stale store's probe and the clock read for its age saved 0.06–0.41 µs of getCached's
+ *    0.5–0.9 in place (the two orders); keeping a value's load time in the main and hot caches' own
+ *    slots (one probe, on the lines the value's lookup already brought in) is the next step.
  *    `redis-benchmark -t get` (c = 10, 1 KiB) on the same machine is printed for scale.
  * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
  *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
@@ -173,7 +202,9 @@ node.server.on('request', (req, res) => {
     h[9] = String(Math.round(performance.now() - 1_000));
     res.writeHead(200, h);
     res.end(s, 'latin1');
-  } else if (req.url === '/lookup') {
+  } else if (req.url === '/lookup' || req.url === '/lookup-wait') {
+    // /lookup-wait: the same answer after a busy wait of ~1 µs (what a handler's JS before its write costs).
+    if (req.url === '/lookup-wait') for (const until = performance.now() + 0.001; performance.now() < until; );
     const a = group.getCached('hot-key');
     h[5] = a.source;
     h[9] = String(Math.round(a.ageMs));
@@ -207,6 +238,7 @@ async function hitPath(): Promise<boolean> {
           ['floor: bulwark serve answering the constant', `http://127.0.0.1:${floorPort}/`, floor],
           ["floor + a hit's headers: the constant with a hit's five headers", `http://127.0.0.1:${floorPort}/headers`, floor],
           ['floor + headers + the lookup: getCached answered, no route', `http://127.0.0.1:${floorPort}/lookup`, floor],
+          ['floor + headers + the lookup after a ~1 µs busy wait', `http://127.0.0.1:${floorPort}/lookup-wait`, floor],
         ] as [string, string, ChildProcess][])),
     ['bulwark serve, cache hit', `http://127.0.0.1:${nodePort}/v1/groups/default/keys/hot-key`, node],
   ];
@@ -275,6 +307,10 @@ async function hitPath(): Promise<boolean> {
     const lookupName = subjects[3]![0];
     console.log(
       `floor + a hit's headers ÷ node:http, CPU per request: ${spread(cpuRatios.get(headersName)!)}; of the handler's share, a hit's answer (headers, latin1 body) ${spread(minus(headersName, floorName))} µs, the lookup (getCached, in place) ${spread(minus(lookupName, headersName))} µs, the rest (dispatch, route) ${spread(minus(served, lookupName))} µs`,
+    );
+    const waitName = subjects[4]![0];
+    console.log(
+      `floor + headers + lookup after a ~1 µs busy wait ÷ node:http, CPU per request: ${spread(cpuRatios.get(waitName)!)}; what the wait added (per round): ${spread(minus(waitName, lookupName))} µs`,
     );
     headersRatio = median(cpuRatios.get(headersName)!);
   }
