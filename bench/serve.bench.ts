@@ -48,24 +48,36 @@
  *    and 0.78× (CPU per request): below 0.9× the floors themselves say the row cannot pass that run.
  *    Two identical nodes loaded side by side differed by up to 29 % in CPU per request between pairs
  *    of processes: an A/B of a hit-path change belongs in one process (as above), not in two.
- *    Changed on this evidence: a hit's content-length and age texts from one-entry memos (a table of
- *    64 Ki texts put each on a page of its own: the answer's texts 0.32 → 0.21 µs in place) and the
- *    peer path kept on the node (dispatch no longer reaches the pool); in place the hit's JS before
- *    its write went 3.84 → 3.59 µs and 5.09 → 4.88 µs (both orders). Measured, not done: a hit
- *    without the stale store's probe and the clock read for its age saved 0.06–0.41 µs of getCached's
- *    0.5–0.9 in place (the two orders); keeping a value's load time in the main and hot caches' own
- *    slots (one probe, on the lines the value's lookup already brought in) is the next step.
+ *    Changed on this evidence: a hit's content-length and age texts come from one-entry memos (a
+ *    table of 64 Ki texts put each on a page of its own) and the node keeps the peer path (dispatch no
+ *    longer reaches the pool). Timed in place they make no difference that shows: with probes in the
+ *    hit path (two nodes, one process) its JS before the write went 3.84 → 3.59 and 5.09 → 4.88 µs in
+ *    the two orders; with section 3 (no probes, 6 rounds each order) the old build's was 0.17 and 0.04
+ *    µs less — a few tenths of a µs either way is what the order of two nodes in one process moves.
+ *    Measured, not done: a hit without the stale store's probe and the clock read for its age saved
+ *    0.06–0.41 µs of getCached's 0.5–0.9 in place (the two orders); keeping a value's load time in the
+ *    main and hot caches' own slots (one probe, on the lines the value's lookup already brought in) is
+ *    the next step, and writeHead's 1.2–1.7 µs for the five headers the largest single share left.
  *    `redis-benchmark -t get` (c = 10, 1 KiB) on the same machine is printed for scale.
  * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
  *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
  *    wait for the origin), origin loads (each key at most once: loads = distinct keys), p50/p99 and
  *    throughput, and the answers' sources.
+ * 3. In place (BENCH_SECTION=inplace): one process with this build's node (and SERVE_AB_BASE's beside it),
+ *    each request listener timed around itself and around res.end: a hit's JS outside the write against
+ *    the floor's (getCached and a hit's answer, no route) in the same process, and an A/B of a hit-path
+ *    change where both builds share the process's layout and seconds. Two runs of 6 rounds of 2 s at a
+ *    load average of 5–6: the hit's JS outside res.end 3.1 and 5.2 µs, the floor's 2.0 and 3.1 (the
+ *    second run at a busier moment: the floor's listener 45 µs against 25), so dispatch and route 1.2
+ *    and 2.2 µs a hit (medians per round); in res.end the hit spent 4.0 and 16 µs more than the floor.
  *
  * Every server is a child process stopped by PID; load runs in this process. Environment: BENCH_RUNS
  * (default 11 hit-path rounds), BENCH_MS (autocannon seconds × 1000 per run, default 3 000; the Zipf load
- * runs 3 × BENCH_MS), BENCH_SECTION=hit (the hit path only), SERVE_NODE_ARGS (node flags for the
- * servers, e.g. `--cpu-prof`), SERVE_AB_BASE (another build's `cli/main.js`: its node's cache hit is a
- * subject of the same rounds, an A/B of a change). Run: `npm run bench -- serve`.
+ * runs 3 × BENCH_MS), BENCH_SECTION=hit (the hit path only) or inplace (the hit timed in place only),
+ * SERVE_NODE_ARGS (node flags for the servers, e.g. `--cpu-prof`), SERVE_AB_BASE (another build's
+ * `cli/main.js`: its node's cache hit is a subject of the same rounds, an A/B of a change; in the in-place
+ * section a node in the same process, started after this build's, or before it with SERVE_AB_BASE_FIRST=1).
+ * Run: `npm run bench -- serve`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -367,6 +379,127 @@ async function hitPath(): Promise<boolean> {
   return ok6 && ok9 && okCpu;
 }
 
+/**
+ * IN_PLACE is one process running this build's node and, with SERVE_AB_BASE, the other build's node beside it
+ * (each on its own port), every request listener wrapped to time it: performance.now() around the listener and
+ * around res.end. A hit's JS is the listener's time outside res.end — measured where it runs, after the syscalls
+ * and other processes have left every line it reaches cold, not in a loop — and an A/B of a hit-path change
+ * lives in one process, where both builds share its layout and its seconds (two identical nodes in two
+ * processes differed by up to 29 %). `/lookup` on this build's node answers as FLOOR's does: no route.
+ * `/_inplace` answers the sums so far (ms and requests per subject) and starts them again. argv: the origin's
+ * URL template, then pairs of a build's serve directory and a port.
+ */
+const IN_PLACE = `const { ServerResponse } = await import('node:http');
+const end = ServerResponse.prototype.end;
+let inEnd = 0;
+ServerResponse.prototype.end = function (...a) { const t = performance.now(); const r = end.apply(this, a); inEnd += performance.now() - t; return r; };
+const sums = new Map();
+const h = ['content-type', 'application/octet-stream', 'content-length', '1024', 'x-bulwark-source', 'main', 'age', '0', 'x-bulwark-age-ms', '0'];
+const [origin, ...builds] = process.argv.slice(1);
+for (let i = 0; i < builds.length; i += 2) {
+  const { readServeConfig } = await import(builds[i] + '/config.js');
+  const { ServeNode } = await import(builds[i] + '/node.js');
+  const node = await ServeNode.start(readServeConfig(['--quiet', '--listen', '127.0.0.1:' + builds[i + 1], '--origin', origin]));
+  const group = node.groups.get('default');
+  await group.get('hot-key', undefined);
+  const listener = node.server.listeners('request')[0];
+  node.server.removeAllListeners('request');
+  node.server.on('request', (req, res) => {
+    if (req.url === '/_inplace') {
+      const body = JSON.stringify(Object.fromEntries(sums));
+      sums.clear();
+      return void res.end(body);
+    }
+    const lookup = i === 0 && req.url === '/lookup';
+    const t0 = performance.now();
+    if (lookup) {
+      const a = group.getCached('hot-key');
+      h[5] = a.source;
+      h[9] = String(Math.round(a.ageMs));
+      res.writeHead(200, h);
+      res.end(a.value.binary(), 'latin1');
+    } else listener(req, res);
+    const t = performance.now() - t0;
+    const key = (lookup ? 'lookup:' : 'hit:') + i;
+    const s = sums.get(key) ?? [0, 0, 0];
+    s[0] += t; s[1] += inEnd; s[2]++;
+    sums.set(key, s);
+    inEnd = 0;
+  });
+}
+process.send?.('ready');`;
+
+async function inPlace(): Promise<boolean> {
+  if (!compiled) return true;
+  const base = process.env.SERVE_AB_BASE === undefined ? undefined : dirname(process.env.SERVE_AB_BASE);
+  console.log(
+    `\n## serve: a hit timed in place — one process, ${HIT_RUNS} rounds of ${MS / 1000} s per subject, loads in turn (load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')})\n`,
+  );
+  const origin = await startOrigin(0);
+  const ports = [await freePort(), await freePort()];
+  // Which node starts first matters by a few tenths of a µs (the heap's layout): SERVE_AB_BASE_FIRST=1 swaps them.
+  const baseFirst = base !== undefined && process.env.SERVE_AB_BASE_FIRST === '1';
+  const own = join(here, '../src/cli/serve');
+  const builds = base === undefined ? [own] : baseFirst ? [join(base, 'serve'), own] : [own, join(base, 'serve')];
+  const [at, baseAt] = baseFirst ? [1, 0] : [0, 1];
+  const proc = spawn(
+    process.execPath,
+    [
+      ...(process.env.SERVE_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      '--input-type=module',
+      '-e',
+      IN_PLACE,
+      `${origin.url}/items/{key}`,
+      ...builds.flatMap((b, i) => [pathToFileURL(b).href, String(ports[i])]),
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
+  );
+  children.push(proc);
+  await new Promise<void>((r) => proc.once('message', () => r()));
+  const hit = (i: number) => `http://127.0.0.1:${ports[i]}/v1/groups/default/keys/hot-key`;
+  const subjects: [string, string, string][] = [
+    [`floor: getCached and a hit's answer, no route (the first node's process)`, `http://127.0.0.1:${ports[0]}/lookup`, 'lookup:0'],
+    ['cache hit (this build)', hit(at), `hit:${2 * at}`],
+    ...(base === undefined ? [] : ([[`cache hit (${process.env.SERVE_AB_BASE})`, hit(baseAt), `hit:${2 * baseAt}`]] as [string, string, string][])),
+  ];
+  const sums = async (): Promise<Record<string, [number, number, number]>> =>
+    (await fetch(`http://127.0.0.1:${ports[0]}/_inplace`)).json() as Promise<Record<string, [number, number, number]>>;
+  for (const [, url] of subjects) await autocannon({ url, connections: 10, duration: 1 }); // warm-up
+  await sums();
+  const listener = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  const inEnd = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  const js = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  for (let run = 0; run < HIT_RUNS; run++) {
+    for (const [name, url, key] of subjects.map((_, i) => subjects[(i + run) % subjects.length]!)) {
+      await autocannon({ url, connections: 10, duration: Math.max(1, Math.round(MS / 1000)) });
+      const [t, e, n] = (await sums())[key]!;
+      listener.get(name)!.push((t * 1000) / n);
+      inEnd.get(name)!.push((e * 1000) / n);
+      js.get(name)!.push(((t - e) * 1000) / n);
+    }
+  }
+  console.log('| subject | listener µs/req (median) | in res.end | JS outside res.end (median, range) |');
+  console.log('| --- | ---: | ---: | ---: |');
+  for (const [name] of subjects)
+    console.log(`| ${name} | ${median(listener.get(name)!).toFixed(2)} | ${median(inEnd.get(name)!).toFixed(2)} | ${spread(js.get(name)!)} |`);
+  const minus = (m: Map<string, number[]>, a: string, b: string) => m.get(a)!.map((x, i) => x - m.get(b)![i]!);
+  const [floorName, hitName] = [subjects[0]![0], subjects[1]![0]];
+  console.log(
+    `\nper round, the hit − the floor: JS outside res.end ${spread(minus(js, hitName, floorName))} µs; in res.end ${spread(minus(inEnd, hitName, floorName))} µs`,
+  );
+  if (base !== undefined) {
+    const other = subjects[2]![0];
+    console.log(
+      `A/B in one process, per round, ${other} − this build: JS outside res.end ${spread(minus(js, other, hitName))} µs; listener ${spread(minus(listener, other, hitName))} µs`,
+    );
+  }
+  await stopChildren();
+  origin.close();
+  return true;
+}
+
 async function zipfCluster(): Promise<boolean> {
   const durationMs = 3 * MS;
   console.log(`\n## serve: three nodes, Zipf(1) over ${KEY_COUNT.toLocaleString('en-US')} items, origin 5 ms, 30 clients for ${durationMs / 1000} s\n`);
@@ -439,7 +572,8 @@ async function zipfCluster(): Promise<boolean> {
 
 let ok = true;
 try {
-  ok = (await hitPath()) && ok;
+  if (process.env.BENCH_SECTION === undefined || 'hit path'.includes(process.env.BENCH_SECTION)) ok = (await hitPath()) && ok;
+  if (process.env.BENCH_SECTION === undefined || ['in place', 'inplace'].includes(process.env.BENCH_SECTION)) ok = (await inPlace()) && ok;
   if (process.env.BENCH_SECTION === undefined || 'zipf cluster'.includes(process.env.BENCH_SECTION)) ok = (await zipfCluster()) && ok;
 } finally {
   await stopChildren();
