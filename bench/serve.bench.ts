@@ -43,9 +43,11 @@
  *    waiting — the client has gone idle by then and each answer must wake it, in the sender's syscall.
  *    So the ~1–1.5 µs that dispatch and route add before the write in place are the 2.5–7 µs a hit
  *    that the split above puts on them (earlier runs 2.5–3.8; this build's two runs 7.0 and 5.0).
- *    The same run's floors move with the machine: at a load average of 6–7 (two runs, this build) the
- *    floor with a hit's headers read 0.97× and 0.80×, the lookup floor 0.97× and 0.86×, the hit 0.83×
- *    and 0.78× (CPU per request): below 0.9× the floors themselves say the row cannot pass that run.
+ *    The same run's floors move with the machine. This build, three runs at a load average of 5.4, 6.9
+ *    and 9.2 (CPU per request, medians of per-round ratios): the bare floor 0.96×, 0.83×, 0.82×; with a
+ *    hit's headers 0.97×, 0.80×, 0.82×; with the lookup 0.97×, 0.86×, 0.79×; after the ~1 µs wait —,
+ *    0.76×, 0.73× (it added 3.9 and 3.0 µs a request); the hit 0.83×, 0.78×, 0.77× (req/s 0.71×, 0.64×,
+ *    0.72×). In the two busier runs the floors themselves are below 0.9×: no hit handler could pass.
  *    Two identical nodes loaded side by side differed by up to 29 % in CPU per request between pairs
  *    of processes: an A/B of a hit-path change belongs in one process (as above), not in two.
  *    Changed on this evidence: a hit's content-length and age texts come from one-entry memos (a
