@@ -5,38 +5,81 @@
  *    node:http server answering the same 1 KiB constant (issue 31's floor), and against a node whose
  *    request listener answers that constant (`FLOOR`: what the process costs before the handler runs)
  *    — plainly, as a hit is answered (a hit's five headers, the body a latin1 string: what any hit
- *    handler costs in this process before it routes or looks anything up), and with the group's lookup
- *    but no routing; rounds of one run of each, back to back, the order rotating. Printed: medians of
- *    req/s, each server's CPU time per request (from /proc), the median and range of the per-round
- *    ratios, and the handler's share split into the answer's (floor + headers − floor), the lookup's
- *    and the rest (dispatch and route). Targets: the node does ≥ 0.6× the minimal server's req/s (ratio
- *    of medians) and ≥ 0.9× (median of per-round ratios, in req/s and in CPU per request); the floor
- *    with a hit's headers is a ✓/✗ line of its own: below 0.9×, no hit handler could reach the row.
+ *    handler costs in this process before it routes or looks anything up), with the group's lookup but
+ *    no routing, and with that lookup after a ~1 µs busy wait (what JS before the write costs here);
+ *    rounds of one run of each, back to back, the order rotating. Printed: medians of req/s, each
+ *    server's CPU time per request (from /proc), the median and range of the per-round ratios, the
+ *    handler's share split into the answer's (floor + headers − floor), the lookup's and the rest
+ *    (dispatch and route), and what the wait added. Targets: the node does ≥ 0.6× the minimal server's
+ *    req/s (ratio of medians) and ≥ 0.9× (median of per-round ratios, in req/s and in CPU per request);
+ *    the floor with a hit's headers is a ✓/✗ line of its own: below 0.9×, no hit handler could reach
+ *    the row.
  *    Measured apart (minimal servers differing in one thing, interleaved, CPU per request, a load
  *    average of 3–6): the node's server options cost nothing measurable; a hit's three extra headers
  *    ≤ 1 µs on ~24 µs, the latin1 body instead of a Buffer ≤ 0.5 µs. This bench's own split, four runs
  *    of 9–11 rounds at a load average of 2.7–6 (medians per run): the floor 0.94–1.02×, with a hit's
  *    headers 0.95–1.00×, the hit 0.84–0.93× in CPU per request; the headers −0.2–2.1 µs, the lookup
- *    0–0.3 µs (two runs), dispatch and route 2.5–3.8 µs. The client API's JS costs ~0.3 µs a hit
- *    called in a loop (handleClient with stub req/res); in place, a perf profile (cpu-clock) gives
- *    its functions (handle, dispatch, route, getCached, replyAnswer) ~1.4 µs of own samples a hit at
- *    ~30 µs — what is left of the gap is in node:http and the kernel, not in any one function of ours.
- *    Bisected in place (the floor process's listener swapped for parts of the client API, 14 rounds,
- *    load average 3–4): replyAnswer after the lookup costs what the constant's answer does; the route
- *    in front of them adds ~1.8 µs and the node's dispatch nothing more. Ruled out: a deopt loop
+ *    0–0.3 µs (two runs), dispatch and route 2.5–3.8 µs. Ruled out earlier: a deopt loop
  *    (--trace-deopt is quiet under load) and the young generation (--max-semi-space-size 1, 4, 32 or
  *    64 MB: no better; 1 and 4 worse).
+ *    Where the time is (the route's ~0.3 µs in a loop against ~1.8 µs in place): two things, neither
+ *    a function of ours doing too much.
+ *    (a) In place every load is cold. A request follows syscalls (epoll, read), and this VM runs with
+ *    PTI and no PCID (/sys/devices/system/cpu/vulnerabilities/meltdown: "Mitigation: PTI"; no pcid in
+ *    /proc/cpuinfo), so each one flushes the TLB; other processes on the two cores evict the caches.
+ *    perf annotate of the hit's JIT code (--perf-prof, perf inject --jit) puts its samples on the
+ *    instructions right after loads of objects the request reaches for the first time (the Group, the
+ *    performance object for the age, the groups Map's table, the node, module constants), each ~10 %
+ *    of route's own samples, not on the work. A listener reading one field of each of 20 arrays on
+ *    distinct pages spends 0.42 µs more per request than one reading nothing; of 20 scattered objects,
+ *    0.23 µs. Timed in place (performance.now() around the node's request listener and around res.end,
+ *    two nodes of two builds in one process, loads alternating, 8 rounds of 2 s), a hit's JS before
+ *    its write is 3.6–4.9 µs: to the route 0.3–0.6, the path's parsing and checks 0.6–0.8, getCached
+ *    0.5–0.7, the answer's texts 0.2–0.4, writeHead with the five headers 1.2–1.7, the rest 0.6–0.7;
+ *    the write itself (res.end: the syscall, loopback delivery, waking the client) ~30 µs.
+ *    (b) Time before the write is paid several times over. In one process, the same answer after a
+ *    ~1.3 µs busy wait made res.end 6.8 µs longer (listener wall time, 6 rounds); this bench's wait
+ *    subject, at a load average of 7, added 3.9 µs of CPU per request (median per round) for ~1 µs of
+ *    waiting — the client has gone idle by then and each answer must wake it, in the sender's syscall.
+ *    So the ~1–1.5 µs that dispatch and route add before the write in place are the 2.5–7 µs a hit
+ *    that the split above puts on them (earlier runs 2.5–3.8; this build's two runs 7.0 and 5.0).
+ *    The same run's floors move with the machine. This build, three runs at a load average of 5.4, 6.9
+ *    and 9.2 (CPU per request, medians of per-round ratios): the bare floor 0.96×, 0.83×, 0.82×; with a
+ *    hit's headers 0.97×, 0.80×, 0.82×; with the lookup 0.97×, 0.86×, 0.79×; after the ~1 µs wait —,
+ *    0.76×, 0.73× (it added 3.9 and 3.0 µs a request); the hit 0.83×, 0.78×, 0.77× (req/s 0.71×, 0.64×,
+ *    0.72×). In the two busier runs the floors themselves are below 0.9×: no hit handler could pass.
+ *    Two identical nodes loaded side by side differed by up to 29 % in CPU per request between pairs
+ *    of processes: an A/B of a hit-path change belongs in one process (as above), not in two.
+ *    Changed on this evidence: a hit's content-length and age texts come from one-entry memos (a
+ *    table of 64 Ki texts put each on a page of its own) and the node keeps the peer path (dispatch no
+ *    longer reaches the pool). Timed in place they make no difference that shows: with probes in the
+ *    hit path (two nodes, one process) its JS before the write went 3.84 → 3.59 and 5.09 → 4.88 µs in
+ *    the two orders; with section 3 (no probes, 6 rounds each order) the old build's was 0.17 and 0.04
+ *    µs less — a few tenths of a µs either way is what the order of two nodes in one process moves.
+ *    Measured, not done: a hit without the stale store's probe and the clock read for its age saved
+ *    0.06–0.41 µs of getCached's 0.5–0.9 in place (the two orders); keeping a value's load time in the
+ *    main and hot caches' own slots (one probe, on the lines the value's lookup already brought in) is
+ *    the next step, and writeHead's 1.2–1.7 µs for the five headers the largest single share left.
  *    `redis-benchmark -t get` (c = 10, 1 KiB) on the same machine is printed for scale.
  * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
  *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
  *    wait for the origin), origin loads (each key at most once: loads = distinct keys), p50/p99 and
  *    throughput, and the answers' sources.
+ * 3. In place (BENCH_SECTION=inplace): one process with this build's node (and SERVE_AB_BASE's beside it),
+ *    each request listener timed around itself and around res.end: a hit's JS outside the write against
+ *    the floor's (getCached and a hit's answer, no route) in the same process, and an A/B of a hit-path
+ *    change where both builds share the process's layout and seconds. Two runs of 6 rounds of 2 s at a
+ *    load average of 5–6: the hit's JS outside res.end 3.1 and 5.2 µs, the floor's 2.0 and 3.1 (the
+ *    second run at a busier moment: the floor's listener 45 µs against 25), so dispatch and route 1.2
+ *    and 2.2 µs a hit (medians per round); in res.end the hit spent 4.0 and 16 µs more than the floor.
  *
  * Every server is a child process stopped by PID; load runs in this process. Environment: BENCH_RUNS
  * (default 11 hit-path rounds), BENCH_MS (autocannon seconds × 1000 per run, default 3 000; the Zipf load
- * runs 3 × BENCH_MS), BENCH_SECTION=hit (the hit path only), SERVE_NODE_ARGS (node flags for the
- * servers, e.g. `--cpu-prof`), SERVE_AB_BASE (another build's `cli/main.js`: its node's cache hit is a
- * subject of the same rounds, an A/B of a change). Run: `npm run bench -- serve`.
+ * runs 3 × BENCH_MS), BENCH_SECTION=hit (the hit path only) or inplace (the hit timed in place only),
+ * SERVE_NODE_ARGS (node flags for the servers, e.g. `--cpu-prof`), SERVE_AB_BASE (another build's
+ * `cli/main.js`: its node's cache hit is a subject of the same rounds, an A/B of a change; in the in-place
+ * section a node in the same process, started after this build's, or before it with SERVE_AB_BASE_FIRST=1).
+ * Run: `npm run bench -- serve`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -173,7 +216,9 @@ node.server.on('request', (req, res) => {
     h[9] = String(Math.round(performance.now() - 1_000));
     res.writeHead(200, h);
     res.end(s, 'latin1');
-  } else if (req.url === '/lookup') {
+  } else if (req.url === '/lookup' || req.url === '/lookup-wait') {
+    // /lookup-wait: the same answer after a busy wait of ~1 µs (what a handler's JS before its write costs).
+    if (req.url === '/lookup-wait') for (const until = performance.now() + 0.001; performance.now() < until; );
     const a = group.getCached('hot-key');
     h[5] = a.source;
     h[9] = String(Math.round(a.ageMs));
@@ -207,6 +252,7 @@ async function hitPath(): Promise<boolean> {
           ['floor: bulwark serve answering the constant', `http://127.0.0.1:${floorPort}/`, floor],
           ["floor + a hit's headers: the constant with a hit's five headers", `http://127.0.0.1:${floorPort}/headers`, floor],
           ['floor + headers + the lookup: getCached answered, no route', `http://127.0.0.1:${floorPort}/lookup`, floor],
+          ['floor + headers + the lookup after a ~1 µs busy wait', `http://127.0.0.1:${floorPort}/lookup-wait`, floor],
         ] as [string, string, ChildProcess][])),
     ['bulwark serve, cache hit', `http://127.0.0.1:${nodePort}/v1/groups/default/keys/hot-key`, node],
   ];
@@ -276,6 +322,10 @@ async function hitPath(): Promise<boolean> {
     console.log(
       `floor + a hit's headers ÷ node:http, CPU per request: ${spread(cpuRatios.get(headersName)!)}; of the handler's share, a hit's answer (headers, latin1 body) ${spread(minus(headersName, floorName))} µs, the lookup (getCached, in place) ${spread(minus(lookupName, headersName))} µs, the rest (dispatch, route) ${spread(minus(served, lookupName))} µs`,
     );
+    const waitName = subjects[4]![0];
+    console.log(
+      `floor + headers + lookup after a ~1 µs busy wait ÷ node:http, CPU per request: ${spread(cpuRatios.get(waitName)!)}; what the wait added (per round): ${spread(minus(waitName, lookupName))} µs`,
+    );
     headersRatio = median(cpuRatios.get(headersName)!);
   }
   if (process.env.SERVE_AB_BASE !== undefined) {
@@ -329,6 +379,127 @@ async function hitPath(): Promise<boolean> {
       '×',
     );
   return ok6 && ok9 && okCpu;
+}
+
+/**
+ * IN_PLACE is one process running this build's node and, with SERVE_AB_BASE, the other build's node beside it
+ * (each on its own port), every request listener wrapped to time it: performance.now() around the listener and
+ * around res.end. A hit's JS is the listener's time outside res.end — measured where it runs, after the syscalls
+ * and other processes have left every line it reaches cold, not in a loop — and an A/B of a hit-path change
+ * lives in one process, where both builds share its layout and its seconds (two identical nodes in two
+ * processes differed by up to 29 %). `/lookup` on this build's node answers as FLOOR's does: no route.
+ * `/_inplace` answers the sums so far (ms and requests per subject) and starts them again. argv: the origin's
+ * URL template, then pairs of a build's serve directory and a port.
+ */
+const IN_PLACE = `const { ServerResponse } = await import('node:http');
+const end = ServerResponse.prototype.end;
+let inEnd = 0;
+ServerResponse.prototype.end = function (...a) { const t = performance.now(); const r = end.apply(this, a); inEnd += performance.now() - t; return r; };
+const sums = new Map();
+const h = ['content-type', 'application/octet-stream', 'content-length', '1024', 'x-bulwark-source', 'main', 'age', '0', 'x-bulwark-age-ms', '0'];
+const [origin, ...builds] = process.argv.slice(1);
+for (let i = 0; i < builds.length; i += 2) {
+  const { readServeConfig } = await import(builds[i] + '/config.js');
+  const { ServeNode } = await import(builds[i] + '/node.js');
+  const node = await ServeNode.start(readServeConfig(['--quiet', '--listen', '127.0.0.1:' + builds[i + 1], '--origin', origin]));
+  const group = node.groups.get('default');
+  await group.get('hot-key', undefined);
+  const listener = node.server.listeners('request')[0];
+  node.server.removeAllListeners('request');
+  node.server.on('request', (req, res) => {
+    if (req.url === '/_inplace') {
+      const body = JSON.stringify(Object.fromEntries(sums));
+      sums.clear();
+      return void res.end(body);
+    }
+    const lookup = i === 0 && req.url === '/lookup';
+    const t0 = performance.now();
+    if (lookup) {
+      const a = group.getCached('hot-key');
+      h[5] = a.source;
+      h[9] = String(Math.round(a.ageMs));
+      res.writeHead(200, h);
+      res.end(a.value.binary(), 'latin1');
+    } else listener(req, res);
+    const t = performance.now() - t0;
+    const key = (lookup ? 'lookup:' : 'hit:') + i;
+    const s = sums.get(key) ?? [0, 0, 0];
+    s[0] += t; s[1] += inEnd; s[2]++;
+    sums.set(key, s);
+    inEnd = 0;
+  });
+}
+process.send?.('ready');`;
+
+async function inPlace(): Promise<boolean> {
+  if (!compiled) return true;
+  const base = process.env.SERVE_AB_BASE === undefined ? undefined : dirname(process.env.SERVE_AB_BASE);
+  console.log(
+    `\n## serve: a hit timed in place — one process, ${HIT_RUNS} rounds of ${MS / 1000} s per subject, loads in turn (load average ${loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')})\n`,
+  );
+  const origin = await startOrigin(0);
+  const ports = [await freePort(), await freePort()];
+  // Which node starts first matters by a few tenths of a µs (the heap's layout): SERVE_AB_BASE_FIRST=1 swaps them.
+  const baseFirst = base !== undefined && process.env.SERVE_AB_BASE_FIRST === '1';
+  const own = join(here, '../src/cli/serve');
+  const builds = base === undefined ? [own] : baseFirst ? [join(base, 'serve'), own] : [own, join(base, 'serve')];
+  const [at, baseAt] = baseFirst ? [1, 0] : [0, 1];
+  const proc = spawn(
+    process.execPath,
+    [
+      ...(process.env.SERVE_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      '--input-type=module',
+      '-e',
+      IN_PLACE,
+      `${origin.url}/items/{key}`,
+      ...builds.flatMap((b, i) => [pathToFileURL(b).href, String(ports[i])]),
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
+  );
+  children.push(proc);
+  await new Promise<void>((r) => proc.once('message', () => r()));
+  const hit = (i: number) => `http://127.0.0.1:${ports[i]}/v1/groups/default/keys/hot-key`;
+  const subjects: [string, string, string][] = [
+    [`floor: getCached and a hit's answer, no route (the first node's process)`, `http://127.0.0.1:${ports[0]}/lookup`, 'lookup:0'],
+    ['cache hit (this build)', hit(at), `hit:${2 * at}`],
+    ...(base === undefined ? [] : ([[`cache hit (${process.env.SERVE_AB_BASE})`, hit(baseAt), `hit:${2 * baseAt}`]] as [string, string, string][])),
+  ];
+  const sums = async (): Promise<Record<string, [number, number, number]>> =>
+    (await fetch(`http://127.0.0.1:${ports[0]}/_inplace`)).json() as Promise<Record<string, [number, number, number]>>;
+  for (const [, url] of subjects) await autocannon({ url, connections: 10, duration: 1 }); // warm-up
+  await sums();
+  const listener = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  const inEnd = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  const js = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
+  for (let run = 0; run < HIT_RUNS; run++) {
+    for (const [name, url, key] of subjects.map((_, i) => subjects[(i + run) % subjects.length]!)) {
+      await autocannon({ url, connections: 10, duration: Math.max(1, Math.round(MS / 1000)) });
+      const [t, e, n] = (await sums())[key]!;
+      listener.get(name)!.push((t * 1000) / n);
+      inEnd.get(name)!.push((e * 1000) / n);
+      js.get(name)!.push(((t - e) * 1000) / n);
+    }
+  }
+  console.log('| subject | listener µs/req (median) | in res.end | JS outside res.end (median, range) |');
+  console.log('| --- | ---: | ---: | ---: |');
+  for (const [name] of subjects)
+    console.log(`| ${name} | ${median(listener.get(name)!).toFixed(2)} | ${median(inEnd.get(name)!).toFixed(2)} | ${spread(js.get(name)!)} |`);
+  const minus = (m: Map<string, number[]>, a: string, b: string) => m.get(a)!.map((x, i) => x - m.get(b)![i]!);
+  const [floorName, hitName] = [subjects[0]![0], subjects[1]![0]];
+  console.log(
+    `\nper round, the hit − the floor: JS outside res.end ${spread(minus(js, hitName, floorName))} µs; in res.end ${spread(minus(inEnd, hitName, floorName))} µs`,
+  );
+  if (base !== undefined) {
+    const other = subjects[2]![0];
+    console.log(
+      `A/B in one process, per round, ${other} − this build: JS outside res.end ${spread(minus(js, other, hitName))} µs; listener ${spread(minus(listener, other, hitName))} µs`,
+    );
+  }
+  await stopChildren();
+  origin.close();
+  return true;
 }
 
 async function zipfCluster(): Promise<boolean> {
@@ -403,7 +574,8 @@ async function zipfCluster(): Promise<boolean> {
 
 let ok = true;
 try {
-  ok = (await hitPath()) && ok;
+  if (process.env.BENCH_SECTION === undefined || 'hit path'.includes(process.env.BENCH_SECTION)) ok = (await hitPath()) && ok;
+  if (process.env.BENCH_SECTION === undefined || ['in place', 'inplace'].includes(process.env.BENCH_SECTION)) ok = (await inPlace()) && ok;
   if (process.env.BENCH_SECTION === undefined || 'zipf cluster'.includes(process.env.BENCH_SECTION)) ok = (await zipfCluster()) && ok;
 } finally {
   await stopChildren();

@@ -115,14 +115,29 @@ function decodeSegment(segment: string): string {
   return segment.includes('%') ? decodeURIComponent(segment) : segment;
 }
 
-/** The largest integer whose decimal text is kept (64 Ki): a hit's content-length (and age in seconds) is a string made once. */
-const KEPT_TEXTS = 64 * 1024;
-const decimalTexts: (string | undefined)[] = new Array<string | undefined>(KEPT_TEXTS + 1).fill(undefined);
+/**
+ * DecimalMemo answers an integer's decimal text, keeping the last one made: a hot key's answers repeat
+ * their content-length (and, within a second, their age in seconds), so most answers make no text. One
+ * entry, not a table of texts: what a hit costs in place is mostly the memory it touches (each line or
+ * page a request reaches that the kernel and node:http did not keep warm), and a table of 64 Ki texts
+ * put each length's text on a page of its own.
+ */
+class DecimalMemo {
+  private n = -1;
+  private text = '-1';
 
-/** decimalText answers the integer `n` in decimal, made once for each from 0 to KEPT_TEXTS. */
-function decimalText(n: number): string {
-  return n >= 0 && n <= KEPT_TEXTS ? (decimalTexts[n] ??= String(n)) : String(n);
+  /** of answers `n` in decimal. */
+  of(n: number): string {
+    if (n !== this.n) {
+      this.n = n;
+      this.text = String(n);
+    }
+    return this.text;
+  }
 }
+
+const LENGTH_TEXT = new DecimalMemo();
+const AGE_TEXT = new DecimalMemo();
 
 /**
  * The headers of a 200, without and with an age: filled in and handed to writeHead, which reads them
@@ -138,10 +153,10 @@ function replyAnswer(res: ServerResponse, head: boolean, answer: Answer): void {
   const data = answer.value.binary();
   const ageMs = answer.ageMs;
   const headers = ageMs === undefined ? ANSWER_HEADERS : AGED_ANSWER_HEADERS;
-  headers[3] = decimalText(data.length);
+  headers[3] = LENGTH_TEXT.of(data.length);
   headers[5] = answer.source;
   if (ageMs !== undefined) {
-    headers[7] = decimalText(Math.floor(ageMs / 1000));
+    headers[7] = AGE_TEXT.of(Math.floor(ageMs / 1000));
     headers[9] = String(Math.round(ageMs));
   }
   res.writeHead(200, headers);
@@ -195,6 +210,7 @@ function replyJson(res: ServerResponse, value: unknown): void {
 }
 
 function hasBody(req: IncomingMessage): boolean {
-  const len = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
+  const headers = req.headers;
+  const len = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
 }

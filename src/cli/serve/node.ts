@@ -36,6 +36,8 @@ export class ServeNode implements ClientApi {
   /** The node's dashboard at /dashboard/ (read-only; beyond loopback it answers nothing without a token). */
   private readonly dashboard: DashboardHandler;
   private readonly server: Server;
+  /** The peer protocol's path prefix (the pool's basePath), kept here: a request routes without reaching the pool. */
+  private readonly peerPath: string;
   private registry: Registry | undefined;
   private membership: Membership | undefined;
   private ready = false;
@@ -61,6 +63,7 @@ export class ServeNode implements ClientApi {
       owners: config.owners,
       protocol: config.protocol,
     });
+    this.peerPath = this.pool.basePath;
     for (const name of config.groups) {
       this.groups.set(
         name,
@@ -231,13 +234,14 @@ export class ServeNode implements ClientApi {
     if (this.draining) res.setHeader('connection', 'close');
     // A request answered before its body arrived (a 401, a 413) must not keep its socket open for a body
     // that may never come: Node waits for the rest of the body, and its requestTimeout no longer runs.
-    if (req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
+    const headers = req.headers;
+    if (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined) {
       res.once('finish', () => {
         if (!req.complete) req.socket.destroySoon();
       });
     }
     const url = req.url ?? '/';
-    if (url.startsWith(this.pool.basePath)) {
+    if (url.startsWith(this.peerPath)) {
       void this.pool.handler(req, res);
       return;
     }
