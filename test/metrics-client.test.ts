@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
 import { BulwarkMetrics } from '../src/metrics/index.js';
+import { DEFAULT_BUCKETS } from '../src/metrics/family.js';
 import { ResilientClient } from '../src/client/index.js';
 import { MemoryRegistry, RegistryCache, type Registry as ServiceRegistry } from '../src/registry/index.js';
 import type { ServiceInstance } from '../src/registry/index.js';
@@ -193,6 +194,81 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     await client.close();
     assert.equal(value(await m.metrics(), 'bulwark_first_balancer_picks_total{name="svc",group="api"}'), undefined, 'dropped with its client');
     await m.close();
+    await registry.close();
+  });
+
+  it('counts every answered call though the client hands them over by the batch: past a batch, the rest when read, each duration in its own bucket, sums to the last bit', async () => {
+    const clock = new ManualClock();
+    const registry = new MemoryRegistry();
+    await registry.register({ id: 'a', name: 'svc', address: '127.0.0.1:9001' });
+    await registry.register({ id: 'b', name: 'svc', address: '127.0.0.1:9002' });
+    const client = new ResilientClient({ registry, clock, timeoutMs: 0, retryBackoff: { initialMs: 1, jitter: 'none' } });
+    const m = new BulwarkMetrics({ registry: new Registry() });
+    m.track(client, { name: 'api' });
+    // What the ok and succeeded series must hold, in call order: each attempt's duration as the client
+    // saw it (onAttempt), each call's from its start to its end on the clock.
+    const ok: number[] = [];
+    const succeeded: number[] = [];
+    client.onAttempt((e) => {
+      if (e.outcome === 'ok') ok.push(e.latencyMs / 1000);
+    });
+    const call = async (task: () => void, options?: { isFailure: () => boolean }): Promise<void> => {
+      const start = clock.now();
+      const answered = await client.call('svc', async () => (task(), 1), options).then(
+        () => true,
+        () => false,
+      );
+      if (answered) succeeded.push((clock.now() - start) / 1000);
+    };
+    // 300 calls (two batches and part of a third), through every bucket and past the last bound.
+    const steps = [0.3, 3, 7, 20, 40, 90, 200, 400, 900, 2000, 4000, 9000, 20_000];
+    for (let i = 0; i < 300; i++) await call(() => clock.advance(steps[i % steps.length]!));
+    // A call whose first attempt fails after 30 ms and whose retry, 1 ms later, answers in 2 ms: its
+    // attempt is ≤ 5 ms, the call in (25, 50] ms.
+    let first = true;
+    const retried = call(() => {
+      clock.advance(first ? 30 : 2);
+      if (first) throw ((first = false), new Error('down'));
+    });
+    await new Promise(setImmediate);
+    await clock.advanceAsync(1);
+    await retried;
+    // An attempt whose error is not a failure (an ok attempt measured on its own, after the calls
+    // before it: src/client/answered-batch.test.ts checks the order), then answered calls, still in the
+    // client's batch when the metrics read.
+    await call(
+      () => {
+        clock.advance(0.7);
+        throw new Error('not counted');
+      },
+      { isFailure: () => false },
+    );
+    for (const d of [3.3, 20_000.3, 9000.1, 0.9, 7.7]) await call(() => clock.advance(d));
+    const bucketsOf = (values: number[]) => DEFAULT_BUCKETS.map((b) => values.filter((v) => v <= b).length);
+    const sumOf = (values: number[]) => values.reduce((s, v) => s + v, 0);
+    // Read by histograms() (its families summed over their labels): the attempts (ok, and the one
+    // error), the calls (succeeded, and the one whose error was not a failure, which failed).
+    const totals = m.histograms();
+    const attempts = totals.find((h) => h.family === 'client_attempt_duration_seconds')!;
+    const calls = totals.find((h) => h.family === 'client_call_duration_seconds')!;
+    assert.equal(attempts.count, ok.length + 1);
+    assert.equal(calls.count, succeeded.length + 1);
+    // Read by a scrape: the ok series to the last bit, bucket by bucket.
+    const text = await m.metrics();
+    const a = 'bulwark_client_attempt_duration_seconds';
+    const c = 'bulwark_client_call_duration_seconds';
+    assert.equal(ok.length, 307);
+    assert.equal(value(text, `${a}_count{name="api",service="svc",outcome="ok"}`), ok.length);
+    assert.equal(value(text, `${a}_sum{name="api",service="svc",outcome="ok"}`), sumOf(ok));
+    DEFAULT_BUCKETS.forEach((b, i) => {
+      assert.equal(value(text, `${a}_bucket{name="api",service="svc",outcome="ok",le="${b}"}`), bucketsOf(ok)[i], `ok le=${b}`);
+      assert.equal(value(text, `${c}_bucket{name="api",service="svc",outcome="succeeded",le="${b}"}`), bucketsOf(succeeded)[i], `succeeded le=${b}`);
+    });
+    assert.equal(value(text, `${c}_sum{name="api",service="svc",outcome="succeeded"}`), sumOf(succeeded));
+    // The retried call: its attempt ≤ 5 ms, the call in (25, 50] ms.
+    assert.equal(ok[300], 0.002);
+    assert.equal(succeeded[300], 0.033);
+    await client.close();
     await registry.close();
   });
 

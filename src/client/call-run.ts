@@ -37,6 +37,7 @@ import type { DeadlineNode, Granule } from '../core/deadline.js';
 import type { AttemptTimeout } from './deadlines.js';
 import type { ClientCounters } from './stats.js';
 import type { AdmissionToken, AttemptEvent, CallBreaker, ClientMeasure, InstanceTask, ServiceBalancer } from './types.js';
+import { AnsweredBatch, type PendingBatches } from './answered-batch.js';
 
 export type { AttemptEvent, InstanceTask } from './types.js';
 
@@ -67,6 +68,8 @@ export interface ServiceParts {
    * which saves the strategy a clock read. Optional: without it, reports carry none.
    */
   readonly sharesClock?: boolean;
+  /** The durations of the service's answered calls not yet handed to the client's measure (made by the first measured one). Optional. */
+  answered?: AnsweredBatch | undefined;
 }
 
 /** Shared, per-client things a run reports to. */
@@ -76,6 +79,8 @@ export interface RunContext {
   readonly attempts: Emitter<AttemptEvent>;
   /** Where attempt and call durations go as plain arguments (ResilientClient.measure), or undefined. */
   measure: ClientMeasure | undefined;
+  /** The batches of answered calls' durations not yet handed to `measure` (AnsweredBatch). */
+  readonly pending: PendingBatches;
   /**
    * afterFirst carries on a call whose first attempt, run on the call's own promise (`CallRun.call`),
    * failed with `err` (its bulkhead slot left): the retries, then the fallback or the failure. What it
@@ -437,9 +442,21 @@ export class CallRun<T> implements DeadlineNode {
     this.service.balancer.report(instance, failed ? { ok: false, latencyMs, at } : { ok: true, latencyMs, at });
     const measure = ctx.measure;
     if (measure !== undefined) {
-      // An attempt that answers ends its call as succeeded: both durations in one call.
-      if (err === undefined) measure.answered(this.service.name, latencyMs, end - this.firstStart);
-      else measure.attempt(this.service.name, failed, latencyMs);
+      const service = this.service;
+      if (err === undefined) {
+        // An attempt that answers ends its call as succeeded: both durations noted in the service's
+        // batch, handed to the measure when it is full or read (AnsweredBatch), no call into it here.
+        const b = (service.answered ??= new AnsweredBatch(service.name));
+        const n = b.n;
+        if (n === 0 && !b.listed) ctx.pending.add(b);
+        b.durations[n] = latencyMs;
+        b.durations[n + 1] = end - this.firstStart;
+        b.n = n + 2;
+        if (n + 2 === b.durations.length) b.flush(measure);
+      } else {
+        service.answered?.flush(measure); // the ok series counts in call order
+        measure.attempt(service.name, failed, latencyMs);
+      }
     }
     if (ctx.attempts.hasListeners || clientAttemptChannel.hasSubscribers) {
       this.emitAttempt(

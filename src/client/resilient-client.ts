@@ -40,6 +40,7 @@ import { httpPoolsOptions, type HttpPoolsOptions } from './http-pools.js';
 import { ServiceState, serviceStateDefaults, type ServiceStateOptions } from './service-state.js';
 import { ClientCounters, type ClientStats } from './stats.js';
 import type { ClientMeasure } from './types.js';
+import { PendingBatches } from './answered-batch.js';
 import type { MetricsContext, MetricsDescription } from '../core/metrics-description.js';
 import { describeClient } from './client-metrics.js';
 import { checkWeightOverrides, type WeightOverrides } from '../balancer/weight-overrides.js';
@@ -195,7 +196,14 @@ export class ResilientClient {
     this.poolsOptions = httpPoolsOptions(o.http, clock); // checked now, not at the first fetch
     this.stateOptions = ServiceState.validate({ ...o, clock }, o.clock === undefined ? undefined : clock);
     this.breakers = this.stateOptions.breakers!;
-    this.ctx = { clock, counters: this.counters, attempts: this.attemptEvents, measure: undefined, afterFirst: (run, err) => this.afterFirst(run, err) };
+    this.ctx = {
+      clock,
+      counters: this.counters,
+      attempts: this.attemptEvents,
+      measure: undefined,
+      pending: new PendingBatches(),
+      afterFirst: (run, err) => this.afterFirst(run, err),
+    };
     this.defaultTimeout = this.timeoutMs === 0 ? undefined : new AttemptTimeout(this.timeoutMs, clock);
     // Last: a cache made here holds a timer, so nothing may throw after it.
     this.ownsRegistry = !(o.registry instanceof RegistryCache);
@@ -216,6 +224,7 @@ export class ResilientClient {
         cache: this.registry instanceof RegistryCache ? this.registry : undefined,
         stats: () => this.stats(),
         measure: (m) => this.measure(m),
+        flush: () => this.ctx.pending.flushAll(this.ctx.measure),
         openServices: () => this.services.values(),
         closed: () => this.closing !== undefined,
       },
@@ -241,12 +250,15 @@ export class ResilientClient {
     if (m === null || typeof m !== 'object' || typeof m.answered !== 'function' || typeof m.attempt !== 'function' || typeof m.call !== 'function') {
       throw new TypeError(`ResilientClient.measure: m must have answered(), attempt() and call(), got ${showValue(m)}`);
     }
+    // The durations noted so far go to the measures there were when their calls answered.
+    this.ctx.pending.flushAll(this.ctx.measure);
     this.measures = [...this.measures, m];
     this.ctx.measure = fanOut(this.measures);
     let active = true;
     return () => {
       if (!active) return;
       active = false;
+      this.ctx.pending.flushAll(this.ctx.measure);
       this.measures = this.measures.filter((x) => x !== m);
       this.ctx.measure = fanOut(this.measures);
     };
@@ -749,8 +761,8 @@ export class ResilientClient {
 function fanOut(ms: readonly ClientMeasure[]): ClientMeasure | undefined {
   if (ms.length <= 1) return ms[0];
   return {
-    answered: (service, latencyMs, callMs) => {
-      for (const m of ms) m.answered(service, latencyMs, callMs);
+    answered: (service, durations, n) => {
+      for (const m of ms) m.answered(service, durations, n);
     },
     attempt: (service, failed, latencyMs) => {
       for (const m of ms) m.attempt(service, failed, latencyMs);

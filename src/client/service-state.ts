@@ -32,6 +32,7 @@ import type { Registry, ServiceInstance } from '../registry/types.js';
 import { isRetryable, type ServiceParts } from './call-run.js';
 import type { AdmissionToken, CallBreaker, ServiceBalancer } from './types.js';
 import type { AttemptTimeout } from './deadlines.js';
+import type { AnsweredBatch } from './answered-batch.js';
 
 /** ServiceStateOptions are the client options that shape each service's parts. */
 export interface ServiceStateOptions {
@@ -109,6 +110,8 @@ export class ServiceState implements ServiceParts {
   fault: FaultInjector | undefined;
   /** The balancer is the Balancer made here on the client's clock: reports carry the attempt's end reading (ServiceParts.sharesClock). */
   readonly sharesClock: boolean;
+  /** The durations of the service's answered calls not yet handed to the client's measure (ServiceParts.answered). */
+  answered: AnsweredBatch | undefined = undefined;
   private backoff: BackoffOptions;
   private readonly clock: Clock | undefined;
   private readonly instanceBreakers = new Map<string, Breaker | undefined>();

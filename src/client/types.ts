@@ -68,10 +68,14 @@ export interface AttemptEvent {
  */
 export interface ClientMeasure {
   /**
-   * answered is called when an attempt answers a value, which ends its call as succeeded: the attempt's
-   * duration and the call's (from its first attempt's start), in ms. One call for both on the hot path.
+   * answered is handed the durations of answered calls (an attempt answered a value, which ended its
+   * call as succeeded), in batches, in call order: `durations` holds `[attempt ms, call ms]` per call
+   * (the call's from its first attempt's start), its first `n` numbers noted. The client notes them as
+   * calls answer and hands them over when a batch is full, before an `attempt` of the same service,
+   * when its measures change, and when the metrics read them (see `AnsweredBatch`). `durations` is the
+   * client's: read it during the call, do not keep it.
    */
-  answered(service: string, latencyMs: number, callMs: number): void;
+  answered(service: string, durations: Float64Array, n: number): void;
   /** attempt is called when an attempt that ran ends without a value (failed, or its error did not count), with its duration in ms. */
   attempt(service: string, failed: boolean, latencyMs: number): void;
   /**

@@ -11,6 +11,7 @@ export type { AdmissionToken, LimitDecision } from './admission.js';
 export type {
   Emit,
   HistogramObserver,
+  HistogramPairObserver,
   Labels,
   MetricFamilySpec,
   MetricType,

@@ -76,11 +76,30 @@ export interface MetricsSink {
    * event. It does nothing once the component is untracked. Optional: sinks made by BulwarkMetrics have it.
    */
   observer?(family: string, labels: Labels): HistogramObserver;
+  /**
+   * pairObserver answers two histogram series as one object that adds one observation to each at a
+   * time, for events that have two durations (a client's answered attempt and its call): one check and,
+   * when both land in the same bucket, one bucket search. What it counts is what two `observer`s would
+   * count. Optional: sinks made by BulwarkMetrics have it.
+   */
+  pairObserver?(a: { family: string; labels: Labels }, b: { family: string; labels: Labels }): HistogramPairObserver;
 }
 
 /** HistogramObserver adds observations (seconds) to one histogram series. */
 export interface HistogramObserver {
   observe(value: number): void;
+}
+
+/** HistogramPairObserver adds one observation to each of two histogram series. */
+export interface HistogramPairObserver {
+  /** observe adds `a` (seconds) to the first series and `b` to the second. */
+  observe(a: number, b: number): void;
+  /**
+   * observeMs adds pairs given in milliseconds, in order: `ms[0] / 1000` to the first series,
+   * `ms[1] / 1000` to the second, and so on for the first `n` numbers — what `observe` of each pair
+   * counts, sums included to the last bit.
+   */
+  observeMs(ms: Float64Array, n: number): void;
 }
 
 /** MetricsDescription is what a component answers to `describeMetrics()`. */
@@ -93,6 +112,11 @@ export interface MetricsDescription {
   collect?(emit: Emit): void;
   /** subscribe is called once when the component is tracked; it answers the disposer that untracking calls. */
   subscribe?(sink: MetricsSink): () => void;
+  /**
+   * flush hands the sink the events the component holds back to hand over in batches (a client's
+   * answered calls' durations), before its event series are read: each scrape, `histograms()`.
+   */
+  flush?(): void;
   /** snapshot answers the JSON-ready status of the component (the one status protocol). Defaults to its `stats()`. */
   snapshot?(): unknown;
   /** closed tells whether the component was closed: it is then dropped from scrapes and snapshots. */

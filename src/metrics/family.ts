@@ -22,11 +22,20 @@ export interface Sample {
 /** EventSeries is a counter or histogram series counted from events between scrapes. */
 export interface EventSeries {
   labels: Record<string, string | number>;
+  /** Counter only (0 for a histogram): its value. */
   value: number;
-  /** Histogram only (undefined / 0 otherwise): per-bucket counts (not cumulative) and the sum of observations. */
-  counts?: Float64Array;
-  sum?: number;
+  /**
+   * Histogram only (undefined for a counter): `[count, sum, per-bucket counts (not cumulative), one per
+   * bound]` (see COUNT, SUM, BUCKETS). A view of the buffer of a SeriesPairObserver when the series was
+   * made as one of a pair.
+   */
+  hist: Float64Array | undefined;
 }
+
+/** Where a histogram series keeps its count, its sum, and its first bucket's count (EventSeries.hist). */
+export const COUNT = 0;
+export const SUM = 1;
+export const BUCKETS = 2;
 
 /**
  * SeriesObserver is a histogram series bound for a hot event path (MetricsSink.observer): one
@@ -36,12 +45,153 @@ export class SeriesObserver {
   constructor(
     private readonly owner: { readonly live: boolean },
     private readonly bounds: Float64Array,
-    private readonly s: EventSeries,
+    private readonly hist: Float64Array,
   ) {}
 
   observe(value: number): void {
     if (!this.owner.live || !Number.isFinite(value)) return;
-    observeInto(this.bounds, this.s, value);
+    observeInto(this.bounds, this.hist, value);
+  }
+}
+
+/**
+ * SeriesPairObserver is two histogram series of one owner with the same bounds, bound as one for events
+ * with two durations (MetricsSink.pairObserver; a client's answered attempt and its call). It counts
+ * what two SeriesObservers would, with less work: one liveness check, one bucket search when both
+ * values land in the same bucket (in a single-attempt call the two durations are the same or nearly),
+ * the bounds and both series in one buffer, `[bounds | a's hist | b's hist]`, whose two views (`histA`,
+ * `histB`) the family reads at the scrape, and `observeMs` for a batch: a client hands over its
+ * answered calls by the hundred (~2.6 ns a call folded, against ~7.4 for two observers). @internal
+ */
+export class SeriesPairObserver {
+  /** The bounds (n), then series a's hist (n + 2), then series b's (n + 2). */
+  private readonly buf: Float64Array;
+  private readonly n: number;
+  readonly histA: Float64Array;
+  readonly histB: Float64Array;
+
+  constructor(
+    private readonly owner: { readonly live: boolean },
+    bounds: Float64Array,
+  ) {
+    const n = bounds.length;
+    this.n = n;
+    this.buf = new Float64Array(3 * n + 4);
+    this.buf.set(bounds);
+    this.histA = this.buf.subarray(n, 2 * n + 2);
+    this.histB = this.buf.subarray(2 * n + 2);
+  }
+
+  observe(a: number, b: number): void {
+    if (!this.owner.live) return;
+    if (Number.isFinite(a) && Number.isFinite(b)) {
+      const f = this.buf;
+      const ha = this.n;
+      const hb = 2 * ha + 2;
+      f[ha + SUM]! += a;
+      f[hb + SUM]! += b;
+      this.count(a, b);
+    } else this.apart(a, b);
+  }
+
+  /**
+   * observeMs is `observe(ms[i] / 1000, ms[i + 1] / 1000)` for each pair of the first `n` numbers. The
+   * sums are added in registers, in the same order (so to the same bits), and the counts of a run of
+   * pairs that land in the same buckets are added once: a client hands over its answered calls this way,
+   * by the hundred.
+   */
+  observeMs(ms: Float64Array, n: number): void {
+    if (!this.owner.live) return;
+    const f = this.buf;
+    const bn = this.n;
+    const ha = bn;
+    const hb = 2 * bn + 2;
+    let sa = f[ha + SUM]!;
+    let sb = f[hb + SUM]!;
+    // The run: `run` pairs counted in a's bucket `ri` and b's `rj`, with bounds lo < value <= hi (the
+    // same for both): a pair within them is in the run without a search.
+    let run = 0;
+    let ri = 0;
+    let rj = 0;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (let k = 0; k + 1 < n; k += 2) {
+      const a = ms[k]! / 1000;
+      const b = ms[k + 1]! / 1000;
+      if (a > lo && a <= hi && b > lo && b <= hi) {
+        sa += a;
+        sb += b;
+        run++;
+        continue;
+      }
+      this.countRun(run, ri, rj);
+      run = 0;
+      if (Number.isFinite(a) && Number.isFinite(b)) {
+        sa += a;
+        sb += b;
+        let i = 0;
+        while (i < bn && a > f[i]!) i++;
+        let j = 0;
+        while (j < bn && b > f[j]!) j++;
+        run = 1;
+        ri = i;
+        rj = j;
+        // A run goes on while both land where this pair did, when that is one bucket (+Inf: above the last bound).
+        lo = i === j ? (i === 0 ? -Infinity : f[i - 1]!) : Infinity;
+        hi = i === j ? (i === bn ? Number.MAX_VALUE : f[i]!) : -Infinity;
+      } else {
+        f[ha + SUM] = sa;
+        f[hb + SUM] = sb;
+        this.apart(a, b);
+        sa = f[ha + SUM]!;
+        sb = f[hb + SUM]!;
+        lo = Infinity;
+        hi = -Infinity;
+      }
+    }
+    this.countRun(run, ri, rj);
+    f[ha + SUM] = sa;
+    f[hb + SUM] = sb;
+  }
+
+  /** countRun counts `run` pairs in a's bucket `i` and b's bucket `j` (the bound count: +Inf only). */
+  private countRun(run: number, i: number, j: number): void {
+    if (run === 0) return;
+    const f = this.buf;
+    const n = this.n;
+    const ha = n;
+    const hb = 2 * n + 2;
+    f[ha + COUNT]! += run;
+    if (i < n) f[ha + BUCKETS + i]! += run;
+    f[hb + COUNT]! += run;
+    if (j < n) f[hb + BUCKETS + j]! += run;
+  }
+
+  /** count counts finite `a` and `b` in their series' count and bucket (their sums are the caller's). */
+  private count(a: number, b: number): void {
+    const f = this.buf;
+    const n = this.n;
+    let i = 0;
+    while (i < n && a > f[i]!) i++;
+    // a's bucket is i (n: above every bound, counted in +Inf only); b's is too when it lies between i's bounds.
+    let j = i;
+    if (i === n ? n > 0 && b <= f[n - 1]! : b > f[i]! || (i > 0 && b <= f[i - 1]!)) {
+      j = 0;
+      while (j < n && b > f[j]!) j++;
+    }
+    const ha = n;
+    const hb = 2 * n + 2;
+    f[ha + COUNT]!++;
+    if (i < n) f[ha + BUCKETS + i]!++;
+    f[hb + COUNT]!++;
+    if (j < n) f[hb + BUCKETS + j]!++;
+  }
+
+  /** apart observes a pair of which one value at least is not finite (that one is not counted). */
+  private apart(a: number, b: number): void {
+    const bounds = this.buf.subarray(0, this.n);
+    if (Number.isFinite(a)) observeInto(bounds, this.histA, a);
+    if (Number.isFinite(b)) observeInto(bounds, this.histB, b);
   }
 }
 
@@ -171,49 +321,57 @@ export class Family implements TextSection {
     return bytesOut;
   }
 
-  /** series answers (making it) the event series of `owner` with these labels. */
-  series(owner: object, labels: Record<string, string | number>): EventSeries {
+  /**
+   * series answers (making it) the event series of `owner` with these labels; a histogram series made
+   * now keeps its counts in `hist` when given (a view of a SeriesPairObserver's buffer: see `has`).
+   */
+  series(owner: object, labels: Record<string, string | number>, hist?: Float64Array): EventSeries {
     let byKey = this.events.get(owner);
     if (byKey === undefined) this.events.set(owner, (byKey = new Map()));
     const key = labelKey(labels);
     let s = byKey.get(key);
     if (s === undefined) {
-      // One shape for every series (the histogram fields unused by counters): the hot observe path
-      // stays monomorphic.
-      s = { labels, value: 0, counts: this.type === 'histogram' ? new Float64Array(this.buckets.length) : undefined, sum: 0 };
+      // One shape for every series (`hist` undefined for counters).
+      s = { labels, value: 0, hist: this.type === 'histogram' ? (hist ?? new Float64Array(BUCKETS + this.buckets.length)) : undefined };
       byKey.set(key, s);
     }
     return s;
   }
 
+  /** has tells whether `owner` has a series with these labels. */
+  has(owner: object, labels: Record<string, string | number>): boolean {
+    return this.events.get(owner)?.has(labelKey(labels)) === true;
+  }
+
   /** observe adds one observation to a histogram series. */
   observe(s: EventSeries, value: number): void {
-    observeInto(this.bounds, s, value);
+    observeInto(this.bounds, s.hist!, value);
   }
 
   private histogramSamples(s: EventSeries, out: Sample[]): void {
     const base = this.fullName;
+    const h = s.hist!;
     let cumulative = 0;
     for (let i = 0; i < this.buckets.length; i++) {
-      cumulative += s.counts![i]!;
+      cumulative += h[BUCKETS + i]!;
       out.push({ metricName: `${base}_bucket`, labels: { ...s.labels, le: this.buckets[i]! }, value: cumulative });
     }
-    out.push({ metricName: `${base}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.value });
-    out.push({ metricName: `${base}_sum`, labels: s.labels, value: s.sum! });
-    out.push({ metricName: `${base}_count`, labels: s.labels, value: s.value });
+    out.push({ metricName: `${base}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: h[COUNT]! });
+    out.push({ metricName: `${base}_sum`, labels: s.labels, value: h[SUM]! });
+    out.push({ metricName: `${base}_count`, labels: s.labels, value: h[COUNT]! });
   }
 }
 
-/** observeInto counts `value` in the first bucket whose bound holds it, and in the series' count and sum. */
-function observeInto(bounds: Float64Array, s: EventSeries, value: number): void {
+/** observeInto counts `value` in the first bucket whose bound holds it, and in the series' count and sum (`hist`: EventSeries.hist). */
+function observeInto(bounds: Float64Array, hist: Float64Array, value: number): void {
   for (let i = 0; i < bounds.length; i++) {
     if (value <= bounds[i]!) {
-      s.counts![i]!++;
+      hist[BUCKETS + i]!++;
       break;
     }
   }
-  s.value++;
-  s.sum! += value;
+  hist[COUNT]!++;
+  hist[SUM]! += value;
 }
 
 /** labelKey is a stable key of a label set. */

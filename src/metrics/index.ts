@@ -11,6 +11,7 @@ export type {
   ComponentSnapshot,
   Emit,
   HistogramObserver,
+  HistogramPairObserver,
   HistogramTotals,
   Labels,
   MetricFamilySpec,

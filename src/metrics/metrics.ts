@@ -13,13 +13,14 @@
  * it is handed and imports no other bulwark module but core's types.
  */
 import promClient, { type Registry, type RegistryContentType } from 'prom-client';
-import { Family, SeriesObserver, labelKey } from './family.js';
+import { BUCKETS, COUNT, Family, SUM, SeriesObserver, SeriesPairObserver, labelKey } from './family.js';
 import { ByteText, NOT_ASCII, type TextBuffer } from './text.js';
 import type { TextOut } from '../core/metrics-description.js';
 import type {
   BulwarkMetricsOptions,
   Emit,
   ComponentSnapshot,
+  HistogramObserver,
   HistogramTotals,
   Labels,
   MetricFamilySpec,
@@ -37,6 +38,9 @@ const LABEL_RE = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 const BLANK_LINE = Buffer.from('\n\n');
 const NEWLINE = Buffer.from('\n');
 const NO_OBSERVER = { observe: (_value: number): void => {} };
+
+/** sameBounds tells whether two histograms have the same bucket bounds. */
+const sameBounds = (a: Float64Array, b: Float64Array): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
 
 /**
  * EXPOSITION_PARTS keys the method the handlers take a scrape from (`[EXPOSITION_PARTS]()`: its
@@ -280,6 +284,11 @@ export class BulwarkMetrics {
    * what a dashboard takes percentiles from (bulwark/dashboard takes the difference of two readings).
    */
   histograms(): HistogramTotals[] {
+    const flush = (e: Entry): void => {
+      this.flushOf(e);
+      if (e.parts !== undefined) for (const p of e.parts.values()) flush(p);
+    };
+    for (const e of this.entries.values()) flush(e);
     const out: HistogramTotals[] = [];
     for (const f of this.families.values()) {
       if (f.type !== 'histogram') continue;
@@ -290,9 +299,10 @@ export class BulwarkMetrics {
         let count = 0;
         let sum = 0;
         for (const s of series.values()) {
-          for (let i = 0; i < counts.length; i++) counts[i]! += s.counts![i]!;
-          count += s.value;
-          sum += s.sum!;
+          const h = s.hist!;
+          for (let i = 0; i < counts.length; i++) counts[i]! += h[BUCKETS + i]!;
+          count += h[COUNT]!;
+          sum += h[SUM]!;
         }
         out.push({ name: e.name, family: f.spec.name, bounds: f.buckets, counts, count, sum });
       }
@@ -411,6 +421,7 @@ export class BulwarkMetrics {
     });
     for (const f of this.families.values()) f.buffer = [];
     for (const e of this.collecting()) {
+      this.flushOf(e);
       if (e.desc.collect === undefined) continue;
       const base = e.base;
       const emit = (family: string, labels: Labels, value: number): void => {
@@ -469,6 +480,7 @@ export class BulwarkMetrics {
     };
     emit.text = text;
     for (const e of entries) {
+      this.flushOf(e);
       if (e.desc.collect === undefined) continue;
       at = e;
       own = undefined;
@@ -481,6 +493,16 @@ export class BulwarkMetrics {
     const out = new Map<object, Buffer>();
     for (const f of families.values()) out.set(f, f.end(bytes, held));
     return out;
+  }
+
+  /** flushOf has a live entry hand over the events it holds back (MetricsDescription.flush) before its series are read. */
+  private flushOf(e: Entry): void {
+    if (!e.live || e.desc.flush === undefined) return;
+    try {
+      e.desc.flush();
+    } catch {
+      // As a collector that fails: what it held back is not counted in this reading.
+    }
   }
 
   private isClosed(e: Entry): boolean {
@@ -500,6 +522,11 @@ export class BulwarkMetrics {
       if (f === undefined || !e.live) return undefined;
       return { f, s: f.series(e, { ...e.base, ...labels }) };
     };
+    const observer = (family: string, labels: Labels): HistogramObserver => {
+      const x = seriesOf(family, labels);
+      if (x === undefined || x.f.type !== 'histogram') return NO_OBSERVER;
+      return new SeriesObserver(e, x.f.bounds, x.s.hist!);
+    };
     return {
       inc: (family, labels, by = 1) => {
         const x = seriesOf(family, labels);
@@ -509,10 +536,36 @@ export class BulwarkMetrics {
         const x = seriesOf(family, labels);
         if (x !== undefined && x.f.type === 'histogram' && Number.isFinite(value)) x.f.observe(x.s, value);
       },
-      observer: (family, labels) => {
-        const x = seriesOf(family, labels);
-        if (x === undefined || x.f.type !== 'histogram') return NO_OBSERVER;
-        return new SeriesObserver(e, x.f.bounds, x.s);
+      observer,
+      pairObserver: (a, b) => {
+        const fa = this.families.get(a.family);
+        const fb = this.families.get(b.family);
+        const la = { ...e.base, ...a.labels };
+        const lb = { ...e.base, ...b.labels };
+        // One buffer for both series, made with them: for two histograms of the same bounds, two series
+        // not made yet (one made before keeps its own counts), and not twice the same series.
+        const paired =
+          e.live &&
+          fa?.type === 'histogram' &&
+          fb?.type === 'histogram' &&
+          sameBounds(fa.bounds, fb.bounds) &&
+          !fa.has(e, la) &&
+          !fb.has(e, lb) &&
+          !(fa === fb && labelKey(la) === labelKey(lb));
+        if (paired) {
+          const p = new SeriesPairObserver(e, fa.bounds);
+          fa.series(e, la, p.histA);
+          fb.series(e, lb, p.histB);
+          return p;
+        }
+        const one = observer(a.family, a.labels);
+        const two = observer(b.family, b.labels);
+        return {
+          observe: (u: number, v: number) => (one.observe(u), two.observe(v)),
+          observeMs: (ms: Float64Array, n: number) => {
+            for (let i = 0; i + 1 < n; i += 2) one.observe(ms[i]! / 1000), two.observe(ms[i + 1]! / 1000);
+          },
+        };
       },
     };
   }

@@ -8,6 +8,7 @@ import type { Registry, RegistryContentType } from 'prom-client';
 export type {
   Emit,
   HistogramObserver,
+  HistogramPairObserver,
   Labels,
   MetricFamilySpec,
   MetricType,
