@@ -214,10 +214,12 @@ describe('BulwarkMetrics on a ResilientClient', () => {
     });
     const call = async (task: () => void, options?: { isFailure: () => boolean }): Promise<void> => {
       const start = clock.now();
-      const answered = await client.call('svc', async () => (task(), 1), options).then(
-        () => true,
-        () => false,
-      );
+      const answered = await client
+        .call('svc', async () => (task(), 1), options)
+        .then(
+          () => true,
+          () => false,
+        );
       if (answered) succeeded.push((clock.now() - start) / 1000);
     };
     // 300 calls (two batches and part of a third), through every bucket and past the last bound.

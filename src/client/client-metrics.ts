@@ -3,7 +3,16 @@
  * its parts: its breakers (the BreakerGroup's families), each open service's balancer, and the registry
  * cache it reads. One `track(client)` exports what explains its calls. @internal
  */
-import type { HistogramObserver, HistogramPairObserver, MetricFamilySpec, MetricsContext, MetricsDescription, MetricsPart, Trackable } from '../core/metrics-description.js';
+import {
+  observerPair,
+  type HistogramObserver,
+  type HistogramPairObserver,
+  type MetricFamilySpec,
+  type MetricsContext,
+  type MetricsDescription,
+  type MetricsPart,
+  type Trackable,
+} from '../core/metrics-description.js';
 import type { Disposer } from '../core/events.js';
 import { balancerFamilies } from '../balancer/balancer-metrics.js';
 import type { ClientStats } from './stats.js';
@@ -114,12 +123,7 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
           const ok = bind(a, service, 'ok');
           const succeeded = bind(k, service, 'succeeded');
           o = {
-            answered: pair ?? {
-              observe: (x: number, y: number) => (ok.observe(x), succeeded.observe(y)),
-              observeMs: (ms: Float64Array, n: number) => {
-                for (let i = 0; i + 1 < n; i += 2) ok.observe(ms[i]! / 1000), succeeded.observe(ms[i + 1]! / 1000);
-              },
-            },
+            answered: pair ?? observerPair(ok, succeeded),
             ok,
             error: bind(a, service, 'error'),
             succeeded,

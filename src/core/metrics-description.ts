@@ -102,6 +102,22 @@ export interface HistogramPairObserver {
   observeMs(ms: Float64Array, n: number): void;
 }
 
+/** observerPair answers a HistogramPairObserver that hands each value of a pair to its own observer: a pair where no paired one is made. */
+export function observerPair(a: HistogramObserver, b: HistogramObserver): HistogramPairObserver {
+  return {
+    observe: (x, y) => {
+      a.observe(x);
+      b.observe(y);
+    },
+    observeMs: (ms, n) => {
+      for (let i = 0; i + 1 < n; i += 2) {
+        a.observe(ms[i]! / 1000);
+        b.observe(ms[i + 1]! / 1000);
+      }
+    },
+  };
+}
+
 /** MetricsDescription is what a component answers to `describeMetrics()`. */
 export interface MetricsDescription {
   /** The kind shown in the registry's snapshot (e.g. 'grpc-server'). Defaults to the constructor's name. */

@@ -15,7 +15,7 @@
 import promClient, { type Registry, type RegistryContentType } from 'prom-client';
 import { BUCKETS, COUNT, Family, SUM, SeriesObserver, SeriesPairObserver, labelKey } from './family.js';
 import { ByteText, NOT_ASCII, type TextBuffer } from './text.js';
-import type { TextOut } from '../core/metrics-description.js';
+import { observerPair, type TextOut } from '../core/metrics-description.js';
 import type {
   BulwarkMetricsOptions,
   Emit,
@@ -558,14 +558,7 @@ export class BulwarkMetrics {
           fb.series(e, lb, p.histB);
           return p;
         }
-        const one = observer(a.family, a.labels);
-        const two = observer(b.family, b.labels);
-        return {
-          observe: (u: number, v: number) => (one.observe(u), two.observe(v)),
-          observeMs: (ms: Float64Array, n: number) => {
-            for (let i = 0; i + 1 < n; i += 2) one.observe(ms[i]! / 1000), two.observe(ms[i + 1]! / 1000);
-          },
-        };
+        return observerPair(observer(a.family, a.labels), observer(b.family, b.labels));
       },
     };
   }
