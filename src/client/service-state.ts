@@ -110,7 +110,7 @@ export class ServiceState implements ServiceParts {
   fault: FaultInjector | undefined;
   /** The balancer is the Balancer made here on the client's clock: reports carry the attempt's end reading (ServiceParts.sharesClock). */
   readonly sharesClock: boolean;
-  /** The durations of the service's answered calls not yet handed to the client's measure (ServiceParts.answered). */
+  /** @internal The durations of the service's answered calls not yet handed to the client's measure (ServiceParts.answered). */
   answered: AnsweredBatch | undefined = undefined;
   private backoff: BackoffOptions;
   private readonly clock: Clock | undefined;
