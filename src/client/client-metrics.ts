@@ -102,9 +102,9 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
       emit('client_bulkhead_rejections_total', {}, s.bulkheadRejections);
     },
     subscribe: (sink) => {
-      // Durations come through the client's measure hook as plain arguments (no event object per
-      // attempt), into bound observers per (service, outcome): no label hashing, and one Map lookup per
-      // call at most (none while calls go to the same service as the last one).
+      // Durations come through the client's measure hook (answered calls in batches, the rest as plain
+      // arguments: no event object per attempt), into bound observers per (service, outcome): no label
+      // hashing, and one Map lookup per hand-over at most (none for the same service as the last one).
       const bind = (family: string, service: string, outcome: string): Observe => {
         const labels = { service, outcome };
         return sink.observer?.(family, labels) ?? { observe: (v: number) => sink.observe(family, labels, v) };
@@ -139,7 +139,7 @@ export function describeClient(c: ClientSource, ctx: MetricsContext): MetricsDes
         // Answered calls (the hot path), handed over in batches by the client: both durations of each
         // into the service's pair of series, in call order.
         answered: (service: string, durations: Float64Array, n: number): void => {
-          (service === lastService && last !== undefined ? last : observers(service)).answered.observeMs(durations, n);
+          observers(service).answered.observeMs(durations, n);
         },
         attempt: (service: string, failed: boolean, latencyMs: number): void => {
           const o = observers(service);
