@@ -25,6 +25,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../core/clock.js';
 import { AbortedError, TimeoutError } from '../core/errors.js';
+import { declaresBody } from '../internal/declared-body.js';
 import { decodePeerRequest, encodeGetResponse, encodeRemoveResponse, type GetResponse, type PeerMode } from './codec.js';
 import { NODE_HEADER, NOT_FOUND_HEADER } from './http-peer.js';
 import { keyProblem } from './key.js';
@@ -68,11 +69,11 @@ export async function servePeer(config: HandlerConfig, req: IncomingMessage, res
 /** route picks the form; not async itself, so that a peer's request costs one promise less. */
 function route(config: HandlerConfig, req: IncomingMessage, res: ServerResponse): Promise<void> | void {
   const url = typeof req.url === 'string' ? req.url : '';
-  if (!url.startsWith(config.basePath)) return reply(res, 404, 'not a cache peer path', hasBody(req));
-  if (config.closed()) return reply(res, 503, 'pool closed', hasBody(req));
+  if (!url.startsWith(config.basePath)) return reply(res, 404, 'not a cache peer path', declaresBody(req));
+  if (config.closed()) return reply(res, 503, 'pool closed', declaresBody(req));
   if (url.length === config.basePath.length) return serveBodyForm(config, req, res, url);
   const c = url.charCodeAt(config.basePath.length);
-  if (c === 0x3f || c === 0x23) return reply(res, 400, 'peer paths take no query', hasBody(req));
+  if (c === 0x3f || c === 0x23) return reply(res, 400, 'peer paths take no query', declaresBody(req));
   return servePathForm(config, req, res, url);
 }
 
@@ -81,14 +82,14 @@ async function serveBodyForm(config: HandlerConfig, req: IncomingMessage, res: S
   const method = req.method;
   if (method !== 'POST' && method !== 'DELETE') {
     res.setHeader('allow', 'POST, DELETE');
-    return reply(res, 405, `${config.basePath} takes POST (get) or DELETE (remove) with a protobuf body`, hasBody(req));
+    return reply(res, 405, `${config.basePath} takes POST (get) or DELETE (remove) with a protobuf body`, declaresBody(req));
   }
   const headers = req.headers ?? {};
   const secret = config.secret;
   const now = secret === undefined ? 0 : config.clock.now();
   if (secret !== undefined) {
     const why = headerProblem(headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], now);
-    if (why !== undefined) return reply(res, 401, why, hasBody(req));
+    if (why !== undefined) return reply(res, 401, why, declaresBody(req));
   }
   const declared = headers['content-length'];
   if (declared !== undefined && !(Number(declared) <= MAX_REQUEST_BYTES)) return reply(res, 413, `request body over ${MAX_REQUEST_BYTES} bytes`, true);
@@ -123,14 +124,14 @@ async function servePathForm(config: HandlerConfig, req: IncomingMessage, res: S
   const method = req.method;
   if (method !== 'GET') {
     res.setHeader('allow', 'GET');
-    return reply(res, 405, `${config.basePath}<group>/<key> takes GET only`, hasBody(req));
+    return reply(res, 405, `${config.basePath}<group>/<key> takes GET only`, declaresBody(req));
   }
   if (config.secret !== undefined) {
     const headers = req.headers ?? {};
     const why = verify(config.secret, method, url, headers[TIMESTAMP_HEADER], headers[SIGNATURE_HEADER], config.clock.now());
-    if (why !== undefined) return reply(res, 401, why, hasBody(req));
+    if (why !== undefined) return reply(res, 401, why, declaresBody(req));
   }
-  if (hasBody(req)) return reply(res, 400, 'a GET carries no body', true);
+  if (declaresBody(req)) return reply(res, 400, 'a GET carries no body', true);
   const rest = url.slice(config.basePath.length);
   if (rest.includes('?') || rest.includes('#')) return reply(res, 400, 'peer paths take no query');
   const slash = rest.indexOf('/');
@@ -220,12 +221,6 @@ function readBody(req: IncomingMessage, limit: number, config: HandlerConfig): P
     req.on('error', onError);
     req.on('close', onClose);
   });
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  const h = req.headers ?? {};
-  const len = h['content-length'];
-  return h['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
 }
 
 /** replyNotFound is groupcache mode's "not found": a 404 Go reads as a failure, bulwark peers by its header. */

@@ -15,6 +15,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { MAX_KEY_BYTES } from '../../cache/index.js';
+import { declaresBody } from '../../internal/declared-body.js';
 import type { Answer, ServedGroup } from './served-group.js';
 
 /** ClientApi is what the client API needs of its node. */
@@ -53,7 +54,7 @@ function internalError(res: ServerResponse, err: unknown): void {
 
 function route(node: ClientApi, req: IncomingMessage, res: ServerResponse): Promise<void> | void {
   const url = req.url ?? '/';
-  if (hasBody(req)) return replyText(res, 413, 'the client API takes no request body', { connection: 'close' });
+  if (declaresBody(req)) return replyText(res, 413, 'the client API takes no request body', { connection: 'close' });
   if (url === '/v1/registry' || url.startsWith('/v1/registry?')) {
     if (req.method !== 'GET') return replyText(res, 405, 'GET only', { allow: 'GET' });
     return replyJson(res, registryView(node));
@@ -207,10 +208,4 @@ function replyJson(res: ServerResponse, value: unknown): void {
   const body = JSON.stringify(value);
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
   res.end(body);
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  const headers = req.headers;
-  const len = headers['content-length'];
-  return headers['transfer-encoding'] !== undefined || (len !== undefined && len !== '0');
 }

@@ -17,6 +17,7 @@ import { EtcdRegistry, type Registry } from '../../registry/index.js';
 import type { ServeConfig } from './config.js';
 import { Origin } from './origin.js';
 import { handleClient, replyText, type ClientApi } from './client-api.js';
+import { declaresBody } from '../../internal/declared-body.js';
 import { BulwarkMetrics, metricsHandler } from '../../metrics/index.js';
 import { dashboardHandler, STATUS_PATH_KEY, type DashboardHandler } from '../../dashboard/index.js';
 import promClient from 'prom-client';
@@ -234,8 +235,7 @@ export class ServeNode implements ClientApi {
     if (this.draining) res.setHeader('connection', 'close');
     // A request answered before its body arrived (a 401, a 413) must not keep its socket open for a body
     // that may never come: Node waits for the rest of the body, and its requestTimeout no longer runs.
-    const headers = req.headers;
-    if (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined) {
+    if (declaresBody(req)) {
       res.once('finish', () => {
         if (!req.complete) req.socket.destroySoon();
       });
