@@ -379,10 +379,13 @@ describe('Group', () => {
       const a = await g.getWithInfo(key);
       seen.push(`${a.value.toString()} ${a.source} ${a.ageMs}`);
     }
-    // Without staleBytes a hit's age is not known; a load is 0 ms old.
-    assert.deepEqual(seen, ['here-mine getter 0', 'here-mine main undefined', 'v-theirs peer 0', 'v-theirs hot undefined']);
+    // A load is 0 ms old; a hit's age is the time since it was cached, staleBytes or not.
+    assert.deepEqual(seen, ['here-mine getter 0', 'here-mine main 0', 'v-theirs peer 0', 'v-theirs hot 0']);
+    clock.advance(40);
+    const [mine, theirs] = [await g.getWithInfo('mine'), await g.getWithInfo('theirs')];
+    assert.deepEqual([mine.source, mine.ageMs, theirs.source, theirs.ageMs, g.getCached('theirs')?.ageMs], ['main', 40, 'hot', 40, 40]);
     await assert.rejects(g.getWithInfo(''), TypeError);
-    assert.deepEqual([g.stats().gets, g.stats().cacheHits], [4, 2]); // a bad key is not a get
+    assert.deepEqual([g.stats().gets, g.stats().cacheHits], [7, 5]); // a bad key is not a get
   });
 
   it('getCached answers a held value as getWithInfo would, and undefined, counting nothing, for a miss, a not-found or a bad key', async () => {
@@ -411,12 +414,16 @@ describe('Group', () => {
     assert.deepEqual([info.value.toString(), info.source, info.ageMs], ['v-k', 'main', 250]);
   });
 
-  it('getWithInfo gives a hit its age when the group keeps last good values', async () => {
+  it('getWithInfo gives a hit its age from the time it was cached, which a reload starts again', async () => {
     const clock = new ManualClock();
-    const g = new Group({ name: 'g', cacheBytes: 1000, clock, staleBytes: 1000, getter: (k) => `v-${k}` });
+    const g = new Group({ name: 'g', cacheBytes: 1000, clock, ttlMs: 1000, ttlJitter: 0, staleBytes: 1000, getter: (k) => `v-${k}` });
     assert.equal((await g.getWithInfo('k')).ageMs, 0);
     clock.advance(250);
     assert.deepEqual([(await g.getWithInfo('k')).source, (await g.getWithInfo('k')).ageMs], ['main', 250]);
+    clock.advance(750); // past the TTL: loaded again, and young again
+    assert.deepEqual([(await g.getWithInfo('k')).source, (await g.getWithInfo('k')).ageMs], ['getter', 0]);
+    clock.advance(100);
+    assert.equal(g.getCached('k')?.ageMs, 100);
   });
 
   it('answers the last good value, marked stale, when a load fails after the TTL; not past staleMaxAgeMs', async () => {

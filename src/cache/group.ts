@@ -11,9 +11,9 @@
  * removed value back), and a remote "not found" is an answer rather than a reason to load locally.
  *
  * `getWithInfo(key)` answers where the value came from (`main`, `hot`, `peer`, `getter`, `stale`) and
- * its age. With `staleBytes` the group keeps the last good value of each key it loaded (from its
- * getter or a peer) with the time it was loaded, in an LruCache of its own: it gives a hit its age, and
- * when a load fails (the getter's error or timeout, the owner's getter failing) a value no older than
+ * its age (a hit's from the time the main or hot cache keeps beside each entry). With `staleBytes` the
+ * group keeps the last good value of each key it loaded (from its getter or a peer) with the time it
+ * was loaded, in an LruCache of its own: when a load fails (the getter's error or timeout, the owner's getter failing) a value no older than
  * `staleMaxAgeMs` answers instead, marked `stale` (stale on error). "Not found" and a removed key are
  * never answered stale. The stale store's strings are those of the main and hot caches, so a key held
  * in both costs its bytes once in memory (each budget counts them).
@@ -81,7 +81,7 @@ export interface GroupOptions {
   random?: () => number;
   /**
    * Bytes for the last good value of each loaded key and when it was loaded: it answers a load that
-   * fails (stale on error) and gives a hit its age (`getWithInfo`); 0 keeps none. Defaults to 0.
+   * fails (stale on error); 0 keeps none. Defaults to 0.
    */
   staleBytes?: number;
   /** The oldest last good value that may answer a failed load, in ms. Defaults to 3 600 000 (1 h). */
@@ -110,7 +110,8 @@ export interface GroupAnswer {
   source: AnswerSource;
   /**
    * Milliseconds since this node loaded the value (from its getter or a peer): 0 for `getter` and
-   * `peer`; for a hit, known while the group keeps the key's last good value (`staleBytes`), else undefined.
+   * `peer`; for a hit (`main`, `hot`) since the value was cached; for `stale` since the last good value
+   * was loaded. Undefined only when a load that found the value cached lost it before answering.
    */
   ageMs: number | undefined;
 }
@@ -237,8 +238,9 @@ export class Group implements GroupServer {
     this.random = o.random === undefined ? Math.random : fn('Group', 'random', o.random);
     const hotBytes = Math.floor(cacheBytes * hotRatio);
     const onEvict = () => void this.counters.evictions++;
-    this.main = new LruCache({ maxBytes: cacheBytes - hotBytes, onEvict, clock: this.clock });
-    this.hot = new LruCache({ maxBytes: hotBytes, onEvict, clock: this.clock });
+    // Each entry keeps when it was cached, which a hit answers as its age (`GroupAnswer.ageMs`).
+    this.main = new LruCache({ maxBytes: cacheBytes - hotBytes, onEvict, clock: this.clock, trackAddedAt: true });
+    this.hot = new LruCache({ maxBytes: hotBytes, onEvict, clock: this.clock, trackAddedAt: true });
     const staleBytes = integer('Group', 'staleBytes', o.staleBytes ?? groupDefaults.staleBytes, 0);
     this.staleMaxAgeMs = finite('Group', 'staleMaxAgeMs', o.staleMaxAgeMs ?? groupDefaults.staleMaxAgeMs, 0);
     this.stale = staleBytes > 0 ? new LruCache<Held>({ maxBytes: staleBytes, sizeOf: heldSize, clock: this.clock }) : undefined;
@@ -294,16 +296,18 @@ export class Group implements GroupServer {
   getCached(key: string): GroupAnswer | undefined {
     if (typeof key !== 'string' || key.length === 0 || key.length > 1024) return undefined;
     let source: AnswerSource = 'main';
-    let v = this.main.get(key);
+    let cache = this.main;
+    let v = cache.get(key);
     if (v === undefined) {
       source = 'hot';
-      v = this.hot.get(key);
+      cache = this.hot;
+      v = cache.get(key);
     }
     if (v === undefined || v === null) return undefined;
     this.counters.gets++;
     this.counters.cacheHits++;
-    const held = this.stale?.get(key);
-    return { value: new ByteView(v), source, ageMs: held === undefined ? undefined : this.clock.now() - held.at };
+    // The slot the get just found is found again on the lines that lookup brought in: no stale-store probe.
+    return { value: new ByteView(v), source, ageMs: this.clock.now() - cache.addedAt(key)! };
   }
 
   /**
@@ -360,8 +364,8 @@ export class Group implements GroupServer {
     if (r.source === 'getter' || r.source === 'peer') return { value, source: r.source, ageMs: 0 };
     // A stale answer carries its load time in expiresAt (see staleOr).
     if (r.source === 'stale') return { value, source: 'stale', ageMs: this.clock.now() - r.expiresAt };
-    const held = this.stale?.get(key);
-    return { value, source: r.source, ageMs: held === undefined ? undefined : this.clock.now() - held.at };
+    const at = (r.source === 'hot' ? this.hot : this.main).addedAt(key);
+    return { value, source: r.source, ageMs: at === undefined ? undefined : this.clock.now() - at };
   }
 
   /** keep records `value` as the key's last good value (null: the key is gone, so nothing stale may answer for it). */

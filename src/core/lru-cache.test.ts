@@ -170,6 +170,29 @@ describe('LruCache', () => {
     assert.equal(lru.bytes, 2);
   });
 
+  it('with trackAddedAt, answers when each entry was added or last replaced, through growth and slot reuse; without it, nothing', () => {
+    const clock = new ManualClock(1000);
+    const lru = new LruCache<string>({ maxBytes: 10_000, clock, trackAddedAt: true });
+    lru.add('a', '1');
+    clock.advance(10);
+    lru.add('b', '2', 5000);
+    for (let i = 0; i < 100; i++) lru.add(`k${i}`, 'v'); // past the initial slots: the times move with the arrays
+    clock.advance(10);
+    lru.add('a', '3'); // replaced: a new time
+    lru.remove('b');
+    lru.add('c', '4'); // b's freed slot
+    assert.deepEqual(
+      ['a', 'b', 'c', 'k0', 'k99'].map((k) => lru.addedAt(k)),
+      [1020, undefined, 1020, 1010, 1010],
+    );
+    assert.deepEqual(lru.keysByRecency().slice(0, 2), ['c', 'a']); // reading the time does not touch recency
+    lru.clear();
+    assert.equal(lru.addedAt('a'), undefined);
+    const plain = new LruCache<string>({ maxBytes: 100, clock });
+    plain.add('a', '1');
+    assert.equal(plain.addedAt('a'), undefined);
+  });
+
   it('grows past its initial slots and reuses freed ones', () => {
     const lru = new LruCache<string>({ maxBytes: 10_000 });
     for (let i = 0; i < 1000; i++) lru.add(`k${i}`, 'v');
@@ -186,5 +209,6 @@ describe('LruCache', () => {
     assert.throws(() => new LruCache({ maxBytes: 1.5 }), /maxBytes/);
     assert.throws(() => new LruCache({ maxBytes: 10, onEvict: 3 as never }), /onEvict/);
     assert.throws(() => new LruCache({ maxBytes: 10, clock: {} as never }), /clock/);
+    assert.throws(() => new LruCache({ maxBytes: 10, trackAddedAt: 1 as never }), /trackAddedAt must be a boolean, got 1/);
   });
 });

@@ -18,10 +18,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
-import { clockOption, fn, integer, options as checkOptions, type OptionKeys } from './validate.js';
+import { clockOption, fn, integer, options as checkOptions, showValue, type OptionKeys } from './validate.js';
 
 /** The keys of LruCacheOptions, all of them: any other is refused (see `options`). */
-const LRU_CACHE_KEYS = { maxBytes: true, sizeOf: true, onEvict: true, clock: true } as const satisfies OptionKeys<LruCacheOptions<unknown>>;
+const LRU_CACHE_KEYS = { maxBytes: true, sizeOf: true, onEvict: true, clock: true, trackAddedAt: true } as const satisfies OptionKeys<LruCacheOptions<unknown>>;
 
 /** LruCacheOptions configures an LruCache. */
 export interface LruCacheOptions<V> {
@@ -31,8 +31,10 @@ export interface LruCacheOptions<V> {
   sizeOf?: (key: string, value: V) => number;
   /** Called with each entry removed to make room, by `removeOldest`, or because it expired; not on `remove` or replacement. Defaults to none. */
   onEvict?: (key: string, value: V) => void;
-  /** The clock expiry times are read against. Defaults to `systemClock`. */
+  /** The clock expiry times are read against (and add times, with `trackAddedAt`). Defaults to `systemClock`. */
   clock?: Clock;
+  /** Records when each entry was added or last replaced, on the clock, for `addedAt`: a clock read per `add`. Defaults to false. */
+  trackAddedAt?: boolean;
 }
 
 /** Defaults for LruCacheOptions. */
@@ -96,6 +98,8 @@ export class LruCache<V> {
   private sizes: Float64Array;
   /** expiresAt per slot (0 = never); allocated on the first entry that expires. */
   private expires: Float64Array | undefined;
+  /** addedAt per slot (clock time of its last add), with trackAddedAt; else undefined. */
+  private added: Float64Array | undefined;
   private free: number[] = [];
   private used = 0;
   private head = NONE; // most recent
@@ -109,6 +113,9 @@ export class LruCache<V> {
     this.onEvict = o.onEvict === undefined ? undefined : fn<(key: string, value: V) => void>('LruCache', 'onEvict', o.onEvict);
     this.clock = clockOption('LruCache', o.clock, systemClock);
     const n = lruCacheDefaults.initialSlots;
+    if (o.trackAddedAt !== undefined && typeof o.trackAddedAt !== 'boolean')
+      throw new TypeError(`LruCache: trackAddedAt must be a boolean, got ${showValue(o.trackAddedAt)}`);
+    if (o.trackAddedAt === true) this.added = new Float64Array(n);
     this.links = new Int32Array(2 * n);
     this.sizes = new Float64Array(n);
     this.hashes = new Int32Array(n);
@@ -157,6 +164,17 @@ export class LruCache<V> {
   }
 
   /**
+   * addedAt answers when `key`'s entry was added or last replaced, on the cache's clock; undefined when
+   * absent, or when the cache was made without `trackAddedAt`. Like `expiresAt`, it neither touches
+   * recency nor checks expiry (an expired entry not yet touched still answers): read it after a `get`.
+   */
+  addedAt(key: string): number | undefined {
+    if (this.added === undefined) return undefined;
+    const i = this.find(key, keyHash(key));
+    return i === undefined ? undefined : this.added[i];
+  }
+
+  /**
    * add puts `value` under `key` as the most recently used entry, replacing any entry there, then evicts
    * the least recently used entries until the cache fits its budget. `expiresAt` (clock time, 0 = never)
    * makes the entry vanish at that time. An entry larger than `maxBytes` is not stored: add answers false.
@@ -187,6 +205,7 @@ export class LruCache<V> {
       if (this.expires === undefined) this.expires = new Float64Array(this.sizes.length);
       this.expires[i] = expiresAt;
     }
+    if (this.added !== undefined) this.added[i] = this.clock.now();
     while (this.total > this.maxBytes && this.tail !== i) this.evict(this.tail);
     return true;
   }
@@ -218,6 +237,7 @@ export class LruCache<V> {
     this.head = this.tail = NONE;
     this.total = 0;
     this.expires = undefined;
+    if (this.added !== undefined) this.added.fill(0);
   }
 
   /** keysByRecency lists the keys from most to least recently used (for tests and debugging). */
@@ -313,6 +333,7 @@ export class LruCache<V> {
     this.hashes = grow(this.hashes, (k) => new Int32Array(k));
     this.rebuildTable(2 * n);
     if (this.expires !== undefined) this.expires = grow(this.expires, (k) => new Float64Array(k));
+    if (this.added !== undefined) this.added = grow(this.added, (k) => new Float64Array(k));
   }
 
   /** rebuildTable indexes every live slot in a fresh table of `size` positions. */
