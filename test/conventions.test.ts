@@ -126,6 +126,7 @@ const ACCESSORS = new Set([
   'nextExpiry',
   'nextTimerAt',
   'expiresAt',
+  'addedAt',
   'timesEjected',
   'currentWeight',
   'next',
