@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { ManualClock } from '../core/clock.js';
+import { ManualClock, type Clock } from '../core/clock.js';
 import { RedisTokenLimiter } from './redis-token-limiter.js';
 import type { RedisClient } from './types.js';
 
@@ -177,6 +177,87 @@ describe('RedisRescue with a connection that never answers', () => {
       for (let i = 0; i < 20; i++) await clock.advanceAsync(100);
       assert.equal(lim.mode, 'rescue');
       assert.equal(redis.destroyed, 0);
+    } finally {
+      await lim.close();
+    }
+  });
+});
+
+/** HeldRedis is a connected client whose script replies wait until `answer()`: the test decides when the process reads them. */
+class HeldRedis extends EventEmitter {
+  status = 'ready';
+  private readonly held: ((reply: unknown) => void)[] = [];
+  evalsha(): Promise<unknown> {
+    return new Promise((resolve) => this.held.push(resolve));
+  }
+  eval(): Promise<unknown> {
+    return this.evalsha();
+  }
+  ping(): Promise<string> {
+    return Promise.resolve('PONG');
+  }
+  script(): Promise<string> {
+    return Promise.resolve('sha');
+  }
+  /** answer hands every held call an admitting reply, as the poll after a stall reads what came meanwhile. */
+  answer(): void {
+    for (const resolve of this.held.splice(0)) resolve(1);
+  }
+}
+
+/** LateClock reads `manual`'s time plus `lateMs`: its timers run on time by `manual`, late by its own `now`, as in a process that was busy. */
+function lateClock(manual: ManualClock): Clock & { lateMs: number } {
+  return {
+    lateMs: 0,
+    now() {
+      return manual.now() + this.lateMs;
+    },
+    setTimeout: (fn, ms) => manual.setTimeout(fn, ms),
+    setInterval: (fn, ms) => manual.setInterval(fn, ms),
+    clearTimeout: (handle) => manual.clearTimeout(handle),
+  };
+}
+
+describe('RedisRescue and a process that was busy past a deadline', () => {
+  it('counts a reply read at the turn after a late deadline timer: the process does not blame Redis for its own stall', async () => {
+    const manual = new ManualClock();
+    const clock = lateClock(manual);
+    const redis = new HeldRedis();
+    const lim = new RedisTokenLimiter({ redis: redis as unknown as RedisClient, prefix: 'b:', rate: 1e6, timeoutMs: 50, probeIntervalMs: 100, clock });
+    try {
+      const taken = lim.take('k');
+      await manual.advanceAsync(49);
+      clock.lateMs = 300; // the process is blocked for 300 ms: its deadline timer runs late, before the poll reads Redis's reply
+      await manual.advanceAsync(1);
+      assert.equal(lim.mode, 'redis', 'not failed in the turn that found its deadline passed');
+      redis.answer(); // the poll reads the reply that came meanwhile
+      await manual.advanceAsync(1); // the next timer turn
+      assert.equal(await taken, true);
+      const s = lim.stats();
+      assert.deepEqual([lim.mode, s.redisDecisions, s.rescueDecisions, s.outages], ['redis', 1, 0, 0]);
+      // A call still unanswered at that next turn fails as before.
+      const late = lim.take('k');
+      await manual.advanceAsync(49);
+      clock.lateMs += 300;
+      await manual.advanceAsync(1);
+      assert.equal(lim.mode, 'redis');
+      await manual.advanceAsync(1);
+      assert.equal(await late, true, 'answered from rescue');
+      assert.deepEqual([lim.mode, lim.stats().rescueDecisions, lim.stats().outages], ['rescue', 1, 1]);
+    } finally {
+      await lim.close();
+    }
+  });
+
+  it('fails an unanswered call at once when its deadline timer runs on time', async () => {
+    const clock = new ManualClock();
+    const redis = new HeldRedis();
+    const lim = new RedisTokenLimiter({ redis: redis as unknown as RedisClient, prefix: 'b:', rate: 1e6, timeoutMs: 50, probeIntervalMs: 100, clock });
+    try {
+      const taken = lim.take('k');
+      await clock.advanceAsync(50);
+      assert.equal(await taken, true, 'answered from rescue at the deadline');
+      assert.deepEqual([lim.mode, lim.stats().rescueDecisions], ['rescue', 1]);
     } finally {
       await lim.close();
     }

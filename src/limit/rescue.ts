@@ -63,6 +63,15 @@ const MAX_RELAPSES = 5;
  * does not cost a reconnect, while a connection in retransmission backoff is not waited out.
  */
 const STUCK_PROBES = 3;
+/**
+ * A deadline timer that runs LATE_MS or more after the deadline says the process was busy (a long GC
+ * pause, synchronous work, a starved core): it runs its due timers before it reads the replies that
+ * arrived meanwhile. The calls it finds overdue then fail one timer turn (GRACE_MS) later, once the
+ * event loop has polled for I/O in between: without that the process would blame Redis, and switch to
+ * rescue, for its own stall. A timer on time fails them at once.
+ */
+const LATE_MS = 1;
+const GRACE_MS = 1;
 
 /** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
 export class RedisRescue {
@@ -89,6 +98,8 @@ export class RedisRescue {
   private first: Pending | undefined = undefined;
   private last: Pending | undefined = undefined;
   private timer: TimerHandle | undefined;
+  /** When a timer turn last found calls past their deadline: those still waiting fail at the next turn (GRACE_MS). */
+  private overdueAt: number | undefined = undefined;
   private probe: TimerHandle | undefined;
   private probing = false;
   /** A probe tick came while a probe was in flight: the next one goes as soon as that one answers. */
@@ -554,16 +565,31 @@ export class RedisRescue {
     this.timer.unref();
   }
 
-  /** The timer fired: each pending call past its deadline fails (oldest first); the timer is armed again for the next one. */
+  /**
+   * The timer fired: each pending call past its deadline fails (oldest first) — or, when the timer ran
+   * late (LATE_MS), at the next turn if it still waits then, so that replies read by the poll in between
+   * count. The timer is armed again for the next one.
+   */
   private expire(): void {
     this.timer = undefined;
+    const overdueAt = this.overdueAt;
+    this.overdueAt = undefined;
     for (;;) {
       this.compact();
       const oldest = this.first;
       if (oldest === undefined || this.closed) return;
-      if (this.clock.now() < oldest.deadline) {
-        this.arm(oldest.deadline);
-        return;
+      if (overdueAt === undefined || oldest.deadline > overdueAt) {
+        const now = this.clock.now();
+        if (now < oldest.deadline) {
+          this.arm(oldest.deadline);
+          return;
+        }
+        if (now - oldest.deadline >= LATE_MS) {
+          this.overdueAt = now;
+          this.timer = this.clock.setTimeout(() => this.expire(), GRACE_MS);
+          this.timer.unref();
+          return;
+        }
       }
       const at = oldest.node === '' ? '' : ` (master ${oldest.node})`;
       this.fail(oldest, new TimeoutError(`${this.owner}: Redis${at} did not answer within ${this.timeoutMs} ms`));
