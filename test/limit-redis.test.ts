@@ -199,6 +199,25 @@ describe('Redis limiters on a real Redis', { skip }, () => {
     }
   });
 
+  it('stays on Redis when this process, not Redis, was too busy to read the replies in time', async () => {
+    const lim = new RedisTokenLimiter({ redis: fx.srv.url, prefix: 't:busy:', rate: 1_000, burst: 1_000, timeoutMs: 50 });
+    try {
+      await onRedis(lim);
+      assert.equal(await lim.take('k'), true);
+      for (let round = 0; round < 3; round++) {
+        const taken = [lim.take('k'), lim.take('k'), lim.take('k')];
+        // Blocked for 6 × timeoutMs (as by a long GC pause): Redis answers at once, and the replies wait
+        // unread while the deadline passes; the deadline's timer then runs before the poll reads them.
+        for (const until = performance.now() + 300; performance.now() < until;);
+        assert.deepEqual(await Promise.all(taken), [true, true, true]);
+      }
+      const s = lim.stats();
+      assert.deepEqual([lim.mode, s.rescueDecisions, s.outages, s.redisDecisions], ['redis', 0, 0, 10]);
+    } finally {
+      await lim.close();
+    }
+  });
+
   it('rejects bad options with TypeError / RangeError naming the option', () => {
     const opts = { redis: fx.srv.url, prefix: 'k:', rate: 1 };
     for (const [o, err, name] of [
