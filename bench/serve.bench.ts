@@ -268,44 +268,55 @@ async function hitPath(): Promise<boolean> {
   );
   const origin = await startOrigin(0);
   const serveArgs = (port: number) => ['serve', '--quiet', '--listen', `127.0.0.1:${port}`, '--origin', `${origin.url}/items/{key}`];
-  const minimalPort = await freePort();
-  const minimal = child(['-e', MINIMAL, String(minimalPort)]);
-  const floorPort = await freePort();
-  const floor = compiled ? child(['--input-type=module', '-e', FLOOR(join(here, '../src/cli/serve')), '--', ...serveArgs(floorPort).slice(1)]) : undefined;
-  const nodePort = await freePort();
-  const node = child([...LOADER, MAIN, ...serveArgs(nodePort)]);
-  const subjects: [string, string, ChildProcess][] = [
-    ['node:http, 1 KiB constant', `http://127.0.0.1:${minimalPort}/`, minimal],
-    ...(floor === undefined
-      ? []
-      : ([
-          ['floor: bulwark serve answering the constant', `http://127.0.0.1:${floorPort}/`, floor],
-          ["floor + a hit's headers: the constant with a hit's five headers", `http://127.0.0.1:${floorPort}/headers`, floor],
-          ['floor + headers + the lookup: getCached answered, no route', `http://127.0.0.1:${floorPort}/lookup`, floor],
-          ['floor + headers + the lookup after a ~1 µs busy wait', `http://127.0.0.1:${floorPort}/lookup-wait`, floor],
-          ['floor + headers + the lookup after the cheapest route (no checks)', `http://127.0.0.1:${floorPort}/r/v1/groups/default/keys/hot-key`, floor],
-          ["bulwark serve's own request listener in the floor's process: a cache hit", `http://127.0.0.1:${floorPort}/v1/groups/default/keys/hot-key`, floor],
-        ] as [string, string, ChildProcess][])),
-    ['bulwark serve, cache hit', `http://127.0.0.1:${nodePort}/v1/groups/default/keys/hot-key`, node],
-  ];
-  // SERVE_AB_BASE=<another build's cli/main.js>: that build's node too, in the same rounds (an A/B of a change).
-  if (process.env.SERVE_AB_BASE !== undefined) {
-    const basePort = await freePort();
-    subjects.push([
-      `bulwark serve, cache hit (${process.env.SERVE_AB_BASE})`,
-      `http://127.0.0.1:${basePort}/v1/groups/default/keys/hot-key`,
-      child([process.env.SERVE_AB_BASE, ...serveArgs(basePort)]),
-    ]);
-  }
-  for (const [, url] of subjects) await ready(url);
+  // Every round starts its servers afresh: two identical processes here have differed by up to ~20 % in
+  // CPU per request for their whole lives (each its own draw of memory layout), so a single pair of
+  // processes would decide every round alike; a process per round makes that a draw per round.
+  const startServers = async (): Promise<[string, string, ChildProcess][]> => {
+    const minimalPort = await freePort();
+    const minimal = child(['-e', MINIMAL, String(minimalPort)]);
+    const floorPort = await freePort();
+    const floor = compiled ? child(['--input-type=module', '-e', FLOOR(join(here, '../src/cli/serve')), '--', ...serveArgs(floorPort).slice(1)]) : undefined;
+    const nodePort = await freePort();
+    const node = child([...LOADER, MAIN, ...serveArgs(nodePort)]);
+    const started: [string, string, ChildProcess][] = [
+      ['node:http, 1 KiB constant', `http://127.0.0.1:${minimalPort}/`, minimal],
+      ...(floor === undefined
+        ? []
+        : ([
+            ['floor: bulwark serve answering the constant', `http://127.0.0.1:${floorPort}/`, floor],
+            ["floor + a hit's headers: the constant with a hit's five headers", `http://127.0.0.1:${floorPort}/headers`, floor],
+            ['floor + headers + the lookup: getCached answered, no route', `http://127.0.0.1:${floorPort}/lookup`, floor],
+            ['floor + headers + the lookup after a ~1 µs busy wait', `http://127.0.0.1:${floorPort}/lookup-wait`, floor],
+            ['floor + headers + the lookup after the cheapest route (no checks)', `http://127.0.0.1:${floorPort}/r/v1/groups/default/keys/hot-key`, floor],
+            ["bulwark serve's own request listener in the floor's process: a cache hit", `http://127.0.0.1:${floorPort}/v1/groups/default/keys/hot-key`, floor],
+          ] as [string, string, ChildProcess][])),
+      ['bulwark serve, cache hit', `http://127.0.0.1:${nodePort}/v1/groups/default/keys/hot-key`, node],
+    ];
+    // SERVE_AB_BASE=<another build's cli/main.js>: that build's node too, in the same rounds (an A/B of a change).
+    if (process.env.SERVE_AB_BASE !== undefined) {
+      const basePort = await freePort();
+      started.push([
+        `bulwark serve, cache hit (${process.env.SERVE_AB_BASE})`,
+        `http://127.0.0.1:${basePort}/v1/groups/default/keys/hot-key`,
+        child([process.env.SERVE_AB_BASE, ...serveArgs(basePort)]),
+      ]);
+    }
+    for (const [, url] of started) await ready(url);
+    for (const [, url] of started) await autocannon({ url, connections: 10, duration: 1 }); // warm-up
+    return started;
+  };
+  let subjects = await startServers();
   const rates = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
   // Server CPU time per request (µs): what the server itself spends, which the load generator's share of the cores does not move.
   const cpus = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
   // Per-round ratios to node:http: req/s (subject ÷ node:http) and CPU per request (node:http ÷ subject).
   const rateRatios = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
   const cpuRatios = new Map<string, number[]>(subjects.map(([n]) => [n, []]));
-  for (const [, url] of subjects) await autocannon({ url, connections: 10, duration: 1 }); // warm-up
   for (let run = 0; run < HIT_RUNS; run++) {
+    if (run > 0) {
+      await stopChildren();
+      subjects = await startServers();
+    }
     const round = new Map<string, { rate: number; cpu: number }>();
     // Each round runs every subject back to back, the order rotating: each round's ratios are measured in the same seconds.
     const order = subjects.map((_, i) => subjects[(i + run) % subjects.length]!);
@@ -344,7 +355,7 @@ async function hitPath(): Promise<boolean> {
   );
   let headersRatio: number | undefined;
   let routedRatio: number | undefined;
-  if (floor !== undefined) {
+  if (compiled) {
     const floorName = subjects[1]![0];
     const headersName = subjects[2]![0];
     const minus = (a: string, b: string) => cpus.get(a)!.map((x, i) => x - cpus.get(b)![i]!);
