@@ -7,7 +7,7 @@
  *    — plainly, as a hit is answered (a hit's five headers, the body a latin1 string: what any hit
  *    handler costs in this process before it routes or looks anything up), with the group's lookup but
  *    no routing, and with that lookup after a ~1 µs busy wait (what JS before the write costs here);
- *    rounds of one run of each, back to back, the order rotating. Printed: medians of req/s, each
+ *    rounds of one run of each, back to back, the order rotating, every server started afresh each round. Printed: medians of req/s, each
  *    server's CPU time per request (from /proc), the median and range of the per-round ratios, the
  *    handler's share split into the answer's (floor + headers − floor), the lookup's and the rest
  *    (dispatch and route), and what the wait added. Targets: the node does ≥ 0.6× the minimal server's
@@ -62,20 +62,25 @@
  *    the next step, and writeHead's 1.2–1.7 µs for the five headers the largest single share left.
  *    Two more subjects in the floor's process: the lookup behind the cheapest route a client API path
  *    can have (cut at fixed places, nothing checked), and the node's own request listener — so that the
- *    hit is also measured in the process the floors run in. Six runs on 2026-12-06 at a load average
- *    of 1–2.5 (the same server's CPU per request moved between 22 and 50 µs from one minute to the
- *    next), CPU per request, medians of per-round ratios: the hit 0.91×, 0.73×, 0.81×, 0.74×, 0.73×,
- *    0.71× (req/s 0.92×, 0.75×, 0.84×, 0.82×, 0.75×, 0.76×); the floor with a hit's headers 0.95×,
- *    0.96×, 0.93×, 0.86×, 0.91×, 0.90×. In the last three the cheapest route added 0.24, 0.63 and 0.24 µs
- *    a request over the lookup; in the last two the node's own listener, in the floor's process, cost
- *    0.77 and 0.56 µs more than that route (0.82× and 0.89× node:http), and the separate node process
- *    answering the same hit 6.0 and 6.3 µs more than that listener did in the floor's process (per
- *    round; in the last run more in every round, 1.1–15.9 µs). Two node processes of two builds in one
- *    run cost the same (0.99×), and a lone node started as `bulwark serve` or from a script costs the
- *    same (an A/B of 8 rounds: 1.02×, 1.01×): what makes a node's own process dearer than the floor's
- *    is not its entry point nor its build, and is not yet found. A hit's age now comes from the main
- *    and hot caches' own slots, with no probe of the stale store: in one process against the former
- *    build, 0.05 µs less JS a hit (per round, range −0.77–0.61), nothing that shows.
+ *    hit is also measured in the process the floors run in. With one set of processes for all rounds
+ *    (six runs on 2026-12-06, load average 1–2.5, the same server's CPU per request moving between 22
+ *    and 50 µs from one minute to the next) the hit read 0.91×, 0.73×, 0.81×, 0.74×, 0.73×, 0.71× in CPU
+ *    per request while the floor with a hit's headers read 0.95×, 0.96×, 0.93×, 0.86×, 0.91×, 0.90×; in
+ *    two of them the node's process cost 6.0 and 6.3 µs a request more than its own listener in the
+ *    floor's process (in the second, more in every round), in a third 0.1 µs less. The processes, not
+ *    the code: a third node process of the same build (a wrapper setting a V8 flag at run time) cost
+ *    1.18× the node's in every round of one run (1.01–1.43), and two node processes of two builds 0.99×
+ *    in another; a lone node started as `bulwark serve` or from a script, or kept busy or left idle,
+ *    cost within 2–6 % (8–10 rounds each). Each process keeps its draw of memory layout for its life, so
+ *    one set of processes decided every round alike. Since then every round starts its servers afresh
+ *    (a draw per round, which the median over rounds absorbs). Two runs so, load average 2.3: the hit
+ *    0.957× and 0.955× node:http in CPU per request (req/s 0.971×, 0.965×); the floor with a hit's
+ *    headers 1.044×, 1.019×; the cheapest route 1.012×, 0.991×; the node's own listener in the floor's
+ *    process 0.979×, 0.977× (0.84 and 0.45 µs over the cheapest route); the node's process over that
+ *    −0.21 and 0.85 µs. The build this session started from, in the second run: 0.934× (this build ÷ it,
+ *    per round, 1.029, range 0.92–1.07). A hit's age now comes from the main and hot caches' own slots,
+ *    with no probe of the stale store: in place against the former build, 0.05 µs less JS a hit (per
+ *    round, range −0.77–0.61), nothing that shows there.
  *    `redis-benchmark -t get` (c = 10, 1 KiB) on the same machine is printed for scale.
  * 2. Three nodes (static peers), Zipf(1) keys over 100 000 items, an origin answering after 5 ms, a
  *    closed loop of 30 clients spread over the nodes for a bounded time: hit ratio (answers that did not
