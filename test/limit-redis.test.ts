@@ -206,6 +206,7 @@ describe('Redis limiters on a real Redis', { skip }, () => {
       assert.equal(await lim.take('k'), true);
       for (let round = 0; round < 3; round++) {
         const taken = [lim.take('k'), lim.take('k'), lim.take('k')];
+        await tick(); // the calls are written (the socket is uncorked on the next tick)
         // Blocked for 6 × timeoutMs (as by a long GC pause): Redis answers at once, and the replies wait
         // unread while the deadline passes; the deadline's timer then runs before the poll reads them.
         for (const until = performance.now() + 300; performance.now() < until;);

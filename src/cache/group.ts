@@ -13,10 +13,11 @@
  * `getWithInfo(key)` answers where the value came from (`main`, `hot`, `peer`, `getter`, `stale`) and
  * its age (a hit's from the time the main or hot cache keeps beside each entry). With `staleBytes` the
  * group keeps the last good value of each key it loaded (from its getter or a peer) with the time it
- * was loaded, in an LruCache of its own: when a load fails (the getter's error or timeout, the owner's getter failing) a value no older than
- * `staleMaxAgeMs` answers instead, marked `stale` (stale on error). "Not found" and a removed key are
- * never answered stale. The stale store's strings are those of the main and hot caches, so a key held
- * in both costs its bytes once in memory (each budget counts them).
+ * was loaded, in an LruCache of its own: when a load fails (the getter's error or timeout, the owner's
+ * getter failing) a value no older than `staleMaxAgeMs` answers instead, marked `stale` (stale on
+ * error). "Not found" and a removed key are never answered stale. The stale store's strings are those
+ * of the main and hot caches, so a key held in both costs its bytes once in memory (each budget counts
+ * them).
  */
 import { systemClock, type Clock } from '../core/clock.js';
 import { cacheLoadChannel } from '../core/diagnostics.js';

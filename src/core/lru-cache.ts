@@ -237,7 +237,6 @@ export class LruCache<V> {
     this.head = this.tail = NONE;
     this.total = 0;
     this.expires = undefined;
-    if (this.added !== undefined) this.added.fill(0);
   }
 
   /** keysByRecency lists the keys from most to least recently used (for tests and debugging). */
