@@ -23,10 +23,12 @@
  * The deadline is a timer on the pool's clock that aborts the request and rejects at once: undici's
  * own connect, header and body timeouts (kept as a backstop) tick at 500 ms to 1 s, and undici does not
  * reject an aborted request while its connection is still being made (a SYN that is never answered),
- * so a 1 s deadline fired after up to 1.5 s.
+ * so a 1 s deadline fired after up to 1.5 s. After a stall of this process the deadline waits one
+ * more timer turn (core DeadlineTimer), so that a peer that answered in time is not marked down.
  */
 import type { Clock } from '../core/clock.js';
 import { AbortedError, PeerError, TimeoutError } from '../core/errors.js';
+import { DeadlineTimer } from '../core/deadline-timer.js';
 import { readCappedBody } from '../internal/capped-body.js';
 import type { OriginPools } from '../internal/origin-pools.js';
 import { decodeGetResponse, decodeRemoveResponse, encodePeerRequest, type GetResponse, type PeerMode } from './codec.js';
@@ -158,8 +160,11 @@ export class HttpPeer implements PeerGetter {
     const trial = this.downUntil !== 0;
     if (trial) this.trials++;
     const deadline = new AbortController();
-    const timer = this.config.clock.setTimeout(() => deadline.abort(new TimeoutError(`peer ${this.url} did not answer within ${timeoutMs} ms`)), timeoutMs);
-    timer.unref();
+    // A DeadlineTimer: after a stall of this process, an answer that came meanwhile is read before it fires.
+    const clock = this.config.clock;
+    const timer = new DeadlineTimer(clock, clock.now() + timeoutMs, () =>
+      deadline.abort(new TimeoutError(`peer ${this.url} did not answer within ${timeoutMs} ms`)),
+    ).unref();
     const both = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
     try {
       let res;
@@ -187,7 +192,7 @@ export class HttpPeer implements PeerGetter {
       this.downUntil = 0;
       return { status, bytes, headers: res.headers };
     } finally {
-      this.config.clock.clearTimeout(timer);
+      timer.cancel();
       if (trial) this.trials--;
     }
   }

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { ManualClock } from './clock.js';
 import { TimeoutError } from './errors.js';
 import { Deadlines, type DeadlineNode, type Granule } from './deadline.js';
+import { lateClock } from './test-fixtures.js';
 
 function activeTimers(): number {
   return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
@@ -142,5 +143,30 @@ describe('Deadlines', () => {
     assert.throws(() => new Deadlines({ timeoutMs: 10, what: 5 as never }), /what must be a string/);
     assert.throws(() => new Deadlines({ timeoutMs: 10, clock: {} as never }), /clock/);
     assert.throws(() => new Deadlines(undefined as never), TypeError);
+  });
+});
+
+describe('Deadlines after a stall of the process', () => {
+  it('lets a call answered during the stall settle: its granule fires one timer turn after the late one', async () => {
+    const manual = new ManualClock(0);
+    const clock = lateClock(manual);
+    const d = new Deadlines({ timeoutMs: 50, clock }); // 1 ms granules
+    let answer!: (v: string) => void;
+    const answered = d.run(() => new Promise<string>((r) => (answer = r)));
+    let unanswered = false;
+    const waiting = d
+      .run(() => new Promise<never>(() => {}))
+      .catch((err: unknown) => {
+        unanswered = err instanceof TimeoutError;
+      });
+    await manual.advanceAsync(50);
+    clock.lateMs = 300; // blocked 300 ms: the timer runs before the poll reads what came meanwhile
+    await manual.advanceAsync(1);
+    answer('in time'); // the poll reads the answer
+    assert.equal(await answered, 'in time');
+    assert.equal(unanswered, false, 'nothing fails in the turn that found the deadline passed');
+    await manual.advanceAsync(1); // the next timer turn
+    await waiting;
+    assert.equal(unanswered, true, 'a call still unanswered then times out');
   });
 });

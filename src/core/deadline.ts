@@ -12,7 +12,9 @@
  * The price, documented for callers: the signal a call gets is a deadline signal, like
  * `AbortSignal.timeout()` — it may abort up to one granule late, and it may abort at its deadline after
  * the call has finished (another call of its granule was still running), so a task must not keep using
- * it (to stream a body, say) past its call. A call with its own caller signal needs a controller linked
+ * it (to stream a body, say) past its call. After a stall of the process (its timer ran late: see
+ * DeadlineTimer), the deadline waits one more timer turn, so that answers that came meanwhile are read
+ * first and the dependency is not blamed for the process's own pause. A call with its own caller signal needs a controller linked
  * to that signal: such calls do not come here.
  *
  * Each granule keeps its calls in flight in an intrusive doubly linked list (O(1) insert and remove,
@@ -25,7 +27,8 @@
  * the deadlines in tests; only differences of clock readings matter.
  */
 import { setMaxListeners } from 'node:events';
-import { MAX_TIMER_MS, systemClock, type Clock, type TimerHandle } from './clock.js';
+import { MAX_TIMER_MS, systemClock, type Clock } from './clock.js';
+import { DeadlineTimer } from './deadline-timer.js';
 import { TimeoutError, withoutStack } from './errors.js';
 import type { Task } from './guard.js';
 import { clockOption, finite, options as checkOptions, type OptionKeys } from './validate.js';
@@ -52,21 +55,23 @@ export interface DeadlineNode {
 export class Granule {
   readonly controller = new AbortController();
   readonly signal: AbortSignal;
-  private readonly timer: TimerHandle;
+  private readonly timer: DeadlineTimer;
   private head: DeadlineNode | undefined;
   private count = 0;
   /** The timer has fired: calls joining now need a new granule. */
   fired = false;
 
+  /** `deadline` is a reading of `clock`: when the granule's calls time out. */
   constructor(
     readonly key: number,
-    waitMs: number,
+    deadline: number,
     private readonly message: string,
     clock: Clock,
   ) {
     this.signal = this.controller.signal;
     setMaxListeners(0, this.signal); // many calls (and undici requests) listen to one signal
-    this.timer = clock.setTimeout(this.fire, Math.min(Math.max(waitMs, 1), MAX_TIMER_MS));
+    // A DeadlineTimer: after a stall of the process, calls answered meanwhile are read before it fires.
+    this.timer = new DeadlineTimer(clock, deadline, this.fire);
     this.timer.unref(); // held open only while a call is in flight (see add/remove)
   }
 
@@ -172,7 +177,8 @@ export class Deadlines {
     const key = Math.floor(now / this.granuleMs);
     let g = this.current;
     if (g === undefined || g.key !== key || g.fired) {
-      g = new Granule(key, (key + 1) * this.granuleMs + this.timeoutMs - now, this.message, this.clock);
+      const waitMs = Math.min(Math.max((key + 1) * this.granuleMs + this.timeoutMs - now, 1), MAX_TIMER_MS);
+      g = new Granule(key, now + waitMs, this.message, this.clock);
       this.current = g;
     }
     g.add(node);

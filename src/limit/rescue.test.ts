@@ -1,7 +1,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { ManualClock, type Clock } from '../core/clock.js';
+import { ManualClock } from '../core/clock.js';
+import { lateClock } from '../core/test-fixtures.js';
 import { RedisTokenLimiter } from './redis-token-limiter.js';
 import type { RedisClient } from './types.js';
 
@@ -203,19 +204,6 @@ class HeldRedis extends EventEmitter {
   answer(): void {
     for (const resolve of this.held.splice(0)) resolve(1);
   }
-}
-
-/** LateClock reads `manual`'s time plus `lateMs`: its timers run on time by `manual`, late by its own `now`, as in a process that was busy. */
-function lateClock(manual: ManualClock): Clock & { lateMs: number } {
-  return {
-    lateMs: 0,
-    now() {
-      return manual.now() + this.lateMs;
-    },
-    setTimeout: (fn, ms) => manual.setTimeout(fn, ms),
-    setInterval: (fn, ms) => manual.setInterval(fn, ms),
-    clearTimeout: (handle) => manual.clearTimeout(handle),
-  };
 }
 
 describe('RedisRescue and a process that was busy past a deadline', () => {

@@ -36,6 +36,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { Clock, TimerHandle } from '../core/clock.js';
+import { GRACE_MS, LATE_MS } from '../core/deadline-timer.js';
 import { limitModeChannel } from '../core/diagnostics.js';
 import { Emitter, type Disposer } from '../core/events.js';
 import { InvalidResponseError, TimeoutError } from '../core/errors.js';
@@ -63,15 +64,10 @@ const MAX_RELAPSES = 5;
  * does not cost a reconnect, while a connection in retransmission backoff is not waited out.
  */
 const STUCK_PROBES = 3;
-/**
- * A deadline timer that runs LATE_MS or more after the deadline says the process was busy (a long GC
- * pause, synchronous work, a starved core): it runs its due timers before it reads the replies that
- * arrived meanwhile. The calls it finds overdue then fail one timer turn (GRACE_MS) later, once the
- * event loop has polled for I/O in between: without that the process would blame Redis, and switch to
- * rescue, for its own stall. A timer on time fails them at once.
- */
-const LATE_MS = 1;
-const GRACE_MS = 1;
+// The deadline timer forgives the process's own stalls as core DeadlineTimer does (LATE_MS, GRACE_MS:
+// the calls a late timer finds overdue fail one timer turn later, after an I/O poll), but over the
+// queue of calls waiting on Redis, with one timer for all of them: without that the process would
+// blame Redis, and switch to rescue, for its own stall.
 
 /** RedisRescue is the Redis ↔ rescue switch one Redis limiter uses (internal). */
 export class RedisRescue {

@@ -6,6 +6,7 @@ import { AbortedError, TimeoutError } from '../core/errors.js';
 import { neverAborted } from '../core/guard.js';
 import { ManualClock } from '../core/clock.js';
 import { Timeout, type TimeoutOptions } from './timeout.js';
+import { lateClock } from '../core/test-fixtures.js';
 
 function activeTimers(): number {
   return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
@@ -188,6 +189,34 @@ describe('Timeout', () => {
         () => new Timeout(options),
         (err: Error) => err instanceof type && message.test(err.message),
       );
+    });
+  }
+});
+
+describe('Timeout after a stall of the process', () => {
+  for (const withSignal of [false, true]) {
+    it(`counts an answer that came during the stall, and times out what is still unanswered a turn later (${withSignal ? 'a caller signal' : 'shared deadlines'})`, async () => {
+      const manual = new ManualClock(0);
+      const clock = lateClock(manual);
+      const t = new Timeout({ timeoutMs: 50, clock });
+      const options = withSignal ? { signal: new AbortController().signal } : undefined;
+      let answer!: (v: string) => void;
+      const answered = t.execute(() => new Promise<string>((r) => (answer = r)), options);
+      const unanswered = t
+        .execute(() => new Promise<never>(() => {}), options)
+        .then(
+          () => 'answered',
+          (err: unknown) => (err instanceof TimeoutError ? 'timed out' : err),
+        );
+      await manual.advanceAsync(49);
+      clock.lateMs = 300; // blocked 300 ms: the deadline's timer runs before the poll reads the answer
+      await manual.advanceAsync(withSignal ? 1 : 2); // the shared deadline ends with its 1 ms granule
+      answer('in time');
+      assert.equal(await answered, 'in time');
+      assert.deepEqual(t.stats(), { calls: 2, timeouts: 0 });
+      await manual.advanceAsync(1);
+      assert.equal(await unanswered, 'timed out');
+      assert.deepEqual(t.stats(), { calls: 2, timeouts: 1 });
     });
   }
 });

@@ -16,12 +16,18 @@
  * the call rejects with `AbortedError`. Whatever settles first wins; the timer and the listener on the
  * caller's signal are removed as soon as it settles.
  *
+ * Either way, a deadline whose timer runs late because the process itself was busy (a GC pause,
+ * synchronous work) waits one more timer turn, after an I/O poll, before it fires: a task whose answer
+ * arrived during the stall settles first, instead of timing out for the process's own pause (core
+ * DeadlineTimer).
+ *
  * `reconfigure({ timeoutMs })` changes the deadline of calls that start from then on; a call under way
  * keeps the deadline it started with.
  */
 import { AbortedError, TimeoutError, withoutStack } from '../core/errors.js';
 import { MAX_TIMER_MS, systemClock, type Clock } from '../core/clock.js';
 import { Deadlines } from '../core/deadline.js';
+import { DeadlineTimer } from '../core/deadline-timer.js';
 import { neverAborted, type ExecuteOptions, type Guard, type Task } from '../core/guard.js';
 import { clockOption, finite, liveOptions, options as optionsObject, type OptionKeys } from '../core/validate.js';
 import type { Reconfigurable } from '../core/reconfigurable.js';
@@ -122,17 +128,17 @@ export class Timeout implements Guard, Reconfigurable<Omit<TimeoutOptions, 'cloc
       const settle = (): boolean => {
         if (done) return false;
         done = true;
-        clock.clearTimeout(timer);
+        timer.cancel();
         if (onParentAbort !== undefined) parent!.removeEventListener('abort', onParentAbort);
         return true;
       };
-      const timer = clock.setTimeout(() => {
+      const timer = new DeadlineTimer(clock, clock.now() + timeoutMs, () => {
         if (!settle()) return;
         const err = withoutStack(() => new TimeoutError(`operation timed out after ${timeoutMs} ms`));
         this.timeouts++;
         controller.abort(err);
         reject(err);
-      }, timeoutMs);
+      });
       onParentAbort = () => {
         if (!settle()) return;
         const reason: unknown = parent.reason;

@@ -1,15 +1,19 @@
 /**
  * One instance of a payments service as a process of its own, for tests that kill it for real:
- *   node --import <loader> test/support/http-instance-child.ts <port> ok|flaky
+ *   node --import <loader> test/support/http-instance-child.ts <port> ok|flaky [answered-file]
  * `ok` answers every request 200; `flaky` answers every other request 500 (the first one fails).
- * It listens on 127.0.0.1:<port> until it is killed.
+ * With `answered-file`, it appends a line there once each answer is handed to the kernel, so that a
+ * test can tell (synchronously) that an answer is on its way. It listens on 127.0.0.1:<port> until it
+ * is killed.
  */
+import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 
-const [port, mode] = process.argv.slice(2);
+const [port, mode, answeredFile] = process.argv.slice(2);
 let n = 0;
 const server = createServer((_req, res) => {
-  if (mode === 'flaky' && n++ % 2 === 0) res.writeHead(500).end('flaky');
-  else res.writeHead(200, { 'content-type': 'text/plain' }).end('paid');
+  const answered = answeredFile === undefined ? undefined : () => appendFileSync(answeredFile, 'answered\n');
+  if (mode === 'flaky' && n++ % 2 === 0) res.writeHead(500).end('flaky', answered);
+  else res.writeHead(200, { 'content-type': 'text/plain' }).end('paid', answered);
 });
 server.listen(Number(port), '127.0.0.1', () => console.log('ready'));

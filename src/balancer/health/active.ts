@@ -2,7 +2,8 @@
  * ActiveHealthChecker probes every instance with an HTTP GET on a health path (as Envoy's and nginx's
  * active health checks do):
  * every `intervalMs` (±`jitter`, the first probe at a random point of the first interval so a fleet's
- * probes do not arrive together), each probe aborted after `timeoutMs`. `unhealthyThreshold` failures
+ * probes do not arrive together), each probe aborted after `timeoutMs` (one timer turn later after a
+ * stall of this process: core DeadlineTimer). `unhealthyThreshold` failures
  * in a row mark an instance down, `healthyThreshold` successes in a row mark it up again; a 2xx or
  * 3xx answer is a success. Instances start up, so a new fleet is usable before its first probes. Probes
  * of an instance that leaves the list stop at once: its timer is cleared and a probe in flight is aborted.
@@ -13,6 +14,7 @@
  */
 import http from 'node:http';
 import { systemClock, type Clock, type TimerHandle } from '../../core/clock.js';
+import { DeadlineTimer } from '../../core/deadline-timer.js';
 import { Emitter } from '../../core/events.js';
 import { clockOption, finite, fn, integer, options as checkOptions, type OptionKeys } from '../../core/validate.js';
 import type { ServiceInstance } from '../../registry/types.js';
@@ -237,15 +239,16 @@ export class ActiveHealthChecker {
     if (s.removed || s.inFlight !== undefined) return;
     const controller = new AbortController();
     s.inFlight = controller;
-    // Not unref'd: it lives only as long as the probe (whose socket holds the loop open anyway).
-    const timer = this.clock.setTimeout(() => controller.abort(new Error('health probe timed out')), this.timeoutMs);
+    // Not unref'd: it lives only as long as the probe (whose socket holds the loop open anyway). A
+    // DeadlineTimer: after a stall of this process, a probe answered meanwhile passes.
+    const timer = new DeadlineTimer(this.clock, this.clock.now() + this.timeoutMs, () => controller.abort(new Error('health probe timed out')));
     let ok: boolean;
     try {
       ok = (await this.probe(s.instance, controller.signal)) === true && !controller.signal.aborted;
     } catch {
       ok = false;
     } finally {
-      this.clock.clearTimeout(timer);
+      timer.cancel();
       s.inFlight = undefined;
     }
     if (s.removed) return; // removed while probing: no verdict, no next probe
