@@ -268,6 +268,12 @@ const SUBJECTS = {
     const t = new Timeout({ timeoutMs: 10_000 });
     return { op: () => t.execute(task), async: true };
   },
+  'Timeout.execute (10 s, caller signal)': async (load) => {
+    const { Timeout } = await load('policy');
+    const t = new Timeout({ timeoutMs: 10_000 });
+    const options = { signal: new AbortController().signal };
+    return { op: () => t.execute(task, options), async: true };
+  },
   'Retry.execute success': async (load) => {
     const { Retry } = await load('policy');
     const r = new Retry({ maxAttempts: 3 });

@@ -161,8 +161,7 @@ export class HttpPeer implements PeerGetter {
     if (trial) this.trials++;
     const deadline = new AbortController();
     // A DeadlineTimer: after a stall of this process, an answer that came meanwhile is read before it fires.
-    const clock = this.config.clock;
-    const timer = new DeadlineTimer(clock, clock.now() + timeoutMs, () =>
+    const timer = new DeadlineTimer(this.config.clock, timeoutMs, () =>
       deadline.abort(new TimeoutError(`peer ${this.url} did not answer within ${timeoutMs} ms`)),
     ).unref();
     const both = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);

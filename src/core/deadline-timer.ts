@@ -20,33 +20,37 @@ export const LATE_MS = 1;
 /** How long after a late run the deadline fires: one timer turn, with an I/O poll before it. */
 export const GRACE_MS = 1;
 
-/** DeadlineTimer calls `fire` once at `deadline` (a reading of `clock`), or one turn later after a stall; see the module comment. */
+/** DeadlineTimer calls `fire` once `ms` from now on `clock`, or one turn later after a stall; see the module comment. */
 export class DeadlineTimer {
   private timer: TimerHandle | undefined;
   private referenced = true;
+  /** The deadline: a reading of `clock`. */
+  private readonly deadline: number;
 
   constructor(
     private readonly clock: Clock,
-    private readonly deadline: number,
+    ms: number,
     private readonly fire: () => void,
   ) {
-    this.timer = clock.setTimeout(this.due, deadline - clock.now());
+    this.deadline = clock.now() + ms;
+    this.timer = clock.setTimeout(() => this.due(), ms);
   }
 
-  private readonly due = (): void => {
+  /** due runs at the deadline, or late: then the deadline fires one timer turn later. */
+  private due(): void {
     if (this.clock.now() - this.deadline >= LATE_MS) {
-      this.timer = this.clock.setTimeout(this.graceOver, GRACE_MS);
+      this.timer = this.clock.setTimeout(() => this.graceOver(), GRACE_MS);
       if (!this.referenced) this.timer.unref();
       return;
     }
     this.timer = undefined;
     this.fire();
-  };
+  }
 
-  private readonly graceOver = (): void => {
+  private graceOver(): void {
     this.timer = undefined;
     this.fire();
-  };
+  }
 
   /** pending is true until the deadline fires or the timer is cancelled. */
   get pending(): boolean {

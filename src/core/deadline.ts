@@ -61,17 +61,17 @@ export class Granule {
   /** The timer has fired: calls joining now need a new granule. */
   fired = false;
 
-  /** `deadline` is a reading of `clock`: when the granule's calls time out. */
+  /** The granule's calls time out `waitMs` from now. */
   constructor(
     readonly key: number,
-    deadline: number,
+    waitMs: number,
     private readonly message: string,
     clock: Clock,
   ) {
     this.signal = this.controller.signal;
     setMaxListeners(0, this.signal); // many calls (and undici requests) listen to one signal
     // A DeadlineTimer: after a stall of the process, calls answered meanwhile are read before it fires.
-    this.timer = new DeadlineTimer(clock, deadline, this.fire);
+    this.timer = new DeadlineTimer(clock, waitMs, this.fire);
     this.timer.unref(); // held open only while a call is in flight (see add/remove)
   }
 
@@ -177,8 +177,7 @@ export class Deadlines {
     const key = Math.floor(now / this.granuleMs);
     let g = this.current;
     if (g === undefined || g.key !== key || g.fired) {
-      const waitMs = Math.min(Math.max((key + 1) * this.granuleMs + this.timeoutMs - now, 1), MAX_TIMER_MS);
-      g = new Granule(key, now + waitMs, this.message, this.clock);
+      g = new Granule(key, Math.min(Math.max((key + 1) * this.granuleMs + this.timeoutMs - now, 1), MAX_TIMER_MS), this.message, this.clock);
       this.current = g;
     }
     g.add(node);

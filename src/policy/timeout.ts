@@ -132,7 +132,7 @@ export class Timeout implements Guard, Reconfigurable<Omit<TimeoutOptions, 'cloc
         if (onParentAbort !== undefined) parent!.removeEventListener('abort', onParentAbort);
         return true;
       };
-      const timer = new DeadlineTimer(clock, clock.now() + timeoutMs, () => {
+      const timer = new DeadlineTimer(clock, timeoutMs, () => {
         if (!settle()) return;
         const err = withoutStack(() => new TimeoutError(`operation timed out after ${timeoutMs} ms`));
         this.timeouts++;

@@ -241,7 +241,7 @@ export class ActiveHealthChecker {
     s.inFlight = controller;
     // Not unref'd: it lives only as long as the probe (whose socket holds the loop open anyway). A
     // DeadlineTimer: after a stall of this process, a probe answered meanwhile passes.
-    const timer = new DeadlineTimer(this.clock, this.clock.now() + this.timeoutMs, () => controller.abort(new Error('health probe timed out')));
+    const timer = new DeadlineTimer(this.clock, this.timeoutMs, () => controller.abort(new Error('health probe timed out')));
     let ok: boolean;
     try {
       ok = (await this.probe(s.instance, controller.signal)) === true && !controller.signal.aborted;
