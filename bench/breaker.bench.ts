@@ -27,7 +27,7 @@ import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import * as cockatiel from 'cockatiel';
 import Opossum from 'opossum';
-import { atMost, bench, fasterBy, type Medians, type Subject, type Target } from './harness.js';
+import { atMost, bench, fasterBy, timeTurns, type Medians, type Subject, type Target } from './harness.js';
 import { BreakerGroup, CircuitBreaker, SreBreaker, type Breaker } from '../src/breaker/index.js';
 import { BreakerOpenError } from '../src/core/errors.js';
 import { getDefaultCoarseClock } from '../src/core/coarse-clock.js';
@@ -378,12 +378,7 @@ function barsSubject(): Subject {
     async: true,
     batch: 1,
     op: async () => {
-      const ms: Record<string, number> = {};
-      for (const [k, turn] of Object.entries(turns)) {
-        const t = performance.now();
-        await turn();
-        ms[k] = performance.now() - t;
-      }
+      const ms = await timeTurns(turns);
       bareNs.push((ms.bare! * 1e6) / CHUNK);
       for (const k of Object.keys(turns)) ratios[k]!.push(ms[k]! / ms.bare!);
       handRatios.sre.push(ms.sre! / ms.floor_hand!);

@@ -18,7 +18,7 @@
  * client itself.
  */
 import * as cockatiel from 'cockatiel';
-import { atMost, bench, fasterBy, type Subject, type Target } from './harness.js';
+import { atMost, bench, fasterBy, timeTurns, type Subject, type Target } from './harness.js';
 
 import { MemoryRegistry } from '../src/registry/index.js';
 import { ResilientClient } from '../src/client/index.js';
@@ -232,13 +232,8 @@ async function interleavedSubject(): Promise<Subject> {
     async: true,
     batch: 1,
     op: async () => {
-      const ms: Record<string, number> = {};
-      for (const [k, turn] of Object.entries(turns)) {
-        const t = performance.now();
-        await turn();
-        ms[k] = performance.now() - t;
-        ns[k]!.push((ms[k]! * 1e6) / CHUNK);
-      }
+      const ms = await timeTurns(turns);
+      for (const k of Object.keys(turns)) ns[k]!.push((ms[k]! * 1e6) / CHUNK);
       overFloor.push(ms.defaults! / ms.floor!);
       overFloorDeadline.push(ms.defaults! / ms.floor_deadline!);
     },

@@ -76,6 +76,21 @@ export function atMost(label: string, subject: string, than: string, max: number
   };
 }
 
+/**
+ * timeTurns runs each turn of an interleaved section once, in order, and answers the ms each took: what
+ * one round of such a section measures (each turn's loop its own function, so that no call site is
+ * shared between the paths it compares).
+ */
+export async function timeTurns(turns: Record<string, () => Promise<void>>): Promise<Record<string, number>> {
+  const ms: Record<string, number> = {};
+  for (const [k, turn] of Object.entries(turns)) {
+    const t = performance.now();
+    await turn();
+    ms[k] = performance.now() - t;
+  }
+  return ms;
+}
+
 /** fasterBy: `subject` is at least `min` × faster than `than` (their time ratio `than / subject` ≥ min). */
 export function fasterBy(label: string, subject: string, than: string, min: number): Target {
   return {
