@@ -14,8 +14,8 @@
  * the call has finished (another call of its granule was still running), so a task must not keep using
  * it (to stream a body, say) past its call. After a stall of the process (its timer ran late: see
  * DeadlineTimer), the deadline waits one more timer turn, so that answers that came meanwhile are read
- * first and the dependency is not blamed for the process's own pause. A call with its own caller signal needs a controller linked
- * to that signal: such calls do not come here.
+ * first and the dependency is not blamed for the process's own pause. A call with its own caller
+ * signal needs a controller linked to that signal: such calls do not come here.
  *
  * Each granule keeps its calls in flight in an intrusive doubly linked list (O(1) insert and remove,
  * nothing kept once a call settles), and its timer holds the event loop open only while a call is in
