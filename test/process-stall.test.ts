@@ -73,7 +73,8 @@ describe('a process blocked past its deadlines', () => {
     const client = new ResilientClient({ registry, timeoutMs: TIMEOUT_MS, maxAttempts: 1 });
     try {
       await registry.register({ id: 'pay-1', name: 'payments', address });
-      assert.equal((await client.fetch('http://payments/pay')).status, 200); // the connection is open
+      // The connection is opened with a deadline a loaded machine cannot miss; the rounds need none.
+      assert.equal((await client.fetch('http://payments/pay', { timeoutMs: 10_000 })).status, 200);
       for (let round = 0; round < 3; round++) {
         blockAfterNextRequest(answered);
         const res = await client.fetch('http://payments/pay');
@@ -94,12 +95,12 @@ describe('a process blocked past its deadlines', () => {
       const timeout = new Timeout({ timeoutMs: TIMEOUT_MS });
       const options = withSignal ? { signal: new AbortController().signal } : undefined;
       const ask = (signal: AbortSignal) => request(`http://${address}/pay`, { signal }).then((r) => r.body.text());
-      assert.equal(await timeout.execute(ask, options), 'paid'); // the connection is open
+      assert.equal(await ask(new AbortController().signal), 'paid'); // the connection is open (no deadline: a loaded machine cannot miss it)
       for (let round = 0; round < 3; round++) {
         blockAfterNextRequest(answered);
         assert.equal(await timeout.execute(ask, options), 'paid');
       }
-      assert.deepEqual(timeout.stats(), { calls: 4, timeouts: 0 });
+      assert.deepEqual(timeout.stats(), { calls: 3, timeouts: 0 });
     });
   }
 });
