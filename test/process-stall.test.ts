@@ -4,8 +4,9 @@
  * and Node runs due timers before it polls for I/O. The instance is a process of its own, so that it
  * answers while this one is blocked; the request is written before the block, as in a real stall, and
  * the block lasts until the instance has answered and BLOCK_MS (6 deadlines) have passed, so that the
- * test does not depend on how fast the machine is. Without core DeadlineTimer every call here fails with
- * TimeoutError.
+ * test does not depend on how fast the machine is. Covered: the resilient client's attempts, the policy
+ * Timeout (shared deadlines and with a caller signal), and a cache peer request (HttpPool). Without core
+ * DeadlineTimer every call here fails with TimeoutError (the peer request with PeerError).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,6 +19,7 @@ import { request } from 'undici';
 import { ResilientClient } from '../src/client/index.js';
 import { MemoryRegistry } from '../src/registry/index.js';
 import { Timeout } from '../src/policy/index.js';
+import { HttpPool } from '../src/cache/index.js';
 import { canConnect, freePort, ServerProcess } from './support/servers.js';
 import { tsNodeArgs } from './support/ts-node.js';
 
@@ -50,22 +52,63 @@ function blockAfterNextRequest(file: string): void {
   diagnostics.subscribe('undici:client:sendHeaders', onSend);
 }
 
+/** Instance is a server process of its own, and the file where it notes each answer. */
+interface Instance {
+  proc: ServerProcess;
+  address: string;
+  answered: string;
+}
+
+/** startInstance starts http-instance-child in `mode` on a free loopback port. */
+async function startInstance(dir: string, mode: 'ok' | 'peer'): Promise<Instance> {
+  const answered = join(dir, `answered-${mode}`);
+  const port = await freePort();
+  const proc = new ServerProcess(`payments-${mode}`, process.execPath, tsNodeArgs(CHILD, String(port), mode, answered), process.cwd());
+  await proc.start(() => canConnect(port));
+  return { proc, address: `127.0.0.1:${port}`, answered };
+}
+
 describe('a process blocked past its deadlines', () => {
-  let instance: ServerProcess;
-  let address: string;
   let dir: string;
+  let instance: Instance;
+  let peer: Instance;
+  let address: string;
   let answered: string;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'bulwark-stall-'));
-    answered = join(dir, 'answered');
-    const port = await freePort();
-    instance = new ServerProcess('payments', process.execPath, tsNodeArgs(CHILD, String(port), 'ok', answered), process.cwd());
-    await instance.start(() => canConnect(port));
-    address = `127.0.0.1:${port}`;
+    [instance, peer] = await Promise.all([startInstance(dir, 'ok'), startInstance(dir, 'peer')]);
+    ({ address, answered } = instance);
   });
   after(async () => {
-    await instance?.kill();
+    await Promise.all([instance?.proc.kill(), peer?.proc.kill()]);
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('HttpPool: a peer that answered during the block is read, not marked down', async () => {
+    const pool = new HttpPool({ self: 'http://127.0.0.1:1', timeoutMs: TIMEOUT_MS });
+    try {
+      const url = `http://${peer.address}`;
+      pool.setPeers('http://127.0.0.1:1', url);
+      let key = 'k0';
+      for (let i = 1; pool.owner(key) !== url; i++) key = `k${i}`;
+      const getter = pool.pickPeer(key)!;
+      // The connection is opened first, bounded in tries: a loaded machine may miss 50 ms then.
+      for (let tries = 0; ; tries++) {
+        const ok = await getter.get('g', key).then(
+          () => true,
+          () => false,
+        );
+        if (ok) break;
+        assert.ok(tries < 50, 'the peer never answered within 50 ms');
+      }
+      for (let round = 0; round < 3; round++) {
+        blockAfterNextRequest(peer.answered);
+        assert.equal((await getter.get('g', key)).value, 'paid');
+        assert.equal(getter.healthy?.(), true);
+      }
+    } finally {
+      await pool.close();
+    }
   });
 
   it('ResilientClient: a call answered during the block succeeds, counted against nobody', async () => {
