@@ -13,7 +13,8 @@
  *
  * A request body must arrive within `bodyTimeoutMs` (on the pool's clock): a peer that declares
  * `Content-Length: 100`, sends 5 bytes and stays open gets 408 and its connection is closed, instead
- * of being held until the server's `requestTimeout` (300 s in Node).
+ * of being held until the server's `requestTimeout` (300 s in Node). After a stall of this process the
+ * deadline waits one more timer turn (core DeadlineTimer), so that a body that arrived meanwhile is read.
  *
  * Statuses: 200 (a value, a not-found answer, or a remove), 400 (malformed protobuf, bad path or
  * percent-encoding, bad key, a query, a body on the GET form), 401 (unsigned or badly signed, when a
@@ -24,6 +25,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../core/clock.js';
+import { DeadlineTimer } from '../core/deadline-timer.js';
 import { AbortedError, TimeoutError } from '../core/errors.js';
 import { declaresBody } from '../internal/declared-body.js';
 import { decodePeerRequest, encodeGetResponse, encodeRemoveResponse, type GetResponse, type PeerMode } from './codec.js';
@@ -184,13 +186,13 @@ function readBody(req: IncomingMessage, limit: number, config: HandlerConfig): P
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
-    const timer = config.clock.setTimeout(() => {
+    // A DeadlineTimer: after a stall of this process, a body that arrived meanwhile is read, not refused.
+    const timer = new DeadlineTimer(config.clock, config.bodyTimeoutMs, () => {
       done();
       reject(BODY_TIMEOUT);
-    }, config.bodyTimeoutMs);
-    timer.unref();
+    }).unref();
     const done = () => {
-      config.clock.clearTimeout(timer);
+      timer.cancel();
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onError);
