@@ -72,12 +72,9 @@ describe('a process blocked past its deadlines', () => {
   let dir: string;
   let instance: Instance;
   let peer: Instance;
-  let address: string;
-  let answered: string;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'bulwark-stall-'));
     [instance, peer] = await Promise.all([startInstance(dir, 'ok'), startInstance(dir, 'peer')]);
-    ({ address, answered } = instance);
   });
   after(async () => {
     await Promise.all([instance?.proc.kill(), peer?.proc.kill()]);
@@ -115,11 +112,11 @@ describe('a process blocked past its deadlines', () => {
     const registry = new MemoryRegistry();
     const client = new ResilientClient({ registry, timeoutMs: TIMEOUT_MS, maxAttempts: 1 });
     try {
-      await registry.register({ id: 'pay-1', name: 'payments', address });
+      await registry.register({ id: 'pay-1', name: 'payments', address: instance.address });
       // The connection is opened with a deadline a loaded machine cannot miss; the rounds need none.
       assert.equal((await client.fetch('http://payments/pay', { timeoutMs: 10_000 })).status, 200);
       for (let round = 0; round < 3; round++) {
-        blockAfterNextRequest(answered);
+        blockAfterNextRequest(instance.answered);
         const res = await client.fetch('http://payments/pay');
         assert.equal(res.status, 200);
         assert.equal(await res.text(), 'paid');
@@ -137,10 +134,10 @@ describe('a process blocked past its deadlines', () => {
     it(`Timeout (${withSignal ? 'with a caller signal' : 'shared deadlines'}): a task answered during the block resolves`, async () => {
       const timeout = new Timeout({ timeoutMs: TIMEOUT_MS });
       const options = withSignal ? { signal: new AbortController().signal } : undefined;
-      const ask = (signal: AbortSignal) => request(`http://${address}/pay`, { signal }).then((r) => r.body.text());
+      const ask = (signal: AbortSignal) => request(`http://${instance.address}/pay`, { signal }).then((r) => r.body.text());
       assert.equal(await ask(new AbortController().signal), 'paid'); // the connection is open (no deadline: a loaded machine cannot miss it)
       for (let round = 0; round < 3; round++) {
-        blockAfterNextRequest(answered);
+        blockAfterNextRequest(instance.answered);
         assert.equal(await timeout.execute(ask, options), 'paid');
       }
       assert.deepEqual(timeout.stats(), { calls: 3, timeouts: 0 });
